@@ -1,0 +1,46 @@
+"""Command-line flags with environment-variable equivalents: --max-batch-size <-> SCALEOUT_MAX_BATCH_SIZE.
+
+A flag given on the command line wins over the environment, which wins over the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+class EnvArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose long options default to $SCALEOUT_<OPTION> when it is set."""
+
+    def __init__(self, *args, env_prefix: str = "SCALEOUT_", **kwargs):
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.env_prefix = env_prefix
+
+    def add_argument(self, *names, **kwargs):
+        long_names = [n for n in names if n.startswith("--")]
+        if long_names:
+            env = self.env_prefix + long_names[0][2:].upper().replace("-", "_")
+            kwargs["help"] = f"{kwargs.get('help', '')} [env {env}]".strip()
+            if env in os.environ:
+                raw = os.environ[env]
+                if kwargs.get("action") == "store_true":
+                    kwargs["default"] = raw.lower() in ("1", "true", "yes", "on")
+                else:
+                    convert = kwargs.get("type", str)
+                    kwargs["default"] = convert(raw)
+        return super().add_argument(*names, **kwargs)
+
+
+def server_parser(service: str, default_port: int, description: str) -> EnvArgumentParser:
+    """Flags every service shares: where it listens, limits, drain grace, model folder."""
+    parser = EnvArgumentParser(prog=f"scaleout-{service}", description=description)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=default_port, help="gRPC port (0: pick a free one)")
+    parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus port (0: pick a free one, -1: off)")
+    parser.add_argument("--model", default=None, help="local HF model folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder")
+    parser.add_argument("--max-message-mb", type=int, default=64, help="largest gRPC message accepted or sent")
+    parser.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight calls get to finish")
+    parser.add_argument("--log-level", default="INFO", help="logging level")
+    return parser

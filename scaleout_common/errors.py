@@ -1,0 +1,100 @@
+"""Typed errors: a gRPC status code plus google.rpc.Status details (ErrorInfo reason, BadRequest violations).
+
+Raise `ServiceError` (or one of the helpers) anywhere in a servicer; the error interceptor turns it into a
+rich status. Anything else escaping a servicer is a bug and becomes INTERNAL with reason INTERNAL_ERROR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "scaleout.v1"
+
+
+@dataclass
+class ServiceError(Exception):
+    code: grpc.StatusCode
+    reason: str  # stable, UPPER_SNAKE: clients switch on it
+    message: str
+    violations: list[tuple[str, str]] = field(default_factory=list)  # (field path, description)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.code.name} {self.reason}: {self.message}"
+
+    def to_status(self) -> status_pb2.Status:
+        details = [error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)]
+        if self.violations:
+            details.append(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(field=f, description=d, reason=self.reason)
+                        for f, d in self.violations
+                    ]
+                )
+            )
+        packed = []
+        for detail in details:
+            any_detail = any_pb2.Any()
+            any_detail.Pack(detail)
+            packed.append(any_detail)
+        return status_pb2.Status(code=self.code.value[0], message=self.message, details=packed)
+
+    def to_rpc_status(self) -> grpc.Status:
+        return rpc_status.to_status(self.to_status())
+
+    @classmethod
+    def from_status(cls, status: status_pb2.Status) -> "ServiceError":
+        """Rebuild an error received in-band (a stream's terminal message) or from a downstream call."""
+        code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
+        reason, violations, metadata = "UNKNOWN", [], {}
+        for detail in status.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                reason, metadata = info.reason, dict(info.metadata)
+            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad = error_details_pb2.BadRequest()
+                detail.Unpack(bad)
+                violations = [(v.field, v.description) for v in bad.field_violations]
+        return cls(code, reason, status.message, violations, metadata)
+
+    @classmethod
+    def from_rpc_error(cls, error: grpc.RpcError) -> "ServiceError":
+        """Keep a downstream service's typed error (code, reason, violations) when passing it on."""
+        status = rpc_status.from_call(error)
+        if status is not None:
+            return cls.from_status(status)
+        return cls(error.code(), error.code().name, error.details() or "")
+
+
+def invalid_argument(reason: str, message: str, field_path: str | None = None) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, [(field_path, message)] if field_path else [])
+
+
+def out_of_range(reason: str, message: str, field_path: str | None = None) -> ServiceError:
+    return ServiceError(grpc.StatusCode.OUT_OF_RANGE, reason, message, [(field_path, message)] if field_path else [])
+
+
+def failed_precondition(reason: str, message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, reason, message)
+
+
+def resource_exhausted(reason: str, message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, reason, message)
+
+
+def unavailable(reason: str, message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.UNAVAILABLE, reason, message)
+
+
+def internal(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", message)
+
+
+assert code_pb2.INVALID_ARGUMENT == grpc.StatusCode.INVALID_ARGUMENT.value[0]

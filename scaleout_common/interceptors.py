@@ -1,0 +1,76 @@
+"""Server interceptors every service shares: readiness gate and typed errors."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import grpc
+from grpc.experimental import aio  # noqa: F401  (grpc.aio types)
+
+from scaleout_common.errors import ServiceError, internal, unavailable
+
+log = logging.getLogger(__name__)
+
+_ALWAYS_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+def _abort_status(error: BaseException) -> grpc.Status:
+    if isinstance(error, ServiceError):
+        return error.to_rpc_status()
+    log.exception("unhandled error in servicer", exc_info=error)
+    return internal(f"{type(error).__name__}: {error}").to_rpc_status()
+
+
+def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> grpc.RpcMethodHandler:
+    """Run `guard` before the behaviour, and turn exceptions into rich statuses."""
+    kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+    if handler.unary_unary or handler.stream_unary:
+        inner = handler.unary_unary or handler.stream_unary
+
+        async def unary(request, context):
+            try:
+                guard()
+                return await inner(request, context)
+            except (ServiceError, Exception) as error:  # noqa: BLE001 - every error becomes a status
+                if isinstance(error, grpc.aio.AbortError):
+                    raise
+                await context.abort_with_status(_abort_status(error))
+
+        factory = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
+        return factory(unary, **kwargs)
+
+    inner = handler.unary_stream or handler.stream_stream
+
+    async def streaming(request, context):
+        try:
+            guard()
+            async for message in inner(request, context):
+                yield message
+        except Exception as error:  # noqa: BLE001 - every error becomes a status
+            if isinstance(error, grpc.aio.AbortError):
+                raise
+            await context.abort_with_status(_abort_status(error))
+
+    factory = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+    return factory(streaming, **kwargs)
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses calls until the service is ready (UNAVAILABLE NOT_READY) and maps errors to typed statuses."""
+
+    def __init__(self, is_ready: Callable[[], bool], is_draining: Callable[[], bool]):
+        self._is_ready = is_ready
+        self._is_draining = is_draining
+
+    def _guard(self) -> None:
+        if self._is_draining():
+            raise unavailable("DRAINING", "server is shutting down; retry on another replica")
+        if not self._is_ready():
+            raise unavailable("NOT_READY", "server is still loading; retry shortly")
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(_ALWAYS_OPEN):
+            return handler
+        return wrap_handler(handler, self._guard)

@@ -1,0 +1,128 @@
+"""gRPC server bootstrap shared by every service.
+
+`run(service, args)` serves `service` with: grpc.health.v1 (liveness "" and readiness per service name,
+NOT_SERVING while loading and draining), reflection, keepalive that tolerates client pings, explicit message
+size limits, typed errors, and SIGTERM/SIGINT drain within --drain-grace-s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Protocol, Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from scaleout_common.interceptors import ErrorInterceptor
+
+log = logging.getLogger(__name__)
+
+
+class Service(Protocol):
+    """What a service package hands to `run`."""
+
+    #: full gRPC service names, e.g. "scaleout.v1.EngineService"
+    service_names: Sequence[str]
+
+    def register(self, server: grpc.aio.Server) -> None: ...
+
+    async def load(self) -> None:
+        """Heavy start-up (model loading). Health says NOT_SERVING until it returns."""
+
+    async def drain(self) -> None:
+        """Stop taking new work; in-flight calls get --drain-grace-s to finish."""
+
+    async def close(self) -> None: ...
+
+
+def channel_options(max_message_mb: int) -> list[tuple[str, int]]:
+    size = max_message_mb * 1024 * 1024
+    return [
+        ("grpc.max_send_message_length", size),
+        ("grpc.max_receive_message_length", size),
+    ]
+
+
+def server_options(max_message_mb: int) -> list[tuple[str, int]]:
+    return channel_options(max_message_mb) + [
+        # Clients may ping every 10 s even with no call in flight (long prefills, idle pools) without a GOAWAY.
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_ping_strikes", 0),
+    ]
+
+
+class _State:
+    def __init__(self) -> None:
+        self.ready = False
+        self.draining = False
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+async def serve(service: Service, args, stop: asyncio.Event | None = None, listening=None) -> None:
+    """Serve until SIGTERM/SIGINT (or until `stop` is set, when given: in-process tests).
+
+    `listening(port)` is called once the port is bound, before loading starts.
+    """
+    state = _State()
+    interceptors = [ErrorInterceptor(lambda: state.ready, lambda: state.draining)]
+    server = grpc.aio.server(interceptors=interceptors, options=server_options(args.max_message_mb))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    service.register(server)
+    names = list(service.service_names)
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    port = server.add_insecure_port(f"{args.host}:{args.port}")
+    if port == 0:
+        raise SystemExit(f"cannot listen on {args.host}:{args.port}")
+
+    async def set_all(status) -> None:
+        for name in ["", *names]:
+            await health_servicer.set(name, status)
+
+    await set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.start()
+    # Machine-readable line for launchers and tests (port 0 picks a free port).
+    print(f"LISTENING {names[0]} {args.host}:{port}", flush=True)
+    if listening is not None:
+        listening(port)
+
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+    load = asyncio.create_task(service.load())
+    done, _ = await asyncio.wait([load, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    if load in done:
+        load.result()  # a failed load stops the process with its error
+        state.ready = True
+        await set_all(health_pb2.HealthCheckResponse.SERVING)
+        log.info("%s ready on %s:%d", names[0], args.host, port)
+        await stop.wait()
+
+    log.info("draining (grace %.0fs)", args.drain_grace_s)
+    state.draining = True
+    await set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
+    load.cancel()
+    await service.drain()
+    await server.stop(args.drain_grace_s)
+    await service.close()
+    log.info("stopped")
+
+
+def run(service: Service, args) -> None:
+    configure_logging(args.log_level)
+    asyncio.run(serve(service, args))

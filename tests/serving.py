@@ -1,0 +1,32 @@
+"""Run a real service on a loopback port inside the test's event loop, with the production bootstrap."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from scaleout_common.server import serve
+
+
+@contextlib.asynccontextmanager
+async def serving(service, parser):
+    """Start `service` (flags from `parser` with --port 0), wait until SERVING, yield "127.0.0.1:port"."""
+    args = parser.parse_args(["--port", "0", "--metrics-port", "-1"])
+    stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
+    port = await asyncio.wait_for(asyncio.shield(bound), 60)
+    target = f"127.0.0.1:{port}"
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while (await stub.Check(health_pb2.HealthCheckRequest(service=""))).status != health_pb2.HealthCheckResponse.SERVING:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.05)
+    try:
+        yield target
+    finally:
+        stop.set()
+        await task
