@@ -27,7 +27,7 @@ from scaleout.v1 import derender_pb2 as scaleout_dot_v1_dot_derender__pb2
 from scaleout.v1 import render_pb2 as scaleout_dot_v1_dot_render__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16scaleout/v1/chat.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1ascaleout/v1/derender.proto\x1a\x18scaleout/v1/render.proto\"N\n\x1b\x43reateChatCompletionRequest\x12/\n\x07request\x18\x01 \x01(\x0b\x32\x1e.scaleout.v1.RenderChatRequest\"O\n\x1c\x43reateChatCompletionResponse\x12/\n\ncompletion\x18\x01 \x01(\x0b\x32\x1b.scaleout.v1.ChatCompletion\"N\n\x1bStreamChatCompletionRequest\x12/\n\x07request\x18\x01 \x01(\x0b\x32\x1e.scaleout.v1.RenderChatRequest\"O\n\x1cStreamChatCompletionResponse\x12/\n\x05\x63hunk\x18\x01 \x01(\x0b\x32 .scaleout.v1.ChatCompletionChunk2\xd3\x02\n\x0b\x43hatService\x12\x9e\x01\n\x14\x43reateChatCompletion\x12(.scaleout.v1.CreateChatCompletionRequest\x1a).scaleout.v1.CreateChatCompletionResponse\"1\x82\xd3\xe4\x93\x02+\"\x14/v1/chat/completions:\x07requestb\ncompletion\x12\xa2\x01\n\x14StreamChatCompletion\x12(.scaleout.v1.StreamChatCompletionRequest\x1a).scaleout.v1.StreamChatCompletionResponse\"3\x82\xd3\xe4\x93\x02-\"\x1b/v1/chat/completions/stream:\x07requestb\x05\x63hunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16scaleout/v1/chat.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1ascaleout/v1/derender.proto\x1a\x18scaleout/v1/render.proto2\x88\x02\n\x0b\x43hatService\x12t\n\x14\x43reateChatCompletion\x12\x1e.scaleout.v1.RenderChatRequest\x1a\x1b.scaleout.v1.ChatCompletion\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/chat/completions:\x01*\x12\x82\x01\n\x14StreamChatCompletion\x12\x1e.scaleout.v1.RenderChatRequest\x1a .scaleout.v1.ChatCompletionChunk\"&\x82\xd3\xe4\x93\x02 \"\x1b/v1/chat/completions/stream:\x01*0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,17 +35,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scaleout.v1.chat_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CHATSERVICE'].methods_by_name['CreateChatCompletion']._loaded_options = None
-  _globals['_CHATSERVICE'].methods_by_name['CreateChatCompletion']._serialized_options = b'\202\323\344\223\002+\"\024/v1/chat/completions:\007requestb\ncompletion'
+  _globals['_CHATSERVICE'].methods_by_name['CreateChatCompletion']._serialized_options = b'\202\323\344\223\002\031\"\024/v1/chat/completions:\001*'
   _globals['_CHATSERVICE'].methods_by_name['StreamChatCompletion']._loaded_options = None
-  _globals['_CHATSERVICE'].methods_by_name['StreamChatCompletion']._serialized_options = b'\202\323\344\223\002-\"\033/v1/chat/completions/stream:\007requestb\005chunk'
-  _globals['_CREATECHATCOMPLETIONREQUEST']._serialized_start=123
-  _globals['_CREATECHATCOMPLETIONREQUEST']._serialized_end=201
-  _globals['_CREATECHATCOMPLETIONRESPONSE']._serialized_start=203
-  _globals['_CREATECHATCOMPLETIONRESPONSE']._serialized_end=282
-  _globals['_STREAMCHATCOMPLETIONREQUEST']._serialized_start=284
-  _globals['_STREAMCHATCOMPLETIONREQUEST']._serialized_end=362
-  _globals['_STREAMCHATCOMPLETIONRESPONSE']._serialized_start=364
-  _globals['_STREAMCHATCOMPLETIONRESPONSE']._serialized_end=443
-  _globals['_CHATSERVICE']._serialized_start=446
-  _globals['_CHATSERVICE']._serialized_end=785
+  _globals['_CHATSERVICE'].methods_by_name['StreamChatCompletion']._serialized_options = b'\202\323\344\223\002 \"\033/v1/chat/completions/stream:\001*'
+  _globals['_CHATSERVICE']._serialized_start=124
+  _globals['_CHATSERVICE']._serialized_end=388
 # @@protoc_insertion_point(module_scope)

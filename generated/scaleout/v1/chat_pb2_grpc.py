@@ -3,7 +3,8 @@
 import grpc
 import warnings
 
-from scaleout.v1 import chat_pb2 as scaleout_dot_v1_dot_chat__pb2
+from scaleout.v1 import derender_pb2 as scaleout_dot_v1_dot_derender__pb2
+from scaleout.v1 import render_pb2 as scaleout_dot_v1_dot_render__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -27,7 +28,7 @@ if _version_not_supported:
 
 class ChatServiceStub:
     """One-hop OpenAI-compatible chat: render -> generate -> derender behind one call.
-    Over REST the bodies are the bare OpenAI request / response JSON.
+    Over REST the bodies are the OpenAI request / response JSON.
     """
 
     def __init__(self, channel):
@@ -38,19 +39,19 @@ class ChatServiceStub:
         """
         self.CreateChatCompletion = channel.unary_unary(
                 '/scaleout.v1.ChatService/CreateChatCompletion',
-                request_serializer=scaleout_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
-                response_deserializer=scaleout_dot_v1_dot_chat__pb2.CreateChatCompletionResponse.FromString,
+                request_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_derender__pb2.ChatCompletion.FromString,
                 _registered_method=True)
         self.StreamChatCompletion = channel.unary_stream(
                 '/scaleout.v1.ChatService/StreamChatCompletion',
-                request_serializer=scaleout_dot_v1_dot_chat__pb2.StreamChatCompletionRequest.SerializeToString,
-                response_deserializer=scaleout_dot_v1_dot_chat__pb2.StreamChatCompletionResponse.FromString,
+                request_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_derender__pb2.ChatCompletionChunk.FromString,
                 _registered_method=True)
 
 
 class ChatServiceServicer:
     """One-hop OpenAI-compatible chat: render -> generate -> derender behind one call.
-    Over REST the bodies are the bare OpenAI request / response JSON.
+    Over REST the bodies are the OpenAI request / response JSON.
     """
 
     def CreateChatCompletion(self, request, context):
@@ -71,13 +72,13 @@ def add_ChatServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateChatCompletion': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateChatCompletion,
-                    request_deserializer=scaleout_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
-                    response_serializer=scaleout_dot_v1_dot_chat__pb2.CreateChatCompletionResponse.SerializeToString,
+                    request_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_derender__pb2.ChatCompletion.SerializeToString,
             ),
             'StreamChatCompletion': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamChatCompletion,
-                    request_deserializer=scaleout_dot_v1_dot_chat__pb2.StreamChatCompletionRequest.FromString,
-                    response_serializer=scaleout_dot_v1_dot_chat__pb2.StreamChatCompletionResponse.SerializeToString,
+                    request_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_derender__pb2.ChatCompletionChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,7 +90,7 @@ def add_ChatServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ChatService:
     """One-hop OpenAI-compatible chat: render -> generate -> derender behind one call.
-    Over REST the bodies are the bare OpenAI request / response JSON.
+    Over REST the bodies are the OpenAI request / response JSON.
     """
 
     @staticmethod
@@ -107,8 +108,8 @@ class ChatService:
             request,
             target,
             '/scaleout.v1.ChatService/CreateChatCompletion',
-            scaleout_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
-            scaleout_dot_v1_dot_chat__pb2.CreateChatCompletionResponse.FromString,
+            scaleout_dot_v1_dot_render__pb2.RenderChatRequest.SerializeToString,
+            scaleout_dot_v1_dot_derender__pb2.ChatCompletion.FromString,
             options,
             channel_credentials,
             insecure,
@@ -134,8 +135,8 @@ class ChatService:
             request,
             target,
             '/scaleout.v1.ChatService/StreamChatCompletion',
-            scaleout_dot_v1_dot_chat__pb2.StreamChatCompletionRequest.SerializeToString,
-            scaleout_dot_v1_dot_chat__pb2.StreamChatCompletionResponse.FromString,
+            scaleout_dot_v1_dot_render__pb2.RenderChatRequest.SerializeToString,
+            scaleout_dot_v1_dot_derender__pb2.ChatCompletionChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -98,18 +98,6 @@ class DerenderChatRequest(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[_engine_pb2.GenerateResponse]
     def __init__(self, context: _Optional[_Union[DerenderContext, _Mapping]] = ..., results: _Optional[_Iterable[_Union[_engine_pb2.GenerateResponse, _Mapping]]] = ...) -> None: ...
 
-class DerenderChatResponse(_message.Message):
-    __slots__ = ("completion",)
-    COMPLETION_FIELD_NUMBER: _ClassVar[int]
-    completion: ChatCompletion
-    def __init__(self, completion: _Optional[_Union[ChatCompletion, _Mapping]] = ...) -> None: ...
-
-class DerenderCompletionResponse(_message.Message):
-    __slots__ = ("completion",)
-    COMPLETION_FIELD_NUMBER: _ClassVar[int]
-    completion: Completion
-    def __init__(self, completion: _Optional[_Union[Completion, _Mapping]] = ...) -> None: ...
-
 class DerenderCompletionRequest(_message.Message):
     __slots__ = ("prompts",)
     PROMPTS_FIELD_NUMBER: _ClassVar[int]

@@ -38,12 +38,12 @@ class DerenderServiceStub:
         self.DerenderChat = channel.unary_unary(
                 '/scaleout.v1.DerenderService/DerenderChat',
                 request_serializer=scaleout_dot_v1_dot_derender__pb2.DerenderChatRequest.SerializeToString,
-                response_deserializer=scaleout_dot_v1_dot_derender__pb2.DerenderChatResponse.FromString,
+                response_deserializer=scaleout_dot_v1_dot_derender__pb2.ChatCompletion.FromString,
                 _registered_method=True)
         self.DerenderCompletion = channel.unary_unary(
                 '/scaleout.v1.DerenderService/DerenderCompletion',
                 request_serializer=scaleout_dot_v1_dot_derender__pb2.DerenderCompletionRequest.SerializeToString,
-                response_deserializer=scaleout_dot_v1_dot_derender__pb2.DerenderCompletionResponse.FromString,
+                response_deserializer=scaleout_dot_v1_dot_derender__pb2.Completion.FromString,
                 _registered_method=True)
         self.DerenderStream = channel.stream_stream(
                 '/scaleout.v1.DerenderService/DerenderStream',
@@ -96,12 +96,12 @@ def add_DerenderServiceServicer_to_server(servicer, server):
             'DerenderChat': grpc.unary_unary_rpc_method_handler(
                     servicer.DerenderChat,
                     request_deserializer=scaleout_dot_v1_dot_derender__pb2.DerenderChatRequest.FromString,
-                    response_serializer=scaleout_dot_v1_dot_derender__pb2.DerenderChatResponse.SerializeToString,
+                    response_serializer=scaleout_dot_v1_dot_derender__pb2.ChatCompletion.SerializeToString,
             ),
             'DerenderCompletion': grpc.unary_unary_rpc_method_handler(
                     servicer.DerenderCompletion,
                     request_deserializer=scaleout_dot_v1_dot_derender__pb2.DerenderCompletionRequest.FromString,
-                    response_serializer=scaleout_dot_v1_dot_derender__pb2.DerenderCompletionResponse.SerializeToString,
+                    response_serializer=scaleout_dot_v1_dot_derender__pb2.Completion.SerializeToString,
             ),
             'DerenderStream': grpc.stream_stream_rpc_method_handler(
                     servicer.DerenderStream,
@@ -141,7 +141,7 @@ class DerenderService:
             target,
             '/scaleout.v1.DerenderService/DerenderChat',
             scaleout_dot_v1_dot_derender__pb2.DerenderChatRequest.SerializeToString,
-            scaleout_dot_v1_dot_derender__pb2.DerenderChatResponse.FromString,
+            scaleout_dot_v1_dot_derender__pb2.ChatCompletion.FromString,
             options,
             channel_credentials,
             insecure,
@@ -168,7 +168,7 @@ class DerenderService:
             target,
             '/scaleout.v1.DerenderService/DerenderCompletion',
             scaleout_dot_v1_dot_derender__pb2.DerenderCompletionRequest.SerializeToString,
-            scaleout_dot_v1_dot_derender__pb2.DerenderCompletionResponse.FromString,
+            scaleout_dot_v1_dot_derender__pb2.Completion.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,18 +34,6 @@ class GenerateRequest(_message.Message):
     kv_transfer_params: _struct_pb2.Struct
     def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., n: _Optional[int] = ..., model: _Optional[str] = ..., tokenizer_fingerprint: _Optional[str] = ..., stream_interval: _Optional[int] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
-class GenerateUnaryRequest(_message.Message):
-    __slots__ = ("request",)
-    REQUEST_FIELD_NUMBER: _ClassVar[int]
-    request: GenerateRequest
-    def __init__(self, request: _Optional[_Union[GenerateRequest, _Mapping]] = ...) -> None: ...
-
-class GenerateUnaryResponse(_message.Message):
-    __slots__ = ("response",)
-    RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    response: GenerateResponse
-    def __init__(self, response: _Optional[_Union[GenerateResponse, _Mapping]] = ...) -> None: ...
-
 class GenerateResponse(_message.Message):
     __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]

@@ -42,8 +42,8 @@ class EngineServiceStub:
                 _registered_method=True)
         self.GenerateUnary = channel.unary_unary(
                 '/scaleout.v1.EngineService/GenerateUnary',
-                request_serializer=scaleout_dot_v1_dot_engine__pb2.GenerateUnaryRequest.SerializeToString,
-                response_deserializer=scaleout_dot_v1_dot_engine__pb2.GenerateUnaryResponse.FromString,
+                request_serializer=scaleout_dot_v1_dot_engine__pb2.GenerateRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_engine__pb2.GenerateResponse.FromString,
                 _registered_method=True)
         self.Abort = channel.unary_unary(
                 '/scaleout.v1.EngineService/Abort',
@@ -77,7 +77,6 @@ class EngineServiceServicer:
 
     def GenerateUnary(self, request, context):
         """Unary twin of Generate: one message with every choice's whole output.
-        Over REST both sides are the bare GenerateRequest / GenerateResponse JSON.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -113,8 +112,8 @@ def add_EngineServiceServicer_to_server(servicer, server):
             ),
             'GenerateUnary': grpc.unary_unary_rpc_method_handler(
                     servicer.GenerateUnary,
-                    request_deserializer=scaleout_dot_v1_dot_engine__pb2.GenerateUnaryRequest.FromString,
-                    response_serializer=scaleout_dot_v1_dot_engine__pb2.GenerateUnaryResponse.SerializeToString,
+                    request_deserializer=scaleout_dot_v1_dot_engine__pb2.GenerateRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_engine__pb2.GenerateResponse.SerializeToString,
             ),
             'Abort': grpc.unary_unary_rpc_method_handler(
                     servicer.Abort,
@@ -185,8 +184,8 @@ class EngineService:
             request,
             target,
             '/scaleout.v1.EngineService/GenerateUnary',
-            scaleout_dot_v1_dot_engine__pb2.GenerateUnaryRequest.SerializeToString,
-            scaleout_dot_v1_dot_engine__pb2.GenerateUnaryResponse.FromString,
+            scaleout_dot_v1_dot_engine__pb2.GenerateRequest.SerializeToString,
+            scaleout_dot_v1_dot_engine__pb2.GenerateResponse.FromString,
             options,
             channel_credentials,
             insecure,

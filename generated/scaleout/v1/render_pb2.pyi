@@ -164,12 +164,6 @@ class BridgeChatRequest(_message.Message):
     request: RenderChatRequest
     def __init__(self, previous_prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., request: _Optional[_Union[RenderChatRequest, _Mapping]] = ...) -> None: ...
 
-class BridgeChatResponse(_message.Message):
-    __slots__ = ("rendered",)
-    RENDERED_FIELD_NUMBER: _ClassVar[int]
-    rendered: RenderChatResponse
-    def __init__(self, rendered: _Optional[_Union[RenderChatResponse, _Mapping]] = ...) -> None: ...
-
 class RenderCompletionRequest(_message.Message):
     __slots__ = ("model", "prompts", "prompt_token_ids", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "allowed_token_ids", "min_tokens", "ignore_eos", "n", "stop", "stop_token_ids", "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens", "logprobs", "prompt_logprobs", "echo", "cache_salt", "priority", "kv_transfer_params", "request_id", "stream", "stream_options", "return_prompt_text", "return_token_offsets", "stream_interval", "suffix")
     class LogitBiasEntry(_message.Message):

@@ -48,7 +48,7 @@ class RenderServiceStub:
         self.BridgeChat = channel.unary_unary(
                 '/scaleout.v1.RenderService/BridgeChat',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.BridgeChatRequest.SerializeToString,
-                response_deserializer=scaleout_dot_v1_dot_render__pb2.BridgeChatResponse.FromString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
                 _registered_method=True)
         self.RenderCompletion = channel.unary_unary(
                 '/scaleout.v1.RenderService/RenderCompletion',
@@ -136,7 +136,7 @@ def add_RenderServiceServicer_to_server(servicer, server):
             'BridgeChat': grpc.unary_unary_rpc_method_handler(
                     servicer.BridgeChat,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.BridgeChatRequest.FromString,
-                    response_serializer=scaleout_dot_v1_dot_render__pb2.BridgeChatResponse.SerializeToString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
             ),
             'RenderCompletion': grpc.unary_unary_rpc_method_handler(
                     servicer.RenderCompletion,
@@ -240,7 +240,7 @@ class RenderService:
             target,
             '/scaleout.v1.RenderService/BridgeChat',
             scaleout_dot_v1_dot_render__pb2.BridgeChatRequest.SerializeToString,
-            scaleout_dot_v1_dot_render__pb2.BridgeChatResponse.FromString,
+            scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
             options,
             channel_credentials,
             insecure,
