@@ -13,9 +13,9 @@ class EnvArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose long options default to $SCALEOUT_<OPTION> when it is set."""
 
     def __init__(self, *args, env_prefix: str = "SCALEOUT_", **kwargs):
+        self.env_prefix = env_prefix
         kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
-        self.env_prefix = env_prefix
 
     def add_argument(self, *names, **kwargs):
         long_names = [n for n in names if n.startswith("--")]

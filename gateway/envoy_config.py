@@ -1,0 +1,75 @@
+"""Render the Envoy config (envoy.yaml.j2) for a set of service replicas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
+
+from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED
+
+TEMPLATE = Path(__file__).with_name("envoy.yaml.j2")
+
+# role -> the gRPC service it serves; Envoy routes and health-checks by these names.
+SERVICES = {
+    "render": render_pb2.DESCRIPTOR.services_by_name["RenderService"],
+    "engine": engine_pb2.DESCRIPTOR.services_by_name["EngineService"],
+    "derender": derender_pb2.DESCRIPTOR.services_by_name["DerenderService"],
+    "chat": chat_pb2.DESCRIPTOR.services_by_name["ChatService"],
+}
+
+
+@dataclass
+class Endpoint:
+    host: str
+    port: int
+
+
+@dataclass
+class Upstream:
+    role: str
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+    @property
+    def full_name(self) -> str:
+        return SERVICES[self.role].full_name
+
+    @property
+    def cluster(self) -> str:
+        return f"{self.role}_service"
+
+    @property
+    def streaming_methods(self) -> list[str]:
+        """Methods that stream (either way): their routes get no timeout."""
+        return [m.name for m in SERVICES[self.role].methods if m.server_streaming or m.client_streaming]
+
+
+@dataclass
+class Tracing:
+    host: str
+    port: int
+    service_name: str = "scaleout-gateway"
+
+
+def render_config(
+    upstreams: list[Upstream],
+    port: int,
+    admin_port: int,
+    host: str = "127.0.0.1",
+    tracing: Tracing | None = None,
+    unary_timeout_s: int = 300,
+    health_interval_s: float = 1.0,
+) -> str:
+    template = jinja2.Template(TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    return template.render(
+        host=host,
+        port=port,
+        admin_port=admin_port,
+        services=upstreams,
+        descriptor_set=str(GENERATED / DESCRIPTOR_SET),
+        tracing=tracing,
+        unary_timeout_s=unary_timeout_s,
+        health_interval_s=health_interval_s,
+    )

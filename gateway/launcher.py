@@ -1,0 +1,43 @@
+"""`scaleout-stack`: the whole stack on loopback with the default model, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from gateway.stack import Stack, StackConfig
+from scaleout_common.config import EnvArgumentParser
+
+
+def main() -> None:
+    parser = EnvArgumentParser(prog="scaleout-stack", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address every piece listens on")
+    parser.add_argument("--port", type=int, default=8080, help="gateway port: REST and gRPC")
+    parser.add_argument("--admin-port", type=int, default=9901, help="Envoy admin port")
+    parser.add_argument("--model", default=None, help="local HF model folder (default: embedded SmolLM2-135M-Instruct)")
+    for role in ("render", "engine", "derender"):
+        parser.add_argument(f"--{role}-replicas", type=int, default=1, help=f"{role}_svc processes behind the gateway")
+    args = parser.parse_args()
+    config = StackConfig(
+        host=args.host,
+        port=args.port,
+        admin_port=args.admin_port,
+        model=args.model,
+        replicas={"render": args.render_replicas, "engine": args.engine_replicas, "derender": args.derender_replicas, "chat": 1},
+    )
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops cleanly, like Ctrl-C, even during start-up
+    try:
+        with Stack(config) as stack:
+            print("\nscaleout is up:\n" + stack.describe() + "\nCtrl-C stops everything.", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    main()

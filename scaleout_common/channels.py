@@ -1,0 +1,16 @@
+"""Client channels to downstream services, with the same message limits and keepalive as the servers."""
+
+from __future__ import annotations
+
+import grpc
+
+from scaleout_common.server import channel_options
+
+
+def open_channel(target: str, max_message_mb: int = 64) -> grpc.aio.Channel:
+    options = channel_options(max_message_mb) + [
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    return grpc.aio.insecure_channel(target, options=options)

@@ -1,0 +1,144 @@
+"""OpenTelemetry tracing, configured only by the standard OTEL_* environment variables.
+
+On when OTEL_TRACES_EXPORTER lists `otlp`, or (with it unset) when OTEL_EXPORTER_OTLP_ENDPOINT or
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; always off when OTEL_SDK_DISABLED=true. Off means no provider,
+no exporter and no interceptor: the helpers below are then no-ops on the API's invalid span.
+The OTLP protocol comes from OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL: `grpc` (default, as the Python SDK's
+`otlp` exporter) or `http/protobuf`; endpoint, headers, timeout, sampler and batching come from the
+exporters' and SDK's own OTEL_* variables. Prompt and completion text go into spans only when
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+INSTRUMENTATION = "scaleout"
+GRPC = "grpc"
+HTTP_PROTOBUF = "http/protobuf"
+
+
+def _env(name: str, env: Mapping[str, str]) -> str:
+    return env.get(name, "").strip()
+
+
+def tracing_enabled(env: Mapping[str, str] = os.environ) -> bool:
+    if _env("OTEL_SDK_DISABLED", env).lower() == "true":
+        return False
+    exporters = _env("OTEL_TRACES_EXPORTER", env).lower()
+    if exporters:
+        return "otlp" in [e.strip() for e in exporters.split(",")]
+    return bool(_env("OTEL_EXPORTER_OTLP_ENDPOINT", env) or _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env))
+
+
+def otlp_protocol(env: Mapping[str, str] = os.environ) -> str:
+    protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env) or _env("OTEL_EXPORTER_OTLP_PROTOCOL", env) or GRPC
+    if protocol not in (GRPC, HTTP_PROTOBUF):
+        raise SystemExit(f"unsupported OTLP protocol {protocol!r}: use {GRPC} or {HTTP_PROTOBUF}")
+    return protocol
+
+
+def capture_content(env: Mapping[str, str] = os.environ) -> bool:
+    return _env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", env).lower() == "true"
+
+
+def _exporter():
+    if otlp_protocol() == GRPC:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter()
+
+
+def setup_tracing(default_service_name: str) -> TracerProvider | None:
+    """A provider exporting over OTLP in batches, or None when tracing is off.
+
+    The first provider of the process also becomes the global one (client channels and libraries use it);
+    in-process tests that serve several services get one provider (one service.name) each.
+    """
+    if not tracing_enabled():
+        return None
+    resource = Resource.create()  # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: default_service_name}))
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(_exporter()))
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+def tracer_of(provider: TracerProvider | None) -> trace.Tracer | None:
+    return provider.get_tracer(INSTRUMENTATION) if provider is not None else None
+
+
+def global_tracer() -> trace.Tracer | None:
+    """The process's tracer when tracing is set up, else None (callers then skip all tracing work)."""
+    provider = trace.get_tracer_provider()
+    return None if isinstance(provider, trace.ProxyTracerProvider) else provider.get_tracer(INSTRUMENTATION)
+
+
+# -- GenAI attributes on the current span (cheap no-ops when tracing is off) -------------------------------
+
+_GENAI = {
+    "operation": "gen_ai.operation.name",
+    "request_model": "gen_ai.request.model",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+    "seed": "gen_ai.request.seed",
+    "choice_count": "gen_ai.request.choice.count",
+    "response_model": "gen_ai.response.model",
+    "response_id": "gen_ai.response.id",
+    "finish_reasons": "gen_ai.response.finish_reasons",
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+}
+
+
+def set_genai_attributes(**values) -> None:
+    """Set gen_ai.* attributes on the current span: set_genai_attributes(request_model="m", max_tokens=16).
+
+    Keys: operation, request_model, max_tokens, temperature, top_p, seed, choice_count, response_model,
+    response_id, finish_reasons (a sequence of strings), input_tokens, output_tokens. None values are skipped.
+    """
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    for key, value in values.items():
+        if value is not None:
+            span.set_attribute(_GENAI[key], list(value) if isinstance(value, (list, tuple)) else value)
+
+
+def set_attributes(attributes: Mapping[str, object]) -> None:
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes(attributes)
+
+
+def add_event(name: str, **attributes) -> None:
+    """An event on the current span (e.g. add_event("gen_ai.first_token", queue_s=0.01))."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event(name, attributes)
+
+
+def set_content(key: str, text: str | Sequence[str]) -> None:
+    """Prompt/completion text as an attribute, only when content capture is switched on."""
+    span = trace.get_current_span()
+    if span.is_recording() and capture_content():
+        span.set_attribute(key, text if isinstance(text, str) else list(text))
+
+
+def current_ids() -> tuple[str, str] | None:
+    """(trace_id, span_id) in hex of the current span, or None."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return format(context.trace_id, "032x"), format(context.span_id, "016x")
