@@ -1,0 +1,53 @@
+"""The contract: generated/ is fresh, buf lint and buf breaking pass, every non-bidi RPC has a REST binding."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from google.api import annotations_pb2
+from google.protobuf import descriptor_pb2
+from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
+
+from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, ROOT, stale_files
+
+BUF = shutil.which("buf", path=str(Path(sys.executable).parent)) or shutil.which("buf")
+
+
+def test_generated_is_fresh():
+    assert stale_files() == [], "generated/ is stale: run scaleout-codegen"
+
+
+@pytest.mark.skipif(BUF is None, reason="buf not installed")
+def test_buf_lint():
+    result = subprocess.run([BUF, "lint"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(BUF is None, reason="buf not installed")
+def test_buf_breaking_against_main():
+    has_main = subprocess.run(["git", "rev-parse", "--verify", "-q", "main"], cwd=ROOT, capture_output=True).returncode == 0
+    if not has_main:
+        pytest.skip("no local main branch to compare with")
+    result = subprocess.run([BUF, "breaking", "--against", ".git#branch=main"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("module", [render_pb2, engine_pb2, derender_pb2, chat_pb2])
+def test_every_non_bidi_rpc_has_an_http_binding(module):
+    for service in module.DESCRIPTOR.services_by_name.values():
+        for method in service.methods:
+            options = descriptor_pb2.MethodOptions()
+            options.ParseFromString(method.GetOptions().SerializeToString())
+            bidi = method.client_streaming and method.server_streaming
+            assert bidi or options.HasExtension(annotations_pb2.http), f"{method.full_name} has no google.api.http"
+
+
+def test_descriptor_set_carries_error_details_for_envoy():
+    descriptors = descriptor_pb2.FileDescriptorSet()
+    descriptors.ParseFromString((GENERATED / DESCRIPTOR_SET).read_bytes())
+    names = {f.name for f in descriptors.file}
+    assert {"google/rpc/error_details.proto", "google/rpc/status.proto", "scaleout/v1/engine.proto"} <= names
