@@ -1,0 +1,109 @@
+"""render -> streamed generate -> derender through the real gateway, over REST and over gRPC."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc
+from scaleout.v1 import render_pb2, render_pb2_grpc
+from google.protobuf import struct_pb2
+
+from gateway.envoy_config import SERVICES
+from tests.gateway.rest import post, sse_events
+
+QUESTION = "What is the capital of France?"
+CHAT = {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "max_tokens": 32}
+
+
+def test_every_replica_is_serving_and_reflects_its_service(stack):
+    for replica in stack.replicas:
+        role = replica.name.split("-")[0]
+        name = SERVICES[role].full_name
+        with grpc.insecure_channel(f"127.0.0.1:{replica.port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            for service in ("", name):
+                status = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+                assert status == health_pb2.HealthCheckResponse.SERVING, (replica.name, service)
+            reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+            answer = next(reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+            listed = {s.name for s in answer.list_services_response.service}
+            assert {name, "grpc.health.v1.Health"} <= listed
+
+
+def test_rest_walk_answers_paris(stack):
+    rendered = post(stack, "/v1/chat/completions/render", CHAT)
+    assert rendered.status_code == 200, rendered.text
+    rendered = rendered.json()
+    generate = rendered["generate_request"]
+    assert generate["token_ids"] and generate["tokenizer_fingerprint"]
+
+    streamed = post(stack, "/inference/v1/generate/stream", generate)
+    assert streamed.status_code == 200, streamed.text
+    events = sse_events(streamed)
+    assert events[-1]["finished"] is True  # in-band terminal message
+    finishes = [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"] != "FINISH_REASON_UNSPECIFIED"]
+    assert finishes == ["FINISH_REASON_STOP"]
+
+    derendered = post(stack, "/v1/chat/completions/derender", {"context": rendered["derender_context"], "results": events})
+    assert derendered.status_code == 200, derendered.text
+    choice = derendered.json()["choices"][0]
+    assert "Paris" in choice["message"]["content"]
+    assert choice["finish_reason"] == "stop"
+
+
+def test_grpc_walk_through_the_gateway_answers_paris(stack):
+    with grpc.insecure_channel(stack.gateway) as channel:
+        request = render_pb2.RenderChatRequest(
+            messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
+            temperature=0,
+            max_tokens=32,
+        )
+        rendered = render_pb2_grpc.RenderServiceStub(channel).RenderChat(request, timeout=60)
+        outputs = list(engine_pb2_grpc.EngineServiceStub(channel).Generate(rendered.generate_request, timeout=60))
+        assert outputs[0].prompt.num_tokens == len(rendered.generate_request.token_ids)
+        assert outputs[-1].finished and outputs[-1].usage.completion_tokens > 0
+        completion = derender_pb2_grpc.DerenderServiceStub(channel).DerenderChat(
+            derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=outputs), timeout=60
+        )
+        assert "Paris" in completion.choices[0].message.content
+        assert completion.usage.completion_tokens == outputs[-1].usage.completion_tokens
+
+
+def test_grpc_unary_generate_equals_the_stream(stack):
+    with grpc.insecure_channel(stack.gateway) as channel:
+        request = render_pb2.RenderChatRequest(
+            messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
+            temperature=0,
+            max_tokens=16,
+        )
+        rendered = render_pb2_grpc.RenderServiceStub(channel).RenderChat(request, timeout=60)
+        engine = engine_pb2_grpc.EngineServiceStub(channel)
+        whole = engine.GenerateUnary(rendered.generate_request, timeout=60)
+        streamed = [t for out in engine.Generate(rendered.generate_request, timeout=60) for c in out.choices for t in c.token_ids]
+        assert list(whole.choices[0].token_ids) == streamed
+        assert whole.finished
+
+
+def test_one_hop_chat_over_rest_and_sse(stack):
+    answer = post(stack, "/v1/chat/completions", CHAT)
+    assert answer.status_code == 200, answer.text
+    assert "Paris" in answer.json()["choices"][0]["message"]["content"]
+
+    chunks = sse_events(post(stack, "/v1/chat/completions/stream", CHAT))
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert "Paris" in text
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == ["stop"]
+
+
+def test_one_hop_chat_over_grpc(stack):
+    with grpc.insecure_channel(stack.gateway) as channel:
+        request = render_pb2.RenderChatRequest(
+            messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
+            temperature=0,
+            max_tokens=32,
+        )
+        chat = chat_pb2_grpc.ChatServiceStub(channel)
+        assert "Paris" in chat.CreateChatCompletion(request, timeout=60).choices[0].message.content
+        chunks = list(chat.StreamChatCompletion(request, timeout=60))
+        assert "Paris" in "".join(c.choices[0].delta.content for c in chunks if c.choices)
