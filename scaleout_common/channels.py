@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import grpc
 
+from scaleout_common.rpc_telemetry import client_interceptors
 from scaleout_common.server import channel_options
+from scaleout_common.tracing import channel_tracer
 
 
 def open_channel(target: str, max_message_mb: int = 64) -> grpc.aio.Channel:
@@ -13,4 +15,5 @@ def open_channel(target: str, max_message_mb: int = 64) -> grpc.aio.Channel:
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
-    return grpc.aio.insecure_channel(target, options=options)
+    # With tracing on, each call gets a CLIENT span and carries W3C traceparent downstream.
+    return grpc.aio.insecure_channel(target, options=options, interceptors=client_interceptors(target, channel_tracer()))

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 from typing import Protocol, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from scaleout_common import logs
 from scaleout_common.interceptors import ErrorInterceptor
+from scaleout_common.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,9 @@ class Service(Protocol):
         """Stop taking new work; in-flight calls get --drain-grace-s to finish."""
 
     async def close(self) -> None: ...
+
+    # Optional: `healthy() -> bool`, polled while serving; False turns readiness NOT_SERVING (e.g. a stalled
+    # step loop) until it returns True again.
 
 
 def channel_options(max_message_mb: int) -> list[tuple[str, int]]:
@@ -64,10 +68,9 @@ class _State:
         self.draining = False
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def configure_logging(level: str, fmt: str = "json") -> None:
+    """JSON lines on stderr (trace_id/span_id inside a span); `text` for the classic one-line format."""
+    logs.configure(level, fmt)
 
 
 async def serve(service: Service, args, stop: asyncio.Event | None = None, listening=None) -> None:
@@ -76,16 +79,18 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     `listening(port)` is called once the port is bound, before loading starts.
     """
     state = _State()
-    interceptors = [ErrorInterceptor(lambda: state.ready, lambda: state.draining)]
+    names = list(service.service_names)
+    telemetry = Telemetry(service, names, args.metrics_port)
+    interceptors = [*telemetry.interceptors(), ErrorInterceptor(lambda: state.ready, lambda: state.draining)]
     server = grpc.aio.server(interceptors=interceptors, options=server_options(args.max_message_mb))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service.register(server)
-    names = list(service.service_names)
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
     port = server.add_insecure_port(f"{args.host}:{args.port}")
     if port == 0:
         raise SystemExit(f"cannot listen on {args.host}:{args.port}")
+    telemetry.bound(args.host, port)
 
     async def set_all(status) -> None:
         for name in ["", *names]:
@@ -95,6 +100,7 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     await server.start()
     # Machine-readable line for launchers and tests (port 0 picks a free port).
     print(f"LISTENING {names[0]} {args.host}:{port}", flush=True)
+    telemetry.start(args.host)
     if listening is not None:
         listening(port)
 
@@ -111,7 +117,9 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
         state.ready = True
         await set_all(health_pb2.HealthCheckResponse.SERVING)
         log.info("%s ready on %s:%d", names[0], args.host, port)
+        watch = asyncio.create_task(_watch_health(service, names, health_servicer, state))
         await stop.wait()
+        watch.cancel()
 
     log.info("draining (grace %.0fs)", args.drain_grace_s)
     state.draining = True
@@ -120,9 +128,27 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     await service.drain()
     await server.stop(args.drain_grace_s)
     await service.close()
+    await telemetry.close()
     log.info("stopped")
 
 
+async def _watch_health(service, names, health_servicer, state, period_s: float = 1.0) -> None:
+    """Mirror the service's optional `healthy()` into readiness (the per-service names, not liveness "")."""
+    healthy = getattr(service, "healthy", None)
+    if healthy is None:
+        return
+    serving = True
+    while not state.draining:
+        await asyncio.sleep(period_s)
+        now = bool(healthy())
+        if now != serving and not state.draining:
+            serving = now
+            status = health_pb2.HealthCheckResponse.SERVING if now else health_pb2.HealthCheckResponse.NOT_SERVING
+            log.warning("readiness -> %s", "SERVING" if now else "NOT_SERVING")
+            for name in names:
+                await health_servicer.set(name, status)
+
+
 def run(service: Service, args) -> None:
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, getattr(args, "log_format", "json"))
     asyncio.run(serve(service, args))

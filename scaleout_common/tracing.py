@@ -11,6 +11,7 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
 
 from __future__ import annotations
 
+import contextvars
 import os
 from typing import Mapping, Sequence
 
@@ -78,10 +79,23 @@ def tracer_of(provider: TracerProvider | None) -> trace.Tracer | None:
     return provider.get_tracer(INSTRUMENTATION) if provider is not None else None
 
 
-def global_tracer() -> trace.Tracer | None:
-    """The process's tracer when tracing is set up, else None (callers then skip all tracing work)."""
+_service_tracer: contextvars.ContextVar[trace.Tracer | None] = contextvars.ContextVar("scaleout_tracer", default=None)
+
+
+def use_service_tracer(tracer: trace.Tracer | None) -> None:
+    """Called by the server bootstrap: channels opened while serving (in load() or handlers) trace as this service."""
+    _service_tracer.set(tracer)
+
+
+def channel_tracer() -> trace.Tracer | None:
+    """The tracer for a new client channel: the serving service's, else the process's; None when tracing is off."""
+    tracer = _service_tracer.get()
+    if tracer is not None:
+        return tracer
     provider = trace.get_tracer_provider()
-    return None if isinstance(provider, trace.ProxyTracerProvider) else provider.get_tracer(INSTRUMENTATION)
+    if isinstance(provider, trace.ProxyTracerProvider) or not tracing_enabled():
+        return None
+    return provider.get_tracer(INSTRUMENTATION)
 
 
 # -- GenAI attributes on the current span (cheap no-ops when tracing is off) -------------------------------

@@ -1,0 +1,100 @@
+"""Prometheus metrics: one registry per served service, exposed on --metrics-port.
+
+RPC metrics (every service) are fed by the telemetry server interceptor. LLM metrics (the engine) are fed
+from the Generate response stream at the service boundary (TTFT, inter-token latency, end to end, tokens in
+and out) and by gauges that read the engine's scheduler when Prometheus scrapes (queue depth, running
+sequences, KV cache use).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+# Latency buckets from 1 ms to 10 min: wide enough for RPCs, prefills and whole generations.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+TOKEN_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class RpcMetrics:
+    """Requests and errors by method and code, in-flight calls and latency."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.requests = Counter(
+            "scaleout_rpc_requests", "RPCs handled, by method and gRPC status code", ["method", "code"], registry=registry
+        )
+        self.errors = Counter(
+            "scaleout_rpc_errors", "RPCs that ended with a non-OK status", ["method", "code"], registry=registry
+        )
+        self.in_flight = Gauge("scaleout_rpc_in_flight", "RPCs being handled", ["method"], registry=registry)
+        self.duration = Histogram(
+            "scaleout_rpc_duration_seconds",
+            "RPC latency from call start to status, by method and code",
+            ["method", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    def finished(self, method: str, code: str, seconds: float) -> None:
+        self.requests.labels(method, code).inc()
+        if code != "OK":
+            self.errors.labels(method, code).inc()
+        self.duration.labels(method, code).observe(seconds)
+
+
+class LlmMetrics:
+    """Generation metrics of an engine."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.queue_depth = Gauge("scaleout_engine_queue_depth", "Requests waiting to be scheduled", registry=registry)
+        self.running = Gauge("scaleout_engine_running_sequences", "Sequences in the running batch", registry=registry)
+        self.kv_cache_usage = Gauge(
+            "scaleout_engine_kv_cache_usage_ratio", "Fraction of KV cache blocks in use (0..1)", registry=registry
+        )
+        def histogram(name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
+            return Histogram(f"scaleout_engine_{name}_seconds", doc, buckets=buckets, registry=registry)
+
+        self.queue_time = histogram("queue_time", "Time a request waited before it was scheduled (engine-reported)")
+        self.time_to_first_token = histogram("time_to_first_token", "From the Generate call's start to its first token")
+        self.inter_token_latency = histogram(
+            "inter_token_latency", "Time between consecutive output tokens of a request", TOKEN_LATENCY_BUCKETS
+        )
+        self.e2e_latency = histogram("e2e_request_latency", "From the Generate call's start to its last message")
+        self.prompt_tokens = Counter("scaleout_engine_prompt_tokens", "Prompt tokens processed", registry=registry)
+        self.generation_tokens = Counter("scaleout_engine_generation_tokens", "Tokens generated", registry=registry)
+        self.finished = Counter(
+            "scaleout_engine_requests_finished", "Requests finished, by finish reason", ["finish_reason"], registry=registry
+        )
+
+    def watch(
+        self,
+        queue_depth: Callable[[], float],
+        running: Callable[[], float],
+        kv_cache_usage: Callable[[], float],
+    ) -> None:
+        """Gauges read the engine's own counters at scrape time: nothing on the hot path."""
+        self.queue_depth.set_function(queue_depth)
+        self.running.set_function(running)
+        self.kv_cache_usage.set_function(kv_cache_usage)
+
+
+class ServiceMetrics:
+    """The registry of one served service; `llm` exists for services that generate (the engine)."""
+
+    def __init__(self, generates: bool):
+        self.registry = CollectorRegistry()
+        self.rpc = RpcMetrics(self.registry)
+        self.llm = LlmMetrics(self.registry) if generates else None
+        self._server = None
+
+    def serve_http(self, host: str, port: int) -> int:
+        """Start the /metrics endpoint on a daemon thread; returns the bound port (0 picks a free one)."""
+        self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return self._server.server_port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,246 @@
+"""RPC telemetry interceptors: server spans + RPC metrics, and client spans that propagate W3C traceparent.
+
+Attributes follow the stable RPC semantic conventions: span name and rpc.method "pkg.Service/Method",
+rpc.system.name "grpc", rpc.response.status_code (the code's name), server.address / server.port and,
+when the call failed, error.type (the code's name). Failure follows the gRPC conventions: any non-OK code
+on a client span; on a server span only UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE,
+DATA_LOSS (a caller's bad input is not the server's error). Metrics count every non-OK code as an error.
+Health and reflection calls are not observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import perf_counter
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from scaleout_common import genai_telemetry
+from scaleout_common.interceptors import _ALWAYS_OPEN
+from scaleout_common.metrics import ServiceMetrics
+
+SERVER_ERRORS = frozenset(
+    {"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"}
+)
+
+
+def _split_target(target: str) -> tuple[str, int | None]:
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return target, None
+    return host.removeprefix("dns:").removeprefix("ipv4:").strip("[]"), int(port)
+
+
+def _rpc_attributes(method: str, host: str, port: int | None) -> dict:
+    attributes = {"rpc.system.name": "grpc", "rpc.method": method, "server.address": host}
+    if port is not None:
+        attributes["server.port"] = port
+    return attributes
+
+
+def _end_span(span, code: str, is_error: bool, description: str | None = None) -> None:
+    span.set_attribute("rpc.response.status_code", code)
+    if is_error:
+        span.set_attribute("error.type", code)
+        span.set_status(Status(StatusCode.ERROR, description or code))
+    span.end()
+
+
+def _code_name(context, error: BaseException | None) -> str:
+    if isinstance(error, asyncio.CancelledError):
+        return "CANCELLED"
+    code = context.code()
+    if code is not None and code != grpc.StatusCode.OK:
+        return code.name if isinstance(code, grpc.StatusCode) else grpc.StatusCode(code).name
+    return "OK" if error is None else "UNKNOWN"
+
+
+class _Call:
+    """One observed server call: its span (or None), its response summary (or None) and when it began."""
+
+    __slots__ = ("span", "token", "responses", "start", "bound")
+
+    def __init__(self, interceptor: "ServerTelemetryInterceptor", method: str, context, streaming: bool):
+        self.start = perf_counter()
+        self.span = self.token = self.bound = None
+        if interceptor.tracer is not None:
+            parent = propagate.extract(dict(context.invocation_metadata() or ()))
+            self.span = interceptor.tracer.start_span(
+                method, context=parent, kind=SpanKind.SERVER, attributes=interceptor.attributes(method)
+            )
+            self.token = otel_context.attach(trace.set_span_in_context(self.span, parent))
+        self.responses = None
+        if self.span is not None or interceptor.llm is not None:
+            self.responses = genai_telemetry.ResponseStream(self.start, interceptor.llm, self.span, streaming)
+            self.bound = genai_telemetry.bind(self.responses)
+
+    def request(self, message) -> None:
+        if self.span is not None:
+            self.span.set_attributes(genai_telemetry.request_attributes(message))
+
+    def end(self, code: str) -> None:
+        if self.responses is not None:
+            self.responses.end(code == "OK")
+            genai_telemetry.unbind(self.bound)
+        if self.span is not None:
+            _end_span(self.span, code, code in SERVER_ERRORS)
+            otel_context.detach(self.token)
+
+
+class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
+    """Outermost server interceptor: a SERVER span per call (current while the handler runs) and RPC metrics."""
+
+    def __init__(self, tracer: trace.Tracer | None, metrics: ServiceMetrics | None):
+        self.tracer = tracer
+        self.metrics = metrics.rpc if metrics is not None else None
+        self.llm = metrics.llm if metrics is not None else None
+        self.set_address("", None)
+
+    def set_address(self, host: str, port: int | None) -> None:
+        """What spans report as server.address / server.port (known once the port is bound)."""
+        self._host, self._port = host, port
+        self._attributes: dict[str, dict] = {}
+
+    def attributes(self, method: str) -> dict:
+        cached = self._attributes.get(method)
+        if cached is None:
+            cached = self._attributes[method] = _rpc_attributes(method, self._host, self._port)
+        return cached
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(_ALWAYS_OPEN):
+            return handler
+        return self._wrap(handler, handler_call_details.method[1:])
+
+    def _finish(self, call: _Call, method: str, context, error: BaseException | None) -> None:
+        code = _code_name(context, error)
+        call.end(code)
+        if self.metrics is not None:
+            self.metrics.in_flight.labels(method).dec()
+            self.metrics.finished(method, code, perf_counter() - call.start)
+
+    def _begin(self, method: str, context, streaming: bool) -> _Call:
+        if self.metrics is not None:
+            self.metrics.in_flight.labels(method).inc()
+        return _Call(self, method, context, streaming)
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+        if handler.unary_unary or handler.stream_unary:
+            inner = handler.unary_unary or handler.stream_unary
+            unary_request = handler.unary_unary is not None
+
+            async def unary(request, context):
+                call = self._begin(method, context, streaming=False)
+                error = None
+                try:
+                    if unary_request:
+                        call.request(request)
+                    response = await inner(request, context)
+                    if call.responses is not None:
+                        call.responses.add(response)
+                    return response
+                except BaseException as e:
+                    error = e
+                    raise
+                finally:
+                    self._finish(call, method, context, error)
+
+            factory = grpc.unary_unary_rpc_method_handler if unary_request else grpc.stream_unary_rpc_method_handler
+            return factory(unary, **kwargs)
+
+        inner = handler.unary_stream or handler.stream_stream
+        unary_request = handler.unary_stream is not None
+
+        async def streaming(request, context):
+            call = self._begin(method, context, streaming=True)
+            error = None
+            try:
+                if unary_request:
+                    call.request(request)
+                responses = call.responses
+                async for message in inner(request, context):
+                    if responses is not None:
+                        responses.add(message)
+                    yield message
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                self._finish(call, method, context, error)
+
+        factory = grpc.unary_stream_rpc_method_handler if unary_request else grpc.stream_stream_rpc_method_handler
+        return factory(streaming, **kwargs)
+
+
+# -- client side ----------------------------------------------------------------------------------------
+
+
+class _ClientTracing:
+    """A CLIENT span per call; traceparent goes out in the call's metadata; the span ends with the call."""
+
+    def __init__(self, tracer: trace.Tracer, target: str):
+        self._tracer = tracer
+        self._host, self._port = _split_target(target)
+        self._pending: set[asyncio.Task] = set()
+
+    async def _intercept(self, continuation, details, request):
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        method = method.lstrip("/")
+        span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=_rpc_attributes(method, self._host, self._port))
+        metadata = grpc.aio.Metadata(*(details.metadata or ()))
+        propagate.inject(metadata, context=trace.set_span_in_context(span))
+        try:
+            call = await continuation(details._replace(metadata=metadata), request)
+        except BaseException as error:
+            code = error.code().name if isinstance(error, grpc.RpcError) else type(error).__qualname__
+            _end_span(span, code, True, str(error))
+            raise
+        call.add_done_callback(lambda done: self._schedule_end(span, done))
+        return call
+
+    def _schedule_end(self, span, call) -> None:
+        # A done call's status is known, but only an awaitable gives it: end the span on the next loop turn.
+        task = asyncio.get_running_loop().create_task(self._end(span, call))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    @staticmethod
+    async def _end(span, call) -> None:
+        try:
+            code = (await call.code()).name
+            details = await call.details()
+        except asyncio.CancelledError:
+            code, details = "CANCELLED", None
+        _end_span(span, code, code != "OK", details)
+
+
+class _UnaryUnary(_ClientTracing, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        return await self._intercept(continuation, client_call_details, request)
+
+
+class _UnaryStream(_ClientTracing, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation, client_call_details, request):
+        return await self._intercept(continuation, client_call_details, request)
+
+
+class _StreamUnary(_ClientTracing, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        return await self._intercept(continuation, client_call_details, request_iterator)
+
+
+class _StreamStream(_ClientTracing, grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        return await self._intercept(continuation, client_call_details, request_iterator)
+
+
+def client_interceptors(target: str, tracer: trace.Tracer | None) -> list:
+    """Tracing interceptors for a channel to `target`; none when tracing is off (no cost)."""
+    if tracer is None:
+        return []
+    return [kind(tracer, target) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]

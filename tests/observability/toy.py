@@ -1,0 +1,121 @@
+"""Two small in-process services on the real contract, to test the shared telemetry plumbing alone.
+
+ToyEngine streams fixed token ids like an engine; ToyFront calls it through `open_channel` (client
+interceptors, traceparent) like the one-hop chat service does. Real gRPC servers with the production
+bootstrap; the services' own behaviour is what the other test folders check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, engine_pb2, engine_pb2_grpc
+
+from gateway.stack import free_port
+from scaleout_common.channels import open_channel
+from scaleout_common.config import server_parser
+from scaleout_common.errors import invalid_argument
+from scaleout_common.genai_telemetry import report_engine_timing
+from scaleout_common.server import serve
+
+OUTPUT = [[11], [12], [13, 14]]  # three messages, four tokens
+log = logging.getLogger("toy")
+
+
+class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
+    service_names = ("scaleout.v1.EngineService",)
+
+    def __init__(self):
+        self.waiting, self.running = 0, 0
+
+    def register(self, server):
+        engine_pb2_grpc.add_EngineServiceServicer_to_server(self, server)
+
+    def watch_metrics(self, llm):
+        llm.watch(queue_depth=lambda: self.waiting, running=lambda: self.running, kv_cache_usage=lambda: 0.25)
+
+    async def load(self):
+        pass
+
+    async def drain(self):
+        pass
+
+    async def close(self):
+        pass
+
+    async def Generate(self, request, context):
+        if not request.token_ids:
+            raise invalid_argument("EMPTY_PROMPT", "token_ids is empty", "token_ids")
+        log.info("generating")
+        report_engine_timing(queue_s=0.01, prefill_s=0.02)
+        for i, tokens in enumerate(OUTPUT):
+            last = i == len(OUTPUT) - 1
+            message = engine_pb2.GenerateResponse(request_id=request.request_id or "gen-1")
+            choice = message.choices.add(index=0, token_ids=tokens)
+            if i == 0:
+                message.prompt.num_tokens = len(request.token_ids)
+            if last:
+                choice.finish_reason = common_pb2.FINISH_REASON_LENGTH
+                message.usage.prompt_tokens = len(request.token_ids)
+                message.usage.completion_tokens = sum(map(len, OUTPUT))
+                message.finished = True
+            await asyncio.sleep(0.01)
+            yield message
+
+
+class ToyFront(chat_pb2_grpc.ChatServiceServicer):
+    """CreateChatCompletion = one Generate stream on the engine, answered as a ChatCompletion."""
+
+    service_names = ("scaleout.v1.ChatService",)
+
+    def __init__(self, engine_target: str):
+        self.engine_target = engine_target
+
+    def register(self, server):
+        chat_pb2_grpc.add_ChatServiceServicer_to_server(self, server)
+
+    async def load(self):
+        self.channel = open_channel(self.engine_target)
+        self.engine = engine_pb2_grpc.EngineServiceStub(self.channel)
+
+    async def drain(self):
+        pass
+
+    async def close(self):
+        await self.channel.close()
+
+    async def CreateChatCompletion(self, request, context):
+        prompt = [1, 2, 3] if request.messages else []
+        generate = engine_pb2.GenerateRequest(request_id="gen-7", token_ids=prompt, model=request.model)
+        tokens = []
+        async for message in self.engine.Generate(generate, timeout=context.time_remaining()):
+            for choice in message.choices:
+                tokens += choice.token_ids
+        completion = derender_pb2.ChatCompletion(id="chatcmpl-7", model=request.model or "toy")
+        completion.choices.add(index=0, finish_reason="length").message.content = " ".join(map(str, tokens))
+        completion.usage.prompt_tokens, completion.usage.completion_tokens = len(prompt), len(tokens)
+        return completion
+
+
+@dataclass
+class Served:
+    target: str
+    metrics_url: str | None
+
+
+@contextlib.asynccontextmanager
+async def serving(service, metrics: bool = False):
+    """Serve `service` on free ports with the production bootstrap; /metrics only when asked for."""
+    metrics_port = free_port() if metrics else -1
+    args = server_parser("toy", 0, "toy").parse_args(["--port", "0", "--metrics-port", str(metrics_port)])
+    stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
+    port = await asyncio.wait_for(asyncio.shield(bound), 30)
+    try:
+        yield Served(f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics" if metrics else None)
+    finally:
+        stop.set()
+        await task
