@@ -1,0 +1,124 @@
+"""OpenAI-shaped protos from choice deltas: chat chunks, completion chunks and their one-shot forms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaleout.v1 import common_pb2, derender_pb2
+
+from derender_svc.choice import ChoiceDelta, ToolCallOut
+from derender_svc.logprobs import RenderedLogprob
+
+
+@dataclass(frozen=True)
+class ResponseMeta:
+    id: str
+    created: int
+    model: str
+    echo: str = ""  # completion: prompt text shown before the output
+
+
+def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
+    """All of one choice's deltas folded into one (the one-shot result)."""
+    total = ChoiceDelta(deltas[0].index, first=True, logprobs=None)
+    calls: dict[int, ToolCallOut] = {}
+    for delta in deltas:
+        total.content += delta.content
+        total.reasoning += delta.reasoning
+        for call in delta.tool_calls:
+            merged = calls.setdefault(call.index, ToolCallOut(call.index))
+            merged.id = merged.id or call.id
+            merged.name = merged.name or call.name
+            merged.arguments += call.arguments
+        if delta.logprobs is not None:
+            total.logprobs = (total.logprobs or []) + delta.logprobs
+        if delta.finish_reason is not None:
+            total.finish_reason, total.stop_token_id, total.stop_str = (
+                delta.finish_reason, delta.stop_token_id, delta.stop_str)
+        total.stop_generation |= delta.stop_generation
+    total.tool_calls = [calls[i] for i in sorted(calls)]
+    return total
+
+
+def _tool_call(call: ToolCallOut) -> common_pb2.ToolCall:
+    message = common_pb2.ToolCall(index=call.index, function=common_pb2.FunctionCall(arguments=call.arguments))
+    if call.id:
+        message.id, message.type = call.id, "function"
+    if call.name:
+        message.function.name = call.name
+    return message
+
+
+def _top(alternative) -> derender_pb2.ChatTopLogprob:
+    return derender_pb2.ChatTopLogprob(token=alternative.token, logprob=alternative.logprob,
+                                       bytes=list(alternative.bytes))
+
+
+def chat_logprobs(rendered: list[RenderedLogprob]) -> derender_pb2.ChatLogprobs:
+    return derender_pb2.ChatLogprobs(content=[
+        derender_pb2.ChatLogprob(token=r.token, logprob=r.logprob, bytes=list(r.bytes),
+                                 top_logprobs=[_top(a) for a in r.top]) for r in rendered])
+
+
+def completion_logprobs(rendered: list[RenderedLogprob], offset: int) -> derender_pb2.CompletionLogprobs:
+    return derender_pb2.CompletionLogprobs(
+        tokens=[r.token for r in rendered], token_logprobs=[r.logprob for r in rendered],
+        top_logprobs=[derender_pb2.CompletionTopLogprobs(entries=[_top(a) for a in r.top]) for r in rendered],
+        text_offset=[offset + r.offset for r in rendered])
+
+
+def _set_stop_reason(message, delta: ChoiceDelta) -> None:
+    if delta.finish_reason:
+        message.finish_reason = delta.finish_reason
+    if delta.stop_token_id is not None:
+        message.stop_token_id = delta.stop_token_id
+    elif delta.stop_str is not None:
+        message.stop_str = delta.stop_str
+
+
+def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool) -> None:
+    """One chat choice: `message` is its delta (chunk) or its message (one-shot)."""
+    if delta.first:
+        message.role = "assistant"
+    if show_content:
+        message.content = delta.content
+    if delta.reasoning:
+        message.reasoning_content = delta.reasoning
+    message.tool_calls.extend(_tool_call(c) for c in delta.tool_calls)
+    if delta.logprobs is not None:
+        choice.logprobs.CopyFrom(chat_logprobs(delta.logprobs))
+    _set_stop_reason(choice, delta)
+
+
+def chat_chunk(meta: ResponseMeta, deltas: list[ChoiceDelta], usage) -> derender_pb2.ChatCompletionChunk:
+    chunk = derender_pb2.ChatCompletionChunk(id=meta.id, object="chat.completion.chunk", created=meta.created,
+                                             model=meta.model, usage=usage)
+    for delta in deltas:
+        choice = chunk.choices.add(index=delta.index)
+        first_empty = delta.first and not delta.reasoning and not delta.tool_calls
+        _fill_chat(choice, choice.delta, delta, bool(delta.content) or first_empty)
+    return chunk
+
+
+def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> derender_pb2.ChatCompletion:
+    completion = derender_pb2.ChatCompletion(id=meta.id, object="chat.completion", created=meta.created,
+                                             model=meta.model, usage=usage)
+    for total in totals:
+        choice = completion.choices.add(index=total.index)
+        _fill_chat(choice, choice.message, total, not (total.tool_calls and not total.content.strip()))
+    return completion
+
+
+def completion(meta: ResponseMeta, deltas: list[ChoiceDelta], usage, flat_base: int = 0) -> derender_pb2.Completion:
+    """A completion chunk, or (with accumulated deltas) the whole completion; the echo goes first."""
+    out = derender_pb2.Completion(id=meta.id, object="text_completion", created=meta.created, model=meta.model,
+                                  usage=usage)
+    for delta in deltas:
+        shown = meta.echo if delta.first else ""
+        choice = out.choices.add(index=flat_base + delta.index, text=shown + delta.content)
+        if delta.reasoning:
+            choice.reasoning_content = delta.reasoning
+        if delta.logprobs is not None:
+            choice.logprobs.CopyFrom(completion_logprobs(delta.logprobs, len(meta.echo)))
+        _set_stop_reason(choice, delta)
+    return out

@@ -1,0 +1,160 @@
+"""One choice's pipeline: token ids -> text (incremental detokenizer) -> stop strings -> reasoning -> tool calls,
+plus logprobs. Work per message is proportional to the message; the whole state is `state()` (JSON-able)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from scaleout.v1 import common_pb2
+
+from derender_svc.detokenizer import IncrementalDetokenizer
+from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
+from derender_svc.parsers import REASONING_PARSERS, TOOL_PARSERS
+from derender_svc.stop_matcher import StopMatcher
+from derender_svc.tokenizer_info import TokenizerInfo
+
+FINISH_REASONS = {
+    common_pb2.FINISH_REASON_STOP: "stop",
+    common_pb2.FINISH_REASON_LENGTH: "length",
+    common_pb2.FINISH_REASON_ABORT: "abort",
+    common_pb2.FINISH_REASON_TOOL_CALLS: "tool_calls",
+    common_pb2.FINISH_REASON_ERROR: "error",
+}
+
+
+@dataclass(frozen=True)
+class ChoiceConfig:
+    """The per-request settings every choice of a request shares (from the DerenderContext)."""
+
+    response_id: str
+    skip_special_tokens: bool
+    prompt_tail: tuple[int, ...]
+    stop: tuple[str, ...]
+    include_stop: bool
+    reasoning_parser: str | None
+    reasoning_started: bool
+    tool_parser: str | None
+    tool_function: str  # tool_choice naming one function
+    parallel_tool_calls: bool
+    top_logprobs: int | None
+
+
+@dataclass
+class ToolCallOut:
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass
+class ChoiceDelta:
+    index: int
+    first: bool = False  # the choice's first answer (carries the role)
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCallOut] = field(default_factory=list)
+    logprobs: list[RenderedLogprob] | None = None
+    finish_reason: str | None = None
+    stop_token_id: int | None = None
+    stop_str: str | None = None
+    stop_generation: bool = False  # a stop string matched: the engine can stop
+
+    def is_empty(self) -> bool:
+        return not (self.first or self.content or self.reasoning or self.tool_calls or self.logprobs
+                    or self.finish_reason)
+
+
+def tool_call_id(response_id: str, choice: int, call: int) -> str:
+    """Stable across the stateful stream, the stateless twin and the unary calls."""
+    return "call_" + hashlib.sha256(f"{response_id}/{choice}/{call}".encode()).hexdigest()[:24]
+
+
+class ChoiceProcessor:
+    def __init__(self, info: TokenizerInfo, config: ChoiceConfig, index: int, state: dict | None = None):
+        self.config, self.index = config, index
+        state = state or {}
+        self.tokens = state.get("n", 0)
+        self.started = state.get("b", False)
+        self.finished = state.get("f", False)
+        self.tools_called = state.get("c", False)
+        self.offset = state.get("o", 0)  # characters of logprob tokens so far (completion text_offset)
+        detok = state.get("d") or {"e": list(config.prompt_tail), "p": []}
+        self.detokenizer = IncrementalDetokenizer.restore(info.tokenizer, config.skip_special_tokens, detok)
+        stop = state.get("s") or {"h": "", "m": None}
+        self.stop = StopMatcher(list(config.stop), config.include_stop, stop["h"], stop["m"])
+        self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(state.get("l", "")))
+        self.reasoning = None
+        if config.reasoning_parser:
+            cls = REASONING_PARSERS[config.reasoning_parser]
+            self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
+        self.tools = None
+        if config.tool_parser:
+            initial = {"function": config.tool_function} if config.tool_parser == "named" else {}
+            self.tools = TOOL_PARSERS[config.tool_parser](**state.get("t", initial))
+
+    def process(self, choice: common_pb2.GenerateChoice | None, final: bool = False) -> ChoiceDelta | None:
+        """Advance with one engine message for this choice (None with final=True: close it as it is)."""
+        if self.finished:
+            return None
+        delta = ChoiceDelta(self.index, first=not self.started)
+        self.started = True
+        ids = list(choice.token_ids) if choice is not None else []
+        self.tokens += len(ids)
+        if choice is not None and choice.finish_reason:
+            final = True
+            delta.finish_reason = FINISH_REASONS.get(choice.finish_reason, "stop")
+            which = choice.WhichOneof("stop_reason")
+            if which == "stop_token_id":
+                delta.stop_token_id = choice.stop_token_id
+            elif which == "stop_str":
+                delta.stop_str = choice.stop_str
+        text_ids = ids[:-1] if delta.stop_token_id is not None and ids and ids[-1] == delta.stop_token_id else ids
+        text = self.detokenizer.step(text_ids)
+        if final:
+            text += self.detokenizer.flush()
+        text = self.stop.feed(text, final)
+        if self.stop.matched is not None:
+            final, delta.stop_generation = True, True
+            delta.finish_reason, delta.stop_token_id, delta.stop_str = "stop", None, self.stop.matched
+        if self.config.top_logprobs is not None and choice is not None and choice.logprobs.logprobs:
+            delta.logprobs = self.logprobs.render(ids, choice.logprobs)
+            for rendered in delta.logprobs:
+                rendered.offset, self.offset = self.offset, self.offset + len(rendered.token)
+        content = text
+        if self.reasoning is not None:
+            delta.reasoning, content = self.reasoning.feed(text, final)
+        if self.tools is not None:
+            content, calls = self.tools.feed(content, final)
+            delta.tool_calls = self._calls(calls)
+        delta.content = content
+        if final:
+            self.finished = True
+            delta.finish_reason = delta.finish_reason or ""
+            if self.tools_called and delta.finish_reason == "stop":
+                delta.finish_reason = "tool_calls"
+        return delta
+
+    def _calls(self, calls) -> list[ToolCallOut]:
+        out = []
+        for call in calls:
+            if call.index > 0 and not self.config.parallel_tool_calls:
+                continue  # parallel_tool_calls=false: only the first call counts
+            self.tools_called = True
+            if out and out[-1].index == call.index and call.name is None:
+                out[-1].arguments += call.arguments
+                continue
+            named = call.name is not None
+            out.append(ToolCallOut(call.index, tool_call_id(self.config.response_id, self.index, call.index) if named
+                                   else None, call.name, call.arguments))
+        return out
+
+    def state(self) -> dict:
+        state = {"n": self.tokens, "b": self.started, "f": self.finished, "c": self.tools_called, "o": self.offset,
+                 "d": self.detokenizer.state(), "s": self.stop.state(), "l": self.logprobs.partial.hex()}
+        if self.reasoning is not None:
+            state["r"] = self.reasoning.state()
+        if self.tools is not None:
+            state["t"] = self.tools.state()
+        return state

@@ -1,0 +1,53 @@
+"""Incremental detokenization with explicit, serializable state.
+
+Wraps `tokenizers.decoders.DecodeStream`: it decodes a small window (the tokens of the last emitted step plus
+the pending ones) and emits text only when it does not end in a broken UTF-8 character. We mirror the window
+in two lists so the state can travel (stateless twin): restoring `DecodeStream(ids=emitted)` and re-feeding
+`pending` with the next chunk reproduces the original stream exactly. Seeding `emitted` with the prompt tail
+keeps SentencePiece/Metaspace leading spaces.
+"""
+
+from __future__ import annotations
+
+from tokenizers.decoders import DecodeStream
+
+
+class IncrementalDetokenizer:
+    def __init__(self, tokenizer, skip_special_tokens: bool, emitted: list[int], pending: list[int] | None = None):
+        self._tokenizer = tokenizer  # a `tokenizers.Tokenizer`
+        self._skip = skip_special_tokens
+        self.emitted = list(emitted)  # tokens whose text is out; DecodeStream's prefix
+        self.pending = list(pending or [])  # tokens not yet turned into text
+        self._stream = DecodeStream(ids=self.emitted, skip_special_tokens=skip_special_tokens)
+        self._refeed = bool(self.pending)
+
+    def step(self, token_ids: list[int]) -> str:
+        """Text newly made complete by `token_ids` (possibly empty). Work is proportional to the window."""
+        if not token_ids:
+            return ""
+        feed = self.pending + token_ids if self._refeed else token_ids
+        self._refeed = False
+        text = self._stream.step(self._tokenizer, feed)
+        if text is None:
+            self.pending.extend(token_ids)
+            return ""
+        self.emitted = self.pending + token_ids
+        self.pending = []
+        return text
+
+    def flush(self) -> str:
+        """At the end of a choice: whatever the pending tokens decode to, replacement characters included."""
+        if not self.pending:
+            return ""
+        prefix = self._tokenizer.decode(self.emitted, skip_special_tokens=self._skip)
+        full = self._tokenizer.decode(self.emitted + self.pending, skip_special_tokens=self._skip)
+        self.emitted, self.pending = self.emitted + self.pending, []
+        self._stream = DecodeStream(ids=self.emitted, skip_special_tokens=self._skip)
+        return full[len(prefix):] if full.startswith(prefix) else full
+
+    def state(self) -> dict:
+        return {"e": self.emitted, "p": self.pending}
+
+    @classmethod
+    def restore(cls, tokenizer, skip_special_tokens: bool, state: dict) -> "IncrementalDetokenizer":
+        return cls(tokenizer, skip_special_tokens, state["e"], state["p"])

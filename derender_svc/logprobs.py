@@ -1,0 +1,67 @@
+"""Logprob rendering: each token's text with partial UTF-8 repaired from the preceding sampled tokens,
+its raw bytes, and the ordered top-k alternatives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def split_incomplete_utf8(data: bytes) -> tuple[bytes, bytes]:
+    """(complete part, trailing bytes of a character that is not finished yet)."""
+    for back in range(1, min(3, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead byte
+            continue
+        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
+        return (data[:-back], data[-back:]) if need > back else (data, b"")
+    return data, b""
+
+
+def _show(partial: bytes, own: bytes) -> str:
+    """The characters `own` completes after `partial`; a token that completes none shows its escaped bytes."""
+    complete, _ = split_incomplete_utf8(partial + own)
+    if complete:
+        return complete.decode("utf-8", "replace")
+    return "bytes:" + "".join(f"\\x{b:02x}" for b in own)
+
+
+@dataclass
+class RenderedAlternative:
+    token: str
+    logprob: float
+    bytes: bytes
+
+
+@dataclass
+class RenderedLogprob:
+    token: str
+    logprob: float
+    bytes: bytes
+    top: list[RenderedAlternative] = field(default_factory=list)
+    offset: int = 0  # position of the token in the text (completion logprobs)
+
+
+class LogprobRenderer:
+    def __init__(self, token_bytes: list[bytes], top_k: int, partial: bytes = b""):
+        self._token_bytes = token_bytes
+        self.top_k = top_k
+        self.partial = partial  # unfinished character carried over from earlier sampled tokens
+
+    def render(self, token_ids, logprobs) -> list[RenderedLogprob]:
+        """`logprobs` is an engine TokenLogprobs parallel to `token_ids`."""
+        out = []
+        for i, token_id in enumerate(token_ids):
+            own = self._token_bytes[token_id]
+            top = []
+            if i < len(logprobs.top):
+                alternatives = logprobs.top[i]
+                for alt_id, alt_logprob in list(zip(alternatives.token_ids, alternatives.logprobs))[: self.top_k]:
+                    alt = self._token_bytes[alt_id]
+                    top.append(RenderedAlternative(_show(self.partial, alt), alt_logprob, alt))
+            shown = _show(self.partial, own)
+            _, self.partial = split_incomplete_utf8(self.partial + own)
+            out.append(RenderedLogprob(shown, logprobs.logprobs[i], own, top))
+        return out
+
+    def state(self) -> dict:
+        return {"b": self.partial.hex()}

@@ -1,0 +1,19 @@
+"""Parser registry: reasoning parsers and tool-call parsers by name ("none" turns one off)."""
+
+from __future__ import annotations
+
+from derender_svc.parsers.hermes import HermesToolParser
+from derender_svc.parsers.llama3_json import Llama3JsonToolParser
+from derender_svc.parsers.named import NamedToolParser
+from derender_svc.parsers.pythonic import PythonicToolParser
+from derender_svc.parsers.think import ThinkReasoningParser
+
+REASONING_PARSERS = {"think": ThinkReasoningParser, "deepseek_r1": ThinkReasoningParser, "qwen3": ThinkReasoningParser}
+TOOL_PARSERS = {
+    "hermes": HermesToolParser,
+    "qwen": HermesToolParser,
+    "llama3_json": Llama3JsonToolParser,
+    "pythonic": PythonicToolParser,
+    "named": NamedToolParser,  # chosen by tool_choice, not by name
+}
+NONE = "none"

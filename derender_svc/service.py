@@ -1,0 +1,132 @@
+"""DerenderService: thin gRPC layer over Session (unary, stateful bidi stream, stateless twin)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2
+
+from derender_svc import builders
+from derender_svc.limits import Limits
+from derender_svc.parsers import NONE
+from derender_svc.session import Defaults, Session
+from derender_svc.state_codec import decode_state, encode_state
+from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout_common.errors import ServiceError, invalid_argument
+from scaleout_common.models import load_tokenizer, model_name, resolve_model
+
+log = logging.getLogger(__name__)
+
+
+class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
+    service_names = [derender_pb2.DESCRIPTOR.services_by_name["DerenderService"].full_name]
+
+    def __init__(self, args, info: TokenizerInfo | None = None):
+        self.args = args
+        self.defaults: Defaults | None = None
+        self._info = info  # tests and benches may hand in a loaded tokenizer
+
+    def register(self, server) -> None:
+        derender_pb2_grpc.add_DerenderServiceServicer_to_server(self, server)
+
+    async def load(self) -> None:
+        info = self._info
+        if info is None:
+            folder = resolve_model(self.args.model)
+            tokenizer = await asyncio.to_thread(load_tokenizer, folder, self.args.trust_remote_code)
+            info = await asyncio.to_thread(TokenizerInfo.from_hf, tokenizer)
+            log.info("derendering for %s (vocab %d)", model_name(folder), info.vocab_size)
+        reasoning = self.args.reasoning_parser
+        if reasoning == "auto":
+            reasoning = "think" if info.has_think_tokens else NONE
+        self.defaults = Defaults(info, Limits.from_args(self.args), reasoning, self.args.tool_parser)
+
+    async def drain(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def _session(self, request_context, has_context: bool, endpoint: int = 0, state: dict | None = None) -> Session:
+        return Session(request_context, self.defaults, endpoint, state, has_context)
+
+    async def DerenderChat(self, request, context):
+        session = self._session(request.context, request.HasField("context"), derender_pb2.ENDPOINT_CHAT)
+        totals = _run(session, request.results)
+        return builders.chat_completion(session.meta, totals, session.usage())
+
+    async def DerenderCompletion(self, request, context):
+        if not request.prompts:
+            raise invalid_argument("MISSING_CONTEXT", "at least one prompt result is required", "prompts")
+        out, usage = None, None
+        for position, prompt in enumerate(request.prompts):
+            session = self._session(prompt.context, prompt.HasField("context"), derender_pb2.ENDPOINT_COMPLETION)
+            totals = _run(session, prompt.results)
+            base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)
+            part = builders.completion(session.meta, totals, session.usage(), base)
+            if out is None:
+                out, usage = part, part.usage
+            else:
+                out.choices.extend(part.choices)
+                for field in ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"):
+                    setattr(usage, field, getattr(usage, field) + getattr(part.usage, field))
+        if len(out.choices) > self.defaults.limits.max_choices:
+            raise invalid_argument("TOO_MANY_CHOICES", f"at most {self.defaults.limits.max_choices} choices", "prompts")
+        return out
+
+    async def DerenderStream(self, request_iterator, context):
+        session = None
+        async for request in request_iterator:
+            if session is None:
+                if request.WhichOneof("message") != "context":
+                    raise invalid_argument("MISSING_CONTEXT", "the stream's first message must carry the context",
+                                           "context")
+                session = self._session(request.context, True)
+                continue
+            if request.WhichOneof("message") != "engine_output":
+                raise invalid_argument("DUPLICATE_CONTEXT", "only the first message carries the context", "context")
+            response = _step(session, request.engine_output, derender_pb2.DerenderStreamResponse)
+            if response is not None:
+                yield response
+            if session.done:
+                return
+
+    async def DerenderChunk(self, request, context):
+        limit = self.defaults.limits.max_state_bytes
+        state = decode_state(request.state, limit)
+        try:
+            session = self._session(request.context, request.HasField("context"), 0, state)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error}", "state")
+        response = _step(session, request.engine_output, derender_pb2.DerenderChunkResponse, always=True)
+        response.state = encode_state(session.state(), limit)
+        return response
+
+
+def _run(session: Session, results) -> list:
+    """Every engine message through one session; the deltas folded per choice (the one-shot result)."""
+    per_choice: dict[int, list] = {}
+    for message in results:
+        for delta in session.feed(message):
+            per_choice.setdefault(delta.index, []).append(delta)
+        if message.HasField("error"):
+            raise ServiceError.from_status(message.error)
+    if not session.done:
+        for delta in session.feed(engine_pb2.GenerateResponse(finished=True)):
+            per_choice.setdefault(delta.index, []).append(delta)
+    return [builders.accumulate(per_choice[i]) for i in sorted(per_choice)]
+
+
+def _step(session: Session, message, response_type, always: bool = False):
+    """One engine message -> one response (None when it shows nothing new); an in-band error ends it."""
+    deltas = session.feed(message)
+    chunk = session.chunk(deltas, final=session.done)
+    if message.HasField("error"):
+        chunk.error.CopyFrom(message.error)
+    if not (always or chunk.choices or chunk.HasField("usage") or chunk.HasField("error")):
+        return None
+    field = "completion" if session.endpoint == derender_pb2.ENDPOINT_COMPLETION else "chat"
+    response = response_type(stop_generation=any(d.stop_generation for d in deltas))
+    getattr(response, field).CopyFrom(chunk)
+    return response

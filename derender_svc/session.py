@@ -1,0 +1,140 @@
+"""One request's derender state: its context, resolved settings and one ChoiceProcessor per choice.
+
+The stateful stream keeps a Session in memory; the stateless twin rebuilds it from `state()` on every call;
+the unary calls run one Session over every engine message. All three therefore give the same text.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+
+from derender_svc import builders
+from derender_svc.choice import ChoiceConfig, ChoiceDelta, ChoiceProcessor
+from derender_svc.limits import Limits, check_context, check_engine_output
+from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
+from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout_common.errors import invalid_argument
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Server-side defaults and bounds every session shares."""
+
+    info: TokenizerInfo
+    limits: Limits
+    reasoning_parser: str  # "none" or a registered name
+    tool_parser: str
+
+
+def _parser(name: str, registry: dict, field: str) -> str | None:
+    if name == NONE:
+        return None
+    if name not in registry:
+        raise invalid_argument("UNKNOWN_PARSER", f"unknown parser {name!r} (known: {sorted(registry)})", field)
+    return name
+
+
+def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, defaults: Defaults) -> ChoiceConfig:
+    reasoning = _parser(context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS,
+                        "context.reasoning_parser")
+    tool = None
+    wants_tools = context.tools and context.tool_choice != derender_pb2.TOOL_CHOICE_MODE_NONE
+    if endpoint == derender_pb2.ENDPOINT_CHAT and wants_tools:
+        if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_NAMED:
+            tool = "named"
+        else:
+            tool = _parser(context.tool_parser or defaults.tool_parser, TOOL_PARSERS, "context.tool_parser")
+    return ChoiceConfig(
+        response_id=context.id,
+        skip_special_tokens=context.skip_special_tokens,
+        prompt_tail=tuple(context.prompt_tail_token_ids),
+        stop=tuple(context.stop),
+        include_stop=context.include_stop_str_in_output,
+        reasoning_parser=reasoning,
+        reasoning_started=context.reasoning_started,
+        tool_parser=tool,
+        tool_function=context.tool_choice_function,
+        parallel_tool_calls=context.parallel_tool_calls,
+        top_logprobs=context.top_logprobs if context.HasField("top_logprobs") else None,
+    )
+
+
+class Session:
+    def __init__(self, context: derender_pb2.DerenderContext, defaults: Defaults, endpoint: int = 0,
+                 state: dict | None = None, has_context: bool = True):
+        info = defaults.info
+        check_context(context, has_context, defaults.limits, info.fingerprint, info.vocab_size)
+        self.context, self.defaults = context, defaults
+        self.endpoint = endpoint or context.endpoint or derender_pb2.ENDPOINT_CHAT
+        self.config = resolve_config(context, self.endpoint, defaults)
+        state = state or {}
+        self.meta = builders.ResponseMeta(context.id, context.created or state.get("t") or int(time.time()),
+                                          context.model, context.prompt_text if context.echo else "")
+        self.prompt_tokens = context.num_prompt_tokens or state.get("p", 0)
+        self.cached_tokens = state.get("k", 0)
+        self.done = state.get("z", False)
+        self.choices = {int(i): ChoiceProcessor(info, self.config, int(i), s) for i, s in state.get("c", {}).items()}
+
+    def _choice(self, index: int) -> ChoiceProcessor:
+        if index not in self.choices:
+            self.choices[index] = ChoiceProcessor(self.defaults.info, self.config, index)
+        return self.choices[index]
+
+    def feed(self, message: engine_pb2.GenerateResponse) -> list[ChoiceDelta]:
+        """Deltas for one engine message, in choice order; a `finished` message closes every choice."""
+        info = self.defaults.info
+        check_engine_output(message, self.defaults.limits, info.vocab_size,
+                            lambda i: self.choices[i].tokens if i in self.choices else 0)
+        if message.HasField("prompt"):
+            self.prompt_tokens = self.prompt_tokens or message.prompt.num_tokens
+            self.cached_tokens = self.cached_tokens or message.prompt.cached_tokens
+        if message.HasField("usage"):
+            self.prompt_tokens = self.prompt_tokens or message.usage.prompt_tokens
+            self.cached_tokens = self.cached_tokens or message.usage.cached_tokens
+        deltas = {}
+        for choice in message.choices:
+            delta = self._choice(choice.index).process(choice)
+            if delta is not None:
+                deltas[choice.index] = _merge(deltas.get(choice.index), delta)
+        if message.finished or message.HasField("error"):
+            self.done = True
+            for index in range(max(self.context.n, 1)):
+                self._choice(index)
+            for index, processor in self.choices.items():
+                delta = processor.process(None, final=True)
+                if delta is not None:
+                    deltas[index] = _merge(deltas.get(index), delta)
+        return [deltas[i] for i in sorted(deltas)]
+
+    def usage(self) -> common_pb2.Usage:
+        completion_tokens = sum(p.tokens for p in self.choices.values())
+        return common_pb2.Usage(prompt_tokens=self.prompt_tokens, completion_tokens=completion_tokens,
+                                total_tokens=self.prompt_tokens + completion_tokens, cached_tokens=self.cached_tokens)
+
+    def chunk(self, deltas: list[ChoiceDelta], final: bool):
+        """The streamed chunk for these deltas (chat or completion), with usage when the context asks."""
+        show_usage = self.context.include_usage and (final or self.context.continuous_usage_stats)
+        usage = self.usage() if show_usage else None
+        deltas = [d for d in deltas if not d.is_empty()]
+        if self.endpoint == derender_pb2.ENDPOINT_COMPLETION:
+            return builders.completion(self.meta, deltas, usage, self.flat_base())
+        return builders.chat_chunk(self.meta, deltas, usage)
+
+    def flat_base(self) -> int:
+        return self.context.prompt_index * max(self.context.n, 1)
+
+    def state(self) -> dict:
+        return {"t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens, "z": self.done,
+                "c": {str(i): p.state() for i, p in self.choices.items()}}
+
+
+def _merge(before: ChoiceDelta | None, after: ChoiceDelta) -> ChoiceDelta:
+    """Two deltas of one choice in one message (a choice listed twice, or its closing flush)."""
+    if before is None:
+        return after
+    merged = builders.accumulate([before, after])
+    merged.first = before.first
+    return merged

@@ -1,0 +1,76 @@
+"""What derender needs from a tokenizer, computed once at load: the Rust tokenizer, vocabulary size,
+each token's raw bytes (for logprobs), the fingerprint and the default parsers it suggests."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from tokenizers import Tokenizer
+
+from scaleout_common.models import tokenizer_fingerprint
+
+_BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's printable stand-ins for bytes (ByteLevel pre-tokenizer), inverted: char -> byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+def _decoder_types(tokenizer: Tokenizer) -> set[str]:
+    decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
+    parts = decoder.get("decoders", [decoder]) if decoder.get("type") == "Sequence" else [decoder]
+    return {p.get("type") for p in parts}
+
+
+def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
+    """Raw bytes of every token id as it would appear in decoded text."""
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    added = {i for i in tokenizer.get_added_tokens_decoder()}
+    kinds = _decoder_types(tokenizer)
+    alphabet = _byte_level_alphabet() if "ByteLevel" in kinds else None
+    table = []
+    for token_id in range(size):
+        piece = tokenizer.id_to_token(token_id) or ""
+        if token_id in added:
+            table.append(piece.encode())
+        elif alphabet is not None and all(c in alphabet for c in piece):
+            table.append(bytes(alphabet[c] for c in piece))
+        elif (m := _BYTE_FALLBACK.match(piece)) and "ByteFallback" in kinds:
+            table.append(bytes([int(m.group(1), 16)]))
+        elif "Metaspace" in kinds or "Replace" in kinds:
+            table.append(piece.replace("▁", " ").encode())
+        else:
+            table.append(tokenizer.decode([token_id], skip_special_tokens=False).encode())
+    return table
+
+
+@dataclass
+class TokenizerInfo:
+    tokenizer: Tokenizer
+    vocab_size: int
+    token_bytes: list[bytes]
+    fingerprint: str
+    has_think_tokens: bool
+
+    @classmethod
+    def from_hf(cls, hf_tokenizer) -> "TokenizerInfo":
+        backend: Tokenizer = hf_tokenizer.backend_tokenizer
+        vocab = backend.get_vocab(with_added_tokens=True)
+        return cls(
+            tokenizer=backend,
+            vocab_size=backend.get_vocab_size(with_added_tokens=True),
+            token_bytes=token_bytes_table(backend),
+            fingerprint=tokenizer_fingerprint(hf_tokenizer),
+            has_think_tokens="<think>" in vocab and "</think>" in vocab,
+        )
