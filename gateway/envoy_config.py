@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import jinja2
 from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
 
+from scaleout_common import tracing
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED
 
 TEMPLATE = Path(__file__).with_name("envoy.yaml.j2")
@@ -48,9 +50,21 @@ class Upstream:
 
 @dataclass
 class Tracing:
+    """Envoy's OpenTelemetry tracer: where its spans go (OTLP over gRPC, or HTTP to `path`)."""
+
     host: str
     port: int
     service_name: str = "scaleout-gateway"
+    protocol: str = tracing.GRPC
+    path: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Tracing | None":
+        """From the same OTEL_* variables the services read; None when they leave tracing off."""
+        if not tracing.tracing_enabled(env):
+            return None
+        protocol, host, port, path = tracing.otlp_traces_endpoint(env)
+        return cls(host, port, protocol=protocol, path=path)
 
 
 def render_config(

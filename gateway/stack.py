@@ -135,7 +135,8 @@ class Stack:
             for role in SERVICES
         ]
         config_path = self._workdir / "envoy.yaml"
-        config_path.write_text(render_config(upstreams, self.port, self.admin_port, cfg.host, cfg.tracing))
+        tracing = cfg.tracing or Tracing.from_env({**os.environ, **cfg.env})  # the services' own OTEL_* settings
+        config_path.write_text(render_config(upstreams, self.port, self.admin_port, cfg.host, tracing))
         envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
         log = self._log("envoy")
         self.envoy = subprocess.Popen(

@@ -98,7 +98,8 @@ class ResponseStream:
     def __init__(self, start: float, llm: LlmMetrics | None, span, streaming: bool):
         self.start, self.llm, self.span, self.streaming = start, llm, span, streaming
         self.generated = False  # saw engine output: the LLM metrics apply
-        self.first = self.last = None
+        self.first = self.last = None  # perf_counter() of the first / latest streamed token
+        self.ttft = None  # seconds; from the stream, or reported by the engine for a unary call
         self.attributes: dict = {}
         self.input_tokens = self.output_tokens = None
         self.counted_tokens = 0
@@ -138,8 +139,9 @@ class ResponseStream:
         if new and self.streaming:
             if self.first is None:
                 self.first = now
+                self.ttft = now - self.start
                 if self.llm is not None:
-                    self.llm.time_to_first_token.observe(now - self.start)
+                    self.llm.time_to_first_token.observe(self.ttft)
                 if self.span is not None:
                     self.span.add_event(FIRST_TOKEN_EVENT)
             elif self.llm is not None:
@@ -164,8 +166,17 @@ class ResponseStream:
         now = perf_counter()
         output_tokens = self.output_tokens if self.output_tokens is not None else self.counted_tokens
         reasons = [self.finish_reasons[i] for i in sorted(self.finish_reasons)]
+        e2e = now - self.start
+        decode = None
+        if self.ttft is not None:
+            decode = (self.last - self.first) if self.first is not None else max(0.0, e2e - self.ttft)
         if self.llm is not None and self.generated:
-            self.llm.e2e_latency.observe(now - self.start)
+            if self.first is None and self.ttft is not None:  # unary: the engine's numbers, the mean token gap
+                self.llm.time_to_first_token.observe(self.ttft)
+                gaps = output_tokens - 1
+                for _ in range(max(0, gaps)):
+                    self.llm.inter_token_latency.observe(decode / gaps)
+            self.llm.e2e_latency.observe(e2e)
             self.llm.prompt_tokens.inc(self.input_tokens or 0)
             self.llm.generation_tokens.inc(output_tokens)
             for reason in reasons:
@@ -182,10 +193,11 @@ class ResponseStream:
             attributes["gen_ai.response.finish_reasons"] = reasons
         if self.response_id:
             attributes.setdefault("gen_ai.response.id", self.response_id)
-        if self.first is not None:
-            attributes[TTFT] = self.first - self.start
-            attributes[DECODE_TIME] = self.last - self.first
-            attributes[E2E] = now - self.start
+        if self.generated:
+            attributes[E2E] = e2e
+        if self.ttft is not None:
+            attributes[TTFT] = self.ttft
+            attributes[DECODE_TIME] = decode
         self.span.set_attributes(attributes)
 
 
@@ -200,10 +212,13 @@ def unbind(token) -> None:
     _current.reset(token)
 
 
-def report_engine_timing(queue_s: float | None = None, prefill_s: float | None = None) -> None:
-    """The engine's Generate handler: how long this request waited for a slot and how long its prefill took.
+def report_engine_timing(
+    queue_s: float | None = None, prefill_s: float | None = None, first_token_s: float | None = None
+) -> None:
+    """The engine's Generate/GenerateUnary handler: time this request waited for a slot, spent in prefill and,
+    from its arrival, until its first token (used when no stream shows it: GenerateUnary).
 
-    Lands on the request's span (gen_ai.latency.time_in_queue / time_in_model_prefill); a no-op without telemetry.
+    Lands on the request's span (gen_ai.latency.*) and histograms; a no-op without telemetry.
     """
     stream = _current.get()
     if stream is None:
@@ -214,3 +229,5 @@ def report_engine_timing(queue_s: float | None = None, prefill_s: float | None =
             stream.llm.queue_time.observe(queue_s)
     if prefill_s is not None:
         stream.timing["time_in_model_prefill"] = prefill_s
+    if first_token_s is not None and stream.first is None:
+        stream.ttft = first_token_s

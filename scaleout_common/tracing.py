@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import os
 from typing import Mapping, Sequence
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -43,6 +44,22 @@ def otlp_protocol(env: Mapping[str, str] = os.environ) -> str:
     if protocol not in (GRPC, HTTP_PROTOBUF):
         raise SystemExit(f"unsupported OTLP protocol {protocol!r}: use {GRPC} or {HTTP_PROTOBUF}")
     return protocol
+
+
+def otlp_traces_endpoint(env: Mapping[str, str] = os.environ) -> tuple[str, str, int, str]:
+    """(protocol, host, port, path) the exporters send spans to, resolved as the OTLP exporter spec says.
+
+    For processes that take a collector address rather than the variables (Envoy's tracer).
+    """
+    protocol = otlp_protocol(env)
+    http = protocol == HTTP_PROTOBUF
+    url = _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env)
+    if not url:
+        base = _env("OTEL_EXPORTER_OTLP_ENDPOINT", env) or ("http://localhost:4318" if http else "http://localhost:4317")
+        url = base.rstrip("/") + "/v1/traces" if http else base
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    port = parts.port or (4318 if http else 4317)
+    return protocol, parts.hostname or "localhost", port, (parts.path or "/v1/traces") if http else ""
 
 
 def capture_content(env: Mapping[str, str] = os.environ) -> bool:

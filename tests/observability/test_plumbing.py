@@ -10,7 +10,7 @@ import urllib.request
 import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from scaleout.v1 import chat_pb2_grpc, render_pb2
+from scaleout.v1 import chat_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
 
 from scaleout_common import logs, tracing
 from tests.observability.otlp_receiver import OtlpReceiver
@@ -135,6 +135,9 @@ async def test_metrics_move_by_the_right_amounts():
             await _chat(front)
             with pytest.raises(grpc.aio.AioRpcError):
                 await _chat(front, render_pb2.RenderChatRequest())
+            async with grpc.aio.insecure_channel(served.target) as channel:
+                whole = await engine_pb2_grpc.EngineServiceStub(channel).GenerateUnary(
+                    engine_pb2.GenerateRequest(token_ids=[1, 2]))
             after, front_after = scrape(served.metrics_url), scrape(front.metrics_url)
 
     def moved(name, **labels):
@@ -149,14 +152,17 @@ async def test_metrics_move_by_the_right_amounts():
     assert moved("scaleout_rpc_errors_total", method=method, code="OK") == 0
     assert moved("scaleout_rpc_duration_seconds_count", method=method, code="OK") == 2
     assert after[("scaleout_rpc_in_flight", (("method", method),))] == 0
-    assert moved("scaleout_engine_prompt_tokens_total") == 2 * 3
-    assert moved("scaleout_engine_generation_tokens_total") == 2 * tokens
-    assert moved("scaleout_engine_time_to_first_token_seconds_count") == 2
-    # One observation per token after the first: the last message carries two tokens.
-    assert moved("scaleout_engine_inter_token_latency_seconds_count") == 2 * (tokens - 1)
-    assert moved("scaleout_engine_e2e_request_latency_seconds_count") == 2
-    assert moved("scaleout_engine_queue_time_seconds_count") == 2
-    assert moved("scaleout_engine_requests_finished_total", finish_reason="length") == 2
+    # Two streamed Generate calls (from the front) and one GenerateUnary (engine-reported first token).
+    assert whole.usage.completion_tokens == tokens
+    assert moved("scaleout_rpc_requests_total", method="scaleout.v1.EngineService/GenerateUnary", code="OK") == 1
+    assert moved("scaleout_engine_prompt_tokens_total") == 2 * 3 + 2
+    assert moved("scaleout_engine_generation_tokens_total") == 3 * tokens
+    assert moved("scaleout_engine_time_to_first_token_seconds_count") == 3
+    # One observation per token after the first (the last streamed message carries two tokens).
+    assert moved("scaleout_engine_inter_token_latency_seconds_count") == 3 * (tokens - 1)
+    assert moved("scaleout_engine_e2e_request_latency_seconds_count") == 3
+    assert moved("scaleout_engine_queue_time_seconds_count") == 3
+    assert moved("scaleout_engine_requests_finished_total", finish_reason="length") == 3
     assert after[("scaleout_engine_queue_depth", ())] == 3
     assert after[("scaleout_engine_running_sequences", ())] == 2
     assert after[("scaleout_engine_kv_cache_usage_ratio", ())] == 0.25
