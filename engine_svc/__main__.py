@@ -1,0 +1,21 @@
+"""scaleout-engine: token-in/token-out generation with continuous batching."""
+
+from engine_svc.loader import add_engine_flags
+from engine_svc.service import EngineService
+from scaleout_common.config import server_parser
+from scaleout_common.server import run
+
+
+def make_parser():
+    parser = server_parser("engine", 50052, __doc__)
+    add_engine_flags(parser)
+    return parser
+
+
+def main() -> None:
+    args = make_parser().parse_args()
+    run(EngineService(args), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Attention over the paged KV cache, behind a small backend interface.
+
+The cache of one layer is a pair of tensors [num_blocks * block_size, kv_heads, head_dim]; a sequence owns
+a list of blocks (its block table). A flat batch holds the decode tokens first (one per sequence) and then
+the prefill chunks. `SdpaBackend` uses torch's scaled_dot_product_attention: decodes gather their blocks in
+one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill
+chunk attends to its gathered context with a causal mask. Faster kernels plug in as other backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class PrefillChunk:
+    token_start: int  # first row of the chunk in the flat batch
+    num_tokens: int
+    context_start: int  # tokens of this sequence already in the cache before the chunk
+    block_ids: torch.Tensor  # the blocks covering context_start + num_tokens tokens
+
+
+@dataclass
+class AttentionMetadata:
+    slot_mapping: torch.Tensor  # [tokens] cache row each token's K/V is written to
+    block_size: int
+    num_decodes: int = 0
+    decode_block_tables: torch.Tensor | None = None  # [decodes, blocks]
+    decode_context_lens: torch.Tensor | None = None  # [decodes], the new token included
+    prefills: list[PrefillChunk] = field(default_factory=list)
+    # Filled by the backend's prepare(), once per forward.
+    decode_mask: torch.Tensor | None = None
+    prefill_masks: list[torch.Tensor | None] = field(default_factory=list)
+
+
+class AttentionBackend:
+    """Computes attention for a flat batch; q [tokens, heads, dim], caches already hold this step's K/V."""
+
+    def prepare(self, meta: AttentionMetadata) -> None:
+        """Per-forward work shared by every layer (masks)."""
+
+    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class SdpaBackend(AttentionBackend):
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.group = num_heads // num_kv_heads
+        self.scale = head_dim**-0.5
+
+    def prepare(self, meta: AttentionMetadata) -> None:
+        if meta.num_decodes:
+            span = meta.decode_block_tables.shape[1] * meta.block_size
+            keys = torch.arange(span, device=meta.decode_context_lens.device)
+            meta.decode_mask = (keys[None, :] < meta.decode_context_lens[:, None])[:, None, None, :]
+        meta.prefill_masks = []
+        for chunk in meta.prefills:
+            if chunk.context_start == 0:
+                meta.prefill_masks.append(None)  # plain causal over the chunk's own K/V
+                continue
+            total = chunk.context_start + chunk.num_tokens
+            device = meta.slot_mapping.device
+            queries = torch.arange(chunk.context_start, total, device=device)
+            keys = torch.arange(total, device=device)
+            meta.prefill_masks.append(keys[None, :] <= queries[:, None])
+
+    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata) -> torch.Tensor:
+        out = torch.empty_like(q)
+        decodes = meta.num_decodes
+        if decodes:
+            out[:decodes] = self._decode(q[:decodes], k_cache, v_cache, meta)
+        for chunk, mask in zip(meta.prefills, meta.prefill_masks):
+            rows = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
+            if mask is None:
+                keys, values = k[rows], v[rows]
+            else:
+                keys = self._gather(k_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
+                values = self._gather(v_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
+            attn = F.scaled_dot_product_attention(
+                q[rows].transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1),
+                attn_mask=mask, is_causal=mask is None, scale=self.scale, enable_gqa=True,
+            )
+            out[rows] = attn.transpose(0, 1)
+        return out
+
+    def _gather(self, cache, block_ids, block_size):
+        """Rows of the given blocks, in order: [..., blocks * block_size, kv_heads, dim]."""
+        paged = cache.view(-1, block_size, self.num_kv_heads, self.head_dim)[block_ids]
+        return paged.flatten(-4, -3)
+
+    def _decode(self, q, k_cache, v_cache, meta):
+        # The query heads that share a KV head become that head's "query rows": no K/V repetition needed.
+        decodes = q.shape[0]
+        keys = self._gather(k_cache, meta.decode_block_tables, meta.block_size).transpose(1, 2)
+        values = self._gather(v_cache, meta.decode_block_tables, meta.block_size).transpose(1, 2)
+        queries = q.view(decodes, self.num_kv_heads, self.group, self.head_dim)
+        attn = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask, scale=self.scale)
+        return attn.reshape(decodes, self.num_heads, self.head_dim)

@@ -1,0 +1,235 @@
+"""The step loop: a dedicated thread that schedules, runs the model, samples, and ships results to asyncio.
+
+The asyncio side submits requests and aborts through an inbox; each step's outputs go back with one
+`loop.call_soon_threadsafe` into per-request asyncio queues. Finished and aborted sequences free their KV
+blocks in the step that sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import grpc
+import torch
+
+from engine_svc.sampler import RowLogprobs, Sampler, token_logprobs
+from engine_svc.scheduler import Scheduler
+from engine_svc.sequence import Chunk, Sequence
+from scaleout.v1 import common_pb2
+from scaleout_common.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ChoiceDelta:
+    index: int
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[RowLogprobs] = field(default_factory=list)
+    finish_reason: int = common_pb2.FINISH_REASON_UNSPECIFIED
+    stop_token_id: int | None = None
+
+
+@dataclass
+class StepOutput:
+    deltas: list[ChoiceDelta] = field(default_factory=list)
+    prompt_logprobs: list[RowLogprobs] | None = None
+    error: ServiceError | None = None
+
+
+@dataclass(eq=False)
+class RequestState:
+    request_id: str
+    seqs: list[Sequence]
+    queue: asyncio.Queue
+    num_prompt_tokens: int
+    prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
+    done: bool = False
+
+
+class Engine:
+    def __init__(self, runner, scheduler: Scheduler, *, max_model_len: int, max_waiting: int,
+                 stall_timeout_s: float = 60.0):
+        self.runner = runner
+        self.scheduler = scheduler
+        self.sampler = Sampler(runner.vocab_size, runner.device)
+        self.max_model_len = max_model_len
+        self.max_waiting = max_waiting
+        self.stall_timeout_s = stall_timeout_s
+        self.requests: dict[str, RequestState] = {}
+        self.steps = 0
+        self._inbox: list[tuple[str, object]] = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._last_progress = time.monotonic()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- asyncio side -------------------------------------------------------------------------------
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return self.scheduler.num_waiting + sum(len(p.seqs) for kind, p in self._inbox if kind == "add")
+
+    def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
+        """Queue a validated request; refuses fast when the waiting queue is full."""
+        if request_id in self.requests:
+            raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
+                               f"request {request_id!r} is already running")
+        if self.num_waiting + len(seqs) > self.max_waiting:
+            raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
+                               f"{self.num_waiting} sequences are waiting (max {self.max_waiting})")
+        state = RequestState(request_id, seqs, asyncio.Queue(), len(seqs[0].prompt_ids))
+        self.requests[request_id] = state
+        self._post("add", state)
+        return state
+
+    def abort(self, request_ids) -> tuple[list[str], list[str]]:
+        known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
+        unknown = [rid for rid in request_ids if rid not in known]
+        if known:
+            self._post("abort", known)
+        return known, unknown
+
+    def healthy(self) -> bool:
+        """False when work is pending but the step loop has not made progress for stall_timeout_s."""
+        if self._thread is None or not self._thread.is_alive():
+            return self._thread is None
+        busy = self.scheduler.running or self.scheduler.waiting or self._inbox
+        return not busy or time.monotonic() - self._last_progress < self.stall_timeout_s
+
+    def _post(self, kind: str, payload) -> None:
+        with self._cond:
+            self._inbox.append((kind, payload))
+            self._cond.notify()
+
+    def _deliver(self, outputs: list[tuple[RequestState, StepOutput]]) -> None:
+        for state, output in outputs:
+            state.queue.put_nowait(output)
+
+    # ---- step thread --------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._stopping or self._inbox or self.scheduler.running or self.scheduler.waiting):
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                inbox, self._inbox = self._inbox, []
+                self._last_progress = time.monotonic()
+            outputs: dict[RequestState, StepOutput] = {}
+            try:
+                self._take(inbox, outputs)
+                self._step(outputs)
+            except Exception as error:  # a bug in a step: fail what was in flight, keep serving
+                log.exception("engine step failed")
+                self._fail_all(outputs, error)
+            self.steps += 1
+            self._last_progress = time.monotonic()
+            if outputs:
+                self._loop.call_soon_threadsafe(self._deliver, list(outputs.items()))
+
+    def _take(self, inbox, outputs) -> None:
+        for kind, payload in inbox:
+            if kind == "add":
+                for seq in payload.seqs:
+                    self.scheduler.add(seq)
+            else:
+                for rid in payload:
+                    state = self.requests.get(rid)
+                    if state is not None:
+                        self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
+
+    def _finish_request(self, state: RequestState, outputs, reason: int) -> None:
+        live = {seq for seq in state.seqs if not seq.finished}
+        self._retire(live)
+        out = outputs.setdefault(state, StepOutput())
+        out.deltas += [ChoiceDelta(seq.index, finish_reason=reason) for seq in sorted(live, key=lambda s: s.index)]
+        self._close(state)
+
+    def _retire(self, seqs: set[Sequence]) -> None:
+        for seq in seqs:
+            seq.finished = True
+            if hasattr(self.runner, "forget"):
+                self.runner.forget(seq)
+        self.scheduler.remove(seqs)
+
+    def _close(self, state: RequestState) -> None:
+        state.done = True
+        self.requests.pop(state.request_id, None)
+
+    def _fail_all(self, outputs, error: Exception) -> None:
+        failure = ServiceError(grpc.StatusCode.INTERNAL, "ENGINE_STEP_FAILED", f"engine step failed: {error}")
+        for state in list(self.requests.values()):
+            self._retire({seq for seq in state.seqs if not seq.finished})
+            outputs[state] = StepOutput(error=failure)
+            self._close(state)
+
+    @torch.inference_mode()
+    def _step(self, outputs: dict[RequestState, StepOutput]) -> None:
+        chunks = self.scheduler.schedule()
+        if not chunks:
+            time.sleep(0.001)  # waiting work that cannot fit yet; let the inbox fill
+            return
+        logits = self.runner.execute(chunks)
+        sampling = [c for c in chunks if c.samples]
+        tokens, logprobs = self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling]) \
+            if sampling else ([], [])
+        self._prompt_logprobs(chunks, logits[len(sampling):])
+        for c in chunks:
+            c.seq.num_computed += c.num_tokens
+            if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
+                c.seq.want_prompt_logprobs = False
+        finished: set[Sequence] = set()
+        for c, token, lp in zip(sampling, tokens, logprobs):
+            seq = c.seq
+            state = self.requests[seq.request_id]
+            seq.output_ids.append(token)
+            delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
+            if token in seq.config.stop_token_ids and len(seq.output_ids) > seq.config.min_tokens:
+                delta.finish_reason, delta.stop_token_id = common_pb2.FINISH_REASON_STOP, token
+            elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
+                delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
+            out = outputs.setdefault(state, StepOutput())
+            if seq.index == 0 and len(seq.output_ids) == 1 and state.prompt_logprobs:
+                out.prompt_logprobs = state.prompt_logprobs
+            out.deltas.append(delta)
+            if delta.finish_reason:
+                finished.add(seq)
+        self._retire(finished)
+        for state in {self.requests[s.request_id] for s in finished}:
+            if all(s.finished for s in state.seqs):
+                self._close(state)
+
+    def _prompt_logprobs(self, chunks: list[Chunk], logits) -> None:
+        wanted = [(c, p) for c in chunks for p in c.prompt_logprob_positions]
+        if not wanted:
+            return
+        targets = [c.seq.prompt_ids[p + 1] for c, p in wanted]
+        top = max(c.seq.config.prompt_logprobs for c, _ in wanted)
+        rows = token_logprobs(logits, torch.tensor(targets, device=logits.device), top)
+        for (c, _), row in zip(wanted, rows):
+            k = c.seq.config.prompt_logprobs
+            self.requests[c.seq.request_id].prompt_logprobs.append(
+                RowLogprobs(row.logprob, row.rank, row.top_ids[:k], row.top_logprobs[:k]))

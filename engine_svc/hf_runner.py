@@ -1,0 +1,38 @@
+"""The transformers backend: any causal LM, one forward per chunk with a per-sequence DynamicCache.
+
+Slow but general: it serves architectures the fused runner does not know, and is the correctness baseline.
+Block accounting still runs through the scheduler's pool so admission and load reporting stay the same.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from engine_svc.sequence import Chunk, Sequence
+
+
+class TransformersRunner:
+    def __init__(self, hf_model):
+        self.model = hf_model
+        self.device = next(hf_model.parameters()).device
+        self.vocab_size = hf_model.config.vocab_size
+        self.caches: dict[int, DynamicCache] = {}
+
+    def forget(self, seq: Sequence) -> None:
+        self.caches.pop(id(seq), None)
+
+    @torch.inference_mode()
+    def execute(self, chunks: list[Chunk]) -> torch.Tensor:
+        sample_rows, logprob_rows = [], []
+        for c in chunks:
+            if c.start == 0:
+                self.caches[id(c.seq)] = DynamicCache(config=self.model.config)
+            ids = torch.tensor([c.seq.tokens(c.start, c.start + c.num_tokens)], device=self.device)
+            positions = torch.arange(c.start, c.start + c.num_tokens, device=self.device)[None]
+            logits = self.model(input_ids=ids, position_ids=positions, past_key_values=self.caches[id(c.seq)],
+                                use_cache=True).logits[0]
+            if c.samples:
+                sample_rows.append(logits[-1])
+            logprob_rows += [logits[p - c.start] for p in c.prompt_logprob_positions]
+        return torch.stack(sample_rows + logprob_rows) if sample_rows or logprob_rows else torch.empty(0)

@@ -1,0 +1,137 @@
+"""Builds an Engine from flags: model folder (or an in-memory model), device, dtype, KV cache size, backend."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine_svc.admission import ModelLimits
+from engine_svc.engine import Engine
+from engine_svc.hf_runner import TransformersRunner
+from engine_svc.model import supports_fast_path
+from engine_svc.runner import ModelRunner
+from engine_svc.scheduler import BlockPool, Scheduler
+
+log = logging.getLogger(__name__)
+
+CPU_KV_CACHE_BYTES = 1 << 30
+
+
+@dataclass
+class LoadedEngine:
+    engine: Engine
+    limits: ModelLimits
+    model_name: str
+    architecture: str
+    dtype: str
+    device: str
+    backend: str
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load_hf_model(folder: Path, device, dtype, trust_remote_code: bool):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust_remote_code)
+    return model.to(device).eval()
+
+
+def _eos_ids(model) -> list[int]:
+    ids = getattr(model.generation_config, "eos_token_id", None) or model.config.eos_token_id
+    if ids is None:
+        return []
+    return [ids] if isinstance(ids, int) else list(ids)
+
+
+def _num_blocks(args, config, device, dtype, max_model_len: int) -> int:
+    if args.num_kv_blocks:
+        return args.num_kv_blocks
+    per_block = ModelRunner.kv_bytes_per_block(config, args.block_size, dtype)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        free, _ = torch.cuda.mem_get_info(device)
+        budget = int(free * args.kv_cache_memory_fraction)
+    else:
+        budget = CPU_KV_CACHE_BYTES
+    wanted = args.max_num_seqs * -(-max_model_len // args.block_size) + 1
+    return max(2, min(budget // per_block, wanted))
+
+
+def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str = "") -> LoadedEngine:
+    """Wrap a loaded transformers model in an engine according to the flags."""
+    config = hf_model.config
+    device = next(hf_model.parameters()).device
+    dtype = next(hf_model.parameters()).dtype
+    max_model_len = min(args.max_model_len or config.max_position_embeddings, config.max_position_embeddings)
+    backend = args.backend
+    if backend == "auto":
+        backend = "paged" if supports_fast_path(config) else "transformers"
+    num_blocks = _num_blocks(args, config, device, dtype, max_model_len)
+    max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
+    pool = BlockPool(num_blocks, args.block_size)
+    if backend == "paged":
+        runner = ModelRunner(hf_model, block_size=args.block_size, num_blocks=num_blocks,
+                             max_num_seqs=args.max_num_seqs, max_model_len=max_model_len,
+                             cuda_graphs=not args.no_cuda_graphs)
+    else:
+        runner = TransformersRunner(hf_model)
+    scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
+    engine = Engine(runner, scheduler, max_model_len=max_model_len, max_waiting=args.max_waiting,
+                    stall_timeout_s=args.stall_timeout_s)
+    temperature = getattr(hf_model.generation_config, "temperature", None)
+    do_sample = getattr(hf_model.generation_config, "do_sample", False)
+    limits = ModelLimits(
+        vocab_size=config.vocab_size, max_model_len=max_model_len, eos_token_ids=_eos_ids(hf_model),
+        tokenizer_fingerprint=tokenizer_fingerprint,
+        default_temperature=float(temperature) if do_sample and temperature is not None else 1.0,
+        max_n=args.max_num_seqs, default_stream_interval=args.stream_interval,
+    )
+    log.info("engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d", model_name, backend,
+             device, dtype, num_blocks, args.block_size, max_model_len)
+    return LoadedEngine(engine, limits, model_name, (config.architectures or [config.model_type])[0],
+                        str(dtype).removeprefix("torch."), str(device), backend)
+
+
+def load_engine(args) -> LoadedEngine:
+    from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
+
+    folder = resolve_model(args.model)
+    device = pick_device(args.device)
+    hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code)
+    fingerprint = ""
+    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
+        fingerprint = tokenizer_fingerprint(load_tokenizer(folder, args.trust_remote_code))
+    return build_engine(hf_model, args, model_name=model_name(folder), tokenizer_fingerprint=fingerprint)
+
+
+def add_engine_flags(parser) -> None:
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, float32 on CPU) | float32 | bfloat16 | float16")
+    parser.add_argument("--backend", default="auto", choices=["auto", "paged", "transformers"],
+                        help="model runner: paged (fast path, Llama/Qwen2 family) or transformers (any causal LM)")
+    parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
+    parser.add_argument("--max-waiting", type=int, default=1024, help="most sequences waiting; beyond: RESOURCE_EXHAUSTED")
+    parser.add_argument("--max-num-batched-tokens", type=int, default=2048, help="tokens per step (prefill chunk budget)")
+    parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
+    parser.add_argument("--num-kv-blocks", type=int, default=0, help="KV cache blocks (0: size from free memory)")
+    parser.add_argument("--kv-cache-memory-fraction", type=float, default=0.8,
+                        help="CUDA: share of free memory after loading given to the KV cache")
+    parser.add_argument("--max-model-len", type=int, default=0, help="tokens per sequence (0: the model's)")
+    parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed message when the request says none")
+    parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
+    parser.add_argument("--stall-timeout-s", type=float, default=60.0,
+                        help="readiness turns NOT_SERVING when work is pending and no step finished for this long")

@@ -1,0 +1,145 @@
+"""Runs scheduled chunks through the fused model and returns the logits rows that are needed.
+
+Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
+static input buffers; mixed or prefill steps run eagerly. Logits are computed only for rows that sample
+(a chunk that reaches the end of its sequence) and for prompt-logprob positions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+
+import torch
+
+from engine_svc.attention import AttentionMetadata, PrefillChunk, SdpaBackend
+from engine_svc.model import FusedDecoder
+from engine_svc.sequence import Chunk
+
+log = logging.getLogger(__name__)
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+class ModelRunner:
+    def __init__(self, hf_model, *, block_size: int, num_blocks: int, max_num_seqs: int, max_model_len: int,
+                 cuda_graphs: bool):
+        self.model = FusedDecoder(hf_model, max_model_len)
+        layer = self.model.layer0
+        weight = self.model.embed.weight
+        self.device, self.dtype = weight.device, weight.dtype
+        self.vocab_size = hf_model.config.vocab_size
+        self.block_size = block_size
+        self.max_blocks_per_seq = -(-max_model_len // block_size)
+        self.backend = SdpaBackend(layer.num_heads, layer.num_kv_heads, layer.head_dim)
+        shape = (num_blocks * block_size, layer.num_kv_heads, layer.head_dim)
+        self.kv_caches = [
+            (torch.zeros(shape, dtype=self.dtype, device=self.device),
+             torch.zeros(shape, dtype=self.dtype, device=self.device))
+            for _ in self.model.layers
+        ]
+        self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
+        self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
+        self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.graph_pool = None
+        if self.cuda_graphs:
+            widest = self._width_bucket(self.max_blocks_per_seq)
+            self.static = torch.zeros(self.batch_buckets[-1] * (4 + widest), dtype=torch.int64, device=self.device)
+
+    @staticmethod
+    def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim
+        return per_token * block_size * torch.empty((), dtype=dtype).element_size()
+
+    def _slot(self, seq, position: int) -> int:
+        return seq.block_ids[position // self.block_size] * self.block_size + position % self.block_size
+
+    def _width_bucket(self, blocks: int) -> int:
+        return min(_next_power_of_two(blocks), self.max_blocks_per_seq)
+
+    @staticmethod
+    def _is_decode(c: Chunk) -> bool:
+        return c.num_tokens == 1 and c.samples and not c.prompt_logprob_positions
+
+    @torch.inference_mode()
+    def execute(self, chunks: list[Chunk]) -> torch.Tensor:
+        """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order)."""
+        if self.cuda_graphs and all(map(self._is_decode, chunks)) and len(chunks) <= self.batch_buckets[-1]:
+            return self._replay(chunks)
+        return self._eager(chunks)
+
+    def _decode_rows(self, chunks: list[Chunk], rows: int, width: int) -> list[int]:
+        """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, tables."""
+        pad = rows - len(chunks)
+        ids = [c.seq.token_at(c.start) for c in chunks] + [0] * pad
+        positions = [c.start for c in chunks] + [0] * pad
+        slots = [self._slot(c.seq, c.start) for c in chunks] + [0] * pad
+        lengths = [c.start + 1 for c in chunks] + [1] * pad
+        tables = []
+        for c in chunks:
+            tables += c.seq.block_ids[:width] + [0] * (width - min(len(c.seq.block_ids), width))
+        return ids + positions + slots + lengths + tables + [0] * (pad * width)
+
+    def _decode_views(self, flat: torch.Tensor, rows: int, width: int):
+        ids, positions, slots, lengths = (flat[i * rows:(i + 1) * rows] for i in range(4))
+        tables = flat[4 * rows:rows * (4 + width)].view(rows, width)
+        meta = AttentionMetadata(slot_mapping=slots, block_size=self.block_size, num_decodes=rows,
+                                 decode_block_tables=tables, decode_context_lens=lengths)
+        return ids, positions, meta
+
+    def _replay(self, chunks: list[Chunk]) -> torch.Tensor:
+        rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, len(chunks))]
+        width = self._width_bucket(max(len(c.seq.block_ids) for c in chunks))
+        host = torch.tensor(self._decode_rows(chunks, rows, width), dtype=torch.int64)
+        graph, logits = self.graphs.get((rows, width)) or self._capture(rows, width)
+        self.static[: host.numel()].copy_(host, non_blocking=True)
+        graph.replay()
+        return logits[: len(chunks)]
+
+    def _capture(self, rows: int, width: int):
+        flat = self.static[: rows * (4 + width)]
+        flat.zero_()
+        ids, positions, meta = self._decode_views(flat, rows, width)
+        meta.decode_context_lens.fill_(1)
+        run = lambda: self.model(ids, positions, meta, self.kv_caches, self.backend)  # noqa: E731
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.graph_pool):
+            logits = run()
+        self.graph_pool = graph.pool()
+        self.graphs[(rows, width)] = (graph, logits)
+        log.debug("captured decode graph batch=%d blocks=%d", rows, width)
+        return graph, logits
+
+    def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
+        decodes = [c for c in chunks if self._is_decode(c)]
+        prefills = [c for c in chunks if not self._is_decode(c)]
+        width = max((len(c.seq.block_ids) for c in decodes), default=0)
+        flat = torch.tensor(self._decode_rows(decodes, len(decodes), width), dtype=torch.int64).to(self.device)
+        ids, positions, meta = self._decode_views(flat, len(decodes), width)
+        ids, positions, slots = [ids], [positions], [meta.slot_mapping]
+        sample_row = {id(c): row for row, c in enumerate(decodes)}
+        logprob_rows, row = [], len(decodes)
+        for c in prefills:
+            end = c.start + c.num_tokens
+            ids.append(torch.tensor(c.seq.tokens(c.start, end)))
+            positions.append(torch.arange(c.start, end))
+            slots.append(torch.tensor([self._slot(c.seq, p) for p in range(c.start, end)]))
+            blocks = torch.tensor(c.seq.block_ids[: -(-end // self.block_size)])
+            meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, blocks.to(self.device)))
+            sample_row[id(c)] = row + c.num_tokens - 1
+            logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
+            row += c.num_tokens
+        rows = [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows
+        to = self.device
+        meta.slot_mapping = torch.cat([t.to(to) for t in slots])
+        return self.model(torch.cat([t.to(to) for t in ids]), torch.cat([t.to(to) for t in positions]), meta,
+                          self.kv_caches, self.backend, logits_rows=torch.tensor(rows, dtype=torch.int64).to(to))

@@ -1,0 +1,70 @@
+"""Per-request sampling parameters, resolved once at admission."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no cut
+    min_p: float = 0.0
+    seed: int = 0  # 63-bit key of this request's noise; random when the caller gave none
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    allowed_token_ids: list[int] = field(default_factory=list)
+    min_tokens: int = 0
+    max_tokens: int = 0
+    ignore_eos: bool = False
+    stop_token_ids: frozenset[int] = frozenset()  # EOS ids included unless ignore_eos
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 1e-5
+
+    @property
+    def needs_processing(self) -> bool:
+        """Whether this request's logits rows need more than temperature/top-k/top-p/min-p."""
+        return bool(
+            self.repetition_penalty != 1.0 or self.presence_penalty or self.frequency_penalty
+            or self.logit_bias or self.allowed_token_ids or (self.min_tokens and self.stop_token_ids)
+        )
+
+    @property
+    def needs_sort(self) -> bool:
+        return not self.greedy and (0 < self.top_k or self.top_p < 1.0)
+
+
+def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_ids: list[int]) -> SamplingConfig:
+    """Fold a validated SamplingParams message into a SamplingConfig (absent fields take server defaults)."""
+    def opt(name, default):
+        return getattr(params, name) if params.HasField(name) else default
+
+    stops = set(params.stop_token_ids)
+    if not params.ignore_eos:
+        stops.update(eos_token_ids)
+    return SamplingConfig(
+        temperature=opt("temperature", default_temperature),
+        top_p=opt("top_p", 1.0),
+        top_k=opt("top_k", 0),
+        min_p=opt("min_p", 0.0),
+        seed=opt("seed", None) if params.HasField("seed") else random.getrandbits(63),
+        repetition_penalty=opt("repetition_penalty", 1.0),
+        presence_penalty=opt("presence_penalty", 0.0),
+        frequency_penalty=opt("frequency_penalty", 0.0),
+        logit_bias=dict(params.logit_bias),
+        allowed_token_ids=list(params.allowed_token_ids),
+        min_tokens=opt("min_tokens", 0),
+        max_tokens=max_tokens,
+        ignore_eos=params.ignore_eos,
+        stop_token_ids=frozenset(stops),
+        logprobs=opt("logprobs", None),
+        prompt_logprobs=opt("prompt_logprobs", None),
+    )

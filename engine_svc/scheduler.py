@@ -1,0 +1,128 @@
+"""Continuous batching: which sequences run this step, and which KV blocks they own.
+
+Every step takes all running decodes (one token each), then prefill chunks (running ones first, then
+waiting ones by priority and arrival) until the token budget is spent, so a long prompt is split over
+steps instead of stalling the decodes. When a decode needs a block and none is free, the most recently
+admitted sequence is preempted: its blocks are freed and it is recomputed later (prompt + output so far).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from engine_svc.sequence import Chunk, Sequence
+
+
+class BlockPool:
+    """Free list of KV blocks. Block 0 is reserved as the scratch target of padded rows."""
+
+    def __init__(self, num_blocks: int, block_size: int):
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.free = list(range(num_blocks - 1, 0, -1))
+
+    @property
+    def usable(self) -> int:
+        return self.num_blocks - 1
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free)
+
+    @property
+    def num_used(self) -> int:
+        return self.usable - len(self.free)
+
+    def blocks_for(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
+
+    def grow(self, seq: Sequence, tokens: int) -> bool:
+        """Give `seq` blocks for `tokens` tokens in total; False (and nothing taken) when too few are free."""
+        missing = self.blocks_for(tokens) - len(seq.block_ids)
+        if missing > len(self.free):
+            return False
+        for _ in range(max(missing, 0)):
+            seq.block_ids.append(self.free.pop())
+        return True
+
+    def release(self, seq: Sequence) -> None:
+        self.free.extend(reversed(seq.block_ids))
+        seq.block_ids = []
+        seq.num_computed = 0
+
+
+class Scheduler:
+    def __init__(self, pool: BlockPool, max_num_seqs: int, max_batched_tokens: int):
+        self.pool = pool
+        self.max_num_seqs = max_num_seqs
+        self.max_batched_tokens = max_batched_tokens
+        self.running: list[Sequence] = []  # admission order
+        self.waiting: list[tuple[int, int, Sequence]] = []  # heap of (priority, arrival, seq)
+        self.num_preemptions = 0
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def add(self, seq: Sequence) -> None:
+        heapq.heappush(self.waiting, (seq.priority, seq.arrival, seq))
+
+    def remove(self, seqs: set[Sequence]) -> None:
+        """Drop finished or aborted sequences and free their blocks."""
+        for seq in seqs:
+            self.pool.release(seq)
+        self.running = [s for s in self.running if s not in seqs]
+        if any(entry[2] in seqs for entry in self.waiting):
+            self.waiting = [entry for entry in self.waiting if entry[2] not in seqs]
+            heapq.heapify(self.waiting)
+
+    def schedule(self) -> list[Chunk]:
+        """This step's chunks: decodes first, then prefill chunks."""
+        budget = self.max_batched_tokens
+        decodes: list[Chunk] = []
+        preempted: set[Sequence] = set()
+        for seq in list(self.running):
+            if seq.remaining != 1 or seq in preempted:
+                continue
+            while not self.pool.grow(seq, seq.num_tokens):
+                victim = self.running[-1]
+                self._preempt(victim)
+                preempted.add(victim)
+                if victim is seq:
+                    break
+            if seq not in preempted:
+                decodes.append(Chunk(seq, seq.num_computed, 1))
+                budget -= 1
+        if preempted:
+            decodes = [c for c in decodes if c.seq not in preempted]
+        prefills: list[Chunk] = []
+        for seq in self.running:
+            if seq.remaining > 1 and budget > 0:
+                chunk = self._prefill_chunk(seq, budget)
+                if chunk is None:
+                    break
+                prefills.append(chunk)
+                budget -= chunk.num_tokens
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0][2]
+            chunk = self._prefill_chunk(seq, budget)
+            if chunk is None:
+                break
+            heapq.heappop(self.waiting)
+            self.running.append(seq)
+            prefills.append(chunk)
+            budget -= chunk.num_tokens
+        return decodes + prefills
+
+    def _prefill_chunk(self, seq: Sequence, budget: int) -> Chunk | None:
+        size = min(seq.remaining, budget)
+        if not self.pool.grow(seq, seq.num_computed + size):
+            return None
+        return Chunk(seq, seq.num_computed, size)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.pool.release(seq)
+        self.num_preemptions += 1
+        self.add(seq)

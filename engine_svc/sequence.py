@@ -1,0 +1,64 @@
+"""One choice of one request as the scheduler sees it."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from engine_svc.sampling import SamplingConfig
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Sequence:
+    request_id: str
+    index: int  # choice index within its request
+    prompt_ids: list[int]
+    config: SamplingConfig
+    priority: int = 0
+    arrival: int = field(default_factory=lambda: next(_ids))
+    output_ids: list[int] = field(default_factory=list)
+    block_ids: list[int] = field(default_factory=list)
+    num_computed: int = 0  # tokens whose K/V are in the cache
+    want_prompt_logprobs: bool = False  # until computed once (never again after a preemption)
+    finished: bool = False
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    def token_at(self, position: int) -> int:
+        prompt = len(self.prompt_ids)
+        return self.prompt_ids[position] if position < prompt else self.output_ids[position - prompt]
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        prompt = len(self.prompt_ids)
+        if end <= prompt:
+            return self.prompt_ids[start:end]
+        return (self.prompt_ids + self.output_ids)[start:end]
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to run through the model before the next sample (1 while decoding)."""
+        return self.num_tokens - self.num_computed
+
+
+@dataclass
+class Chunk:
+    """The part of a sequence scheduled in one step."""
+
+    seq: Sequence
+    start: int
+    num_tokens: int
+
+    @property
+    def samples(self) -> bool:
+        return self.start + self.num_tokens == self.seq.num_tokens
+
+    @property
+    def prompt_logprob_positions(self) -> range:
+        """Positions in this chunk whose next prompt token's logprob was asked for."""
+        if not self.seq.want_prompt_logprobs:
+            return range(0)
+        return range(self.start, min(self.start + self.num_tokens, len(self.seq.prompt_ids) - 1))

@@ -1,0 +1,89 @@
+"""EngineService: the gRPC face of the engine (Generate, GenerateUnary, Abort, GetModelInfo, GetLoad)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from engine_svc.admission import admit
+from engine_svc.loader import LoadedEngine, load_engine
+from engine_svc.streaming import collect, stream_responses
+from scaleout.v1 import engine_pb2, engine_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
+    """Registered before loading; the server refuses calls (NOT_READY) until `service.loaded` is set."""
+
+    def __init__(self, service: "EngineService"):
+        self.service = service
+
+    @property
+    def loaded(self) -> LoadedEngine:
+        return self.service.loaded
+
+    @property
+    def engine(self):
+        return self.service.loaded.engine
+
+    def _submit(self, request):
+        request_id, seqs, interval = admit(request, self.loaded.limits)
+        return self.engine.submit(request_id, seqs), interval
+
+    async def Generate(self, request, context):
+        state, interval = self._submit(request)
+        async for message in stream_responses(self.engine, state, interval):
+            yield message
+
+    async def GenerateUnary(self, request, context):
+        state, _ = self._submit(request)
+        return await collect(self.engine, state)
+
+    async def Abort(self, request, context):
+        aborted, not_found = self.engine.abort(list(request.request_ids))
+        return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
+
+    async def GetModelInfo(self, request, context):
+        loaded, limits = self.loaded, self.loaded.limits
+        return engine_pb2.GetModelInfoResponse(
+            model=loaded.model_name, vocab_size=limits.vocab_size, eos_token_ids=limits.eos_token_ids,
+            max_model_len=limits.max_model_len, tokenizer_fingerprint=limits.tokenizer_fingerprint,
+            architecture=loaded.architecture, dtype=loaded.dtype, device=loaded.device, backend=loaded.backend)
+
+    async def GetLoad(self, request, context):
+        engine = self.engine
+        pool = engine.scheduler.pool
+        return engine_pb2.GetLoadResponse(
+            running=engine.num_running, waiting=engine.num_waiting, kv_blocks_used=pool.num_used,
+            kv_blocks_free=pool.num_free, kv_block_size=pool.block_size, max_running=engine.scheduler.max_num_seqs,
+            max_waiting=engine.max_waiting)
+
+
+class EngineService:
+    service_names = ("scaleout.v1.EngineService",)
+
+    def __init__(self, args, build=None):
+        """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own."""
+        self.args = args
+        self._build = build or (lambda: load_engine(args))
+        self.loaded: LoadedEngine | None = None
+
+    def register(self, server: grpc.aio.Server) -> None:
+        engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
+
+    async def load(self) -> None:
+        self.loaded = await asyncio.to_thread(self._build)
+        self.loaded.engine.start(asyncio.get_running_loop())
+
+    def healthy(self) -> bool:
+        return self.loaded is None or self.loaded.engine.healthy()
+
+    async def drain(self) -> None:
+        """In-flight streams keep running during the server's grace period; new calls are refused by the server."""
+
+    async def close(self) -> None:
+        if self.loaded is not None:
+            self.loaded.engine.stop()

@@ -1,0 +1,73 @@
+"""Engine test fixtures: a tiny random-weight Llama served by the real EngineService on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+
+import grpc
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from engine_svc.__main__ import make_parser
+from engine_svc.loader import build_engine
+from engine_svc.service import EngineService
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+from tests.serving import serving
+
+TINY_VOCAB = 256
+TINY_EOS = 2
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         eos_token_id=TINY_EOS, bos_token_id=1, pad_token_id=0, tie_word_embeddings=True,
+                         architectures=["LlamaForCausalLM"])
+    return LlamaForCausalLM(config).eval()
+
+
+def engine_args(*flags: str):
+    return make_parser().parse_args(["--port", "0", "--metrics-port", "-1", *flags])
+
+
+@contextlib.asynccontextmanager
+async def engine_stub(model, *flags: str, fingerprint: str = ""):
+    """A real engine server for `model` (flags as on the command line) and a stub talking to it."""
+    parser = make_parser()
+    args = parser.parse_args(list(flags))
+    service = EngineService(args, build=lambda: build_engine(model, args, model_name="test",
+                                                              tokenizer_fingerprint=fingerprint))
+    parser.set_defaults(**vars(args))
+    async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
+        stub = engine_pb2_grpc.EngineServiceStub(channel)
+        stub.channel = channel
+        yield stub, service
+
+
+def request(token_ids, request_id: str = "", n: int | None = None, stream_interval: int | None = None,
+            **sampling) -> engine_pb2.GenerateRequest:
+    message = engine_pb2.GenerateRequest(request_id=request_id, token_ids=token_ids,
+                                         sampling_params=common_pb2.SamplingParams(**sampling))
+    if n is not None:
+        message.n = n
+    if stream_interval is not None:
+        message.stream_interval = stream_interval
+    return message
+
+
+async def generate(stub, message) -> tuple[list[engine_pb2.GenerateResponse], dict[int, list[int]]]:
+    """All messages of one stream, and each choice's tokens."""
+    messages = [m async for m in stub.Generate(message)]
+    tokens: dict[int, list[int]] = {}
+    for m in messages:
+        for c in m.choices:
+            tokens.setdefault(c.index, []).extend(c.token_ids)
+    return messages, tokens
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    torch.set_num_threads(1)
+    return tiny_llama()
