@@ -1,0 +1,111 @@
+"""At least 40 cases per parser: (model output, expected content, expected calls or reasoning)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+ARGS = [
+    {},
+    {"city": "Paris"},
+    {"city": "São Paulo", "unit": "celsius"},
+    {"q": "a \"quoted\" {brace} [bracket] \\ back"},
+    {"n": 3, "x": 1.5, "ok": True, "none": None},
+    {"nested": {"list": [1, {"deep": "}"}], "empty": {}}},
+    {"text": "你好 🎉 ünïcödé"},
+    {"items": ["a, b", "(c)", "d=e"]},
+]
+NAMES = ["get_weather", "search", "f", "lookup_user_2"]
+CONTENT = ["", "Let me check. ", "Sure!\n", "Calling <tools> now: "]
+
+
+def hermes_cases():
+    cases = []
+    for i, (args, content) in enumerate(itertools.product(ARGS, CONTENT)):
+        name = NAMES[i % len(NAMES)]
+        compact = i % 2 == 0
+        body = {"name": name, "arguments": args} if i % 3 else {"arguments": args, "name": name}
+        text = json.dumps(body, separators=(",", ":") if compact else None, ensure_ascii=i % 4 == 0)
+        cases.append((f"{content}<tool_call>\n{text}\n</tool_call>", content, [(name, args)]))
+    two = [("a", {"x": 1}), ("b", {"y": [2]})]
+    blocks = "\n".join(f'<tool_call>{{"name": "{n}", "arguments": {json.dumps(a)}}}</tool_call>' for n, a in two)
+    cases += [
+        (blocks, "\n", two),
+        (blocks + " done", "\n done", two),
+        ('<tool_call>{"name": "s", "arguments": "{\\"q\\": 1}"}</tool_call>', "", [("s", {"q": 1})]),
+        ('<tool_call>{"name": "p", "parameters": {"k": "v"}}</tool_call>', "", [("p", {"k": "v"})]),
+        ('<tool_call>{"name": "e"}</tool_call>', "", [("e", {})]),
+        ("no tools here", "no tools here", []),
+        ("a < b and <tool but not a call", "a < b and <tool but not a call", []),
+        ("<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>", []),
+        ('<tool_call>{"arguments": {}}</tool_call>', '<tool_call>{"arguments": {}}</tool_call>', []),
+        ('<tool_call>{"name": "cut", "arguments": {"a": 1', "", [("cut", None)]),  # length-cut: partial args
+        ("ends with <tool_c", "ends with <tool_c", []),
+    ]
+    return cases
+
+
+def llama3_cases():
+    cases = []
+    for i, args in enumerate(ARGS * 5):
+        name = NAMES[i % len(NAMES)]
+        key = "parameters" if i % 2 else "arguments"
+        prefix = ["", "<|python_tag|>", "  ", "\n<|python_tag|> "][i % 4]
+        text = json.dumps({"name": name, key: args}, ensure_ascii=i % 3 == 0)
+        cases.append((prefix + text, "", [(name, args)]))
+    two = '{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {}}'
+    cases += [
+        (two, "", [("a", {"x": 1}), ("b", {})]),
+        (two + "; ", "", [("a", {"x": 1}), ("b", {})]),
+        ("Hello, world", "Hello, world", []),
+        ("The answer is {x}", "The answer is {x}", []),
+        ('{"not": "a call"}', '{"not": "a call"}', []),
+        ("{broken", "{broken", []),
+        ("", "", []),
+        ('{"name": "t", "parameters": {"a": 1}} and text', "and text", [("t", {"a": 1})]),
+    ]
+    return cases
+
+
+def _py(value) -> str:
+    return repr(value)
+
+
+def pythonic_cases():
+    cases = []
+    for i, args in enumerate(ARGS * 5):
+        name = NAMES[i % len(NAMES)]
+        call = f"{name}({', '.join(f'{k}={_py(v)}' for k, v in args.items())})"
+        lead = ["", " ", "\n"][i % 3]
+        cases.append((f"{lead}[{call}]", "", [(name, args)]))
+    cases += [
+        ('[a(x=1), b(y="two")]', "", [("a", {"x": 1}), ("b", {"y": "two"})]),
+        ("[a(), b(), c()]", "", [("a", {}), ("b", {}), ("c", {})]),
+        ("[f(s='it\\'s (fine)')]", "", [("f", {"s": "it's (fine)"})]),
+        ('[f(x=[1, (2, 3)])] trailing', " trailing", None),  # tuples are not JSON: f(x=[1, [2, 3]])
+        ("plain text", "plain text", []),
+        ("[1, 2, 3]", "[1, 2, 3]", []),
+        ("[not a call]", "[not a call]", []),
+        ("[f(1)]", "[f(1)]", []),  # positional arguments are not tool calls
+        ("", "", []),
+    ]
+    return cases
+
+
+def think_cases():
+    """(output, reasoning_started, expected reasoning, expected content)."""
+    reasons = ["", "Let me think.", "a < b, 2 </thi nk", "multi\nline\n", "你好 🎉"]
+    contents = ["", "Answer: 42", "\n\nFinal <b>bold</b>", "</think> twice"]
+    cases = []
+    for reasoning, content in itertools.product(reasons, contents):
+        cases.append((f"<think>{reasoning}</think>{content}", False, reasoning, content))
+        cases.append((f"{reasoning}</think>{content}", True, reasoning, content))
+    cases += [
+        ("no reasoning at all", False, "", "no reasoning at all"),
+        ("  <think>lead space</think>x", False, "lead space", "x"),
+        ("<think>cut off by length", False, "cut off by length", ""),
+        ("still thinking", True, "still thinking", ""),
+        ("text <think>late</think>", False, "", "text <think>late</think>"),
+        ("<thin", False, "", "<thin"),
+    ]
+    return cases

@@ -1,0 +1,82 @@
+"""Each parser against its cases; streamed under random chunking (with the state round-tripped through JSON
+as the stateless twin does) it gives exactly its one-shot result."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from derender_svc.parsers import HermesToolParser, Llama3JsonToolParser, PythonicToolParser, ThinkReasoningParser
+from tests.derender import parser_cases
+
+
+def run(make, text: str, cuts: list[int]):
+    """Feed `text` in pieces, rebuilding the parser from its JSON state each time; fold the outputs."""
+    pieces, start = [], 0
+    for size in cuts:
+        pieces.append(text[start:start + size])
+        start += size
+    pieces.append(text[start:])
+    parser, firsts, seconds = make(), [], []
+    for i, piece in enumerate(pieces):
+        parser = type(parser)(**json.loads(json.dumps(parser.state())))
+        first, second = parser.feed(piece, i == len(pieces) - 1)
+        firsts.append(first)
+        seconds.append(second)
+    if isinstance(parser, ThinkReasoningParser):
+        return "".join(firsts), "".join(seconds)
+    calls: dict[int, list] = {}
+    for delta in (d for batch in seconds for d in batch):
+        entry = calls.setdefault(delta.index, [None, ""])
+        entry[0] = entry[0] or delta.name
+        entry[1] += delta.arguments
+    return "".join(firsts), [tuple(calls[i]) for i in sorted(calls)]
+
+
+def chunkings(text: str, seed: int, count: int = 12):
+    rng = random.Random(seed)
+    yield [1] * len(text)
+    for _ in range(count):
+        yield [rng.randint(0, 7) for _ in range(len(text))]
+
+
+def check_tools(make, text, content, expected):
+    got_content, got_calls = run(make, text, [])
+    assert got_content == content
+    if expected is not None:
+        assert [name for name, _ in got_calls] == [name for name, _ in expected]
+        for (_, arguments), (_, args) in zip(got_calls, expected):
+            if args is not None:
+                assert json.loads(arguments) == args
+    for seed, cuts in enumerate(chunkings(text, hash(text) & 0xFFFF)):
+        assert run(make, text, cuts) == (got_content, got_calls), cuts
+
+
+@pytest.mark.parametrize("text,content,calls", parser_cases.hermes_cases())
+def test_hermes(text, content, calls):
+    check_tools(HermesToolParser, text, content, calls)
+
+
+@pytest.mark.parametrize("text,content,calls", parser_cases.llama3_cases())
+def test_llama3_json(text, content, calls):
+    check_tools(Llama3JsonToolParser, text, content, calls)
+
+
+@pytest.mark.parametrize("text,content,calls", parser_cases.pythonic_cases())
+def test_pythonic(text, content, calls):
+    check_tools(PythonicToolParser, text, content, calls)
+
+
+@pytest.mark.parametrize("text,started,reasoning,content", parser_cases.think_cases())
+def test_think(text, started, reasoning, content):
+    make = lambda: ThinkReasoningParser.create(started)  # noqa: E731
+    assert run(make, text, []) == (reasoning, content)
+    for cuts in chunkings(text, len(text)):
+        assert run(make, text, cuts) == (reasoning, content), cuts
+
+
+def test_case_counts():
+    assert min(len(parser_cases.hermes_cases()), len(parser_cases.llama3_cases()),
+               len(parser_cases.pythonic_cases()), len(parser_cases.think_cases())) >= 40
