@@ -1,0 +1,7 @@
+"""render_svc: OpenAI-style chat/completion requests -> GenerateRequest + DerenderContext, on CPU.
+
+Pure core (no gRPC): convert (proto -> template data), template + sandbox (guarded Jinja), tokens (Rust
+encode), sampling (resolution rules), context (DerenderContext), prompt (truncation, limits), renderer (chat),
+completion, bridge (multi-turn RL), tokenize_rpcs. The gRPC servicer (service.py) is a thin shell;
+reasons.py documents every error reason.
+"""

@@ -1,0 +1,72 @@
+"""Token bridging for multi-turn RL: next prompt = previous prompt + sampled completion + the new turns' tokens.
+
+The sampled history is never re-rendered (templates that rewrite history, e.g. drop earlier reasoning, would
+change the tokens the policy produced). Only the text after the sampled assistant turn is rendered: the
+template runs on a probe conversation [user, assistant(MARKER), *new messages]; what follows MARKER is the
+end of the assistant turn plus the new turns. If the completion already ends with the special token that
+closes the turn (its stop token), that token is not repeated.
+
+A template is not bridgeable (FAILED_PRECONDITION TEMPLATE_NOT_BRIDGEABLE) when it does not render the
+assistant content as given, or closes the assistant turn differently once more messages follow.
+"""
+
+from __future__ import annotations
+
+from render_svc import reasons
+from render_svc.renderer import Renderer
+from scaleout.v1 import render_pb2
+
+MARKER = "scaleoutBridgeMarker7f3a"
+
+
+def _not_bridgeable(why: str) -> reasons.ServiceError:
+    return reasons.precondition(reasons.TEMPLATE_NOT_BRIDGEABLE, f"this chat template cannot be bridged: {why}")
+
+
+def _check_ids(ids, field: str, vocab: int) -> None:
+    for i, token in enumerate(ids):
+        if not 0 <= token < vocab:
+            raise reasons.bad(reasons.TOKEN_ID_OUT_OF_RANGE, f"token id {token} is outside [0, {vocab})", f"{field}[{i}]")
+
+
+def _after_marker(text: str) -> str:
+    if text.count(MARKER) != 1:
+        raise _not_bridgeable("it does not render an assistant message's content as given")
+    return text[text.index(MARKER) + len(MARKER):]
+
+
+def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> render_pb2.BridgeChatResponse:
+    previous, completion = list(request.previous_prompt_token_ids), list(request.completion_token_ids)
+    if not previous:
+        raise reasons.bad(reasons.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids")
+    tokens = renderer.model.tokens
+    _check_ids(previous, "previous_prompt_token_ids", tokens.vocab_size)
+    _check_ids(completion, "completion_token_ids", tokens.vocab_size)
+    if request.request.return_token_offsets:
+        raise reasons.bad(reasons.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets")
+
+    probe = render_pb2.RenderChatRequest()
+    probe.CopyFrom(request.request)
+    del probe.messages[:]
+    probe.messages.add(role="user").content.string_value = "?"
+    probe.messages.add(role="assistant").content.string_value = MARKER
+    probe.messages.extend(request.request.messages)
+    job = renderer.prepare(probe)
+    opened = _after_marker(renderer.text(job))
+    closing = _after_marker(
+        renderer.templates.render(
+            job.template, job.messages[:2], job.tools, add_generation_prompt=False,
+            variables={**renderer.special_tokens, **job.template_kwargs},
+        )
+    )
+    if not opened.startswith(closing):
+        raise _not_bridgeable("it closes an assistant turn differently once more messages follow")
+    tokenizer = renderer.model.tokenizer
+    if completion and completion[-1] in tokenizer.all_special_ids:
+        stop_text = tokenizer.convert_ids_to_tokens(completion[-1])
+        if closing.startswith(stop_text):
+            opened = opened[len(stop_text):]
+    [delta] = tokens.encode([opened], add_special_tokens=False)  # no BOS in the middle of a sequence
+    ids = previous + completion + delta
+    text = tokens.decode(ids, skip_special_tokens=False) if probe.return_prompt_text else opened
+    return render_pb2.BridgeChatResponse(rendered=renderer.finish(job, text, ids, None))

@@ -1,0 +1,148 @@
+"""Protobuf request parts -> the plain Python data a chat template sees (as vLLM hands it to transformers).
+
+- JSON numbers arrive as doubles (google.protobuf.Value); integral ones become ints so `tojson` prints `1`, not `1.0`.
+- Content is a string or a list of text parts. Templates that loop over `message.content` ("openai" content
+  format) get a list of {"type": "text", "text": ...}; the others ("string" format) get the texts joined by "\n".
+- Assistant tool call arguments (JSON strings on the wire) become dicts, as tool-use templates expect.
+"""
+
+from __future__ import annotations
+
+import json
+
+from google.protobuf import struct_pb2
+
+from render_svc import reasons
+from scaleout.v1 import common_pb2, derender_pb2
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+_MAX_EXACT_INT = 2**53
+
+
+def value_to_py(value: struct_pb2.Value):
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        number = value.number_value
+        return int(number) if number.is_integer() and abs(number) < _MAX_EXACT_INT else number
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return struct_to_py(value.struct_value)
+    if kind == "list_value":
+        return [value_to_py(item) for item in value.list_value.values]
+    return None
+
+
+def struct_to_py(struct: struct_pb2.Struct) -> dict:
+    return {key: value_to_py(item) for key, item in struct.fields.items()}
+
+
+def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
+    """The text parts of a message's content; None when it has none (null or absent)."""
+    kind = content.WhichOneof("kind")
+    if kind == "string_value":
+        return [content.string_value]
+    if kind is None or kind == "null_value":
+        return None
+    if kind != "list_value":
+        raise reasons.bad(reasons.INVALID_CONTENT, "content must be a string, null or a list of parts", field)
+    texts = []
+    for i, part in enumerate(content.list_value.values):
+        item = value_to_py(part)
+        if isinstance(item, str):
+            texts.append(item)
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or item.get("type", "text") not in TEXT_PART_TYPES:
+            kind_name = item.get("type") if isinstance(item, dict) else type(item).__name__
+            raise reasons.bad(
+                reasons.INVALID_CONTENT, f"unsupported content part {kind_name!r}: this model takes text parts only", f"{field}[{i}]"
+            )
+        texts.append(item["text"])
+    return texts
+
+
+def _tool_call(call: common_pb2.ToolCall, field: str) -> dict:
+    if not call.function.name:
+        raise reasons.bad(reasons.INVALID_TOOL_CALL, "a tool call needs a function name", f"{field}.function.name")
+    arguments = call.function.arguments
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError as error:
+        raise reasons.bad(reasons.INVALID_TOOL_CALL, f"tool call arguments are not JSON: {error}", f"{field}.function.arguments") from None
+    out = {"id": call.id, "type": call.type or "function", "function": {"name": call.function.name, "arguments": parsed}}
+    if not call.id:
+        del out["id"]
+    return out
+
+
+def chat_messages(messages, openai_content: bool) -> list[dict]:
+    """ChatMessage protos -> template messages (`openai_content`: the template loops over content parts)."""
+    if not messages:
+        raise reasons.bad(reasons.MISSING_MESSAGES, "at least one message is required", "messages")
+    out = []
+    for i, message in enumerate(messages):
+        role = message.role
+        if role not in ROLES:
+            raise reasons.bad(reasons.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role")
+        texts = _texts(message.content, f"messages[{i}].content") if message.HasField("content") else None
+        if openai_content:
+            content = [{"type": "text", "text": text} for text in texts or ()]
+        else:
+            content = "\n".join(texts) if texts else ""
+        item = {"role": role, "content": content}
+        if message.name:
+            item["name"] = message.name
+        if role == "assistant":
+            if message.tool_calls:
+                item["tool_calls"] = [_tool_call(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(message.tool_calls)]
+            if message.reasoning_content:
+                item["reasoning_content"] = message.reasoning_content
+        elif role == "tool" and message.tool_call_id:
+            item["tool_call_id"] = message.tool_call_id
+        out.append(item)
+    return out
+
+
+def tools(tool_protos) -> list[dict] | None:
+    if not tool_protos:
+        return None
+    out = []
+    for i, tool in enumerate(tool_protos):
+        if tool.type not in ("", "function") or not tool.function.name:
+            raise reasons.bad(reasons.INVALID_TOOL, "a tool is {'type': 'function', 'function': {'name': ...}}", f"tools[{i}]")
+        function = {"name": tool.function.name}
+        if tool.function.description:
+            function["description"] = tool.function.description
+        if tool.function.HasField("parameters"):
+            function["parameters"] = struct_to_py(tool.function.parameters)
+        if tool.function.HasField("strict"):
+            function["strict"] = tool.function.strict
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[int, str]:
+    """(ToolChoiceMode, named function) from OpenAI's tool_choice; absent: auto with tools, none without."""
+    modes = derender_pb2.ToolChoiceMode
+    choice = value_to_py(value)
+    if choice is None:
+        return (modes.TOOL_CHOICE_MODE_AUTO if tool_list else modes.TOOL_CHOICE_MODE_NONE), ""
+    names = {t["function"]["name"] for t in tool_list or ()}
+    if choice == "none":
+        return modes.TOOL_CHOICE_MODE_NONE, ""
+    if choice in ("auto", "required"):
+        if not tool_list:
+            raise reasons.bad(reasons.INVALID_TOOL_CHOICE, f"tool_choice {choice!r} needs tools", "tool_choice")
+        return (modes.TOOL_CHOICE_MODE_AUTO if choice == "auto" else modes.TOOL_CHOICE_MODE_REQUIRED), ""
+    if isinstance(choice, dict) and choice.get("type", "function") == "function" and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+        if name not in names:
+            raise reasons.bad(reasons.INVALID_TOOL_CHOICE, f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
+        return modes.TOOL_CHOICE_MODE_NAMED, name
+    raise reasons.bad(
+        reasons.INVALID_TOOL_CHOICE, "tool_choice is 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+        "tool_choice",
+    )

@@ -1,0 +1,88 @@
+"""What render_svc knows about its model: tokenizer, chat template, model length, generation defaults, identity."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from render_svc.sampling import GENERATION_CONFIG_KEYS
+from render_svc.tokens import Tokens
+from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
+
+log = logging.getLogger(__name__)
+
+# config.json keys that bound the context, in vLLM's order of preference.
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length",
+                "max_seq_length", "seq_len", "model_max_length")
+_FALLBACK_LENGTH = 2048
+
+
+@dataclass
+class Model:
+    folder: Path
+    names: list[str]  # served names; the first one is used in responses
+    tokenizer: object
+    tokens: Tokens
+    max_model_len: int
+    generation_defaults: dict  # SamplingParams field -> generation_config.json value
+    fingerprint: str
+    created: int
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def context_length(config: dict, tokenizer) -> int:
+    for key in _LENGTH_KEYS:
+        value = config.get(key) or config.get("text_config", {}).get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    limit = getattr(tokenizer, "model_max_length", None)
+    return limit if isinstance(limit, int) and 0 < limit < 10**7 else _FALLBACK_LENGTH
+
+
+def generation_defaults(folder: Path) -> dict:
+    config = _read_json(folder / "generation_config.json")
+    return {field: config[key] for key, field in GENERATION_CONFIG_KEYS.items() if config.get(key) is not None}
+
+
+def read_chat_template(value: str) -> str:
+    """--chat-template: a file, or the template itself when it is not a path."""
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path.read_text()
+    if "{" in value:
+        return value
+    raise FileNotFoundError(f"--chat-template {value!r} is neither a file nor a template")
+
+
+def load_model(model: str | None, served_names: list[str] | None = None, chat_template: str | None = None,
+               max_model_len: int | None = None, trust_remote_code: bool = False) -> Model:
+    folder = resolve_model(model)
+    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
+    if chat_template:
+        tokenizer.chat_template = read_chat_template(chat_template)
+    length = context_length(_read_json(folder / "config.json"), tokenizer)
+    if max_model_len:
+        if max_model_len > length:
+            log.warning("--max-model-len %d exceeds the model's %d", max_model_len, length)
+        length = max_model_len
+    tokens = Tokens(tokenizer)
+    return Model(
+        folder=folder,
+        names=list(served_names or [model_name(folder)]),
+        tokenizer=tokenizer,
+        tokens=tokens,
+        max_model_len=length,
+        generation_defaults=generation_defaults(folder),
+        fingerprint=tokenizer_fingerprint(tokenizer),
+        created=int(time.time()),
+    )

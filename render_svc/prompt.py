@@ -1,0 +1,91 @@
+"""Steps every prompt takes after tokenization: truncation, length limits, GenerateRequest assembly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from render_svc import reasons
+from scaleout.v1 import engine_pb2, render_pb2
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Server-side limits (flags), each refused with its own reason."""
+
+    max_messages: int = 4096
+    max_prompt_tokens: int | None = None  # None: the model length
+    max_template_output_chars: int = 4_000_000
+    template_timeout_s: float = 5.0
+    max_request_bytes: int = 16 * 1024 * 1024
+    max_batch_size: int = 4096
+    max_logprobs: int = 20
+
+
+@dataclass(frozen=True)
+class Options:
+    """Server behaviour (flags)."""
+
+    default_template_kwargs: dict = field(default_factory=dict)
+    trust_request_chat_template: bool = False
+    reasoning_parser: str = ""
+    tool_parser: str = ""
+
+
+TRUNCATION_SIDES = ("left", "right")
+
+
+def check_truncation(request, max_model_len: int) -> int | None:
+    """How many prompt tokens to keep (None: no truncation asked), validated."""
+    if request.truncation_side not in ("", *TRUNCATION_SIDES):
+        raise reasons.bad(reasons.INVALID_TRUNCATION_SIDE, "truncation_side is 'left' or 'right'", "truncation_side")
+    if not request.HasField("truncate_prompt_tokens"):
+        return None
+    keep = request.truncate_prompt_tokens
+    if keep == -1:
+        return max_model_len
+    if not 1 <= keep <= max_model_len:
+        raise reasons.too_far(
+            reasons.TRUNCATE_PROMPT_TOKENS_INVALID,
+            f"truncate_prompt_tokens must be -1 or in [1, {max_model_len}] (got {keep})",
+            "truncate_prompt_tokens",
+        )
+    return keep
+
+
+def truncate(ids: list[int], offsets, keep: int | None, side: str):
+    """Keep `keep` tokens: the last ones ("left", the default) or the first ones ("right")."""
+    if keep is None or len(ids) <= keep:
+        return ids, offsets
+    cut = slice(None, keep) if side == "right" else slice(len(ids) - keep, None)
+    return ids[cut], (offsets[cut] if offsets is not None else None)
+
+
+def check_length(ids: list[int], max_prompt_tokens: int, field_path: str) -> None:
+    if not ids:
+        raise reasons.bad(reasons.EMPTY_PROMPT, "the prompt has no tokens", field_path)
+    if len(ids) > max_prompt_tokens:
+        raise reasons.too_far(
+            reasons.PROMPT_TOO_LONG, f"the prompt has {len(ids)} tokens, more than the limit of {max_prompt_tokens}", field_path
+        )
+
+
+def check_size(request, limit: int) -> None:
+    size = request.ByteSize()
+    if size > limit:
+        raise reasons.bad(reasons.REQUEST_TOO_LARGE, f"the request is {size} bytes, more than the limit of {limit}")
+
+
+def generate_request(request, request_id: str, ids, sampling, n: int, model: str, fingerprint: str) -> engine_pb2.GenerateRequest:
+    out = engine_pb2.GenerateRequest(
+        request_id=request_id, token_ids=ids, sampling_params=sampling, n=n, model=model,
+        tokenizer_fingerprint=fingerprint, cache_salt=request.cache_salt, priority=request.priority,
+    )
+    if request.HasField("kv_transfer_params"):
+        out.kv_transfer_params.CopyFrom(request.kv_transfer_params)
+    if request.HasField("stream_interval"):
+        out.stream_interval = request.stream_interval
+    return out
+
+
+def offsets_proto(offsets) -> list[render_pb2.TokenOffset]:
+    return [render_pb2.TokenOffset(start=start, end=end) for start, end in offsets]

@@ -1,0 +1,219 @@
+"""Chat rendering: RenderChatRequest -> RenderChatResponse (GenerateRequest + DerenderContext), one or many.
+
+Each conversation goes through prepare (validate, convert) -> text (chat template) -> ids (tokenizer) -> finish
+(truncate, limits, sampling, context). A batch renders every text first, then tokenizes them in one batch call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from render_svc import context, convert, reasons, sampling
+from render_svc.model import Model
+from render_svc.prompt import Limits, Options, check_length, check_size, check_truncation, generate_request, offsets_proto, truncate
+from render_svc.template import ChatTemplate, TemplateRenderer
+from scaleout.v1 import derender_pb2, render_pb2
+
+# Template variables a caller may not set through chat_template_kwargs: they have their own fields.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"chat_template", "tokenize", "messages", "conversation", "tools", "documents", "add_generation_prompt",
+     "continue_final_message"}
+)
+
+
+@dataclass
+class ChatJob:
+    """A validated chat request, ready to render."""
+
+    request: render_pb2.RenderChatRequest
+    messages: list[dict]
+    tools: list[dict] | None
+    tool_mode: int
+    tool_function: str
+    template: ChatTemplate
+    template_kwargs: dict  # server defaults merged with the request's
+    add_generation_prompt: bool
+    add_special_tokens: bool
+    keep: int | None  # truncate_prompt_tokens, resolved
+
+
+class Renderer:
+    def __init__(self, model: Model, limits: Limits = Limits(), options: Options = Options()):
+        self.model = model
+        self.limits = limits
+        self.options = options
+        self.templates = TemplateRenderer(limits.max_template_output_chars, limits.template_timeout_s)
+        self.model_limits = sampling.ModelLimits(
+            model.max_model_len, model.tokens.vocab_size, limits.max_logprobs, model.generation_defaults
+        )
+        self.max_prompt_tokens = min(limits.max_prompt_tokens or model.max_model_len, model.max_model_len)
+        self.special_tokens = {k: v for k, v in model.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+        self._default_sources: dict[bool, str | None] = {}
+        self._lock = threading.Lock()
+
+    # --- shared checks -------------------------------------------------------------------------------------
+    def check_model(self, name: str) -> None:
+        if name and name not in self.model.names:
+            raise reasons.model_not_found(name, self.model.names)
+
+    def identity(self, prefix: str, request_id: str) -> context.Identity:
+        return context.Identity(
+            id=f"{prefix}-{request_id or uuid.uuid4().hex}", created=int(time.time()), model=self.model.name,
+            fingerprint=self.model.fingerprint, reasoning_parser=self.options.reasoning_parser,
+            tool_parser=self.options.tool_parser,
+        )
+
+    def _template_source(self, with_tools: bool) -> str:
+        if with_tools not in self._default_sources:
+            try:
+                source = self.model.tokenizer.get_chat_template(None, [{}] if with_tools else None)
+            except ValueError:
+                source = None
+            self._default_sources[with_tools] = source
+        source = self._default_sources[with_tools]
+        if source is None:
+            raise reasons.precondition(reasons.NO_CHAT_TEMPLATE, "the model has no chat template; pass --chat-template")
+        return source
+
+    def template(self, request: render_pb2.RenderChatRequest, with_tools: bool) -> ChatTemplate:
+        if request.HasField("chat_template"):
+            if not self.options.trust_request_chat_template:
+                raise reasons.precondition(
+                    reasons.CHAT_TEMPLATE_NOT_TRUSTED,
+                    "this server refuses request chat templates (start it with --trust-request-chat-template)",
+                )
+            source = request.chat_template
+        else:
+            source = self._template_source(with_tools)
+        with self._lock:
+            return self.templates.compiled(source)
+
+    # --- chat ----------------------------------------------------------------------------------------------
+    def prepare(self, request: render_pb2.RenderChatRequest) -> ChatJob:
+        self.check_model(request.model)
+        check_size(request, self.limits.max_request_bytes)
+        if len(request.messages) > self.limits.max_messages:
+            raise reasons.bad(
+                reasons.TOO_MANY_MESSAGES, f"{len(request.messages)} messages, more than the limit of {self.limits.max_messages}",
+                "messages",
+            )
+        add_generation_prompt = request.add_generation_prompt if request.HasField("add_generation_prompt") else True
+        if request.continue_final_message and add_generation_prompt:
+            raise reasons.bad(
+                reasons.CONFLICTING_OPTIONS,
+                "continue_final_message continues the last message; add_generation_prompt starts a new one: set "
+                "add_generation_prompt=false", "continue_final_message",
+            )
+        sampling.validate(request, self.model_limits, chat=True)
+        keep = check_truncation(request, self.model.max_model_len)
+        tools = convert.tools(request.tools)
+        tool_mode, tool_function = convert.tool_choice(request.tool_choice, tools)
+        request_kwargs = convert.struct_to_py(request.chat_template_kwargs)
+        reserved = RESERVED_TEMPLATE_KWARGS & request_kwargs.keys()
+        if reserved:
+            raise reasons.bad(
+                reasons.RESERVED_TEMPLATE_KWARG, f"chat_template_kwargs may not set {sorted(reserved)}", "chat_template_kwargs"
+            )
+        template = self.template(request, bool(tools))
+        return ChatJob(
+            request=request,
+            messages=convert.chat_messages(request.messages, template.openai_content),
+            tools=tools,
+            tool_mode=tool_mode,
+            tool_function=tool_function,
+            template=template,
+            template_kwargs={**self.options.default_template_kwargs, **request_kwargs},
+            add_generation_prompt=add_generation_prompt,
+            add_special_tokens=request.add_special_tokens if request.HasField("add_special_tokens") else False,
+            keep=keep,
+        )
+
+    def text(self, job: ChatJob) -> str:
+        documents = [convert.struct_to_py(d) for d in job.request.documents] or None
+        return self.templates.render(
+            job.template, job.messages, job.tools, documents,
+            add_generation_prompt=job.add_generation_prompt,
+            continue_final_message=job.request.continue_final_message,
+            variables={**self.special_tokens, **job.template_kwargs},
+        )
+
+    def encode(self, jobs: list[ChatJob], texts: list[str]) -> list[tuple[list[int], list | None]]:
+        """Token ids (and offsets where asked) of every text, in as few batch calls as the options allow."""
+        out: list = [None] * len(texts)
+        groups: dict[tuple[bool, bool], list[int]] = {}
+        for i, job in enumerate(jobs):
+            groups.setdefault((job.add_special_tokens, job.request.return_token_offsets), []).append(i)
+        tokens = self.model.tokens
+        for (special, offsets), members in groups.items():
+            batch = [texts[i] for i in members]
+            if offsets:
+                results = tokens.encode_with_offsets(batch, special)
+            else:
+                results = [(ids, None) for ids in tokens.encode(batch, special)]
+            for i, result in zip(members, results):
+                out[i] = result
+        return out
+
+    def finish(self, job: ChatJob, text: str, ids: list[int], offsets) -> render_pb2.RenderChatResponse:
+        request = job.request
+        ids, offsets = truncate(ids, offsets, job.keep, request.truncation_side)
+        check_length(ids, self.max_prompt_tokens, "messages")
+        params = sampling.resolve(request, len(ids), self.model_limits, chat=True)
+        identity = self.identity("chatcmpl", request.request_id)
+        n = request.n if request.HasField("n") else 1
+        last = job.messages[-1]
+        echo_text = _content_text(last["content"]) if last["role"] == "assistant" else ""
+        derender = context.build(
+            request, identity, derender_pb2.ENDPOINT_CHAT, ids, text, n,
+            params.logprobs if params.HasField("logprobs") else None, echo_text,
+        )
+        context.add_chat_fields(derender, request, job.tool_mode, job.tool_function, job.template_kwargs)
+        response = render_pb2.RenderChatResponse(
+            generate_request=generate_request(
+                request, request.request_id or identity.id, ids, params, n, self.model.name, self.model.fingerprint
+            ),
+            derender_context=derender,
+        )
+        if request.return_prompt_text:
+            response.prompt_text = text
+        if offsets is not None:
+            response.token_offsets.extend(offsets_proto(offsets))
+        return response
+
+    def render_chat(self, request: render_pb2.RenderChatRequest) -> render_pb2.RenderChatResponse:
+        job = self.prepare(request)
+        text = self.text(job)
+        [(ids, offsets)] = self.encode([job], [text])
+        return self.finish(job, text, ids, offsets)
+
+    def render_chat_batch(self, request: render_pb2.RenderChatBatchRequest) -> render_pb2.RenderChatBatchResponse:
+        if len(request.requests) > self.limits.max_batch_size:
+            raise reasons.bad(
+                reasons.TOO_MANY_REQUESTS, f"{len(request.requests)} conversations, more than the limit of "
+                f"{self.limits.max_batch_size}", "requests",
+            )
+        jobs, texts = [], []
+        for i, item in enumerate(request.requests):
+            try:
+                job = self.prepare(item)
+                texts.append(self.text(job))
+            except reasons.ServiceError as error:
+                raise reasons.in_batch(error, i) from None
+            jobs.append(job)
+        encoded = self.encode(jobs, texts)
+        responses = []
+        for i, (job, text, (ids, offsets)) in enumerate(zip(jobs, texts, encoded)):
+            try:
+                responses.append(self.finish(job, text, ids, offsets))
+            except reasons.ServiceError as error:
+                raise reasons.in_batch(error, i) from None
+        return render_pb2.RenderChatBatchResponse(responses=responses)
+
+
+def _content_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content)

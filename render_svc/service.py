@@ -1,0 +1,82 @@
+"""The gRPC face of render_svc: a thin servicer over the pure renderer modules.
+
+Small requests render right on the event loop (a thread hop costs more than a short render); large ones and
+batches run in a thread pool, where the tokenizer's Rust batch encode runs without the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from render_svc import flags
+from render_svc.bridge import bridge_chat
+from render_svc.completion import render_completion
+from render_svc.model import load_model
+from render_svc.renderer import Renderer
+from render_svc.tokenize_rpcs import detokenize, list_models, tokenize
+from scaleout.v1 import render_pb2, render_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+class RenderService:
+    service_names = (render_pb2.DESCRIPTOR.services_by_name["RenderService"].full_name,)
+
+    def __init__(self, args):
+        self.args = args
+        self.renderer: Renderer | None = None
+        self._pool = ThreadPoolExecutor(args.render_threads or os.cpu_count() or 2, thread_name_prefix="render")
+
+    def register(self, server) -> None:
+        render_pb2_grpc.add_RenderServiceServicer_to_server(RenderServicer(self), server)
+
+    async def load(self) -> None:
+        args = self.args
+        model = await asyncio.to_thread(
+            load_model, args.model, flags.served_names(args), args.chat_template, args.max_model_len, args.trust_remote_code
+        )
+        self.renderer = Renderer(model, flags.limits(args), flags.options(args))
+        log.info("render ready: %s (max_model_len %d, %s)", model.name, model.max_model_len, model.fingerprint)
+
+    async def drain(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def call(self, function, request, offload: bool):
+        if offload:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, function, self.renderer, request)
+        return function(self.renderer, request)
+
+    def is_large(self, request) -> bool:
+        return request.ByteSize() >= self.args.inline_bytes
+
+
+class RenderServicer(render_pb2_grpc.RenderServiceServicer):
+    def __init__(self, service: RenderService):
+        self._service = service
+
+    async def RenderChat(self, request, context):
+        return await self._service.call(Renderer.render_chat, request, self._service.is_large(request))
+
+    async def RenderChatBatch(self, request, context):
+        return await self._service.call(Renderer.render_chat_batch, request, offload=True)
+
+    async def BridgeChat(self, request, context):
+        return await self._service.call(bridge_chat, request, self._service.is_large(request))
+
+    async def RenderCompletion(self, request, context):
+        return await self._service.call(render_completion, request, self._service.is_large(request))
+
+    async def Tokenize(self, request, context):
+        return await self._service.call(tokenize, request, self._service.is_large(request))
+
+    async def Detokenize(self, request, context):
+        return await self._service.call(detokenize, request, self._service.is_large(request))
+
+    async def ListModels(self, request, context):
+        return list_models(self._service.renderer)

@@ -1,0 +1,61 @@
+"""Tokenize (completion and chat forms), Detokenize and ListModels."""
+
+from __future__ import annotations
+
+from render_svc import reasons
+from render_svc.prompt import offsets_proto
+from render_svc.renderer import Renderer
+from scaleout.v1 import render_pb2
+
+
+def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_pb2.TokenizeResponse:
+    renderer.check_model(request.model)
+    if request.prompt and request.messages:
+        raise reasons.bad(reasons.CONFLICTING_OPTIONS, "give prompt or messages, not both", "messages")
+    tokens = renderer.model.tokens
+    if request.messages:
+        chat = render_pb2.RenderChatRequest(
+            messages=request.messages, tools=request.tools, chat_template_kwargs=request.chat_template_kwargs,
+            continue_final_message=request.continue_final_message, return_token_offsets=request.return_token_offsets,
+        )
+        for name in ("add_special_tokens", "add_generation_prompt"):
+            if request.HasField(name):
+                setattr(chat, name, getattr(request, name))
+        job = renderer.prepare(chat)
+        [(ids, offsets)] = renderer.encode([job], [renderer.text(job)])
+    else:
+        special = request.add_special_tokens if request.HasField("add_special_tokens") else True
+        if request.return_token_offsets:
+            [(ids, offsets)] = tokens.encode_with_offsets([request.prompt], special)
+        else:
+            [ids], offsets = tokens.encode([request.prompt], special), None
+    response = render_pb2.TokenizeResponse(count=len(ids), max_model_len=renderer.model.max_model_len, tokens=ids)
+    if request.return_token_strs:
+        response.token_strs.extend(tokens.token_strs(ids))
+    if offsets is not None:
+        response.token_offsets.extend(offsets_proto(offsets))
+    return response
+
+
+def detokenize(renderer: Renderer, request: render_pb2.DetokenizeRequest) -> render_pb2.DetokenizeResponse:
+    renderer.check_model(request.model)
+    vocab = renderer.model.tokens.vocab_size
+    for i, token in enumerate(request.tokens):
+        if not 0 <= token < vocab:
+            raise reasons.bad(reasons.TOKEN_ID_OUT_OF_RANGE, f"token id {token} is outside [0, {vocab})", f"tokens[{i}]")
+    skip = request.skip_special_tokens if request.HasField("skip_special_tokens") else True
+    return render_pb2.DetokenizeResponse(prompt=renderer.model.tokens.decode(request.tokens, skip_special_tokens=skip))
+
+
+def list_models(renderer: Renderer) -> render_pb2.ListModelsResponse:
+    model = renderer.model
+    return render_pb2.ListModelsResponse(
+        object="list",
+        data=[
+            render_pb2.ModelCard(
+                id=name, object="model", created=model.created, owned_by="scaleout", root=str(model.folder),
+                max_model_len=model.max_model_len, tokenizer_fingerprint=model.fingerprint,
+            )
+            for name in model.names
+        ],
+    )
