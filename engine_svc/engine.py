@@ -49,6 +49,19 @@ class RequestState:
     num_prompt_tokens: int
     prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
     done: bool = False
+    # perf_counter() stamps for tracing and metrics: submitted, first scheduled, first token sampled.
+    submitted_at: float = field(default_factory=time.perf_counter)
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+
+    def timings(self) -> dict[str, float]:
+        """Seconds in the queue, in prefill and until the first token (those known so far)."""
+        if self.scheduled_at is None:
+            return {}
+        if self.first_token_at is None:
+            return {"queue_s": self.scheduled_at - self.submitted_at}
+        return {"queue_s": self.scheduled_at - self.submitted_at, "prefill_s": self.first_token_at - self.scheduled_at,
+                "first_token_s": self.first_token_at - self.submitted_at}
 
 
 class Engine:
@@ -192,6 +205,10 @@ class Engine:
         if not chunks:
             time.sleep(0.001)  # waiting work that cannot fit yet; let the inbox fill
             return
+        now = time.perf_counter()
+        for c in chunks:
+            if c.start == 0 and self.requests[c.seq.request_id].scheduled_at is None:
+                self.requests[c.seq.request_id].scheduled_at = now
         logits = self.runner.execute(chunks)
         sampling = [c for c in chunks if c.samples]
         tokens, logprobs = self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling]) \
@@ -206,6 +223,8 @@ class Engine:
             seq = c.seq
             state = self.requests[seq.request_id]
             seq.output_ids.append(token)
+            if state.first_token_at is None:
+                state.first_token_at = time.perf_counter()
             delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
             if token in seq.config.stop_token_ids and len(seq.output_ids) > seq.config.min_tokens:
                 delta.finish_reason, delta.stop_token_id = common_pb2.FINISH_REASON_STOP, token

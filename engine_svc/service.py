@@ -11,6 +11,7 @@ from engine_svc.admission import admit
 from engine_svc.loader import LoadedEngine, load_engine
 from engine_svc.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
+from scaleout_common.genai_telemetry import report_engine_timing
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,13 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         state, interval = self._submit(request)
         async for message in stream_responses(self.engine, state, interval):
             yield message
+        report_engine_timing(**state.timings())
 
     async def GenerateUnary(self, request, context):
         state, _ = self._submit(request)
-        return await collect(self.engine, state)
+        response = await collect(self.engine, state)
+        report_engine_timing(**state.timings())
+        return response
 
     async def Abort(self, request, context):
         aborted, not_found = self.engine.abort(list(request.request_ids))
@@ -77,6 +81,14 @@ class EngineService:
     async def load(self) -> None:
         self.loaded = await asyncio.to_thread(self._build)
         self.loaded.engine.start(asyncio.get_running_loop())
+
+    def watch_metrics(self, llm) -> None:
+        """Scheduler gauges for Prometheus (scaleout_common.metrics), read at scrape time."""
+        def read(value):
+            return lambda: value(self.loaded.engine) if self.loaded is not None else 0
+
+        llm.watch(queue_depth=read(lambda e: e.num_waiting), running=read(lambda e: e.num_running),
+                  kv_cache_usage=read(lambda e: e.scheduler.pool.num_used / e.scheduler.pool.usable))
 
     def healthy(self) -> bool:
         return self.loaded is None or self.loaded.engine.healthy()

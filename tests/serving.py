@@ -12,9 +12,9 @@ from scaleout_common.server import serve
 
 
 @contextlib.asynccontextmanager
-async def serving(service, parser):
-    """Start `service` (flags from `parser` with --port 0), wait until SERVING, yield "127.0.0.1:port"."""
-    args = parser.parse_args(["--port", "0", "--metrics-port", "-1"])
+async def serving(service, parser, *flags: str):
+    """Start `service` (flags from `parser` with --port 0, then `flags`), wait until SERVING, yield "127.0.0.1:port"."""
+    args = parser.parse_args(["--port", "0", "--metrics-port", "-1", *flags])
     stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
     port = await asyncio.wait_for(asyncio.shield(bound), 60)

@@ -19,7 +19,7 @@ from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser
 from scaleout_common.errors import invalid_argument
 from scaleout_common.genai_telemetry import report_engine_timing
-from scaleout_common.server import serve
+from tests.serving import serving as shared_serving
 
 OUTPUT = [[11], [12], [13, 14]]  # three messages, four tokens
 log = logging.getLogger("toy")
@@ -116,14 +116,7 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(service, metrics: bool = False):
-    """Serve `service` on free ports with the production bootstrap; /metrics only when asked for."""
+    """Serve `service` with the production bootstrap until SERVING; /metrics on a free port when asked for."""
     metrics_port = free_port() if metrics else -1
-    args = server_parser("toy", 0, "toy").parse_args(["--port", "0", "--metrics-port", str(metrics_port)])
-    stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
-    port = await asyncio.wait_for(asyncio.shield(bound), 30)
-    try:
-        yield Served(f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics" if metrics else None)
-    finally:
-        stop.set()
-        await task
+    async with shared_serving(service, server_parser("toy", 0, "toy"), "--metrics-port", str(metrics_port)) as target:
+        yield Served(target, f"http://127.0.0.1:{metrics_port}/metrics" if metrics else None)
