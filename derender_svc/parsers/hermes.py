@@ -12,7 +12,8 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 class HermesToolParser(StatefulParser):
     @classmethod
     def initial_state(cls) -> dict:
-        return {"held": "", "calls": 0, "call": None}  # call: the open block's scanner state
+        # call: the open block's scanner state; gap: right after a call, where whitespace is dropped
+        return {"held": "", "calls": 0, "call": None, "gap": False}
 
     def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
         """(content, tool call deltas) made safe to show by `text`."""
@@ -20,6 +21,14 @@ class HermesToolParser(StatefulParser):
         content, deltas = [], []
         while True:
             if self.call is None:
+                if self.gap:  # whitespace between (or after) calls is not content
+                    rest = text.lstrip()
+                    if OPEN.startswith(rest) and not final:
+                        self.held = text
+                        break
+                    if rest.startswith(OPEN) or not rest:
+                        text = rest
+                    self.gap = False
                 before, marker, text = split_at_marker(text, OPEN)
                 content.append(before)
                 if marker is None:
@@ -49,4 +58,5 @@ class HermesToolParser(StatefulParser):
             return OPEN + scanner.raw + closing
         deltas += scanner.finish(self.calls)
         self.calls += 1
+        self.gap = True
         return ""

@@ -30,8 +30,9 @@ def hermes_cases():
     two = [("a", {"x": 1}), ("b", {"y": [2]})]
     blocks = "\n".join(f'<tool_call>{{"name": "{n}", "arguments": {json.dumps(a)}}}</tool_call>' for n, a in two)
     cases += [
-        (blocks, "\n", two),
-        (blocks + " done", "\n done", two),
+        (blocks, "", two),
+        (blocks + " done", " done", two),
+        (blocks + "\n \n", "", two),
         ('<tool_call>{"name": "s", "arguments": "{\\"q\\": 1}"}</tool_call>', "", [("s", {"q": 1})]),
         ('<tool_call>{"name": "p", "parameters": {"k": "v"}}</tool_call>', "", [("p", {"k": "v"})]),
         ('<tool_call>{"name": "e"}</tool_call>', "", [("e", {})]),

@@ -1,0 +1,168 @@
+"""The derender service over real gRPC: tool calls and ids across the three paths, completion shapes, logprobs,
+usage, in-band errors and typed errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import grpc
+import pytest
+from google.rpc import code_pb2, status_pb2
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+
+from scaleout_common.errors import ServiceError
+from tests.derender.calls import engine_messages, stream, twin
+
+TOOLS = [common_pb2.Tool(type="function", function=common_pb2.FunctionDefinition(name="get_weather"))]
+CALLS = ('Checking.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>')
+
+
+def chunks_of(ids, size=3):
+    return [ids[i:i + size] for i in range(0, len(ids), size)]
+
+
+def tool_calls(responses):
+    calls: dict[int, dict] = {}
+    for response in responses:
+        for choice in response.chat.choices:
+            for call in choice.delta.tool_calls:
+                entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                entry["id"] = entry["id"] or call.id
+                entry["name"] = entry["name"] or call.function.name
+                entry["arguments"] += call.function.arguments
+    return [calls[i] for i in sorted(calls)]
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_tool_calls_agree_across_paths(stub, hf_tokenizer, parallel):
+    context = derender_pb2.DerenderContext(id="chatcmpl-tools", tools=TOOLS, parallel_tool_calls=parallel)
+    messages = engine_messages(chunks_of(hf_tokenizer.encode(CALLS, add_special_tokens=False)) + [[2]],
+                               stop_token_id=2)
+    unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
+    choice = unary.choices[0]
+    expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in
+                choice.message.tool_calls]
+    cities = ["Paris", "Tokyo"] if parallel else ["Paris"]
+    assert [json.loads(c["arguments"])["city"] for c in expected] == cities
+    assert all(c["id"].startswith("call_") and c["name"] == "get_weather" for c in expected)
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Checking."
+    for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
+        assert tool_calls(responses) == expected
+        finishes = [c.finish_reason for r in responses for c in r.chat.choices if c.finish_reason]
+        assert finishes == ["tool_calls"]
+
+
+async def test_reasoning_and_role_once(stub, hf_tokenizer):
+    text = "<think>Two plus two.</think>It is 4."
+    context = derender_pb2.DerenderContext(id="chatcmpl-think", reasoning_parser="think", include_usage=True)
+    messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 2))
+    responses = await stream(stub, context, messages)
+    deltas = [c.delta for r in responses for c in r.chat.choices]
+    assert [d.role for d in deltas if d.role] == ["assistant"]
+    assert "".join(d.reasoning_content for d in deltas) == "Two plus two."
+    assert "".join(d.content for d in deltas) == "It is 4."
+    assert [r.chat.HasField("usage") for r in responses][-1] and not any(
+        r.chat.HasField("usage") for r in responses[:-1])
+    assert responses[-1].chat.usage.completion_tokens == sum(map(len, (m.choices[0].token_ids for m in messages)))
+
+
+async def test_completion_flat_index_echo_reasoning_and_usage(stub, hf_tokenizer):
+    prompts = []
+    for p, text in enumerate(["<think>hm</think> one", " two"]):
+        context = derender_pb2.DerenderContext(id="cmpl-1", n=2, prompt_index=p, echo=p == 1, prompt_text="Say",
+                                               num_prompt_tokens=3, reasoning_parser="think")
+        results = []
+        for index in range(2):
+            results += engine_messages([hf_tokenizer.encode(text, add_special_tokens=False)], index=index)
+        results[0].finished = False  # one stream: only its last message is `finished`
+        prompts.append(derender_pb2.CompletionResult(context=context, results=results))
+    completion = await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(prompts=prompts))
+    assert [c.index for c in completion.choices] == [0, 1, 2, 3]
+    assert [c.text for c in completion.choices] == [" one", " one", "Say two", "Say two"]
+    assert completion.choices[0].reasoning_content == "hm"
+    assert completion.object == "text_completion"
+    assert completion.usage.prompt_tokens == 6 and completion.usage.completion_tokens == 2 * (
+        len(hf_tokenizer.encode("<think>hm</think> one")) + len(hf_tokenizer.encode(" two")))
+
+
+async def test_logprobs_repair_partial_characters(stub, hf_tokenizer):
+    ids = hf_tokenizer.encode("你好", add_special_tokens=False)
+    assert len(ids) == 4  # two tokens per character
+    context = derender_pb2.DerenderContext(id="chatcmpl-lp", top_logprobs=1)
+    unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(
+        context=context, results=engine_messages([ids[:1], ids[1:3], ids[3:]], logprobs=True)))
+    content = unary.choices[0].logprobs.content
+    assert [c.token for c in content] == ["bytes:\\xe4\\xbd", "你", "bytes:\\xe5\\xa5", "好"]
+    assert b"".join(bytes(c.bytes) for c in content).decode() == "你好"
+    assert all(len(c.top_logprobs) == 1 and c.top_logprobs[0].logprob == -0.25 for c in content)
+    context.endpoint = derender_pb2.ENDPOINT_COMPLETION
+    prompt = derender_pb2.CompletionResult(context=context, results=engine_messages([ids], logprobs=True))
+    completion = await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(prompts=[prompt]))
+    logprobs = completion.choices[0].logprobs
+    assert list(logprobs.text_offset) == [0, len("bytes:\\xe4\\xbd"), len("bytes:\\xe4\\xbd") + 1,
+                                          len("bytes:\\xe4\\xbd") * 2 + 1]
+    assert len(logprobs.top_logprobs[0].entries) == 1
+
+
+async def test_engine_error_ends_stream_in_band(stub, hf_tokenizer):
+    context = derender_pb2.DerenderContext(id="chatcmpl-err")
+    error = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="kv cache full")
+    messages = engine_messages([hf_tokenizer.encode("Hi", add_special_tokens=False)])
+    messages[-1].finished = False
+    messages.append(engine_pb2.GenerateResponse(error=error))
+    responses = await stream(stub, context, messages)
+    assert responses[-1].chat.error.message == "kv cache full"
+
+
+async def expect_error(call, code, reason):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    assert caught.value.code() == code
+    assert ServiceError.from_rpc_error(caught.value).reason == reason
+
+
+async def test_typed_errors(stub, info):
+    ok = derender_pb2.DerenderContext(id="chatcmpl-x")
+    one = engine_messages([[42]])
+    chat = lambda context, results=one: stub.DerenderChat(  # noqa: E731
+        derender_pb2.DerenderChatRequest(context=context, results=results))
+    await expect_error(stub.DerenderChat(derender_pb2.DerenderChatRequest(results=one)),
+                       grpc.StatusCode.INVALID_ARGUMENT, "MISSING_CONTEXT")
+    await expect_error(chat(derender_pb2.DerenderContext(tokenizer_fingerprint="sha256:other")),
+                       grpc.StatusCode.FAILED_PRECONDITION, "TOKENIZER_MISMATCH")
+    await expect_error(chat(ok, engine_messages([[info.vocab_size]])), grpc.StatusCode.INVALID_ARGUMENT,
+                       "TOKEN_ID_OUT_OF_VOCAB")
+    await expect_error(chat(derender_pb2.DerenderContext(top_logprobs=21)), grpc.StatusCode.OUT_OF_RANGE,
+                       "TOO_MANY_TOP_LOGPROBS")
+    await expect_error(chat(derender_pb2.DerenderContext(n=10_000)), grpc.StatusCode.OUT_OF_RANGE,
+                       "TOO_MANY_CHOICES")
+    await expect_error(chat(derender_pb2.DerenderContext(reasoning_parser="nope")), grpc.StatusCode.INVALID_ARGUMENT,
+                       "UNKNOWN_PARSER")
+    await expect_error(_stream_without_context(stub, one),
+                       grpc.StatusCode.INVALID_ARGUMENT, "MISSING_CONTEXT")
+    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
+                                                                            state=b"garbage")),
+                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+
+
+async def _stream_without_context(stub, messages):
+    async def requests():
+        for message in messages:
+            yield derender_pb2.DerenderStreamRequest(engine_output=message)
+
+    return [r async for r in stub.DerenderStream(requests())]
+
+
+async def test_state_size_is_bounded(stub, hf_tokenizer):
+    """A tool call whose name comes after large arguments must be buffered: past the limit, a typed error."""
+    rng = random.Random(0)
+    noise = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12_000))
+    text = '<tool_call>{"arguments": {"blob": "' + noise + '"}, "name": "f"}</tool_call>'
+    context = derender_pb2.DerenderContext(id="chatcmpl-big", tools=TOOLS)
+    ids = hf_tokenizer.encode(text, add_special_tokens=False)
+    await expect_error(twin(stub, context, engine_messages(chunks_of(ids, 64))), grpc.StatusCode.OUT_OF_RANGE,
+                       "STATE_TOO_LARGE")
+    responses = await stream(stub, context, engine_messages(chunks_of(ids, 64)))  # the stateful stream copes
+    assert json.loads(tool_calls(responses)[0]["arguments"]) == {"blob": noise}

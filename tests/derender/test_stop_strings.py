@@ -1,0 +1,59 @@
+"""Stop strings that span chunks and tokens: cut position, stop_reason and the early-stop signal, the same
+through the stateful stream, the stateless twin and the unary call."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scaleout.v1 import derender_pb2
+
+from tests.derender.calls import chat_text, engine_messages, finish, stream, twin
+from tests.derender.test_detokenize_property import split
+
+STOPS = ["###", "</s>", "停止", "🎉!", "\n\nUser:", "aa"]
+TEXT = st.lists(st.sampled_from(list("ab #</s>停止🎉! \nUser:xyz你好")), max_size=30).map("".join)
+
+
+def expected_cut(text: str, stops: list[str], include: bool):
+    """Brute force: the first stop string to complete (the longest when several complete together)."""
+    for end in range(1, len(text) + 1):
+        done = [s for s in stops if text[:end].endswith(s)]
+        if done:
+            stop = max(done, key=len)
+            return (text[:end] if include else text[: end - len(stop)]), stop
+    return text, None
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@given(before=TEXT, stop_at=st.sampled_from(STOPS), after=TEXT, stops=st.lists(st.sampled_from(STOPS), min_size=1,
+       max_size=3, unique=True), include=st.booleans(), cuts=st.lists(st.integers(1, 4), max_size=30))
+async def test_stop_string_across_chunks(stub, hf_tokenizer, info, before, stop_at, after, stops, include, cuts):
+    text = before + stop_at + after
+    ids = hf_tokenizer.encode(text, add_special_tokens=False)
+    content, stop = expected_cut(text, stops, include)
+    context = derender_pb2.DerenderContext(id="chatcmpl-stop", stop=stops, include_stop_str_in_output=include,
+                                           tokenizer_fingerprint=info.fingerprint)
+    messages = engine_messages(split(ids, cuts) or [[]])
+    for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
+        assert chat_text(responses)["content"] == content
+        if stop is None:
+            assert finish(responses) == ("stop", None, None, False)
+        else:
+            assert finish(responses) == ("stop", "stop_str", stop, True)
+            signalled = [r for r in responses if r.stop_generation]
+            assert len(signalled) == 1 and signalled[0].chat.choices[0].finish_reason == "stop"
+    unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
+    assert unary.choices[0].message.content == content
+    assert (unary.choices[0].stop_str or None) == stop
+
+
+async def test_trailing_stop_token_is_not_text(stub, hf_tokenizer, info):
+    ids = hf_tokenizer.encode("The end.", add_special_tokens=False) + [2]
+    context = derender_pb2.DerenderContext(id="chatcmpl-eos", skip_special_tokens=False)
+    messages = engine_messages([ids[:2], ids[2:]], stop_token_id=2)
+    responses = await stream(stub, context, messages)
+    assert chat_text(responses)["content"] == "The end."
+    assert finish(responses) == ("stop", "stop_token_id", 2, False)
+    unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
+    assert unary.choices[0].message.content == "The end."
+    assert unary.usage.completion_tokens == len(ids) and unary.usage.prompt_tokens == 7
