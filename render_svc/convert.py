@@ -1,5 +1,8 @@
 """Protobuf request parts -> the plain Python data a chat template sees (as vLLM hands it to transformers).
 
+- google.protobuf.Struct does not keep key order (its map iterates in a per-process random order), so object
+  keys are sorted: every replica renders the same prompt for the same request. Tool-call arguments travel as
+  JSON strings and keep the caller's order.
 - JSON numbers arrive as doubles (google.protobuf.Value); integral ones become ints so `tojson` prints `1`, not `1.0`.
 - Content is a string or a list of text parts. Templates that loop over `message.content` ("openai" content
   format) get a list of {"type": "text", "text": ...}; the others ("string" format) get the texts joined by "\n".
@@ -37,7 +40,7 @@ def value_to_py(value: struct_pb2.Value):
 
 
 def struct_to_py(struct: struct_pb2.Struct) -> dict:
-    return {key: value_to_py(item) for key, item in struct.fields.items()}
+    return {key: value_to_py(item) for key, item in sorted(struct.fields.items())}
 
 
 def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
