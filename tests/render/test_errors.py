@@ -1,0 +1,136 @@
+"""Every limit and malformed input gets INVALID_ARGUMENT / OUT_OF_RANGE / FAILED_PRECONDITION (or NOT_FOUND for an
+unknown model) with its stable ErrorInfo reason, over real gRPC."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf import json_format
+
+from render_svc import reasons as r
+from scaleout.v1 import render_pb2
+from tests.render.calls import chat, expect
+
+BAD = "INVALID_ARGUMENT"
+RANGE = "OUT_OF_RANGE"
+PRECONDITION = "FAILED_PRECONDITION"
+
+NESTED_LOOPS = "{% set x = range(100000) | list %}{% for a in x %}{% for b in x %}{% endfor %}{% endfor %}"
+HUGE_OUTPUT = "{% for i in range(100000) %}{{ messages[0]['content'] }}{% endfor %}"
+FORGETS_ASSISTANT = (
+    "{% for m in messages %}<{{ m.role }}>{% if m.role != 'assistant' or loop.last %}{{ m.content }}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+CHAT_CASES = {
+    "missing messages": (chat([]), BAD, r.MISSING_MESSAGES),
+    "invalid role": (chat([{"role": "wizard", "content": "x"}]), BAD, r.INVALID_ROLE),
+    "number content": (chat([{"role": "user", "content": 5}]), BAD, r.INVALID_CONTENT),
+    "image part": (chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]), BAD, r.INVALID_CONTENT),
+    "nameless tool": (chat(tools=[{"type": "function", "function": {"description": "x"}}]), BAD, r.INVALID_TOOL),
+    "non-JSON arguments": (
+        chat([{"role": "user", "content": "x"},
+              {"role": "assistant", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]),
+        BAD, r.INVALID_TOOL_CALL,
+    ),
+    "required without tools": (chat(tool_choice="required"), BAD, r.INVALID_TOOL_CHOICE),
+    "named unknown tool": (
+        chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice={"type": "function", "function": {"name": "g"}}),
+        BAD, r.INVALID_TOOL_CHOICE,
+    ),
+    "odd tool choice": (chat(tool_choice="sometimes"), BAD, r.INVALID_TOOL_CHOICE),
+    "generation prompt and continue": (chat(continue_final_message=True), BAD, r.CONFLICTING_OPTIONS),
+    "reserved kwarg": (chat(chat_template_kwargs={"chat_template": "{{ 1 }}"}), BAD, r.RESERVED_TEMPLATE_KWARG),
+    "untrusted template": (chat(chat_template="{{ messages }}"), PRECONDITION, r.CHAT_TEMPLATE_NOT_TRUSTED),
+    "too many messages": (chat([{"role": "user", "content": "x"}] * 65), BAD, r.TOO_MANY_MESSAGES),
+    "request too large": (chat([{"role": "user", "content": "x" * 70000}]), BAD, r.REQUEST_TOO_LARGE),
+    "prompt too long": (chat([{"role": "user", "content": " hi" * 10000}]), RANGE, r.PROMPT_TOO_LONG),
+    "max_tokens too large": (chat(max_tokens=8192), RANGE, r.MAX_TOKENS_TOO_LARGE),
+    "truncate zero": (chat(truncate_prompt_tokens=0), RANGE, r.TRUNCATE_PROMPT_TOKENS_INVALID),
+    "truncate past the model": (chat(truncate_prompt_tokens=9000), RANGE, r.TRUNCATE_PROMPT_TOKENS_INVALID),
+    "truncation side": (chat(truncation_side="middle"), BAD, r.INVALID_TRUNCATION_SIDE),
+    "negative temperature": (chat(temperature=-1), BAD, r.INVALID_SAMPLING_PARAM),
+    "negative max_tokens": (chat(max_tokens=-1), BAD, r.INVALID_SAMPLING_PARAM),
+    "stop id outside vocab": (chat(stop_token_ids=[10**6]), BAD, r.TOKEN_ID_OUT_OF_RANGE),
+}
+
+
+@pytest.mark.parametrize("name", CHAT_CASES)
+async def test_render_chat_errors(stub, name):
+    request, code, reason = CHAT_CASES[name]
+    await expect(stub.RenderChat(request), code, reason)
+
+
+async def test_unknown_model_is_not_found(stub):
+    await expect(stub.RenderChat(chat(model="gpt-9")), "NOT_FOUND", r.MODEL_NOT_FOUND)
+    assert (await stub.RenderChat(chat(model="other-name"))).generate_request.model == "smol"
+
+
+async def test_batch_errors_name_the_conversation(stub):
+    batch = render_pb2.RenderChatBatchRequest(requests=[chat(), chat([{"role": "wizard", "content": "x"}])])
+    error = await expect(stub.RenderChatBatch(batch), BAD, r.INVALID_ROLE)
+    assert error.metadata["index"] == "1"
+    assert error.violations[0][0] == "requests[1].messages[0].role"
+    too_many = render_pb2.RenderChatBatchRequest(requests=[chat()] * 65)
+    await expect(stub.RenderChatBatch(too_many), BAD, r.TOO_MANY_REQUESTS)
+
+
+TEMPLATE_CASES = {
+    "raises": ("{{ raise_exception('roles must alternate') }}", BAD, r.TEMPLATE_ERROR),
+    "bad syntax": ("{% for %}", BAD, r.TEMPLATE_ERROR),
+    "sandbox escape": ("{{ messages.__class__.__mro__ }}{{ ''.__class__.__subclasses__() }}", BAD, r.TEMPLATE_ERROR),
+    "endless loops": (NESTED_LOOPS, BAD, r.TEMPLATE_TIMEOUT),
+    "huge output": (HUGE_OUTPUT, BAD, r.TEMPLATE_OUTPUT_TOO_LARGE),
+    "huge repeat": ("{{ 'x' * 10**9 }}", BAD, r.TEMPLATE_OUTPUT_TOO_LARGE),
+    "huge width": ("{{ 'x' | center(10**9) }}", BAD, r.TEMPLATE_OUTPUT_TOO_LARGE),
+    "doubling": ("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", BAD,
+                 r.TEMPLATE_OUTPUT_TOO_LARGE),
+}
+
+
+@pytest.mark.parametrize("name", TEMPLATE_CASES)
+async def test_request_template_limits(trusting_stub, name):
+    template, code, reason = TEMPLATE_CASES[name]
+    request = chat([{"role": "user", "content": "y" * 100}], chat_template=template)
+    await expect(trusting_stub.RenderChat(request), code, reason)
+
+
+async def test_server_keeps_serving_after_a_timeout(trusting_stub):
+    await expect(trusting_stub.RenderChat(chat(chat_template=NESTED_LOOPS)), BAD, r.TEMPLATE_TIMEOUT)
+    ok = await trusting_stub.RenderChat(chat(chat_template="{% for m in messages %}{{ m.content }}{% endfor %}"))
+    assert len(ok.generate_request.token_ids) == 1
+
+
+def completion(**fields) -> render_pb2.RenderCompletionRequest:
+    return json_format.ParseDict(fields, render_pb2.RenderCompletionRequest())
+
+
+COMPLETION_CASES = {
+    "no prompt": (completion(), BAD, r.MISSING_PROMPT),
+    "two forms": (completion(prompts=["a"], prompt_token_ids=[{"token_ids": [1]}]), BAD, r.CONFLICTING_OPTIONS),
+    "empty prompt": (completion(prompts=[""]), BAD, r.EMPTY_PROMPT),
+    "id outside vocab": (completion(prompt_token_ids=[{"token_ids": [1, 49152]}]), BAD, r.TOKEN_ID_OUT_OF_RANGE),
+    "suffix": (completion(prompts=["a"], suffix="z"), BAD, r.UNSUPPORTED_FIELD),
+    "top_p zero": (completion(prompts=["a"], top_p=0), BAD, r.INVALID_SAMPLING_PARAM),
+    "logprobs too many": (completion(prompts=["a"], logprobs=50), BAD, r.INVALID_SAMPLING_PARAM),
+    "offsets of ids": (completion(prompt_token_ids=[{"token_ids": [1]}], return_token_offsets=True), BAD, r.UNSUPPORTED_FIELD),
+    "unknown model": (completion(prompts=["a"], model="x"), "NOT_FOUND", r.MODEL_NOT_FOUND),
+}
+
+
+@pytest.mark.parametrize("name", COMPLETION_CASES)
+async def test_render_completion_errors(stub, name):
+    request, code, reason = COMPLETION_CASES[name]
+    await expect(stub.RenderCompletion(request), code, reason)
+
+
+async def test_tokenize_and_detokenize_errors(stub):
+    both = render_pb2.TokenizeRequest(prompt="a", messages=[chat().messages[0]])
+    await expect(stub.Tokenize(both), BAD, r.CONFLICTING_OPTIONS)
+    await expect(stub.Detokenize(render_pb2.DetokenizeRequest(tokens=[-1])), BAD, r.TOKEN_ID_OUT_OF_RANGE)
+
+
+async def test_bridge_errors(stub, trusting_stub):
+    request = render_pb2.BridgeChatRequest(completion_token_ids=[5], request=chat())
+    await expect(stub.BridgeChat(request), BAD, r.MISSING_PREVIOUS_PROMPT)
+    request = render_pb2.BridgeChatRequest(previous_prompt_token_ids=[1], request=chat(chat_template=FORGETS_ASSISTANT))
+    await expect(trusting_stub.BridgeChat(request), PRECONDITION, r.TEMPLATE_NOT_BRIDGEABLE)
