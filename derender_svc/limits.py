@@ -59,19 +59,24 @@ def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vo
                         tokens_so_far) -> None:
     """`tokens_so_far(index)` is how many tokens that choice already has."""
     for choice in message.choices:
-        path = f"engine_output.choices[{choice.index}]"
         if not 0 <= choice.index < limits.max_choices:
-            raise out_of_range("TOO_MANY_CHOICES", f"choice index is below {limits.max_choices}", path + ".index")
-        check_token_ids(choice.token_ids, vocab_size, path + ".token_ids")
-        if tokens_so_far(choice.index) + len(choice.token_ids) > limits.max_tokens_per_choice:
+            raise out_of_range("TOO_MANY_CHOICES", f"choice index is below {limits.max_choices}",
+                               f"engine_output.choices[{choice.index}].index")
+        ids = choice.token_ids
+        check_token_ids(ids, vocab_size, "engine_output.choices.token_ids")
+        if tokens_so_far(choice.index) + len(ids) > limits.max_tokens_per_choice:
             raise out_of_range("TOO_MANY_TOKENS", f"a choice has at most {limits.max_tokens_per_choice} tokens",
-                               path + ".token_ids")
-        logprobs = choice.logprobs
-        if logprobs.logprobs and len(logprobs.logprobs) != len(choice.token_ids) or len(logprobs.top) > len(
-                choice.token_ids):
-            raise invalid_argument("LOGPROBS_MISMATCH", "logprobs must be parallel to token_ids", path + ".logprobs")
-        for top in logprobs.top:
-            if len(top.token_ids) != len(top.logprobs):
-                raise invalid_argument("LOGPROBS_MISMATCH", "top token_ids and logprobs differ in length",
-                                       path + ".logprobs.top")
-            check_token_ids(top.token_ids, vocab_size, path + ".logprobs.top")
+                               "engine_output.choices.token_ids")
+        if choice.HasField("logprobs"):
+            _check_logprobs(choice.logprobs, len(ids), vocab_size)
+
+
+def _check_logprobs(logprobs, count: int, vocab_size: int) -> None:
+    if logprobs.logprobs and len(logprobs.logprobs) != count or len(logprobs.top) > count:
+        raise invalid_argument("LOGPROBS_MISMATCH", "logprobs must be parallel to token_ids",
+                               "engine_output.choices.logprobs")
+    for top in logprobs.top:
+        if len(top.token_ids) != len(top.logprobs):
+            raise invalid_argument("LOGPROBS_MISMATCH", "top token_ids and logprobs differ in length",
+                                   "engine_output.choices.logprobs.top")
+        check_token_ids(top.token_ids, vocab_size, "engine_output.choices.logprobs.top")

@@ -166,3 +166,33 @@ async def test_state_size_is_bounded(stub, hf_tokenizer):
                        "STATE_TOO_LARGE")
     responses = await stream(stub, context, engine_messages(chunks_of(ids, 64)))  # the stateful stream copes
     assert json.loads(tool_calls(responses)[0]["arguments"]) == {"blob": noise}
+
+
+async def test_completion_stream_matches_unary(stub, hf_tokenizer):
+    text = "<think>plan</think> Paris is the capital."
+    context = derender_pb2.DerenderContext(id="cmpl-s", endpoint=derender_pb2.ENDPOINT_COMPLETION, n=1,
+                                           prompt_index=2, echo=True, prompt_text="Q:", reasoning_parser="think",
+                                           include_usage=True, continuous_usage_stats=True, stop=["capital"])
+    messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 2))
+    responses = await stream(stub, context, messages)
+    assert {c.index for r in responses for c in r.completion.choices} == {2}
+    assert "".join(c.text for r in responses for c in r.completion.choices) == "Q: Paris is the "
+    assert "".join(c.reasoning_content for r in responses for c in r.completion.choices) == "plan"
+    assert all(r.completion.HasField("usage") for r in responses)
+    assert [c.stop_str for r in responses for c in r.completion.choices if c.finish_reason] == ["capital"]
+    unary = await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(
+        prompts=[derender_pb2.CompletionResult(context=context, results=messages)]))
+    assert unary.choices[0].text == "Q: Paris is the " and unary.choices[0].index == 2
+
+
+async def test_context_only_once(stub):
+    async def requests():
+        for _ in range(2):
+            yield derender_pb2.DerenderStreamRequest(context=derender_pb2.DerenderContext(id="chatcmpl-2"))
+
+    await expect_error(_collect(stub.DerenderStream(requests())), grpc.StatusCode.INVALID_ARGUMENT,
+                       "DUPLICATE_CONTEXT")
+
+
+async def _collect(call):
+    return [r async for r in call]
