@@ -35,7 +35,7 @@ def _after_marker(text: str) -> str:
     return text[text.index(MARKER) + len(MARKER):]
 
 
-def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> render_pb2.BridgeChatResponse:
+def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> render_pb2.RenderChatResponse:
     previous, completion = list(request.previous_prompt_token_ids), list(request.completion_token_ids)
     if not previous:
         raise reasons.bad(reasons.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids")
@@ -69,4 +69,4 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
     [delta] = tokens.encode([opened], add_special_tokens=False)  # no BOS in the middle of a sequence
     ids = previous + completion + delta
     text = tokens.decode(ids, skip_special_tokens=False) if probe.return_prompt_text else opened
-    return render_pb2.BridgeChatResponse(rendered=renderer.finish(job, text, ids, None))
+    return renderer.finish(job, text, ids, None)
