@@ -35,7 +35,6 @@ def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
         if delta.finish_reason is not None:
             total.finish_reason, total.stop_token_id, total.stop_str = (
                 delta.finish_reason, delta.stop_token_id, delta.stop_str)
-        total.stop_generation |= delta.stop_generation
     total.tool_calls = [calls[i] for i in sorted(calls)]
     return total
 

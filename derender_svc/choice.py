@@ -29,6 +29,7 @@ class ChoiceConfig:
 
     response_id: str
     skip_special_tokens: bool
+    spaces_between_special_tokens: bool
     prompt_tail: tuple[int, ...]
     stop: tuple[str, ...]
     include_stop: bool
@@ -59,7 +60,6 @@ class ChoiceDelta:
     finish_reason: str | None = None
     stop_token_id: int | None = None
     stop_str: str | None = None
-    stop_generation: bool = False  # a stop string matched: the engine can stop
 
     def is_empty(self) -> bool:
         return not (self.first or self.content or self.reasoning or self.tool_calls or self.logprobs
@@ -80,8 +80,12 @@ class ChoiceProcessor:
         self.finished = state.get("f", False)
         self.tools_called = state.get("c", False)
         self.offset = state.get("o", 0)  # characters of logprob tokens so far (completion text_offset)
-        detok = state.get("d") or {"e": list(config.prompt_tail), "p": []}
-        self.detokenizer = IncrementalDetokenizer.restore(info.tokenizer, config.skip_special_tokens, detok)
+        detok = state.get("d") or {"e": list(config.prompt_tail), "p": [], "a": False}
+        join_added = None
+        if info.spaces_added_tokens and not (config.skip_special_tokens or config.spaces_between_special_tokens):
+            join_added = info.added_tokens
+        self.detokenizer = IncrementalDetokenizer(info.tokenizer, config.skip_special_tokens, detok["e"], detok["p"],
+                                                  join_added, detok["a"])
         stop = state.get("s") or {"h": "", "m": None}
         self.stop = StopMatcher(list(config.stop), config.include_stop, stop["h"], stop["m"])
         self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(state.get("l", "")))
@@ -116,7 +120,7 @@ class ChoiceProcessor:
             text += self.detokenizer.flush()
         text = self.stop.feed(text, final)
         if self.stop.matched is not None:
-            final, delta.stop_generation = True, True
+            final = True
             delta.finish_reason, delta.stop_token_id, delta.stop_str = "stop", None, self.stop.matched
         if self.config.top_logprobs is not None and choice is not None and choice.logprobs.logprobs:
             delta.logprobs = self.logprobs.render(ids, choice.logprobs)

@@ -127,6 +127,6 @@ def _step(session: Session, message, response_type, always: bool = False):
     if not (always or chunk.choices or chunk.HasField("usage") or chunk.HasField("error")):
         return None
     field = "completion" if session.endpoint == derender_pb2.ENDPOINT_COMPLETION else "chat"
-    response = response_type(stop_generation=any(d.stop_generation for d in deltas))
+    response = response_type(stop_generation=session.stop_generation)
     getattr(response, field).CopyFrom(chunk)
     return response

@@ -50,6 +50,7 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
     return ChoiceConfig(
         response_id=context.id,
         skip_special_tokens=context.skip_special_tokens,
+        spaces_between_special_tokens=context.spaces_between_special_tokens,
         prompt_tail=tuple(context.prompt_tail_token_ids),
         stop=tuple(context.stop),
         include_stop=context.include_stop_str_in_output,
@@ -76,6 +77,8 @@ class Session:
         self.prompt_tokens = context.num_prompt_tokens or state.get("p", 0)
         self.cached_tokens = state.get("k", 0)
         self.done = state.get("z", False)
+        self.signalled = state.get("g", False)  # stop_generation was sent
+        self.stop_generation = False  # this message's answer tells the caller to abort the engine
         self.choices = {int(i): ChoiceProcessor(info, self.config, int(i), s) for i, s in state.get("c", {}).items()}
 
     def _choice(self, index: int) -> ChoiceProcessor:
@@ -107,7 +110,17 @@ class Session:
                 delta = processor.process(None, final=True)
                 if delta is not None:
                     deltas[index] = _merge(deltas.get(index), delta)
+        self.stop_generation = self._engine_can_stop()
         return [deltas[i] for i in sorted(deltas)]
+
+    def _engine_can_stop(self) -> bool:
+        """True once: every choice is done here and a stop string (which the engine cannot see) ended one."""
+        if self.signalled or len(self.choices) < max(self.context.n, 1):
+            return False
+        choices = self.choices.values()
+        if all(p.finished for p in choices) and any(p.stop.matched is not None for p in choices):
+            self.signalled = True
+        return self.signalled
 
     def usage(self) -> common_pb2.Usage:
         completion_tokens = sum(p.tokens for p in self.choices.values())
@@ -128,6 +141,7 @@ class Session:
 
     def state(self) -> dict:
         return {"t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens, "z": self.done,
+                "g": self.signalled,
                 "c": {str(i): p.state() for i, p in self.choices.items()}}
 
 

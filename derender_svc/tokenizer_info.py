@@ -42,12 +42,12 @@ def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
     table = []
     for token_id in range(size):
         piece = tokenizer.id_to_token(token_id) or ""
-        if token_id in added:
+        if (m := _BYTE_FALLBACK.match(piece)) and "ByteFallback" in kinds:
+            table.append(bytes([int(m.group(1), 16)]))
+        elif token_id in added:
             table.append(piece.encode())
         elif alphabet is not None and all(c in alphabet for c in piece):
             table.append(bytes(alphabet[c] for c in piece))
-        elif (m := _BYTE_FALLBACK.match(piece)) and "ByteFallback" in kinds:
-            table.append(bytes([int(m.group(1), 16)]))
         elif "Metaspace" in kinds or "Replace" in kinds:
             table.append(piece.replace("▁", " ").encode())
         else:
@@ -62,15 +62,22 @@ class TokenizerInfo:
     token_bytes: list[bytes]
     fingerprint: str
     has_think_tokens: bool
+    added_tokens: dict[int, str]  # id -> content
+    spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
 
     @classmethod
     def from_hf(cls, hf_tokenizer) -> "TokenizerInfo":
         backend: Tokenizer = hf_tokenizer.backend_tokenizer
         vocab = backend.get_vocab(with_added_tokens=True)
+        added = {i: token.content for i, token in backend.get_added_tokens_decoder().items()}
+        pair = sorted(added)[:2]
+        spaces = len(pair) == 2 and backend.decode(pair, skip_special_tokens=False) != "".join(added[i] for i in pair)
         return cls(
             tokenizer=backend,
             vocab_size=backend.get_vocab_size(with_added_tokens=True),
             token_bytes=token_bytes_table(backend),
             fingerprint=tokenizer_fingerprint(hf_tokenizer),
             has_think_tokens="<think>" in vocab and "</think>" in vocab,
+            added_tokens=added,
+            spaces_added_tokens=spaces,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scaleout.v1 import derender_pb2
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 
 from tests.derender.calls import chat_text, engine_messages, finish, stream, twin
 from tests.derender.test_detokenize_property import split
@@ -57,3 +57,22 @@ async def test_trailing_stop_token_is_not_text(stub, hf_tokenizer, info):
     unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
     assert unary.choices[0].message.content == "The end."
     assert unary.usage.completion_tokens == len(ids) and unary.usage.prompt_tokens == 7
+
+
+async def test_stop_generation_waits_for_every_choice(stub, hf_tokenizer):
+    """n=2: choice 0 hits a stop string early, choice 1 runs on; the engine may stop only when both are done."""
+    words = [hf_tokenizer.encode(w, add_special_tokens=False) for w in ["one", " two", " STOP", " three", " four"]]
+    context = derender_pb2.DerenderContext(id="chatcmpl-n2", n=2, stop=["STOP"])
+    messages = []
+    for step, word in enumerate(words):
+        message = engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(index=0, token_ids=word)])
+        other = word if step != 2 else hf_tokenizer.encode(" go", add_special_tokens=False)
+        choice = message.choices.add(index=1, token_ids=other)
+        if step == 3:
+            choice.finish_reason = common_pb2.FINISH_REASON_LENGTH
+        messages.append(message)
+    for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
+        flags = [r.stop_generation for r in responses]
+        assert flags.count(True) == 1
+        finishing = responses[flags.index(True)].chat.choices
+        assert [(c.index, c.finish_reason) for c in finishing if c.finish_reason] == [(1, "length")]

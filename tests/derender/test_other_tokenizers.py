@@ -1,0 +1,98 @@
+"""Tokenizers other than the default's ByteLevel BPE, trained here in a second: SentencePiece-style Metaspace
+with byte fallback (leading spaces from the prompt tail, byte-fallback characters) and WordPiece (whose decoder
+puts spaces between added tokens: spaces_between_special_tokens)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from derender_svc.limits import Limits
+from derender_svc.session import Defaults, Session
+from derender_svc.tokenizer_info import TokenizerInfo
+
+CORPUS = ["Hello world, this is a test.", "The café is naïve.", "Numbers 123 and symbols !?", "你好世界 hello"] * 50
+
+
+def metaspace() -> Tokenizer:
+    tokenizer = Tokenizer(models.BPE(byte_fallback=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                           decoders.Strip(" ", 1, 0)])
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=specials))
+    return tokenizer
+
+
+def wordpiece() -> Tokenizer:
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300,
+                                                                    special_tokens=["[UNK]", "[CLS]", "[SEP]"]))
+    return tokenizer
+
+
+def defaults(tokenizer: Tokenizer) -> Defaults:
+    return Defaults(TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer)), Limits(), "none", "none")
+
+
+def run(defaults: Defaults, context, chunks) -> str:
+    session, text = Session(context, defaults), []
+    for i, ids in enumerate(chunks):
+        choice = engine_pb2.GenerateChoice(token_ids=ids)
+        if i == len(chunks) - 1:
+            choice.finish_reason = common_pb2.FINISH_REASON_STOP
+        text += [d.content for d in session.feed(engine_pb2.GenerateResponse(choices=[choice]))]
+    return "".join(text)
+
+
+def random_chunks(ids, rng):
+    chunks, start = [], 0
+    while start < len(ids):
+        size = rng.randint(1, 4)
+        chunks.append(ids[start:start + size])
+        start += size
+    return chunks
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_metaspace_keeps_leading_space_from_prompt_tail(seed):
+    tokenizer, rng = metaspace(), random.Random(seed)
+    setup = defaults(tokenizer)
+    tail = tokenizer.encode("Numbers 123 and").ids
+    ids = tokenizer.encode("Hello world, 你好 🎉 café").ids
+    assert tokenizer.decode(ids).startswith("Hello")  # decoded alone, the leading space is gone
+    context = derender_pb2.DerenderContext(prompt_tail_token_ids=tail)  # the byte tokens are added tokens here
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+    expected = decode(tail + ids)[len(decode(tail)):]
+    assert expected.startswith(" Hello") and "🎉" in expected  # the emoji comes from byte-fallback tokens
+    assert run(setup, context, random_chunks(ids, rng)) == expected
+    assert b"".join(setup.info.token_bytes[i] for i in ids).decode() == expected  # logprob bytes
+
+
+@pytest.mark.parametrize("spaces", [True, False])
+def test_wordpiece_spaces_between_special_tokens(spaces):
+    tokenizer = wordpiece()
+    setup = defaults(tokenizer)
+    assert setup.info.spaces_added_tokens
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    ids = tokenizer.encode("hello world").ids + [cls, sep, cls] + tokenizer.encode("test").ids
+    context = derender_pb2.DerenderContext(spaces_between_special_tokens=spaces)
+    text = run(setup, context, [[i] for i in ids])
+    assert text == ("hello world [CLS] [SEP] [CLS] test" if spaces else "hello world [CLS][SEP][CLS] test")
+    assert run(setup, context, [ids]) == text
+
+
+def test_arbitrary_ids_never_break_the_stream():
+    """Random ids (lone bytes, bytes completing later) make the decoder rewrite shown text: no error escapes."""
+    tokenizer, rng = metaspace(), random.Random(1)
+    setup = defaults(tokenizer)
+    for _ in range(300):
+        ids = [rng.randrange(tokenizer.get_vocab_size()) for _ in range(rng.randint(1, 12))]
+        text = run(setup, derender_pb2.DerenderContext(), random_chunks(ids, rng))
+        assert isinstance(text, str)
