@@ -11,6 +11,7 @@ from engine_svc.admission import admit
 from engine_svc.loader import LoadedEngine, load_engine
 from engine_svc.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
+from scaleout_common.errors import invalid_argument
 from scaleout_common.genai_telemetry import report_engine_timing
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         return response
 
     async def Abort(self, request, context):
+        if not request.request_ids:
+            raise invalid_argument("MISSING_REQUEST_IDS", "request_ids must name at least one request", "request_ids")
         aborted, not_found = self.engine.abort(list(request.request_ids))
         return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
 
