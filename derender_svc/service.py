@@ -13,7 +13,7 @@ from derender_svc.parsers import NONE
 from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
 from derender_svc.tokenizer_info import TokenizerInfo
-from scaleout_common.errors import ServiceError, invalid_argument
+from scaleout_common.errors import ServiceError, invalid_argument, out_of_range
 from scaleout_common.models import load_tokenizer, model_name, resolve_model
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         self.args = args
         self.defaults: Defaults | None = None
         self._info = info  # tests and benches may hand in a loaded tokenizer
+        self.active_streams = 0  # open DerenderStream calls (for metrics)
 
     def register(self, server) -> None:
         derender_pb2_grpc.add_DerenderServiceServicer_to_server(self, server)
@@ -48,58 +49,63 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
     async def close(self) -> None:
         pass
 
-    def _session(self, request_context, has_context: bool, endpoint: int = 0, state: dict | None = None) -> Session:
-        return Session(request_context, self.defaults, endpoint, state, has_context)
-
     async def DerenderChat(self, request, context):
-        session = self._session(request.context, request.HasField("context"), derender_pb2.ENDPOINT_CHAT)
-        totals = _run(session, request.results)
-        return builders.chat_completion(session.meta, totals, session.usage())
+        session = Session(request.context, self.defaults, derender_pb2.ENDPOINT_CHAT, None, request.HasField("context"))
+        return builders.chat_completion(session.meta, _run(session, request.results), session.usage())
 
     async def DerenderCompletion(self, request, context):
         if not request.prompts:
             raise invalid_argument("MISSING_CONTEXT", "at least one prompt result is required", "prompts")
-        out, usage = None, None
+        limit = self.defaults.limits.max_choices
+        if sum(max(p.context.n, 1) for p in request.prompts) > limit:
+            raise out_of_range("TOO_MANY_CHOICES", f"prompts times n is at most {limit}", "prompts")
+        out = None
         for position, prompt in enumerate(request.prompts):
-            session = self._session(prompt.context, prompt.HasField("context"), derender_pb2.ENDPOINT_COMPLETION)
+            session = Session(prompt.context, self.defaults, derender_pb2.ENDPOINT_COMPLETION, None,
+                              prompt.HasField("context"))
             totals = _run(session, prompt.results)
             base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)
             part = builders.completion(session.meta, totals, session.usage(), base)
             if out is None:
-                out, usage = part, part.usage
+                out = part
             else:
                 out.choices.extend(part.choices)
                 for field in ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"):
-                    setattr(usage, field, getattr(usage, field) + getattr(part.usage, field))
-        if len(out.choices) > self.defaults.limits.max_choices:
-            raise invalid_argument("TOO_MANY_CHOICES", f"at most {self.defaults.limits.max_choices} choices", "prompts")
+                    setattr(out.usage, field, getattr(out.usage, field) + getattr(part.usage, field))
         return out
 
     async def DerenderStream(self, request_iterator, context):
         session = None
-        async for request in request_iterator:
-            if session is None:
-                if request.WhichOneof("message") != "context":
-                    raise invalid_argument("MISSING_CONTEXT", "the stream's first message must carry the context",
+        self.active_streams += 1
+        try:
+            async for request in request_iterator:
+                if session is None:
+                    if request.WhichOneof("message") != "context":
+                        raise invalid_argument("MISSING_CONTEXT", "the stream's first message must carry the context",
+                                               "context")
+                    session = Session(request.context, self.defaults)
+                    continue
+                if request.WhichOneof("message") != "engine_output":
+                    raise invalid_argument("DUPLICATE_CONTEXT", "only the first message carries the context",
                                            "context")
-                session = self._session(request.context, True)
-                continue
-            if request.WhichOneof("message") != "engine_output":
-                raise invalid_argument("DUPLICATE_CONTEXT", "only the first message carries the context", "context")
-            response = _step(session, request.engine_output, derender_pb2.DerenderStreamResponse)
-            if response is not None:
-                yield response
-            if session.done:
-                return
+                response = _step(session, request.engine_output, derender_pb2.DerenderStreamResponse)
+                if response is not None:
+                    yield response
+                if session.done:
+                    return
+        finally:
+            self.active_streams -= 1
 
     async def DerenderChunk(self, request, context):
         limit = self.defaults.limits.max_state_bytes
         state = decode_state(request.state, limit)
         try:
-            session = self._session(request.context, request.HasField("context"), 0, state)
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error}", "state")
-        response = _step(session, request.engine_output, derender_pb2.DerenderChunkResponse, always=True)
+            session = Session(request.context, self.defaults, 0, state, request.HasField("context"))
+            response = _step(session, request.engine_output, derender_pb2.DerenderChunkResponse, always=True)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            if state is None:
+                raise
+            raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error!r}", "state")
         response.state = encode_state(session.state(), limit)
         return response
 

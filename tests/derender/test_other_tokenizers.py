@@ -38,7 +38,8 @@ def wordpiece() -> Tokenizer:
 
 
 def defaults(tokenizer: Tokenizer) -> Defaults:
-    return Defaults(TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer)), Limits(), "none", "none")
+    info = TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer))
+    return Defaults(info, Limits(), "none", "none")
 
 
 def run(defaults: Defaults, context, chunks) -> str:
