@@ -171,7 +171,8 @@ class Stack:
         while True:
             try:
                 text = urllib.request.urlopen(url, timeout=1).read().decode()
-                flags = [line.rsplit("::", 1)[1] for line in text.splitlines() if "::health_flags::" in line]
+                flags = [line.rsplit("::", 1)[1] for line in text.splitlines()
+                         if "::health_flags::" in line and line.split("::", 1)[0].endswith("_service")]
                 if len(flags) == len(self.replicas) and all(f == "healthy" for f in flags):
                     return
             except OSError:

@@ -5,17 +5,21 @@ The telemetry interceptor hands each RPC's request and response messages here: r
 (gen_ai.usage.*, gen_ai.response.*) from RenderChatResponse / GenerateResponse / ChatCompletion / chunks.
 A Generate stream also feeds the engine's histograms (TTFT, inter-token latency, end to end) and token
 counters. The one thing only the engine knows, time in queue and in prefill, it reports with
-`report_engine_timing` from inside its Generate handler.
+`report_engine_timing` from inside its Generate handler. Message text (gen_ai.input.messages /
+gen_ai.output.messages, chat only) is recorded only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 from time import perf_counter
 
+from google.protobuf.json_format import MessageToDict
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
 
 from scaleout_common.metrics import LlmMetrics
+from scaleout_common.tracing import capture_content
 
 # vLLM's span attribute names for request latencies (seconds).
 QUEUE_TIME = "gen_ai.latency.time_in_queue"
@@ -51,6 +55,8 @@ def _generate_request(msg: engine_pb2.GenerateRequest) -> dict:
 
 def _render_chat_request(msg: render_pb2.RenderChatRequest) -> dict:
     out = {"gen_ai.operation.name": "chat"}
+    if capture_content():
+        out["gen_ai.input.messages"] = json.dumps([MessageToDict(m) for m in msg.messages], ensure_ascii=False)
     if msg.model:
         out["gen_ai.request.model"] = msg.model
     max_tokens = msg.max_completion_tokens if msg.HasField("max_completion_tokens") else (
@@ -159,6 +165,9 @@ class ResponseStream:
         for choice in msg.choices:
             if choice.finish_reason:
                 self.finish_reasons[choice.index] = choice.finish_reason
+        if type(msg) is derender_pb2.ChatCompletion and capture_content():
+            self.attributes["gen_ai.output.messages"] = json.dumps(
+                [MessageToDict(c.message) for c in msg.choices], ensure_ascii=False)
         if msg.HasField("usage"):
             self.input_tokens, self.output_tokens = msg.usage.prompt_tokens, msg.usage.completion_tokens
 

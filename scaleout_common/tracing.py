@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from typing import Mapping, Sequence
+from typing import Mapping
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -147,24 +147,11 @@ def set_genai_attributes(**values) -> None:
             span.set_attribute(_GENAI[key], list(value) if isinstance(value, (list, tuple)) else value)
 
 
-def set_attributes(attributes: Mapping[str, object]) -> None:
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attributes(attributes)
-
-
 def add_event(name: str, **attributes) -> None:
     """An event on the current span (e.g. add_event("gen_ai.first_token", queue_s=0.01))."""
     span = trace.get_current_span()
     if span.is_recording():
         span.add_event(name, attributes)
-
-
-def set_content(key: str, text: str | Sequence[str]) -> None:
-    """Prompt/completion text as an attribute, only when content capture is switched on."""
-    span = trace.get_current_span()
-    if span.is_recording() and capture_content():
-        span.set_attribute(key, text if isinstance(text, str) else list(text))
 
 
 def current_ids() -> tuple[str, str] | None:

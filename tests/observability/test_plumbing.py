@@ -185,3 +185,13 @@ def test_json_logs_carry_the_current_trace_ids():
     assert entry["message"] == "hello there" and entry["service"] == "scaleout-test"
     assert entry["trace_id"] == format(context.trace_id, "032x")
     assert entry["span_id"] == format(context.span_id, "016x")
+
+
+async def test_message_text_only_when_capture_is_switched_on(receiver, monkeypatch):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    async with serving(ToyEngine()) as engine:
+        async with serving(ToyFront(engine.target)) as front:
+            await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+    (chat,) = [s for s in receiver.spans(TRACE_ID) if s.name.startswith("scaleout.v1.ChatService")]
+    assert json.loads(chat.attributes["gen_ai.input.messages"]) == [{"role": "user"}]
+    assert json.loads(chat.attributes["gen_ai.output.messages"])[0]["content"] == "11 12 13 14"
