@@ -81,10 +81,10 @@ class SdpaBackend(AttentionBackend):
                 keys = self._gather(k_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
                 values = self._gather(v_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
             attn = F.scaled_dot_product_attention(
-                q[rows].transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1),
+                q[rows].transpose(0, 1)[None], keys.transpose(0, 1)[None], values.transpose(0, 1)[None],
                 attn_mask=mask, is_causal=mask is None, scale=self.scale, enable_gqa=True,
             )
-            out[rows] = attn.transpose(0, 1)
+            out[rows] = attn[0].transpose(0, 1)
         return out
 
     def _gather(self, cache, block_ids, block_size):

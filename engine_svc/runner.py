@@ -112,7 +112,7 @@ class ModelRunner:
                 run()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.graph_pool):
+        with torch.cuda.graph(graph, pool=self.graph_pool, capture_error_mode="thread_local"):
             logits = run()
         self.graph_pool = graph.pool()
         self.graphs[(rows, width)] = (graph, logits)

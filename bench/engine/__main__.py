@@ -1,0 +1,3 @@
+from bench.engine.run import main
+
+main()

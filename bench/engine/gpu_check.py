@@ -1,0 +1,91 @@
+"""CUDA sanity check before the bench: greedy tokens of the engine (CUDA graphs, bf16) against teacher-forced
+transformers logits, and the raw decode step time per batch size.
+
+    python -m bench.engine.gpu_check --shape llama-1b
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import torch
+
+from bench.engine.shapes import build_model
+from engine_svc.__main__ import make_parser
+from engine_svc.admission import admit
+from engine_svc.loader import build_engine
+from engine_svc.sampling import SamplingConfig
+from engine_svc.sequence import Chunk, Sequence
+from engine_svc.streaming import collect
+from scaleout.v1 import common_pb2, engine_pb2
+
+
+async def greedy(loaded, prompts, new_tokens):
+    loaded.engine.start(asyncio.get_running_loop())
+    async def one(prompt):
+        message = engine_pb2.GenerateRequest(token_ids=prompt, sampling_params=common_pb2.SamplingParams(
+            temperature=0.0, max_tokens=new_tokens, ignore_eos=True))
+        rid, seqs, _ = admit(message, loaded.limits)
+        return list((await collect(loaded.engine, loaded.engine.submit(rid, seqs))).choices[0].token_ids)
+    try:
+        return await asyncio.gather(*[one(p) for p in prompts])
+    finally:
+        loaded.engine.stop()
+
+
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def step_times(runner, pool, batches, context: int) -> dict[int, float]:
+    times = {}
+    for batch in batches:
+        seqs = [Sequence(f"s{i}", 0, [5] * context, SamplingConfig()) for i in range(batch)]
+        for s in seqs:
+            assert pool.grow(s, context + 1)
+            s.num_computed, s.output_ids = context, [7]
+        chunks = [Chunk(s, context, 1) for s in seqs]
+        for _ in range(3):
+            runner.execute(chunks)
+        sync()
+        start = time.perf_counter()
+        for _ in range(20):
+            runner.execute(chunks)
+        sync()
+        times[batch] = (time.perf_counter() - start) / 20
+        for s in seqs:
+            pool.release(s)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", default="llama-1b")
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
+    loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(10, 120000, (n,), generator=g).tolist() for n in (5, 37, 128, 300)]
+    outputs = asyncio.run(greedy(loaded, prompts, 24))
+    agree, close = 0, 0
+    with torch.inference_mode():
+        for prompt, out in zip(prompts, outputs):
+            ids = torch.tensor([prompt + out], device=args.device)
+            logits = model(ids).logits[0, len(prompt) - 1:-1].float()
+            best = logits.max(-1).values
+            chosen = logits.gather(1, torch.tensor(out, device=args.device)[:, None])[:, 0]
+            agree += int((logits.argmax(-1).cpu() == torch.tensor(out)).sum())
+            close += int(((best - chosen) <= 0.02 * best.abs().clamp(min=1)).sum())
+    total = sum(map(len, outputs))
+    print(f"{args.shape}: greedy tokens equal to transformers argmax {agree}/{total}, within bf16 noise {close}/{total}")
+    times = step_times(loaded.engine.runner, loaded.engine.scheduler.pool, [1, 8, 64, 256], 192)
+    print(f"{args.shape}: decode step (graph replay + host prep), context 192: " +
+          ", ".join(f"b={b}: {t * 1e3:.2f} ms ({b / t:.0f} tok/s)" for b, t in times.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

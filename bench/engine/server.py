@@ -1,0 +1,26 @@
+"""The engine server for the bench: the real EngineService on a bench model (python -m bench.engine.server)."""
+
+from __future__ import annotations
+
+from bench.engine.shapes import build_model
+from engine_svc.__main__ import make_parser
+from engine_svc.loader import build_engine, pick_device, pick_dtype
+from engine_svc.service import EngineService
+from scaleout_common.server import run
+
+
+def main() -> None:
+    parser = make_parser()
+    parser.add_argument("--shape", default="default", help="default | llama-1b | llama-8b")
+    args = parser.parse_args()
+    device = pick_device(args.device)
+
+    def build():
+        model = build_model(args.shape, str(device), pick_dtype(args.dtype, device))
+        return build_engine(model, args, model_name=args.shape)
+
+    run(EngineService(args, build=build), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Models for the engine bench: the default model, or Llama-3.x shapes with random weights (no download)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+SHAPES = {
+    "llama-tiny": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
+                       num_key_value_heads=2, head_dim=32, tie_word_embeddings=True),  # for checking the bench itself
+    "llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=64, tie_word_embeddings=True),
+    "llama-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
+}
+
+
+def shape_vocab(shape: str) -> int:
+    if shape == "default":
+        from transformers import AutoConfig
+
+        from scaleout_common.models import resolve_model
+
+        return AutoConfig.from_pretrained(resolve_model(None)).vocab_size
+    return 128256
+
+
+def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 131072):
+    """The default model from its folder, or a Llama of `shape` with seeded random weights."""
+    if shape == "default":
+        from scaleout_common.models import resolve_model
+
+        return AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=dtype).to(device).eval()
+    config = LlamaConfig(vocab_size=128256, max_position_embeddings=max_len, rms_norm_eps=1e-5,
+                         bos_token_id=128000, eos_token_id=128001, rope_parameters=dict(LLAMA3_ROPE),
+                         architectures=["LlamaForCausalLM"], **SHAPES[shape])
+    torch.manual_seed(0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    return model.eval()
