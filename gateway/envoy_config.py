@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -37,6 +39,11 @@ class Upstream:
     @property
     def full_name(self) -> str:
         return SERVICES[self.role].full_name
+
+    @property
+    def discovery(self) -> str:
+        """STATIC for IP addresses (loopback stacks), STRICT_DNS for names (Kubernetes headless Services)."""
+        return "STATIC" if all(_is_ip(e.host) for e in self.endpoints) else "STRICT_DNS"
 
     @property
     def cluster(self) -> str:
@@ -75,6 +82,7 @@ def render_config(
     tracing: Tracing | None = None,
     unary_timeout_s: int = 300,
     health_interval_s: float = 1.0,
+    descriptor_set: str = str(GENERATED / DESCRIPTOR_SET),
 ) -> str:
     template = jinja2.Template(TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     return template.render(
@@ -82,8 +90,39 @@ def render_config(
         port=port,
         admin_port=admin_port,
         services=upstreams,
-        descriptor_set=str(GENERATED / DESCRIPTOR_SET),
+        descriptor_set=descriptor_set,
         tracing=tracing,
         unary_timeout_s=unary_timeout_s,
         health_interval_s=health_interval_s,
     )
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def main() -> None:
+    """Print an Envoy config for replicas elsewhere, e.g. Kubernetes Services (see deploy/)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--admin-port", type=int, default=9901)
+    parser.add_argument("--descriptor-set", default=str(GENERATED / DESCRIPTOR_SET))
+    parser.add_argument("--upstream", action="append", required=True, metavar="ROLE=HOST:PORT",
+                        help="a replica (or DNS name) per role; repeat for several")
+    args = parser.parse_args()
+    upstreams = {role: Upstream(role) for role in SERVICES}
+    for spec in args.upstream:
+        role, address = spec.split("=", 1)
+        host, port = address.rsplit(":", 1)
+        upstreams[role].endpoints.append(Endpoint(host, int(port)))
+    print(render_config(list(upstreams.values()), args.port, args.admin_port, args.host,
+                        descriptor_set=args.descriptor_set), end="")
+
+
+if __name__ == "__main__":
+    main()
