@@ -71,6 +71,8 @@ class Session:
         self.context, self.defaults = context, defaults
         self.endpoint = endpoint or context.endpoint or derender_pb2.ENDPOINT_CHAT
         self.config = resolve_config(context, self.endpoint, defaults)
+        if state is not None and state.get("i") != context.id:
+            raise invalid_argument("INVALID_STATE", "the state belongs to another response id", "state")
         state = state or {}
         self.meta = builders.ResponseMeta(context.id, context.created or state.get("t") or int(time.time()),
                                           context.model, context.prompt_text if context.echo else "")
@@ -140,7 +142,7 @@ class Session:
         return self.context.prompt_index * max(self.context.n, 1)
 
     def state(self) -> dict:
-        return {"t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens, "z": self.done,
+        return {"i": self.context.id, "t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens, "z": self.done,
                 "g": self.signalled,
                 "c": {str(i): p.state() for i, p in self.choices.items()}}
 

@@ -145,6 +145,11 @@ async def test_typed_errors(stub, info):
     await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
                                                                             state=b"garbage")),
                        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+    first = await stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0]))
+    other = derender_pb2.DerenderContext(id="chatcmpl-other")
+    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=other, engine_output=one[0],
+                                                                            state=first.state)),
+                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
 
 
 async def _stream_without_context(stub, messages):
