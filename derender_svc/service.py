@@ -93,6 +93,11 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
                     yield response
                 if session.done:
                     return
+            if session is not None:  # the caller stopped early (stop string, abort): close the choices, usage
+                response = _step(session, engine_pb2.GenerateResponse(finished=True),
+                                 derender_pb2.DerenderStreamResponse)
+                if response is not None:
+                    yield response
         finally:
             self.active_streams -= 1
 

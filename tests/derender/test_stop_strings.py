@@ -76,3 +76,15 @@ async def test_stop_generation_waits_for_every_choice(stub, hf_tokenizer):
         assert flags.count(True) == 1
         finishing = responses[flags.index(True)].chat.choices
         assert [(c.index, c.finish_reason) for c in finishing if c.finish_reason] == [(1, "length")]
+
+
+async def test_usage_when_the_caller_stops_early(stub, hf_tokenizer):
+    """After stop_generation the caller aborts the engine and half-closes: the stream still ends with usage."""
+    ids = hf_tokenizer.encode("one two STOP three", add_special_tokens=False)
+    context = derender_pb2.DerenderContext(id="chatcmpl-early", stop=["STOP"], include_usage=True)
+    messages = engine_messages([[i] for i in ids])
+    messages = messages[: next(i for i, m in enumerate(messages) if "STOP" in hf_tokenizer.decode(
+        [t for m in messages[: i + 1] for t in m.choices[0].token_ids])) + 1]  # up to the stop, nothing after
+    responses = await stream(stub, context, messages)
+    assert finish(responses) == ("stop", "stop_str", "STOP", True)
+    assert responses[-1].chat.usage.completion_tokens == len(messages)
