@@ -201,3 +201,33 @@ async def test_context_only_once(stub):
 
 async def _collect(call):
     return [r async for r in call]
+
+
+@pytest.mark.parametrize("tool_parser,choice,text,content", [
+    ("", derender_pb2.TOOL_CHOICE_MODE_AUTO,
+     '<think>Need the weather.</think><tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
+     None),
+    ("pythonic", derender_pb2.TOOL_CHOICE_MODE_REQUIRED, '<think>Need the weather.</think>[get_weather(city="Oslo")]',
+     None),
+    ("llama3_json", derender_pb2.TOOL_CHOICE_MODE_AUTO,
+     '<think>Need the weather.</think>{"name": "get_weather", "parameters": {"city": "Oslo"}}', None),
+    ("", derender_pb2.TOOL_CHOICE_MODE_NAMED, '<think>Need the weather.</think>{"city": "Oslo"}', None),
+    ("", derender_pb2.TOOL_CHOICE_MODE_NONE, '<think>Need the weather.</think>[get_weather(city="Oslo")]',
+     '[get_weather(city="Oslo")]'),
+])
+async def test_reasoning_then_tool_call(stub, hf_tokenizer, tool_parser, choice, text, content):
+    context = derender_pb2.DerenderContext(id="chatcmpl-rt", tools=TOOLS, tool_choice=choice, tool_parser=tool_parser,
+                                           tool_choice_function="get_weather", reasoning_parser="think",
+                                           parallel_tool_calls=True)
+    messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 2))
+    unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))).choices[0]
+    assert unary.message.reasoning_content == "Need the weather."
+    if content is None:
+        assert not unary.message.HasField("content") and unary.finish_reason == "tool_calls"
+        assert [(c.function.name, json.loads(c.function.arguments)) for c in unary.message.tool_calls] == [
+            ("get_weather", {"city": "Oslo"})]
+    else:
+        assert unary.message.content == content and unary.finish_reason == "stop" and not unary.message.tool_calls
+    streamed = await stream(stub, context, messages)
+    assert [(c["name"], c["arguments"]) for c in tool_calls(streamed)] == [
+        (c.function.name, c.function.arguments) for c in unary.message.tool_calls]
