@@ -61,6 +61,6 @@ class Telemetry:
 
     async def close(self) -> None:
         if self.metrics is not None:
-            self.metrics.close()
+            await asyncio.to_thread(self.metrics.close)  # the HTTP server notices shutdown within 0.5 s
         if self.provider is not None:
             await asyncio.to_thread(self.provider.shutdown)  # flushes the batch of spans still queued

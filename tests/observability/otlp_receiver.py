@@ -1,6 +1,7 @@
-"""A real OTLP/gRPC trace receiver for tests: opentelemetry.proto.collector.trace.v1.TraceService on loopback.
+"""Real OTLP trace receivers for tests, on loopback: opentelemetry.proto.collector.trace.v1.TraceService over
+gRPC, and OTLP/HTTP (POST /v1/traces, protobuf body).
 
-It runs on its own threads (a sync grpc server), so it keeps receiving while a test blocks on a request.
+They run on their own threads, so they keep receiving while a test blocks on a request.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import dataclass, field
 
 import grpc
@@ -69,6 +71,10 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         self._server.stop(0)
 
     def Export(self, request, context):
+        self.record(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def record(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
         received = []
         for resource_spans in request.resource_spans:
             service = _attributes(resource_spans.resource.attributes).get("service.name", "")
@@ -83,7 +89,6 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                     ))
         with self._lock:
             self._spans += received
-        return trace_service_pb2.ExportTraceServiceResponse()
 
     def spans(self, trace_id: str | None = None) -> list[ReceivedSpan]:
         with self._lock:
@@ -99,3 +104,36 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
             if time.monotonic() > deadline:
                 raise AssertionError(f"spans never matched; got {spans}")
             time.sleep(0.1)
+
+
+class OtlpHttpReceiver(OtlpReceiver):
+    """The same receiver behind OTLP/HTTP: POST /v1/traces with an ExportTraceServiceRequest body."""
+
+    def __init__(self):
+        super().__init__()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                receiver.record(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
+                reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._http.server_port
+
+    def __enter__(self) -> "OtlpHttpReceiver":
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._http.shutdown()
+        self._http.server_close()

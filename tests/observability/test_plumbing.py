@@ -13,7 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from scaleout.v1 import chat_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
 
 from scaleout_common import logs, tracing
-from tests.observability.otlp_receiver import OtlpReceiver
+from scaleout_common.telemetry import Telemetry
+from tests.observability.otlp_receiver import OtlpHttpReceiver, OtlpReceiver
 from tests.observability.toy import OUTPUT, ToyEngine, ToyFront, serving
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -195,3 +196,33 @@ async def test_message_text_only_when_capture_is_switched_on(receiver, monkeypat
     (chat,) = [s for s in receiver.spans(TRACE_ID) if s.name.startswith("scaleout.v1.ChatService")]
     assert json.loads(chat.attributes["gen_ai.input.messages"]) == [{"role": "user"}]
     assert json.loads(chat.attributes["gen_ai.output.messages"])[0]["content"] == "11 12 13 14"
+
+
+async def test_otlp_over_http(monkeypatch):
+    with OtlpHttpReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        async with serving(ToyEngine()) as engine:
+            async with serving(ToyFront(engine.target)) as front:
+                await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+        assert {s.service for s in receiver.spans(TRACE_ID)} == {"scaleout-chat", "scaleout-engine"}
+        assert len(receiver.spans(TRACE_ID)) == 3
+
+
+def test_everything_off_means_no_interceptor(monkeypatch):
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    telemetry = Telemetry(ToyEngine(), ["scaleout.v1.EngineService"], metrics_port=-1)
+    assert telemetry.provider is None and telemetry.metrics is None and telemetry.interceptors() == []
+
+
+@pytest.mark.parametrize("env,name", [({}, "scaleout-x"), ({"OTEL_SERVICE_NAME": "custom"}, "custom"),
+                                      ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=res,team=a"}, "res")])
+def test_service_name_defaults_unless_the_environment_names_it(monkeypatch, env, name):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    provider = tracing.setup_tracing("scaleout-x")
+    try:
+        assert provider.resource.attributes["service.name"] == name
+    finally:
+        provider.shutdown()
