@@ -79,7 +79,6 @@ class ChoiceProcessor:
         self.started = state.get("b", False)
         self.finished = state.get("f", False)
         self.tools_called = state.get("c", False)
-        self.offset = state.get("o", 0)  # characters of logprob tokens so far (completion text_offset)
         detok = state.get("d") or {"e": list(config.prompt_tail), "p": [], "a": False}
         join_added = None
         if info.spaces_added_tokens and not (config.skip_special_tokens or config.spaces_between_special_tokens):
@@ -88,7 +87,9 @@ class ChoiceProcessor:
                                                   join_added, detok["a"])
         stop = state.get("s") or {"h": "", "m": None}
         self.stop = StopMatcher(list(config.stop), config.include_stop, stop["h"], stop["m"])
-        self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(state.get("l", "")))
+        logprobs = state.get("l") or {"b": "", "o": 0}
+        self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]),
+                                        logprobs["o"])
         self.reasoning = None
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
@@ -124,8 +125,6 @@ class ChoiceProcessor:
             delta.finish_reason, delta.stop_token_id, delta.stop_str = "stop", None, self.stop.matched
         if self.config.top_logprobs is not None and choice is not None and choice.logprobs.logprobs:
             delta.logprobs = self.logprobs.render(ids, choice.logprobs)
-            for rendered in delta.logprobs:
-                rendered.offset, self.offset = self.offset, self.offset + len(rendered.token)
         content = text
         if self.reasoning is not None:
             delta.reasoning, content = self.reasoning.feed(text, final)
@@ -155,8 +154,8 @@ class ChoiceProcessor:
         return out
 
     def state(self) -> dict:
-        state = {"n": self.tokens, "b": self.started, "f": self.finished, "c": self.tools_called, "o": self.offset,
-                 "d": self.detokenizer.state(), "s": self.stop.state(), "l": self.logprobs.partial.hex()}
+        state = {"n": self.tokens, "b": self.started, "f": self.finished, "c": self.tools_called,
+                 "d": self.detokenizer.state(), "s": self.stop.state(), "l": self.logprobs.state()}
         if self.reasoning is not None:
             state["r"] = self.reasoning.state()
         if self.tools is not None:

@@ -42,10 +42,11 @@ class RenderedLogprob:
 
 
 class LogprobRenderer:
-    def __init__(self, token_bytes: list[bytes], top_k: int, partial: bytes = b""):
+    def __init__(self, token_bytes: list[bytes], top_k: int, partial: bytes = b"", offset: int = 0):
         self._token_bytes = token_bytes
         self.top_k = top_k
         self.partial = partial  # unfinished character carried over from earlier sampled tokens
+        self.offset = offset  # characters completed by the tokens so far (completion text_offset)
 
     def render(self, token_ids, logprobs) -> list[RenderedLogprob]:
         """`logprobs` is an engine TokenLogprobs parallel to `token_ids`."""
@@ -59,9 +60,10 @@ class LogprobRenderer:
                     alt = self._token_bytes[alt_id]
                     top.append(RenderedAlternative(_show(self.partial, alt), alt_logprob, alt))
             shown = _show(self.partial, own)
-            _, self.partial = split_incomplete_utf8(self.partial + own)
-            out.append(RenderedLogprob(shown, logprobs.logprobs[i], own, top))
+            complete, self.partial = split_incomplete_utf8(self.partial + own)
+            out.append(RenderedLogprob(shown, logprobs.logprobs[i], own, top, self.offset))
+            self.offset += len(complete.decode("utf-8", "replace"))
         return out
 
     def state(self) -> dict:
-        return {"b": self.partial.hex()}
+        return {"b": self.partial.hex(), "o": self.offset}
