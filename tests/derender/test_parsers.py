@@ -7,6 +7,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from derender_svc.parsers import HermesToolParser, Llama3JsonToolParser, PythonicToolParser, ThinkReasoningParser
 from tests.derender import parser_cases
@@ -80,3 +82,19 @@ def test_think(text, started, reasoning, content):
 def test_case_counts():
     assert min(len(parser_cases.hermes_cases()), len(parser_cases.llama3_cases()),
                len(parser_cases.pythonic_cases()), len(parser_cases.think_cases())) >= 40
+
+
+PIECES = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<|python_tag|>", "{", "}", "[", "]", "(", ")", '"',
+          "'", "\\", ":", ",", ";", "=", " ", "\n", '"name"', '"arguments"', '"parameters"', '"f"', "f", "x", "1",
+          "é", "🎉", "<", "tool", "name=", "a=1"]
+PARSERS = [HermesToolParser, Llama3JsonToolParser, PythonicToolParser, lambda: ThinkReasoningParser.create(False),
+           lambda: ThinkReasoningParser.create(True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=40), cuts=st.lists(st.integers(0, 9), max_size=40),
+       which=st.integers(0, len(PARSERS) - 1))
+def test_fuzz_chunking_invariance(pieces, cuts, which):
+    """Arbitrary marker soup: never an exception, and chunking never changes the result."""
+    text = "".join(pieces)
+    assert run(PARSERS[which], text, cuts) == run(PARSERS[which], text, [])
