@@ -17,13 +17,16 @@ SPECIAL_IDS = list(range(0, 17))  # <|endoftext|>, <|im_start|>, <|im_end|>, <re
 
 
 TEXT = st.lists(ALPHABET, min_size=1, max_size=12).map("".join)
-PIECES = st.lists(st.one_of(TEXT, st.sampled_from(SPECIAL_IDS)), min_size=1, max_size=8)
+RAW_IDS = st.lists(st.integers(17, 49151), min_size=1, max_size=4)  # any ids, lone UTF-8 bytes included
+PIECES = st.lists(st.one_of(TEXT, st.sampled_from(SPECIAL_IDS), RAW_IDS), min_size=1, max_size=8)
 
 
 def encode(tokenizer, pieces) -> list[int]:
     ids = []
     for piece in pieces:
-        ids += [piece] if isinstance(piece, int) else tokenizer.encode(piece, add_special_tokens=False)
+        if isinstance(piece, str):
+            piece = tokenizer.encode(piece, add_special_tokens=False)
+        ids += [piece] if isinstance(piece, int) else piece
     return ids
 
 
