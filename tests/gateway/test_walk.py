@@ -16,6 +16,11 @@ QUESTION = "What is the capital of France?"
 CHAT = {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "max_tokens": 32}
 
 
+def _grpc_chat(**sampling) -> render_pb2.RenderChatRequest:
+    question = common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))
+    return render_pb2.RenderChatRequest(messages=[question], temperature=0, **sampling)
+
+
 def test_every_replica_is_serving_and_reflects_its_service(stack):
     for replica in stack.replicas:
         role = replica.name.split("-")[0]
@@ -54,11 +59,7 @@ def test_rest_walk_answers_paris(stack):
 
 def test_grpc_walk_through_the_gateway_answers_paris(stack):
     with grpc.insecure_channel(stack.gateway) as channel:
-        request = render_pb2.RenderChatRequest(
-            messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
-            temperature=0,
-            max_tokens=32,
-        )
+        request = _grpc_chat(max_tokens=32)
         rendered = render_pb2_grpc.RenderServiceStub(channel).RenderChat(request, timeout=60)
         outputs = list(engine_pb2_grpc.EngineServiceStub(channel).Generate(rendered.generate_request, timeout=60))
         assert outputs[0].prompt.num_tokens == len(rendered.generate_request.token_ids)
@@ -72,11 +73,7 @@ def test_grpc_walk_through_the_gateway_answers_paris(stack):
 
 def test_grpc_unary_generate_equals_the_stream(stack):
     with grpc.insecure_channel(stack.gateway) as channel:
-        request = render_pb2.RenderChatRequest(
-            messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
-            temperature=0,
-            max_tokens=16,
-        )
+        request = _grpc_chat(max_tokens=16)
         rendered = render_pb2_grpc.RenderServiceStub(channel).RenderChat(request, timeout=60)
         engine = engine_pb2_grpc.EngineServiceStub(channel)
         whole = engine.GenerateUnary(rendered.generate_request, timeout=60)
@@ -98,12 +95,16 @@ def test_one_hop_chat_over_rest_and_sse(stack):
 
 def test_one_hop_chat_over_grpc(stack):
     with grpc.insecure_channel(stack.gateway) as channel:
-        request = render_pb2.RenderChatRequest(
-            messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
-            temperature=0,
-            max_tokens=32,
-        )
+        request = _grpc_chat(max_tokens=32)
         chat = chat_pb2_grpc.ChatServiceStub(channel)
         assert "Paris" in chat.CreateChatCompletion(request, timeout=60).choices[0].message.content
         chunks = list(chat.StreamChatCompletion(request, timeout=60))
         assert "Paris" in "".join(c.choices[0].delta.content for c in chunks if c.choices)
+
+
+def test_sampled_streams_repeat_with_a_seed(stack):
+    body = {**CHAT, "temperature": 0.9, "seed": 1234, "max_tokens": 24}
+    generate = post(stack, "/v1/chat/completions/render", body).json()["generate_request"]
+    runs = [sse_events(post(stack, "/inference/v1/generate/stream", generate)) for _ in range(2)]
+    tokens = [[t for e in events for c in e["choices"] for t in c["token_ids"]] for events in runs]
+    assert tokens[0] == tokens[1] and len(tokens[0]) > 0
