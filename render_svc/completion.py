@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from render_svc import context, reasons, sampling
-from render_svc.prompt import check_length, check_size, check_truncation, generate_request, offsets_proto, truncate
+from render_svc.prompt import check_length, check_size, check_truncation, fill_generate_request, offsets_proto, truncate
 from render_svc.renderer import Renderer
 from scaleout.v1 import derender_pb2, render_pb2
 
@@ -41,7 +41,6 @@ def render_completion(renderer: Renderer, request: render_pb2.RenderCompletionRe
     check_size(request, renderer.limits.max_request_bytes)
     if request.suffix:
         raise reasons.bad(reasons.UNSUPPORTED_FIELD, "suffix is not supported", "suffix")
-    sampling.validate(request, renderer.model_limits, chat=False)
     keep = check_truncation(request, renderer.model.max_model_len)
     add_special_tokens = request.add_special_tokens if request.HasField("add_special_tokens") else True
     prompts = _prompts(renderer, request, add_special_tokens)
@@ -56,18 +55,17 @@ def render_completion(renderer: Renderer, request: render_pb2.RenderCompletionRe
         params = sampling.resolve(request, len(ids), renderer.model_limits, chat=False)
         tail_text = text if text is not None else model.tokens.decode(ids[-context.PROMPT_TAIL_TOKENS:], skip_special_tokens=False)
         base_id = request.request_id or identity.id
-        item = render_pb2.RenderedCompletion(
-            generate_request=generate_request(
-                request, base_id if len(prompts) == 1 else f"{base_id}-{index}", ids, params, n, model.name, model.fingerprint
-            ),
-            derender_context=context.build(
-                request, identity, derender_pb2.ENDPOINT_COMPLETION, ids, tail_text, n,
-                params.logprobs if params.HasField("logprobs") else None, text or "", index,
-            ),
+        item = out.prompts.add()
+        fill_generate_request(
+            item.generate_request, request, base_id if len(prompts) == 1 else f"{base_id}-{index}", ids, params, n,
+            model.name, model.fingerprint,
+        )
+        context.fill(
+            item.derender_context, request, identity, derender_pb2.ENDPOINT_COMPLETION, ids, tail_text, n,
+            params.logprobs if params.HasField("logprobs") else None, text or "", index,
         )
         if request.return_prompt_text:
             item.prompt_text = text
         if offsets is not None:
             item.token_offsets.extend(offsets_proto(offsets))
-        out.prompts.append(item)
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scaleout.v1 import derender_pb2
 
@@ -10,8 +10,7 @@ PROMPT_TAIL_TOKENS = 8
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(NamedTuple):
     """Per-request identity shared by every prompt of a request."""
 
     id: str  # "chatcmpl-..." / "cmpl-..."
@@ -27,36 +26,36 @@ def reasoning_started(prompt_text: str) -> bool:
     return prompt_text.rfind(THINK_OPEN) > prompt_text.rfind(THINK_CLOSE)
 
 
-def build(request, identity: Identity, endpoint: int, prompt_ids, prompt_text: str, n: int,
-          top_logprobs: int | None, echo_text: str = "", prompt_index: int = 0) -> derender_pb2.DerenderContext:
-    """Fields every endpoint shares; chat adds its tool fields with `add_chat_fields`."""
-    context = derender_pb2.DerenderContext(
-        endpoint=endpoint,
-        model=identity.model,
-        id=identity.id,
-        created=identity.created,
-        tokenizer_fingerprint=identity.fingerprint,
-        skip_special_tokens=request.skip_special_tokens if request.HasField("skip_special_tokens") else True,
-        spaces_between_special_tokens=(
-            request.spaces_between_special_tokens if request.HasField("spaces_between_special_tokens") else True
-        ),
-        stop=request.stop,
-        include_stop_str_in_output=request.include_stop_str_in_output,
-        prompt_tail_token_ids=prompt_ids[-PROMPT_TAIL_TOKENS:],
-        reasoning_parser=identity.reasoning_parser,
-        tool_parser=identity.tool_parser,
-        reasoning_started=reasoning_started(prompt_text),
-        echo=request.echo,
-        prompt_text=echo_text if request.echo else "",
-        num_prompt_tokens=len(prompt_ids),
-        include_usage=request.stream_options.include_usage,
-        continuous_usage_stats=request.stream_options.continuous_usage_stats,
-        prompt_index=prompt_index,
-        n=n,
+def fill(context: derender_pb2.DerenderContext, request, identity: Identity, endpoint: int, prompt_ids,
+         prompt_text: str, n: int, top_logprobs: int | None, echo_text: str = "", prompt_index: int = 0) -> None:
+    """Fields every endpoint shares, written into `context` (a field of the response); chat adds its tool
+    fields with `add_chat_fields`."""
+    context.endpoint = endpoint
+    context.model = identity.model
+    context.id = identity.id
+    context.created = identity.created
+    context.tokenizer_fingerprint = identity.fingerprint
+    context.skip_special_tokens = request.skip_special_tokens if request.HasField("skip_special_tokens") else True
+    context.spaces_between_special_tokens = (
+        request.spaces_between_special_tokens if request.HasField("spaces_between_special_tokens") else True
     )
+    context.stop.extend(request.stop)
+    context.include_stop_str_in_output = request.include_stop_str_in_output
+    context.prompt_tail_token_ids.extend(prompt_ids[-PROMPT_TAIL_TOKENS:])
+    context.reasoning_parser = identity.reasoning_parser
+    context.tool_parser = identity.tool_parser
+    context.reasoning_started = reasoning_started(prompt_text)
+    context.echo = request.echo
+    if request.echo:
+        context.prompt_text = echo_text
+    context.num_prompt_tokens = len(prompt_ids)
+    if request.HasField("stream_options"):
+        context.include_usage = request.stream_options.include_usage
+        context.continuous_usage_stats = request.stream_options.continuous_usage_stats
+    context.prompt_index = prompt_index
+    context.n = n
     if top_logprobs is not None:
         context.top_logprobs = top_logprobs
-    return context
 
 
 def add_chat_fields(context: derender_pb2.DerenderContext, request, tool_mode: int, tool_function: str,

@@ -129,7 +129,7 @@ def tools(tool_protos) -> list[dict] | None:
 
 def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[int, str]:
     """(ToolChoiceMode, named function) from OpenAI's tool_choice; absent: auto with tools, none without."""
-    modes = derender_pb2.ToolChoiceMode
+    modes = derender_pb2  # module-level enum values: no enum-wrapper lookups on the hot path
     choice = value_to_py(value)
     if choice is None:
         return (modes.TOOL_CHOICE_MODE_AUTO if tool_list else modes.TOOL_CHOICE_MODE_NONE), ""

@@ -75,16 +75,21 @@ def check_size(request, limit: int) -> None:
         raise reasons.bad(reasons.REQUEST_TOO_LARGE, f"the request is {size} bytes, more than the limit of {limit}")
 
 
-def generate_request(request, request_id: str, ids, sampling, n: int, model: str, fingerprint: str) -> engine_pb2.GenerateRequest:
-    out = engine_pb2.GenerateRequest(
-        request_id=request_id, token_ids=ids, sampling_params=sampling, n=n, model=model,
-        tokenizer_fingerprint=fingerprint, cache_salt=request.cache_salt, priority=request.priority,
-    )
+def fill_generate_request(out: engine_pb2.GenerateRequest, request, request_id: str, ids, sampling, n: int,
+                          model: str, fingerprint: str) -> None:
+    """Fill `out` (a field of the response, so nothing is copied twice)."""
+    out.request_id = request_id
+    out.token_ids.extend(ids)
+    out.sampling_params.CopyFrom(sampling)
+    out.n = n
+    out.model = model
+    out.tokenizer_fingerprint = fingerprint
+    out.cache_salt = request.cache_salt
+    out.priority = request.priority
     if request.HasField("kv_transfer_params"):
         out.kv_transfer_params.CopyFrom(request.kv_transfer_params)
     if request.HasField("stream_interval"):
         out.stream_interval = request.stream_interval
-    return out
 
 
 def offsets_proto(offsets) -> list[render_pb2.TokenOffset]:

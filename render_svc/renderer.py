@@ -6,14 +6,16 @@ Each conversation goes through prepare (validate, convert) -> text (chat templat
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 
 from render_svc import context, convert, reasons, sampling
 from render_svc.model import Model
-from render_svc.prompt import Limits, Options, check_length, check_size, check_truncation, generate_request, offsets_proto, truncate
+from render_svc.prompt import (
+    Limits, Options, check_length, check_size, check_truncation, fill_generate_request, offsets_proto, truncate,
+)
 from render_svc.template import ChatTemplate, TemplateRenderer
 from scaleout.v1 import derender_pb2, render_pb2
 
@@ -61,7 +63,7 @@ class Renderer:
 
     def identity(self, prefix: str, request_id: str) -> context.Identity:
         return context.Identity(
-            id=f"{prefix}-{request_id or uuid.uuid4().hex}", created=int(time.time()), model=self.model.name,
+            id=f"{prefix}-{request_id or os.urandom(16).hex()}", created=int(time.time()), model=self.model.name,
             fingerprint=self.model.fingerprint, reasoning_parser=self.options.reasoning_parser,
             tool_parser=self.options.tool_parser,
         )
@@ -107,7 +109,6 @@ class Renderer:
                 "continue_final_message continues the last message; add_generation_prompt starts a new one: set "
                 "add_generation_prompt=false", "continue_final_message",
             )
-        sampling.validate(request, self.model_limits, chat=True)
         keep = check_truncation(request, self.model.max_model_len)
         tools = convert.tools(request.tools)
         tool_mode, tool_function = convert.tool_choice(request.tool_choice, tools)
@@ -166,17 +167,17 @@ class Renderer:
         n = request.n if request.HasField("n") else 1
         last = job.messages[-1]
         echo_text = _content_text(last["content"]) if last["role"] == "assistant" else ""
-        derender = context.build(
-            request, identity, derender_pb2.ENDPOINT_CHAT, ids, text, n,
+        response = render_pb2.RenderChatResponse()
+        fill_generate_request(
+            response.generate_request, request, request.request_id or identity.id, ids, params, n, self.model.name,
+            self.model.fingerprint,
+        )
+        derender = response.derender_context
+        context.fill(
+            derender, request, identity, derender_pb2.ENDPOINT_CHAT, ids, text, n,
             params.logprobs if params.HasField("logprobs") else None, echo_text,
         )
         context.add_chat_fields(derender, request, job.tool_mode, job.tool_function, job.template_kwargs)
-        response = render_pb2.RenderChatResponse(
-            generate_request=generate_request(
-                request, request.request_id or identity.id, ids, params, n, self.model.name, self.model.fingerprint
-            ),
-            derender_context=derender,
-        )
         if request.return_prompt_text:
             response.prompt_text = text
         if offsets is not None:

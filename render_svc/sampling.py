@@ -53,20 +53,11 @@ def _check_ids(name: str, ids, vocab_size: int) -> None:
             raise reasons.bad(reasons.TOKEN_ID_OUT_OF_RANGE, f"{name} has id {token}, outside [0, {vocab_size})", f"{name}[{i}]")
 
 
-def _float(request, name: str, ok, rule: str):
-    if not request.HasField(name):
-        return None
-    value = getattr(request, name)
-    if not math.isfinite(value) or not ok(value):
-        raise _invalid(name, f"must be {rule} (got {value})")
-    return value
-
-
-def requested_max_tokens(request) -> int | None:
+def requested_max_tokens(fields: dict) -> int | None:
     """max_completion_tokens wins over max_tokens (chat); None when neither is set."""
     for name in ("max_completion_tokens", "max_tokens"):
-        if name in request.DESCRIPTOR.fields_by_name and request.HasField(name):
-            value = getattr(request, name)
+        value = fields.get(name)
+        if value is not None:
             if value < 1:
                 raise _invalid(name, f"must be at least 1 (got {value})")
             return value
@@ -94,80 +85,74 @@ def resolve_max_tokens(requested: int | None, prompt_len: int, limits: ModelLimi
     return requested
 
 
-def _logprobs(request, chat: bool, limit: int) -> int | None:
+def _logprobs(fields: dict, chat: bool, limit: int) -> int | None:
     if chat:
-        top = request.top_logprobs if request.HasField("top_logprobs") else None
+        top, wanted = fields.get("top_logprobs"), fields.get("logprobs", False)
         if top is not None and not 0 <= top <= limit:
             raise _invalid("top_logprobs", f"must be in [0, {limit}] (got {top})")
-        if top and not request.logprobs:
+        if top and not wanted:
             raise _invalid("top_logprobs", "needs logprobs=true")
-        return (top or 0) if request.logprobs else None
-    if not request.HasField("logprobs"):
-        return None
-    if not 0 <= request.logprobs <= limit:
-        raise _invalid("logprobs", f"must be in [0, {limit}] (got {request.logprobs})")
-    return request.logprobs
+        return (top or 0) if wanted else None
+    count = fields.get("logprobs")
+    if count is not None and not 0 <= count <= limit:
+        raise _invalid("logprobs", f"must be in [0, {limit}] (got {count})")
+    return count
 
 
-def _given(request) -> dict:
-    """The tunable fields the caller set (None: unset), validated."""
-    return {
-        "temperature": _float(request, "temperature", lambda v: v >= 0, ">= 0"),
-        "top_p": _float(request, "top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
-        "min_p": _float(request, "min_p", lambda v: 0 <= v <= 1, "in [0, 1]"),
-        "repetition_penalty": _float(request, "repetition_penalty", lambda v: v > 0, "> 0"),
-        "presence_penalty": _float(request, "presence_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]"),
-        "frequency_penalty": _float(request, "frequency_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]"),
-        "top_k": max(request.top_k, 0) if request.HasField("top_k") else None,
-        "min_tokens": request.min_tokens if request.HasField("min_tokens") else None,
-    }
+# Tunable float fields: (valid?, rule for the error message).
+_FLOAT_RULES = {
+    "temperature": (lambda v: v >= 0, ">= 0"),
+    "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "min_p": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "repetition_penalty": (lambda v: v > 0, "> 0"),
+    "presence_penalty": (lambda v: -2 <= v <= 2, "in [-2, 2]"),
+    "frequency_penalty": (lambda v: -2 <= v <= 2, "in [-2, 2]"),
+}
+# Int fields: (smallest valid value, rule).
+_INT_RULES = {
+    "n": (1, "at least 1"),
+    "min_tokens": (0, "at least 0"),
+    "top_k": (-1, "-1 (off), 0 (off) or positive"),
+    "stream_interval": (1, "at least 1"),
+}
 
 
-def validate(request, limits: ModelLimits, chat: bool) -> None:
-    """Every check that does not need the prompt (run before rendering)."""
-    _given(request)
-    _logprobs(request, chat, limits.max_logprobs)
-    requested_max_tokens(request)
-    if request.HasField("n") and request.n < 1:
-        raise _invalid("n", f"must be at least 1 (got {request.n})")
-    if request.HasField("min_tokens") and request.min_tokens < 0:
-        raise _invalid("min_tokens", f"must be at least 0 (got {request.min_tokens})")
-    if request.HasField("top_k") and request.top_k < -1:
-        raise _invalid("top_k", f"must be -1 (off), 0 (off) or positive (got {request.top_k})")
-    if request.HasField("prompt_logprobs") and not 0 <= request.prompt_logprobs <= limits.max_logprobs:
+def _check(fields: dict, limits: ModelLimits) -> None:
+    for name, (ok, rule) in _FLOAT_RULES.items():
+        value = fields.get(name)
+        if value is not None and (not math.isfinite(value) or not ok(value)):
+            raise _invalid(name, f"must be {rule} (got {value})")
+    for name, (lowest, rule) in _INT_RULES.items():
+        value = fields.get(name)
+        if value is not None and value < lowest:
+            raise _invalid(name, f"must be {rule} (got {value})")
+    prompt_logprobs = fields.get("prompt_logprobs")
+    if prompt_logprobs is not None and not 0 <= prompt_logprobs <= limits.max_logprobs:
         raise _invalid("prompt_logprobs", f"must be in [0, {limits.max_logprobs}]")
-    if request.HasField("stream_interval") and request.stream_interval < 1:
-        raise _invalid("stream_interval", "must be at least 1")
-    for i, stop in enumerate(request.stop):
+    for i, stop in enumerate(fields.get("stop", ())):
         if not stop:
             raise reasons.bad(reasons.INVALID_SAMPLING_PARAM, "stop strings must not be empty", f"stop[{i}]")
-    _check_ids("stop_token_ids", request.stop_token_ids, limits.vocab_size)
-    _check_ids("allowed_token_ids", request.allowed_token_ids, limits.vocab_size)
-    _check_ids("logit_bias", list(request.logit_bias), limits.vocab_size)
+    for name in ("stop_token_ids", "allowed_token_ids", "logit_bias"):
+        if name in fields:
+            _check_ids(name, list(fields[name]), limits.vocab_size)
 
 
 def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool) -> common_pb2.SamplingParams:
-    """The SamplingParams the engine runs, for a validated request whose prompt has `prompt_len` tokens."""
-    resolved = {
-        name: value if value is not None else limits.defaults.get(name, NEUTRAL[name])
-        for name, value in _given(request).items()
-    }
-    max_tokens = resolve_max_tokens(requested_max_tokens(request), prompt_len, limits)
+    """Validate the request's sampling fields and resolve them for a prompt of `prompt_len` tokens."""
+    fields = {field.name: value for field, value in request.ListFields()}
+    _check(fields, limits)
+    logprobs = _logprobs(fields, chat, limits.max_logprobs)
+    max_tokens = resolve_max_tokens(requested_max_tokens(fields), prompt_len, limits)
+    defaults = limits.defaults
+    resolved = {name: fields.get(name, defaults.get(name, neutral)) for name, neutral in NEUTRAL.items()}
+    resolved["top_k"] = max(resolved["top_k"], 0)
     if resolved["min_tokens"] > max_tokens:
         raise _invalid("min_tokens", f"must not exceed max_tokens ({resolved['min_tokens']} > {max_tokens})")
     params = common_pb2.SamplingParams(
-        **resolved,
-        max_tokens=max_tokens,
-        ignore_eos=request.ignore_eos,
-        stop_token_ids=request.stop_token_ids,
-        allowed_token_ids=request.allowed_token_ids,
-        logit_bias={k: max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, v)) for k, v in request.logit_bias.items()},
+        max_tokens=max_tokens, ignore_eos=request.ignore_eos, stop_token_ids=request.stop_token_ids,
+        allowed_token_ids=request.allowed_token_ids, seed=fields.get("seed"), logprobs=logprobs,
+        prompt_logprobs=fields.get("prompt_logprobs"), **resolved,
     )
-    if request.HasField("seed"):
-        params.seed = request.seed
-    logprobs = _logprobs(request, chat, limits.max_logprobs)
-    if logprobs is not None:
-        params.logprobs = logprobs
-    if request.HasField("prompt_logprobs"):
-        params.prompt_logprobs = request.prompt_logprobs
+    if "logit_bias" in fields:
+        params.logit_bias.update({k: max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, v)) for k, v in request.logit_bias.items()})
     return params

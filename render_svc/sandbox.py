@@ -55,6 +55,11 @@ class GuardedEnvironment(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context, operator, left, right):
         limit = self.max_chars
+        if operator == "+":  # the hot path: templates concatenate a lot
+            result = left + right
+            if type(result) in (str, list) and len(result) > limit:
+                raise TemplateTooLarge(f"the template built a value of {len(result)} items (limit {limit})")
+            return result
         if operator == "*":
             for seq, count in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and type(count) is int and len(seq) * count > limit:

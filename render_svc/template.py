@@ -93,6 +93,7 @@ class ChatTemplate:
         self.source = source
         try:
             self.template = env.from_string(source)
+            self._globals = dict(self.template.globals)
             self.openai_content = _loops_over_content(env.parse(source))
         except jinja2.TemplateError as error:
             raise reasons.bad(reasons.TEMPLATE_ERROR, f"chat template does not compile: {error}", "chat_template") from None
@@ -101,12 +102,16 @@ class ChatTemplate:
                variables: dict, max_chars: int) -> str:
         chat = [_alias_reasoning(m) for m in messages]
         final = _tag_final_message(chat, self.source) if continue_final_message else None
-        context = self.template.new_context(
-            {**variables, "messages": chat, "tools": tools, "documents": documents,
-             "add_generation_prompt": add_generation_prompt}
+        # Template.new_context, without re-reading the (static) globals ChainMap on every render.
+        template = self.template
+        context = template.environment.context_class(
+            template.environment,
+            {**self._globals, **variables, "messages": chat, "tools": tools, "documents": documents,
+             "add_generation_prompt": add_generation_prompt},
+            template.name, template.blocks, globals=template.globals,
         )
         pieces, size = [], 0
-        for piece in self.template.root_render_func(context):
+        for piece in template.root_render_func(context):
             size += len(piece)
             if size > max_chars:
                 raise TemplateTooLarge(f"the template rendered more than {max_chars} characters")

@@ -20,7 +20,6 @@ def chat(**fields) -> render_pb2.RenderChatRequest:
 
 
 def resolve(request, limits=PLAIN, prompt_len=10, chat_request=True):
-    sampling.validate(request, limits, chat_request)
     return sampling.resolve(request, prompt_len, limits, chat_request)
 
 

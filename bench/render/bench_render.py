@@ -1,0 +1,145 @@
+"""RenderChat throughput through gRPC (one server process) next to in-process apply_chat_template + encode.
+
+Prints requests/s for a short chat and a ~2,000-token chat, at concurrency 1 and 8, for single RenderChat calls
+and RenderChatBatch (conversations/s), with the ratios and goals:
+  single calls >= 0.8x in-process, >= 1,350/s short at concurrency 8 (1.5x vLLM's ~900/s), batch >= 4,000/s short.
+
+    python bench/render/bench_render.py [--seconds 3] [--batch 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from scaleout.v1 import render_pb2
+from scaleout_common.models import load_tokenizer, resolve_model
+
+SHORT = [{"role": "user", "content": "What is the capital of France?"}]
+PARAGRAPH = "The quick brown fox jumps over the lazy dog while the render service counts every token it sees. "
+LONG = [
+    {"role": "system", "content": "You are a careful summarizer."},
+    {"role": "user", "content": PARAGRAPH * 95},
+    {"role": "assistant", "content": "Understood. What should I do with it?"},
+    {"role": "user", "content": "Summarize it in one sentence."},
+]
+METHOD = "/scaleout.v1.RenderService/"
+
+
+def start_server() -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "render_svc", "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    for line in process.stdout:
+        match = re.match(r"LISTENING \S+ (\S+)", line)
+        if match:
+            return process, match.group(1)
+    raise SystemExit("render server did not start")
+
+
+def wait_serving(target: str) -> None:
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while stub.Check(health_pb2.HealthCheckRequest()).status != health_pb2.HealthCheckResponse.SERVING:
+            time.sleep(0.1)
+
+
+def in_process_rate(tokenizer, messages, concurrency: int, seconds: float) -> float:
+    def render():
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+
+    render()
+    stop, counts = time.perf_counter() + seconds, [0] * concurrency
+
+    def worker(i):
+        while time.perf_counter() < stop:
+            render()
+            counts[i] += 1
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(worker, range(concurrency)))
+    return sum(counts) / (time.perf_counter() - start)
+
+
+async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seconds: float, per_call: int = 1) -> float:
+    """Calls/s x items per call; requests are pre-serialized so the client spends little CPU."""
+    call = channel.unary_unary(METHOD + method)
+    for _ in range(3):
+        await call(payload)
+    count, stop = 0, time.perf_counter() + seconds
+
+    async def worker():
+        nonlocal count
+        while time.perf_counter() < stop:
+            await call(payload)
+            count += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return count * per_call / (time.perf_counter() - start)
+
+
+def chat_request(messages) -> render_pb2.RenderChatRequest:
+    return json_format.ParseDict({"messages": messages}, render_pb2.RenderChatRequest())
+
+
+async def measure(target: str, tokenizer, seconds: float, batch: int) -> list[tuple]:
+    rows = []
+    async with grpc.aio.insecure_channel(target) as channel:
+        for name, messages in (("short", SHORT), ("~2k tokens", LONG)):
+            request = chat_request(messages)
+            single = request.SerializeToString()
+            batched = render_pb2.RenderChatBatchRequest(requests=[request] * batch).SerializeToString()
+            for concurrency in (1, 8):
+                local = in_process_rate(tokenizer, messages, concurrency, seconds)
+                remote = await grpc_rate(channel, "RenderChat", single, concurrency, seconds)
+                many = await grpc_rate(channel, "RenderChatBatch", batched, concurrency, seconds, per_call=batch)
+                rows.append((name, concurrency, local, remote, many))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    parser.add_argument("--batch", type=int, default=64, help="conversations per RenderChatBatch call")
+    args = parser.parse_args()
+    tokenizer = load_tokenizer(resolve_model(None))
+    print(f"prompt tokens: short {len(tokenizer.apply_chat_template(SHORT, add_generation_prompt=True, return_dict=False))}, "
+          f"long {len(tokenizer.apply_chat_template(LONG, add_generation_prompt=True, return_dict=False))}; "
+          f"{os.cpu_count()} cores; one server process; {args.seconds:g} s per measurement")
+    process, target = start_server()
+    try:
+        wait_serving(target)
+        rows = asyncio.run(measure(target, tokenizer, args.seconds, args.batch))
+    finally:
+        process.terminate()
+        process.wait(30)
+    print(f"{'chat':<11} {'conc':>4} {'in-process/s':>13} {'RenderChat/s':>13} {'ratio':>6} {'Batch conv/s':>13} {'ratio':>6}")
+    for name, concurrency, local, remote, many in rows:
+        print(f"{name:<11} {concurrency:>4} {local:>13.0f} {remote:>13.0f} {remote / local:>5.2f}x {many:>13.0f} {many / local:>5.2f}x")
+    short8 = next(r for r in rows if r[0] == "short" and r[1] == 8)
+    best_batch = max(r[4] for r in rows if r[0] == "short")
+    print(f"goal: RenderChat short conc 8 >= 1350/s (1.5x vLLM ~900/s): {short8[3]:.0f}/s "
+          f"{'met' if short8[3] >= 1350 else 'NOT met'}")
+    print(f"goal: RenderChatBatch short >= 4000 conv/s: {best_batch:.0f}/s {'met' if best_batch >= 4000 else 'NOT met'}")
+    ratios = [r[3] / r[2] for r in rows]
+    print(f"goal: single calls >= 0.8x in-process: min {min(ratios):.2f}x {'met' if min(ratios) >= 0.8 else 'NOT met'} "
+          f"(per row above)")
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "bench"
+    main()
