@@ -10,7 +10,7 @@ from scaleout.v1 import common_pb2
 
 from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
-from derender_svc.parsers import REASONING_PARSERS, TOOL_PARSERS
+from derender_svc.parsers import ALL_TOOL_PARSERS, REASONING_PARSERS
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 
@@ -97,7 +97,7 @@ class ChoiceProcessor:
         self.tools = None
         if config.tool_parser:
             initial = {"function": config.tool_function} if config.tool_parser == "named" else {}
-            self.tools = TOOL_PARSERS[config.tool_parser](**state.get("t", initial))
+            self.tools = ALL_TOOL_PARSERS[config.tool_parser](**state.get("t", initial))
 
     def process(self, choice: common_pb2.GenerateChoice | None, final: bool = False) -> ChoiceDelta | None:
         """Advance with one engine message for this choice (None with final=True: close it as it is)."""

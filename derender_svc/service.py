@@ -41,7 +41,8 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         reasoning = self.args.reasoning_parser
         if reasoning == "auto":
             reasoning = "think" if info.has_think_tokens else NONE
-        self.defaults = Defaults(info, Limits.from_args(self.args), reasoning, self.args.tool_parser)
+        tool = info.tool_format if self.args.tool_parser == "auto" else self.args.tool_parser
+        self.defaults = Defaults(info, Limits.from_args(self.args), reasoning, tool)
 
     async def drain(self) -> None:
         pass

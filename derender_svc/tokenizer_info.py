@@ -55,6 +55,18 @@ def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
     return table
 
 
+def _tool_format(template) -> str:
+    """Hermes/Qwen templates name <tool_call>; Llama-3's <|python_tag|>; pythonic ones show `[func(...)]`."""
+    text = template if isinstance(template, str) else json.dumps(template)
+    if "<tool_call>" in text:
+        return "hermes"
+    if "<|python_tag|>" in text:
+        return "llama3_json"
+    if "[func_name1(" in text:
+        return "pythonic"
+    return "hermes"
+
+
 @dataclass
 class TokenizerInfo:
     tokenizer: Tokenizer
@@ -62,6 +74,7 @@ class TokenizerInfo:
     token_bytes: list[bytes]
     fingerprint: str
     has_think_tokens: bool
+    tool_format: str  # the tool parser the chat template's format suggests
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
 
@@ -78,6 +91,7 @@ class TokenizerInfo:
             token_bytes=token_bytes_table(backend),
             fingerprint=tokenizer_fingerprint(hf_tokenizer),
             has_think_tokens="<think>" in vocab and "</think>" in vocab,
+            tool_format=_tool_format(getattr(hf_tokenizer, "chat_template", None)),
             added_tokens=added,
             spaces_added_tokens=spaces,
         )

@@ -14,6 +14,7 @@ TOOL_PARSERS = {
     "qwen": HermesToolParser,
     "llama3_json": Llama3JsonToolParser,
     "pythonic": PythonicToolParser,
-    "named": NamedToolParser,  # chosen by tool_choice, not by name
 }
+# tool_choice naming a function picks this one; it cannot be asked for by name.
+ALL_TOOL_PARSERS = {**TOOL_PARSERS, "named": NamedToolParser}
 NONE = "none"

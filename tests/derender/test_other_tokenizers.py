@@ -97,3 +97,15 @@ def test_arbitrary_ids_never_break_the_stream():
         ids = [rng.randrange(tokenizer.get_vocab_size()) for _ in range(rng.randint(1, 12))]
         text = run(setup, derender_pb2.DerenderContext(), random_chunks(ids, rng))
         assert isinstance(text, str)
+
+
+@pytest.mark.parametrize("template,expected", [
+    ("{{ '<tool_call>' }}", "hermes"),
+    ("{{ '<|python_tag|>' }}", "llama3_json"),
+    ("Call tools as [func_name1(params_name1=params_value1)]", "pythonic"),
+    ("{{ messages }}", "hermes"),
+])
+def test_default_tool_parser_follows_the_chat_template(template, expected):
+    hf = PreTrainedTokenizerFast(tokenizer_object=wordpiece())
+    hf.chat_template = template
+    assert TokenizerInfo.from_hf(hf).tool_format == expected
