@@ -134,3 +134,11 @@ async def test_bridge_errors(stub, trusting_stub):
     await expect(stub.BridgeChat(request), BAD, r.MISSING_PREVIOUS_PROMPT)
     request = render_pb2.BridgeChatRequest(previous_prompt_token_ids=[1], request=chat(chat_template=FORGETS_ASSISTANT))
     await expect(trusting_stub.BridgeChat(request), PRECONDITION, r.TEMPLATE_NOT_BRIDGEABLE)
+
+
+async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
+    big = chat([{"role": "user", "content": "z" * 6000}], chat_template=NESTED_LOOPS)  # above --inline-bytes: offloaded
+    await expect(trusting_stub.RenderChat(big), BAD, r.TEMPLATE_TIMEOUT)
+    batch = render_pb2.RenderChatBatchRequest(requests=[chat(chat_template="{{ m }}"), chat(chat_template=NESTED_LOOPS)])
+    error = await expect(trusting_stub.RenderChatBatch(batch), BAD, r.TEMPLATE_TIMEOUT)
+    assert error.metadata["index"] == "1"
