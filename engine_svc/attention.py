@@ -1,6 +1,6 @@
 """Attention over the paged KV cache, behind a small backend interface.
 
-The cache of one layer is a pair of tensors [num_blocks * block_size, kv_heads, head_dim]; a sequence owns
+The cache of one layer is one tensor [num_blocks * block_size, 2 (K, V), kv_heads, head_dim]; a sequence owns
 a list of blocks (its block table). A flat batch holds the decode tokens first (one per sequence) and then
 the prefill chunks. `SdpaBackend` uses torch's scaled_dot_product_attention: decodes gather their blocks in
 one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill
@@ -37,12 +37,13 @@ class AttentionMetadata:
 
 
 class AttentionBackend:
-    """Computes attention for a flat batch; q [tokens, heads, dim], caches already hold this step's K/V."""
+    """Attention for a flat batch: q [tokens, heads, dim], kv [tokens, 2, kv_heads, dim] (this step's K/V,
+    already written to kv_cache)."""
 
     def prepare(self, meta: AttentionMetadata) -> None:
         """Per-forward work shared by every layer (masks)."""
 
-    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
         raise NotImplementedError
 
 
@@ -68,18 +69,20 @@ class SdpaBackend(AttentionBackend):
             keys = torch.arange(total, device=device)
             meta.prefill_masks.append(keys[None, :] <= queries[:, None])
 
-    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata) -> torch.Tensor:
-        out = torch.empty_like(q)
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
         decodes = meta.num_decodes
+        if decodes == q.shape[0]:
+            return self._decode(q, kv_cache, meta)
+        out = torch.empty_like(q)
         if decodes:
-            out[:decodes] = self._decode(q[:decodes], k_cache, v_cache, meta)
+            out[:decodes] = self._decode(q[:decodes], kv_cache, meta)
         for chunk, mask in zip(meta.prefills, meta.prefill_masks):
             rows = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
             if mask is None:
-                keys, values = k[rows], v[rows]
+                context = kv[rows]
             else:
-                keys = self._gather(k_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
-                values = self._gather(v_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
+                context = self._gather(kv_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
+            keys, values = context.unbind(-3)
             attn = F.scaled_dot_product_attention(
                 q[rows].transpose(0, 1)[None], keys.transpose(0, 1)[None], values.transpose(0, 1)[None],
                 attn_mask=mask, is_causal=mask is None, scale=self.scale, enable_gqa=True,
@@ -88,15 +91,14 @@ class SdpaBackend(AttentionBackend):
         return out
 
     def _gather(self, cache, block_ids, block_size):
-        """Rows of the given blocks, in order: [..., blocks * block_size, kv_heads, dim]."""
-        paged = cache.view(-1, block_size, self.num_kv_heads, self.head_dim)[block_ids]
-        return paged.flatten(-4, -3)
+        """Rows of the given blocks, in order: [..., blocks * block_size, 2, kv_heads, dim]."""
+        paged = cache.view(-1, block_size, 2, self.num_kv_heads, self.head_dim)[block_ids]
+        return paged.flatten(-5, -4)
 
-    def _decode(self, q, k_cache, v_cache, meta):
+    def _decode(self, q, kv_cache, meta):
         # The query heads that share a KV head become that head's "query rows": no K/V repetition needed.
         decodes = q.shape[0]
-        keys = self._gather(k_cache, meta.decode_block_tables, meta.block_size).transpose(1, 2)
-        values = self._gather(v_cache, meta.decode_block_tables, meta.block_size).transpose(1, 2)
+        keys, values = self._gather(kv_cache, meta.decode_block_tables, meta.block_size).transpose(-4, -2).unbind(-3)
         queries = q.view(decodes, self.num_kv_heads, self.group, self.head_dim)
         attn = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask, scale=self.scale)
         return attn.reshape(decodes, self.num_heads, self.head_dim)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -85,7 +86,11 @@ class Engine:
     # ---- asyncio side -------------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        # The step thread and the event loop share the GIL; a short switch interval keeps the step thread from
+        # waiting up to 5 ms for it after every GIL-releasing call (a large share of a decode step).
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         self._loop = loop
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
         self._thread.start()
 
@@ -222,7 +227,7 @@ class Engine:
         for c, token, lp in zip(sampling, tokens, logprobs):
             seq = c.seq
             state = self.requests[seq.request_id]
-            seq.output_ids.append(token)
+            seq.append(token)
             if state.first_token_at is None:
                 state.first_token_at = time.perf_counter()
             delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
@@ -230,7 +235,7 @@ class Engine:
                 delta.finish_reason, delta.stop_token_id = common_pb2.FINISH_REASON_STOP, token
             elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
                 delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
-            out = outputs.setdefault(state, StepOutput())
+            out = outputs.get(state) or outputs.setdefault(state, StepOutput())
             if seq.index == 0 and len(seq.output_ids) == 1 and state.prompt_logprobs:
                 out.prompt_logprobs = state.prompt_logprobs
             out.deltas.append(delta)
@@ -242,7 +247,7 @@ class Engine:
                 self._close(state)
 
     def _prompt_logprobs(self, chunks: list[Chunk], logits) -> None:
-        wanted = [(c, p) for c in chunks for p in c.prompt_logprob_positions]
+        wanted = [(c, p) for c in chunks if c.seq.want_prompt_logprobs for p in c.prompt_logprob_positions]
         if not wanted:
             return
         targets = [c.seq.prompt_ids[p + 1] for c, p in wanted]

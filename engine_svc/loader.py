@@ -86,7 +86,8 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     if backend == "paged":
         runner = ModelRunner(hf_model, block_size=args.block_size, num_blocks=num_blocks,
                              max_num_seqs=args.max_num_seqs, max_model_len=max_model_len,
-                             cuda_graphs=not args.no_cuda_graphs)
+                             cuda_graphs=not args.no_cuda_graphs,
+                             compile_kernels=device.type == "cuda" and not args.no_compile)
     else:
         runner = TransformersRunner(hf_model)
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
@@ -133,5 +134,7 @@ def add_engine_flags(parser) -> None:
     parser.add_argument("--max-model-len", type=int, default=0, help="tokens per sequence (0: the model's)")
     parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed message when the request says none")
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="CUDA: skip torch.compile of the fused elementwise kernels (faster start, slower steps)")
     parser.add_argument("--stall-timeout-s", type=float, default=60.0,
                         help="readiness turns NOT_SERVING when work is pending and no step finished for this long")

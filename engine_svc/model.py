@@ -8,7 +8,6 @@ and computes logits only for the rows named in `logits_rows`.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from engine_svc.attention import AttentionBackend, AttentionMetadata
@@ -22,9 +21,6 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
         self.eps = eps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
-
 
 def _fused_linear(*linears: nn.Linear) -> nn.Linear:
     weight = torch.cat([lin.weight.detach() for lin in linears], 0)
@@ -34,11 +30,6 @@ def _fused_linear(*linears: nn.Linear) -> nn.Linear:
     if has_bias:
         fused.bias = nn.Parameter(torch.cat([lin.bias.detach() for lin in linears], 0), requires_grad=False)
     return fused
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class DecoderLayer(nn.Module):
@@ -58,27 +49,26 @@ class DecoderLayer(nn.Module):
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
 
-    def forward(self, x, cos, sin, kv_cache, meta: AttentionMetadata, backend: AttentionBackend):
-        h = self.input_norm(x)
-        q, k, v = self.qkv(h).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        tokens = x.shape[0]
-        q = q.view(tokens, self.num_heads, self.head_dim)
-        k = k.view(tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(tokens, self.num_kv_heads, self.head_dim)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        k_cache, v_cache = kv_cache
-        k_cache.index_copy_(0, meta.slot_mapping, k)
-        v_cache.index_copy_(0, meta.slot_mapping, v)
-        attn = backend.forward(q, k, v, k_cache, v_cache, meta)
-        x = x + self.o_proj(attn.reshape(tokens, self.q_size))
-        gate, up = self.gate_up(self.post_attention_norm(x)).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+    def forward(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend: AttentionBackend, ops):
+        """(output, residual): the residual add is fused into the next norm."""
+        norm = self.input_norm
+        if residual is None:
+            h, residual = ops.rms_norm(x, norm.weight, norm.eps), x
+        else:
+            h, residual = ops.add_rms_norm(x, residual, norm.weight, norm.eps)
+        q, kv = ops.rope_split(self.qkv(h), cos, sin, self.num_heads, self.num_kv_heads)
+        kv_cache.index_copy_(0, meta.slot_mapping, kv)
+        attn = backend.forward(q, kv, kv_cache, meta)
+        norm = self.post_attention_norm
+        h, residual = ops.add_rms_norm(self.o_proj(attn.reshape(x.shape[0], self.q_size)), residual, norm.weight,
+                                       norm.eps)
+        return self.down(ops.silu_mul(self.gate_up(h))), residual
 
 
 class FusedDecoder(nn.Module):
-    def __init__(self, hf_model, max_model_len: int):
+    def __init__(self, hf_model, max_model_len: int, ops):
         super().__init__()
+        self.ops = ops
         config = hf_model.config
         inner = hf_model.model
         self.config = config
@@ -98,17 +88,17 @@ class FusedDecoder(nn.Module):
     def layer0(self) -> DecoderLayer:
         return self.layers[0]
 
-    @torch.inference_mode()
     def forward(self, input_ids, positions, meta: AttentionMetadata, kv_caches, backend, logits_rows=None):
         backend.prepare(meta)
-        x = self.embed(input_ids)
+        x, residual = self.embed(input_ids), None
         cos = self.cos[positions].unsqueeze(1)
         sin = self.sin[positions].unsqueeze(1)
         for layer, kv_cache in zip(self.layers, kv_caches):
-            x = layer(x, cos, sin, kv_cache, meta, backend)
+            x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, self.ops)
         if logits_rows is not None:
-            x = x[logits_rows]
-        return self.lm_head(self.norm(x))
+            x, residual = x[logits_rows], residual[logits_rows]
+        x, _ = self.ops.add_rms_norm(x, residual, self.norm.weight, self.norm.eps)
+        return self.lm_head(x)
 
 
 def supports_fast_path(config) -> bool:

@@ -13,6 +13,7 @@ import logging
 import torch
 
 from engine_svc.attention import AttentionMetadata, PrefillChunk, SdpaBackend
+from engine_svc.fused_ops import FusedOps
 from engine_svc.model import FusedDecoder
 from engine_svc.sequence import Chunk
 
@@ -25,8 +26,8 @@ def _next_power_of_two(n: int) -> int:
 
 class ModelRunner:
     def __init__(self, hf_model, *, block_size: int, num_blocks: int, max_num_seqs: int, max_model_len: int,
-                 cuda_graphs: bool):
-        self.model = FusedDecoder(hf_model, max_model_len)
+                 cuda_graphs: bool, compile_kernels: bool = False):
+        self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
         layer = self.model.layer0
         weight = self.model.embed.weight
         self.device, self.dtype = weight.device, weight.dtype
@@ -34,12 +35,8 @@ class ModelRunner:
         self.block_size = block_size
         self.max_blocks_per_seq = -(-max_model_len // block_size)
         self.backend = SdpaBackend(layer.num_heads, layer.num_kv_heads, layer.head_dim)
-        shape = (num_blocks * block_size, layer.num_kv_heads, layer.head_dim)
-        self.kv_caches = [
-            (torch.zeros(shape, dtype=self.dtype, device=self.device),
-             torch.zeros(shape, dtype=self.dtype, device=self.device))
-            for _ in self.model.layers
-        ]
+        shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)
+        self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
@@ -62,7 +59,7 @@ class ModelRunner:
 
     @staticmethod
     def _is_decode(c: Chunk) -> bool:
-        return c.num_tokens == 1 and c.samples and not c.prompt_logprob_positions
+        return c.num_tokens == 1 and c.samples and not (c.seq.want_prompt_logprobs and c.prompt_logprob_positions)
 
     @torch.inference_mode()
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:

@@ -23,10 +23,14 @@ class Sequence:
     num_computed: int = 0  # tokens whose K/V are in the cache
     want_prompt_logprobs: bool = False  # until computed once (never again after a preemption)
     finished: bool = False
+    num_tokens: int = field(init=False)  # prompt + output, kept up to date by append()
 
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt_ids) + len(self.output_ids)
+    def __post_init__(self) -> None:
+        self.num_tokens = len(self.prompt_ids) + len(self.output_ids)
+
+    def append(self, token: int) -> None:
+        self.output_ids.append(token)
+        self.num_tokens += 1
 
     def token_at(self, position: int) -> int:
         prompt = len(self.prompt_ids)
@@ -51,10 +55,10 @@ class Chunk:
     seq: Sequence
     start: int
     num_tokens: int
+    samples: bool = field(init=False)  # reaches the end of the sequence: its last row is sampled
 
-    @property
-    def samples(self) -> bool:
-        return self.start + self.num_tokens == self.seq.num_tokens
+    def __post_init__(self) -> None:
+        self.samples = self.start + self.num_tokens == self.seq.num_tokens
 
     @property
     def prompt_logprob_positions(self) -> range:

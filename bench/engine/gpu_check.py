@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import time
 
 import torch
@@ -46,7 +47,8 @@ def step_times(runner, pool, batches, context: int) -> dict[int, float]:
         seqs = [Sequence(f"s{i}", 0, [5] * context, SamplingConfig()) for i in range(batch)]
         for s in seqs:
             assert pool.grow(s, context + 1)
-            s.num_computed, s.output_ids = context, [7]
+            s.append(7)
+            s.num_computed = context
         chunks = [Chunk(s, context, 1) for s in seqs]
         for _ in range(3):
             runner.execute(chunks)
@@ -61,10 +63,51 @@ def step_times(runner, pool, batches, context: int) -> dict[int, float]:
     return times
 
 
+def step_breakdown(model, shape: str, streams: int, new_tokens: int) -> str:
+    """Where a step's wall time goes with `streams` in-process streams (ms per step)."""
+    from engine_svc import engine as engine_module, runner as runner_module, sampler as sampler_module
+    from engine_svc import scheduler as scheduler_module
+
+    spent: dict[str, float] = {}
+    patched = [(runner_module.ModelRunner, "execute"), (sampler_module.Sampler, "sample"),
+               (scheduler_module.Scheduler, "schedule"), (engine_module.Engine, "_step")]
+    originals = [getattr(cls, name) for cls, name in patched]
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+        return wrapper
+
+    for (cls, name), fn in zip(patched, originals):
+        setattr(cls, name, timed(name, fn))
+    try:
+        loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]),
+                              model_name=shape)
+        g = torch.Generator().manual_seed(2)
+        prompts = [torch.randint(10, 120000, (128,), generator=g).tolist() for _ in range(streams)]
+        asyncio.run(greedy(loaded, prompts, 8))  # warm-up: graphs
+        spent.clear()
+        start = time.perf_counter()
+        steps0 = loaded.engine.steps
+        asyncio.run(greedy(loaded, prompts, new_tokens))
+        wall = time.perf_counter() - start
+        steps = loaded.engine.steps - steps0
+    finally:
+        for (cls, name), fn in zip(patched, originals):
+            setattr(cls, name, fn)
+    per = {k: f"{v / steps * 1e3:.2f}" for k, v in spent.items()}
+    return f"{streams} streams: {streams * new_tokens / wall:.0f} tok/s, {steps} steps, ms/step {per}, wall/step {wall / steps * 1e3:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", default="llama-1b")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--streams", default="1,256", help="in-process step breakdown at these concurrencies")
     args = parser.parse_args()
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape)
@@ -85,6 +128,11 @@ def main() -> None:
     times = step_times(loaded.engine.runner, loaded.engine.scheduler.pool, [1, 8, 64, 256], 192)
     print(f"{args.shape}: decode step (graph replay + host prep), context 192: " +
           ", ".join(f"b={b}: {t * 1e3:.2f} ms ({b / t:.0f} tok/s)" for b, t in times.items()), flush=True)
+    del loaded
+    gc.collect()
+    torch.cuda.empty_cache()
+    for streams in map(int, args.streams.split(",")):
+        print(f"{args.shape}: " + step_breakdown(model, args.shape, streams, 64), flush=True)
 
 
 if __name__ == "__main__":
