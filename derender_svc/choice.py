@@ -90,8 +90,9 @@ class ChoiceProcessor:
         logprobs = state.get("l") or {"b": "", "o": 0}
         self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]),
                                         logprobs["o"])
-        self.reasoning = None
+        self.reasoning, self.markers = None, None
         if config.reasoning_parser:
+            self.markers = info.special_think_ids if config.skip_special_tokens else None
             cls = REASONING_PARSERS[config.reasoning_parser]
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
         self.tools = None
@@ -116,7 +117,7 @@ class ChoiceProcessor:
             elif which == "stop_str":
                 delta.stop_str = choice.stop_str
         text_ids = ids[:-1] if delta.stop_token_id is not None and ids and ids[-1] == delta.stop_token_id else ids
-        text = self.detokenizer.step(text_ids)
+        text = self._detokenize(text_ids)
         if final:
             text += self.detokenizer.flush()
         text = self.stop.feed(text, final)
@@ -138,6 +139,17 @@ class ChoiceProcessor:
             if self.tools_called and delta.finish_reason == "stop":
                 delta.finish_reason = "tool_calls"
         return delta
+
+    def _detokenize(self, ids: list[int]) -> str:
+        """Text of `ids`; reasoning markers that are special tokens stay visible to the reasoning parser."""
+        if not self.markers or not any(i in self.markers for i in ids):
+            return self.detokenizer.step(ids)
+        text, start = [], 0
+        for at, token_id in enumerate(ids):
+            if token_id in self.markers:
+                text += [self.detokenizer.step(ids[start:at + 1]), self.markers[token_id]]
+                start = at + 1
+        return "".join(text) + self.detokenizer.step(ids[start:])
 
     def _calls(self, calls) -> list[ToolCallOut]:
         out = []

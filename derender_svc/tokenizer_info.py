@@ -75,6 +75,7 @@ class TokenizerInfo:
     fingerprint: str
     has_think_tokens: bool
     tool_format: str  # the tool parser the chat template's format suggests
+    special_think_ids: dict[int, str]  # <think>/</think> when they are special tokens (skip_special_tokens drops them)
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
 
@@ -92,6 +93,8 @@ class TokenizerInfo:
             fingerprint=tokenizer_fingerprint(hf_tokenizer),
             has_think_tokens="<think>" in vocab and "</think>" in vocab,
             tool_format=_tool_format(getattr(hf_tokenizer, "chat_template", None)),
+            special_think_ids={i: t.content for i, t in backend.get_added_tokens_decoder().items()
+                               if t.special and t.content in ("<think>", "</think>")},
             added_tokens=added,
             spaces_added_tokens=spaces,
         )

@@ -109,3 +109,21 @@ def test_default_tool_parser_follows_the_chat_template(template, expected):
     hf = PreTrainedTokenizerFast(tokenizer_object=wordpiece())
     hf.chat_template = template
     assert TokenizerInfo.from_hf(hf).tool_format == expected
+
+
+def test_special_think_tokens_survive_skip_special_tokens():
+    """A tokenizer whose <think>/</think> are special tokens: skipping specials must not hide the reasoning."""
+    tokenizer = metaspace()
+    tokenizer.add_special_tokens(["<think>", "</think>"])
+    info = TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer))
+    assert set(info.special_think_ids.values()) == {"<think>", "</think>"}
+    setup = Defaults(info, Limits(), "think", "none")
+    ids = tokenizer.encode("<think>Hello world</think>The café").ids
+    context = derender_pb2.DerenderContext(skip_special_tokens=True)
+    for seed in range(5):
+        session, deltas = Session(context, setup), []
+        for chunk in random_chunks(ids, random.Random(seed)):
+            deltas += session.feed(engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(token_ids=chunk)]))
+        deltas += session.feed(engine_pb2.GenerateResponse(finished=True))
+        assert "".join(d.reasoning for d in deltas) == "Hello world"
+        assert "".join(d.content for d in deltas) == " The café"
