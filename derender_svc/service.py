@@ -52,7 +52,8 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
 
     async def DerenderChat(self, request, context):
         session = Session(request.context, self.defaults, derender_pb2.ENDPOINT_CHAT, None, request.HasField("context"))
-        return builders.chat_completion(session.meta, _run(session, request.results), session.usage())
+        totals = await asyncio.to_thread(_run, session, request.results)  # the event loop keeps serving streams
+        return builders.chat_completion(session.meta, totals, session.usage())
 
     async def DerenderCompletion(self, request, context):
         if not request.prompts:
@@ -64,7 +65,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         for position, prompt in enumerate(request.prompts):
             session = Session(prompt.context, self.defaults, derender_pb2.ENDPOINT_COMPLETION, None,
                               prompt.HasField("context"))
-            totals = _run(session, prompt.results)
+            totals = await asyncio.to_thread(_run, session, prompt.results)
             base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)
             part = builders.completion(session.meta, totals, session.usage(), base)
             if out is None:
