@@ -20,12 +20,13 @@ import time
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
-class TemplateTimeout(Exception):
-    """Raised asynchronously in a thread whose render passed its deadline."""
+class TemplateTimeout(BaseException):
+    """Raised asynchronously in a thread whose render passed its deadline. A BaseException, so that Jinja's own
+    `except Exception` (constant folding at compile time) cannot swallow it."""
 
 
-class TemplateTooLarge(Exception):
-    pass
+class TemplateTooLarge(BaseException):
+    """A BaseException for the same reason: a size bomb in a constant expression fails the compile."""
 
 
 # "%1000000s" % x: the width alone allocates.

@@ -134,19 +134,26 @@ class TemplateRenderer:
     def compiled(self, source: str) -> ChatTemplate:
         template = self._cache.get(source)
         if template is None:
-            template = ChatTemplate(source, self._env)
+            # Compiling folds constants (filters on literals), so it runs under the same guards as rendering.
+            template = self._guarded(ChatTemplate, source, self._env)
             self._cache[source] = template
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(source)
         return template
 
     def render(self, template: ChatTemplate, messages, tools=None, documents=None, *, add_generation_prompt=True,
                continue_final_message=False, variables=None) -> str:
+        return self._guarded(
+            template.render, messages, tools, documents, add_generation_prompt, continue_final_message,
+            variables or {}, self.max_chars,
+        )
+
+    def _guarded(self, function, *args):
+        """`function(*args)` under the time limit, with whatever it raises turned into a typed error."""
         try:
-            return self._watchdog.run(
-                self.timeout_s, template.render, messages, tools, documents, add_generation_prompt,
-                continue_final_message, variables or {}, self.max_chars,
-            )
+            return self._watchdog.run(self.timeout_s, function, *args)
         except TemplateTimeout as error:
             raise reasons.bad(reasons.TEMPLATE_TIMEOUT, str(error)) from None
         except (TemplateTooLarge, MemoryError) as error:

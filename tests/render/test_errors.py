@@ -142,3 +142,9 @@ async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
     batch = render_pb2.RenderChatBatchRequest(requests=[chat(chat_template="{{ m }}"), chat(chat_template=NESTED_LOOPS)])
     error = await expect(trusting_stub.RenderChatBatch(batch), BAD, r.TEMPLATE_TIMEOUT)
     assert error.metadata["index"] == "1"
+
+
+async def test_compile_time_constant_folding_is_guarded(trusting_stub):
+    folded = "{{ 'x' | center(3000000) | center(3900000) | center(3990000) }}" * 500
+    error = await expect(trusting_stub.RenderChat(chat(chat_template=folded)), BAD, r.TEMPLATE_TIMEOUT)
+    assert "longer than" in error.message
