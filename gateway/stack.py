@@ -174,6 +174,9 @@ class Stack:
                 flags = [line.rsplit("::", 1)[1] for line in text.splitlines()
                          if "::health_flags::" in line and line.split("::", 1)[0].endswith("_service")]
                 if len(flags) == len(self.replicas) and all(f == "healthy" for f in flags):
+                    # Seen with Envoy 1.40: its workers balance over a newly healthy host only after the
+                    # next health-check round (1 s); until then traffic favours the first host found healthy.
+                    time.sleep(1.2)
                     return
             except OSError:
                 pass

@@ -53,6 +53,8 @@ def channel_options(max_message_mb: int) -> list[tuple[str, int]]:
 
 def server_options(max_message_mb: int) -> list[tuple[str, int]]:
     return channel_options(max_message_mb) + [
+        # A port is one server's: never silently share it with another process (gRPC enables SO_REUSEPORT).
+        ("grpc.so_reuseport", 0),
         # Clients may ping every 10 s even with no call in flight (long prefills, idle pools) without a GOAWAY.
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.keepalive_timeout_ms", 10_000),
