@@ -107,7 +107,6 @@ class ChoiceProcessor:
         delta = ChoiceDelta(self.index, first=not self.started)
         self.started = True
         ids = list(choice.token_ids) if choice is not None else []
-        self.tokens += len(ids)
         if choice is not None and choice.finish_reason:
             final = True
             delta.finish_reason = FINISH_REASONS.get(choice.finish_reason, "stop")
@@ -117,13 +116,11 @@ class ChoiceProcessor:
             elif which == "stop_str":
                 delta.stop_str = choice.stop_str
         text_ids = ids[:-1] if delta.stop_token_id is not None and ids and ids[-1] == delta.stop_token_id else ids
-        text = self._detokenize(text_ids)
-        if final:
-            text += self.detokenizer.flush()
-        text = self.stop.feed(text, final)
+        text, used = self._text(text_ids, final)
         if self.stop.matched is not None:
-            final = True
+            final, ids = True, ids[:used]  # tokens after the one completing the stop string do not count
             delta.finish_reason, delta.stop_token_id, delta.stop_str = "stop", None, self.stop.matched
+        self.tokens += len(ids)
         if self.config.top_logprobs is not None and choice is not None and choice.logprobs.logprobs:
             delta.logprobs = self.logprobs.render(ids, choice.logprobs)
         content = text
@@ -139,6 +136,19 @@ class ChoiceProcessor:
             if self.tools_called and delta.finish_reason == "stop":
                 delta.finish_reason = "tool_calls"
         return delta
+
+    def _text(self, ids: list[int], final: bool) -> tuple[str, int]:
+        """(text safe to show, tokens used). With stop strings, token by token: the match ends at a token."""
+        if not self.stop.stops:
+            return self._detokenize(ids) + (self.detokenizer.flush() if final else ""), len(ids)
+        text = []
+        for used, token_id in enumerate(ids, 1):
+            text.append(self.stop.feed(self._detokenize([token_id]), False))
+            if self.stop.matched is not None:
+                return "".join(text), used
+        if final:
+            text.append(self.stop.feed(self.detokenizer.flush(), True))
+        return "".join(text), len(ids)
 
     def _detokenize(self, ids: list[int]) -> str:
         """Text of `ids`; reasoning markers that are special tokens stay visible to the reasoning parser."""

@@ -142,9 +142,8 @@ class Session:
         return self.context.prompt_index * max(self.context.n, 1)
 
     def state(self) -> dict:
-        return {"i": self.context.id, "t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens, "z": self.done,
-                "g": self.signalled,
-                "c": {str(i): p.state() for i, p in self.choices.items()}}
+        return {"i": self.context.id, "t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens,
+                "z": self.done, "g": self.signalled, "c": {str(i): p.state() for i, p in self.choices.items()}}
 
 
 def _merge(before: ChoiceDelta | None, after: ChoiceDelta) -> ChoiceDelta:

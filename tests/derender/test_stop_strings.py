@@ -32,10 +32,13 @@ async def test_stop_string_across_chunks(stub, hf_tokenizer, info, before, stop_
     ids = hf_tokenizer.encode(text, add_special_tokens=False)
     content, stop = expected_cut(text, stops, include)
     context = derender_pb2.DerenderContext(id="chatcmpl-stop", stop=stops, include_stop_str_in_output=include,
-                                           tokenizer_fingerprint=info.fingerprint)
+                                           tokenizer_fingerprint=info.fingerprint, include_usage=True)
     messages = engine_messages(split(ids, cuts) or [[]])
+    decode = info.tokenizer.decode
+    used = next((k for k in range(1, len(ids) + 1) if any(s in decode(ids[:k]) for s in stops)), len(ids))
     for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
         assert chat_text(responses)["content"] == content
+        assert responses[-1].chat.usage.completion_tokens == used  # up to the token that completed the stop
         if stop is None:
             assert finish(responses) == ("stop", None, None, False)
         else:
@@ -45,6 +48,7 @@ async def test_stop_string_across_chunks(stub, hf_tokenizer, info, before, stop_
     unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
     assert unary.choices[0].message.content == content
     assert (unary.choices[0].stop_str or None) == stop
+    assert unary.usage.completion_tokens == used
 
 
 async def test_trailing_stop_token_is_not_text(stub, hf_tokenizer, info):
