@@ -144,7 +144,6 @@ async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
     assert error.metadata["index"] == "1"
 
 
-async def test_compile_time_constant_folding_is_guarded(trusting_stub):
-    folded = "{{ 'x' | center(3000000) | center(3900000) | center(3990000) }}" * 500
-    error = await expect(trusting_stub.RenderChat(chat(chat_template=folded)), BAD, r.TEMPLATE_TIMEOUT)
-    assert "longer than" in error.message
+async def test_constant_expressions_are_not_evaluated_at_compile_time(trusting_stub):
+    folded = "{{ 'x' | center(3000000) | center(3900000) | center(3990000) }}" * 50
+    await expect(trusting_stub.RenderChat(chat(chat_template=folded)), BAD, r.TEMPLATE_OUTPUT_TOO_LARGE)
