@@ -12,12 +12,13 @@ apply_chat_template's). On top of that:
 from __future__ import annotations
 
 import ctypes
-import functools
 import re
 import threading
 import time
 
+from jinja2 import pass_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import _PassArg
 
 
 class TemplateTimeout(BaseException):
@@ -82,13 +83,22 @@ class GuardedEnvironment(ImmutableSandboxedEnvironment):
 
 
 def guard_filter(function, limit: int):
-    """A filter that refuses oversized arguments and results (keeps Jinja's pass_context markers)."""
+    """A filter that refuses oversized arguments and results. It takes the template context, which also keeps
+    Jinja from running it at compile time on constant arguments (constant folding, outside every guard)."""
+    wants = _PassArg.from_obj(function)
 
-    @functools.wraps(function)
-    def guarded(*args, **kwargs):
+    @pass_context
+    def guarded(context, *args, **kwargs):
         _check_args(args, kwargs, limit)
+        if wants is _PassArg.context:
+            args = (context, *args)
+        elif wants is _PassArg.eval_context:
+            args = (context.eval_ctx, *args)
+        elif wants is _PassArg.environment:
+            args = (context.environment, *args)
         return _check_size(function(*args, **kwargs), limit)
 
+    guarded.__name__ = getattr(function, "__name__", "filter")
     return guarded
 
 

@@ -23,11 +23,8 @@ _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 def _environment(max_chars: int) -> GuardedEnvironment:
     """transformers' chat-template environment (globals, filters, extensions), guarded."""
     base = _compile_jinja_template("").environment
-    # optimized=False: no constant folding, so compiling never runs template code (a folded size bomb would be
-    # kept in memory, outside every guard); the output is the same.
     env = GuardedEnvironment(
-        max_chars, trim_blocks=True, lstrip_blocks=True, optimized=False,
-        extensions=[type(e) for e in base.extensions.values()],
+        max_chars, trim_blocks=True, lstrip_blocks=True, extensions=[type(e) for e in base.extensions.values()]
     )
     env.globals.update(base.globals)
     env.filters.update({name: guard_filter(f, max_chars) for name, f in base.filters.items()})
@@ -137,7 +134,7 @@ class TemplateRenderer:
     def compiled(self, source: str) -> ChatTemplate:
         template = self._cache.get(source)
         if template is None:
-            # Compiling runs no template code (no constant folding), but is bounded all the same.
+            # Guarded filters are never folded at compile time, but compiling is bounded all the same.
             template = self._guarded(ChatTemplate, source, self._env)
             self._cache[source] = template
             if len(self._cache) > self._cache_size:
