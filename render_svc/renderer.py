@@ -7,7 +7,6 @@ Each conversation goes through prepare (validate, convert) -> text (chat templat
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass
 
@@ -54,7 +53,6 @@ class Renderer:
         self.max_prompt_tokens = min(limits.max_prompt_tokens or model.max_model_len, model.max_model_len)
         self.special_tokens = {k: v for k, v in model.tokenizer.special_tokens_map.items() if isinstance(v, str)}
         self._default_sources: dict[bool, str | None] = {}
-        self._lock = threading.Lock()
 
     # --- shared checks -------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -90,8 +88,7 @@ class Renderer:
             source = request.chat_template
         else:
             source = self._template_source(with_tools)
-        with self._lock:
-            return self.templates.compiled(source)
+        return self.templates.compiled(source)
 
     # --- chat ----------------------------------------------------------------------------------------------
     def prepare(self, request: render_pb2.RenderChatRequest) -> ChatJob:

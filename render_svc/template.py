@@ -7,6 +7,7 @@ tokens as variables) without its per-call copies, since our inputs are already p
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import jinja2
@@ -130,17 +131,21 @@ class TemplateRenderer:
         self._cache: OrderedDict[str, ChatTemplate] = OrderedDict()
         self._cache_size = cache_size
         self._watchdog = Watchdog()
+        self._lock = threading.Lock()
 
     def compiled(self, source: str) -> ChatTemplate:
-        template = self._cache.get(source)
-        if template is None:
-            # Guarded filters are never folded at compile time, but compiling is bounded all the same.
-            template = self._guarded(ChatTemplate, source, self._env)
+        """The compiled template (thread-safe; a compile never holds the lock)."""
+        with self._lock:
+            template = self._cache.get(source)
+            if template is not None:
+                self._cache.move_to_end(source)
+                return template
+        # Guarded filters are never folded at compile time, but compiling is bounded all the same.
+        template = self._guarded(ChatTemplate, source, self._env)
+        with self._lock:
             self._cache[source] = template
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(source)
         return template
 
     def render(self, template: ChatTemplate, messages, tools=None, documents=None, *, add_generation_prompt=True,
