@@ -1,7 +1,7 @@
 """The step loop: a dedicated thread that schedules, runs the model, samples, and ships results to asyncio.
 
 The asyncio side submits requests and aborts through an inbox; each step's outputs go back with one
-`loop.call_soon_threadsafe` into per-request asyncio queues. Finished and aborted sequences free their KV
+`loop.call_soon_threadsafe` into per-request outboxes. Finished and aborted sequences free their KV
 blocks in the step that sees them.
 """
 
@@ -42,11 +42,32 @@ class StepOutput:
     error: ServiceError | None = None
 
 
+class Outbox:
+    """A request's step outputs, appended on the event loop; cheaper than an asyncio.Queue per token."""
+
+    def __init__(self) -> None:
+        self.items: list[StepOutput] = []
+        self.waiter: asyncio.Future | None = None
+
+    def put(self, item: StepOutput) -> None:
+        self.items.append(item)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def take(self) -> list[StepOutput]:
+        """Everything that arrived since the last take (waits for at least one)."""
+        while not self.items:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        items, self.items = self.items, []
+        return items
+
+
 @dataclass(eq=False)
 class RequestState:
     request_id: str
     seqs: list[Sequence]
-    queue: asyncio.Queue
+    outbox: Outbox
     num_prompt_tokens: int
     prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
     done: bool = False
@@ -117,7 +138,7 @@ class Engine:
         if self.num_waiting + len(seqs) > self.max_waiting:
             raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
                                f"{self.num_waiting} sequences are waiting (max {self.max_waiting})")
-        state = RequestState(request_id, seqs, asyncio.Queue(), len(seqs[0].prompt_ids))
+        state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
         self.requests[request_id] = state
         self._post("add", state)
         return state
@@ -143,7 +164,7 @@ class Engine:
 
     def _deliver(self, outputs: list[tuple[RequestState, StepOutput]]) -> None:
         for state, output in outputs:
-            state.queue.put_nowait(output)
+            state.outbox.put(output)
 
     # ---- step thread --------------------------------------------------------------------------------
 

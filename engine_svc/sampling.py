@@ -25,21 +25,15 @@ class SamplingConfig:
     logprobs: int | None = None
     prompt_logprobs: int | None = None
 
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 1e-5
-
-    @property
-    def needs_processing(self) -> bool:
-        """Whether this request's logits rows need more than temperature/top-k/top-p/min-p."""
-        return bool(
+    def __post_init__(self) -> None:
+        # Read for every row of every step: computed once.
+        self.greedy = self.temperature <= 1e-5
+        # Whether this request's logits rows need more than temperature/top-k/top-p/min-p.
+        self.needs_processing = bool(
             self.repetition_penalty != 1.0 or self.presence_penalty or self.frequency_penalty
             or self.logit_bias or self.allowed_token_ids or (self.min_tokens and self.stop_token_ids)
         )
-
-    @property
-    def needs_sort(self) -> bool:
-        return not self.greedy and (0 < self.top_k or self.top_p < 1.0)
+        self.needs_sort = not self.greedy and (0 < self.top_k or self.top_p < 1.0)
 
 
 def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_ids: list[int]) -> SamplingConfig:

@@ -40,24 +40,25 @@ async def stream_responses(engine: Engine, state: RequestState, interval: int) -
     unfinished, completion, first = len(state.seqs), 0, True
     try:
         while True:
-            outputs = [await state.queue.get()]
-            while not state.queue.empty():
-                outputs.append(state.queue.get_nowait())
-            for out in outputs:
+            for out in await state.outbox.take():
                 if out.error is not None:
                     yield engine_pb2.GenerateResponse(request_id=state.request_id, error=out.error.to_status())
                     return
                 if out.prompt_logprobs:
                     prompt.logprobs.CopyFrom(token_logprobs_pb(out.prompt_logprobs))
                 for delta in out.deltas:
-                    held = pending.setdefault(delta.index, ChoiceDelta(delta.index))
+                    completion += len(delta.token_ids)
+                    unfinished -= bool(delta.finish_reason)
+                    held = pending.get(delta.index)
+                    if held is None:
+                        pending[delta.index] = delta  # the step thread hands each delta over once: reuse it
+                        continue
                     held.token_ids += delta.token_ids
                     held.logprobs += delta.logprobs
                     held.finish_reason, held.stop_token_id = delta.finish_reason, delta.stop_token_id
-                    completion += len(delta.token_ids)
-                    unfinished -= bool(delta.finish_reason)
-            ready = sorted((d for d in pending.values() if d.finish_reason or len(d.token_ids) >= interval),
-                           key=lambda d: d.index)
+            ready = [d for d in pending.values() if d.finish_reason or len(d.token_ids) >= interval]
+            if len(ready) > 1:
+                ready.sort(key=lambda d: d.index)
             if not ready:
                 continue
             message = engine_pb2.GenerateResponse(request_id=state.request_id,

@@ -131,7 +131,7 @@ def main() -> None:
     del loaded
     gc.collect()
     torch.cuda.empty_cache()
-    for streams in map(int, args.streams.split(",")):
+    for streams in [int(s) for s in args.streams.split(",") if s]:
         print(f"{args.shape}: " + step_breakdown(model, args.shape, streams, 64), flush=True)
 
 

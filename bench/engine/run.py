@@ -44,6 +44,8 @@ def parse_args():
     parser.add_argument("--baselines", default="cb,generate", help="comma list of: cb, generate (or none)")
     parser.add_argument("--baseline-concurrency", default="", help="concurrencies for the baselines (default: all)")
     parser.add_argument("--engine-flags", default="", help="extra engine flags, e.g. '--max-num-seqs 256'")
+    parser.add_argument("--coarse-interval", type=int, default=0,
+                        help="also measure gRPC with this stream_interval (tokens per message) at each concurrency")
     parser.add_argument("--threads", type=int, default=0, help="CPU: torch threads (0: torch's default)")
     parser.add_argument("--json", default="", help="write the results here")
     return parser.parse_args()
@@ -99,7 +101,7 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
     return results
 
 
-async def bench_grpc(args, levels, vocab) -> dict[int, float]:
+async def bench_grpc(args, levels, vocab, coarse: dict[int, float]) -> dict[int, float]:
     command = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", args.device,
                "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING", *args.engine_flags.split()]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -134,6 +136,12 @@ async def bench_grpc(args, levels, vocab) -> dict[int, float]:
                 await closed_loop(c, 1, lambda w, r: one(w, r, c, new_tokens=8))
                 results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
                 print(f"  gRPC        c={c:<4d} {results[c]:10.1f} tok/s", flush=True)
+            if args.coarse_interval:
+                for message in prompts:
+                    message.stream_interval = args.coarse_interval
+                for c in levels:
+                    coarse[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
+                    print(f"  gRPC stream_interval={args.coarse_interval} c={c:<4d} {coarse[c]:10.1f} tok/s", flush=True)
         return results
     finally:
         server.send_signal(signal.SIGTERM)
@@ -187,14 +195,14 @@ def print_table(args, table: dict[str, dict[int, float]], levels) -> None:
           f"new={args.new_tokens} rounds={args.rounds}  (output tok/s)")
     names = ["in_process", "grpc"] + [n for n in table if n not in ("in_process", "grpc")]
     print(f"{'streams':>8} " + " ".join(f"{n:>16}" for n in names) + f" {'gRPC/in-proc':>13}"
-          + "".join(f" {'in-proc/' + b:>18}" for b in names if b not in ("grpc", "in_process")))
+          + "".join(f" {'in-proc/' + b:>18}" for b in names if b.startswith("transformers")))
     for c in levels:
         row = [table[n].get(c) for n in names]
         cells = " ".join(f"{v:16.1f}" if v else f"{'-':>16}" for v in row)
         ratio = table["grpc"].get(c, 0) / table["in_process"][c] if table.get("grpc") else 0
         extra = "".join(
             f" {table['in_process'][c] / table[b][c]:17.2f}x" if table[b].get(c) else f" {'-':>18}"
-            for b in names if b not in ("grpc", "in_process"))
+            for b in names if b.startswith("transformers"))
         print(f"{c:>8} {cells} {ratio:12.2f}x{extra}")
 
 
@@ -209,7 +217,10 @@ def main() -> None:
     vocab = shape_vocab(args.shape)
     # gRPC first, while this process holds no model: the server sizes its KV cache from free memory.
     print("gRPC (server subprocess, measured at this client)", flush=True)
-    table["grpc"] = asyncio.run(bench_grpc(args, levels, vocab))
+    coarse: dict[int, float] = {}
+    table["grpc"] = asyncio.run(bench_grpc(args, levels, vocab, coarse))
+    if coarse:
+        table[f"grpc_interval{args.coarse_interval}"] = coarse
     model = build_model(args.shape, args.device, pick_dtype("auto", device))
     print("in-process engine", flush=True)
     table["in_process"] = asyncio.run(bench_in_process(args, model, levels, vocab))
