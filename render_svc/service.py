@@ -55,19 +55,23 @@ class RenderService:
     def is_large(self, request) -> bool:
         return request.ByteSize() >= self.args.inline_bytes
 
+    def offload_chat(self, request: render_pb2.RenderChatRequest) -> bool:
+        """Request templates always run in the pool: however slow one is, the event loop never waits on it."""
+        return request.HasField("chat_template") or self.is_large(request)
+
 
 class RenderServicer(render_pb2_grpc.RenderServiceServicer):
     def __init__(self, service: RenderService):
         self._service = service
 
     async def RenderChat(self, request, context):
-        return await self._service.call(Renderer.render_chat, request, self._service.is_large(request))
+        return await self._service.call(Renderer.render_chat, request, self._service.offload_chat(request))
 
     async def RenderChatBatch(self, request, context):
         return await self._service.call(Renderer.render_chat_batch, request, offload=True)
 
     async def BridgeChat(self, request, context):
-        return await self._service.call(bridge_chat, request, self._service.is_large(request))
+        return await self._service.call(bridge_chat, request, self._service.offload_chat(request.request))
 
     async def RenderCompletion(self, request, context):
         return await self._service.call(render_completion, request, self._service.is_large(request))
