@@ -109,7 +109,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         try:
             session = Session(request.context, self.defaults, 0, state, request.HasField("context"))
             response = _step(session, request.engine_output, derender_pb2.DerenderChunkResponse, always=True)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        except (LookupError, ArithmeticError, TypeError, ValueError, AttributeError) as error:
             if state is None:
                 raise
             raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error!r}", "state")

@@ -11,6 +11,7 @@ import pytest
 from google.rpc import code_pb2, status_pb2
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 
+from derender_svc.state_codec import encode_state
 from scaleout_common.errors import ServiceError
 from tests.derender.calls import engine_messages, stream, twin
 
@@ -143,6 +144,10 @@ async def test_typed_errors(stub, info):
                        grpc.StatusCode.INVALID_ARGUMENT, "MISSING_CONTEXT")
     await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
                                                                             state=b"garbage")),
+                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+    forged = encode_state({"i": ok.id, "c": {"0": {"d": {"e": [10**12], "p": [], "a": False}}}}, 4096)
+    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
+                                                                            state=forged)),
                        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
     first = await stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0]))
     other = derender_pb2.DerenderContext(id="chatcmpl-other")
