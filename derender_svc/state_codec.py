@@ -1,9 +1,9 @@
-"""The stateless twin's opaque state: a session's state as compressed JSON, bounded in size."""
+"""The stateless twin's opaque state: a session's state as compact JSON, bounded in size (no compression, so
+the bound also holds for what a forged state can make the server parse)."""
 
 from __future__ import annotations
 
 import json
-import zlib
 
 from scaleout_common.errors import invalid_argument, out_of_range
 
@@ -11,7 +11,7 @@ VERSION = 1
 
 
 def encode_state(state: dict, max_bytes: int) -> bytes:
-    data = zlib.compress(json.dumps({"v": VERSION, "s": state}, separators=(",", ":")).encode(), 1)
+    data = json.dumps({"v": VERSION, "s": state}, separators=(",", ":"), ensure_ascii=False).encode()
     if len(data) > max_bytes:
         raise out_of_range("STATE_TOO_LARGE", f"derender state would be {len(data)} bytes (limit {max_bytes}); "
                            "use the DerenderStream RPC for this request", "state")
@@ -25,8 +25,8 @@ def decode_state(data: bytes, max_bytes: int) -> dict | None:
     if len(data) > max_bytes:
         raise out_of_range("STATE_TOO_LARGE", f"derender state is {len(data)} bytes (limit {max_bytes})", "state")
     try:
-        payload = json.loads(zlib.decompress(data, bufsize=max_bytes))
-    except (zlib.error, ValueError) as error:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as error:
         raise invalid_argument("INVALID_STATE", f"state is not one this service produced: {error}", "state")
     if not isinstance(payload, dict) or payload.get("v") != VERSION or not isinstance(payload.get("s"), dict):
         raise invalid_argument("INVALID_STATE", "state is not one this service produced", "state")

@@ -145,6 +145,9 @@ async def test_typed_errors(stub, info):
     await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
                                                                             state=b"garbage")),
                        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
+                                                                            state=b"[" * 4000)),
+                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
     forged = encode_state({"i": ok.id, "c": {"0": {"d": {"e": [10**12], "p": [], "a": False}}}}, 4096)
     await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
                                                                             state=forged)),
