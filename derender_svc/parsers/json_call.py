@@ -155,5 +155,5 @@ class JsonCallScanner(StatefulParser):
 def _loads(text: str, default):
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return default
