@@ -213,12 +213,9 @@ class ResponseStream:
 _current: contextvars.ContextVar[ResponseStream | None] = contextvars.ContextVar("scaleout_genai_call", default=None)
 
 
-def bind(stream: ResponseStream):
-    return _current.set(stream)
-
-
-def unbind(token) -> None:
-    _current.reset(token)
+def bind(stream: ResponseStream) -> None:
+    """Make `stream` the current call's summary (in the call's own task; see rpc_telemetry._Call)."""
+    _current.set(stream)
 
 
 def report_engine_timing(

@@ -50,32 +50,39 @@ def _end_span(span, code: str, is_error: bool, description: str | None = None) -
 
 
 def _code_name(context, error: BaseException | None) -> str:
-    if isinstance(error, asyncio.CancelledError):
+    """The status of a call whose handler returned (error None) or raised `error`."""
+    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
         return "CANCELLED"
     code = context.code()
-    if code is not None and code != grpc.StatusCode.OK:
-        return code.name if isinstance(code, grpc.StatusCode) else grpc.StatusCode(code).name
-    return "OK" if error is None else "UNKNOWN"
+    if code is None:
+        return "OK" if error is None else "UNKNOWN"
+    return code.name if isinstance(code, grpc.StatusCode) else grpc.StatusCode(code).name
 
 
 class _Call:
-    """One observed server call: its span (or None), its response summary (or None) and when it began."""
+    """One observed server call: its span (or None), its response summary (or None) and when it began.
 
-    __slots__ = ("span", "token", "responses", "start", "bound")
+    The span and the summary are made current in the call's own task (grpc.aio runs each call in a task of
+    its own, so nothing is detached: the task's context dies with it). The call is finished when its handler
+    returns or raises, before grpc sends the status, or else (cancelled while grpc was writing a message)
+    from the servicer context's done callback.
+    """
+
+    __slots__ = ("span", "responses", "start", "finished")
 
     def __init__(self, interceptor: "ServerTelemetryInterceptor", method: str, context, streaming: bool):
         self.start = perf_counter()
-        self.span = self.token = self.bound = None
+        self.finished = False
+        self.span = self.responses = None
         if interceptor.tracer is not None:
             parent = propagate.extract(dict(context.invocation_metadata() or ()))
             self.span = interceptor.tracer.start_span(
                 method, context=parent, kind=SpanKind.SERVER, attributes=interceptor.attributes(method)
             )
-            self.token = otel_context.attach(trace.set_span_in_context(self.span, parent))
-        self.responses = None
+            otel_context.attach(trace.set_span_in_context(self.span, parent))
         if self.span is not None or interceptor.llm is not None:
             self.responses = genai_telemetry.ResponseStream(self.start, interceptor.llm, self.span, streaming)
-            self.bound = genai_telemetry.bind(self.responses)
+            genai_telemetry.bind(self.responses)
 
     def request(self, message) -> None:
         if self.span is not None:
@@ -84,10 +91,8 @@ class _Call:
     def end(self, code: str) -> None:
         if self.responses is not None:
             self.responses.end(code == "OK")
-            genai_telemetry.unbind(self.bound)
         if self.span is not None:
             _end_span(self.span, code, code in SERVER_ERRORS)
-            otel_context.detach(self.token)
 
 
 class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
@@ -116,17 +121,21 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
             return handler
         return self._wrap(handler, handler_call_details.method[1:])
 
-    def _finish(self, call: _Call, method: str, context, error: BaseException | None) -> None:
-        code = _code_name(context, error)
+    def _begin(self, method: str, context, streaming: bool) -> _Call:
+        call = _Call(self, method, context, streaming)
+        if self.metrics is not None:
+            self.metrics.in_flight.labels(method).inc()
+        context.add_done_callback(lambda done: self._finish(call, method, "CANCELLED"))
+        return call
+
+    def _finish(self, call: _Call, method: str, code: str) -> None:
+        if call.finished:
+            return
+        call.finished = True
         call.end(code)
         if self.metrics is not None:
             self.metrics.in_flight.labels(method).dec()
             self.metrics.finished(method, code, perf_counter() - call.start)
-
-    def _begin(self, method: str, context, streaming: bool) -> _Call:
-        if self.metrics is not None:
-            self.metrics.in_flight.labels(method).inc()
-        return _Call(self, method, context, streaming)
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
@@ -148,7 +157,7 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
                     error = e
                     raise
                 finally:
-                    self._finish(call, method, context, error)
+                    self._finish(call, method, _code_name(context, error))
 
             factory = grpc.unary_unary_rpc_method_handler if unary_request else grpc.stream_unary_rpc_method_handler
             return factory(unary, **kwargs)
@@ -171,7 +180,7 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
                 error = e
                 raise
             finally:
-                self._finish(call, method, context, error)
+                self._finish(call, method, _code_name(context, error))
 
         factory = grpc.unary_stream_rpc_method_handler if unary_request else grpc.stream_stream_rpc_method_handler
         return factory(streaming, **kwargs)

@@ -62,9 +62,19 @@ def test_protocol_comes_from_the_environment():
 
 
 async def test_one_trace_across_hops_with_rpc_and_genai_attributes(receiver):
-    async with serving(ToyEngine()) as engine:
-        async with serving(ToyFront(engine.target)) as front:
-            await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(json.loads(logs.JsonFormatter().format(record)))
+    toy_log = logging.getLogger("toy")
+    toy_log.addHandler(handler)
+    toy_log.setLevel(logging.INFO)
+    try:
+        async with serving(ToyEngine()) as engine:
+            async with serving(ToyFront(engine.target)) as front:
+                await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+    finally:
+        toy_log.removeHandler(handler)
+        toy_log.setLevel(logging.NOTSET)
     # Both services have shut down: their batches are flushed.
     spans = receiver.spans(TRACE_ID)
     by_kind = {(s.kind, s.name): s for s in spans}
@@ -97,6 +107,8 @@ async def test_one_trace_across_hops_with_rpc_and_genai_attributes(receiver):
     ttft, decode = generate.attributes["gen_ai.latency.time_to_first_token"], generate.attributes["gen_ai.latency.time_in_model_decode"]
     assert 0 < ttft and 0 < decode <= generate.attributes["gen_ai.latency.e2e"]
     assert "gen_ai.first_token" in generate.events
+    # The engine handler's log line carries its span's ids.
+    assert [(line["trace_id"], line["span_id"]) for line in lines] == [(TRACE_ID, generate.span_id)]
     assert not any("content" in key or "prompt" in key for s in spans for key in s.attributes)
 
 
@@ -226,3 +238,20 @@ def test_service_name_defaults_unless_the_environment_names_it(monkeypatch, env,
         assert provider.resource.attributes["service.name"] == name
     finally:
         provider.shutdown()
+
+
+async def test_a_cancelled_stream_ends_its_span_and_leaves_nothing_in_flight(receiver):
+    method = "scaleout.v1.EngineService/Generate"
+    cancelled = ("scaleout_rpc_requests_total", (("code", "CANCELLED"), ("method", method)))
+    async with serving(ToyEngine(), metrics=True) as served:
+        async with grpc.aio.insecure_channel(served.target) as channel:
+            call = engine_pb2_grpc.EngineServiceStub(channel).Generate(
+                engine_pb2.GenerateRequest(token_ids=[1]), metadata=[("traceparent", TRACEPARENT)])
+            await call.read()
+            call.cancel()
+            while cancelled not in (after := scrape(served.metrics_url)):
+                await asyncio.sleep(0.02)
+    assert after[cancelled] == 1
+    assert after[("scaleout_rpc_in_flight", (("method", method),))] == 0
+    (span,) = receiver.spans(TRACE_ID)
+    assert span.attributes["rpc.response.status_code"] == "CANCELLED"
