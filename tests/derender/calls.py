@@ -28,6 +28,18 @@ def engine_messages(chunks: list[list[int]], finish=STOP, stop_token_id: int | N
     return messages
 
 
+def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
+    chunks, start = [], 0
+    for size in cuts:
+        if start >= len(ids):
+            break
+        chunks.append(ids[start:start + size])
+        start += size
+    if start < len(ids):
+        chunks.append(ids[start:])
+    return chunks
+
+
 async def stream(stub, context, messages) -> list[derender_pb2.DerenderStreamResponse]:
     async def requests():
         yield derender_pb2.DerenderStreamRequest(context=context)

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scaleout.v1 import derender_pb2
 
-from tests.derender.calls import chat_text, engine_messages, stream, twin
+from tests.derender.calls import chat_text, engine_messages, split, stream, twin
 
 ALPHABET = st.sampled_from(
     list("abcdefghij XYZ,.!?\n\t") + list("éèàüßçñøÅ") + list("你好世界中文字") + list("日本語のテキスト")
@@ -28,18 +28,6 @@ def encode(tokenizer, pieces) -> list[int]:
             piece = tokenizer.encode(piece, add_special_tokens=False)
         ids += [piece] if isinstance(piece, int) else piece
     return ids
-
-
-def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
-    chunks, start = [], 0
-    for size in cuts:
-        if start >= len(ids):
-            break
-        chunks.append(ids[start:start + size])
-        start += size
-    if start < len(ids):
-        chunks.append(ids[start:])
-    return chunks
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

@@ -8,12 +8,14 @@ import random
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from google.rpc import code_pb2, status_pb2
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 
 from derender_svc.state_codec import encode_state
 from scaleout_common.errors import ServiceError
-from tests.derender.calls import engine_messages, stream, twin
+from tests.derender.calls import engine_messages, split, stream, twin
 
 TOOLS = [common_pb2.Tool(type="function", function=common_pb2.FunctionDefinition(name="get_weather"))]
 CALLS = ('Checking.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
@@ -238,3 +240,28 @@ async def test_reasoning_then_tool_call(stub, hf_tokenizer, tool_parser, choice,
     streamed = await stream(stub, context, messages)
     assert [(c["name"], c["arguments"]) for c in tool_calls(streamed)] == [
         (c.function.name, c.function.arguments) for c in unary.message.tool_calls]
+
+
+OUTPUTS = {
+    "hermes": '<think>Plan.</think>Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}'
+              '</tool_call><tool_call>{"arguments": {"city": "東京"}, "name": "get_weather"}</tool_call>',
+    "llama3_json": '{"name": "get_weather", "parameters": {"city": "Zürich 🌧"}}; '
+                   '{"name": "get_weather", "parameters": {"city": "東京"}}',
+    "pythonic": '[get_weather(city="Zürich 🌧"), get_weather(city="東京")]',
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(parser=st.sampled_from(sorted(OUTPUTS)), cuts=st.lists(st.integers(1, 5), max_size=80))
+async def test_tool_calls_under_random_chunking(stub, hf_tokenizer, parser, cuts):
+    """The stateful stream and the stateless twin give the unary result (ids included) whatever the chunking."""
+    context = derender_pb2.DerenderContext(id="chatcmpl-fuzz", tools=TOOLS, tool_parser=parser,
+                                           reasoning_parser="think", parallel_tool_calls=True)
+    messages = engine_messages(split(hf_tokenizer.encode(OUTPUTS[parser], add_special_tokens=False), cuts))
+    unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))).choices[0]
+    expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                for c in unary.message.tool_calls]
+    assert [json.loads(c["arguments"]) for c in expected] == [{"city": "Zürich 🌧"}, {"city": "東京"}]
+    for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
+        assert tool_calls(responses) == expected
+        assert "".join(c.delta.content for r in responses for c in r.chat.choices) == (unary.message.content or "")

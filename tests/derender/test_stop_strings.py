@@ -7,8 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 
-from tests.derender.calls import chat_text, engine_messages, finish, stream, twin
-from tests.derender.test_detokenize_property import split
+from tests.derender.calls import chat_text, engine_messages, finish, split, stream, twin
 
 STOPS = ["###", "</s>", "停止", "🎉!", "\n\nUser:", "aa"]
 TEXT = st.lists(st.sampled_from(list("ab #</s>停止🎉! \nUser:xyz你好")), max_size=30).map("".join)
