@@ -56,6 +56,12 @@ def wait_serving(target: str) -> None:
             time.sleep(0.1)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def in_process_rate(tokenizer, messages, concurrency: int, seconds: float) -> float:
     def render():
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
@@ -74,12 +80,14 @@ def in_process_rate(tokenizer, messages, concurrency: int, seconds: float) -> fl
     return sum(counts) / (time.perf_counter() - start)
 
 
-async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seconds: float, per_call: int = 1) -> float:
-    """Calls/s x items per call; requests are pre-serialized so the client spends little CPU."""
+async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seconds: float, per_call: int = 1,
+                    server_pid: int | None = None) -> tuple[float, float | None]:
+    """(items/s, server CPU seconds per item); requests are pre-serialized so the client spends little CPU."""
     call = channel.unary_unary(METHOD + method)
     for _ in range(3):
         await call(payload)
     count, stop = 0, time.perf_counter() + seconds
+    cpu_start = cpu_seconds(server_pid) if server_pid else None
 
     async def worker():
         nonlocal count
@@ -89,26 +97,33 @@ async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seco
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return count * per_call / (time.perf_counter() - start)
+    items = count * per_call
+    cpu = (cpu_seconds(server_pid) - cpu_start) / items if server_pid else None
+    return items / (time.perf_counter() - start), cpu
 
 
 def chat_request(messages) -> render_pb2.RenderChatRequest:
     return json_format.ParseDict({"messages": messages}, render_pb2.RenderChatRequest())
 
 
-async def measure(target: str, tokenizer, seconds: float, batch: int) -> list[tuple]:
-    rows = []
+async def measure(target: str, pid: int, tokenizer, seconds: float, batch: int) -> list[tuple]:
+    rows, floor = [], []
     async with grpc.aio.insecure_channel(target) as channel:
+        empty = render_pb2.ListModelsRequest().SerializeToString()
+        for concurrency in (1, 8):
+            floor.append((concurrency, *await grpc_rate(channel, "ListModels", empty, concurrency, seconds, server_pid=pid)))
         for name, messages in (("short", SHORT), ("~2k tokens", LONG)):
             request = chat_request(messages)
             single = request.SerializeToString()
             batched = render_pb2.RenderChatBatchRequest(requests=[request] * batch).SerializeToString()
             for concurrency in (1, 8):
                 local = in_process_rate(tokenizer, messages, concurrency, seconds)
-                remote = await grpc_rate(channel, "RenderChat", single, concurrency, seconds)
-                many = await grpc_rate(channel, "RenderChatBatch", batched, concurrency, seconds, per_call=batch)
-                rows.append((name, concurrency, local, remote, many))
-    return rows
+                remote, remote_cpu = await grpc_rate(channel, "RenderChat", single, concurrency, seconds, server_pid=pid)
+                many, many_cpu = await grpc_rate(
+                    channel, "RenderChatBatch", batched, concurrency, seconds, per_call=batch, server_pid=pid
+                )
+                rows.append((name, concurrency, local, remote, remote_cpu, many, many_cpu))
+    return rows, floor
 
 
 def main() -> None:
@@ -119,19 +134,25 @@ def main() -> None:
     tokenizer = load_tokenizer(resolve_model(None))
     print(f"prompt tokens: short {len(tokenizer.apply_chat_template(SHORT, add_generation_prompt=True, return_dict=False))}, "
           f"long {len(tokenizer.apply_chat_template(LONG, add_generation_prompt=True, return_dict=False))}; "
-          f"{os.cpu_count()} cores; one server process; {args.seconds:g} s per measurement")
+          f"{os.cpu_count()} cores; one server process; {args.seconds:g} s per measurement; "
+          f"load average {os.getloadavg()[0]:.2f}")
     process, target = start_server()
     try:
         wait_serving(target)
-        rows = asyncio.run(measure(target, tokenizer, args.seconds, args.batch))
+        rows, floor = asyncio.run(measure(target, process.pid, tokenizer, args.seconds, args.batch))
     finally:
         process.terminate()
         process.wait(30)
-    print(f"{'chat':<11} {'conc':>4} {'in-process/s':>13} {'RenderChat/s':>13} {'ratio':>6} {'Batch conv/s':>13} {'ratio':>6}")
-    for name, concurrency, local, remote, many in rows:
-        print(f"{name:<11} {concurrency:>4} {local:>13.0f} {remote:>13.0f} {remote / local:>5.2f}x {many:>13.0f} {many / local:>5.2f}x")
+    for concurrency, rate, cpu in floor:
+        print(f"gRPC floor (ListModels, no render work) conc {concurrency}: {rate:.0f}/s, server {cpu * 1e6:.0f} us/req")
+    print(f"load average after: {os.getloadavg()[0]:.2f} (other work on the machine slows both sides)")
+    print(f"{'chat':<11} {'conc':>4} {'in-process/s':>13} {'RenderChat/s':>13} {'ratio':>6} {'srv us/req':>10} "
+          f"{'Batch conv/s':>13} {'ratio':>6} {'srv us/conv':>11}")
+    for name, concurrency, local, remote, remote_cpu, many, many_cpu in rows:
+        print(f"{name:<11} {concurrency:>4} {local:>13.0f} {remote:>13.0f} {remote / local:>5.2f}x {remote_cpu * 1e6:>10.0f} "
+              f"{many:>13.0f} {many / local:>5.2f}x {many_cpu * 1e6:>11.0f}")
     short8 = next(r for r in rows if r[0] == "short" and r[1] == 8)
-    best_batch = max(r[4] for r in rows if r[0] == "short")
+    best_batch = max(r[5] for r in rows if r[0] == "short")
     print(f"goal: RenderChat short conc 8 >= 1350/s (1.5x vLLM ~900/s): {short8[3]:.0f}/s "
           f"{'met' if short8[3] >= 1350 else 'NOT met'}")
     print(f"goal: RenderChatBatch short >= 4000 conv/s: {best_batch:.0f}/s {'met' if best_batch >= 4000 else 'NOT met'}")
