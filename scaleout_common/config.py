@@ -43,4 +43,6 @@ def server_parser(service: str, default_port: int, description: str) -> EnvArgum
     parser.add_argument("--max-message-mb", type=int, default=64, help="largest gRPC message accepted or sent")
     parser.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight calls get to finish")
     parser.add_argument("--log-level", default="INFO", help="logging level")
+    parser.add_argument("--log-format", default="json", choices=["json", "text"],
+                        help="stderr logs: JSON lines (with trace_id/span_id inside a span) or plain text")
     return parser

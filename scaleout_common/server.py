@@ -152,5 +152,5 @@ async def _watch_health(service, names, health_servicer, state, period_s: float 
 
 
 def run(service: Service, args) -> None:
-    configure_logging(args.log_level, getattr(args, "log_format", "json"))
+    configure_logging(args.log_level, args.log_format)
     asyncio.run(serve(service, args))
