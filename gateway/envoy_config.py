@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -121,7 +122,7 @@ def main() -> None:
         host, port = address.rsplit(":", 1)
         upstreams[role].endpoints.append(Endpoint(host, int(port)))
     print(render_config(list(upstreams.values()), args.port, args.admin_port, args.host,
-                        descriptor_set=args.descriptor_set), end="")
+                        tracing=Tracing.from_env(os.environ), descriptor_set=args.descriptor_set), end="")
 
 
 if __name__ == "__main__":
