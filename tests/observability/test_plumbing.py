@@ -255,3 +255,16 @@ async def test_a_cancelled_stream_ends_its_span_and_leaves_nothing_in_flight(rec
     assert after[("scaleout_rpc_in_flight", (("method", method),))] == 0
     (span,) = receiver.spans(TRACE_ID)
     assert span.attributes["rpc.response.status_code"] == "CANCELLED"
+
+
+def test_genai_helpers_act_on_the_current_span_and_are_no_ops_without_one():
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracing.set_genai_attributes(request_model="m")  # no span: nothing happens
+    tracing.add_event("nothing")
+    with TracerProvider().get_tracer("t").start_as_current_span("s") as span:
+        tracing.set_genai_attributes(request_model="m", max_tokens=8, finish_reasons=("stop",), seed=None)
+        tracing.add_event("gen_ai.custom", tokens=3)
+    assert dict(span.attributes) == {"gen_ai.request.model": "m", "gen_ai.request.max_tokens": 8,
+                                     "gen_ai.response.finish_reasons": ("stop",)}
+    assert [(e.name, dict(e.attributes)) for e in span.events] == [("gen_ai.custom", {"tokens": 3})]
