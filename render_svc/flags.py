@@ -18,6 +18,8 @@ def parser() -> EnvArgumentParser:
                    help='JSON object of template variables; requests\' chat_template_kwargs merge over it')
     p.add_argument("--trust-request-chat-template", action="store_true", help="accept a chat_template in requests")
     p.add_argument("--max-model-len", type=int, default=None, help="context length (default: from config.json)")
+    p.add_argument("--chat-template-content-format", choices=("auto", "string", "openai"), default="auto",
+                   help="message content as a string or as text parts (auto: detect from the template)")
     p.add_argument("--reasoning-parser", default="", help="reasoning parser name put in the derender context")
     p.add_argument("--tool-parser", default="", help="tool-call parser name put in the derender context")
     p.add_argument("--max-messages", type=int, default=Limits.max_messages, help="messages per conversation")
@@ -59,4 +61,5 @@ def options(args) -> Options:
         trust_request_chat_template=args.trust_request_chat_template,
         reasoning_parser=args.reasoning_parser,
         tool_parser=args.tool_parser,
+        content_format=args.chat_template_content_format,
     )

@@ -29,6 +29,8 @@ class Options:
     trust_request_chat_template: bool = False
     reasoning_parser: str = ""
     tool_parser: str = ""
+    # "auto": detect from the template (does it loop over message content?), "string" or "openai" to force.
+    content_format: str = "auto"
 
 
 TRUNCATION_SIDES = ("left", "right")

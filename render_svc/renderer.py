@@ -90,6 +90,10 @@ class Renderer:
             source = self._template_source(with_tools)
         return self.templates.compiled(source)
 
+    def openai_content(self, template: ChatTemplate) -> bool:
+        content_format = self.options.content_format
+        return template.openai_content if content_format == "auto" else content_format == "openai"
+
     # --- chat ----------------------------------------------------------------------------------------------
     def prepare(self, request: render_pb2.RenderChatRequest) -> ChatJob:
         self.check_model(request.model)
@@ -118,7 +122,7 @@ class Renderer:
         template = self.template(request, bool(tools))
         return ChatJob(
             request=request,
-            messages=convert.chat_messages(request.messages, template.openai_content),
+            messages=convert.chat_messages(request.messages, self.openai_content(template)),
             tools=tools,
             tool_mode=tool_mode,
             tool_function=tool_function,

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from render_svc import convert
+from render_svc.prompt import Options
+from render_svc.renderer import Renderer
 from tests.render.calls import chat
 
 PARTS_TEMPLATE = (
@@ -41,3 +43,9 @@ def test_string_templates_get_parts_joined(renderers, reference_tokenizer):
         [{"role": "user", "content": "first\nsecond"}], add_generation_prompt=True, return_dict=False
     )
     assert list(response.generate_request.token_ids) == want
+
+
+def test_content_format_can_be_forced(renderers):
+    forced = Renderer(renderers["default"].model, options=Options(content_format="openai"))
+    template = forced.templates.compiled(forced.model.tokenizer.get_chat_template())
+    assert forced.openai_content(template) and not renderers["default"].openai_content(template)
