@@ -31,6 +31,8 @@ def parser() -> EnvArgumentParser:
     p.add_argument("--max-batch-size", type=int, default=Limits.max_batch_size, help="conversations per RenderChatBatch")
     p.add_argument("--max-logprobs", type=int, default=Limits.max_logprobs, help="largest top-logprobs count")
     p.add_argument("--render-threads", type=int, default=0, help="threads for large renders (0: one per core)")
+    p.add_argument("--max-pending-renders", type=int, default=256,
+                   help="large renders waiting for the pool; more are refused (RESOURCE_EXHAUSTED)")
     p.add_argument("--inline-bytes", type=int, default=4096,
                    help="requests smaller than this render on the event loop (a thread hop costs more)")
     return p

@@ -30,6 +30,7 @@
 | UNSUPPORTED_FIELD             | INVALID_ARGUMENT    | 400  | a field render_svc does not implement (suffix, bridge offsets)     |
 | MISSING_PREVIOUS_PROMPT       | INVALID_ARGUMENT    | 400  | BridgeChat without previous_prompt_token_ids                       |
 | TEMPLATE_NOT_BRIDGEABLE       | FAILED_PRECONDITION | 400  | the template cannot append new turns without re-rendering history  |
+| RENDER_QUEUE_FULL             | RESOURCE_EXHAUSTED  | 429  | more than --max-pending-renders large renders are waiting          |
 
 Errors of one conversation in RenderChatBatch name it in the field path (`requests[3].messages`) and in
 ErrorInfo metadata (`index`).
@@ -69,6 +70,7 @@ TOKEN_ID_OUT_OF_RANGE = "TOKEN_ID_OUT_OF_RANGE"
 UNSUPPORTED_FIELD = "UNSUPPORTED_FIELD"
 MISSING_PREVIOUS_PROMPT = "MISSING_PREVIOUS_PROMPT"
 TEMPLATE_NOT_BRIDGEABLE = "TEMPLATE_NOT_BRIDGEABLE"
+RENDER_QUEUE_FULL = "RENDER_QUEUE_FULL"
 
 
 def bad(reason: str, message: str, field: str | None = None) -> ServiceError:

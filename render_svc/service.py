@@ -11,13 +11,14 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from render_svc import flags
+from render_svc import flags, reasons
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import detokenize, list_models, tokenize
 from scaleout.v1 import render_pb2, render_pb2_grpc
+from scaleout_common.errors import resource_exhausted
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ class RenderService:
     def __init__(self, args):
         self.args = args
         self.renderer: Renderer | None = None
+        self.pending = 0  # renders handed to the pool and not finished (a bounded queue)
         self._pool = ThreadPoolExecutor(args.render_threads or os.cpu_count() or 2, thread_name_prefix="render")
 
     def register(self, server) -> None:
@@ -48,9 +50,15 @@ class RenderService:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def call(self, function, request, offload: bool):
-        if offload:
+        if not offload:
+            return function(self.renderer, request)
+        if self.pending >= self.args.max_pending_renders:
+            raise resource_exhausted(reasons.RENDER_QUEUE_FULL, f"{self.pending} large renders are waiting; retry later")
+        self.pending += 1
+        try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, function, self.renderer, request)
-        return function(self.renderer, request)
+        finally:
+            self.pending -= 1
 
     def is_large(self, request) -> bool:
         return request.ByteSize() >= self.args.inline_bytes

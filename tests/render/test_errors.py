@@ -3,12 +3,15 @@ unknown model) with its stable ErrorInfo reason, over real gRPC."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from google.protobuf import json_format
 
 from render_svc import reasons as r
 from scaleout.v1 import render_pb2
 from tests.render.calls import chat, expect
+from tests.render.conftest import render_server
 
 BAD = "INVALID_ARGUMENT"
 RANGE = "OUT_OF_RANGE"
@@ -147,3 +150,12 @@ async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
 async def test_constant_expressions_are_not_evaluated_at_compile_time(trusting_stub):
     folded = "{{ 'x' | center(3000000) | center(3900000) | center(3990000) }}" * 20
     await expect(trusting_stub.RenderChat(chat(chat_template=folded)), BAD, r.TEMPLATE_OUTPUT_TOO_LARGE)
+
+
+async def test_a_full_render_queue_refuses_fast():
+    slow = "{% for i in range(100000) %}{% for j in range(50) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+    async with render_server("--trust-request-chat-template", "--render-threads", "1", "--max-pending-renders", "1") as stub:
+        first = asyncio.ensure_future(stub.RenderChat(chat(chat_template=slow)))
+        await asyncio.sleep(0.2)
+        await expect(stub.RenderChat(chat(chat_template=slow)), "RESOURCE_EXHAUSTED", r.RENDER_QUEUE_FULL)
+        await first
