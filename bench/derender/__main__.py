@@ -67,8 +67,10 @@ def output_ids(tokenizer, count: int, reasoning: bool) -> list[int]:
     return (think + body[:half] + close + body[: count - len(think) - len(close) - half])[:count]
 
 
-def messages(ids: list[int]) -> list[engine_pb2.GenerateResponse]:
-    out = [engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(index=0, token_ids=[t])]) for t in ids]
+def messages(ids: list[int], per: int = 1) -> list[engine_pb2.GenerateResponse]:
+    """A streamed engine result, `per` tokens per message."""
+    out = [engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(index=0, token_ids=ids[i:i + per])])
+           for i in range(0, len(ids), per)]
     out[-1].choices[0].finish_reason = common_pb2.FINISH_REASON_LENGTH
     out[-1].finished = True
     return out
@@ -129,6 +131,10 @@ async def over_grpc(args, tokenizer) -> None:
             for count, (server_us, client_us) in best.items():
                 print(f"   {count:5d} tokens: server {server_us:6.1f} us/token (client {client_us:6.1f})")
             print(f"   4096 vs 512, server: {best[4096][0] / best[512][0]:.2f}x (flat: within 1.5x)")
+            batched = messages(output_ids(tokenizer, 4096, False), per=8)  # stream_interval=8
+            server_us, client_us = min([await measure(server, 4096, lambda: stateful(stub, plain, batched))
+                                        for _ in range(args.repeat)], key=sum)
+            print(f"   4096 tokens, 8 per message: server {server_us:6.1f} us/token (client {client_us:6.1f})")
 
             print("2. reasoning parser on, 2048 tokens: stateful stream vs replay-per-chunk baseline")
             engine = messages(output_ids(tokenizer, 2048, True))
