@@ -90,15 +90,17 @@ class ChoiceProcessor:
         logprobs = state.get("l") or {"b": "", "o": 0}
         self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]),
                                         logprobs["o"])
-        self.reasoning, self.markers = None, None
+        self.reasoning = None
         if config.reasoning_parser:
-            self.markers = info.special_think_ids if config.skip_special_tokens else None
             cls = REASONING_PARSERS[config.reasoning_parser]
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
         self.tools = None
         if config.tool_parser:
             initial = {"function": config.tool_function} if config.tool_parser == "named" else {}
             self.tools = ALL_TOOL_PARSERS[config.tool_parser](**state.get("t", initial))
+        tags = {tag for parser in (self.reasoning, self.tools) if parser is not None for tag in parser.markers}
+        # parser tags that are special tokens stay in the text when specials are skipped
+        self.markers = {i: t for i, t in info.special_tokens.items() if t in tags} if config.skip_special_tokens else {}
 
     def process(self, choice: common_pb2.GenerateChoice | None, final: bool = False) -> ChoiceDelta | None:
         """Advance with one engine message for this choice (None with final=True: close it as it is)."""
@@ -151,7 +153,7 @@ class ChoiceProcessor:
         return "".join(text), len(ids)
 
     def _detokenize(self, ids: list[int]) -> str:
-        """Text of `ids`; reasoning markers that are special tokens stay visible to the reasoning parser."""
+        """Text of `ids`; parser tags that are special tokens stay visible to the parsers."""
         if not self.markers or not any(i in self.markers for i in ids):
             return self.detokenizer.step(ids)
         text, start = [], 0

@@ -56,7 +56,8 @@ def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
 
 
 def _tool_format(template) -> str:
-    """Hermes/Qwen templates name <tool_call>; Llama-3's <|python_tag|>; pythonic ones show `[func(...)]`."""
+    """Hermes/Qwen templates name <tool_call>; Llama-3's <|python_tag|>; pythonic ones show `[func(...)]`;
+    Mistral's [TOOL_CALLS]."""
     text = template if isinstance(template, str) else json.dumps(template)
     if "<tool_call>" in text:
         return "hermes"
@@ -64,6 +65,8 @@ def _tool_format(template) -> str:
         return "llama3_json"
     if "[func_name1(" in text:
         return "pythonic"
+    if "[TOOL_CALLS]" in text:
+        return "mistral"
     return "hermes"
 
 
@@ -75,7 +78,7 @@ class TokenizerInfo:
     fingerprint: str
     has_think_tokens: bool
     tool_format: str  # the tool parser the chat template's format suggests
-    special_think_ids: dict[int, str]  # <think>/</think> when they are special tokens (skip_special_tokens drops them)
+    special_tokens: dict[int, str]  # id -> content of the special tokens (those skip_special_tokens drops)
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
 
@@ -93,8 +96,7 @@ class TokenizerInfo:
             fingerprint=tokenizer_fingerprint(hf_tokenizer),
             has_think_tokens="<think>" in vocab and "</think>" in vocab,
             tool_format=_tool_format(getattr(hf_tokenizer, "chat_template", None)),
-            special_think_ids={i: t.content for i, t in backend.get_added_tokens_decoder().items()
-                               if t.special and t.content in ("<think>", "</think>")},
+            special_tokens={i: t.content for i, t in backend.get_added_tokens_decoder().items() if t.special},
             added_tokens=added,
             spaces_added_tokens=spaces,
         )

@@ -17,6 +17,9 @@ class ToolCallDelta:
 class StatefulParser:
     """Streaming parser whose whole state is the keyword arguments of its constructor (JSON-able)."""
 
+    #: tags the parser looks for; kept in the text even when they are special tokens and specials are skipped
+    markers: tuple[str, ...] = ()
+
     def __init__(self, **state):
         self.__dict__.update(self.initial_state())
         self.__dict__.update(state)

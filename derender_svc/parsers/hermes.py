@@ -10,6 +10,8 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 class HermesToolParser(StatefulParser):
+    markers = (OPEN, CLOSE)
+
     @classmethod
     def initial_state(cls) -> dict:
         # call: the open block's scanner state; gap: right after a call, where whitespace is dropped

@@ -157,3 +157,17 @@ def _loads(text: str, default):
         return json.loads(text)
     except (ValueError, RecursionError):
         return default
+
+
+class CallListParser(StatefulParser):
+    """A parser for output that is a run of JSON call objects (state: mode, calls, call = open object's state)."""
+
+    def _close(self, scanner: JsonCallScanner, deltas: list[ToolCallDelta]) -> str:
+        """Finish one object; if it never named a function, it and the rest are content."""
+        self.call = None
+        if scanner.name is None:
+            self.mode = "content"
+            return scanner.raw
+        deltas += scanner.finish(self.calls)
+        self.calls += 1
+        return ""

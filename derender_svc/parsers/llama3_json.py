@@ -3,13 +3,15 @@ optionally after `<|python_tag|>`). Output that does not start with `{` is plain
 
 from __future__ import annotations
 
-from derender_svc.parsers.base import StatefulParser, ToolCallDelta
-from derender_svc.parsers.json_call import JsonCallScanner
+from derender_svc.parsers.base import ToolCallDelta
+from derender_svc.parsers.json_call import CallListParser, JsonCallScanner
 
 PYTHON_TAG = "<|python_tag|>"
 
 
-class Llama3JsonToolParser(StatefulParser):
+class Llama3JsonToolParser(CallListParser):
+    markers = (PYTHON_TAG,)
+
     @classmethod
     def initial_state(cls) -> dict:
         return {"mode": "start", "held": "", "calls": 0, "call": None}  # mode: start | calls | content
@@ -45,13 +47,3 @@ class Llama3JsonToolParser(StatefulParser):
         if self.mode == "calls" and final and self.call is not None:
             text = self._close(JsonCallScanner(**self.call), deltas) + text
         return (text if self.mode == "content" else ""), deltas
-
-    def _close(self, scanner: JsonCallScanner, deltas: list[ToolCallDelta]) -> str:
-        """Finish the object; if it never named a function, it and the rest are content."""
-        self.call = None
-        if scanner.name is None:
-            self.mode = "content"
-            return scanner.raw
-        deltas += scanner.finish(self.calls)
-        self.calls += 1
-        return ""

@@ -9,6 +9,8 @@ START, END = "<think>", "</think>"
 
 
 class ThinkReasoningParser(StatefulParser):
+    markers = (START, END)
+
     @classmethod
     def initial_state(cls) -> dict:
         return {"mode": "start", "held": ""}  # mode: start | reasoning | content

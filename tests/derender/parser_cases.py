@@ -68,6 +68,26 @@ def llama3_cases():
     return cases
 
 
+def mistral_cases():
+    cases = []
+    for i, (args, content) in enumerate(itertools.product(ARGS, CONTENT)):
+        name = NAMES[i % len(NAMES)]
+        calls = [(name, args)] if i % 2 else [(name, args), ("second", {"k": i})]
+        body = json.dumps([{"name": n, "arguments": a} for n, a in calls], ensure_ascii=i % 3 == 0)
+        cases.append((f"{content}[TOOL_CALLS] {body}", content, calls))
+    cases += [
+        ('[TOOL_CALLS][{"name": "a", "arguments": {}}] after', " after", [("a", {})]),
+        ("no calls [TOOL", "no calls [TOOL", []),
+        ("[TOOL_CALLS] not a list", "not a list", []),
+        ('[TOOL_CALLS][{"no": "name"}] x', '{"no": "name"}] x', []),
+        ('[TOOL_CALLS][{"name": "cut", "arguments": {"a": [1', "", [("cut", None)]),
+        ("[TOOL_CALLS][]", "", []),
+        ("[TOOL_CALLS]", "", []),
+        ('[TOOL_CALLS][{"name": "p", "arguments": "{\\"q\\": 1}"}]', "", [("p", {"q": 1})]),
+    ]
+    return cases
+
+
 def _py(value) -> str:
     return repr(value)
 

@@ -15,7 +15,8 @@ from derender_svc.limits import Limits
 from derender_svc.session import Defaults, Session
 from derender_svc.tokenizer_info import TokenizerInfo
 
-CORPUS = ["Hello world, this is a test.", "The café is naïve.", "Numbers 123 and symbols !?", "你好世界 hello"] * 50
+CORPUS = ["Hello world, this is a test.", "The café is naïve.", "Numbers 123 and symbols !?", "你好世界 hello",
+          '[{"name": "f", "arguments": {"a": 1}}]'] * 50
 
 
 def metaspace() -> Tokenizer:
@@ -103,6 +104,7 @@ def test_arbitrary_ids_never_break_the_stream():
     ("{{ '<tool_call>' }}", "hermes"),
     ("{{ '<|python_tag|>' }}", "llama3_json"),
     ("Call tools as [func_name1(params_name1=params_value1)]", "pythonic"),
+    ("{{ '[TOOL_CALLS]' }}", "mistral"),
     ("{{ messages }}", "hermes"),
 ])
 def test_default_tool_parser_follows_the_chat_template(template, expected):
@@ -116,7 +118,7 @@ def test_special_think_tokens_survive_skip_special_tokens():
     tokenizer = metaspace()
     tokenizer.add_special_tokens(["<think>", "</think>"])
     info = TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer))
-    assert set(info.special_think_ids.values()) == {"<think>", "</think>"}
+    assert {"<think>", "</think>"} <= set(info.special_tokens.values())
     setup = Defaults(info, Limits(), "think", "none")
     ids = tokenizer.encode("<think>Hello world</think>The café").ids
     context = derender_pb2.DerenderContext(skip_special_tokens=True)
@@ -127,3 +129,22 @@ def test_special_think_tokens_survive_skip_special_tokens():
         deltas += session.feed(engine_pb2.GenerateResponse(finished=True))
         assert "".join(d.reasoning for d in deltas) == "Hello world"
         assert "".join(d.content for d in deltas) == " The café"
+
+
+def test_special_tool_marker_survives_skip_special_tokens():
+    """Mistral's [TOOL_CALLS] is a special token: the mistral parser still sees it, other text never shows it."""
+    tokenizer = metaspace()
+    tokenizer.add_special_tokens(["[TOOL_CALLS]"])
+    info = TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer))
+    ids = tokenizer.encode('Hello[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]').ids
+    context = derender_pb2.DerenderContext(skip_special_tokens=True, tools=[common_pb2.Tool(type="function")])
+    deltas = []
+    for tool_parser in ("mistral", "hermes"):
+        session = Session(context, Defaults(info, Limits(), "none", tool_parser))
+        deltas = session.feed(engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(token_ids=ids)],
+                                                          finished=True))
+        if tool_parser == "mistral":
+            assert deltas[0].content == "Hello"
+            assert [(c.name, c.arguments) for c in deltas[0].tool_calls] == [("f", '{"a": 1}')]
+        else:  # not a hermes tag: the special token stays skipped
+            assert "[TOOL_CALLS]" not in deltas[0].content and not deltas[0].tool_calls

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from derender_svc.parsers import HermesToolParser, Llama3JsonToolParser, PythonicToolParser, ThinkReasoningParser
+from derender_svc.parsers import (HermesToolParser, Llama3JsonToolParser, MistralToolParser, PythonicToolParser,
+                                  ThinkReasoningParser)
 from tests.derender import parser_cases
 
 
@@ -66,6 +67,11 @@ def test_llama3_json(text, content, calls):
     check_tools(Llama3JsonToolParser, text, content, calls)
 
 
+@pytest.mark.parametrize("text,content,calls", parser_cases.mistral_cases())
+def test_mistral(text, content, calls):
+    check_tools(MistralToolParser, text, content, calls)
+
+
 @pytest.mark.parametrize("text,content,calls", parser_cases.pythonic_cases())
 def test_pythonic(text, content, calls):
     check_tools(PythonicToolParser, text, content, calls)
@@ -80,14 +86,14 @@ def test_think(text, started, reasoning, content):
 
 
 def test_case_counts():
-    assert min(len(parser_cases.hermes_cases()), len(parser_cases.llama3_cases()),
+    assert min(len(parser_cases.hermes_cases()), len(parser_cases.llama3_cases()), len(parser_cases.mistral_cases()),
                len(parser_cases.pythonic_cases()), len(parser_cases.think_cases())) >= 40
 
 
 PIECES = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<|python_tag|>", "{", "}", "[", "]", "(", ")", '"',
           "'", "\\", ":", ",", ";", "=", " ", "\n", '"name"', '"arguments"', '"parameters"', '"f"', "f", "x", "1",
-          "é", "🎉", "<", "tool", "name=", "a=1"]
-PARSERS = [HermesToolParser, Llama3JsonToolParser, PythonicToolParser, lambda: ThinkReasoningParser.create(False),
+          "é", "🎉", "<", "tool", "name=", "a=1", "[TOOL_CALLS]", "[TOOL"]
+PARSERS = [HermesToolParser, Llama3JsonToolParser, MistralToolParser, PythonicToolParser, lambda: ThinkReasoningParser.create(False),
            lambda: ThinkReasoningParser.create(True)]
 
 
