@@ -248,6 +248,8 @@ OUTPUTS = {
     "llama3_json": '{"name": "get_weather", "parameters": {"city": "Zürich 🌧"}}; '
                    '{"name": "get_weather", "parameters": {"city": "東京"}}',
     "pythonic": '[get_weather(city="Zürich 🌧"), get_weather(city="東京")]',
+    "mistral": 'Calling.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}, '
+               '{"name": "get_weather", "arguments": {"city": "東京"}}]',
 }
 
 
