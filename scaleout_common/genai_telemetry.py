@@ -143,17 +143,22 @@ class ResponseStream:
         if self.response_id is None and msg.request_id:
             self.response_id = msg.request_id
         if new and self.streaming:
+            # One inter-token sample per token after the first: a message of k tokens after a gap spreads the
+            # gap over its k tokens (the engine merged steps for a slow reader); tokens that rode with the
+            # first one arrived with it (gap 0).
             if self.first is None:
                 self.first = now
                 self.ttft = now - self.start
+                gap, new = 0.0, new - 1
                 if self.llm is not None:
                     self.llm.time_to_first_token.observe(self.ttft)
                 if self.span is not None:
                     self.span.add_event(FIRST_TOKEN_EVENT)
-            elif self.llm is not None:
-                per_token = (now - self.last) / new
+            else:
+                gap = (now - self.last) / new
+            if self.llm is not None:
                 for _ in range(new):
-                    self.llm.inter_token_latency.observe(per_token)
+                    self.llm.inter_token_latency.observe(gap)
             self.last = now
 
     def _chunk(self, msg) -> None:

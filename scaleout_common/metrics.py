@@ -52,13 +52,14 @@ class LlmMetrics:
         self.kv_cache_usage = Gauge(
             "scaleout_engine_kv_cache_usage_ratio", "Fraction of KV cache blocks in use (0..1)", registry=registry
         )
+
         def histogram(name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
             return Histogram(f"scaleout_engine_{name}_seconds", doc, buckets=buckets, registry=registry)
 
         self.queue_time = histogram("queue_time", "Time a request waited before it was scheduled (engine-reported)")
         self.time_to_first_token = histogram("time_to_first_token", "From the Generate call's start to its first token")
         self.inter_token_latency = histogram(
-            "inter_token_latency", "Time between consecutive output tokens of a request", TOKEN_LATENCY_BUCKETS
+            "inter_token_latency", "Gap between output tokens (one sample per token after the first)", TOKEN_LATENCY_BUCKETS
         )
         self.e2e_latency = histogram("e2e_request_latency", "From the Generate call's start to its last message")
         self.prompt_tokens = Counter("scaleout_engine_prompt_tokens", "Prompt tokens processed", registry=registry)

@@ -7,7 +7,7 @@ no interceptor is installed at all.
 from __future__ import annotations
 
 import asyncio
-import logging
+import socket
 from typing import Sequence
 
 import grpc
@@ -15,8 +15,6 @@ import grpc
 from scaleout_common import tracing
 from scaleout_common.metrics import ServiceMetrics
 from scaleout_common.rpc_telemetry import ServerTelemetryInterceptor
-
-log = logging.getLogger(__name__)
 
 ENGINE = "scaleout.v1.EngineService"
 
@@ -45,7 +43,8 @@ class Telemetry:
     def bound(self, host: str, port: int) -> None:
         """The address spans report as server.address / server.port, known once the port is bound."""
         if self._interceptor is not None:
-            self._interceptor.set_address(host, port)
+            # A wildcard bind names no server: report the machine (the pod, on Kubernetes).
+            self._interceptor.set_address(socket.gethostname() if host in ("", "0.0.0.0", "::", "[::]") else host, port)
 
     def start(self, host: str) -> str | None:
         """Serve /metrics and print `METRICS <service> <url>` for launchers (like the LISTENING line)."""
@@ -55,7 +54,7 @@ class Telemetry:
         if watch is not None and self.metrics.llm is not None:
             watch(self.metrics.llm)
         port = self.metrics.serve_http(host, self._metrics_port)
-        url = f"http://{host}:{port}/metrics"
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
         print(f"METRICS {self._names[0]} {url}", flush=True)
         return url
 
