@@ -18,6 +18,7 @@ class Limits:
     max_stop_chars: int = 256
     max_prompt_tail: int = 64
     max_state_bytes: int = 65536
+    max_streams: int = 4096  # open DerenderStream calls; more are refused with RESOURCE_EXHAUSTED
 
     @classmethod
     def from_args(cls, args) -> "Limits":

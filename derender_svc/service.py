@@ -13,7 +13,7 @@ from derender_svc.parsers import NONE
 from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
 from derender_svc.tokenizer_info import TokenizerInfo
-from scaleout_common.errors import ServiceError, invalid_argument, out_of_range
+from scaleout_common.errors import ServiceError, invalid_argument, out_of_range, resource_exhausted
 from scaleout_common.models import load_tokenizer, model_name, resolve_model
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,8 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         return out
 
     async def DerenderStream(self, request_iterator, context):
+        if self.active_streams >= self.defaults.limits.max_streams:
+            raise resource_exhausted("TOO_MANY_STREAMS", f"{self.active_streams} derender streams are open; retry")
         session = None
         self.active_streams += 1
         try:

@@ -3,6 +3,7 @@ usage, in-band errors and typed errors for bad input."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
@@ -11,11 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from google.rpc import code_pb2, status_pb2
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2
 
+from derender_svc.__main__ import build_parser
+from derender_svc.service import DerenderService
 from derender_svc.state_codec import encode_state
 from scaleout_common.errors import ServiceError
 from tests.derender.calls import engine_messages, split, stream, twin
+from tests.serving import serving
 
 TOOLS = [common_pb2.Tool(type="function", function=common_pb2.FunctionDefinition(name="get_weather"))]
 CALLS = ('Checking.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
@@ -267,3 +271,19 @@ async def test_tool_calls_under_random_chunking(stub, hf_tokenizer, parser, cuts
     for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
         assert tool_calls(responses) == expected
         assert "".join(c.delta.content for r in responses for c in r.chat.choices) == (unary.message.content or "")
+
+
+async def test_open_streams_are_bounded(info):
+    """Past --max-streams, a new stream is refused fast (RESOURCE_EXHAUSTED), the open one keeps working."""
+    parser = build_parser()
+    service = DerenderService(parser.parse_args(["--max-streams", "1"]), info)
+    async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
+        stub = derender_pb2_grpc.DerenderServiceStub(channel)
+        first = stub.DerenderStream()
+        await first.write(derender_pb2.DerenderStreamRequest(context=derender_pb2.DerenderContext(id="chatcmpl-a")))
+        while service.active_streams == 0:
+            await asyncio.sleep(0.01)
+        await expect_error(_collect(stub.DerenderStream(iter([]))), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           "TOO_MANY_STREAMS")
+        await first.write(derender_pb2.DerenderStreamRequest(engine_output=engine_messages([[42]])[0]))
+        assert (await first.read()).chat.choices[0].finish_reason == "stop"
