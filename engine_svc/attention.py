@@ -82,11 +82,11 @@ class SdpaBackend(AttentionBackend):
                 context = kv[rows]
             else:
                 context = self._gather(kv_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
-            keys, values = context.unbind(-3)
-            attn = F.scaled_dot_product_attention(
-                q[rows].transpose(0, 1)[None], keys.transpose(0, 1)[None], values.transpose(0, 1)[None],
-                attn_mask=mask, is_causal=mask is None, scale=self.scale, enable_gqa=True,
-            )
+            # Contiguous K/V with every query head (no enable_gqa) keeps SDPA on its flash / memory-efficient
+            # kernels; with enable_gqa or strided K/V it falls back to the slow math path on CUDA.
+            keys, values = (t.transpose(0, 1).repeat_interleave(self.group, dim=0)[None] for t in context.unbind(-3))
+            attn = F.scaled_dot_product_attention(q[rows].transpose(0, 1)[None], keys, values, attn_mask=mask,
+                                                  is_causal=mask is None, scale=self.scale)
             out[rows] = attn[0].transpose(0, 1)
         return out
 

@@ -96,6 +96,8 @@ class FusedDecoder(nn.Module):
         for layer, kv_cache in zip(self.layers, kv_caches):
             x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, self.ops)
         if logits_rows is not None:
+            if logits_rows.shape[0] == 0:  # no row samples this step (and no empty-shape kernel compiles)
+                return x.new_empty((0, self.lm_head.out_features))
             x, residual = x[logits_rows], residual[logits_rows]
         x, _ = self.ops.add_rms_norm(x, residual, self.norm.weight, self.norm.eps)
         return self.lm_head(x)

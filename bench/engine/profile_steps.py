@@ -1,0 +1,69 @@
+"""Where the step thread's time goes with many in-process streams (CUDA): cProfile of the step thread and of
+its steps, after a warm-up round (Python 3.12's cProfile allows one active profile per process).
+
+    python -m bench.engine.profile_steps --shape llama-1b --streams 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import time
+
+import torch
+
+from bench.engine.gpu_check import greedy
+from bench.engine.shapes import build_model
+from engine_svc import engine as engine_module
+from engine_svc.__main__ import make_parser
+from engine_svc.loader import build_engine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", default="llama-1b")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--streams", type=int, default=256)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--engine-flags", default="--max-model-len 2048")
+    args = parser.parse_args()
+    model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
+    loaded = build_engine(model, make_parser().parse_args(args.engine_flags.split()), model_name=args.shape)
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(10, model.config.vocab_size - 10, (128,), generator=g).tolist()
+               for _ in range(args.streams)]
+    asyncio.run(greedy(loaded, prompts, 8))
+    asyncio.run(greedy(loaded, prompts, 8))
+
+    step_profile, steps = cProfile.Profile(), []
+    original = engine_module.Engine._step
+
+    def profiled(self, outputs):
+        start = time.perf_counter()
+        step_profile.enable()
+        try:
+            return original(self, outputs)
+        finally:
+            step_profile.disable()
+            steps.append(time.perf_counter() - start)
+
+    engine_module.Engine._step = profiled
+    start = time.perf_counter()
+    asyncio.run(greedy(loaded, prompts, args.new_tokens))
+    wall = time.perf_counter() - start
+    engine_module.Engine._step = original
+    steps_sorted = sorted(steps)
+    print(f"{args.streams} streams x {args.new_tokens}: {args.streams * args.new_tokens / wall:.0f} tok/s, "
+          f"{len(steps)} steps, wall/step {wall / len(steps) * 1e3:.2f} ms, step median "
+          f"{steps_sorted[len(steps) // 2] * 1e3:.2f} ms, max {steps_sorted[-1] * 1e3:.2f} ms, "
+          f"sum {sum(steps):.2f} s of {wall:.2f} s")
+    text = io.StringIO()
+    pstats.Stats(step_profile, stream=text).sort_stats("tottime").print_stats(25)
+    print("--- step thread (by own time)\n" + "\n".join(text.getvalue().splitlines()[6:36]))
+
+
+if __name__ == "__main__":
+    main()
