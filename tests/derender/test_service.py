@@ -287,3 +287,23 @@ async def test_open_streams_are_bounded(info):
                            "TOO_MANY_STREAMS")
         await first.write(derender_pb2.DerenderStreamRequest(engine_output=engine_messages([[42]])[0]))
         assert (await first.read()).chat.choices[0].finish_reason == "stop"
+
+
+async def test_concurrent_streams_keep_their_own_state(stub, hf_tokenizer):
+    """Many streams interleaved on one server: each one's text equals its own unary result."""
+    texts = ["<think>a</think>Paris 你好", "Zürich 🌧 " * 5, "STOP here? no, STOP!", "[f(x=1)] tail", "plain " * 9]
+    jobs = []
+    for i, text in enumerate(texts * 2):
+        context = derender_pb2.DerenderContext(id=f"chatcmpl-{i}", reasoning_parser="think", stop=["!"],
+                                               tools=TOOLS, tool_parser="pythonic", parallel_tool_calls=True)
+        messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 1 + i % 3))
+        jobs.append((context, messages))
+    results = await asyncio.gather(*(stream(stub, c, m) for c, m in jobs))
+    for (context, messages), responses in zip(jobs, results):
+        unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages)))
+        message = unary.choices[0].message
+        deltas = [c.delta for r in responses for c in r.chat.choices]
+        assert "".join(d.content for d in deltas) == (message.content or "")
+        assert "".join(d.reasoning_content for d in deltas) == message.reasoning_content
+        assert tool_calls(responses) == [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                                         for c in message.tool_calls]
