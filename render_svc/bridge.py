@@ -23,12 +23,6 @@ def _not_bridgeable(why: str) -> reasons.ServiceError:
     return reasons.precondition(reasons.TEMPLATE_NOT_BRIDGEABLE, f"this chat template cannot be bridged: {why}")
 
 
-def _check_ids(ids, field: str, vocab: int) -> None:
-    for i, token in enumerate(ids):
-        if not 0 <= token < vocab:
-            raise reasons.bad(reasons.TOKEN_ID_OUT_OF_RANGE, f"token id {token} is outside [0, {vocab})", f"{field}[{i}]")
-
-
 def _after_marker(text: str) -> str:
     if text.count(MARKER) != 1:
         raise _not_bridgeable("it does not render an assistant message's content as given")
@@ -40,8 +34,8 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
     if not previous:
         raise reasons.bad(reasons.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids")
     tokens = renderer.model.tokens
-    _check_ids(previous, "previous_prompt_token_ids", tokens.vocab_size)
-    _check_ids(completion, "completion_token_ids", tokens.vocab_size)
+    reasons.check_token_ids(previous, tokens.vocab_size, "previous_prompt_token_ids")
+    reasons.check_token_ids(completion, tokens.vocab_size, "completion_token_ids")
     if request.request.return_token_offsets:
         raise reasons.bad(reasons.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets")
 

@@ -26,11 +26,7 @@ def _prompts(renderer: Renderer, request: render_pb2.RenderCompletionRequest, ad
     out = []
     for i, prompt in enumerate(request.prompt_token_ids):
         ids = list(prompt.token_ids)
-        for j, token in enumerate(ids):
-            if not 0 <= token < vocab:
-                raise reasons.bad(
-                    reasons.TOKEN_ID_OUT_OF_RANGE, f"token id {token} is outside [0, {vocab})", f"prompt_token_ids[{i}].token_ids[{j}]"
-                )
+        reasons.check_token_ids(ids, vocab, f"prompt_token_ids[{i}].token_ids")
         needs_text = request.echo or request.return_prompt_text
         out.append((tokens.decode(ids, skip_special_tokens=False) if needs_text else None, ids, None))
     return out

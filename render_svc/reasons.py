@@ -92,6 +92,13 @@ def model_not_found(name: str, served: list[str]) -> ServiceError:
     )
 
 
+def check_token_ids(ids, vocab_size: int, field: str) -> None:
+    """Every id must be in the vocabulary (TOKEN_ID_OUT_OF_RANGE names the first one that is not)."""
+    for i, token in enumerate(ids):
+        if not 0 <= token < vocab_size:
+            raise bad(TOKEN_ID_OUT_OF_RANGE, f"{field} has id {token}, outside [0, {vocab_size})", f"{field}[{i}]")
+
+
 def in_batch(error: ServiceError, index: int) -> ServiceError:
     """The same error, naming the conversation of a batch it came from."""
     violations = [(f"requests[{index}].{path}" if path else f"requests[{index}]", text) for path, text in error.violations]

@@ -47,12 +47,6 @@ def _invalid(name: str, message: str) -> reasons.ServiceError:
     return reasons.bad(reasons.INVALID_SAMPLING_PARAM, f"{name} {message}", name)
 
 
-def _check_ids(name: str, ids, vocab_size: int) -> None:
-    for i, token in enumerate(ids):
-        if not 0 <= token < vocab_size:
-            raise reasons.bad(reasons.TOKEN_ID_OUT_OF_RANGE, f"{name} has id {token}, outside [0, {vocab_size})", f"{name}[{i}]")
-
-
 def requested_max_tokens(fields: dict) -> int | None:
     """max_completion_tokens wins over max_tokens (chat); None when neither is set."""
     for name in ("max_completion_tokens", "max_tokens"):
@@ -134,7 +128,7 @@ def _check(fields: dict, limits: ModelLimits) -> None:
             raise reasons.bad(reasons.INVALID_SAMPLING_PARAM, "stop strings must not be empty", f"stop[{i}]")
     for name in ("stop_token_ids", "allowed_token_ids", "logit_bias"):
         if name in fields:
-            _check_ids(name, list(fields[name]), limits.vocab_size)
+            reasons.check_token_ids(list(fields[name]), limits.vocab_size, name)
 
 
 def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool) -> common_pb2.SamplingParams:

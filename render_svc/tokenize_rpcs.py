@@ -39,10 +39,7 @@ def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_
 
 def detokenize(renderer: Renderer, request: render_pb2.DetokenizeRequest) -> render_pb2.DetokenizeResponse:
     renderer.check_model(request.model)
-    vocab = renderer.model.tokens.vocab_size
-    for i, token in enumerate(request.tokens):
-        if not 0 <= token < vocab:
-            raise reasons.bad(reasons.TOKEN_ID_OUT_OF_RANGE, f"token id {token} is outside [0, {vocab})", f"tokens[{i}]")
+    reasons.check_token_ids(request.tokens, renderer.model.tokens.vocab_size, "tokens")
     skip = request.skip_special_tokens if request.HasField("skip_special_tokens") else True
     return render_pb2.DetokenizeResponse(prompt=renderer.model.tokens.decode(request.tokens, skip_special_tokens=skip))
 
