@@ -78,12 +78,22 @@ def mistral_cases():
     cases += [
         ('[TOOL_CALLS][{"name": "a", "arguments": {}}] after', " after", [("a", {})]),
         ("no calls [TOOL", "no calls [TOOL", []),
-        ("[TOOL_CALLS] not a list", "not a list", []),
+        ("[TOOL_CALLS] not a call", "[TOOL_CALLS]not a call", []),
         ('[TOOL_CALLS][{"no": "name"}] x', '{"no": "name"}] x', []),
         ('[TOOL_CALLS][{"name": "cut", "arguments": {"a": [1', "", [("cut", None)]),
         ("[TOOL_CALLS][]", "", []),
         ("[TOOL_CALLS]", "", []),
         ('[TOOL_CALLS][{"name": "p", "arguments": "{\\"q\\": 1}"}]', "", [("p", {"q": 1})]),
+    ]
+    for i, args in enumerate(ARGS):  # v11: [TOOL_CALLS]name[ARGS]{...} per call
+        calls = [(NAMES[i % len(NAMES)], args)] + ([("second", {"k": i})] if i % 2 else [])
+        text = "".join(f"[TOOL_CALLS]{n}[ARGS]{json.dumps(a, ensure_ascii=i % 3 == 0)}" for n, a in calls)
+        cases.append((CONTENT[i % len(CONTENT)] + text + (" done" if i % 3 == 1 else ""),
+                      CONTENT[i % len(CONTENT)] + (" done" if i % 3 == 1 else ""), calls))
+    cases += [
+        ('[TOOL_CALLS]f[ARGS]{"s": "a \\" } ["}', "", [("f", {"s": 'a " } ['})]),
+        ("[TOOL_CALLS]f[ARGS]", "", [("f", {})]),
+        ('[TOOL_CALLS]cut[ARGS]{"a": [1', "", [("cut", None)]),
     ]
     return cases
 

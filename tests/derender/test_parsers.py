@@ -92,7 +92,7 @@ def test_case_counts():
 
 PIECES = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<|python_tag|>", "{", "}", "[", "]", "(", ")", '"',
           "'", "\\", ":", ",", ";", "=", " ", "\n", '"name"', '"arguments"', '"parameters"', '"f"', "f", "x", "1",
-          "é", "🎉", "<", "tool", "name=", "a=1", "[TOOL_CALLS]", "[TOOL"]
+          "é", "🎉", "<", "tool", "name=", "a=1", "[TOOL_CALLS]", "[TOOL", "[ARGS]", "[AR"]
 PARSERS = [HermesToolParser, Llama3JsonToolParser, MistralToolParser, PythonicToolParser, lambda: ThinkReasoningParser.create(False),
            lambda: ThinkReasoningParser.create(True)]
 

@@ -246,24 +246,27 @@ async def test_reasoning_then_tool_call(stub, hf_tokenizer, tool_parser, choice,
         (c.function.name, c.function.arguments) for c in unary.message.tool_calls]
 
 
-OUTPUTS = {
-    "hermes": '<think>Plan.</think>Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}'
-              '</tool_call><tool_call>{"arguments": {"city": "東京"}, "name": "get_weather"}</tool_call>',
-    "llama3_json": '{"name": "get_weather", "parameters": {"city": "Zürich 🌧"}}; '
-                   '{"name": "get_weather", "parameters": {"city": "東京"}}',
-    "pythonic": '[get_weather(city="Zürich 🌧"), get_weather(city="東京")]',
-    "mistral": 'Calling.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}, '
-               '{"name": "get_weather", "arguments": {"city": "東京"}}]',
+OUTPUTS = {  # label: (tool parser, model output)
+    "hermes": ("hermes", '<think>Plan.</think>Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}'
+                         '</tool_call><tool_call>{"arguments": {"city": "東京"}, "name": "get_weather"}</tool_call>'),
+    "llama3_json": ("llama3_json", '{"name": "get_weather", "parameters": {"city": "Zürich 🌧"}}; '
+                                   '{"name": "get_weather", "parameters": {"city": "東京"}}'),
+    "pythonic": ("pythonic", '[get_weather(city="Zürich 🌧"), get_weather(city="東京")]'),
+    "mistral": ("mistral", 'Calling.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}, '
+                           '{"name": "get_weather", "arguments": {"city": "東京"}}]'),
+    "mistral v11": ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Zürich 🌧"}[TOOL_CALLS]get_weather[ARGS]'
+                               '{"city": "東京"}'),
 }
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-@given(parser=st.sampled_from(sorted(OUTPUTS)), cuts=st.lists(st.integers(1, 5), max_size=80))
-async def test_tool_calls_under_random_chunking(stub, hf_tokenizer, parser, cuts):
+@given(label=st.sampled_from(sorted(OUTPUTS)), cuts=st.lists(st.integers(1, 5), max_size=80))
+async def test_tool_calls_under_random_chunking(stub, hf_tokenizer, label, cuts):
     """The stateful stream and the stateless twin give the unary result (ids included) whatever the chunking."""
+    parser, text = OUTPUTS[label]
     context = derender_pb2.DerenderContext(id="chatcmpl-fuzz", tools=TOOLS, tool_parser=parser,
                                            reasoning_parser="think", parallel_tool_calls=True)
-    messages = engine_messages(split(hf_tokenizer.encode(OUTPUTS[parser], add_special_tokens=False), cuts))
+    messages = engine_messages(split(hf_tokenizer.encode(text, add_special_tokens=False), cuts))
     unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))).choices[0]
     expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
                 for c in unary.message.tool_calls]
