@@ -106,23 +106,8 @@ class JsonCallScanner(StatefulParser):
             self._step(ch, out)
             return
         self._take(ch, out)
-        if self.in_str:
-            if self.escape:
-                self.escape = False
-            elif ch == "\\":
-                self.escape = True
-            elif ch == '"':
-                self.in_str = False
-                if self.depth == 0:
-                    self._end_value(out)
-        elif ch == '"':
-            self.in_str = True
-        elif ch in "{[":
-            self.depth += 1
-        elif ch in "}]":
-            self.depth -= 1
-            if self.depth == 0:
-                self._end_value(out)
+        if advance_nesting(self, ch) and self.depth == 0:
+            self._end_value(out)
 
     def _take(self, ch: str, out: list[str]) -> None:
         if self.streaming and self.name is not None:
@@ -150,6 +135,27 @@ class JsonCallScanner(StatefulParser):
                 else:
                     self.waiting = value
         self.streaming = False
+
+
+def advance_nesting(state, ch: str) -> bool:
+    """Advance `state`'s depth, in_str and escape over one JSON character; True when it closed a string or a
+    bracket (the value may be complete)."""
+    if state.in_str:
+        if state.escape:
+            state.escape = False
+        elif ch == "\\":
+            state.escape = True
+        elif ch == '"':
+            state.in_str = False
+            return True
+    elif ch == '"':
+        state.in_str = True
+    elif ch in "{[":
+        state.depth += 1
+    elif ch in "}]":
+        state.depth -= 1
+        return True
+    return False
 
 
 def _loads(text: str, default):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from derender_svc.holdback import split_at_marker
 from derender_svc.parsers.base import ToolCallDelta
-from derender_svc.parsers.json_call import CallListParser, JsonCallScanner
+from derender_svc.parsers.json_call import CallListParser, JsonCallScanner, advance_nesting
 
 MARKER, ARGS = "[TOOL_CALLS]", "[ARGS]"
 
@@ -85,19 +85,7 @@ class MistralToolParser(CallListParser):
             if self.depth == 0 and ch.isspace():
                 continue
             out.append(ch)
-            if self.in_str:
-                if self.escape:
-                    self.escape = False
-                elif ch == "\\":
-                    self.escape = True
-                elif ch == '"':
-                    self.in_str = False
-            elif ch == '"':
-                self.in_str = True
-            elif ch in "{[":
-                self.depth += 1
-            elif ch in "}]":
-                self.depth -= 1
+            advance_nesting(self, ch)
             if self.depth <= 0:
                 break
         if out:
