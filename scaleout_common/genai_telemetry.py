@@ -126,6 +126,18 @@ class ResponseStream:
         elif kind is render_pb2.RenderChatResponse:
             self.attributes.update(_render_chat_response(msg))
 
+    async def consume(self, requests):
+        """Pass a request stream through, counting the engine output it carries (DerenderStream's input)."""
+        async for message in requests:
+            if type(message) is derender_pb2.DerenderStreamRequest and message.HasField("engine_output"):
+                output = message.engine_output
+                self.counted_tokens += sum(len(c.token_ids) for c in output.choices)
+                if output.HasField("prompt"):
+                    self.input_tokens = output.prompt.num_tokens
+                if output.HasField("usage"):
+                    self.input_tokens, self.output_tokens = output.usage.prompt_tokens, output.usage.completion_tokens
+            yield message
+
     def _engine_output(self, msg: engine_pb2.GenerateResponse) -> None:
         now = perf_counter()
         self.generated = True

@@ -171,6 +171,8 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
             try:
                 if unary_request:
                     call.request(request)
+                elif call.span is not None:
+                    request = call.responses.consume(request)
                 responses = call.responses
                 async for message in inner(request, context):
                     if responses is not None:

@@ -268,3 +268,31 @@ def test_genai_helpers_act_on_the_current_span_and_are_no_ops_without_one():
     assert dict(span.attributes) == {"gen_ai.request.model": "m", "gen_ai.request.max_tokens": 8,
                                      "gen_ai.response.finish_reasons": ("stop",)}
     assert [(e.name, dict(e.attributes)) for e in span.events] == [("gen_ai.custom", {"tokens": 3})]
+
+
+async def test_a_derender_stream_counts_the_engine_output_it_consumes():
+    from opentelemetry.sdk.trace import TracerProvider
+    from scaleout.v1 import derender_pb2
+
+    from scaleout_common.genai_telemetry import ResponseStream
+
+    async def requests():
+        yield derender_pb2.DerenderStreamRequest(context=derender_pb2.DerenderContext(id="chatcmpl-1"))
+        for i, tokens in enumerate(OUTPUT):
+            output = engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(index=0, token_ids=tokens)])
+            if i == 0:
+                output.prompt.num_tokens = 5
+            yield derender_pb2.DerenderStreamRequest(engine_output=output)
+
+    span = TracerProvider().get_tracer("t").start_span("s")
+    stream = ResponseStream(0.0, None, span, streaming=True)
+    async for _ in stream.consume(requests()):
+        stream.add(derender_pb2.DerenderStreamResponse(chat=derender_pb2.ChatCompletionChunk(id="chatcmpl-1")))
+    stream.add(derender_pb2.DerenderStreamResponse(chat=derender_pb2.ChatCompletionChunk(
+        id="chatcmpl-1", choices=[derender_pb2.ChatChunkChoice(index=0, finish_reason="length")])))
+    stream.end(ok=True)
+    assert span.attributes["gen_ai.usage.input_tokens"] == 5
+    assert span.attributes["gen_ai.usage.output_tokens"] == sum(map(len, OUTPUT))
+    assert span.attributes["gen_ai.response.id"] == "chatcmpl-1"
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("length",)
+    assert not any(key.startswith("gen_ai.latency") for key in span.attributes)
