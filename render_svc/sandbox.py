@@ -152,3 +152,7 @@ class Watchdog:
                     if not deadline.fired and now > deadline.at:
                         deadline.fired = True
                         _set_async_exc(ctypes.c_ulong(deadline.thread_id), ctypes.py_object(TemplateTimeout))
+
+
+#: The process's watchdog: one thread serves every renderer.
+WATCHDOG = Watchdog()

@@ -15,7 +15,7 @@ from jinja2 import nodes
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
 from render_svc import reasons
-from render_svc.sandbox import GuardedEnvironment, TemplateTimeout, TemplateTooLarge, Watchdog, guard_filter
+from render_svc.sandbox import WATCHDOG, GuardedEnvironment, TemplateTimeout, TemplateTooLarge, guard_filter
 
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -130,7 +130,7 @@ class TemplateRenderer:
         self._env = _environment(max_chars)
         self._cache: OrderedDict[str, ChatTemplate] = OrderedDict()
         self._cache_size = cache_size
-        self._watchdog = Watchdog()
+        self._watchdog = WATCHDOG
         self._lock = threading.Lock()
 
     def compiled(self, source: str) -> ChatTemplate:
