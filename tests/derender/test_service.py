@@ -310,3 +310,14 @@ async def test_concurrent_streams_keep_their_own_state(stub, hf_tokenizer):
         assert "".join(d.reasoning_content for d in deltas) == message.reasoning_content
         assert tool_calls(responses) == [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
                                          for c in message.tool_calls]
+
+
+async def test_twin_state_stays_small_on_long_outputs(stub, hf_tokenizer):
+    """The state carries a window, not the output: it does not grow with the number of tokens."""
+    text = "<think>" + "Reasoning about 数据 and café. " * 60 + "</think>" + "The answer, with 🎉 emoji. " * 60
+    ids = hf_tokenizer.encode(text, add_special_tokens=False)
+    context = derender_pb2.DerenderContext(id="chatcmpl-long", reasoning_parser="think", stop=["never"],
+                                           top_logprobs=2)
+    responses = await twin(stub, context, engine_messages(chunks_of(ids, 2), logprobs=True))
+    sizes = [len(r.state) for r in responses]
+    assert len(ids) > 800 and max(sizes) < 1024 and max(sizes[-50:]) <= max(sizes[:50]) + 64
