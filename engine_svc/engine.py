@@ -43,23 +43,35 @@ class StepOutput:
 
 
 class Outbox:
-    """A request's step outputs, appended on the event loop; cheaper than an asyncio.Queue per token."""
+    """A request's step outputs, appended on the event loop; cheaper than an asyncio.Queue per token.
+
+    The consumer is woken only when it has something to send: `wake_tokens` new tokens (its stream
+    interval; unary calls wait for the end), a finished choice, prompt logprobs or an error.
+    """
 
     def __init__(self) -> None:
         self.items: list[StepOutput] = []
         self.waiter: asyncio.Future | None = None
+        self.wake_tokens = 1
+        self._tokens = 0
 
     def put(self, item: StepOutput) -> None:
         self.items.append(item)
-        if self.waiter is not None and not self.waiter.done():
+        for delta in item.deltas:
+            self._tokens += len(delta.token_ids)
+            if delta.finish_reason:
+                self._tokens += self.wake_tokens
+        if item.error is not None or item.prompt_logprobs:
+            self._tokens += self.wake_tokens
+        if self._tokens >= self.wake_tokens and self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
     async def take(self) -> list[StepOutput]:
-        """Everything that arrived since the last take (waits for at least one)."""
+        """What arrived since the last take, once there is enough of it (or anything, if it is already there)."""
         while not self.items:
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
-        items, self.items = self.items, []
+        items, self.items, self._tokens = self.items, [], 0
         return items
 
 

@@ -7,6 +7,7 @@ static input buffers; mixed or prefill steps run eagerly. Logits are computed on
 
 from __future__ import annotations
 
+import array
 import bisect
 import logging
 
@@ -18,6 +19,11 @@ from engine_svc.model import FusedDecoder
 from engine_svc.sequence import Chunk
 
 log = logging.getLogger(__name__)
+
+
+def _int64_tensor(values: list[int]) -> torch.Tensor:
+    """A CPU int64 tensor from a list, through array (several times faster than torch.tensor on long lists)."""
+    return torch.frombuffer(array.array("q", values), dtype=torch.int64) if values else torch.zeros(0, dtype=torch.int64)
 
 
 def _next_power_of_two(n: int) -> int:
@@ -90,7 +96,7 @@ class ModelRunner:
     def _replay(self, chunks: list[Chunk]) -> torch.Tensor:
         rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, len(chunks))]
         width = self._width_bucket(max(len(c.seq.block_ids) for c in chunks))
-        host = torch.tensor(self._decode_rows(chunks, rows, width), dtype=torch.int64)
+        host = _int64_tensor(self._decode_rows(chunks, rows, width))
         graph, logits = self.graphs.get((rows, width)) or self._capture(rows, width)
         self.static[: host.numel()].copy_(host, non_blocking=True)
         graph.replay()
@@ -120,7 +126,7 @@ class ModelRunner:
         decodes = [c for c in chunks if self._is_decode(c)]
         prefills = [c for c in chunks if not self._is_decode(c)]
         width = max((len(c.seq.block_ids) for c in decodes), default=0)
-        flat = torch.tensor(self._decode_rows(decodes, len(decodes), width), dtype=torch.int64).to(self.device)
+        flat = _int64_tensor(self._decode_rows(decodes, len(decodes), width)).to(self.device)
         ids, positions, meta = self._decode_views(flat, len(decodes), width)
         ids, positions, slots = [ids], [positions], [meta.slot_mapping]
         sample_row = {id(c): row for row, c in enumerate(decodes)}

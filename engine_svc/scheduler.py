@@ -39,6 +39,8 @@ class BlockPool:
 
     def grow(self, seq: Sequence, tokens: int) -> bool:
         """Give `seq` blocks for `tokens` tokens in total; False (and nothing taken) when too few are free."""
+        if tokens <= len(seq.block_ids) * self.block_size:
+            return True
         missing = self.blocks_for(tokens) - len(seq.block_ids)
         if missing > len(self.free):
             return False

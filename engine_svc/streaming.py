@@ -38,6 +38,7 @@ async def stream_responses(engine: Engine, state: RequestState, interval: int) -
     prompt = engine_pb2.PromptInfo(num_tokens=state.num_prompt_tokens)
     pending: dict[int, ChoiceDelta] = {}
     unfinished, completion, first = len(state.seqs), 0, True
+    state.outbox.wake_tokens = interval
     try:
         while True:
             for out in await state.outbox.take():
