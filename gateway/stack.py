@@ -100,7 +100,8 @@ class Stack:
         elif cfg.model:
             argv += ["--model", cfg.model]
         argv += cfg.service_args.get(role, [])
-        env = {**os.environ, **cfg.env}
+        # Logs meant for a terminal read better as text; log files keep JSON lines (trace ids).
+        env = {**os.environ, **({"SCALEOUT_LOG_FORMAT": "text"} if cfg.log_dir is None else {}), **cfg.env}
         name = f"{role}-{index}"
         log = self._log(name)
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, env=env, text=True, bufsize=1)

@@ -12,7 +12,8 @@ from scaleout_common.errors import ServiceError, internal, unavailable
 
 log = logging.getLogger(__name__)
 
-_ALWAYS_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+# Health and reflection answer even while loading or draining, untraced and uncounted.
+INFRASTRUCTURE_METHODS = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 def _abort_status(error: BaseException) -> grpc.Status:
@@ -71,6 +72,6 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(_ALWAYS_OPEN):
+        if handler is None or handler_call_details.method.startswith(INFRASTRUCTURE_METHODS):
             return handler
         return wrap_handler(handler, self._guard)

@@ -19,7 +19,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from scaleout_common import genai_telemetry
-from scaleout_common.interceptors import _ALWAYS_OPEN
+from scaleout_common.interceptors import INFRASTRUCTURE_METHODS
 from scaleout_common.metrics import ServiceMetrics
 
 SERVER_ERRORS = frozenset(
@@ -117,7 +117,7 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(_ALWAYS_OPEN):
+        if handler is None or handler_call_details.method.startswith(INFRASTRUCTURE_METHODS):
             return handler
         return self._wrap(handler, handler_call_details.method[1:])
 
