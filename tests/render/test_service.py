@@ -160,3 +160,15 @@ def test_model_without_chat_template(tuned_model):
     with pytest.raises(ServiceError) as caught:
         renderer.render_chat(chat())
     assert caught.value.reason == r.NO_CHAT_TEMPLATE and caught.value.code.name == "FAILED_PRECONDITION"
+
+
+async def test_documents_reach_the_template(trusting_stub, reference_tokenizer):
+    template = "{% for d in documents %}[{{ d.title }}] {{ d.text }}\n{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}"
+    documents = [{"title": "Paris", "text": "Capital of France."}, {"text": "No title.", "title": "Misc"}]
+    response = await trusting_stub.RenderChat(chat(documents=documents, chat_template=template, return_prompt_text=True))
+    want = reference_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], documents=documents, chat_template=template, tokenize=True,
+        add_generation_prompt=True, return_dict=False,
+    )
+    assert list(response.generate_request.token_ids) == want
+    assert response.prompt_text == "[Paris] Capital of France.\n[Misc] No title.\nhi"
