@@ -54,7 +54,8 @@ class ModelRunner:
     @staticmethod
     def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim
+        kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        per_token = 2 * config.num_hidden_layers * kv_heads * head_dim
         return per_token * block_size * torch.empty((), dtype=dtype).element_size()
 
     def _slot(self, seq, position: int) -> int:
