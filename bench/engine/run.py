@@ -59,6 +59,15 @@ def make_requests(args, count: int, vocab: int) -> list[engine_pb2.GenerateReque
         for _ in range(count)]
 
 
+def pick(prompts, worker: int, round_: int, concurrency: int, new_tokens: int | None):
+    """The request worker `worker` sends in round `round_` (a copy, with fewer new tokens for warm-ups)."""
+    message = engine_pb2.GenerateRequest()
+    message.CopyFrom(prompts[(round_ * concurrency + worker) % len(prompts)])
+    if new_tokens:
+        message.sampling_params.max_tokens = new_tokens
+    return message
+
+
 async def closed_loop(concurrency: int, rounds: int, one) -> float:
     """Output tok/s of `concurrency` workers each awaiting `one(worker, round)` (returns tokens) `rounds` times."""
     async def worker(w):
@@ -77,11 +86,7 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
     results = {}
     try:
         async def one(w, r, c, new_tokens=None):
-            message = engine_pb2.GenerateRequest()
-            message.CopyFrom(prompts[(r * c + w) % len(prompts)])
-            if new_tokens:
-                message.sampling_params.max_tokens = new_tokens
-            rid, seqs, interval = admit(message, loaded.limits)
+            rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens), loaded.limits)
             state = loaded.engine.submit(rid, seqs)
             count = 0
             async for m in stream_responses(loaded.engine, state, interval):
@@ -123,12 +128,8 @@ async def bench_grpc(args, levels, vocab, coarse: dict[int, float]) -> dict[int,
             prompts = make_requests(args, max(levels) * args.rounds, vocab)
 
             async def one(w, r, c, new_tokens=None):
-                message = engine_pb2.GenerateRequest()
-                message.CopyFrom(prompts[(r * c + w) % len(prompts)])
-                if new_tokens:
-                    message.sampling_params.max_tokens = new_tokens
                 count = 0
-                async for m in stub.Generate(message):
+                async for m in stub.Generate(pick(prompts, w, r, c, new_tokens)):
                     count += sum(len(ch.token_ids) for ch in m.choices)
                 return count
 
