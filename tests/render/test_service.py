@@ -172,3 +172,21 @@ async def test_documents_reach_the_template(trusting_stub, reference_tokenizer):
     )
     assert list(response.generate_request.token_ids) == want
     assert response.prompt_text == "[Paris] Capital of France.\n[Misc] No title.\nhi"
+
+
+async def test_batch_with_mixed_options_matches_single_calls(stub):
+    requests = [
+        chat([{"role": "user", "content": "one"}]),
+        chat([{"role": "user", "content": "two"}], return_token_offsets=True, return_prompt_text=True),
+        chat([{"role": "user", "content": "three"}], add_special_tokens=True, truncate_prompt_tokens=6),
+        chat([{"role": "user", "content": "four"}], max_tokens=3, temperature=0),
+    ]
+    batch = await stub.RenderChatBatch(render_pb2.RenderChatBatchRequest(requests=requests))
+    for request, response in zip(requests, batch.responses):
+        single = await stub.RenderChat(request)
+        assert response.generate_request.token_ids == single.generate_request.token_ids
+        assert response.generate_request.sampling_params == single.generate_request.sampling_params
+        assert list(response.token_offsets) == list(single.token_offsets) and response.prompt_text == single.prompt_text
+    assert len(batch.responses[1].token_offsets) == len(batch.responses[1].generate_request.token_ids)
+    assert len(batch.responses[2].generate_request.token_ids) == 6
+    assert len({r.derender_context.id for r in batch.responses}) == 4
