@@ -90,3 +90,17 @@ async def test_bridge_over_grpc(stub, renderers):
     rendered = await stub.BridgeChat(request)
     assert list(rendered.generate_request.token_ids[: len(previous) + len(completion)]) == previous + completion
     assert rendered.generate_request.sampling_params.max_tokens == 5
+
+
+def test_bridge_into_a_prefilled_assistant_turn(renderers, reference_tokenizer):
+    renderer = renderers["default"]
+    previous = list(renderer.render_chat(chat([USER1])).generate_request.token_ids)
+    completion = _encode(renderer, "Paris.") + [IM_END]
+    prefill = {"role": "assistant", "content": "Rome, I"}
+    ids = list(_bridge(renderer, previous, completion, [USER2, prefill], add_generation_prompt=False,
+                       continue_final_message=True).generate_request.token_ids)
+    want = reference_tokenizer.apply_chat_template(
+        [USER1, {"role": "assistant", "content": "Paris."}, USER2, prefill], continue_final_message=True,
+        tokenize=True, return_dict=False,
+    )
+    assert ids == want
