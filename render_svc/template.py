@@ -109,7 +109,7 @@ class ChatTemplate:
             template.environment,
             {**self._globals, **variables, "messages": chat, "tools": tools, "documents": documents,
              "add_generation_prompt": add_generation_prompt},
-            template.name, template.blocks, globals=template.globals,
+            template.name, template.blocks, globals=self._globals,
         )
         pieces, size = [], 0
         for piece in template.root_render_func(context):
