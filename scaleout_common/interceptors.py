@@ -58,11 +58,15 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Refuses calls until the service is ready (UNAVAILABLE NOT_READY) and maps errors to typed statuses."""
+    """Refuses calls until the service is ready (UNAVAILABLE NOT_READY) and maps errors to typed statuses.
+
+    It must be the innermost interceptor: it caches one wrapped handler per method.
+    """
 
     def __init__(self, is_ready: Callable[[], bool], is_draining: Callable[[], bool]):
         self._is_ready = is_ready
         self._is_draining = is_draining
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
     def _guard(self) -> None:
         if self._is_draining():
@@ -71,7 +75,12 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
             raise unavailable("NOT_READY", "server is still loading; retry shortly")
 
     async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(INFRASTRUCTURE_METHODS):
-            return handler
-        return wrap_handler(handler, self._guard)
+        method = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            handler = await continuation(handler_call_details)
+            if handler is None or method.startswith(INFRASTRUCTURE_METHODS):
+                return handler
+            # Built once per method: the hot path does one dict lookup.
+            wrapped = self._wrapped[method] = wrap_handler(handler, self._guard)
+        return wrapped

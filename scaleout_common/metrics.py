@@ -35,12 +35,21 @@ class RpcMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self._children: dict[tuple[str, str], tuple] = {}
 
     def finished(self, method: str, code: str, seconds: float) -> None:
-        self.requests.labels(method, code).inc()
-        if code != "OK":
-            self.errors.labels(method, code).inc()
-        self.duration.labels(method, code).observe(seconds)
+        children = self._children.get((method, code))
+        if children is None:  # label lookups take a lock: do them once per (method, code)
+            children = self._children[(method, code)] = (
+                self.requests.labels(method, code),
+                self.errors.labels(method, code) if code != "OK" else None,
+                self.duration.labels(method, code),
+            )
+        requests, errors, duration = children
+        requests.inc()
+        if errors is not None:
+            errors.inc()
+        duration.observe(seconds)
 
 
 class LlmMetrics:

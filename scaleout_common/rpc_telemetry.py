@@ -102,6 +102,7 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
         self.tracer = tracer
         self.metrics = metrics.rpc if metrics is not None else None
         self.llm = metrics.llm if metrics is not None else None
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
         self.set_address("", None)
 
     def set_address(self, host: str, port: int | None) -> None:
@@ -116,10 +117,15 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
         return cached
 
     async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(INFRASTRUCTURE_METHODS):
-            return handler
-        return self._wrap(handler, handler_call_details.method[1:])
+        method = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            handler = await continuation(handler_call_details)
+            if handler is None or method.startswith(INFRASTRUCTURE_METHODS):
+                return handler
+            # Built once per method (the interceptors inside return one handler per method too).
+            wrapped = self._wrapped[method] = self._wrap(handler, method[1:])
+        return wrapped
 
     def _begin(self, method: str, context, streaming: bool) -> _Call:
         call = _Call(self, method, context, streaming)
