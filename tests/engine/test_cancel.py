@@ -42,6 +42,17 @@ async def test_200_streams_cancelled_at_random_points_leave_the_engine_idle(tiny
     assert (load.running, load.waiting, load.kv_blocks_used) == (0, 0, 0)
 
 
+async def test_deadline_exceeded_aborts_and_frees_the_cache(tiny_model):
+    async with engine_stub(tiny_model, "--max-num-seqs", "4") as (stub, _):
+        calls = [stub.GenerateUnary(request([1, 5, 6], temperature=1.0, max_tokens=505, ignore_eos=True), timeout=0.2)
+                 for _ in range(6)]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        load = await _until_idle(stub)
+    assert all(isinstance(o, grpc.aio.AioRpcError) and o.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+               for o in outcomes)
+    assert (load.running, load.waiting, load.kv_blocks_used) == (0, 0, 0)
+
+
 async def test_abort_by_request_id_ends_the_stream(tiny_model):
     async with engine_stub(tiny_model) as (stub, _):
         call = stub.Generate(request([1, 5, 6], "mine", n=2, temperature=1.0, max_tokens=400, ignore_eos=True))
