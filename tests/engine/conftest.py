@@ -69,5 +69,4 @@ async def generate(stub, message) -> tuple[list[engine_pb2.GenerateResponse], di
 
 @pytest.fixture(scope="session")
 def tiny_model():
-    torch.set_num_threads(1)
     return tiny_llama()
