@@ -57,22 +57,18 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
     return factory(streaming, **kwargs)
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Refuses calls until the service is ready (UNAVAILABLE NOT_READY) and maps errors to typed statuses.
+class MethodWrappingInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps each service method's handler once and reuses it: the hot path is one dict lookup.
 
-    It must be the innermost interceptor: it caches one wrapped handler per method.
+    The interceptors inside it must return one handler per method too (ours do).
+    Health and reflection pass through untouched.
     """
 
-    def __init__(self, is_ready: Callable[[], bool], is_draining: Callable[[], bool]):
-        self._is_ready = is_ready
-        self._is_draining = is_draining
+    def __init__(self) -> None:
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
-    def _guard(self) -> None:
-        if self._is_draining():
-            raise unavailable("DRAINING", "server is shutting down; retry on another replica")
-        if not self._is_ready():
-            raise unavailable("NOT_READY", "server is still loading; retry shortly")
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
 
     async def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
@@ -81,6 +77,23 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
             handler = await continuation(handler_call_details)
             if handler is None or method.startswith(INFRASTRUCTURE_METHODS):
                 return handler
-            # Built once per method: the hot path does one dict lookup.
-            wrapped = self._wrapped[method] = wrap_handler(handler, self._guard)
+            wrapped = self._wrapped[method] = self.wrap(handler, method)
         return wrapped
+
+
+class ErrorInterceptor(MethodWrappingInterceptor):
+    """Refuses calls until the service is ready (UNAVAILABLE NOT_READY) and maps errors to typed statuses."""
+
+    def __init__(self, is_ready: Callable[[], bool], is_draining: Callable[[], bool]):
+        super().__init__()
+        self._is_ready = is_ready
+        self._is_draining = is_draining
+
+    def _guard(self) -> None:
+        if self._is_draining():
+            raise unavailable("DRAINING", "server is shutting down; retry on another replica")
+        if not self._is_ready():
+            raise unavailable("NOT_READY", "server is still loading; retry shortly")
+
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        return wrap_handler(handler, self._guard)

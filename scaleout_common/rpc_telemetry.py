@@ -19,7 +19,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from scaleout_common import genai_telemetry
-from scaleout_common.interceptors import INFRASTRUCTURE_METHODS
+from scaleout_common.interceptors import MethodWrappingInterceptor
 from scaleout_common.metrics import ServiceMetrics
 
 SERVER_ERRORS = frozenset(
@@ -95,14 +95,14 @@ class _Call:
             _end_span(self.span, code, code in SERVER_ERRORS)
 
 
-class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
+class ServerTelemetryInterceptor(MethodWrappingInterceptor):
     """Outermost server interceptor: a SERVER span per call (current while the handler runs) and RPC metrics."""
 
     def __init__(self, tracer: trace.Tracer | None, metrics: ServiceMetrics | None):
         self.tracer = tracer
         self.metrics = metrics.rpc if metrics is not None else None
         self.llm = metrics.llm if metrics is not None else None
-        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        super().__init__()
         self.set_address("", None)
 
     def set_address(self, host: str, port: int | None) -> None:
@@ -115,17 +115,6 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
         if cached is None:
             cached = self._attributes[method] = _rpc_attributes(method, self._host, self._port)
         return cached
-
-    async def intercept_service(self, continuation, handler_call_details):
-        method = handler_call_details.method
-        wrapped = self._wrapped.get(method)
-        if wrapped is None:
-            handler = await continuation(handler_call_details)
-            if handler is None or method.startswith(INFRASTRUCTURE_METHODS):
-                return handler
-            # Built once per method (the interceptors inside return one handler per method too).
-            wrapped = self._wrapped[method] = self._wrap(handler, method[1:])
-        return wrapped
 
     def _begin(self, method: str, context, streaming: bool) -> _Call:
         call = _Call(self, method, context, streaming)
@@ -143,7 +132,8 @@ class ServerTelemetryInterceptor(grpc.aio.ServerInterceptor):
             self.metrics.in_flight.labels(method).dec()
             self.metrics.finished(method, code, perf_counter() - call.start)
 
-    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        method = method[1:]
         kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
         if handler.unary_unary or handler.stream_unary:
             inner = handler.unary_unary or handler.stream_unary
