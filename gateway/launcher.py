@@ -25,7 +25,10 @@ def main() -> None:
         model=args.model,
         replicas={"render": args.render_replicas, "engine": args.engine_replicas, "derender": args.derender_replicas, "chat": 1},
     )
-    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops cleanly, like Ctrl-C, even during start-up
+    # Ctrl-C and SIGTERM stop everything cleanly, even during start-up (and even where a shell started this
+    # in the background with SIGINT ignored).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
     try:
         with Stack(config) as stack:
             print("\nscaleout is up:\n" + stack.describe() + "\nCtrl-C stops everything.", flush=True)
