@@ -35,7 +35,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         info = self._info
         if info is None:
             folder = resolve_model(self.args.model)
-            tokenizer = await asyncio.to_thread(load_tokenizer, folder, self.args.trust_remote_code)
+            tokenizer = await asyncio.to_thread(load_tokenizer, folder, self.args.trust_remote_code, self.args.chat_template)
             info = await asyncio.to_thread(TokenizerInfo.from_hf, tokenizer)
             log.info("derendering for %s (vocab %d)", model_name(folder), info.vocab_size)
         reasoning = self.args.reasoning_parser

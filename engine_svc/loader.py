@@ -115,7 +115,7 @@ def load_engine(args) -> LoadedEngine:
     hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code)
     fingerprint = ""
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        fingerprint = tokenizer_fingerprint(load_tokenizer(folder, args.trust_remote_code))
+        fingerprint = tokenizer_fingerprint(load_tokenizer(folder, args.trust_remote_code, args.chat_template))
     return build_engine(hf_model, args, model_name=model_name(folder), tokenizer_fingerprint=fingerprint)
 
 

@@ -13,7 +13,6 @@ DEFAULT_PORT = 50051
 def parser() -> EnvArgumentParser:
     p = server_parser("render", DEFAULT_PORT, "OpenAI-style chat/completion requests -> GenerateRequest (CPU only)")
     p.add_argument("--served-model-name", nargs="+", default=None, help="names clients use (default: the folder name)")
-    p.add_argument("--chat-template", default=None, help="chat template file (or inline template) overriding the model's")
     p.add_argument("--default-chat-template-kwargs", type=json.loads, default={},
                    help='JSON object of template variables; requests\' chat_template_kwargs merge over it')
     p.add_argument("--trust-request-chat-template", action="store_true", help="accept a chat_template in requests")

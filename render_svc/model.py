@@ -54,22 +54,10 @@ def generation_defaults(folder: Path) -> dict:
     return {field: config[key] for key, field in GENERATION_CONFIG_KEYS.items() if config.get(key) is not None}
 
 
-def read_chat_template(value: str) -> str:
-    """--chat-template: a file, or the template itself when it is not a path."""
-    path = Path(value).expanduser()
-    if path.is_file():
-        return path.read_text()
-    if "{" in value:
-        return value
-    raise FileNotFoundError(f"--chat-template {value!r} is neither a file nor a template")
-
-
 def load_model(model: str | None, served_names: list[str] | None = None, chat_template: str | None = None,
                max_model_len: int | None = None, trust_remote_code: bool = False) -> Model:
     folder = resolve_model(model)
-    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
-    if chat_template:
-        tokenizer.chat_template = read_chat_template(chat_template)
+    tokenizer = load_tokenizer(folder, trust_remote_code, chat_template)
     length = context_length(_read_json(folder / "config.json"), tokenizer)
     if max_model_len:
         if max_model_len > length:

@@ -89,10 +89,24 @@ def model_name(folder: Path) -> str:
     return DEFAULT_MODEL_NAME if folder == cache_dir() / "models" / DEFAULT_MODEL_NAME else folder.name
 
 
-def load_tokenizer(folder: Path, trust_remote_code: bool = False):
+def load_tokenizer(folder: Path, trust_remote_code: bool = False, chat_template: str | None = None):
+    """The folder's tokenizer; `chat_template` (--chat-template: a file or an inline template) replaces its template."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    if chat_template:
+        tokenizer.chat_template = read_chat_template(chat_template)
+    return tokenizer
+
+
+def read_chat_template(value: str) -> str:
+    """--chat-template: a file, or the template itself when it is not a path."""
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path.read_text()
+    if "{" in value:
+        return value
+    raise FileNotFoundError(f"--chat-template {value!r} is neither a file nor a template")
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
