@@ -50,11 +50,21 @@ class ChatPipeline(chat_pb2_grpc.ChatServiceServicer):
     async def CreateChatCompletion(self, request, context):
         try:
             rendered = await self.render.RenderChat(request, timeout=context.time_remaining())
-            result = await self.engine.GenerateUnary(rendered.generate_request, timeout=context.time_remaining())
-            if result.HasField("error"):
-                raise ServiceError.from_status(result.error)
+            if rendered.derender_context.stop:
+                # Stop strings: generate live so the engine stops as soon as one matches, then derender the lot.
+                live = LiveGeneration(self, rendered, context)
+                async for _ in live.answers():
+                    pass
+                if live.engine_error is not None:
+                    raise ServiceError.from_status(live.engine_error)
+                results = live.outputs
+            else:
+                result = await self.engine.GenerateUnary(rendered.generate_request, timeout=context.time_remaining())
+                if result.HasField("error"):
+                    raise ServiceError.from_status(result.error)
+                results = [result]
             return await self.derender.DerenderChat(
-                derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=[result]),
+                derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
                 timeout=context.time_remaining(),
             )
         except grpc.aio.AioRpcError as error:
@@ -65,46 +75,66 @@ class ChatPipeline(chat_pb2_grpc.ChatServiceServicer):
             rendered = await self.render.RenderChat(request, timeout=context.time_remaining())
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
-        engine_call = self.engine.Generate(rendered.generate_request, timeout=context.time_remaining())
-        derender_call = self.derender.DerenderStream(timeout=context.time_remaining())
-        stopped_early = False
-        engine_error = None
-
-        async def pump() -> None:
-            nonlocal engine_error
-            try:
-                await derender_call.write(derender_pb2.DerenderStreamRequest(context=rendered.derender_context))
-                async for output in engine_call:
-                    if output.HasField("error"):
-                        engine_error = output.error
-                        break
-                    await derender_call.write(derender_pb2.DerenderStreamRequest(engine_output=output))
-            except asyncio.CancelledError:
-                if not stopped_early:
-                    raise
-            finally:
-                await derender_call.done_writing()
-
-        pump_task = asyncio.create_task(pump())
+        live = LiveGeneration(self, rendered, context)
         sent_any = False
         try:
-            async for answer in derender_call:
+            async for answer in live.answers():
                 yield answer.chat
                 sent_any = True
-                if answer.stop_generation and not stopped_early:
-                    stopped_early = True
-                    engine_call.cancel()
-            await pump_task
-            if engine_error is not None:
-                yield _error_chunk(rendered, engine_error)
+            if live.engine_error is not None:
+                yield _error_chunk(rendered, live.engine_error)
         except grpc.aio.AioRpcError as error:
             failure = ServiceError.from_rpc_error(error)
             if not sent_any:
                 raise failure from None
             # HTTP/1.1 clients never see trailers: the outcome travels in-band.
             yield _error_chunk(rendered, failure.to_status())
+
+
+class LiveGeneration:
+    """The engine's stream piped through derender's stateful stream.
+
+    The engine call is cancelled (which aborts the request and frees its cache) as soon as derender reports a
+    matched stop string. `outputs` keeps the engine messages that were forwarded; an in-band engine error ends
+    the stream and lands in `engine_error`.
+    """
+
+    def __init__(self, pipeline: ChatPipeline, rendered, context):
+        self._rendered = rendered
+        self._engine_call = pipeline.engine.Generate(rendered.generate_request, timeout=context.time_remaining())
+        self._derender_call = pipeline.derender.DerenderStream(timeout=context.time_remaining())
+        self._stopped_early = False
+        self.outputs: list = []
+        self.engine_error = None
+
+    async def _pump(self) -> None:
+        derender = self._derender_call
+        try:
+            await derender.write(derender_pb2.DerenderStreamRequest(context=self._rendered.derender_context))
+            async for output in self._engine_call:
+                if output.HasField("error"):
+                    self.engine_error = output.error
+                    break
+                self.outputs.append(output)
+                await derender.write(derender_pb2.DerenderStreamRequest(engine_output=output))
+        except asyncio.CancelledError:
+            if not self._stopped_early:
+                raise
         finally:
-            for task_or_call in (pump_task, engine_call, derender_call):
+            await derender.done_writing()
+
+    async def answers(self):
+        """Derender's answers (DerenderStreamResponse) as they come."""
+        pump = asyncio.create_task(self._pump())
+        try:
+            async for answer in self._derender_call:
+                yield answer
+                if answer.stop_generation and not self._stopped_early:
+                    self._stopped_early = True
+                    self._engine_call.cancel()
+            await pump
+        finally:
+            for task_or_call in (pump, self._engine_call, self._derender_call):
                 task_or_call.cancel()
 
 

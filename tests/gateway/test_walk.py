@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from google.protobuf import struct_pb2
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.envoy_config import SERVICES
 from tests.gateway.rest import post, sse_events
@@ -108,3 +112,27 @@ def test_sampled_streams_repeat_with_a_seed(stack):
     runs = [sse_events(post(stack, "/inference/v1/generate/stream", generate)) for _ in range(2)]
     tokens = [[t for e in events for c in e["choices"] for t in c["token_ids"]] for events in runs]
     assert tokens[0] == tokens[1] and len(tokens[0]) > 0
+
+
+def test_one_hop_chat_stops_the_engine_at_a_stop_string(stack):
+    body = {"messages": [{"role": "user", "content": "Write a long story about a cat."}], "temperature": 0,
+            "max_tokens": 64, "stop": [" the"]}
+    engine = next(r for r in stack.replicas if r.name.startswith("engine"))
+    generated_before = _generated_tokens(engine)
+    answer = post(stack, "/v1/chat/completions", body)
+    assert answer.status_code == 200, answer.text
+    choice, usage = answer.json()["choices"][0], answer.json()["usage"]
+    assert choice["finish_reason"] == "stop" and choice["stop_str"] == " the"
+    assert " the" not in choice["message"]["content"]
+    # The engine was aborted right after the match instead of running to max_tokens.
+    assert usage["completion_tokens"] <= _generated_tokens(engine) - generated_before < 64
+
+    chunks = sse_events(post(stack, "/v1/chat/completions/stream", body))
+    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert streamed == choice["message"]["content"]
+
+
+def _generated_tokens(replica) -> float:
+    text = urllib.request.urlopen(replica.metrics_url, timeout=5).read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) if f.name == "scaleout_engine_generation_tokens"
+               for s in f.samples if s.name.endswith("_total"))
