@@ -100,7 +100,14 @@ class FusedDecoder(nn.Module):
                 return x.new_empty((0, self.lm_head.out_features))
             x, residual = x[logits_rows], residual[logits_rows]
         x, _ = self.ops.add_rms_norm(x, residual, self.norm.weight, self.norm.eps)
-        return self.lm_head(x)
+        return self.project_vocab(x)
+
+    def project_vocab(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits. On CPU, weight @ x^T runs the tall vocab matrix 2.4x faster than x @ weight^T for a few rows
+        (SmolLM2's 49152 x 576 head at 8 rows: 8.9 ms against 21.4 ms on this 2-core machine)."""
+        if x.is_cuda or self.lm_head.bias is not None:
+            return self.lm_head(x)
+        return torch.mm(self.lm_head.weight, x.t()).t().contiguous()
 
 
 def supports_fast_path(config) -> bool:
