@@ -57,24 +57,21 @@ def check_tools(make, text, content, expected):
         assert run(make, text, cuts) == (got_content, got_calls), cuts
 
 
-@pytest.mark.parametrize("text,content,calls", parser_cases.hermes_cases())
-def test_hermes(text, content, calls):
-    check_tools(HermesToolParser, text, content, calls)
+TOOL_CASES = [
+    pytest.param(parser, *case, id=f"{parser.__name__}-{i}")
+    for parser, cases in (
+        (HermesToolParser, parser_cases.hermes_cases()),
+        (Llama3JsonToolParser, parser_cases.llama3_cases()),
+        (MistralToolParser, parser_cases.mistral_cases()),
+        (PythonicToolParser, parser_cases.pythonic_cases()),
+    )
+    for i, case in enumerate(cases)
+]
 
 
-@pytest.mark.parametrize("text,content,calls", parser_cases.llama3_cases())
-def test_llama3_json(text, content, calls):
-    check_tools(Llama3JsonToolParser, text, content, calls)
-
-
-@pytest.mark.parametrize("text,content,calls", parser_cases.mistral_cases())
-def test_mistral(text, content, calls):
-    check_tools(MistralToolParser, text, content, calls)
-
-
-@pytest.mark.parametrize("text,content,calls", parser_cases.pythonic_cases())
-def test_pythonic(text, content, calls):
-    check_tools(PythonicToolParser, text, content, calls)
+@pytest.mark.parametrize("parser,text,content,calls", TOOL_CASES)
+def test_tool_parser(parser, text, content, calls):
+    check_tools(parser, text, content, calls)
 
 
 @pytest.mark.parametrize("text,started,reasoning,content", parser_cases.think_cases())
