@@ -2,7 +2,9 @@
 
 The asyncio side submits requests and aborts through an inbox; each step's outputs go back with one
 `loop.call_soon_threadsafe` into per-request outboxes. Finished and aborted sequences free their KV
-blocks in the step that sees them.
+blocks in the step that sees them. When every running sequence is decoding, steps are queued on the
+device one ahead of the host (`decode_steps` in a row), so reading and shipping a step's tokens overlaps
+the next step's compute.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import grpc
 import torch
 
-from engine_svc.sampler import RowLogprobs, Sampler, token_logprobs
+from engine_svc.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduler import Scheduler
 from engine_svc.sequence import Chunk, Sequence
 from scaleout.v1 import common_pb2
@@ -100,13 +103,14 @@ class RequestState:
 
 class Engine:
     def __init__(self, runner, scheduler: Scheduler, *, max_model_len: int, max_waiting: int,
-                 stall_timeout_s: float = 60.0):
+                 stall_timeout_s: float = 60.0, decode_steps: int = 1):
         self.runner = runner
         self.scheduler = scheduler
         self.sampler = Sampler(runner.vocab_size, runner.device)
         self.max_model_len = max_model_len
         self.max_waiting = max_waiting
         self.stall_timeout_s = stall_timeout_s
+        self.decode_steps = decode_steps if hasattr(runner, "decode_loop") else 1
         self.requests: dict[str, RequestState] = {}
         self.steps = 0
         self._inbox: list[tuple[str, object]] = []
@@ -196,10 +200,13 @@ class Engine:
             except Exception as error:  # a bug in a step: fail what was in flight, keep serving
                 log.exception("engine step failed")
                 self._fail_all(outputs, error)
-            self.steps += 1
-            self._last_progress = time.monotonic()
-            if outputs:
-                self._loop.call_soon_threadsafe(self._deliver, list(outputs.items()))
+            self._ship(outputs)
+
+    def _ship(self, outputs: dict[RequestState, StepOutput]) -> None:
+        self.steps += 1
+        self._last_progress = time.monotonic()
+        if outputs:
+            self._loop.call_soon_threadsafe(self._deliver, list(outputs.items()))
 
     def _take(self, inbox, outputs) -> None:
         for kind, payload in inbox:
@@ -247,6 +254,10 @@ class Engine:
         for c in chunks:
             if c.start == 0 and self.requests[c.seq.request_id].scheduled_at is None:
                 self.requests[c.seq.request_id].scheduled_at = now
+        steps = self._lookahead(chunks)
+        if steps > 1:
+            self._decode_ahead(chunks, steps, outputs)
+            return
         logits = self.runner.execute(chunks)
         sampling = [c for c in chunks if c.samples]
         tokens, logprobs = self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling]) \
@@ -256,9 +267,52 @@ class Engine:
             c.seq.num_computed += c.num_tokens
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
                 c.seq.want_prompt_logprobs = False
+        self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
+
+    def _lookahead(self, chunks: list[Chunk]) -> int:
+        """Decode steps to queue back to back: more than one only when every chunk is a plain decode whose
+        sampling needs no host-side logits processing, and blocks for every step are free."""
+        if self.decode_steps == 1 or any(c.num_tokens != 1 or not c.samples or c.seq.want_prompt_logprobs
+                                         or c.seq.config.needs_processing for c in chunks):
+            return 1
+        seqs = [c.seq for c in chunks]
+        steps = min(self.decode_steps, max(s.config.max_tokens - len(s.output_ids) for s in seqs),
+                    min(self.max_model_len - s.num_tokens for s in seqs) + 1)
+        return steps if steps > 1 and self.scheduler.reserve(seqs, steps) else 1
+
+    def _decode_ahead(self, chunks: list[Chunk], steps: int, outputs) -> None:
+        """Up to `steps` decode steps with the device one step ahead of the host: step k+1 is queued (its input
+        is step k's tokens, still on the device) before step k's tokens are read, checked and shipped. Stops
+        queueing when every sequence finished or new requests or aborts arrive."""
+        seqs = [c.seq for c in chunks]
+        forward = self.runner.decode_loop(chunks)
+        batch = self.sampler.prepare(seqs, steps)
+        queued: deque[Drawn] = deque()
+        tokens = None
+        for step in range(steps):
+            drawn = self.sampler.draw(forward(tokens), batch, step)
+            tokens = drawn.tokens
+            queued.append(drawn)
+            if len(queued) > 1:
+                self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
+            if self._inbox or all(seq.finished for seq in seqs):
+                break
+        while len(queued) > 1:
+            self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
+        self._accept_drawn(seqs, queued.popleft(), outputs)  # the step loop ships the last one
+
+    def _accept_drawn(self, seqs: list[Sequence], drawn: Drawn, outputs):
+        tokens, logprobs = drawn.result()
+        live = [row for row, seq in enumerate(seqs) if not seq.finished]
+        for row in live:
+            seqs[row].num_computed += 1
+        self._accept([seqs[r] for r in live], [tokens[r] for r in live], [logprobs[r] for r in live], outputs)
+        return outputs
+
+    def _accept(self, seqs: list[Sequence], tokens: list[int], logprobs: list, outputs) -> None:
+        """Append each sequence's sampled token, detect stops and lengths, and retire what finished."""
         finished: set[Sequence] = set()
-        for c, token, lp in zip(sampling, tokens, logprobs):
-            seq = c.seq
+        for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)
             if state.first_token_at is None:

@@ -91,8 +91,9 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     else:
         runner = TransformersRunner(hf_model)
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
+    decode_steps = args.decode_steps or (8 if device.type == "cuda" else 1)
     engine = Engine(runner, scheduler, max_model_len=max_model_len, max_waiting=args.max_waiting,
-                    stall_timeout_s=args.stall_timeout_s)
+                    stall_timeout_s=args.stall_timeout_s, decode_steps=decode_steps)
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = ModelLimits(
@@ -101,8 +102,8 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
         default_temperature=float(temperature) if do_sample and temperature is not None else 1.0,
         max_n=args.max_num_seqs, default_stream_interval=args.stream_interval,
     )
-    log.info("engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d", model_name, backend,
-             device, dtype, num_blocks, args.block_size, max_model_len)
+    log.info("engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d",
+             model_name, backend, device, dtype, num_blocks, args.block_size, max_model_len, decode_steps)
     return LoadedEngine(engine, limits, model_name, (config.architectures or [config.model_type])[0],
                         str(dtype).removeprefix("torch."), str(device), backend)
 
@@ -133,6 +134,9 @@ def add_engine_flags(parser) -> None:
                         help="CUDA: share of free memory after loading given to the KV cache")
     parser.add_argument("--max-model-len", type=int, default=0, help="tokens per sequence (0: the model's)")
     parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed message when the request says none")
+    parser.add_argument("--decode-steps", type=int, default=0, choices=range(0, 33), metavar="0..32",
+                        help="decode steps queued back to back while no request is prefilling (the device runs one "
+                             "step ahead of the host; new requests wait at most this many steps); 0: 8 on CUDA, 1 on CPU")
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument("--no-compile", action="store_true",
                         help="CUDA: skip torch.compile of the fused elementwise kernels (faster start, slower steps)")

@@ -1,7 +1,8 @@
 """Runs scheduled chunks through the fused model and returns the logits rows that are needed.
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
-static input buffers; mixed or prefill steps run eagerly. Logits are computed only for rows that sample
+static input buffers; mixed or prefill steps run eagerly. `decode_loop` chains decode steps on the device
+(each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host. Logits are computed only for rows that sample
 (a chunk that reaches the end of its sequence) and for prompt-logprob positions.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import array
 import bisect
 import logging
+from typing import Callable
 
 import torch
 
@@ -72,7 +74,7 @@ class ModelRunner:
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:
         """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order)."""
         if self.cuda_graphs and all(map(self._is_decode, chunks)) and len(chunks) <= self.batch_buckets[-1]:
-            return self._replay(chunks)
+            return self.decode_loop(chunks)(None)
         return self._eager(chunks)
 
     def _decode_rows(self, chunks: list[Chunk], rows: int, width: int) -> list[int]:
@@ -94,14 +96,41 @@ class ModelRunner:
                                  decode_block_tables=tables, decode_context_lens=lengths)
         return ids, positions, meta
 
-    def _replay(self, chunks: list[Chunk]) -> torch.Tensor:
-        rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, len(chunks))]
-        width = self._width_bucket(max(len(c.seq.block_ids) for c in chunks))
+    def decode_loop(self, chunks: list[Chunk]) -> Callable[[torch.Tensor | None], torch.Tensor]:
+        """A function that runs the next decode step of the decode-only `chunks` and returns its logits.
+
+        Given the tokens sampled in the previous step (None the first time) it feeds them in and advances
+        positions, slots and context lengths on the device, so consecutive steps need no host round trip.
+        The sequences' blocks must already cover every step that will run.
+        """
+        n = len(chunks)
+        graphs = self.cuda_graphs and n <= self.batch_buckets[-1]
+        widest = max(len(c.seq.block_ids) for c in chunks)
+        rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, n)] if graphs else n
+        width = self._width_bucket(widest) if graphs else widest
         host = _int64_tensor(self._decode_rows(chunks, rows, width))
-        graph, logits = self.graphs.get((rows, width)) or self._capture(rows, width)
-        self.static[: host.numel()].copy_(host, non_blocking=True)
-        graph.replay()
-        return logits[: len(chunks)]
+        if graphs:
+            graph, logits = self.graphs.get((rows, width)) or self._capture(rows, width)
+            flat = self.static[: host.numel()]
+            flat.copy_(host, non_blocking=True)
+        else:
+            flat = host.to(self.device)
+        ids, positions, meta = self._decode_views(flat, rows, width)
+
+        def step(tokens: torch.Tensor | None) -> torch.Tensor:
+            if tokens is not None:
+                ids[:n].copy_(tokens)
+                positions.add_(1)
+                meta.decode_context_lens.add_(1)
+                columns = (positions // self.block_size).clamp_(max=width - 1)  # padded rows stay in range
+                blocks = meta.decode_block_tables.gather(1, columns[:, None])[:, 0]
+                torch.add(positions % self.block_size, blocks, alpha=self.block_size, out=meta.slot_mapping)
+            if not graphs:
+                return self.model(ids, positions, meta, self.kv_caches, self.backend)
+            graph.replay()
+            return logits[:n]
+
+        return step
 
     def _capture(self, rows: int, width: int):
         flat = self.static[: rows * (4 + width)]

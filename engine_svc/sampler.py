@@ -37,6 +37,50 @@ class RowLogprobs:
     top_logprobs: list[float]
 
 
+@dataclass
+class SamplingBatch:
+    """Per-row sampling parameters on the device, built once for one or more consecutive steps."""
+
+    seqs: list
+    all_greedy: bool
+    greedy: torch.Tensor | None = None  # [rows] bool
+    temperatures: torch.Tensor | None = None  # [rows, 1]
+    top_ks: torch.Tensor | None = None  # [rows, 1], set when some row cuts by top-k or top-p
+    top_ps: torch.Tensor | None = None
+    min_ps: torch.Tensor | None = None  # [rows, 1], set when some row has min_p
+    keys: torch.Tensor | None = None  # [steps, rows] noise keys (output position advances per step)
+    logprob_rows: list[int] | None = None  # rows that asked for logprobs
+    logprob_index: torch.Tensor | None = None
+    top: int = 0
+
+
+class Drawn:
+    """One step's sampled tokens (and logprobs) on the device, on their way to the host without a sync."""
+
+    def __init__(self, tokens: torch.Tensor, logprob_parts: tuple | None, batch: SamplingBatch):
+        self.tokens = tokens
+        self.batch = batch
+        parts = (tokens, *(logprob_parts or ()))
+        if tokens.is_cuda:
+            self._host = [t.to("cpu", non_blocking=True) for t in parts]
+            self._ready = torch.cuda.Event()
+            self._ready.record()
+        else:
+            self._host, self._ready = list(parts), None
+
+    def result(self) -> tuple[list[int], list[RowLogprobs | None]]:
+        """Waits for this step only (later steps may still run) and returns host lists."""
+        if self._ready is not None:
+            self._ready.synchronize()
+        tokens, *parts = self._host
+        logprobs: list[RowLogprobs | None] = [None] * len(self.batch.seqs)
+        if parts:
+            for row, item in zip(self.batch.logprob_rows, logprob_rows(*parts)):
+                k = self.batch.seqs[row].config.logprobs
+                logprobs[row] = RowLogprobs(item.logprob, item.rank, item.top_ids[:k], item.top_logprobs[:k])
+        return tokens.tolist(), logprobs
+
+
 class Sampler:
     def __init__(self, vocab_size: int, device: torch.device):
         self.vocab_size = vocab_size
@@ -44,52 +88,68 @@ class Sampler:
         self.column_hash = _hash32(torch.arange(vocab_size, dtype=torch.int64, device=device))
 
     def sample(self, logits: torch.Tensor, seqs) -> tuple[list[int], list[RowLogprobs | None]]:
-        """One token per row of `logits` [rows, vocab] for the sequences `seqs` (same order)."""
+        """One token per row of `logits` [rows, vocab] for the sequences `seqs` (same order), logits processors
+        included."""
         logits = logits.float()
         for row, seq in enumerate(seqs):
             if seq.config.needs_processing:
                 self._process(logits[row], seq)
+        return self.draw(logits, self.prepare(seqs), 0).result()
+
+    def prepare(self, seqs, steps: int = 1) -> SamplingBatch:
+        """Device tensors for sampling `seqs` over `steps` consecutive steps (one host-to-device copy each)."""
         configs = [seq.config for seq in seqs]
-        tokens = logits.argmax(dim=-1)
-        if not all(c.greedy for c in configs):
-            tokens = torch.where(self._tensor([c.greedy for c in configs], torch.bool), tokens,
-                                 self._draw(logits, seqs, configs))
+        batch = SamplingBatch(list(seqs), all(c.greedy for c in configs))
+        if not batch.all_greedy:
+            batch.greedy = self._tensor([c.greedy for c in configs], torch.bool)
+            batch.temperatures = self._tensor([c.temperature if not c.greedy else 1.0 for c in configs],
+                                              torch.float32)[:, None]
+            if any(c.needs_sort for c in configs):
+                batch.top_ks = self._tensor([c.top_k if c.top_k > 0 else self.vocab_size for c in configs],
+                                            torch.int64)[:, None]
+                batch.top_ps = self._tensor([c.top_p for c in configs], torch.float32)[:, None]
+            if any(c.min_p > 0 for c in configs):
+                batch.min_ps = self._tensor([c.min_p for c in configs], torch.float32)[:, None]
+            batch.keys = self._tensor([[row_key(s.config.seed, s.index, len(s.output_ids) + step) for s in seqs]
+                                       for step in range(steps)], torch.int64)
         wanted = [row for row, c in enumerate(configs) if c.logprobs is not None]
-        logprobs: list[RowLogprobs | None] = [None] * len(seqs)
         if wanted:
-            rows = self._tensor(wanted, torch.int64)
-            top = max(configs[row].logprobs for row in wanted)
-            found = token_logprobs(logits[rows], tokens[rows], top)
-            for row, item in zip(wanted, found):
-                k = configs[row].logprobs
-                logprobs[row] = RowLogprobs(item.logprob, item.rank, item.top_ids[:k], item.top_logprobs[:k])
-        return tokens.tolist(), logprobs
+            batch.logprob_rows, batch.logprob_index = wanted, self._tensor(wanted, torch.int64)
+            batch.top = max(configs[row].logprobs for row in wanted)
+        return batch
+
+    def draw(self, logits: torch.Tensor, batch: SamplingBatch, step: int) -> Drawn:
+        """Tokens for step `step` of `batch`, without waiting for the device."""
+        logits = logits.float()
+        tokens = logits.argmax(dim=-1)
+        if not batch.all_greedy:
+            tokens = torch.where(batch.greedy, tokens, self._draw(logits, batch, step))
+        parts = None
+        if batch.logprob_rows:
+            rows = batch.logprob_index
+            parts = logprob_tensors(logits[rows], tokens[rows], batch.top)
+        return Drawn(tokens, parts, batch)
 
     def _tensor(self, values, dtype):
         return torch.tensor(values, dtype=dtype).to(self.device, non_blocking=True)
 
-    def _draw(self, logits, seqs, configs):
-        temps = self._tensor([c.temperature if not c.greedy else 1.0 for c in configs], torch.float32)
-        scores = logits / temps[:, None]
-        if any(c.needs_sort for c in configs):
-            scores = self._top_k_top_p(scores, configs)
-        if any(c.min_p > 0 for c in configs):
+    def _draw(self, logits, batch: SamplingBatch, step: int):
+        scores = logits / batch.temperatures
+        if batch.top_ks is not None:
+            scores = self._top_k_top_p(scores, batch.top_ks, batch.top_ps)
+        if batch.min_ps is not None:
             probs = scores.softmax(dim=-1)
-            floor = self._tensor([c.min_p for c in configs], torch.float32)[:, None] * probs.amax(-1, keepdim=True)
-            scores = scores.masked_fill(probs < floor, float("-inf"))
-        keys = self._tensor([row_key(s.config.seed, s.index, len(s.output_ids)) for s in seqs], torch.int64)
-        bits = _hash32(keys[:, None] ^ self.column_hash[None, :]) >> 8
+            scores = scores.masked_fill(probs < batch.min_ps * probs.amax(-1, keepdim=True), float("-inf"))
+        bits = _hash32(batch.keys[step][:, None] ^ self.column_hash[None, :]) >> 8
         uniform = (bits.float() + 0.5) * (1.0 / (1 << 24))
         return (scores - torch.log(-torch.log(uniform))).argmax(dim=-1)
 
-    def _top_k_top_p(self, scores, configs):
+    def _top_k_top_p(self, scores, top_ks, top_ps):
         sorted_scores, order = scores.sort(dim=-1, descending=True)
-        ks = self._tensor([c.top_k if c.top_k > 0 else self.vocab_size for c in configs], torch.int64)
         ranks = torch.arange(self.vocab_size, device=self.device)[None, :]
-        cut = ranks >= ks[:, None]
-        ps = self._tensor([c.top_p for c in configs], torch.float32)
+        cut = ranks >= top_ks
         probs = sorted_scores.masked_fill(cut, float("-inf")).softmax(dim=-1)
-        cut |= (probs.cumsum(dim=-1) - probs) > ps[:, None]
+        cut |= (probs.cumsum(dim=-1) - probs) > top_ps
         return scores.masked_fill(cut.scatter(1, order, cut), float("-inf"))
 
     def _process(self, row: torch.Tensor, seq) -> None:
@@ -113,11 +173,20 @@ class Sampler:
             row -= config.frequency_penalty * counts + config.presence_penalty * (counts > 0).float()
 
 
+def logprob_tensors(logits: torch.Tensor, targets: torch.Tensor, top: int):
+    """(logprob, rank) of `targets` in each row of `logits` and the `top` most likely (ids, logprobs), on the device."""
+    logp = logits.float().log_softmax(dim=-1)
+    chosen = logp.gather(1, targets[:, None])[:, 0]
+    ranks = (logp > chosen[:, None]).sum(dim=-1) + 1
+    top_values, top_ids = logp.topk(top, dim=-1) if top else (logp[:, :0], targets[:, None][:, :0])
+    return chosen, ranks, top_ids, top_values
+
+
+def logprob_rows(chosen, ranks, top_ids, top_values) -> list[RowLogprobs]:
+    rows = zip(chosen.tolist(), ranks.tolist(), top_ids.tolist(), top_values.tolist())
+    return [RowLogprobs(lp, rank, ids, values) for lp, rank, ids, values in rows]
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, top: int) -> list[RowLogprobs]:
     """Logprob and rank of `targets` in each row of `logits`, with the `top` most likely alternatives."""
-    logp = logits.float().log_softmax(dim=-1)
-    chosen = logp.gather(1, targets[:, None])
-    ranks = (logp > chosen).sum(dim=-1) + 1
-    top_values, top_ids = logp.topk(top, dim=-1) if top else (logp[:, :0], targets[:, None][:, :0])
-    rows = zip(chosen[:, 0].tolist(), ranks.tolist(), top_ids.tolist(), top_values.tolist())
-    return [RowLogprobs(lp, rank, ids, values) for lp, rank, ids, values in rows]
+    return logprob_rows(*logprob_tensors(logits, targets, top))

@@ -117,6 +117,10 @@ class Scheduler:
             budget -= chunk.num_tokens
         return decodes + prefills
 
+    def reserve(self, seqs: list[Sequence], steps: int) -> bool:
+        """Blocks for `steps` decode steps of each of `seqs` (so they can run back to back); False when short."""
+        return all(self.pool.grow(seq, seq.num_tokens + steps - 1) for seq in seqs)
+
     def _prefill_chunk(self, seq: Sequence, budget: int) -> Chunk | None:
         size = min(seq.remaining, budget)
         if not self.pool.grow(seq, seq.num_computed + size):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import time
 
@@ -41,26 +42,47 @@ def sync():
         torch.cuda.synchronize()
 
 
+@contextlib.contextmanager
+def decode_batch(pool, batch: int, context: int):
+    """`batch` decoding sequences of `context` tokens (their blocks held while inside), as decode chunks."""
+    seqs = [Sequence(f"s{i}", 0, [5] * context, SamplingConfig()) for i in range(batch)]
+    for s in seqs:
+        assert pool.grow(s, context + 1)
+        s.append(7)
+        s.num_computed = context
+    try:
+        yield [Chunk(s, context, 1) for s in seqs]
+    finally:
+        for s in seqs:
+            pool.release(s)
+
+
 def step_times(runner, pool, batches, context: int) -> dict[int, float]:
     times = {}
     for batch in batches:
-        seqs = [Sequence(f"s{i}", 0, [5] * context, SamplingConfig()) for i in range(batch)]
-        for s in seqs:
-            assert pool.grow(s, context + 1)
-            s.append(7)
-            s.num_computed = context
-        chunks = [Chunk(s, context, 1) for s in seqs]
+        with decode_batch(pool, batch, context) as chunks:
+            for _ in range(3):
+                runner.execute(chunks)
+            sync()
+            start = time.perf_counter()
+            for _ in range(20):
+                runner.execute(chunks)
+            sync()
+            times[batch] = (time.perf_counter() - start) / 20
+    return times
+
+
+def kernel_table(runner, pool, batch: int, context: int, rows: int = 22) -> str:
+    """GPU time per kernel for one graph-replayed decode step (torch.profiler over 10 steps)."""
+    with decode_batch(pool, batch, context) as chunks:
         for _ in range(3):
             runner.execute(chunks)
         sync()
-        start = time.perf_counter()
-        for _ in range(20):
-            runner.execute(chunks)
-        sync()
-        times[batch] = (time.perf_counter() - start) / 20
-        for s in seqs:
-            pool.release(s)
-    return times
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                runner.execute(chunks)
+            sync()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70)
 
 
 def step_breakdown(model, shape: str, streams: int, new_tokens: int) -> str:
@@ -108,6 +130,7 @@ def main() -> None:
     parser.add_argument("--shape", default="llama-1b")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--streams", default="1,256", help="in-process step breakdown at these concurrencies")
+    parser.add_argument("--kernels", default="", help="GPU time per kernel of a decode step at these batch sizes")
     args = parser.parse_args()
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape)
@@ -128,6 +151,9 @@ def main() -> None:
     times = step_times(loaded.engine.runner, loaded.engine.scheduler.pool, [1, 8, 64, 256], 192)
     print(f"{args.shape}: decode step (graph replay + host prep), context 192: " +
           ", ".join(f"b={b}: {t * 1e3:.2f} ms ({b / t:.0f} tok/s)" for b, t in times.items()), flush=True)
+    for batch in [int(b) for b in args.kernels.split(",") if b]:
+        print(f"{args.shape}: kernels of one decode step x10, batch {batch}, context 192\n"
+              + kernel_table(loaded.engine.runner, loaded.engine.scheduler.pool, batch, 192), flush=True)
     del loaded
     gc.collect()
     torch.cuda.empty_cache()

@@ -7,6 +7,7 @@ import random
 import threading
 
 import grpc
+import pytest
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -23,9 +24,11 @@ async def _until_idle(stub):
     return load
 
 
-async def test_200_streams_cancelled_at_random_points_leave_the_engine_idle(tiny_model):
+@pytest.mark.parametrize("decode_steps", ["1", "4"])
+async def test_200_streams_cancelled_at_random_points_leave_the_engine_idle(tiny_model, decode_steps):
     rng = random.Random(7)
-    async with engine_stub(tiny_model, "--max-num-seqs", "64", "--block-size", "4") as (stub, _):
+    async with engine_stub(tiny_model, "--max-num-seqs", "64", "--block-size", "4",
+                           "--decode-steps", decode_steps) as (stub, _):
         async def one(i):
             call = stub.Generate(request([1] + [rng.randrange(3, 200) for _ in range(rng.randrange(1, 60))],
                                          f"c{i}", n=rng.choice([1, 2]), temperature=1.0, max_tokens=200,

@@ -21,6 +21,7 @@ def reference(model, prompt, new_tokens):
 
 @pytest.mark.parametrize("flags", [
     ("--max-num-batched-tokens", "16", "--block-size", "4"),
+    ("--max-num-batched-tokens", "16", "--block-size", "4", "--decode-steps", "5"),
     ("--backend", "transformers", "--max-num-batched-tokens", "16"),
 ])
 async def test_concurrent_greedy_streams_match_transformers_and_never_mix(tiny_model, flags):
@@ -34,9 +35,11 @@ async def test_concurrent_greedy_streams_match_transformers_and_never_mix(tiny_m
         assert messages[-1].choices[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
 
 
-async def test_preemption_by_recompute_keeps_outputs_exact(tiny_model):
+@pytest.mark.parametrize("decode_steps", ["1", "3"])
+async def test_preemption_by_recompute_keeps_outputs_exact(tiny_model, decode_steps):
     # 11 usable blocks of 4 tokens; four 28-token sequences cannot all fit at once.
-    async with engine_stub(tiny_model, "--num-kv-blocks", "12", "--block-size", "4") as (stub, service):
+    async with engine_stub(tiny_model, "--num-kv-blocks", "12", "--block-size", "4",
+                           "--decode-steps", decode_steps) as (stub, service):
         prompts = [[1] + [(5 * i + j) % 200 + 3 for j in range(7)] for i in range(4)]
         results = await asyncio.gather(*[
             generate(stub, request(p, temperature=0, max_tokens=20, ignore_eos=True)) for p in prompts])
@@ -51,6 +54,7 @@ async def test_seeded_sampling_repeats_whatever_the_batch_mates(tiny_model):
     seeded = request(PROMPTS[1], n=3, temperature=1.0, top_p=0.9, top_k=50, seed=1234, max_tokens=16, ignore_eos=True)
     async with engine_stub(tiny_model) as (stub, _):
         _, alone = await generate(stub, seeded)
+    async with engine_stub(tiny_model, "--decode-steps", "4") as (stub, _):  # steps queued ahead draw alike
         crowd = await asyncio.gather(
             generate(stub, seeded),
             *[generate(stub, request(p, temperature=1.0, max_tokens=16, ignore_eos=True)) for p in PROMPTS])
@@ -61,12 +65,13 @@ async def test_seeded_sampling_repeats_whatever_the_batch_mates(tiny_model):
     assert other_seed != alone
 
 
-async def test_stop_tokens_min_tokens_and_logprobs(tiny_model):
+@pytest.mark.parametrize("decode_steps", ["1", "4"])
+async def test_stop_tokens_min_tokens_and_logprobs(tiny_model, decode_steps):
     prompt = PROMPTS[3]
     greedy = reference(tiny_model, prompt, 12)
     stop = greedy[4]
     first = greedy.index(stop)
-    async with engine_stub(tiny_model) as (stub, _):
+    async with engine_stub(tiny_model, "--decode-steps", decode_steps) as (stub, _):
         messages, tokens = await generate(stub, request(prompt, temperature=0, max_tokens=12, stop_token_ids=[stop],
                                                         logprobs=3, prompt_logprobs=2))
         _, late = await generate(stub, request(prompt, temperature=0, max_tokens=12, stop_token_ids=[stop],
