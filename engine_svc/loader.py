@@ -12,7 +12,7 @@ from engine_svc.admission import ModelLimits
 from engine_svc.engine import Engine
 from engine_svc.hf_runner import TransformersRunner
 from engine_svc.model import supports_fast_path
-from engine_svc.runner import ModelRunner
+from engine_svc.runner import ModelRunner, pick_attention
 from engine_svc.scheduler import BlockPool, Scheduler
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,13 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
     pool = BlockPool(num_blocks, args.block_size)
     if backend == "paged":
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         runner = ModelRunner(hf_model, block_size=args.block_size, num_blocks=num_blocks,
                              max_num_seqs=args.max_num_seqs, max_model_len=max_model_len,
                              cuda_graphs=not args.no_cuda_graphs,
-                             compile_kernels=device.type == "cuda" and not args.no_compile)
+                             compile_kernels=device.type == "cuda" and not args.no_compile,
+                             attention=pick_attention(args.attention, device, head_dim))
+        log.info("engine: decode attention %s", runner.attention)
     else:
         runner = TransformersRunner(hf_model)
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
@@ -137,6 +140,9 @@ def add_engine_flags(parser) -> None:
     parser.add_argument("--decode-steps", type=int, default=0, choices=range(0, 33), metavar="0..32",
                         help="decode steps queued back to back while no request is prefilling (the device runs one "
                              "step ahead of the host; new requests wait at most this many steps); 0: 8 on CUDA, 1 on CPU")
+    parser.add_argument("--attention", default="auto", choices=["auto", "sdpa", "triton"],
+                        help="decode attention of the paged backend: triton (paged kernel, CUDA) or sdpa; auto: "
+                             "triton on CUDA when available")
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument("--no-compile", action="store_true",
                         help="CUDA: skip torch.compile of the fused elementwise kernels (faster start, slower steps)")

@@ -28,13 +28,34 @@ def _int64_tensor(values: list[int]) -> torch.Tensor:
     return torch.frombuffer(array.array("q", values), dtype=torch.int64) if values else torch.zeros(0, dtype=torch.int64)
 
 
+def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
+    """auto: the paged Triton decode kernel on CUDA when Triton is there and head_dim suits it, else SDPA."""
+    if name != "auto":
+        return name
+    if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
+        return "sdpa"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "sdpa"
+    return "triton"
+
+
+def make_backend(name: str, num_heads: int, num_kv_heads: int, head_dim: int):
+    if name == "triton":
+        from engine_svc.triton_attention import TritonBackend
+
+        return TritonBackend(num_heads, num_kv_heads, head_dim)
+    return SdpaBackend(num_heads, num_kv_heads, head_dim)
+
+
 def _next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
 class ModelRunner:
     def __init__(self, hf_model, *, block_size: int, num_blocks: int, max_num_seqs: int, max_model_len: int,
-                 cuda_graphs: bool, compile_kernels: bool = False):
+                 cuda_graphs: bool, compile_kernels: bool = False, attention: str = "sdpa"):
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
         layer = self.model.layer0
         weight = self.model.embed.weight
@@ -42,7 +63,8 @@ class ModelRunner:
         self.vocab_size = hf_model.config.vocab_size
         self.block_size = block_size
         self.max_blocks_per_seq = -(-max_model_len // block_size)
-        self.backend = SdpaBackend(layer.num_heads, layer.num_kv_heads, layer.head_dim)
+        self.attention = attention
+        self.backend = make_backend(attention, layer.num_heads, layer.num_kv_heads, layer.head_dim)
         shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)
         self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
