@@ -174,27 +174,48 @@ class ModelRunner:
         log.debug("captured decode graph batch=%d blocks=%d", rows, width)
         return graph, logits
 
+    def _slots(self, seq, start: int, end: int) -> list[int]:
+        """Cache rows of positions [start, end) of `seq`, a block at a time."""
+        slots: list[int] = []
+        for block in range(start // self.block_size, -(-end // self.block_size)):
+            base = seq.block_ids[block] * self.block_size
+            lo, hi = max(start - block * self.block_size, 0), min(end - block * self.block_size, self.block_size)
+            slots += range(base + lo, base + hi)
+        return slots
+
     def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
+        """A mixed or prefill step: every input in one host-to-device copy, laid out as
+        [ids | positions | slots] over all tokens (decodes first), then decode context lengths and block
+        tables, the logits rows, and each prefill chunk's blocks."""
         decodes = [c for c in chunks if self._is_decode(c)]
         prefills = [c for c in chunks if not self._is_decode(c)]
         width = max((len(c.seq.block_ids) for c in decodes), default=0)
-        flat = _int64_tensor(self._decode_rows(decodes, len(decodes), width)).to(self.device)
-        ids, positions, meta = self._decode_views(flat, len(decodes), width)
-        ids, positions, slots = [ids], [positions], [meta.slot_mapping]
+        dec = self._decode_rows(decodes, len(decodes), width)
+        n = len(decodes)
+        ids, positions, slots = dec[:n], dec[n:2 * n], dec[2 * n:3 * n]
         sample_row = {id(c): row for row, c in enumerate(decodes)}
-        logprob_rows, row = [], len(decodes)
+        logprob_rows, blocks, spans = [], [], []
         for c in prefills:
             end = c.start + c.num_tokens
-            ids.append(torch.tensor(c.seq.tokens(c.start, end)))
-            positions.append(torch.arange(c.start, end))
-            slots.append(torch.tensor([self._slot(c.seq, p) for p in range(c.start, end)]))
-            blocks = torch.tensor(c.seq.block_ids[: -(-end // self.block_size)])
-            meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, blocks.to(self.device)))
+            row = len(ids)
+            ids += c.seq.tokens(c.start, end)
+            positions += range(c.start, end)
+            slots += self._slots(c.seq, c.start, end)
+            covering = c.seq.block_ids[: -(-end // self.block_size)]
+            spans.append((row, len(blocks), len(covering)))
+            blocks += covering
             sample_row[id(c)] = row + c.num_tokens - 1
             logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
-            row += c.num_tokens
         rows = [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows
-        to = self.device
-        meta.slot_mapping = torch.cat([t.to(to) for t in slots])
-        return self.model(torch.cat([t.to(to) for t in ids]), torch.cat([t.to(to) for t in positions]), meta,
-                          self.kv_caches, self.backend, logits_rows=torch.tensor(rows, dtype=torch.int64).to(to))
+        tokens = len(ids)
+        flat = _int64_tensor(ids + positions + slots + dec[3 * n:] + rows + blocks).to(self.device)
+        tables_end = 3 * tokens + n + n * width
+        meta = AttentionMetadata(slot_mapping=flat[2 * tokens:3 * tokens], block_size=self.block_size, num_decodes=n,
+                                 decode_block_tables=flat[3 * tokens + n:tables_end].view(n, width),
+                                 decode_context_lens=flat[3 * tokens:3 * tokens + n])
+        block_base = tables_end + len(rows)
+        for c, (row, first, count) in zip(prefills, spans):
+            meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start,
+                                              flat[block_base + first:block_base + first + count]))
+        return self.model(flat[:tokens], flat[tokens:2 * tokens], meta, self.kv_caches, self.backend,
+                          logits_rows=flat[tables_end:block_base])
