@@ -13,6 +13,7 @@ import signal
 from typing import Protocol, Sequence
 
 import grpc
+import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -153,4 +154,5 @@ async def _watch_health(service, names, health_servicer, state, period_s: float 
 
 def run(service: Service, args) -> None:
     configure_logging(args.log_level, args.log_format)
-    asyncio.run(serve(service, args))
+    # uvloop: grpc.aio drives the loop several times per call; uvloop cuts ~10% of a small unary call's server CPU.
+    uvloop.run(serve(service, args))
