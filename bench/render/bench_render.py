@@ -3,6 +3,11 @@
 Prints requests/s for a short chat and a ~2,000-token chat, at concurrency 1 and 8, for single RenderChat calls
 and RenderChatBatch (conversations/s), with the ratios and goals:
   single calls >= 0.8x in-process, >= 1,350/s short at concurrency 8 (1.5x vLLM's ~900/s), batch >= 4,000/s short.
+First it prints the transport floor: a bare grpc.aio server that answers at once (noop_server.py), and our render
+server's ListModels (no render work), driven by the same client.
+
+The client is this process: one grpc.aio channel, `concurrency` coroutines each awaiting one call at a time, with
+requests serialized up front. It costs ~250 us of CPU per call, on the same 2 cores as the server.
 
     python bench/render/bench_render.py [--seconds 3] [--batch 64]
 """
@@ -37,16 +42,17 @@ LONG = [
 METHOD = "/scaleout.v1.RenderService/"
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "render_svc", "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, text=True,
-    )
+RENDER_SERVER = ["-m", "render_svc", "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING"]
+NOOP_SERVER = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "noop_server.py")]
+
+
+def start_server(arguments: list[str]) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, *arguments], stdout=subprocess.PIPE, text=True)
     for line in process.stdout:
         match = re.match(r"LISTENING \S+ (\S+)", line)
         if match:
             return process, match.group(1)
-    raise SystemExit("render server did not start")
+    raise SystemExit(f"{arguments[0]} did not start")
 
 
 def wait_serving(target: str) -> None:
@@ -81,14 +87,13 @@ def in_process_rate(tokenizer, messages, concurrency: int, seconds: float) -> tu
     return sum(counts) / (time.perf_counter() - start), (time.process_time() - cpu_start) / sum(counts)
 
 
-async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seconds: float, per_call: int = 1,
-                    server_pid: int | None = None) -> tuple[float, float | None]:
-    """(items/s, server CPU seconds per item); requests are pre-serialized so the client spends little CPU."""
-    call = channel.unary_unary(METHOD + method)
+async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seconds: float, server_pid: int,
+                    per_call: int = 1) -> tuple[float, float, float]:
+    """(items/s, server CPU seconds per item, client CPU seconds per item); requests are serialized up front."""
+    call = channel.unary_unary(method)
     for _ in range(3):
         await call(payload)
     count, stop = 0, time.perf_counter() + seconds
-    cpu_start = cpu_seconds(server_pid) if server_pid else None
 
     async def worker():
         nonlocal count
@@ -96,35 +101,39 @@ async def grpc_rate(channel, method: str, payload: bytes, concurrency: int, seco
             await call(payload)
             count += 1
 
-    start = time.perf_counter()
+    start, server_start, client_start = time.perf_counter(), cpu_seconds(server_pid), time.process_time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     items = count * per_call
-    cpu = (cpu_seconds(server_pid) - cpu_start) / items if server_pid else None
-    return items / (time.perf_counter() - start), cpu
+    return (items / (time.perf_counter() - start), (cpu_seconds(server_pid) - server_start) / items,
+            (time.process_time() - client_start) / items)
 
 
 def chat_request(messages) -> render_pb2.RenderChatRequest:
     return json_format.ParseDict({"messages": messages}, render_pb2.RenderChatRequest())
 
 
-async def measure(target: str, pid: int, tokenizer, seconds: float, batch: int) -> list[tuple]:
-    rows, floor = [], []
+async def floor_rates(target: str, pid: int, method: str, seconds: float) -> list[tuple]:
+    """(concurrency, calls/s, server and client CPU seconds per call) of an empty request."""
     async with grpc.aio.insecure_channel(target) as channel:
-        empty = render_pb2.ListModelsRequest().SerializeToString()
-        for concurrency in (1, 8):
-            floor.append((concurrency, *await grpc_rate(channel, "ListModels", empty, concurrency, seconds, server_pid=pid)))
+        return [(concurrency, *await grpc_rate(channel, method, b"", concurrency, seconds, pid))
+                for concurrency in (1, 8)]
+
+
+async def measure(target: str, pid: int, tokenizer, seconds: float, batch: int) -> list[tuple]:
+    rows = []
+    async with grpc.aio.insecure_channel(target) as channel:
         for name, messages in (("short", SHORT), ("~2k tokens", LONG)):
             request = chat_request(messages)
             single = request.SerializeToString()
             batched = render_pb2.RenderChatBatchRequest(requests=[request] * batch).SerializeToString()
             for concurrency in (1, 8):
                 local, local_cpu = in_process_rate(tokenizer, messages, concurrency, seconds)
-                remote, remote_cpu = await grpc_rate(channel, "RenderChat", single, concurrency, seconds, server_pid=pid)
-                many, many_cpu = await grpc_rate(
-                    channel, "RenderChatBatch", batched, concurrency, seconds, per_call=batch, server_pid=pid
+                remote, remote_cpu, _ = await grpc_rate(channel, METHOD + "RenderChat", single, concurrency, seconds, pid)
+                many, many_cpu, _ = await grpc_rate(
+                    channel, METHOD + "RenderChatBatch", batched, concurrency, seconds, pid, per_call=batch
                 )
                 rows.append((name, concurrency, local, local_cpu, remote, remote_cpu, many, many_cpu))
-    return rows, floor
+    return rows
 
 
 def main() -> None:
@@ -137,15 +146,25 @@ def main() -> None:
           f"long {len(tokenizer.apply_chat_template(LONG, add_generation_prompt=True, return_dict=False))}; "
           f"{os.cpu_count()} cores; one server process; {args.seconds:g} s per measurement; "
           f"load average {os.getloadavg()[0]:.2f}")
-    process, target = start_server()
+    floors = {}
+    process, target = start_server(NOOP_SERVER)
     try:
-        wait_serving(target)
-        rows, floor = asyncio.run(measure(target, process.pid, tokenizer, args.seconds, args.batch))
+        floors["bare grpc.aio no-op server"] = asyncio.run(floor_rates(target, process.pid, "/bench.Noop/Call", args.seconds))
     finally:
         process.terminate()
         process.wait(30)
-    for concurrency, rate, cpu in floor:
-        print(f"gRPC floor (ListModels, no render work) conc {concurrency}: {rate:.0f}/s, server {cpu * 1e6:.0f} us/req")
+    process, target = start_server(RENDER_SERVER)
+    try:
+        wait_serving(target)
+        floors["render server, ListModels"] = asyncio.run(floor_rates(target, process.pid, METHOD + "ListModels", args.seconds))
+        rows = asyncio.run(measure(target, process.pid, tokenizer, args.seconds, args.batch))
+    finally:
+        process.terminate()
+        process.wait(30)
+    for name, floor in floors.items():
+        for concurrency, rate, server_cpu, client_cpu in floor:
+            print(f"floor: {name:<27} conc {concurrency}: {rate:5.0f}/s, CPU per call: server {server_cpu * 1e6:3.0f} us, "
+                  f"client {client_cpu * 1e6:3.0f} us")
     print(f"load average after: {os.getloadavg()[0]:.2f} (other work on the machine slows both sides)")
     print("rates are wall-clock; 'us' columns are CPU time per item (in-process: this process; srv: the server)")
     print(f"{'chat':<11} {'conc':>4} {'in-process/s':>12} {'us':>6} {'RenderChat/s':>12} {'ratio':>6} {'srv us':>7} "
