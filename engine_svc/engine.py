@@ -78,6 +78,19 @@ class Outbox:
         return items
 
 
+@dataclass
+class Load:
+    """What routers and metrics read: the GetLoad figures."""
+
+    running: int
+    waiting: int
+    kv_blocks_used: int
+    kv_blocks_free: int
+    kv_block_size: int
+    max_running: int
+    max_waiting: int
+
+
 @dataclass(eq=False)
 class RequestState:
     request_id: str
@@ -117,16 +130,18 @@ class Engine:
         self._cond = threading.Condition()
         self._stopping = False
         self._last_progress = time.monotonic()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sink = None
         self._thread: threading.Thread | None = None
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop | None = None, *, sink=None) -> None:
+        """Starts the step thread. Each step's [(state, output)] go to the outboxes on `loop`, or to `sink`
+        (called on the step thread: the engine core process forwards them to its parent)."""
         # The step thread and the event loop share the GIL; a short switch interval keeps the step thread from
         # waiting up to 5 ms for it after every GIL-releasing call (a large share of a decode step).
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
-        self._loop = loop
+        self._sink = sink or (lambda outputs: loop.call_soon_threadsafe(self._deliver, outputs))
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
         self._thread.start()
@@ -137,6 +152,11 @@ class Engine:
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
+
+    def load(self) -> Load:
+        pool = self.scheduler.pool
+        return Load(self.num_running, self.num_waiting, pool.num_used, pool.num_free, pool.block_size,
+                    self.scheduler.max_num_seqs, self.max_waiting)
 
     @property
     def num_running(self) -> int:
@@ -206,7 +226,7 @@ class Engine:
         self.steps += 1
         self._last_progress = time.monotonic()
         if outputs:
-            self._loop.call_soon_threadsafe(self._deliver, list(outputs.items()))
+            self._sink(list(outputs.items()))
 
     def _take(self, inbox, outputs) -> None:
         for kind, payload in inbox:

@@ -123,6 +123,13 @@ def load_engine(args) -> LoadedEngine:
     return build_engine(hf_model, args, model_name=model_name(folder), tokenizer_fingerprint=fingerprint)
 
 
+def core_in_process(args) -> bool:
+    """Whether the step loop runs in a child process (auto: on CUDA, where the GIL would set the pace)."""
+    if args.engine_core != "auto":
+        return args.engine_core == "process"
+    return args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
+
+
 def add_engine_flags(parser) -> None:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, float32 on CPU) | float32 | bfloat16 | float16")
@@ -140,6 +147,9 @@ def add_engine_flags(parser) -> None:
     parser.add_argument("--decode-steps", type=int, default=0, choices=range(0, 33), metavar="0..32",
                         help="decode steps queued back to back while no request is prefilling (the device runs one "
                              "step ahead of the host; new requests wait at most this many steps); 0: 8 on CUDA, 1 on CPU")
+    parser.add_argument("--engine-core", default="auto", choices=["auto", "thread", "process"],
+                        help="where the step loop runs: a thread of the server, or a child process that never waits "
+                             "for the server's GIL; auto: process on CUDA, thread on CPU")
     parser.add_argument("--attention", default="auto", choices=["auto", "sdpa", "triton"],
                         help="decode attention of the paged backend: triton (paged kernel, CUDA) or sdpa; auto: "
                              "triton on CUDA when available")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 
 import grpc
 
 from engine_svc.admission import admit
-from engine_svc.loader import LoadedEngine, load_engine
+from engine_svc.core_process import EngineProcess
+from engine_svc.loader import LoadedEngine, core_in_process, load_engine
 from engine_svc.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.errors import invalid_argument
@@ -61,28 +64,27 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             architecture=loaded.architecture, dtype=loaded.dtype, device=loaded.device, backend=loaded.backend)
 
     async def GetLoad(self, request, context):
-        engine = self.engine
-        pool = engine.scheduler.pool
-        return engine_pb2.GetLoadResponse(
-            running=engine.num_running, waiting=engine.num_waiting, kv_blocks_used=pool.num_used,
-            kv_blocks_free=pool.num_free, kv_block_size=pool.block_size, max_running=engine.scheduler.max_num_seqs,
-            max_waiting=engine.max_waiting)
+        return engine_pb2.GetLoadResponse(**dataclasses.asdict(self.engine.load()))
 
 
 class EngineService:
     service_names = ("scaleout.v1.EngineService",)
 
     def __init__(self, args, build=None):
-        """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own."""
+        """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,
+        picklable (a module-level function or a partial of one) when the engine core runs in a child process."""
         self.args = args
-        self._build = build or (lambda: load_engine(args))
+        self._build = build or functools.partial(load_engine, args)
         self.loaded: LoadedEngine | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
 
     async def load(self) -> None:
-        self.loaded = await asyncio.to_thread(self._build)
+        if core_in_process(self.args):
+            self.loaded = await asyncio.to_thread(EngineProcess.launch, self._build, self.args.stall_timeout_s)
+        else:
+            self.loaded = await asyncio.to_thread(self._build)
         self.loaded.engine.start(asyncio.get_running_loop())
 
     def watch_metrics(self, llm) -> None:
@@ -90,8 +92,12 @@ class EngineService:
         def read(value):
             return lambda: value(self.loaded.engine) if self.loaded is not None else 0
 
+        def kv_usage(engine) -> float:
+            load = engine.load()
+            return load.kv_blocks_used / max(load.kv_blocks_used + load.kv_blocks_free, 1)
+
         llm.watch(queue_depth=read(lambda e: e.num_waiting), running=read(lambda e: e.num_running),
-                  kv_cache_usage=read(lambda e: e.scheduler.pool.num_used / e.scheduler.pool.usable))
+                  kv_cache_usage=read(kv_usage))
 
     def healthy(self) -> bool:
         return self.loaded is None or self.loaded.engine.healthy()

@@ -50,16 +50,26 @@ def main() -> None:
             step_profile.disable()
             steps.append(time.perf_counter() - start)
 
-    engine_module.Engine._step = profiled
+    ahead_original, ahead = engine_module.Engine._decode_ahead, []
+
+    def timed_ahead(self, chunks, count, outputs):
+        start = time.perf_counter()
+        try:
+            return ahead_original(self, chunks, count, outputs)
+        finally:
+            ahead.append(time.perf_counter() - start)
+
+    engine_module.Engine._step, engine_module.Engine._decode_ahead = profiled, timed_ahead
     start = time.perf_counter()
     asyncio.run(greedy(loaded, prompts, args.new_tokens))
     wall = time.perf_counter() - start
-    engine_module.Engine._step = original
+    engine_module.Engine._step, engine_module.Engine._decode_ahead = original, ahead_original
     steps_sorted = sorted(steps)
     print(f"{args.streams} streams x {args.new_tokens}: {args.streams * args.new_tokens / wall:.0f} tok/s, "
           f"{len(steps)} steps, wall/step {wall / len(steps) * 1e3:.2f} ms, step median "
           f"{steps_sorted[len(steps) // 2] * 1e3:.2f} ms, max {steps_sorted[-1] * 1e3:.2f} ms, "
-          f"sum {sum(steps):.2f} s of {wall:.2f} s")
+          f"sum {sum(steps):.2f} s of {wall:.2f} s; {len(ahead)} of them decode-ahead runs taking {sum(ahead):.2f} s, "
+          f"the other {len(steps) - len(ahead)} (prefill/mixed/single) {sum(steps) - sum(ahead):.2f} s")
     text = io.StringIO()
     pstats.Stats(step_profile, stream=text).sort_stats("tottime").print_stats(25)
     print("--- step thread (by own time)\n" + "\n".join(text.getvalue().splitlines()[6:36]))

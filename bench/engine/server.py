@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from bench.engine.shapes import build_model
 from engine_svc.__main__ import make_parser
 from engine_svc.loader import build_engine, pick_device, pick_dtype
@@ -9,17 +11,18 @@ from engine_svc.service import EngineService
 from scaleout_common.server import run
 
 
+def build(args):
+    """The engine on a bench model (module level: the engine core process builds it from a pickle)."""
+    device = pick_device(args.device)
+    model = build_model(args.shape, str(device), pick_dtype(args.dtype, device))
+    return build_engine(model, args, model_name=args.shape)
+
+
 def main() -> None:
     parser = make_parser()
     parser.add_argument("--shape", default="default", help="default | llama-1b | llama-8b")
     args = parser.parse_args()
-    device = pick_device(args.device)
-
-    def build():
-        model = build_model(args.shape, str(device), pick_dtype(args.dtype, device))
-        return build_engine(model, args, model_name=args.shape)
-
-    run(EngineService(args, build=build), args)
+    run(EngineService(args, build=functools.partial(build, args)), args)
 
 
 if __name__ == "__main__":

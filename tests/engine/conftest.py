@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import grpc
 import pytest
@@ -28,17 +29,24 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
+def build_tiny(args):
+    """A tiny-model engine from flags (module level, so an engine core process can build it from a pickle)."""
+    return build_engine(tiny_llama(), args, model_name="test")
+
+
 def engine_args(*flags: str):
     return make_parser().parse_args(["--port", "0", "--metrics-port", "-1", *flags])
 
 
 @contextlib.asynccontextmanager
 async def engine_stub(model, *flags: str, fingerprint: str = ""):
-    """A real engine server for `model` (flags as on the command line) and a stub talking to it."""
+    """A real engine server for `model` (flags as on the command line) and a stub talking to it. With
+    model=None the tiny model is built by `build_tiny` (what an engine core process needs)."""
     parser = make_parser()
     args = parser.parse_args(list(flags))
-    service = EngineService(args, build=lambda: build_engine(model, args, model_name="test",
-                                                              tokenizer_fingerprint=fingerprint))
+    build = functools.partial(build_tiny, args) if model is None else \
+        (lambda: build_engine(model, args, model_name="test", tokenizer_fingerprint=fingerprint))
+    service = EngineService(args, build=build)
     parser.set_defaults(**vars(args))
     async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
         stub = engine_pb2_grpc.EngineServiceStub(channel)

@@ -1,0 +1,177 @@
+"""The engine's step loop in a child process, so it never waits for the gRPC server's GIL.
+
+In one process the step thread and the asyncio thread that writes gRPC messages take turns on the GIL,
+and on a fast GPU that turn-taking, not the GPU, sets the pace. `EngineProcess` keeps the asyncio half of
+the Engine interface (submit, abort, outboxes, load figures, health) in the server process; a spawned child
+builds the engine with a picklable builder, runs the step loop and sends each step's outputs back over a
+pipe, where they fill the same per-request outboxes that the in-thread engine fills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+import time
+from dataclasses import replace
+
+import grpc
+
+from engine_svc.engine import Load, Outbox, RequestState, StepOutput
+from engine_svc.loader import LoadedEngine
+from engine_svc.sequence import Sequence
+from scaleout_common.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+
+def _child(builder, commands, results) -> None:
+    """The engine core: build, report ready, then apply commands until told to stop (or the parent is gone)."""
+    loaded = builder()
+    engine = loaded.engine
+    results.send(("ready", replace(loaded, engine=None), engine.load()))
+    sending = threading.Lock()  # the step thread and this one both send
+
+    def send(items) -> None:
+        with sending:
+            results.send(("outputs", items, engine.load(), engine.healthy()))
+
+    def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
+        send([(s.request_id, out, s.done, s.scheduled_at, s.first_token_at) for s, out in outputs])
+
+    engine.start(sink=forward)
+    try:
+        while True:
+            try:
+                kind, payload = commands.recv()
+            except EOFError:
+                break
+            if kind == "stop":
+                break
+            if kind == "abort":
+                engine.abort(payload)
+                continue
+            request_id, seqs = payload
+            try:
+                engine.submit(request_id, seqs)
+            except ServiceError as error:  # raced past the parent's checks: refuse in-band
+                send([(request_id, StepOutput(error=error), True, None, None)])
+    finally:
+        engine.stop()
+
+
+class EngineProcess:
+    """The Engine's interface to the server, backed by an engine core in a child process."""
+
+    def __init__(self, process, commands, results, load: Load, stall_timeout_s: float):
+        self._process, self._commands, self._results = process, commands, results
+        self._load = load
+        self._healthy = True
+        self._submitted = 0  # sequences sent since the child last reported its load
+        self.max_waiting = load.max_waiting
+        self.stall_timeout_s = stall_timeout_s
+        self.requests: dict[str, RequestState] = {}
+        self._last_heard = time.monotonic()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def launch(cls, builder, stall_timeout_s: float) -> LoadedEngine:
+        """Start the child, wait until its engine is built, and return its description with this as the engine."""
+        context = multiprocessing.get_context("spawn")
+        commands_read, commands_write = context.Pipe(duplex=False)
+        results_read, results_write = context.Pipe(duplex=False)
+        process = context.Process(target=_child, args=(builder, commands_read, results_write), daemon=True,
+                                  name="engine-core")
+        process.start()
+        commands_read.close()
+        results_write.close()
+        try:
+            _, described, load = results_read.recv()
+        except EOFError:
+            process.join()
+            raise RuntimeError(f"the engine core exited while loading (exit code {process.exitcode})") from None
+        return replace(described, engine=cls(process, commands_write, results_read, load, stall_timeout_s))
+
+    # ---- the Engine interface ---------------------------------------------------------------------
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        loop.add_reader(self._results.fileno(), self._receive)
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._results.fileno())
+        try:
+            self._commands.send(("stop", None))
+        except OSError:
+            pass
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+
+    def load(self) -> Load:
+        return replace(self._load, waiting=self.num_waiting)
+
+    @property
+    def num_running(self) -> int:
+        return self._load.running
+
+    @property
+    def num_waiting(self) -> int:
+        return self._load.waiting + self._submitted
+
+    def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
+        if request_id in self.requests:
+            raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
+                               f"request {request_id!r} is already running")
+        if self.num_waiting + len(seqs) > self.max_waiting:
+            raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
+                               f"{self.num_waiting} sequences are waiting (max {self.max_waiting})")
+        if not self._process.is_alive():
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
+        state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
+        self.requests[request_id] = state
+        self._submitted += len(seqs)
+        self._commands.send(("add", (request_id, seqs)))
+        return state
+
+    def abort(self, request_ids) -> tuple[list[str], list[str]]:
+        known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
+        if known:
+            self._commands.send(("abort", known))
+        return known, [rid for rid in request_ids if rid not in known]
+
+    def healthy(self) -> bool:
+        """False when the child died, reports a stalled step loop, or has gone silent with work pending."""
+        if not self._process.is_alive():
+            return False
+        silent = time.monotonic() - self._last_heard
+        return self._healthy and (not self.requests or silent < self.stall_timeout_s)
+
+    # ---- outputs from the child -------------------------------------------------------------------
+
+    def _receive(self) -> None:
+        try:
+            while self._results.poll():
+                _, items, self._load, self._healthy = self._results.recv()
+                self._submitted = 0
+                self._last_heard = time.monotonic()
+                for request_id, output, done, scheduled_at, first_token_at in items:
+                    self._deliver(request_id, output, done, scheduled_at, first_token_at)
+        except (EOFError, OSError):
+            self._loop.remove_reader(self._results.fileno())
+            log.error("engine core process exited (code %s)", self._process.exitcode)
+            failure = ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
+            for request_id in list(self.requests):
+                self._deliver(request_id, StepOutput(error=failure), True, None, None)
+
+    def _deliver(self, request_id: str, output: StepOutput, done: bool, scheduled_at, first_token_at) -> None:
+        state = self.requests.get(request_id)
+        if state is None:
+            return
+        state.scheduled_at, state.first_token_at = scheduled_at, first_token_at
+        state.outbox.put(output)
+        if done:
+            state.done = True
+            del self.requests[request_id]

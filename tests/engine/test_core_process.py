@@ -1,0 +1,70 @@
+"""The engine core in a child process (--engine-core process, the CUDA default): same outputs, same cleanup,
+and a dead core fails its streams in-band and turns readiness off instead of hanging them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from scaleout.v1 import common_pb2, engine_pb2
+from tests.engine.conftest import engine_stub, generate, request
+from tests.engine.test_cancel import _until_idle
+from tests.engine.test_generate import PROMPTS, reference
+
+
+async def _rest(call) -> list[engine_pb2.GenerateResponse]:
+    messages = []
+    while (message := await call.read()) != grpc.aio.EOF:
+        messages.append(message)
+    return messages
+
+
+async def test_outputs_cancellation_and_abort_through_the_core_process(tiny_model):
+    async with engine_stub(None, "--engine-core", "process", "--max-num-batched-tokens", "16",
+                           "--block-size", "4", "--decode-steps", "3") as (stub, service):
+        results = await asyncio.gather(*[
+            generate(stub, request(p, temperature=0, max_tokens=12, ignore_eos=True)) for p in PROMPTS])
+        unary = await stub.GenerateUnary(request(PROMPTS[0], temperature=0, max_tokens=6, ignore_eos=True, n=2))
+
+        async def cancelled(i):
+            call = stub.Generate(request(PROMPTS[i % len(PROMPTS)], f"c{i}", temperature=1.0, max_tokens=200,
+                                         ignore_eos=True))
+            async for _ in call:
+                if i % 3 == 0:
+                    break
+            call.cancel()
+
+        await asyncio.gather(*[cancelled(i) for i in range(30)])
+        long = stub.Generate(request(PROMPTS[1], "mine", temperature=1.0, max_tokens=400, ignore_eos=True))
+        await long.read()
+        reply = await stub.Abort(engine_pb2.AbortRequest(request_ids=["mine", "nobody"]))
+        rest = await _rest(long)
+        load = await _until_idle(stub)
+    for prompt, (messages, tokens) in zip(PROMPTS, results):
+        assert tokens[0] == reference(tiny_model, prompt, 12)
+        assert messages[-1].finished and messages[-1].usage.completion_tokens == 12
+    assert [list(c.token_ids) for c in unary.choices] == [reference(tiny_model, PROMPTS[0], 6)] * 2
+    assert list(reply.aborted) == ["mine"] and list(reply.not_found) == ["nobody"]
+    assert rest[-1].finished and rest[-1].choices[-1].finish_reason == common_pb2.FINISH_REASON_ABORT
+    assert (load.running, load.waiting, load.kv_blocks_used) == (0, 0, 0)
+
+
+async def test_a_dead_core_fails_its_streams_in_band_and_turns_readiness_off():
+    async with engine_stub(None, "--engine-core", "process") as (stub, service):
+        call = stub.Generate(request(PROMPTS[0], temperature=1.0, max_tokens=400, ignore_eos=True))
+        await call.read()
+        os.kill(service.loaded.engine._process.pid, signal.SIGKILL)
+        rest = await _rest(call)
+        health = health_pb2_grpc.HealthStub(stub.channel)
+        readiness = health_pb2.HealthCheckRequest(service="scaleout.v1.EngineService")
+        for _ in range(100):
+            status = (await health.Check(readiness)).status
+            if status == health_pb2.HealthCheckResponse.NOT_SERVING:
+                break
+            await asyncio.sleep(0.05)
+    assert rest and rest[-1].error.details and "ENGINE_CORE_EXITED" in str(rest[-1].error)
+    assert status == health_pb2.HealthCheckResponse.NOT_SERVING
