@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import grpc
 
-from engine_svc.engine import Load, Outbox, RequestState, StepOutput
+from engine_svc.engine import Load, RequestState, StepOutput, new_request
 from engine_svc.loader import LoadedEngine
 from engine_svc.sequence import Sequence
 from scaleout_common.errors import ServiceError
@@ -122,16 +122,9 @@ class EngineProcess:
         return self._load.waiting + self._submitted
 
     def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
-        if request_id in self.requests:
-            raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
-                               f"request {request_id!r} is already running")
-        if self.num_waiting + len(seqs) > self.max_waiting:
-            raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
-                               f"{self.num_waiting} sequences are waiting (max {self.max_waiting})")
         if not self._process.is_alive():
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
-        state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
-        self.requests[request_id] = state
+        state = new_request(self, request_id, seqs)
         self._submitted += len(seqs)
         self._commands.send(("add", (request_id, seqs)))
         return state

@@ -114,6 +114,20 @@ class RequestState:
                 "first_token_s": self.first_token_at - self.submitted_at}
 
 
+def new_request(engine, request_id: str, seqs: list[Sequence]) -> RequestState:
+    """The state of an admitted request, registered in `engine.requests`; refused when the id is taken or the
+    waiting queue is full (shared by the in-thread engine and the engine core process's proxy)."""
+    if request_id in engine.requests:
+        raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
+                           f"request {request_id!r} is already running")
+    if engine.num_waiting + len(seqs) > engine.max_waiting:
+        raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
+                           f"{engine.num_waiting} sequences are waiting (max {engine.max_waiting})")
+    state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
+    engine.requests[request_id] = state
+    return state
+
+
 class Engine:
     def __init__(self, runner, scheduler: Scheduler, *, max_model_len: int, max_waiting: int,
                  stall_timeout_s: float = 60.0, decode_steps: int = 1):
@@ -168,14 +182,7 @@ class Engine:
 
     def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         """Queue a validated request; refuses fast when the waiting queue is full."""
-        if request_id in self.requests:
-            raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
-                               f"request {request_id!r} is already running")
-        if self.num_waiting + len(seqs) > self.max_waiting:
-            raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
-                               f"{self.num_waiting} sequences are waiting (max {self.max_waiting})")
-        state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
-        self.requests[request_id] = state
+        state = new_request(self, request_id, seqs)
         self._post("add", state)
         return state
 
