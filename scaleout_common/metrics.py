@@ -36,8 +36,16 @@ class RpcMetrics:
             registry=registry,
         )
         self._children: dict[tuple[str, str], tuple] = {}
+        self._in_flight: dict[str, Gauge] = {}
+
+    def started(self, method: str) -> None:
+        gauge = self._in_flight.get(method)
+        if gauge is None:  # label lookups take a lock: do them once per method
+            gauge = self._in_flight[method] = self.in_flight.labels(method)
+        gauge.inc()
 
     def finished(self, method: str, code: str, seconds: float) -> None:
+        self._in_flight[method].dec()
         children = self._children.get((method, code))
         if children is None:  # label lookups take a lock: do them once per (method, code)
             children = self._children[(method, code)] = (

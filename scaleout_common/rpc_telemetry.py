@@ -119,7 +119,7 @@ class ServerTelemetryInterceptor(MethodWrappingInterceptor):
     def _begin(self, method: str, context, streaming: bool) -> _Call:
         call = _Call(self, method, context, streaming)
         if self.metrics is not None:
-            self.metrics.in_flight.labels(method).inc()
+            self.metrics.started(method)
         context.add_done_callback(lambda done: self._finish(call, method, "CANCELLED"))
         return call
 
@@ -129,7 +129,6 @@ class ServerTelemetryInterceptor(MethodWrappingInterceptor):
         call.finished = True
         call.end(code)
         if self.metrics is not None:
-            self.metrics.in_flight.labels(method).dec()
             self.metrics.finished(method, code, perf_counter() - call.start)
 
     def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
