@@ -3,8 +3,10 @@
 The cache of one layer is one tensor [num_blocks * block_size, 2 (K, V), kv_heads, head_dim]; a sequence owns
 a list of blocks (its block table). A flat batch holds the decode tokens first (one per sequence) and then
 the prefill chunks. `SdpaBackend` uses torch's scaled_dot_product_attention: decodes gather their blocks in
-one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill
-chunk attends to its gathered context with a causal mask. Faster kernels plug in as other backends.
+one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill SDPA
+call covers either adjacent chunks that start their sequences (a block-diagonal causal mask over their rows)
+or one chunk that continues a sequence (its context gathered from the cache). Faster kernels plug in as other
+backends.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ class PrefillChunk:
 
 
 @dataclass
+class PrefillCall:
+    """One SDPA call of a layer: query rows of the flat batch, the keys they see and the mask (None: causal)."""
+
+    rows: slice
+    block_ids: torch.Tensor | None  # keys: these blocks from the cache (a continuing chunk); None: kv[rows]
+    mask: torch.Tensor | None
+
+
+@dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [tokens] cache row each token's K/V is written to
     block_size: int
@@ -33,7 +44,7 @@ class AttentionMetadata:
     prefills: list[PrefillChunk] = field(default_factory=list)
     # Filled by the backend's prepare(), once per forward.
     decode_mask: torch.Tensor | None = None
-    prefill_masks: list[torch.Tensor | None] = field(default_factory=list)
+    prefill_calls: list[PrefillCall] = field(default_factory=list)
 
 
 class AttentionBackend:
@@ -48,26 +59,54 @@ class AttentionBackend:
 
 
 class SdpaBackend(AttentionBackend):
+    # Adjacent fresh chunks share one prefill call up to this many rows in all; None: 2048 on CUDA, where a
+    # call's launches cost more than a short chunk's attention, and 1 on CPU, where the masked-out part of
+    # the shared call (which grows with the square of its rows) costs more than the calls.
+    rows_per_call: int | None = None
+
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.group = num_heads // num_kv_heads
         self.scale = head_dim**-0.5
 
     def prepare(self, meta: AttentionMetadata) -> None:
+        device = meta.slot_mapping.device
         if meta.num_decodes:
             span = meta.decode_block_tables.shape[1] * meta.block_size
-            keys = torch.arange(span, device=meta.decode_context_lens.device)
+            keys = torch.arange(span, device=device)
             meta.decode_mask = (keys[None, :] < meta.decode_context_lens[:, None])[:, None, None, :]
-        meta.prefill_masks = []
+        cap = self.rows_per_call or (2048 if device.type == "cuda" else 1)
+        meta.prefill_calls, group = [], []
         for chunk in meta.prefills:
-            if chunk.context_start == 0:
-                meta.prefill_masks.append(None)  # plain causal over the chunk's own K/V
-                continue
-            total = chunk.context_start + chunk.num_tokens
-            device = meta.slot_mapping.device
-            queries = torch.arange(chunk.context_start, total, device=device)
-            keys = torch.arange(total, device=device)
-            meta.prefill_masks.append(keys[None, :] <= queries[:, None])
+            if chunk.context_start:
+                meta.prefill_calls.append(self._continuing_call(chunk, device))
+            elif group and _end(group[-1]) == chunk.token_start and _end(chunk) - group[0].token_start <= cap:
+                group.append(chunk)
+            else:
+                if group:
+                    meta.prefill_calls.append(self._fresh_call(group, device))
+                group = [chunk]
+        if group:
+            meta.prefill_calls.append(self._fresh_call(group, device))
+
+    @staticmethod
+    def _fresh_call(group: list[PrefillChunk], device) -> PrefillCall:
+        """Adjacent fresh chunks: row i sees rows first[i]..i of the call, the causal part of its own chunk."""
+        rows = slice(group[0].token_start, _end(group[-1]))
+        if len(group) == 1:
+            return PrefillCall(rows, None, None)
+        lengths = torch.tensor([c.num_tokens for c in group])
+        first = torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths).to(device)
+        index = torch.arange(first.shape[0], device=device)
+        return PrefillCall(rows, None, (index[None, :] <= index[:, None]) & (index[None, :] >= first[:, None]))
+
+    @staticmethod
+    def _continuing_call(chunk: PrefillChunk, device) -> PrefillCall:
+        """A chunk after context_start cached tokens: causal over its sequence's gathered blocks."""
+        total = chunk.context_start + chunk.num_tokens
+        queries = torch.arange(chunk.context_start, total, device=device)
+        keys = torch.arange(total, device=device)
+        return PrefillCall(slice(chunk.token_start, _end(chunk)), chunk.block_ids, keys[None, :] <= queries[:, None])
 
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
         decodes = meta.num_decodes
@@ -76,18 +115,18 @@ class SdpaBackend(AttentionBackend):
         out = torch.empty_like(q)
         if decodes:
             out[:decodes] = self._decode(q[:decodes], kv_cache, meta)
-        for chunk, mask in zip(meta.prefills, meta.prefill_masks):
-            rows = slice(chunk.token_start, chunk.token_start + chunk.num_tokens)
-            if mask is None:
-                context = kv[rows]
+        for call in meta.prefill_calls:
+            if call.block_ids is None:
+                context = kv[call.rows]
             else:
-                context = self._gather(kv_cache, chunk.block_ids, meta.block_size)[: mask.shape[1]]
-            # Contiguous K/V with every query head (no enable_gqa) keeps SDPA on its flash / memory-efficient
-            # kernels; with enable_gqa or strided K/V it falls back to the slow math path on CUDA.
+                context = self._gather(kv_cache, call.block_ids, meta.block_size)[: call.mask.shape[1]]
+            # Contiguous K/V with every query head (no enable_gqa) keeps SDPA on its fast kernels (cuDNN /
+            # flash / memory-efficient, masked or not); with enable_gqa or strided K/V it falls back to the
+            # slow math path on CUDA.
             keys, values = (t.transpose(0, 1).repeat_interleave(self.group, dim=0)[None] for t in context.unbind(-3))
-            attn = F.scaled_dot_product_attention(q[rows].transpose(0, 1)[None], keys, values, attn_mask=mask,
-                                                  is_causal=mask is None, scale=self.scale)
-            out[rows] = attn[0].transpose(0, 1)
+            attn = F.scaled_dot_product_attention(q[call.rows].transpose(0, 1)[None], keys, values,
+                                                  attn_mask=call.mask, is_causal=call.mask is None, scale=self.scale)
+            out[call.rows] = attn[0].transpose(0, 1)
         return out
 
     def _gather(self, cache, block_ids, block_size):
@@ -102,3 +141,7 @@ class SdpaBackend(AttentionBackend):
         queries = q.view(decodes, self.num_kv_heads, self.group, self.head_dim)
         attn = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask, scale=self.scale)
         return attn.reshape(decodes, self.num_heads, self.head_dim)
+
+
+def _end(chunk: PrefillChunk) -> int:
+    return chunk.token_start + chunk.num_tokens
