@@ -42,6 +42,11 @@ class AttentionMetadata:
     decode_block_tables: torch.Tensor | None = None  # [decodes, blocks]
     decode_context_lens: torch.Tensor | None = None  # [decodes], the new token included
     prefills: list[PrefillChunk] = field(default_factory=list)
+    # Per-row view of a mixed or prefill step, for backends with `wants_row_tables` (each row attends to the
+    # first row_lengths[i] tokens of the blocks in row_tables[row_table_index[i]]).
+    row_tables: torch.Tensor | None = None
+    row_table_index: torch.Tensor | None = None
+    row_lengths: torch.Tensor | None = None
     # Filled by the backend's prepare(), once per forward.
     decode_mask: torch.Tensor | None = None
     prefill_calls: list[PrefillCall] = field(default_factory=list)
@@ -50,6 +55,8 @@ class AttentionMetadata:
 class AttentionBackend:
     """Attention for a flat batch: q [tokens, heads, dim], kv [tokens, 2, kv_heads, dim] (this step's K/V,
     already written to kv_cache)."""
+
+    wants_row_tables = False
 
     def prepare(self, meta: AttentionMetadata) -> None:
         """Per-forward work shared by every layer (masks)."""

@@ -29,7 +29,7 @@ from scaleout_common.errors import ServiceError
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)  # made and pickled per token: slots keep that cheap
 class ChoiceDelta:
     index: int
     token_ids: list[int] = field(default_factory=list)
@@ -38,7 +38,7 @@ class ChoiceDelta:
     stop_token_id: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class StepOutput:
     deltas: list[ChoiceDelta] = field(default_factory=list)
     prompt_logprobs: list[RowLogprobs] | None = None

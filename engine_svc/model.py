@@ -88,18 +88,20 @@ class FusedDecoder(nn.Module):
     def layer0(self) -> DecoderLayer:
         return self.layers[0]
 
-    def forward(self, input_ids, positions, meta: AttentionMetadata, kv_caches, backend, logits_rows=None):
+    def forward(self, input_ids, positions, meta: AttentionMetadata, kv_caches, backend, logits_rows=None, ops=None):
+        """`ops`: the elementwise functions to use (default: the model's, compiled on CUDA)."""
+        ops = ops or self.ops
         backend.prepare(meta)
         x, residual = self.embed(input_ids), None
         cos = self.cos[positions].unsqueeze(1)
         sin = self.sin[positions].unsqueeze(1)
         for layer, kv_cache in zip(self.layers, kv_caches):
-            x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, self.ops)
+            x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, ops)
         if logits_rows is not None:
             if logits_rows.shape[0] == 0:  # no row samples this step (and no empty-shape kernel compiles)
                 return x.new_empty((0, self.lm_head.out_features))
             x, residual = x[logits_rows], residual[logits_rows]
-        x, _ = self.ops.add_rms_norm(x, residual, self.norm.weight, self.norm.eps)
+        x, _ = ops.add_rms_norm(x, residual, self.norm.weight, self.norm.eps)
         return self.project_vocab(x)
 
     def project_vocab(self, x: torch.Tensor) -> torch.Tensor:

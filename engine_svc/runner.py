@@ -57,6 +57,9 @@ class ModelRunner:
     def __init__(self, hf_model, *, block_size: int, num_blocks: int, max_num_seqs: int, max_model_len: int,
                  cuda_graphs: bool, compile_kernels: bool = False, attention: str = "sdpa"):
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
+        # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
+        # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
+        self.eager_ops = FusedOps(False)
         layer = self.model.layer0
         weight = self.model.embed.weight
         self.device, self.dtype = weight.device, weight.dtype
@@ -148,7 +151,7 @@ class ModelRunner:
                 blocks = meta.decode_block_tables.gather(1, columns[:, None])[:, 0]
                 torch.add(positions % self.block_size, blocks, alpha=self.block_size, out=meta.slot_mapping)
             if not graphs:
-                return self.model(ids, positions, meta, self.kv_caches, self.backend)
+                return self.model(ids, positions, meta, self.kv_caches, self.backend, ops=self.eager_ops)
             graph.replay()
             return logits[:n]
 
@@ -183,6 +186,20 @@ class ModelRunner:
             slots += range(base + lo, base + hi)
         return slots
 
+    @staticmethod
+    def _row_tables(decodes, prefills, blocks, spans) -> list[int]:
+        """[table index per row | context length per row | one block table per decode and per prefill chunk,
+        padded to a common width], for backends that attend row by row."""
+        width = max([len(c.seq.block_ids) for c in decodes] + [count for _, _, count in spans])
+        index, lengths, tables = list(range(len(decodes))), [c.start + 1 for c in decodes], []
+        for c in decodes:
+            tables += c.seq.block_ids[:width] + [0] * (width - len(c.seq.block_ids[:width]))
+        for number, (c, (_, first, count)) in enumerate(zip(prefills, spans), start=len(decodes)):
+            index += [number] * c.num_tokens
+            lengths += range(c.start + 1, c.start + c.num_tokens + 1)
+            tables += blocks[first:first + count] + [0] * (width - count)
+        return index + lengths + tables
+
     def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
         """A mixed or prefill step: every input in one host-to-device copy, laid out as
         [ids | positions | slots] over all tokens (decodes first), then decode context lengths and block
@@ -208,7 +225,8 @@ class ModelRunner:
             logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
         rows = [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows
         tokens = len(ids)
-        flat = _int64_tensor(ids + positions + slots + dec[3 * n:] + rows + blocks).to(self.device)
+        per_row = self._row_tables(decodes, prefills, blocks, spans) if self.backend.wants_row_tables else []
+        flat = _int64_tensor(ids + positions + slots + dec[3 * n:] + rows + blocks + per_row).to(self.device)
         tables_end = 3 * tokens + n + n * width
         meta = AttentionMetadata(slot_mapping=flat[2 * tokens:3 * tokens], block_size=self.block_size, num_decodes=n,
                                  decode_block_tables=flat[3 * tokens + n:tables_end].view(n, width),
@@ -217,5 +235,10 @@ class ModelRunner:
         for c, (row, first, count) in zip(prefills, spans):
             meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start,
                                               flat[block_base + first:block_base + first + count]))
+        if per_row:
+            rows_base = block_base + len(blocks)
+            meta.row_table_index = flat[rows_base:rows_base + tokens]
+            meta.row_lengths = flat[rows_base + tokens:rows_base + 2 * tokens]
+            meta.row_tables = flat[rows_base + 2 * tokens:].view(n + len(prefills), -1)
         return self.model(flat[:tokens], flat[tokens:2 * tokens], meta, self.kv_caches, self.backend,
-                          logits_rows=flat[tables_end:block_base])
+                          logits_rows=flat[tables_end:block_base], ops=self.eager_ops)

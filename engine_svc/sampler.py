@@ -29,7 +29,7 @@ def row_key(seed: int, index: int, position: int) -> int:
     return _hash32(key ^ (seed & _MASK32))
 
 
-@dataclass
+@dataclass(slots=True)
 class RowLogprobs:
     logprob: float
     rank: int

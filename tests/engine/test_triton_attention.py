@@ -1,5 +1,5 @@
-"""The paged Triton decode kernel against the SDPA backend. CUDA only (Triton's CPU interpreter cannot run it):
-`python -m pytest tests/engine/test_triton_attention.py` on the GPU machine."""
+"""The paged Triton attention kernel against a dense reference. CUDA only (Triton's CPU interpreter cannot run
+it): `python -m pytest tests/engine/test_triton_attention.py` on the GPU machine."""
 
 from __future__ import annotations
 
@@ -10,30 +10,54 @@ if not torch.cuda.is_available():
     pytest.skip("the Triton kernel needs CUDA", allow_module_level=True)
 triton_attention = pytest.importorskip("engine_svc.triton_attention")
 
-from engine_svc.attention import AttentionMetadata, SdpaBackend  # noqa: E402
+BLOCK_SIZE, NUM_BLOCKS, WIDTH = 16, 40, 9
+LENGTHS = [1, 15, 16, 17, 70, 144]  # inside one block, block edges, several tiles, a full table
+
+
+def paged_cache(kv_heads: int, dim: int):
+    """A random bf16 cache and block tables giving each sequence of LENGTHS distinct, shuffled blocks."""
+    torch.manual_seed(0)
+    cache = torch.randn(NUM_BLOCKS * BLOCK_SIZE, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
+    order = torch.randperm(NUM_BLOCKS - 1) + 1
+    tables = torch.zeros(len(LENGTHS), WIDTH, dtype=torch.int64)
+    used = 0
+    for row, length in enumerate(LENGTHS):
+        count = -(-length // BLOCK_SIZE)
+        tables[row, :count] = order[used:used + count]
+        used += count
+    return cache, tables.cuda()
+
+
+def reference(q, cache, tables, table_index, lengths):
+    """Row by row: gather the first `length` K/V rows of the row's sequence and attend (GQA), in float32."""
+    heads, kv_heads = q.shape[1], cache.shape[2]
+    out = []
+    for row, (table, length) in enumerate(zip(table_index.tolist(), lengths.tolist())):
+        slots = [tables[table, t // BLOCK_SIZE].item() * BLOCK_SIZE + t % BLOCK_SIZE for t in range(length)]
+        k, v = cache[slots].float().unbind(1)  # [length, kv_heads, dim]
+        k, v = (x.repeat_interleave(heads // kv_heads, dim=1).transpose(0, 1) for x in (k, v))
+        weights = (q[row].float()[:, None, :] @ k.transpose(1, 2))[:, 0] * q.shape[-1] ** -0.5
+        out.append((weights.softmax(-1)[:, None, :] @ v)[:, 0])
+    return torch.stack(out).to(q.dtype)
 
 
 @pytest.mark.parametrize("heads,kv_heads,dim", [(8, 2, 64), (4, 4, 16), (32, 8, 128)])
-def test_paged_decode_matches_sdpa(heads, kv_heads, dim):
-    torch.manual_seed(0)
-    device = "cuda"
-    block_size, num_blocks, width = 16, 40, 9
-    lengths = [1, 15, 16, 17, 70, 144]  # inside one block, block edges, several tiles, a full table
-    cache = torch.randn(num_blocks * block_size, 2, kv_heads, dim, device=device, dtype=torch.bfloat16)
-    # Each sequence owns distinct, shuffled blocks; unused table entries point at block 0.
-    order = torch.randperm(num_blocks - 1) + 1
-    tables = torch.zeros(len(lengths), width, dtype=torch.int64)
-    used = 0
-    for row, length in enumerate(lengths):
-        count = -(-length // block_size)
-        tables[row, :count] = order[used:used + count]
-        used += count
-    meta = AttentionMetadata(slot_mapping=torch.zeros(0, dtype=torch.int64, device=device), block_size=block_size,
-                             num_decodes=len(lengths), decode_block_tables=tables.to(device),
-                             decode_context_lens=torch.tensor(lengths, device=device))
-    q = torch.randn(len(lengths), heads, dim, device=device, dtype=torch.bfloat16)
-    sdpa = SdpaBackend(heads, kv_heads, dim)
-    sdpa.prepare(meta)
-    expected = sdpa._decode(q, cache, meta)
-    got = triton_attention.TritonBackend(heads, kv_heads, dim)._decode(q, cache, meta)
+def test_decode_rows(heads, kv_heads, dim):
+    cache, tables = paged_cache(kv_heads, dim)
+    lengths = torch.tensor(LENGTHS, device="cuda")
+    q = torch.randn(len(LENGTHS), heads, dim, device="cuda", dtype=torch.bfloat16)
+    got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5)
+    expected = reference(q, cache, tables, torch.arange(len(LENGTHS)), lengths)
+    torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim", [(8, 2, 64), (32, 8, 128)])
+def test_prefill_rows_see_their_own_prefix(heads, kv_heads, dim):
+    cache, tables = paged_cache(kv_heads, dim)
+    # Rows of chunks of sequences 4 (positions 0..69, a fresh prompt) and 5 (positions 100..143, continuing).
+    table_index = torch.tensor([4] * 70 + [5] * 44, device="cuda")
+    lengths = torch.tensor(list(range(1, 71)) + list(range(101, 145)), device="cuda")
+    q = torch.randn(len(table_index), heads, dim, device="cuda", dtype=torch.bfloat16)
+    got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5, table_index)
+    expected = reference(q, cache, tables, table_index, lengths)
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
