@@ -28,6 +28,8 @@ from scaleout_common.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
+ADMISSION_WINDOW_S = 0.005
+
 
 @dataclass(slots=True)  # made and pickled per token: slots keep that cheap
 class ChoiceDelta:
@@ -141,6 +143,7 @@ class Engine:
         self.requests: dict[str, RequestState] = {}
         self.steps = 0
         self._inbox: list[tuple[str, object]] = []
+        self._inbox_since = 0.0  # when the inbox last went from empty to not empty
         self._cond = threading.Condition()
         self._stopping = False
         self._last_progress = time.monotonic()
@@ -202,6 +205,8 @@ class Engine:
 
     def _post(self, kind: str, payload) -> None:
         with self._cond:
+            if not self._inbox:
+                self._inbox_since = time.monotonic()
             self._inbox.append((kind, payload))
             self._cond.notify()
 
@@ -310,7 +315,9 @@ class Engine:
     def _decode_ahead(self, chunks: list[Chunk], steps: int, outputs) -> None:
         """Up to `steps` decode steps with the device one step ahead of the host: step k+1 is queued (its input
         is step k's tokens, still on the device) before step k's tokens are read, checked and shipped. Stops
-        queueing when every sequence finished or new requests or aborts arrive."""
+        queueing when every sequence finished, or when new requests or aborts have waited ADMISSION_WINDOW_S
+        (requests that arrive together, as closed-loop clients' do, then share one prefill step instead of
+        breaking the run once each)."""
         seqs = [c.seq for c in chunks]
         forward = self.runner.decode_loop(chunks)
         batch = self.sampler.prepare(seqs, steps)
@@ -322,7 +329,8 @@ class Engine:
             queued.append(drawn)
             if len(queued) > 1:
                 self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
-            if self._inbox or all(seq.finished for seq in seqs):
+            if all(seq.finished for seq in seqs) or (
+                    self._inbox and time.monotonic() - self._inbox_since >= ADMISSION_WINDOW_S):
                 break
         while len(queued) > 1:
             self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
