@@ -7,7 +7,7 @@ First it prints the transport floor: a bare grpc.aio server that answers at once
 server's ListModels (no render work), driven by the same client.
 
 The client is this process: one grpc.aio channel, `concurrency` coroutines each awaiting one call at a time, with
-requests serialized up front. It costs ~250 us of CPU per call, on the same 2 cores as the server.
+requests serialized up front. It costs ~250-300 us of CPU per call, on the same 2 cores as the server.
 
     python bench/render/bench_render.py [--seconds 3] [--batch 64]
 """
