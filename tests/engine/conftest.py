@@ -21,12 +21,19 @@ TINY_EOS = 2
 
 
 def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    """A tiny random Llama whose matrices are 5x the default init: at the default (std 0.02) its greedy tokens
+    depend on the current token alone, so attention, masks and caches would go untested by output checks."""
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          eos_token_id=TINY_EOS, bos_token_id=1, pad_token_id=0, tie_word_embeddings=True,
                          architectures=["LlamaForCausalLM"])
-    return LlamaForCausalLM(config).eval()
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for weight in model.parameters():
+            if weight.dim() == 2:
+                weight.mul_(5)
+    return model
 
 
 def build_tiny(args):
