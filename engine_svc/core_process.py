@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import grpc
 
-from engine_svc.engine import Load, RequestState, StepOutput, new_request
+from engine_svc.requests import Load, RequestState, StepOutput, new_request
 from engine_svc.loader import LoadedEngine
 from engine_svc.sequence import Sequence
 from scaleout_common.errors import ServiceError

@@ -15,11 +15,11 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 import grpc
 import torch
 
+from engine_svc.requests import ChoiceDelta, Load, RequestState, StepOutput, new_request
 from engine_svc.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduler import Scheduler
 from engine_svc.sequence import Chunk, Sequence
@@ -29,105 +29,6 @@ from scaleout_common.errors import ServiceError
 log = logging.getLogger(__name__)
 
 ADMISSION_WINDOW_S = 0.005
-
-
-@dataclass(slots=True)  # made and pickled per token: slots keep that cheap
-class ChoiceDelta:
-    index: int
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[RowLogprobs] = field(default_factory=list)
-    finish_reason: int = common_pb2.FINISH_REASON_UNSPECIFIED
-    stop_token_id: int | None = None
-
-
-@dataclass(slots=True)
-class StepOutput:
-    deltas: list[ChoiceDelta] = field(default_factory=list)
-    prompt_logprobs: list[RowLogprobs] | None = None
-    error: ServiceError | None = None
-
-
-class Outbox:
-    """A request's step outputs, appended on the event loop; cheaper than an asyncio.Queue per token.
-
-    The consumer is woken only when it has something to send: `wake_tokens` new tokens (its stream
-    interval; unary calls wait for the end), a finished choice, prompt logprobs or an error.
-    """
-
-    def __init__(self) -> None:
-        self.items: list[StepOutput] = []
-        self.waiter: asyncio.Future | None = None
-        self.wake_tokens = 1
-        self._tokens = 0
-
-    def put(self, item: StepOutput) -> None:
-        self.items.append(item)
-        for delta in item.deltas:
-            self._tokens += len(delta.token_ids)
-            if delta.finish_reason:
-                self._tokens += self.wake_tokens
-        if item.error is not None or item.prompt_logprobs:
-            self._tokens += self.wake_tokens
-        if self._tokens >= self.wake_tokens and self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
-
-    async def take(self) -> list[StepOutput]:
-        """What arrived since the last take, once there is enough of it (or anything, if it is already there)."""
-        while not self.items:
-            self.waiter = asyncio.get_running_loop().create_future()
-            await self.waiter
-        items, self.items, self._tokens = self.items, [], 0
-        return items
-
-
-@dataclass
-class Load:
-    """What routers and metrics read: the GetLoad figures."""
-
-    running: int
-    waiting: int
-    kv_blocks_used: int
-    kv_blocks_free: int
-    kv_block_size: int
-    max_running: int
-    max_waiting: int
-
-
-@dataclass(eq=False)
-class RequestState:
-    request_id: str
-    seqs: list[Sequence]
-    outbox: Outbox
-    num_prompt_tokens: int
-    prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
-    done: bool = False
-    # perf_counter() stamps for tracing and metrics: submitted, first scheduled, first token sampled.
-    submitted_at: float = field(default_factory=time.perf_counter)
-    scheduled_at: float | None = None
-    first_token_at: float | None = None
-
-    def timings(self) -> dict[str, float]:
-        """Seconds in the queue, in prefill and until the first token (those known so far)."""
-        if self.scheduled_at is None:
-            return {}
-        if self.first_token_at is None:
-            return {"queue_s": self.scheduled_at - self.submitted_at}
-        return {"queue_s": self.scheduled_at - self.submitted_at, "prefill_s": self.first_token_at - self.scheduled_at,
-                "first_token_s": self.first_token_at - self.submitted_at}
-
-
-def new_request(engine, request_id: str, seqs: list[Sequence]) -> RequestState:
-    """The state of an admitted request, registered in `engine.requests`; refused when the id is taken or the
-    waiting queue is full (shared by the in-thread engine and the engine core process's proxy)."""
-    if request_id in engine.requests:
-        raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
-                           f"request {request_id!r} is already running")
-    if engine.num_waiting + len(seqs) > engine.max_waiting:
-        raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
-                           f"{engine.num_waiting} sequences are waiting (max {engine.max_waiting})")
-    state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
-    engine.requests[request_id] = state
-    return state
 
 
 class Engine:

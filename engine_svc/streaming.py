@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import AsyncIterator
 
-from engine_svc.engine import ChoiceDelta, Engine, RequestState
+from engine_svc.engine import Engine
+from engine_svc.requests import ChoiceDelta, RequestState
 from engine_svc.sampler import RowLogprobs
 from scaleout.v1 import common_pb2, engine_pb2
 
