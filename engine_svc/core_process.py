@@ -18,9 +18,10 @@ from dataclasses import replace
 
 import grpc
 
-from engine_svc.requests import Load, RequestState, StepOutput, new_request
+from engine_svc.requests import RequestState, StepOutput, new_request
 from engine_svc.loader import LoadedEngine
 from engine_svc.sequence import Sequence
+from scaleout.v1 import engine_pb2
 from scaleout_common.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def _child(builder, commands, results) -> None:
 class EngineProcess:
     """The Engine's interface to the server, backed by an engine core in a child process."""
 
-    def __init__(self, process, commands, results, load: Load, stall_timeout_s: float):
+    def __init__(self, process, commands, results, load: engine_pb2.GetLoadResponse, stall_timeout_s: float):
         self._process, self._commands, self._results = process, commands, results
         self._load = load
         self._healthy = True
@@ -110,8 +111,11 @@ class EngineProcess:
         if self._process.is_alive():
             self._process.kill()
 
-    def load(self) -> Load:
-        return replace(self._load, waiting=self.num_waiting)
+    def load(self) -> engine_pb2.GetLoadResponse:
+        load = engine_pb2.GetLoadResponse()
+        load.CopyFrom(self._load)
+        load.waiting = self.num_waiting
+        return load
 
     @property
     def num_running(self) -> int:

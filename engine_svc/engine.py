@@ -19,11 +19,11 @@ from collections import deque
 import grpc
 import torch
 
-from engine_svc.requests import ChoiceDelta, Load, RequestState, StepOutput, new_request
+from engine_svc.requests import ChoiceDelta, RequestState, StepOutput, new_request
 from engine_svc.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduler import Scheduler
 from engine_svc.sequence import Chunk, Sequence
-from scaleout.v1 import common_pb2
+from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,13 @@ class Engine:
         if self._thread is not None:
             self._thread.join()
 
-    def load(self) -> Load:
+    def load(self) -> engine_pb2.GetLoadResponse:
+        """What routers and metrics read."""
         pool = self.scheduler.pool
-        return Load(self.num_running, self.num_waiting, pool.num_used, pool.num_free, pool.block_size,
-                    self.scheduler.max_num_seqs, self.max_waiting)
+        return engine_pb2.GetLoadResponse(
+            running=self.num_running, waiting=self.num_waiting, kv_blocks_used=pool.num_used,
+            kv_blocks_free=pool.num_free, kv_block_size=pool.block_size, max_running=self.scheduler.max_num_seqs,
+            max_waiting=self.max_waiting)
 
     @property
     def num_running(self) -> int:

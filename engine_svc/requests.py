@@ -66,19 +66,6 @@ class Outbox:
         return items
 
 
-@dataclass
-class Load:
-    """What routers and metrics read: the GetLoad figures."""
-
-    running: int
-    waiting: int
-    kv_blocks_used: int
-    kv_blocks_free: int
-    kv_block_size: int
-    max_running: int
-    max_waiting: int
-
-
 @dataclass(eq=False)
 class RequestState:
     request_id: str

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 
@@ -64,7 +63,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             architecture=loaded.architecture, dtype=loaded.dtype, device=loaded.device, backend=loaded.backend)
 
     async def GetLoad(self, request, context):
-        return engine_pb2.GetLoadResponse(**dataclasses.asdict(self.engine.load()))
+        return self.engine.load()
 
 
 class EngineService:
