@@ -103,10 +103,7 @@ class EngineProcess:
     def stop(self) -> None:
         if self._loop is not None:
             self._loop.remove_reader(self._results.fileno())
-        try:
-            self._commands.send(("stop", None))
-        except OSError:
-            pass
+        self._send("stop", None)
         self._process.join(30)
         if self._process.is_alive():
             self._process.kill()
@@ -129,15 +126,25 @@ class EngineProcess:
         if not self._process.is_alive():
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
         state = new_request(self, request_id, seqs)
+        if not self._send("add", (request_id, seqs)):
+            del self.requests[request_id]
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
         self._submitted += len(seqs)
-        self._commands.send(("add", (request_id, seqs)))
         return state
 
     def abort(self, request_ids) -> tuple[list[str], list[str]]:
         known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
         if known:
-            self._commands.send(("abort", known))
+            self._send("abort", known)  # a core that is gone runs nothing
         return known, [rid for rid in request_ids if rid not in known]
+
+    def _send(self, kind: str, payload) -> bool:
+        """False when the child is gone (stopped, or exited on its own)."""
+        try:
+            self._commands.send((kind, payload))
+            return True
+        except OSError:
+            return False
 
     def healthy(self) -> bool:
         """False when the child died, reports a stalled step loop, or has gone silent with work pending."""

@@ -9,6 +9,10 @@ LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "l
                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
 SHAPES = {
+    # Compute next to nothing: what is left of a step is the engine's and the server's host work per token.
+    "llama-host": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, vocab_size=512,
+                       bos_token_id=1, eos_token_id=2),
     "llama-tiny": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
                        num_key_value_heads=2, head_dim=32, tie_word_embeddings=True),  # for checking the bench itself
     "llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
@@ -25,7 +29,7 @@ def shape_vocab(shape: str) -> int:
         from scaleout_common.models import resolve_model
 
         return AutoConfig.from_pretrained(resolve_model(None)).vocab_size
-    return 128256
+    return SHAPES[shape].get("vocab_size", 128256)
 
 
 def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 131072):
@@ -34,9 +38,9 @@ def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 1310
         from scaleout_common.models import resolve_model
 
         return AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=dtype).to(device).eval()
-    config = LlamaConfig(vocab_size=128256, max_position_embeddings=max_len, rms_norm_eps=1e-5,
-                         bos_token_id=128000, eos_token_id=128001, rope_parameters=dict(LLAMA3_ROPE),
-                         architectures=["LlamaForCausalLM"], **SHAPES[shape])
+    defaults = dict(vocab_size=128256, bos_token_id=128000, eos_token_id=128001)
+    config = LlamaConfig(**{**defaults, **SHAPES[shape]}, max_position_embeddings=max_len, rms_norm_eps=1e-5,
+                         rope_parameters=dict(LLAMA3_ROPE), architectures=["LlamaForCausalLM"])
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)

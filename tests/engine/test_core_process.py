@@ -8,6 +8,7 @@ import os
 import signal
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scaleout.v1 import common_pb2, engine_pb2
@@ -59,6 +60,8 @@ async def test_a_dead_core_fails_its_streams_in_band_and_turns_readiness_off():
         await call.read()
         os.kill(service.loaded.engine._process.pid, signal.SIGKILL)
         rest = await _rest(call)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:  # after the core is gone: typed, not INTERNAL
+            await stub.GenerateUnary(request(PROMPTS[0], max_tokens=4))
         health = health_pb2_grpc.HealthStub(stub.channel)
         readiness = health_pb2.HealthCheckRequest(service="scaleout.v1.EngineService")
         for _ in range(100):
@@ -68,3 +71,5 @@ async def test_a_dead_core_fails_its_streams_in_band_and_turns_readiness_off():
             await asyncio.sleep(0.05)
     assert rest and rest[-1].error.details and "ENGINE_CORE_EXITED" in str(rest[-1].error)
     assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "ENGINE_CORE_EXITED" in str(refused.value.trailing_metadata())
