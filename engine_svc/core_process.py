@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import pickle
 import threading
 import time
 from dataclasses import replace
@@ -79,6 +80,11 @@ class EngineProcess:
     @classmethod
     def launch(cls, builder, stall_timeout_s: float) -> LoadedEngine:
         """Start the child, wait until its engine is built, and return its description with this as the engine."""
+        try:
+            pickle.dumps(builder)
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            raise TypeError("--engine-core process builds the engine in a child process from a pickled builder: pass "
+                            f"a module-level function or a functools.partial of one ({error})") from None
         context = multiprocessing.get_context("spawn")
         commands_read, commands_write = context.Pipe(duplex=False)
         results_read, results_write = context.Pipe(duplex=False)
