@@ -13,6 +13,7 @@ import asyncio
 import logging
 import multiprocessing
 import pickle
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 
 def _child(builder, commands, results) -> None:
     """The engine core: build, report ready, then apply commands until told to stop (or the parent is gone)."""
+    # Shutdown is the parent's call (it drains first); a Ctrl-C or SIGTERM sent to the whole process group must
+    # not end in-flight streams early. If the parent dies, the command pipe closes and the loop below ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     loaded = builder()
     engine = loaded.engine
     results.send(("ready", replace(loaded, engine=None), engine.load()))

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from scaleout.v1 import common_pb2, engine_pb2
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from tests.engine.conftest import engine_stub, generate, request
 from tests.engine.test_cancel import _until_idle
 from tests.engine.test_generate import PROMPTS, reference
@@ -73,3 +75,29 @@ async def test_a_dead_core_fails_its_streams_in_band_and_turns_readiness_off():
     assert status == health_pb2.HealthCheckResponse.NOT_SERVING
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "ENGINE_CORE_EXITED" in str(refused.value.trailing_metadata())
+
+
+async def test_ctrl_c_to_the_process_group_drains_in_flight_streams():
+    """Ctrl-C reaches the server and its engine core alike; the core leaves shutdown to the server, which drains."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "engine_svc", "--engine-core", "process", "--port", "0", "--metrics-port", "-1",
+         "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        target = next(line.split()[-1] for line in server.stdout if line.startswith("LISTENING"))
+        async with grpc.aio.insecure_channel(target) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            readiness = health_pb2.HealthCheckRequest(service="scaleout.v1.EngineService")
+            while (await health.Check(readiness)).status != health_pb2.HealthCheckResponse.SERVING:
+                await asyncio.sleep(0.2)
+            stub = engine_pb2_grpc.EngineServiceStub(channel)
+            messages = []
+            async for message in stub.Generate(request([1, 5, 7], temperature=0, max_tokens=64, ignore_eos=True)):
+                messages.append(message)
+                if len(messages) == 2:
+                    os.killpg(server.pid, signal.SIGINT)
+        assert server.wait(60) == 0
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    assert messages[-1].finished and not messages[-1].HasField("error")
+    assert sum(len(c.token_ids) for m in messages for c in m.choices) == 64
