@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import grpc
 
-from engine_svc.requests import RequestState, StepOutput, new_request
 from engine_svc.loader import LoadedEngine
+from engine_svc.requests import RequestState, StepOutput, new_request
 from engine_svc.sequence import Sequence
 from scaleout.v1 import engine_pb2
 from scaleout_common.errors import ServiceError
