@@ -2,8 +2,9 @@
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
 static input buffers; mixed or prefill steps run eagerly. `decode_loop` chains decode steps on the device
-(each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host. Logits are computed only for rows that sample
-(a chunk that reaches the end of its sequence) and for prompt-logprob positions.
+(each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host.
+Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
+prompt-logprob positions.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _int64_tensor(values: list[int]) -> torch.Tensor:
 
 
 def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
-    """auto: the paged Triton decode kernel on CUDA when Triton is there and head_dim suits it, else SDPA."""
+    """auto: the paged Triton attention kernel on CUDA when Triton is there and head_dim suits it, else SDPA."""
     if name != "auto":
         return name
     if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
