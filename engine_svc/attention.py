@@ -61,6 +61,12 @@ class AttentionBackend:
     def prepare(self, meta: AttentionMetadata) -> None:
         """Per-forward work shared by every layer (masks)."""
 
+    def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
+        """Rotates this step's q and k, writes K/V to kv_cache at the slot mapping; returns (q, kv)."""
+        q, kv = ops.rope_split(qkv, cos, sin, self.num_heads, self.num_kv_heads)
+        kv_cache.index_copy_(0, meta.slot_mapping, kv)
+        return q, kv
+
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
         raise NotImplementedError
 

@@ -5,12 +5,18 @@ and on a fast GPU that turn-taking, not the GPU, sets the pace. `EngineProcess` 
 the Engine interface (submit, abort, outboxes, load figures, health) in the server process; a spawned child
 builds the engine with a picklable builder, runs the step loop and sends each step's outputs back over a
 pipe, where they fill the same per-request outboxes that the in-thread engine fills.
+
+Each step's outputs cross the pipe as marshalled plain tuples (one per request: its deltas, timings and
+whether it is done) with the load figures as four integers: pickling dataclasses and protobuf messages
+per token cost the core and the server more host time than the decode step on the GPU at 256 streams.
+Anything else (the engine's description, in-band errors) is pickled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import marshal
 import multiprocessing
 import pickle
 import signal
@@ -21,7 +27,8 @@ from dataclasses import replace
 import grpc
 
 from engine_svc.loader import LoadedEngine
-from engine_svc.requests import RequestState, StepOutput, new_request
+from engine_svc.requests import ChoiceDelta, RequestState, StepOutput, new_request
+from engine_svc.sampler import RowLogprobs
 from engine_svc.sequence import Sequence
 from scaleout.v1 import engine_pb2
 from scaleout_common.errors import ServiceError
@@ -37,15 +44,18 @@ def _child(builder, commands, results) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     loaded = builder()
     engine = loaded.engine
-    results.send(("ready", replace(loaded, engine=None), engine.load()))
+    pool = engine.scheduler.pool
+    results.send_bytes(PICKLED + pickle.dumps((replace(loaded, engine=None), engine.load())))
     sending = threading.Lock()  # the step thread and this one both send
 
-    def send(items) -> None:
-        with sending:
-            results.send(("outputs", items, engine.load(), engine.healthy()))
-
     def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
-        send([(s.request_id, out, s.done, s.scheduled_at, s.first_token_at) for s, out in outputs])
+        load = (engine.num_running, engine.num_waiting, pool.num_used, pool.num_free)
+        rows = [_pack(s, out) for s, out in outputs if out.error is None]
+        failed = [(s.request_id, out.error) for s, out in outputs if out.error is not None]
+        with sending:
+            results.send_bytes(MARSHALLED + marshal.dumps((rows, load, engine.healthy())))
+            if failed:
+                results.send_bytes(PICKLED + pickle.dumps(failed))
 
     engine.start(sink=forward)
     try:
@@ -63,9 +73,31 @@ def _child(builder, commands, results) -> None:
             try:
                 engine.submit(request_id, seqs)
             except ServiceError as error:  # raced past the parent's checks: refuse in-band
-                send([(request_id, StepOutput(error=error), True, None, None)])
+                with sending:
+                    results.send_bytes(PICKLED + pickle.dumps([(request_id, error)]))
     finally:
         engine.stop()
+
+
+MARSHALLED, PICKLED = b"M", b"P"  # the first byte of every message from the core
+
+
+def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
+    return [(r.logprob, r.rank, r.top_ids, r.top_logprobs) for r in rows]
+
+
+def _pack(state: RequestState, out: StepOutput) -> tuple:
+    deltas = [(d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason,
+               d.stop_token_id) for d in out.deltas]
+    prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
+    return state.request_id, deltas, prompt, state.done, state.scheduled_at, state.first_token_at
+
+
+def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None) -> StepOutput:
+    return StepOutput(
+        [ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
+         for index, tokens, logprobs, reason, stop in deltas],
+        [RowLogprobs(*r) for r in prompt] if prompt else None)
 
 
 class EngineProcess:
@@ -99,7 +131,7 @@ class EngineProcess:
         commands_read.close()
         results_write.close()
         try:
-            _, described, load = results_read.recv()
+            described, load = pickle.loads(results_read.recv_bytes()[1:])
         except EOFError:
             process.join()
             raise RuntimeError(f"the engine core exited while loading (exit code {process.exitcode})") from None
@@ -169,11 +201,18 @@ class EngineProcess:
     def _receive(self) -> None:
         try:
             while self._results.poll():
-                _, items, self._load, self._healthy = self._results.recv()
-                self._submitted = 0
+                message = self._results.recv_bytes()
                 self._last_heard = time.monotonic()
-                for request_id, output, done, scheduled_at, first_token_at in items:
-                    self._deliver(request_id, output, done, scheduled_at, first_token_at)
+                if message[:1] == PICKLED:
+                    for request_id, error in pickle.loads(message[1:]):
+                        self._deliver(request_id, StepOutput(error=error), True, None, None)
+                    continue
+                rows, load, self._healthy = marshal.loads(memoryview(message)[1:])
+                self._load.running, self._load.waiting, self._load.kv_blocks_used, self._load.kv_blocks_free = load
+                self._submitted = 0
+                for request_id, deltas, prompt, done, scheduled_at, first_token_at in rows:
+                    if request_id in self.requests:
+                        self._deliver(request_id, _unpack_output(deltas, prompt), done, scheduled_at, first_token_at)
         except (EOFError, OSError):
             self._loop.remove_reader(self._results.fileno())
             log.error("engine core process exited (code %s)", self._process.exitcode)

@@ -228,7 +228,8 @@ class Engine:
         queued: deque[Drawn] = deque()
         tokens = None
         for step in range(steps):
-            drawn = self.sampler.draw(forward(tokens), batch, step)
+            logits, greedy = forward(tokens)
+            drawn = self.sampler.draw(logits, batch, step, greedy)
             tokens = drawn.tokens
             queued.append(drawn)
             if len(queued) > 1:

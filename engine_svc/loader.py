@@ -94,7 +94,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     else:
         runner = TransformersRunner(hf_model)
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
-    decode_steps = args.decode_steps or (8 if device.type == "cuda" else 1)
+    decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     engine = Engine(runner, scheduler, max_model_len=max_model_len, max_waiting=args.max_waiting,
                     stall_timeout_s=args.stall_timeout_s, decode_steps=decode_steps)
     temperature = getattr(hf_model.generation_config, "temperature", None)
@@ -146,7 +146,8 @@ def add_engine_flags(parser) -> None:
     parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed message when the request says none")
     parser.add_argument("--decode-steps", type=int, default=0, choices=range(0, 33), metavar="0..32",
                         help="decode steps queued back to back while no request is prefilling (the device runs one "
-                             "step ahead of the host; new requests wait at most this many steps); 0: 8 on CUDA, 1 on CPU")
+                             "step ahead of the host; a run also ends once new requests have waited 5 ms); "
+                             "0: 32 on CUDA, 1 on CPU")
     parser.add_argument("--engine-core", default="auto", choices=["auto", "thread", "process"],
                         help="where the step loop runs: a thread of the server, or a child process that never waits "
                              "for the server's GIL; auto: process on CUDA, thread on CPU")

@@ -56,8 +56,7 @@ class DecoderLayer(nn.Module):
             h, residual = ops.rms_norm(x, norm.weight, norm.eps), x
         else:
             h, residual = ops.add_rms_norm(x, residual, norm.weight, norm.eps)
-        q, kv = ops.rope_split(self.qkv(h), cos, sin, self.num_heads, self.num_kv_heads)
-        kv_cache.index_copy_(0, meta.slot_mapping, kv)
+        q, kv = backend.store(self.qkv(h), cos, sin, kv_cache, meta, ops)
         attn = backend.forward(q, kv, kv_cache, meta)
         norm = self.post_attention_norm
         h, residual = ops.add_rms_norm(self.o_proj(attn.reshape(x.shape[0], self.q_size)), residual, norm.weight,

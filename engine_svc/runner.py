@@ -2,7 +2,8 @@
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
 static input buffers; mixed or prefill steps run eagerly. `decode_loop` chains decode steps on the device
-(each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host.
+(each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host;
+the graph advances positions and slots itself and leaves the greedy tokens as the next input.
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
 prompt-logprob positions.
 """
@@ -100,16 +101,17 @@ class ModelRunner:
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:
         """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order)."""
         if self.cuda_graphs and all(map(self._is_decode, chunks)) and len(chunks) <= self.batch_buckets[-1]:
-            return self.decode_loop(chunks)(None)
+            return self.decode_loop(chunks)(None)[0]
         return self._eager(chunks)
 
-    def _decode_rows(self, chunks: list[Chunk], rows: int, width: int) -> list[int]:
-        """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, tables."""
+    def _decode_rows(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> list[int]:
+        """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, tables;
+        positions and lengths `back` steps behind (for a loop that advances them before each step)."""
         pad = rows - len(chunks)
         ids = [c.seq.token_at(c.start) for c in chunks] + [0] * pad
-        positions = [c.start for c in chunks] + [0] * pad
+        positions = [c.start - back for c in chunks] + [-back] * pad
         slots = [self._slot(c.seq, c.start) for c in chunks] + [0] * pad
-        lengths = [c.start + 1 for c in chunks] + [1] * pad
+        lengths = [c.start + 1 - back for c in chunks] + [1 - back] * pad
         tables = []
         for c in chunks:
             tables += c.seq.block_ids[:width] + [0] * (width - min(len(c.seq.block_ids), width))
@@ -122,19 +124,34 @@ class ModelRunner:
                                  decode_block_tables=tables, decode_context_lens=lengths)
         return ids, positions, meta
 
-    def decode_loop(self, chunks: list[Chunk]) -> Callable[[torch.Tensor | None], torch.Tensor]:
-        """A function that runs the next decode step of the decode-only `chunks` and returns its logits.
+    def _decode_step(self, ids, positions, meta: AttentionMetadata, ops=None) -> torch.Tensor:
+        """One decode step from the previous one's state (what a graph captures): advance positions, lengths
+        and cache slots by one token, run the model, and leave each row's argmax in `ids` as the next input
+        (the greedy choice; sampled batches overwrite it)."""
+        positions.add_(1)
+        meta.decode_context_lens.add_(1)
+        tables = meta.decode_block_tables
+        columns = (positions // self.block_size).clamp_(max=tables.shape[1] - 1)  # padded rows stay in range
+        blocks = tables.gather(1, columns[:, None])[:, 0]
+        torch.add(positions % self.block_size, blocks, alpha=self.block_size, out=meta.slot_mapping)
+        logits = self.model(ids, positions, meta, self.kv_caches, self.backend, ops=ops)
+        ids.copy_(logits.argmax(dim=-1))
+        return logits
 
-        Given the tokens sampled in the previous step (None the first time) it feeds them in and advances
-        positions, slots and context lengths on the device, so consecutive steps need no host round trip.
-        The sequences' blocks must already cover every step that will run.
+    def decode_loop(self, chunks: list[Chunk]):
+        """A function that runs the next decode step of the decode-only `chunks` and returns (logits, the
+        greedy tokens: each row's argmax, a device view).
+
+        Given the tokens sampled in the previous step (None the first time, or the greedy view itself when
+        the batch is greedy) it feeds them in; positions, slots and context lengths advance on the device,
+        so consecutive steps need no host round trip. The sequences' blocks must already cover every step.
         """
         n = len(chunks)
         graphs = self.cuda_graphs and n <= self.batch_buckets[-1]
         widest = max(len(c.seq.block_ids) for c in chunks)
         rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, n)] if graphs else n
         width = self._width_bucket(widest) if graphs else widest
-        host = _int64_tensor(self._decode_rows(chunks, rows, width))
+        host = _int64_tensor(self._decode_rows(chunks, rows, width, back=1))
         if graphs:
             graph, logits = self.graphs.get((rows, width)) or self._capture(rows, width)
             flat = self.static[: host.numel()]
@@ -142,19 +159,15 @@ class ModelRunner:
         else:
             flat = host.to(self.device)
         ids, positions, meta = self._decode_views(flat, rows, width)
+        greedy = ids[:n]
 
-        def step(tokens: torch.Tensor | None) -> torch.Tensor:
-            if tokens is not None:
-                ids[:n].copy_(tokens)
-                positions.add_(1)
-                meta.decode_context_lens.add_(1)
-                columns = (positions // self.block_size).clamp_(max=width - 1)  # padded rows stay in range
-                blocks = meta.decode_block_tables.gather(1, columns[:, None])[:, 0]
-                torch.add(positions % self.block_size, blocks, alpha=self.block_size, out=meta.slot_mapping)
+        def step(tokens: torch.Tensor | None):
+            if tokens is not None and tokens is not greedy:
+                greedy.copy_(tokens)
             if not graphs:
-                return self.model(ids, positions, meta, self.kv_caches, self.backend, ops=self.eager_ops)
+                return self._decode_step(ids, positions, meta, self.eager_ops)[:n], greedy
             graph.replay()
-            return logits[:n]
+            return logits[:n], greedy
 
         return step
 
@@ -162,8 +175,7 @@ class ModelRunner:
         flat = self.static[: rows * (4 + width)]
         flat.zero_()
         ids, positions, meta = self._decode_views(flat, rows, width)
-        meta.decode_context_lens.fill_(1)
-        run = lambda: self.model(ids, positions, meta, self.kv_caches, self.backend)  # noqa: E731
+        run = lambda: self._decode_step(ids, positions, meta)  # noqa: E731
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):

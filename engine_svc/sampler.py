@@ -65,8 +65,8 @@ class Drawn:
             self._host = [t.to("cpu", non_blocking=True) for t in parts]
             self._ready = torch.cuda.Event()
             self._ready.record()
-        else:
-            self._host, self._ready = list(parts), None
+        else:  # the tokens may be a view the next step overwrites
+            self._host, self._ready = [tokens.clone(), *parts[1:]], None
 
     def result(self) -> tuple[list[int], list[RowLogprobs | None]]:
         """Waits for this step only (later steps may still run) and returns host lists."""
@@ -118,10 +118,13 @@ class Sampler:
             batch.top = max(configs[row].logprobs for row in wanted)
         return batch
 
-    def draw(self, logits: torch.Tensor, batch: SamplingBatch, step: int) -> Drawn:
-        """Tokens for step `step` of `batch`, without waiting for the device."""
+    def draw(self, logits: torch.Tensor, batch: SamplingBatch, step: int, greedy: torch.Tensor | None = None) -> Drawn:
+        """Tokens for step `step` of `batch`, without waiting for the device (`greedy`: each row's argmax, when
+        the caller has it already)."""
+        if batch.all_greedy and greedy is not None and not batch.logprob_rows:
+            return Drawn(greedy, None, batch)
         logits = logits.float()
-        tokens = logits.argmax(dim=-1)
+        tokens = logits.argmax(dim=-1) if greedy is None else greedy
         if not batch.all_greedy:
             tokens = torch.where(batch.greedy, tokens, self._draw(logits, batch, step))
         parts = None

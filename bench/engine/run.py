@@ -82,28 +82,38 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
     engine_args = make_parser().parse_args(args.engine_flags.split())
     loaded = build_engine(model, engine_args, model_name=args.shape)
     loaded.engine.start(asyncio.get_running_loop())
-    prompts = make_requests(args, max(levels) * args.rounds, vocab)
+    one = in_process_request(loaded, make_requests(args, max(levels) * args.rounds, vocab))
     results = {}
     try:
-        async def one(w, r, c, new_tokens=None):
-            rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens), loaded.limits)
-            state = loaded.engine.submit(rid, seqs)
-            count = 0
-            async for m in stream_responses(loaded.engine, state, interval):
-                count += sum(len(ch.token_ids) for ch in m.choices)
-            return count
-
         for c in levels:
             await closed_loop(c, 1, lambda w, r: one(w, r, c, new_tokens=8))  # warm-up (graph capture)
             results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
             print(f"  in-process  c={c:<4d} {results[c]:10.1f} tok/s", flush=True)
     finally:
-        loaded.engine.stop()
-        del loaded
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        release(loaded)
     return results
+
+
+def in_process_request(loaded, prompts):
+    """`one(worker, round, concurrency, new_tokens=None)`: that request through the in-process engine, streamed;
+    returns its token count."""
+    async def one(w, r, c, new_tokens=None):
+        rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens), loaded.limits)
+        count = 0
+        async for m in stream_responses(loaded.engine, loaded.engine.submit(rid, seqs), interval):
+            count += sum(len(ch.token_ids) for ch in m.choices)
+        return count
+
+    return one
+
+
+def release(loaded) -> None:
+    """Stop an in-process engine and give its GPU memory back."""
+    loaded.engine.stop()
+    del loaded
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict[int, float]) -> dict[int, float]:

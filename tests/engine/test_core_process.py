@@ -101,3 +101,15 @@ async def test_ctrl_c_to_the_process_group_drains_in_flight_streams():
             os.killpg(server.pid, signal.SIGKILL)
     assert messages[-1].finished and not messages[-1].HasField("error")
     assert sum(len(c.token_ids) for m in messages for c in m.choices) == 64
+
+
+async def test_logprobs_stops_and_seeded_choices_cross_the_pipe_unchanged():
+    message = request(PROMPTS[2], "same-id", temperature=0.8, seed=11, max_tokens=9, logprobs=3, prompt_logprobs=2, n=2,
+                      stop_token_ids=[PROMPTS[2][-1]])
+    replies = []
+    for core in ("thread", "process"):
+        async with engine_stub(None, "--engine-core", core) as (stub, service):
+            replies.append(await stub.GenerateUnary(message))
+    thread, process = replies
+    assert process.choices[0].logprobs.top and process.prompt.logprobs.logprobs
+    assert process == thread

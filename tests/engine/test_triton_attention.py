@@ -61,3 +61,32 @@ def test_prefill_rows_see_their_own_prefix(heads, kv_heads, dim):
     got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5, table_index)
     expected = reference(q, cache, tables, table_index, lengths)
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("splits", [2, 4, 16])
+def test_split_context_equals_one_program(splits):
+    cache, tables = paged_cache(8, 64)
+    lengths = torch.tensor(LENGTHS, device="cuda")
+    q = torch.randn(len(LENGTHS), 32, 64, device="cuda", dtype=torch.bfloat16)
+    got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, 64**-0.5, splits=splits)
+    expected = reference(q, cache, tables, torch.arange(len(LENGTHS)), lengths)
+    torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+
+
+def test_rope_store_matches_rope_split_and_index_copy():
+    from engine_svc.fused_ops import rope_split
+
+    heads, kv_heads, dim, tokens = 32, 8, 64, 5
+    torch.manual_seed(1)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device="cuda", dtype=torch.bfloat16)
+    angles = torch.rand(tokens, dim // 2, device="cuda") * 6
+    cos = torch.cat([angles.cos()] * 2, -1).to(torch.bfloat16)[:, None]
+    sin = torch.cat([angles.sin()] * 2, -1).to(torch.bfloat16)[:, None]
+    slots = torch.tensor([3, 17, 40, 41, 99], device="cuda")
+    expected_cache = torch.zeros(128, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
+    expected_q, kv = rope_split(qkv.float(), cos.float(), sin.float(), heads, kv_heads)
+    expected_cache.index_copy_(0, slots, kv.to(torch.bfloat16))
+    cache = torch.zeros_like(expected_cache)
+    q = triton_attention.rope_store(qkv, cos, sin, slots, cache, heads)
+    torch.testing.assert_close(q, expected_q.to(torch.bfloat16), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(cache, expected_cache, atol=2e-2, rtol=2e-2)

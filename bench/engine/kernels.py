@@ -1,0 +1,98 @@
+"""The engine's CUDA kernels against the torch / cuBLAS calls they replace, one kernel at a time (CUDA graph
+replay timing, so launch overhead is left out): skinny matmuls, split-context attention, rope + K/V store.
+
+    python -m bench.engine.kernels --shape llama-1b
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import triton
+from triton.testing import do_bench_cudagraph
+
+from bench.engine.shapes import SHAPES
+from engine_svc.fused_ops import rope_split
+from engine_svc.triton_attention import paged_attention, pick_splits, rope_store
+from engine_svc.triton_linear import _skinny_matmul, skinny_matmul
+
+
+def timed(fn) -> float:
+    """Microseconds per call."""
+    fn()
+    torch.cuda.synchronize()
+    return do_bench_cudagraph(fn, rep=50) * 1e3
+
+
+def matmuls(shape: dict, rows_list) -> None:
+    hidden, inter = shape["hidden_size"], shape["intermediate_size"]
+    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    weights = {"qkv": ((heads + 2 * kv_heads) * dim, hidden), "o_proj": (heads * dim, hidden),
+               "gate_up": (2 * inter, hidden), "down": (hidden, inter), "lm_head": (128256, hidden)}
+    print(f"{'matmul':<9}{'rows':>5}{'cuBLAS us':>11}{'TB/s':>7}{'skinny us':>11}{'TB/s':>7}{'mv us':>8}  skinny config")
+    for name, (n, k) in weights.items():
+        weight = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
+        for rows in rows_list:
+            x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
+            tb = n * k * 2 / 1e6
+            blas = timed(lambda: torch.nn.functional.linear(x, weight))
+            skinny = timed(lambda: skinny_matmul(x, weight))
+            mv = timed(lambda: torch.mv(weight, x[0])) if rows == 1 else float("nan")
+            error = (skinny_matmul(x, weight).float() - torch.nn.functional.linear(x, weight).float()).abs().max()
+            print(f"{name:<9}{rows:>5}{blas:>11.2f}{tb / blas:>7.2f}{skinny:>11.2f}{tb / skinny:>7.2f}{mv:>8.2f}  "
+                  f"{_skinny_matmul.best_config} (max diff {error:.3f})", flush=True)
+
+
+def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
+    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    print(f"{'attention':<10}{'rows':>5}{'context':>8}{'1 split us':>12}{'splits':>7}{'split us':>10}{'max diff':>10}")
+    for context in contexts:
+        width = -(-context // block_size)
+        for rows in batches:
+            cache = torch.randn(rows * width * block_size + block_size, 2, kv_heads, dim, device="cuda",
+                                dtype=torch.bfloat16)
+            tables = (torch.randperm(rows * width, device="cuda") + 1).view(rows, width)
+            lengths = torch.full((rows,), context, device="cuda")
+            q = torch.randn(rows, heads, dim, device="cuda", dtype=torch.bfloat16)
+            splits = pick_splits(rows, kv_heads, width * block_size)
+            run = lambda s: paged_attention(q, cache, tables, lengths, block_size, dim**-0.5, splits=s)  # noqa: E731
+            one, many = timed(lambda: run(1)), timed(lambda: run(splits))
+            error = (run(1).float() - run(splits).float()).abs().max()
+            print(f"{'':<10}{rows:>5}{context:>8}{one:>12.2f}{splits:>7}{many:>10.2f}{error:>10.4f}", flush=True)
+
+
+def rope(shape: dict, token_counts) -> None:
+    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    compiled = torch.compile(rope_split, dynamic=True)
+    print(f"{'rope+store':<11}{'tokens':>7}{'compiled split + index_copy us':>32}{'rope_store us':>15}")
+    for tokens in token_counts:
+        qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device="cuda", dtype=torch.bfloat16)
+        cos = torch.randn(tokens, 1, dim, device="cuda", dtype=torch.bfloat16)
+        sin = torch.randn(tokens, 1, dim, device="cuda", dtype=torch.bfloat16)
+        cache = torch.zeros(tokens + 16, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
+        slots = torch.randperm(tokens, device="cuda")
+
+        def before():
+            q, kv = compiled(qkv, cos, sin, heads, kv_heads)
+            cache.index_copy_(0, slots, kv)
+            return q
+
+        print(f"{'':<11}{tokens:>7}{timed(before):>32.2f}{timed(lambda: rope_store(qkv, cos, sin, slots, cache, heads)):>15.2f}",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="llama-1b")
+    parser.add_argument("--rows", default="1,4,8,16")
+    args = parser.parse_args()
+    shape = SHAPES[args.shape]
+    print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
+    rope(shape, [1, 8, 256, 2048])
+    attention(shape, [1, 8, 64, 256], [192, 1024])
+    matmuls(shape, [int(r) for r in args.rows.split(",")])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""What the step loop does under a closed-loop load, in process: every step call classified (decode run,
+mixed, prefill, single decode) with its device steps, rows, prefill tokens and time, per engine configuration.
+
+    python -m bench.engine.step_trace --device cuda --shape llama-1b --streams 256 \
+        --configs "--max-model-len 2048;--max-model-len 2048 --max-num-batched-tokens 8192"
+
+Configurations are `;`-separated engine flag strings, measured one after another on the same model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections import defaultdict
+
+import torch
+
+from bench.engine.run import closed_loop, in_process_request, make_requests, release
+from bench.engine.shapes import build_model, shape_vocab
+from engine_svc.__main__ import make_parser
+from engine_svc.loader import build_engine, pick_dtype
+
+
+class StepTrace:
+    """Wraps an engine's scheduler and step so every step call leaves (kind, device steps, rows, prefill
+    tokens, seconds)."""
+
+    def __init__(self, engine):
+        self.records: list[tuple[str, int, int, int, float]] = []
+        schedule, step, self.chunks = engine.scheduler.schedule, engine._step, []
+
+        def traced_schedule():
+            self.chunks = schedule()
+            return self.chunks
+
+        def traced_step(outputs):
+            self.chunks, before, start = [], engine.steps, time.perf_counter()
+            step(outputs)
+            seconds = time.perf_counter() - start
+            if not self.chunks:
+                return
+            decodes = sum(c.num_tokens == 1 and c.samples for c in self.chunks)
+            prefill = sum(c.num_tokens for c in self.chunks) - decodes
+            steps = engine.steps - before + 1
+            kind = "decode run" if steps > 1 else "prefill" if not decodes else "mixed" if prefill else "decode"
+            self.records.append((kind, steps, len(self.chunks), prefill, seconds))
+
+        engine.scheduler.schedule, engine._step = traced_schedule, traced_step
+        self.detach = lambda: (delattr(engine.scheduler, "schedule"), delattr(engine, "_step"))
+
+    def report(self, wall: float) -> str:
+        by_kind = defaultdict(lambda: [0, 0, 0, 0, 0.0])
+        for kind, steps, rows, prefill, seconds in self.records:
+            entry = by_kind[kind]
+            for i, value in enumerate((1, steps, rows, prefill, seconds)):
+                entry[i] += value
+        busy = sum(r[4] for r in self.records)
+        lines = [f"    {'kind':<11}{'calls':>7}{'steps':>7}{'rows/call':>11}{'prefill tok':>13}{'s':>8}{'ms/step':>9}"]
+        for kind, (calls, steps, rows, prefill, seconds) in sorted(by_kind.items()):
+            lines.append(f"    {kind:<11}{calls:>7}{steps:>7}{rows / calls:>11.1f}{prefill:>13}{seconds:>8.2f}"
+                         f"{seconds / steps * 1e3:>9.2f}")
+        lines.append(f"    step loop busy {busy:.2f} s of {wall:.2f} s wall")
+        return "\n".join(lines)
+
+
+async def measure(model, flags: str, args, vocab: int) -> None:
+    loaded = build_engine(model, make_parser().parse_args(flags.split()), model_name=args.shape)
+    loaded.engine.start(asyncio.get_running_loop())
+    one = in_process_request(loaded, make_requests(args, max(args.streams) * args.rounds, vocab))
+    try:
+        for c in args.streams:
+            await closed_loop(c, 1, lambda w, r: one(w, r, c, new_tokens=8))  # warm-up (graph capture)
+            trace = StepTrace(loaded.engine)
+            start = time.perf_counter()
+            rate = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
+            print(f"[{flags}] c={c}: {rate:.0f} tok/s\n{trace.report(time.perf_counter() - start)}", flush=True)
+            trace.detach()
+    finally:
+        release(loaded)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--shape", default="llama-1b")
+    parser.add_argument("--streams", default="256", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--prompt-len", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--configs", default="--max-model-len 2048")
+    args = parser.parse_args()
+    model = build_model(args.shape, args.device, pick_dtype("auto", torch.device(args.device)))
+    for flags in args.configs.split(";"):
+        asyncio.run(measure(model, flags, args, shape_vocab(args.shape)))
+
+
+if __name__ == "__main__":
+    main()
