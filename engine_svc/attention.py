@@ -61,6 +61,15 @@ class AttentionBackend:
     def prepare(self, meta: AttentionMetadata) -> None:
         """Per-forward work shared by every layer (masks)."""
 
+    def advance(self, positions: torch.Tensor, meta: AttentionMetadata) -> None:
+        """Moves a decode batch one token on: positions and context lengths up by one, slots to match."""
+        positions.add_(1)
+        meta.decode_context_lens.add_(1)
+        tables = meta.decode_block_tables
+        columns = (positions // meta.block_size).clamp_(max=tables.shape[1] - 1)  # padded rows stay in range
+        blocks = tables.gather(1, columns[:, None])[:, 0]
+        torch.add(positions % meta.block_size, blocks, alpha=meta.block_size, out=meta.slot_mapping)
+
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         """Rotates this step's q and k, writes K/V to kv_cache at the slot mapping; returns (q, kv)."""
         q, kv = ops.rope_split(qkv, cos, sin, self.num_heads, self.num_kv_heads)

@@ -83,6 +83,15 @@ class FusedDecoder(nn.Module):
         self.register_buffer("cos", (emb.cos() * rotary.attention_scaling).to(dtype), persistent=False)
         self.register_buffer("sin", (emb.sin() * rotary.attention_scaling).to(dtype), persistent=False)
 
+    def wrap_linears(self, wrap) -> None:
+        """Replace every bias-free projection and the vocabulary head by wrap(linear)."""
+        for layer in self.layers:
+            for name in ("qkv", "o_proj", "gate_up", "down"):
+                if getattr(layer, name).bias is None:
+                    setattr(layer, name, wrap(getattr(layer, name)))
+        if self.lm_head.bias is None:
+            self.lm_head = wrap(self.lm_head)
+
     @property
     def layer0(self) -> DecoderLayer:
         return self.layers[0]

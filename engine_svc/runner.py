@@ -70,6 +70,10 @@ class ModelRunner:
         self.max_blocks_per_seq = -(-max_model_len // block_size)
         self.attention = attention
         self.backend = make_backend(attention, layer.num_heads, layer.num_kv_heads, layer.head_dim)
+        if attention == "triton":  # Triton is there: small decode batches may take the skinny matmul
+            from engine_svc.triton_linear import SkinnyLinear
+
+            self.model.wrap_linears(SkinnyLinear)
         shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)
         self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
@@ -128,12 +132,7 @@ class ModelRunner:
         """One decode step from the previous one's state (what a graph captures): advance positions, lengths
         and cache slots by one token, run the model, and leave each row's argmax in `ids` as the next input
         (the greedy choice; sampled batches overwrite it)."""
-        positions.add_(1)
-        meta.decode_context_lens.add_(1)
-        tables = meta.decode_block_tables
-        columns = (positions // self.block_size).clamp_(max=tables.shape[1] - 1)  # padded rows stay in range
-        blocks = tables.gather(1, columns[:, None])[:, 0]
-        torch.add(positions % self.block_size, blocks, alpha=self.block_size, out=meta.slot_mapping)
+        self.backend.advance(positions, meta)
         logits = self.model(ids, positions, meta, self.kv_caches, self.backend, ops=ops)
         ids.copy_(logits.argmax(dim=-1))
         return logits

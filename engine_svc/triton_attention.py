@@ -9,7 +9,8 @@ masking included, is a single kernel with no intermediate copies.
 
 A decode step of a few rows has too few (row, KV head) programs to keep the GPU busy: its rows split their
 context over several programs (flash-decoding) and a second kernel combines the partial softmaxes. The
-rotation of q and k and the K/V write into the cache are one more kernel per layer (`rope_store`).
+rotation of q and k and the K/V write into the cache are one more kernel per layer (`rope_store`), and a
+decode loop's step-to-step advance of positions, lengths and slots is one kernel (`advance`).
 """
 
 from __future__ import annotations
@@ -127,6 +128,19 @@ def _rope_store(qkv_ptr, cos_ptr, sin_ptr, slots_ptr, cache_ptr, q_ptr, stride_q
     tl.store(cache_row + HALF, y2, mask=in_cache)
 
 
+@triton.jit
+def _advance(positions_ptr, lens_ptr, tables_ptr, slots_ptr, rows, stride_table, width,
+             BLOCK_SIZE: tl.constexpr, ROWS_PAD: tl.constexpr):
+    row = tl.arange(0, ROWS_PAD)
+    real = row < rows
+    position = tl.load(positions_ptr + row, mask=real) + 1
+    tl.store(positions_ptr + row, position, mask=real)
+    tl.store(lens_ptr + row, tl.load(lens_ptr + row, mask=real) + 1, mask=real)
+    column = tl.minimum(position // BLOCK_SIZE, width - 1)  # padded rows stay in range
+    block = tl.load(tables_ptr + row * stride_table + column, mask=real, other=0)
+    tl.store(slots_ptr + row, block * BLOCK_SIZE + position % BLOCK_SIZE, mask=real)
+
+
 def rope_store(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor, kv_cache: torch.Tensor,
                num_heads: int) -> torch.Tensor:
     """Rotates q and k of qkv [tokens, (heads + 2 kv_heads) * dim] by cos/sin [tokens, dim] (half-rotation),
@@ -187,6 +201,12 @@ class TritonBackend(AttentionBackend):
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
         self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
         self.scale = head_dim**-0.5
+
+    def advance(self, positions: torch.Tensor, meta: AttentionMetadata) -> None:
+        tables = meta.decode_block_tables
+        rows = positions.shape[0]
+        _advance[(1,)](positions, meta.decode_context_lens, tables, meta.slot_mapping, rows, tables.stride(0),
+                       tables.shape[1], BLOCK_SIZE=meta.block_size, ROWS_PAD=triton.next_power_of_2(rows))
 
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None

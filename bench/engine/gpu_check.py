@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import logging
 import time
 
 import torch
@@ -132,6 +133,8 @@ def main() -> None:
     parser.add_argument("--streams", default="1,256", help="in-process step breakdown at these concurrencies")
     parser.add_argument("--kernels", default="", help="GPU time per kernel of a decode step at these batch sizes")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    logging.getLogger("engine_svc.triton_linear").setLevel(logging.INFO)  # which matmuls take the skinny kernel
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape)
     g = torch.Generator().manual_seed(1)

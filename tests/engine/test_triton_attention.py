@@ -90,3 +90,20 @@ def test_rope_store_matches_rope_split_and_index_copy():
     q = triton_attention.rope_store(qkv, cos, sin, slots, cache, heads)
     torch.testing.assert_close(q, expected_q.to(torch.bfloat16), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(cache, expected_cache, atol=2e-2, rtol=2e-2)
+
+
+def test_advance_kernel_equals_torch_ops():
+    from engine_svc.attention import AttentionBackend, AttentionMetadata
+
+    tables = torch.randint(1, 50, (5, 4), device="cuda")
+    positions = torch.tensor([0, 14, 15, 47, 63], device="cuda")  # block edges, the last column, past it
+    metas = []
+    for _ in range(2):
+        metas.append((positions.clone(), AttentionMetadata(
+            slot_mapping=torch.zeros(5, dtype=torch.int64, device="cuda"), block_size=16, num_decodes=5,
+            decode_block_tables=tables, decode_context_lens=positions + 1)))
+    triton_attention.TritonBackend(32, 8, 64).advance(*metas[0])
+    AttentionBackend.advance(None, *metas[1])
+    (got_positions, got), (want_positions, want) = metas
+    assert torch.equal(got_positions, want_positions) and torch.equal(got.slot_mapping, want.slot_mapping)
+    assert torch.equal(got.decode_context_lens, want.decode_context_lens)
