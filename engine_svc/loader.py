@@ -91,6 +91,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
                              compile_kernels=device.type == "cuda" and not args.no_compile,
                              attention=pick_attention(args.attention, device, head_dim))
         log.info("engine: decode attention %s", runner.attention)
+        runner.warm_up()
     else:
         runner = TransformersRunner(hf_model)
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)

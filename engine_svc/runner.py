@@ -20,7 +20,9 @@ import torch
 from engine_svc.attention import AttentionMetadata, PrefillChunk, SdpaBackend
 from engine_svc.fused_ops import FusedOps
 from engine_svc.model import FusedDecoder
-from engine_svc.sequence import Chunk
+from engine_svc.sampler import argmax_rows
+from engine_svc.sampling import SamplingConfig
+from engine_svc.sequence import Chunk, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +136,7 @@ class ModelRunner:
         (the greedy choice; sampled batches overwrite it)."""
         self.backend.advance(positions, meta)
         logits = self.model(ids, positions, meta, self.kv_caches, self.backend, ops=ops)
-        ids.copy_(logits.argmax(dim=-1))
+        ids.copy_(argmax_rows(logits))
         return logits
 
     def decode_loop(self, chunks: list[Chunk]):
@@ -169,6 +171,23 @@ class ModelRunner:
             return logits[:n], greedy
 
         return step
+
+    @torch.inference_mode()
+    def warm_up(self) -> None:
+        """Before serving: one prefill step, and on CUDA the decode graph of every batch bucket (at the narrowest
+        block table, and for one row at every width), so compiles, kernel tuning and matmul choices happen
+        here instead of stalling the first requests that need them."""
+        seq = Sequence("warm-up", 0, [1, 2], SamplingConfig())
+        seq.block_ids = [0] * -(-2 // self.block_size)  # block 0 is the scratch block
+        self._eager([Chunk(seq, 0, 2)])
+        if not self.cuda_graphs:
+            return
+        widths = sorted({self._width_bucket(1 << i) for i in range(self.max_blocks_per_seq.bit_length())})
+        for rows in self.batch_buckets:
+            self.graphs.get((rows, widths[0])) or self._capture(rows, widths[0])
+        for width in widths[1:]:
+            self.graphs.get((1, width)) or self._capture(1, width)
+        torch.cuda.synchronize()
 
     def _capture(self, rows: int, width: int):
         flat = self.static[: rows * (4 + width)]

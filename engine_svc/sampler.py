@@ -7,6 +7,7 @@ runs. Logits processors (penalties, logit_bias, allowed ids, min_tokens) touch o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,25 @@ def row_key(seed: int, index: int, position: int) -> int:
     key = _hash32((position * 0x9E3779B1 + index) & _MASK32)
     key = _hash32(key ^ ((seed >> 32) & _MASK32))
     return _hash32(key ^ (seed & _MASK32))
+
+
+@functools.cache
+def _argmax_chunk(vocab: int) -> int:
+    """The longest chunk of 256-2,048 entries that splits a row evenly into 8 or more; 0 if none does."""
+    return next((size for size in range(2048, 255, -1) if vocab % size == 0 and vocab // size >= 8), 0)
+
+
+def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's argmax (the first, among ties), in two passes over chunks of the row when the vocabulary
+    splits evenly: torch reduces a single row in one thread block (36.6 us for a 128,256-entry row on the
+    H200, against a few for the two passes)."""
+    rows, vocab = logits.shape
+    chunk = _argmax_chunk(vocab)
+    if not chunk:
+        return logits.argmax(dim=-1)
+    best, within = logits.view(rows, vocab // chunk, chunk).max(dim=-1)
+    which = best.argmax(dim=-1, keepdim=True)
+    return (which * chunk + within.gather(1, which))[:, 0]
 
 
 @dataclass(slots=True)
@@ -124,7 +144,7 @@ class Sampler:
         if batch.all_greedy and greedy is not None and not batch.logprob_rows:
             return Drawn(greedy, None, batch)
         logits = logits.float()
-        tokens = logits.argmax(dim=-1) if greedy is None else greedy
+        tokens = argmax_rows(logits) if greedy is None else greedy
         if not batch.all_greedy:
             tokens = torch.where(batch.greedy, tokens, self._draw(logits, batch, step))
         parts = None
