@@ -8,6 +8,7 @@ size limits, typed errors, and SIGTERM/SIGINT drain within --drain-grace-s.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from typing import Protocol, Sequence
@@ -117,6 +118,9 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     done, _ = await asyncio.wait([load, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
     if load in done:
         load.result()  # a failed load stops the process with its error
+        # Everything loaded so far (modules, model, tokenizer: ~400k objects) lives as long as the process;
+        # frozen, it is skipped by the collector, whose full passes over it stalled serving for ~0.1-0.2 s.
+        gc.freeze()
         state.ready = True
         await set_all(health_pb2.HealthCheckResponse.SERVING)
         log.info("%s ready on %s:%d", names[0], args.host, port)
