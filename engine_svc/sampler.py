@@ -24,7 +24,8 @@ def _hash32(x):
     return x ^ (x >> 16)
 
 
-def row_key(seed: int, index: int, position: int) -> int:
+def row_key(seed, index, position):
+    """The noise key of one row at one output position: Python ints, or int64 tensors that broadcast."""
     key = _hash32((position * 0x9E3779B1 + index) & _MASK32)
     key = _hash32(key ^ ((seed >> 32) & _MASK32))
     return _hash32(key ^ (seed & _MASK32))
@@ -130,8 +131,9 @@ class Sampler:
                 batch.top_ps = self._tensor([c.top_p for c in configs], torch.float32)[:, None]
             if any(c.min_p > 0 for c in configs):
                 batch.min_ps = self._tensor([c.min_p for c in configs], torch.float32)[:, None]
-            batch.keys = self._tensor([[row_key(s.config.seed, s.index, len(s.output_ids) + step) for s in seqs]
-                                       for step in range(steps)], torch.int64)
+            rows = torch.tensor([[s.config.seed, s.index, len(s.output_ids)] for s in seqs], dtype=torch.int64)
+            positions = rows[:, 2] + torch.arange(steps)[:, None]  # [steps, rows], hashed at once on the host
+            batch.keys = row_key(rows[:, 0], rows[:, 1], positions).to(self.device, non_blocking=True)
         wanted = [row for row, c in enumerate(configs) if c.logprobs is not None]
         if wanted:
             batch.logprob_rows, batch.logprob_index = wanted, self._tensor(wanted, torch.int64)
