@@ -41,10 +41,15 @@ def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
     """Each row's argmax (the first, among ties), in two passes over chunks of the row when the vocabulary
     splits evenly: torch reduces a single row in one thread block (36.6 us for a 128,256-entry row on the
     H200, against a few for the two passes)."""
-    rows, vocab = logits.shape
-    chunk = _argmax_chunk(vocab)
-    if not chunk:
+    chunk = _argmax_chunk(logits.shape[1])
+    if not chunk or not logits.is_cuda:  # on CPU the plain reduction is the faster (458 against 567 us, 8 rows)
         return logits.argmax(dim=-1)
+    return two_pass_argmax(logits, chunk)
+
+
+def two_pass_argmax(logits: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Row argmax as the argmax over each chunk's maximum (first of ties: both passes keep the first)."""
+    rows, vocab = logits.shape
     best, within = logits.view(rows, vocab // chunk, chunk).max(dim=-1)
     which = best.argmax(dim=-1, keepdim=True)
     return (which * chunk + within.gather(1, which))[:, 0]
