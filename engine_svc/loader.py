@@ -124,7 +124,7 @@ def load_engine(args) -> LoadedEngine:
     return build_engine(hf_model, args, model_name=model_name(folder), tokenizer_fingerprint=fingerprint)
 
 
-def core_in_process(args) -> bool:
+def core_in_child_process(args) -> bool:
     """Whether the step loop runs in a child process (auto: on CUDA, where the GIL would set the pace)."""
     if args.engine_core != "auto":
         return args.engine_core == "process"

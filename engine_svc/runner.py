@@ -112,11 +112,12 @@ class ModelRunner:
 
     def _decode_rows(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> list[int]:
         """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, tables;
-        positions and lengths `back` steps behind (for a loop that advances them before each step)."""
+        positions and lengths `back` steps behind (for a loop that advances them and the slots before each step)."""
         pad = rows - len(chunks)
         ids = [c.seq.token_at(c.start) for c in chunks] + [0] * pad
         positions = [c.start - back for c in chunks] + [-back] * pad
-        slots = [self._slot(c.seq, c.start) for c in chunks] + [0] * pad
+        # A loop that advances derives the slots from the positions on the device.
+        slots = [0] * rows if back else [self._slot(c.seq, c.start) for c in chunks] + [0] * pad
         lengths = [c.start + 1 - back for c in chunks] + [1 - back] * pad
         tables = []
         for c in chunks:
@@ -154,7 +155,7 @@ class ModelRunner:
         width = self._width_bucket(widest) if graphs else widest
         host = _int64_tensor(self._decode_rows(chunks, rows, width, back=1))
         if graphs:
-            graph, logits = self.graphs.get((rows, width)) or self._capture(rows, width)
+            graph, logits = self._graph(rows, width)
             flat = self.static[: host.numel()]
             flat.copy_(host, non_blocking=True)
         else:
@@ -184,10 +185,14 @@ class ModelRunner:
             return
         widths = sorted({self._width_bucket(1 << i) for i in range(self.max_blocks_per_seq.bit_length())})
         for rows in self.batch_buckets:
-            self.graphs.get((rows, widths[0])) or self._capture(rows, widths[0])
+            self._graph(rows, widths[0])
         for width in widths[1:]:
-            self.graphs.get((1, width)) or self._capture(1, width)
+            self._graph(1, width)
         torch.cuda.synchronize()
+
+    def _graph(self, rows: int, width: int):
+        """The decode graph of (batch bucket, width bucket) and its logits buffer, captured on first use."""
+        return self.graphs.get((rows, width)) or self._capture(rows, width)
 
     def _capture(self, rows: int, width: int):
         flat = self.static[: rows * (4 + width)]

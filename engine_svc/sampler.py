@@ -148,12 +148,9 @@ class Sampler:
     def draw(self, logits: torch.Tensor, batch: SamplingBatch, step: int, greedy: torch.Tensor | None = None) -> Drawn:
         """Tokens for step `step` of `batch`, without waiting for the device (`greedy`: each row's argmax, when
         the caller has it already)."""
-        if batch.all_greedy and greedy is not None and not batch.logprob_rows:
-            return Drawn(greedy, None, batch)
-        logits = logits.float()
         tokens = argmax_rows(logits) if greedy is None else greedy
         if not batch.all_greedy:
-            tokens = torch.where(batch.greedy, tokens, self._draw(logits, batch, step))
+            tokens = torch.where(batch.greedy, tokens, self._draw(logits.float(), batch, step))
         parts = None
         if batch.logprob_rows:
             rows = batch.logprob_index

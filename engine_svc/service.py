@@ -10,7 +10,7 @@ import grpc
 
 from engine_svc.admission import admit
 from engine_svc.core_process import EngineProcess
-from engine_svc.loader import LoadedEngine, core_in_process, load_engine
+from engine_svc.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.errors import invalid_argument
@@ -80,7 +80,7 @@ class EngineService:
         engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
 
     async def load(self) -> None:
-        if core_in_process(self.args):
+        if core_in_child_process(self.args):
             self.loaded = await asyncio.to_thread(EngineProcess.launch, self._build, self.args.stall_timeout_s)
         else:
             self.loaded = await asyncio.to_thread(self._build)
