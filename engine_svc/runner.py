@@ -72,10 +72,10 @@ class ModelRunner:
         self.max_blocks_per_seq = -(-max_model_len // block_size)
         self.attention = attention
         self.backend = make_backend(attention, layer.num_heads, layer.num_kv_heads, layer.head_dim)
-        if attention == "triton":  # Triton is there: small decode batches may take the skinny matmul
-            from engine_svc.triton_linear import SkinnyLinear
+        if attention == "triton":  # Triton is there: small decode batches may take the skinny matmuls
+            from engine_svc.triton_linear import SkinnyLinear, SkinnyNormedProjection
 
-            self.model.wrap_linears(SkinnyLinear)
+            self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
         shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)
         self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
