@@ -137,7 +137,7 @@ class ModelRunner:
         (the greedy choice; sampled batches overwrite it)."""
         self.backend.advance(positions, meta)
         logits = self.model(ids, positions, meta, self.kv_caches, self.backend, ops=ops)
-        ids.copy_(argmax_rows(logits))
+        argmax_rows(logits, out=ids)
         return logits
 
     def decode_loop(self, chunks: list[Chunk]):
@@ -175,20 +175,21 @@ class ModelRunner:
 
     @torch.inference_mode()
     def warm_up(self) -> None:
-        """Before serving: one prefill step, and on CUDA the decode graph of every batch bucket (at the narrowest
-        block table, and for one row at every width), so compiles, kernel tuning and matmul choices happen
-        here instead of stalling the first requests that need them."""
+        """Before serving: on CUDA the decode graph of every batch bucket (at the narrowest block table, and for
+        one row at every width), then one prefill step, so compiles, kernel tuning and the choices between fused
+        and unfused kernels (made against the compiled ops the graphs use) happen here instead of stalling the
+        first requests that need them."""
+        if self.cuda_graphs:
+            widths = sorted({self._width_bucket(1 << i) for i in range(self.max_blocks_per_seq.bit_length())})
+            for rows in self.batch_buckets:
+                self._graph(rows, widths[0])
+            for width in widths[1:]:
+                self._graph(1, width)
         seq = Sequence("warm-up", 0, [1, 2], SamplingConfig())
         seq.block_ids = [0] * -(-2 // self.block_size)  # block 0 is the scratch block
         self._eager([Chunk(seq, 0, 2)])
-        if not self.cuda_graphs:
-            return
-        widths = sorted({self._width_bucket(1 << i) for i in range(self.max_blocks_per_seq.bit_length())})
-        for rows in self.batch_buckets:
-            self._graph(rows, widths[0])
-        for width in widths[1:]:
-            self._graph(1, width)
-        torch.cuda.synchronize()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
 
     def _graph(self, rows: int, width: int):
         """The decode graph of (batch bucket, width bucket) and its logits buffer, captured on first use."""

@@ -1,5 +1,6 @@
 """The engine's CUDA kernels against the torch / cuBLAS calls they replace, one kernel at a time (CUDA graph
-replay timing, so launch overhead is left out): skinny matmuls, split-context attention, rope + K/V store.
+replay timing): skinny matmuls (plain, and with the norm and SwiGLU fused in), split-context attention,
+rope + K/V store, the row argmax.
 
     python -m bench.engine.kernels --shape llama-1b
 """
@@ -13,9 +14,11 @@ import triton
 from triton.testing import do_bench_cudagraph
 
 from bench.engine.shapes import SHAPES
-from engine_svc.fused_ops import rope_split
+from engine_svc.fused_ops import FusedOps, rope_split
+from engine_svc.model import NormedProjection, RMSNorm
 from engine_svc.triton_attention import paged_attention, pick_splits, rope_store
-from engine_svc.triton_linear import _skinny_matmul, skinny_matmul
+from engine_svc.triton_argmax import argmax_rows
+from engine_svc.triton_linear import SkinnyNormedProjection, _skinny_matmul, skinny_matmul
 
 
 def timed(fn) -> float:
@@ -42,6 +45,36 @@ def matmuls(shape: dict, rows_list) -> None:
             error = (skinny_matmul(x, weight).float() - torch.nn.functional.linear(x, weight).float()).abs().max()
             print(f"{name:<9}{rows:>5}{blas:>11.2f}{tb / blas:>7.2f}{skinny:>11.2f}{tb / skinny:>7.2f}{mv:>8.2f}  "
                   f"{_skinny_matmul.best_config} (max diff {error:.3f})", flush=True)
+
+
+def normed(shape: dict, rows_list) -> None:
+    """Norm (+ residual add) + projection (+ SwiGLU) as one skinny kernel against compiled norm, cuBLAS, compiled
+    SwiGLU."""
+    hidden, inter = shape["hidden_size"], shape["intermediate_size"]
+    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    ops = FusedOps(True)
+    print(f"{'normed':<9}{'rows':>5}{'unfused us':>12}{'fused us':>10}{'TB/s':>7}  fused config")
+    for name, n, gated in [("qkv", (heads + 2 * kv_heads) * dim, False), ("gate_up", 2 * inter, True),
+                           ("lm_head", 128256, False)]:
+        linear = torch.nn.Linear(hidden, n, bias=False, device="cuda", dtype=torch.bfloat16)
+        norm = RMSNorm(torch.rand(hidden, device="cuda", dtype=torch.bfloat16) + 0.5, 1e-5)
+        unfused, fused = NormedProjection(norm, linear, gated), SkinnyNormedProjection(norm, linear, gated)
+        for rows in rows_list:
+            x, res = torch.randn(2, rows, hidden, device="cuda", dtype=torch.bfloat16).unbind()
+            plain = timed(lambda: unfused(x, res, ops))
+            one = timed(lambda: fused._fused(x, res))
+            error = (unfused(x, res, ops)[0].float() - fused._fused(x, res)[0].float()).abs().max()
+            print(f"{name:<9}{rows:>5}{plain:>12.2f}{one:>10.2f}{n * hidden * 2 / 1e6 / one:>7.2f}  "
+                  f"{_skinny_matmul.best_config} (max diff {error:.3f})", flush=True)
+
+
+def argmax(rows_list, vocab: int = 128256) -> None:
+    print(f"{'argmax':<9}{'rows':>5}{'torch us':>10}{'chunked us':>12}")
+    for rows in rows_list:
+        logits = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16)
+        assert torch.equal(argmax_rows(logits), logits.argmax(-1))
+        print(f"{'':<9}{rows:>5}{timed(lambda: logits.argmax(-1)):>10.2f}{timed(lambda: argmax_rows(logits)):>12.2f}",
+              flush=True)
 
 
 def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
@@ -91,7 +124,10 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
     rope(shape, [1, 8, 256, 2048])
     attention(shape, [1, 8, 64, 256], [192, 1024])
-    matmuls(shape, [int(r) for r in args.rows.split(",")])
+    rows = [int(r) for r in args.rows.split(",")]
+    matmuls(shape, rows)
+    normed(shape, rows)
+    argmax([1, 8, 64, 256])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The skinny Triton matmul against torch's. CUDA only: `python -m pytest tests/engine/test_triton_linear.py` on the
-GPU machine."""
+"""The skinny Triton matmul, plain and with the norm and SwiGLU fused in, against torch's. CUDA only:
+`python -m pytest tests/engine/test_triton_linear.py` on the GPU machine."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 if not torch.cuda.is_available():
     pytest.skip("the Triton kernel needs CUDA", allow_module_level=True)
 triton_linear = pytest.importorskip("engine_svc.triton_linear")
+from engine_svc import fused_ops  # noqa: E402
 
 
 @pytest.mark.parametrize("rows", [1, 3, 8, 16])
@@ -19,3 +20,21 @@ def test_equals_linear(rows, features, inputs):
     weight = torch.randn(features, inputs, device="cuda", dtype=torch.bfloat16) / inputs**0.5
     expected = (x.float() @ weight.float().t()).to(torch.bfloat16)
     torch.testing.assert_close(triton_linear.skinny_matmul(x, weight), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("gated", [False, True])
+def test_fused_norm_equals_the_unfused_path(rows, residual, gated):
+    torch.manual_seed(0)
+    inputs, features = 2048, 1000
+    x = torch.randn(rows, inputs, device="cuda", dtype=torch.bfloat16)
+    res = torch.randn(rows, inputs, device="cuda", dtype=torch.bfloat16) if residual else None
+    norm = (torch.rand(inputs, device="cuda") + 0.5).to(torch.bfloat16)
+    weight = torch.randn(2 * features if gated else features, inputs, device="cuda", dtype=torch.bfloat16) / inputs**0.5
+    total = x + res if residual else x
+    expected = torch.nn.functional.linear(fused_ops.rms_norm(total, norm, 1e-5), weight)
+    expected = fused_ops.silu_mul(expected) if gated else expected
+    out, new_residual = triton_linear.skinny_matmul(x, weight, norm=norm, eps=1e-5, residual=res, gated=gated)
+    torch.testing.assert_close(out, expected, atol=3e-2, rtol=3e-2)
+    assert torch.equal(new_residual, total)
