@@ -18,7 +18,7 @@ from engine_svc.fused_ops import FusedOps, rope_split
 from engine_svc.model import NormedProjection, RMSNorm
 from engine_svc.triton_attention import paged_attention, pick_splits, rope_store
 from engine_svc.triton_argmax import argmax_rows
-from engine_svc.triton_linear import SkinnyNormedProjection, _skinny_matmul, skinny_matmul
+from engine_svc.triton_linear import _gemv, _skinny_matmul, normed_gemv, skinny_matmul
 
 
 def timed(fn) -> float:
@@ -43,29 +43,29 @@ def matmuls(shape: dict, rows_list) -> None:
             skinny = timed(lambda: skinny_matmul(x, weight))
             mv = timed(lambda: torch.mv(weight, x[0])) if rows == 1 else float("nan")
             error = (skinny_matmul(x, weight).float() - torch.nn.functional.linear(x, weight).float()).abs().max()
+            config = (_gemv if rows == 1 else _skinny_matmul).best_config
             print(f"{name:<9}{rows:>5}{blas:>11.2f}{tb / blas:>7.2f}{skinny:>11.2f}{tb / skinny:>7.2f}{mv:>8.2f}  "
-                  f"{_skinny_matmul.best_config} (max diff {error:.3f})", flush=True)
+                  f"{config} (max diff {error:.3f})", flush=True)
 
 
-def normed(shape: dict, rows_list) -> None:
-    """Norm (+ residual add) + projection (+ SwiGLU) as one skinny kernel against compiled norm, cuBLAS, compiled
-    SwiGLU."""
+def normed(shape: dict) -> None:
+    """One row's residual add + norm + projection (+ SwiGLU) as one kernel against compiled norm, cuBLAS,
+    compiled SwiGLU."""
     hidden, inter = shape["hidden_size"], shape["intermediate_size"]
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
     ops = FusedOps(True)
-    print(f"{'normed':<9}{'rows':>5}{'unfused us':>12}{'fused us':>10}{'TB/s':>7}  fused config")
+    print(f"{'normed':<9}{'unfused us':>12}{'fused us':>10}{'TB/s':>7}  fused config")
     for name, n, gated in [("qkv", (heads + 2 * kv_heads) * dim, False), ("gate_up", 2 * inter, True),
                            ("lm_head", 128256, False)]:
         linear = torch.nn.Linear(hidden, n, bias=False, device="cuda", dtype=torch.bfloat16)
         norm = RMSNorm(torch.rand(hidden, device="cuda", dtype=torch.bfloat16) + 0.5, 1e-5)
-        unfused, fused = NormedProjection(norm, linear, gated), SkinnyNormedProjection(norm, linear, gated)
-        for rows in rows_list:
-            x, res = torch.randn(2, rows, hidden, device="cuda", dtype=torch.bfloat16).unbind()
-            plain = timed(lambda: unfused(x, res, ops))
-            one = timed(lambda: fused._fused(x, res))
-            error = (unfused(x, res, ops)[0].float() - fused._fused(x, res)[0].float()).abs().max()
-            print(f"{name:<9}{rows:>5}{plain:>12.2f}{one:>10.2f}{n * hidden * 2 / 1e6 / one:>7.2f}  "
-                  f"{_skinny_matmul.best_config} (max diff {error:.3f})", flush=True)
+        unfused = NormedProjection(norm, linear, gated)
+        fused = lambda: normed_gemv(x, res, norm.weight, norm.eps, linear.weight, gated)  # noqa: E731
+        x, res = torch.randn(2, 1, hidden, device="cuda", dtype=torch.bfloat16).unbind()
+        plain, one = timed(lambda: unfused(x, res, ops)), timed(fused)
+        error = (unfused(x, res, ops)[0].float() - fused()[0].float()).abs().max()
+        print(f"{name:<9}{plain:>12.2f}{one:>10.2f}{n * hidden * 2 / 1e6 / one:>7.2f}  {_gemv.best_config} "
+              f"(max diff {error:.3f})", flush=True)
 
 
 def argmax(rows_list, vocab: int = 128256) -> None:
@@ -126,7 +126,7 @@ def main() -> None:
     attention(shape, [1, 8, 64, 256], [192, 1024])
     rows = [int(r) for r in args.rows.split(",")]
     matmuls(shape, rows)
-    normed(shape, rows)
+    normed(shape)
     argmax([1, 8, 64, 256])
 
 

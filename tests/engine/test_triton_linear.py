@@ -22,19 +22,18 @@ def test_equals_linear(rows, features, inputs):
     torch.testing.assert_close(triton_linear.skinny_matmul(x, weight), expected, atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("rows", [1, 5, 16])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("gated", [False, True])
-def test_fused_norm_equals_the_unfused_path(rows, residual, gated):
+def test_fused_norm_equals_the_unfused_path(residual, gated):
     torch.manual_seed(0)
     inputs, features = 2048, 1000
-    x = torch.randn(rows, inputs, device="cuda", dtype=torch.bfloat16)
-    res = torch.randn(rows, inputs, device="cuda", dtype=torch.bfloat16) if residual else None
+    x = torch.randn(1, inputs, device="cuda", dtype=torch.bfloat16)
+    res = torch.randn(1, inputs, device="cuda", dtype=torch.bfloat16) if residual else None
     norm = (torch.rand(inputs, device="cuda") + 0.5).to(torch.bfloat16)
     weight = torch.randn(2 * features if gated else features, inputs, device="cuda", dtype=torch.bfloat16) / inputs**0.5
     total = x + res if residual else x
     expected = torch.nn.functional.linear(fused_ops.rms_norm(total, norm, 1e-5), weight)
     expected = fused_ops.silu_mul(expected) if gated else expected
-    out, new_residual = triton_linear.skinny_matmul(x, weight, norm=norm, eps=1e-5, residual=res, gated=gated)
+    out, new_residual = triton_linear.normed_gemv(x, res, norm, 1e-5, weight, gated)
     torch.testing.assert_close(out, expected, atol=3e-2, rtol=3e-2)
     assert torch.equal(new_residual, total)
