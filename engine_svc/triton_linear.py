@@ -104,7 +104,8 @@ def _gemv(x_ptr, res_ptr, norm_ptr, w_ptr, out_ptr, res_out_ptr, N, K, eps, stri
 
 
 def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x [M <= MAX_ROWS, K] @ weight [N, K]^T, both contiguous in K."""
+    """x [M <= MAX_ROWS, K] @ weight [N, K]^T, both contiguous in K: one row through `_gemv`, more through
+    `_skinny_matmul`."""
     rows, k = x.shape
     n = weight.shape[0]
     out = x.new_empty(rows, n)
