@@ -6,6 +6,7 @@ Used by the `scaleout-stack` launcher and by the integration tests (real process
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -30,7 +31,22 @@ _METRICS = re.compile(r"^METRICS (\S+) (\S+)$")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
+    """A port free now, picked below the kernel's ephemeral range: between this pick and its user binding it,
+    a socket bound to port 0 (the replicas' servers) or an outgoing connection could otherwise be handed the
+    same number (seen in CI: Envoy exiting on `Address already in use`)."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    for _ in range(64):
+        port = random.randrange(max(1024, ephemeral_low - 12000), ephemeral_low)
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # a crowded range: let the kernel pick
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
