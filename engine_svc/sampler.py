@@ -7,7 +7,6 @@ runs. Logits processors (penalties, logit_bias, allowed ids, min_tokens) touch o
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +30,6 @@ def row_key(seed, index, position):
     return _hash32(key ^ (seed & _MASK32))
 
 
-@functools.cache
 def argmax_rows(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Each row's argmax (the first, among ties), into `out` when given; on CUDA through two Triton kernels."""
     if logits.is_cuda:

@@ -1,11 +1,13 @@
 """Sampler pieces that must agree with their scalar definitions: the noise keys hashed for a whole decode run at
-once."""
+once, and the row argmax (CPU path; the CUDA kernels are in test_triton_argmax.py)."""
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
-from engine_svc.sampler import Sampler, row_key
+from engine_svc.sampler import Sampler, argmax_rows, row_key
 from engine_svc.sampling import SamplingConfig
 from engine_svc.sequence import Sequence
 
@@ -21,3 +23,13 @@ def test_keys_of_a_decode_run_equal_the_scalar_hash():
     expected = [[row_key(s.config.seed, s.index, len(s.output_ids) + step) for s in seqs] for step in range(5)]
     assert keys.tolist() == expected
 
+
+
+def test_argmax_rows_writes_into_out_and_keeps_nothing_alive():
+    logits = torch.randn(3, 50)
+    logits[1] = 0.0  # all tied: the first
+    out = torch.full((3,), -1, dtype=torch.int64)
+    assert argmax_rows(logits, out=out) is out and torch.equal(out, logits.argmax(-1))
+    alive = weakref.ref(logits)
+    del logits
+    assert alive() is None  # no cache holds a step's logits
