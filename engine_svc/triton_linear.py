@@ -103,6 +103,11 @@ def _gemv(x_ptr, res_ptr, norm_ptr, w_ptr, out_ptr, res_out_ptr, N, K, eps, stri
     tl.store(out_ptr + cols, result.to(out_ptr.dtype.element_ty), mask=cols < N)
 
 
+def _over_columns(n: int):
+    """The launch grid of a kernel whose programs own BLOCK_N output features each."""
+    return lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)
+
+
 def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x [M <= MAX_ROWS, K] @ weight [N, K]^T, both contiguous in K: one row through `_gemv`, more through
     `_skinny_matmul`."""
@@ -110,12 +115,11 @@ def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     n = weight.shape[0]
     out = x.new_empty(rows, n)
     if rows == 1:
-        _gemv[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](x, x, x, weight, out, out, n, k, 0.0, weight.stride(0),
-                                                                NORM=False, RESIDUAL=False, GATED=False)
+        _gemv[_over_columns(n)](x, x, x, weight, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False,
+                                GATED=False)
         return out
-    _skinny_matmul[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
-        x, weight, out, rows, n, k, x.stride(0), weight.stride(0), out.stride(0),
-        ROWS_PAD=max(16, triton.next_power_of_2(rows)))
+    _skinny_matmul[_over_columns(n)](x, weight, out, rows, n, k, x.stride(0), weight.stride(0), out.stride(0),
+                                     ROWS_PAD=max(16, triton.next_power_of_2(rows)))
     return out
 
 
@@ -126,9 +130,8 @@ def normed_gemv(x: torch.Tensor, residual: torch.Tensor | None, norm: torch.Tens
     n, k = weight.shape[0] // 2 if gated else weight.shape[0], x.shape[1]
     out = x.new_empty(1, n)
     total = x if residual is None else torch.empty_like(x)
-    _gemv[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
-        x, x if residual is None else residual, norm, weight, out, total, n, k, eps, weight.stride(0),
-        NORM=True, RESIDUAL=residual is not None, GATED=gated)
+    _gemv[_over_columns(n)](x, x if residual is None else residual, norm, weight, out, total, n, k, eps,
+                            weight.stride(0), NORM=True, RESIDUAL=residual is not None, GATED=gated)
     return out, total
 
 
