@@ -10,15 +10,24 @@ from scaleout_common.server import run
 
 def build_parser():
     parser = server_parser("derender", 50053, __doc__)
-    parser.add_argument("--reasoning-parser", default="auto", choices=["auto", NONE, *REASONING_PARSERS],
-                        help="default reasoning parser (auto: think when the tokenizer has <think> tokens)")
-    parser.add_argument("--tool-parser", default="auto", choices=["auto", NONE, *TOOL_PARSERS],
-                        help="default tool-call parser, used when a request gives tools (auto: from the chat "
-                        "template's format, hermes when it shows none)")
+    parser.add_argument(
+        "--reasoning-parser",
+        default="auto",
+        choices=["auto", NONE, *REASONING_PARSERS],
+        help="default reasoning parser (auto: think when the tokenizer has <think> tokens)",
+    )
+    parser.add_argument(
+        "--tool-parser",
+        default="auto",
+        choices=["auto", NONE, *TOOL_PARSERS],
+        help="default tool-call parser, used when a request gives tools (auto: from the chat "
+        "template's format, hermes when it shows none)",
+    )
     defaults = Limits()
     for name in Limits.__dataclass_fields__:
-        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name),
-                            help=name.replace("_", " "))
+        parser.add_argument(
+            "--" + name.replace("_", "-"), type=int, default=getattr(defaults, name), help=name.replace("_", " ")
+        )
     return parser
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaleout.v1 import common_pb2, derender_pb2
-
 from derender_svc.choice import ChoiceDelta, ToolCallOut
 from derender_svc.logprobs import RenderedLogprob
+from scaleout.v1 import common_pb2, derender_pb2
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,10 @@ def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
             total.logprobs = (total.logprobs or []) + delta.logprobs
         if delta.finish_reason is not None:
             total.finish_reason, total.stop_token_id, total.stop_str = (
-                delta.finish_reason, delta.stop_token_id, delta.stop_str)
+                delta.finish_reason,
+                delta.stop_token_id,
+                delta.stop_str,
+            )
     total.tool_calls = [calls[i] for i in sorted(calls)]
     return total
 
@@ -49,21 +51,29 @@ def _tool_call(call: ToolCallOut) -> common_pb2.ToolCall:
 
 
 def _top(alternative) -> derender_pb2.ChatTopLogprob:
-    return derender_pb2.ChatTopLogprob(token=alternative.token, logprob=alternative.logprob,
-                                       bytes=list(alternative.bytes))
+    return derender_pb2.ChatTopLogprob(
+        token=alternative.token, logprob=alternative.logprob, bytes=list(alternative.bytes)
+    )
 
 
 def chat_logprobs(rendered: list[RenderedLogprob]) -> derender_pb2.ChatLogprobs:
-    return derender_pb2.ChatLogprobs(content=[
-        derender_pb2.ChatLogprob(token=r.token, logprob=r.logprob, bytes=list(r.bytes),
-                                 top_logprobs=[_top(a) for a in r.top]) for r in rendered])
+    return derender_pb2.ChatLogprobs(
+        content=[
+            derender_pb2.ChatLogprob(
+                token=r.token, logprob=r.logprob, bytes=list(r.bytes), top_logprobs=[_top(a) for a in r.top]
+            )
+            for r in rendered
+        ]
+    )
 
 
 def completion_logprobs(rendered: list[RenderedLogprob], offset: int) -> derender_pb2.CompletionLogprobs:
     return derender_pb2.CompletionLogprobs(
-        tokens=[r.token for r in rendered], token_logprobs=[r.logprob for r in rendered],
+        tokens=[r.token for r in rendered],
+        token_logprobs=[r.logprob for r in rendered],
         top_logprobs=[derender_pb2.CompletionTopLogprobs(entries=[_top(a) for a in r.top]) for r in rendered],
-        text_offset=[offset + r.offset for r in rendered])
+        text_offset=[offset + r.offset for r in rendered],
+    )
 
 
 def _set_stop_reason(message, delta: ChoiceDelta) -> None:
@@ -90,8 +100,9 @@ def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool) -> None:
 
 
 def chat_chunk(meta: ResponseMeta, deltas: list[ChoiceDelta], usage) -> derender_pb2.ChatCompletionChunk:
-    chunk = derender_pb2.ChatCompletionChunk(id=meta.id, object="chat.completion.chunk", created=meta.created,
-                                             model=meta.model, usage=usage)
+    chunk = derender_pb2.ChatCompletionChunk(
+        id=meta.id, object="chat.completion.chunk", created=meta.created, model=meta.model, usage=usage
+    )
     for delta in deltas:
         choice = chunk.choices.add(index=delta.index)
         first_empty = delta.first and not delta.reasoning and not delta.tool_calls
@@ -100,8 +111,9 @@ def chat_chunk(meta: ResponseMeta, deltas: list[ChoiceDelta], usage) -> derender
 
 
 def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> derender_pb2.ChatCompletion:
-    completion = derender_pb2.ChatCompletion(id=meta.id, object="chat.completion", created=meta.created,
-                                             model=meta.model, usage=usage)
+    completion = derender_pb2.ChatCompletion(
+        id=meta.id, object="chat.completion", created=meta.created, model=meta.model, usage=usage
+    )
     for total in totals:
         choice = completion.choices.add(index=total.index)
         _fill_chat(choice, choice.message, total, not (total.tool_calls and not total.content.strip()))
@@ -110,8 +122,9 @@ def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> der
 
 def completion(meta: ResponseMeta, deltas: list[ChoiceDelta], usage, flat_base: int = 0) -> derender_pb2.Completion:
     """A completion chunk, or (with accumulated deltas) the whole completion; the echo goes first."""
-    out = derender_pb2.Completion(id=meta.id, object="text_completion", created=meta.created, model=meta.model,
-                                  usage=usage)
+    out = derender_pb2.Completion(
+        id=meta.id, object="text_completion", created=meta.created, model=meta.model, usage=usage
+    )
     for delta in deltas:
         shown = meta.echo if delta.first else ""
         choice = out.choices.add(index=flat_base + delta.index, text=shown + delta.content)

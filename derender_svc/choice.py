@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from scaleout.v1 import common_pb2
-
 from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.parsers import ALL_TOOL_PARSERS, REASONING_PARSERS
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout.v1 import common_pb2
 
 FINISH_REASONS = {
     common_pb2.FINISH_REASON_STOP: "stop",
@@ -62,8 +61,9 @@ class ChoiceDelta:
     stop_str: str | None = None
 
     def is_empty(self) -> bool:
-        return not (self.first or self.content or self.reasoning or self.tool_calls or self.logprobs
-                    or self.finish_reason)
+        return not (
+            self.first or self.content or self.reasoning or self.tool_calls or self.logprobs or self.finish_reason
+        )
 
 
 def tool_call_id(response_id: str, choice: int, call: int) -> str:
@@ -83,13 +83,15 @@ class ChoiceProcessor:
         join_added = None
         if info.spaces_added_tokens and not (config.skip_special_tokens or config.spaces_between_special_tokens):
             join_added = info.added_tokens
-        self.detokenizer = IncrementalDetokenizer(info.tokenizer, config.skip_special_tokens, detok["e"], detok["p"],
-                                                  join_added, detok["a"])
+        self.detokenizer = IncrementalDetokenizer(
+            info.tokenizer, config.skip_special_tokens, detok["e"], detok["p"], join_added, detok["a"]
+        )
         stop = state.get("s") or {"h": "", "m": None}
         self.stop = StopMatcher(list(config.stop), config.include_stop, stop["h"], stop["m"])
         logprobs = state.get("l") or {"b": "", "o": 0}
-        self.logprobs = LogprobRenderer(info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]),
-                                        logprobs["o"])
+        self.logprobs = LogprobRenderer(
+            info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]), logprobs["o"]
+        )
         self.reasoning = None
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
@@ -159,7 +161,7 @@ class ChoiceProcessor:
         text, start = [], 0
         for at, token_id in enumerate(ids):
             if token_id in self.markers:
-                text += [self.detokenizer.step(ids[start:at + 1]), self.markers[token_id]]
+                text += [self.detokenizer.step(ids[start : at + 1]), self.markers[token_id]]
                 start = at + 1
         return "".join(text) + self.detokenizer.step(ids[start:])
 
@@ -173,13 +175,26 @@ class ChoiceProcessor:
                 out[-1].arguments += call.arguments
                 continue
             named = call.name is not None
-            out.append(ToolCallOut(call.index, tool_call_id(self.config.response_id, self.index, call.index) if named
-                                   else None, call.name, call.arguments))
+            out.append(
+                ToolCallOut(
+                    call.index,
+                    tool_call_id(self.config.response_id, self.index, call.index) if named else None,
+                    call.name,
+                    call.arguments,
+                )
+            )
         return out
 
     def state(self) -> dict:
-        state = {"n": self.tokens, "b": self.started, "f": self.finished, "c": self.tools_called,
-                 "d": self.detokenizer.state(), "s": self.stop.state(), "l": self.logprobs.state()}
+        state = {
+            "n": self.tokens,
+            "b": self.started,
+            "f": self.finished,
+            "c": self.tools_called,
+            "d": self.detokenizer.state(),
+            "s": self.stop.state(),
+            "l": self.logprobs.state(),
+        }
         if self.reasoning is not None:
             state["r"] = self.reasoning.state()
         if self.tools is not None:

@@ -18,8 +18,15 @@ from tokenizers.decoders import DecodeStream
 
 
 class IncrementalDetokenizer:
-    def __init__(self, tokenizer, skip_special_tokens: bool, emitted: list[int], pending: list[int] | None = None,
-                 join_added: dict[int, str] | None = None, last_added: bool = False):
+    def __init__(
+        self,
+        tokenizer,
+        skip_special_tokens: bool,
+        emitted: list[int],
+        pending: list[int] | None = None,
+        join_added: dict[int, str] | None = None,
+        last_added: bool = False,
+    ):
         self._tokenizer = tokenizer  # a `tokenizers.Tokenizer`
         self._skip = skip_special_tokens
         self._join_added = join_added  # added tokens to show without spaces between them (or None)
@@ -64,7 +71,8 @@ class IncrementalDetokenizer:
         self.pending = []
         self._stream = DecodeStream(ids=self.emitted, skip_special_tokens=self._skip)
         full = self._tokenizer.decode(self.emitted, skip_special_tokens=self._skip)
-        return full[len(os.path.commonprefix([prefix, full])):]
+        common = len(os.path.commonprefix([prefix, full]))  # noqa: RUF071 (a string prefix, not a path)
+        return full[common:]
 
     def flush(self) -> str:
         """At the end of a choice: whatever the pending tokens decode to, replacement characters included."""
@@ -74,7 +82,7 @@ class IncrementalDetokenizer:
         full = self._tokenizer.decode(self.emitted + self.pending, skip_special_tokens=self._skip)
         self.emitted, self.pending = self.emitted + self.pending, []
         self._stream = DecodeStream(ids=self.emitted, skip_special_tokens=self._skip)
-        return full[len(prefix):] if full.startswith(prefix) else full
+        return full[len(prefix) :] if full.startswith(prefix) else full
 
     def state(self) -> dict:
         return {"e": self.emitted, "p": self.pending, "a": self.last_added}

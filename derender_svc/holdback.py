@@ -15,6 +15,6 @@ def split_at_marker(text: str, marker: str) -> tuple[str, str | None, str]:
     """(before, marker or None, after). Without a full match, `after` is the held-back partial marker."""
     at = text.find(marker)
     if at >= 0:
-        return text[:at], marker, text[at + len(marker):]
+        return text[:at], marker, text[at + len(marker) :]
     keep = partial_suffix_len(text, marker)
-    return text[: len(text) - keep], None, text[len(text) - keep:]
+    return text[: len(text) - keep], None, text[len(text) - keep :]

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2
-
 from derender_svc import builders
 from derender_svc.limits import Limits
 from derender_svc.parsers import NONE
 from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
 from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2
 from scaleout_common.errors import ServiceError, invalid_argument, out_of_range, resource_exhausted
 from scaleout_common.models import load_tokenizer, model_name, resolve_model
 
@@ -20,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
-    service_names = [derender_pb2.DESCRIPTOR.services_by_name["DerenderService"].full_name]
+    service_names = (derender_pb2.DESCRIPTOR.services_by_name["DerenderService"].full_name,)
 
     def __init__(self, args, info: TokenizerInfo | None = None):
         self.args = args
@@ -35,7 +34,9 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         info = self._info
         if info is None:
             folder = resolve_model(self.args.model)
-            tokenizer = await asyncio.to_thread(load_tokenizer, folder, self.args.trust_remote_code, self.args.chat_template)
+            tokenizer = await asyncio.to_thread(
+                load_tokenizer, folder, self.args.trust_remote_code, self.args.chat_template
+            )
             info = await asyncio.to_thread(TokenizerInfo.from_hf, tokenizer)
             log.info("derendering for %s (vocab %d)", model_name(folder), info.vocab_size)
         reasoning = self.args.reasoning_parser
@@ -63,8 +64,9 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             raise out_of_range("TOO_MANY_CHOICES", f"prompts times n is at most {limit}", "prompts")
         out = None
         for position, prompt in enumerate(request.prompts):
-            session = Session(prompt.context, self.defaults, derender_pb2.ENDPOINT_COMPLETION, None,
-                              prompt.HasField("context"))
+            session = Session(
+                prompt.context, self.defaults, derender_pb2.ENDPOINT_COMPLETION, None, prompt.HasField("context")
+            )
             totals = await asyncio.to_thread(_run, session, prompt.results)
             base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)
             part = builders.completion(session.meta, totals, session.usage(), base)
@@ -85,21 +87,22 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             async for request in request_iterator:
                 if session is None:
                     if request.WhichOneof("message") != "context":
-                        raise invalid_argument("MISSING_CONTEXT", "the stream's first message must carry the context",
-                                               "context")
+                        raise invalid_argument(
+                            "MISSING_CONTEXT", "the stream's first message must carry the context", "context"
+                        )
                     session = Session(request.context, self.defaults)
                     continue
                 if request.WhichOneof("message") != "engine_output":
-                    raise invalid_argument("DUPLICATE_CONTEXT", "only the first message carries the context",
-                                           "context")
+                    raise invalid_argument("DUPLICATE_CONTEXT", "only the first message carries the context", "context")
                 response = _step(session, request.engine_output, derender_pb2.DerenderStreamResponse)
                 if response is not None:
                     yield response
                 if session.done:
                     return
             if session is not None:  # the caller stopped early (stop string, abort): close the choices, usage
-                response = _step(session, engine_pb2.GenerateResponse(finished=True),
-                                 derender_pb2.DerenderStreamResponse)
+                response = _step(
+                    session, engine_pb2.GenerateResponse(finished=True), derender_pb2.DerenderStreamResponse
+                )
                 if response is not None:
                     yield response
         finally:
@@ -114,7 +117,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         except (LookupError, ArithmeticError, TypeError, ValueError, AttributeError) as error:
             if state is None:
                 raise
-            raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error!r}", "state")
+            raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error!r}", "state") from error
         response.state = encode_state(session.state(), limit)
         return response
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
-
 from derender_svc import builders
 from derender_svc.choice import ChoiceConfig, ChoiceDelta, ChoiceProcessor
 from derender_svc.limits import Limits, check_context, check_engine_output
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from scaleout_common.errors import invalid_argument
 
 
@@ -38,8 +37,9 @@ def _parser(name: str, registry: dict, field: str) -> str | None:
 
 
 def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, defaults: Defaults) -> ChoiceConfig:
-    reasoning = _parser(context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS,
-                        "context.reasoning_parser")
+    reasoning = _parser(
+        context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "context.reasoning_parser"
+    )
     tool = None
     wants_tools = context.tools and context.tool_choice != derender_pb2.TOOL_CHOICE_MODE_NONE
     if endpoint == derender_pb2.ENDPOINT_CHAT and wants_tools:
@@ -64,8 +64,14 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
 
 
 class Session:
-    def __init__(self, context: derender_pb2.DerenderContext, defaults: Defaults, endpoint: int = 0,
-                 state: dict | None = None, has_context: bool = True):
+    def __init__(
+        self,
+        context: derender_pb2.DerenderContext,
+        defaults: Defaults,
+        endpoint: int = 0,
+        state: dict | None = None,
+        has_context: bool = True,
+    ):
         info = defaults.info
         check_context(context, has_context, defaults.limits, info.fingerprint, info.vocab_size)
         self.context, self.defaults = context, defaults
@@ -74,8 +80,12 @@ class Session:
         if state is not None and state.get("i") != context.id:
             raise invalid_argument("INVALID_STATE", "the state belongs to another response id", "state")
         state = state or {}
-        self.meta = builders.ResponseMeta(context.id, context.created or state.get("t") or int(time.time()),
-                                          context.model, context.prompt_text if context.echo else "")
+        self.meta = builders.ResponseMeta(
+            context.id,
+            context.created or state.get("t") or int(time.time()),
+            context.model,
+            context.prompt_text if context.echo else "",
+        )
         self.prompt_tokens = context.num_prompt_tokens or state.get("p", 0)
         self.cached_tokens = state.get("k", 0)
         self.done = state.get("z", False)
@@ -91,8 +101,9 @@ class Session:
     def feed(self, message: engine_pb2.GenerateResponse) -> list[ChoiceDelta]:
         """Deltas for one engine message, in choice order; a `finished` message closes every choice."""
         info = self.defaults.info
-        check_engine_output(message, self.defaults.limits, info.vocab_size,
-                            lambda i: self.choices[i].tokens if i in self.choices else 0)
+        check_engine_output(
+            message, self.defaults.limits, info.vocab_size, lambda i: self.choices[i].tokens if i in self.choices else 0
+        )
         if message.HasField("prompt"):
             self.prompt_tokens = self.prompt_tokens or message.prompt.num_tokens
             self.cached_tokens = self.cached_tokens or message.prompt.cached_tokens
@@ -126,8 +137,12 @@ class Session:
 
     def usage(self) -> common_pb2.Usage:
         completion_tokens = sum(p.tokens for p in self.choices.values())
-        return common_pb2.Usage(prompt_tokens=self.prompt_tokens, completion_tokens=completion_tokens,
-                                total_tokens=self.prompt_tokens + completion_tokens, cached_tokens=self.cached_tokens)
+        return common_pb2.Usage(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=self.prompt_tokens + completion_tokens,
+            cached_tokens=self.cached_tokens,
+        )
 
     def chunk(self, deltas: list[ChoiceDelta], final: bool):
         """The streamed chunk for these deltas (chat or completion), with usage when the context asks."""
@@ -142,8 +157,15 @@ class Session:
         return self.context.prompt_index * max(self.context.n, 1)
 
     def state(self) -> dict:
-        return {"i": self.context.id, "t": self.meta.created, "p": self.prompt_tokens, "k": self.cached_tokens,
-                "z": self.done, "g": self.signalled, "c": {str(i): p.state() for i, p in self.choices.items()}}
+        return {
+            "i": self.context.id,
+            "t": self.meta.created,
+            "p": self.prompt_tokens,
+            "k": self.cached_tokens,
+            "z": self.done,
+            "g": self.signalled,
+            "c": {str(i): p.state() for i, p in self.choices.items()},
+        }
 
 
 def _merge(before: ChoiceDelta | None, after: ChoiceDelta) -> ChoiceDelta:

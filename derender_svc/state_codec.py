@@ -13,8 +13,12 @@ VERSION = 1
 def encode_state(state: dict, max_bytes: int) -> bytes:
     data = json.dumps({"v": VERSION, "s": state}, separators=(",", ":"), ensure_ascii=False).encode()
     if len(data) > max_bytes:
-        raise out_of_range("STATE_TOO_LARGE", f"derender state would be {len(data)} bytes (limit {max_bytes}); "
-                           "use the DerenderStream RPC for this request", "state")
+        raise out_of_range(
+            "STATE_TOO_LARGE",
+            f"derender state would be {len(data)} bytes (limit {max_bytes}); "
+            "use the DerenderStream RPC for this request",
+            "state",
+        )
     return data
 
 
@@ -27,7 +31,7 @@ def decode_state(data: bytes, max_bytes: int) -> dict | None:
     try:
         payload = json.loads(data)
     except (ValueError, RecursionError) as error:
-        raise invalid_argument("INVALID_STATE", f"state is not one this service produced: {error}", "state")
+        raise invalid_argument("INVALID_STATE", f"state is not one this service produced: {error}", "state") from None
     if not isinstance(payload, dict) or payload.get("v") != VERSION or not isinstance(payload.get("s"), dict):
         raise invalid_argument("INVALID_STATE", "state is not one this service produced", "state")
     return payload["s"]

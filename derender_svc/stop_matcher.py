@@ -29,7 +29,7 @@ class StopMatcher:
             self.held = ""
             return window[: end if self.include_stop else start]
         keep = 0 if final else max(partial_suffix_len(window, stop) for stop in self.stops)
-        self.held = window[len(window) - keep:]
+        self.held = window[len(window) - keep :]
         return window[: len(window) - keep]
 
     def state(self) -> dict:

@@ -36,7 +36,7 @@ def _decoder_types(tokenizer: Tokenizer) -> set[str]:
 def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
     """Raw bytes of every token id as it would appear in decoded text."""
     size = tokenizer.get_vocab_size(with_added_tokens=True)
-    added = {i for i in tokenizer.get_added_tokens_decoder()}
+    added = set(tokenizer.get_added_tokens_decoder())
     kinds = _decoder_types(tokenizer)
     alphabet = _byte_level_alphabet() if "ByteLevel" in kinds else None
     table = []
@@ -83,7 +83,7 @@ class TokenizerInfo:
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
 
     @classmethod
-    def from_hf(cls, hf_tokenizer) -> "TokenizerInfo":
+    def from_hf(cls, hf_tokenizer) -> TokenizerInfo:
         backend: Tokenizer = hf_tokenizer.backend_tokenizer
         vocab = backend.get_vocab(with_added_tokens=True)
         added = {i: token.content for i, token in backend.get_added_tokens_decoder().items()}

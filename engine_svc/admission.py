@@ -26,7 +26,9 @@ class ModelLimits:
 def _check_ids(ids, vocab_size: int, field: str) -> None:
     bad = [t for t in ids if not 0 <= t < vocab_size]
     if bad:
-        raise invalid_argument("TOKEN_ID_OUT_OF_VOCAB", f"{field} holds ids outside [0, {vocab_size}): {bad[:5]}", field)
+        raise invalid_argument(
+            "TOKEN_ID_OUT_OF_VOCAB", f"{field} holds ids outside [0, {vocab_size}): {bad[:5]}", field
+        )
 
 
 def _check_range(params, name: str, low: float, high: float, *, low_open: bool = False) -> None:
@@ -35,17 +37,23 @@ def _check_range(params, name: str, low: float, high: float, *, low_open: bool =
     value = getattr(params, name)
     if value < low or value > high or (low_open and value == low):
         bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-        raise invalid_argument("INVALID_SAMPLING_PARAMS", f"{name} must be in {bound}, got {value}",
-                               f"sampling_params.{name}")
+        raise invalid_argument(
+            "INVALID_SAMPLING_PARAMS", f"{name} must be in {bound}, got {value}", f"sampling_params.{name}"
+        )
 
 
 def admit(request, limits: ModelLimits) -> tuple[str, list[Sequence], int]:
     """(request id, one sequence per choice, stream interval) or a typed error."""
-    if limits.tokenizer_fingerprint and request.tokenizer_fingerprint and \
-            request.tokenizer_fingerprint != limits.tokenizer_fingerprint:
-        raise failed_precondition("TOKENIZER_MISMATCH",
-                                  f"request rendered for tokenizer {request.tokenizer_fingerprint}, "
-                                  f"this engine serves {limits.tokenizer_fingerprint}")
+    if (
+        limits.tokenizer_fingerprint
+        and request.tokenizer_fingerprint
+        and request.tokenizer_fingerprint != limits.tokenizer_fingerprint
+    ):
+        raise failed_precondition(
+            "TOKENIZER_MISMATCH",
+            f"request rendered for tokenizer {request.tokenizer_fingerprint}, "
+            f"this engine serves {limits.tokenizer_fingerprint}",
+        )
     prompt = list(request.token_ids)
     if not prompt:
         raise invalid_argument("EMPTY_PROMPT", "token_ids must not be empty", "token_ids")
@@ -57,15 +65,24 @@ def admit(request, limits: ModelLimits) -> tuple[str, list[Sequence], int]:
     if request.HasField("stream_interval") and request.stream_interval < 1:
         raise invalid_argument("INVALID_STREAM_INTERVAL", "stream_interval must be >= 1", "stream_interval")
     if params.HasField("max_tokens") and params.max_tokens < 1:
-        raise invalid_argument("INVALID_MAX_TOKENS", f"max_tokens must be >= 1, got {params.max_tokens}",
-                               "sampling_params.max_tokens")
+        raise invalid_argument(
+            "INVALID_MAX_TOKENS", f"max_tokens must be >= 1, got {params.max_tokens}", "sampling_params.max_tokens"
+        )
     room = limits.max_model_len - len(prompt)
     if room < 1:
-        raise out_of_range("PROMPT_TOO_LONG", f"the prompt has {len(prompt)} tokens; the model takes at most "
-                           f"{limits.max_model_len - 1} before generating", "token_ids")
+        raise out_of_range(
+            "PROMPT_TOO_LONG",
+            f"the prompt has {len(prompt)} tokens; the model takes at most "
+            f"{limits.max_model_len - 1} before generating",
+            "token_ids",
+        )
     if params.HasField("max_tokens") and params.max_tokens > room:
-        raise out_of_range("MAX_TOKENS_TOO_LARGE", f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) "
-                           f"exceeds the model length {limits.max_model_len}", "sampling_params.max_tokens")
+        raise out_of_range(
+            "MAX_TOKENS_TOO_LARGE",
+            f"prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) "
+            f"exceeds the model length {limits.max_model_len}",
+            "sampling_params.max_tokens",
+        )
     _check_range(params, "temperature", 0.0, 100.0)
     _check_range(params, "top_p", 0.0, 1.0, low_open=True)
     _check_range(params, "top_k", 0, limits.vocab_size)
@@ -79,9 +96,12 @@ def admit(request, limits: ModelLimits) -> tuple[str, list[Sequence], int]:
     _check_ids(params.logit_bias.keys(), limits.vocab_size, "sampling_params.logit_bias")
     _check_ids(params.allowed_token_ids, limits.vocab_size, "sampling_params.allowed_token_ids")
     _check_ids(params.stop_token_ids, limits.vocab_size, "sampling_params.stop_token_ids")
-    config: SamplingConfig = resolve(params, default_temperature=limits.default_temperature,
-                                     max_tokens=params.max_tokens if params.HasField("max_tokens") else room,
-                                     eos_token_ids=limits.eos_token_ids)
+    config: SamplingConfig = resolve(
+        params,
+        default_temperature=limits.default_temperature,
+        max_tokens=params.max_tokens if params.HasField("max_tokens") else room,
+        eos_token_ids=limits.eos_token_ids,
+    )
     request_id = request.request_id or uuid.uuid4().hex
     seqs = [Sequence(request_id, i, prompt, config, priority=request.priority) for i in range(n)]
     seqs[0].want_prompt_logprobs = config.prompt_logprobs is not None and len(prompt) > 1

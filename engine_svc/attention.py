@@ -146,8 +146,14 @@ class SdpaBackend(AttentionBackend):
             # flash / memory-efficient, masked or not); with enable_gqa or strided K/V it falls back to the
             # slow math path on CUDA.
             keys, values = (t.transpose(0, 1).repeat_interleave(self.group, dim=0)[None] for t in context.unbind(-3))
-            attn = F.scaled_dot_product_attention(q[call.rows].transpose(0, 1)[None], keys, values,
-                                                  attn_mask=call.mask, is_causal=call.mask is None, scale=self.scale)
+            attn = F.scaled_dot_product_attention(
+                q[call.rows].transpose(0, 1)[None],
+                keys,
+                values,
+                attn_mask=call.mask,
+                is_causal=call.mask is None,
+                scale=self.scale,
+            )
             out[call.rows] = attn[0].transpose(0, 1)
         return out
 

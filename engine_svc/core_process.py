@@ -87,17 +87,22 @@ def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
 
 
 def _pack(state: RequestState, out: StepOutput) -> tuple:
-    deltas = [(d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason,
-               d.stop_token_id) for d in out.deltas]
+    deltas = [
+        (d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason, d.stop_token_id)
+        for d in out.deltas
+    ]
     prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
     return state.request_id, deltas, prompt, state.done, state.scheduled_at, state.first_token_at
 
 
 def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None) -> StepOutput:
     return StepOutput(
-        [ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
-         for index, tokens, logprobs, reason, stop in deltas],
-        [RowLogprobs(*r) for r in prompt] if prompt else None)
+        [
+            ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
+            for index, tokens, logprobs, reason, stop in deltas
+        ],
+        [RowLogprobs(*r) for r in prompt] if prompt else None,
+    )
 
 
 class EngineProcess:
@@ -120,13 +125,16 @@ class EngineProcess:
         try:
             pickle.dumps(builder)
         except (pickle.PicklingError, AttributeError, TypeError) as error:
-            raise TypeError("--engine-core process builds the engine in a child process from a pickled builder: pass "
-                            f"a module-level function or a functools.partial of one ({error})") from None
+            raise TypeError(
+                "--engine-core process builds the engine in a child process from a pickled builder: pass "
+                f"a module-level function or a functools.partial of one ({error})"
+            ) from None
         context = multiprocessing.get_context("spawn")
         commands_read, commands_write = context.Pipe(duplex=False)
         results_read, results_write = context.Pipe(duplex=False)
-        process = context.Process(target=_child, args=(builder, commands_read, results_write), daemon=True,
-                                  name="engine-core")
+        process = context.Process(
+            target=_child, args=(builder, commands_read, results_write), daemon=True, name="engine-core"
+        )
         process.start()
         commands_read.close()
         results_write.close()

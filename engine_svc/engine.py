@@ -33,8 +33,16 @@ ADMISSION_WINDOW_S = 0.005
 
 
 class Engine:
-    def __init__(self, runner, scheduler: Scheduler, *, max_model_len: int, max_waiting: int,
-                 stall_timeout_s: float = 60.0, decode_steps: int = 1):
+    def __init__(
+        self,
+        runner,
+        scheduler: Scheduler,
+        *,
+        max_model_len: int,
+        max_waiting: int,
+        stall_timeout_s: float = 60.0,
+        decode_steps: int = 1,
+    ):
         self.runner = runner
         self.scheduler = scheduler
         self.sampler = Sampler(runner.vocab_size, runner.device)
@@ -79,9 +87,14 @@ class Engine:
         """What routers and metrics read."""
         pool = self.scheduler.pool
         return engine_pb2.GetLoadResponse(
-            running=self.num_running, waiting=self.num_waiting, kv_blocks_used=pool.num_used,
-            kv_blocks_free=pool.num_free, kv_block_size=pool.block_size, max_running=self.scheduler.max_num_seqs,
-            max_waiting=self.max_waiting)
+            running=self.num_running,
+            waiting=self.num_waiting,
+            kv_blocks_used=pool.num_used,
+            kv_blocks_free=pool.num_free,
+            kv_block_size=pool.block_size,
+            max_running=self.scheduler.max_num_seqs,
+            max_waiting=self.max_waiting,
+        )
 
     @property
     def num_running(self) -> int:
@@ -200,9 +213,10 @@ class Engine:
             return
         logits = self.runner.execute(chunks)
         sampling = [c for c in chunks if c.samples]
-        tokens, logprobs = self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling]) \
-            if sampling else ([], [])
-        self._prompt_logprobs(chunks, logits[len(sampling):])
+        tokens, logprobs = (
+            self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling]) if sampling else ([], [])
+        )
+        self._prompt_logprobs(chunks, logits[len(sampling) :])
         for c in chunks:
             c.seq.num_computed += c.num_tokens
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
@@ -212,12 +226,17 @@ class Engine:
     def _lookahead(self, chunks: list[Chunk]) -> int:
         """Decode steps to queue back to back: more than one only when every chunk is a plain decode whose
         sampling needs no host-side logits processing, and blocks for every step are free."""
-        if self.decode_steps == 1 or any(c.num_tokens != 1 or not c.samples or c.seq.want_prompt_logprobs
-                                         or c.seq.config.needs_processing for c in chunks):
+        if self.decode_steps == 1 or any(
+            c.num_tokens != 1 or not c.samples or c.seq.want_prompt_logprobs or c.seq.config.needs_processing
+            for c in chunks
+        ):
             return 1
         seqs = [c.seq for c in chunks]
-        steps = min(self.decode_steps, max(s.config.max_tokens - len(s.output_ids) for s in seqs),
-                    min(self.max_model_len - s.num_tokens for s in seqs) + 1)
+        steps = min(
+            self.decode_steps,
+            max(s.config.max_tokens - len(s.output_ids) for s in seqs),
+            min(self.max_model_len - s.num_tokens for s in seqs) + 1,
+        )
         return steps if steps > 1 and self.scheduler.reserve(seqs, steps) else 1
 
     def _decode_ahead(self, chunks: list[Chunk], steps: int, outputs) -> None:
@@ -239,7 +258,8 @@ class Engine:
             if len(queued) > 1:
                 self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
             if all(seq.finished for seq in seqs) or (
-                    self._inbox and time.monotonic() - self._inbox_since >= ADMISSION_WINDOW_S):
+                self._inbox and time.monotonic() - self._inbox_since >= ADMISSION_WINDOW_S
+            ):
                 break
         while len(queued) > 1:
             self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
@@ -287,4 +307,5 @@ class Engine:
         for (c, _), row in zip(wanted, rows):
             k = c.seq.config.prompt_logprobs
             self.requests[c.seq.request_id].prompt_logprobs.append(
-                RowLogprobs(row.logprob, row.rank, row.top_ids[:k], row.top_logprobs[:k]))
+                RowLogprobs(row.logprob, row.rank, row.top_ids[:k], row.top_logprobs[:k])
+            )

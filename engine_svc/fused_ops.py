@@ -26,7 +26,7 @@ def rope_split(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_head
     tokens = qkv.shape[0]
     head_dim = cos.shape[-1]
     heads = qkv.view(tokens, num_heads + 2 * num_kv_heads, head_dim)
-    qk, v = heads[:, : num_heads + num_kv_heads], heads[:, num_heads + num_kv_heads:]
+    qk, v = heads[:, : num_heads + num_kv_heads], heads[:, num_heads + num_kv_heads :]
     half = head_dim // 2
     rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
     qk = qk * cos + rotated * sin

@@ -30,8 +30,9 @@ class TransformersRunner:
                 self.caches[id(c.seq)] = DynamicCache(config=self.model.config)
             ids = torch.tensor([c.seq.tokens(c.start, c.start + c.num_tokens)], device=self.device)
             positions = torch.arange(c.start, c.start + c.num_tokens, device=self.device)[None]
-            logits = self.model(input_ids=ids, position_ids=positions, past_key_values=self.caches[id(c.seq)],
-                                use_cache=True).logits[0]
+            logits = self.model(
+                input_ids=ids, position_ids=positions, past_key_values=self.caches[id(c.seq)], use_cache=True
+            ).logits[0]
             if c.samples:
                 sample_rows.append(logits[-1])
             logprob_rows += [logits[p - c.start] for p in c.prompt_logprob_positions]

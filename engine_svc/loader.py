@@ -85,31 +85,61 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     pool = BlockPool(num_blocks, args.block_size)
     if backend == "paged":
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        runner = ModelRunner(hf_model, block_size=args.block_size, num_blocks=num_blocks,
-                             max_num_seqs=args.max_num_seqs, max_model_len=max_model_len,
-                             cuda_graphs=not args.no_cuda_graphs,
-                             compile_kernels=device.type == "cuda" and not args.no_compile,
-                             attention=pick_attention(args.attention, device, head_dim))
+        runner = ModelRunner(
+            hf_model,
+            block_size=args.block_size,
+            num_blocks=num_blocks,
+            max_num_seqs=args.max_num_seqs,
+            max_model_len=max_model_len,
+            cuda_graphs=not args.no_cuda_graphs,
+            compile_kernels=device.type == "cuda" and not args.no_compile,
+            attention=pick_attention(args.attention, device, head_dim),
+        )
         log.info("engine: decode attention %s", runner.attention)
         runner.warm_up()
     else:
         runner = TransformersRunner(hf_model)
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
-    engine = Engine(runner, scheduler, max_model_len=max_model_len, max_waiting=args.max_waiting,
-                    stall_timeout_s=args.stall_timeout_s, decode_steps=decode_steps)
+    engine = Engine(
+        runner,
+        scheduler,
+        max_model_len=max_model_len,
+        max_waiting=args.max_waiting,
+        stall_timeout_s=args.stall_timeout_s,
+        decode_steps=decode_steps,
+    )
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = ModelLimits(
-        vocab_size=config.vocab_size, max_model_len=max_model_len, eos_token_ids=_eos_ids(hf_model),
+        vocab_size=config.vocab_size,
+        max_model_len=max_model_len,
+        eos_token_ids=_eos_ids(hf_model),
         tokenizer_fingerprint=tokenizer_fingerprint,
         default_temperature=float(temperature) if do_sample and temperature is not None else 1.0,
-        max_n=args.max_num_seqs, default_stream_interval=args.stream_interval,
+        max_n=args.max_num_seqs,
+        default_stream_interval=args.stream_interval,
     )
-    log.info("engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d",
-             model_name, backend, device, dtype, num_blocks, args.block_size, max_model_len, decode_steps)
-    return LoadedEngine(engine, limits, model_name, (config.architectures or [config.model_type])[0],
-                        str(dtype).removeprefix("torch."), str(device), backend)
+    log.info(
+        "engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d",
+        model_name,
+        backend,
+        device,
+        dtype,
+        num_blocks,
+        args.block_size,
+        max_model_len,
+        decode_steps,
+    )
+    return LoadedEngine(
+        engine,
+        limits,
+        model_name,
+        (config.architectures or [config.model_type])[0],
+        str(dtype).removeprefix("torch."),
+        str(device),
+        backend,
+    )
 
 
 def load_engine(args) -> LoadedEngine:
@@ -133,30 +163,67 @@ def core_in_child_process(args) -> bool:
 
 def add_engine_flags(parser) -> None:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, float32 on CPU) | float32 | bfloat16 | float16")
-    parser.add_argument("--backend", default="auto", choices=["auto", "paged", "transformers"],
-                        help="model runner: paged (fast path, Llama/Qwen2 family) or transformers (any causal LM)")
+    parser.add_argument(
+        "--dtype", default="auto", help="auto (bf16 on CUDA, float32 on CPU) | float32 | bfloat16 | float16"
+    )
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "paged", "transformers"],
+        help="model runner: paged (fast path, Llama/Qwen2 family) or transformers (any causal LM)",
+    )
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
-    parser.add_argument("--max-waiting", type=int, default=1024, help="most sequences waiting; beyond: RESOURCE_EXHAUSTED")
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048, help="tokens per step (prefill chunk budget)")
+    parser.add_argument(
+        "--max-waiting", type=int, default=1024, help="most sequences waiting; beyond: RESOURCE_EXHAUSTED"
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens", type=int, default=2048, help="tokens per step (prefill chunk budget)"
+    )
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     parser.add_argument("--num-kv-blocks", type=int, default=0, help="KV cache blocks (0: size from free memory)")
-    parser.add_argument("--kv-cache-memory-fraction", type=float, default=0.8,
-                        help="CUDA: share of free memory after loading given to the KV cache")
+    parser.add_argument(
+        "--kv-cache-memory-fraction",
+        type=float,
+        default=0.8,
+        help="CUDA: share of free memory after loading given to the KV cache",
+    )
     parser.add_argument("--max-model-len", type=int, default=0, help="tokens per sequence (0: the model's)")
-    parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed message when the request says none")
-    parser.add_argument("--decode-steps", type=int, default=0, choices=range(0, 33), metavar="0..32",
-                        help="decode steps queued back to back while no request is prefilling (the device runs one "
-                             "step ahead of the host; a run also ends once new requests have waited 5 ms); "
-                             "0: 32 on CUDA, 1 on CPU")
-    parser.add_argument("--engine-core", default="auto", choices=["auto", "thread", "process"],
-                        help="where the step loop runs: a thread of the server, or a child process that never waits "
-                             "for the server's GIL; auto: process on CUDA, thread on CPU")
-    parser.add_argument("--attention", default="auto", choices=["auto", "sdpa", "triton"],
-                        help="decode attention of the paged backend: triton (paged kernel, CUDA) or sdpa; auto: "
-                             "triton on CUDA when available")
+    parser.add_argument(
+        "--stream-interval", type=int, default=1, help="tokens per streamed message when the request says none"
+    )
+    parser.add_argument(
+        "--decode-steps",
+        type=int,
+        default=0,
+        choices=range(33),
+        metavar="0..32",
+        help="decode steps queued back to back while no request is prefilling (the device runs one "
+        "step ahead of the host; a run also ends once new requests have waited 5 ms); "
+        "0: 32 on CUDA, 1 on CPU",
+    )
+    parser.add_argument(
+        "--engine-core",
+        default="auto",
+        choices=["auto", "thread", "process"],
+        help="where the step loop runs: a thread of the server, or a child process that never waits "
+        "for the server's GIL; auto: process on CUDA, thread on CPU",
+    )
+    parser.add_argument(
+        "--attention",
+        default="auto",
+        choices=["auto", "sdpa", "triton"],
+        help="decode attention of the paged backend: triton (paged kernel, CUDA) or sdpa; auto: "
+        "triton on CUDA when available",
+    )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
-    parser.add_argument("--no-compile", action="store_true",
-                        help="CUDA: skip torch.compile of the fused elementwise kernels (faster start, slower steps)")
-    parser.add_argument("--stall-timeout-s", type=float, default=60.0,
-                        help="readiness turns NOT_SERVING when work is pending and no step finished for this long")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="CUDA: skip torch.compile of the fused elementwise kernels (faster start, slower steps)",
+    )
+    parser.add_argument(
+        "--stall-timeout-s",
+        type=float,
+        default=60.0,
+        help="readiness turns NOT_SERVING when work is pending and no step finished for this long",
+    )

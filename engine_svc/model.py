@@ -72,11 +72,16 @@ class DecoderLayer(nn.Module):
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
         self.layer_index = layer_index
-        self.qkv = NormedProjection(RMSNorm(hf_layer.input_layernorm.weight, config.rms_norm_eps),
-                                    _fused_linear(attn.q_proj, attn.k_proj, attn.v_proj))
+        self.qkv = NormedProjection(
+            RMSNorm(hf_layer.input_layernorm.weight, config.rms_norm_eps),
+            _fused_linear(attn.q_proj, attn.k_proj, attn.v_proj),
+        )
         self.o_proj = attn.o_proj
-        self.gate_up = NormedProjection(RMSNorm(hf_layer.post_attention_layernorm.weight, config.rms_norm_eps),
-                                        _fused_linear(mlp.gate_proj, mlp.up_proj), gated=True)
+        self.gate_up = NormedProjection(
+            RMSNorm(hf_layer.post_attention_layernorm.weight, config.rms_norm_eps),
+            _fused_linear(mlp.gate_proj, mlp.up_proj),
+            gated=True,
+        )
         self.down = mlp.down_proj
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim

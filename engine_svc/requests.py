@@ -85,19 +85,26 @@ class RequestState:
             return {}
         if self.first_token_at is None:
             return {"queue_s": self.scheduled_at - self.submitted_at}
-        return {"queue_s": self.scheduled_at - self.submitted_at, "prefill_s": self.first_token_at - self.scheduled_at,
-                "first_token_s": self.first_token_at - self.submitted_at}
+        return {
+            "queue_s": self.scheduled_at - self.submitted_at,
+            "prefill_s": self.first_token_at - self.scheduled_at,
+            "first_token_s": self.first_token_at - self.submitted_at,
+        }
 
 
 def new_request(engine, request_id: str, seqs: list[Sequence]) -> RequestState:
     """The state of an admitted request, registered in `engine.requests`; refused when the id is taken or the
     waiting queue is full (shared by the in-thread engine and the engine core process's proxy)."""
     if request_id in engine.requests:
-        raise ServiceError(grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID",
-                           f"request {request_id!r} is already running")
+        raise ServiceError(
+            grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID", f"request {request_id!r} is already running"
+        )
     if engine.num_waiting + len(seqs) > engine.max_waiting:
-        raise ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL",
-                           f"{engine.num_waiting} sequences are waiting (max {engine.max_waiting})")
+        raise ServiceError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "QUEUE_FULL",
+            f"{engine.num_waiting} sequences are waiting (max {engine.max_waiting})",
+        )
     state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
     engine.requests[request_id] = state
     return state

@@ -13,7 +13,6 @@ from __future__ import annotations
 import array
 import bisect
 import logging
-from typing import Callable
 
 import torch
 
@@ -29,7 +28,9 @@ log = logging.getLogger(__name__)
 
 def _int64_tensor(values: list[int]) -> torch.Tensor:
     """A CPU int64 tensor from a list, through array (several times faster than torch.tensor on long lists)."""
-    return torch.frombuffer(array.array("q", values), dtype=torch.int64) if values else torch.zeros(0, dtype=torch.int64)
+    return (
+        torch.frombuffer(array.array("q", values), dtype=torch.int64) if values else torch.zeros(0, dtype=torch.int64)
+    )
 
 
 def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
@@ -58,8 +59,18 @@ def _next_power_of_two(n: int) -> int:
 
 
 class ModelRunner:
-    def __init__(self, hf_model, *, block_size: int, num_blocks: int, max_num_seqs: int, max_model_len: int,
-                 cuda_graphs: bool, compile_kernels: bool = False, attention: str = "sdpa"):
+    def __init__(
+        self,
+        hf_model,
+        *,
+        block_size: int,
+        num_blocks: int,
+        max_num_seqs: int,
+        max_model_len: int,
+        cuda_graphs: bool,
+        compile_kernels: bool = False,
+        attention: str = "sdpa",
+    ):
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
@@ -125,10 +136,15 @@ class ModelRunner:
         return ids + positions + slots + lengths + tables + [0] * (pad * width)
 
     def _decode_views(self, flat: torch.Tensor, rows: int, width: int):
-        ids, positions, slots, lengths = (flat[i * rows:(i + 1) * rows] for i in range(4))
-        tables = flat[4 * rows:rows * (4 + width)].view(rows, width)
-        meta = AttentionMetadata(slot_mapping=slots, block_size=self.block_size, num_decodes=rows,
-                                 decode_block_tables=tables, decode_context_lens=lengths)
+        ids, positions, slots, lengths = (flat[i * rows : (i + 1) * rows] for i in range(4))
+        tables = flat[4 * rows : rows * (4 + width)].view(rows, width)
+        meta = AttentionMetadata(
+            slot_mapping=slots,
+            block_size=self.block_size,
+            num_decodes=rows,
+            decode_block_tables=tables,
+            decode_context_lens=lengths,
+        )
         return ids, positions, meta
 
     def _decode_step(self, ids, positions, meta: AttentionMetadata, ops=None) -> torch.Tensor:
@@ -234,7 +250,7 @@ class ModelRunner:
         for number, (c, (_, first, count)) in enumerate(zip(prefills, spans), start=len(decodes)):
             index += [number] * c.num_tokens
             lengths += range(c.start + 1, c.start + c.num_tokens + 1)
-            tables += blocks[first:first + count] + [0] * (width - count)
+            tables += blocks[first : first + count] + [0] * (width - count)
         return index + lengths + tables
 
     def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
@@ -246,7 +262,7 @@ class ModelRunner:
         width = max((len(c.seq.block_ids) for c in decodes), default=0)
         dec = self._decode_rows(decodes, len(decodes), width)
         n = len(decodes)
-        ids, positions, slots = dec[:n], dec[n:2 * n], dec[2 * n:3 * n]
+        ids, positions, slots = dec[:n], dec[n : 2 * n], dec[2 * n : 3 * n]
         sample_row = {id(c): row for row, c in enumerate(decodes)}
         logprob_rows, blocks, spans = [], [], []
         for c in prefills:
@@ -263,19 +279,31 @@ class ModelRunner:
         rows = [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows
         tokens = len(ids)
         per_row = self._row_tables(decodes, prefills, blocks, spans) if self.backend.wants_row_tables else []
-        flat = _int64_tensor(ids + positions + slots + dec[3 * n:] + rows + blocks + per_row).to(self.device)
+        flat = _int64_tensor(ids + positions + slots + dec[3 * n :] + rows + blocks + per_row).to(self.device)
         tables_end = 3 * tokens + n + n * width
-        meta = AttentionMetadata(slot_mapping=flat[2 * tokens:3 * tokens], block_size=self.block_size, num_decodes=n,
-                                 decode_block_tables=flat[3 * tokens + n:tables_end].view(n, width),
-                                 decode_context_lens=flat[3 * tokens:3 * tokens + n])
+        meta = AttentionMetadata(
+            slot_mapping=flat[2 * tokens : 3 * tokens],
+            block_size=self.block_size,
+            num_decodes=n,
+            decode_block_tables=flat[3 * tokens + n : tables_end].view(n, width),
+            decode_context_lens=flat[3 * tokens : 3 * tokens + n],
+        )
         block_base = tables_end + len(rows)
         for c, (row, first, count) in zip(prefills, spans):
-            meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start,
-                                              flat[block_base + first:block_base + first + count]))
+            meta.prefills.append(
+                PrefillChunk(row, c.num_tokens, c.start, flat[block_base + first : block_base + first + count])
+            )
         if per_row:
             rows_base = block_base + len(blocks)
-            meta.row_table_index = flat[rows_base:rows_base + tokens]
-            meta.row_lengths = flat[rows_base + tokens:rows_base + 2 * tokens]
-            meta.row_tables = flat[rows_base + 2 * tokens:].view(n + len(prefills), -1)
-        return self.model(flat[:tokens], flat[tokens:2 * tokens], meta, self.kv_caches, self.backend,
-                          logits_rows=flat[tables_end:block_base], ops=self.eager_ops)
+            meta.row_table_index = flat[rows_base : rows_base + tokens]
+            meta.row_lengths = flat[rows_base + tokens : rows_base + 2 * tokens]
+            meta.row_tables = flat[rows_base + 2 * tokens :].view(n + len(prefills), -1)
+        return self.model(
+            flat[:tokens],
+            flat[tokens : 2 * tokens],
+            meta,
+            self.kv_caches,
+            self.backend,
+            logits_rows=flat[tables_end:block_base],
+            ops=self.eager_ops,
+        )

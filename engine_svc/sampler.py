@@ -112,11 +112,13 @@ class Sampler:
         batch = SamplingBatch(list(seqs), all(c.greedy for c in configs))
         if not batch.all_greedy:
             batch.greedy = self._tensor([c.greedy for c in configs], torch.bool)
-            batch.temperatures = self._tensor([c.temperature if not c.greedy else 1.0 for c in configs],
-                                              torch.float32)[:, None]
+            batch.temperatures = self._tensor([c.temperature if not c.greedy else 1.0 for c in configs], torch.float32)[
+                :, None
+            ]
             if any(c.needs_sort for c in configs):
-                batch.top_ks = self._tensor([c.top_k if c.top_k > 0 else self.vocab_size for c in configs],
-                                            torch.int64)[:, None]
+                batch.top_ks = self._tensor(
+                    [c.top_k if c.top_k > 0 else self.vocab_size for c in configs], torch.int64
+                )[:, None]
                 batch.top_ps = self._tensor([c.top_p for c in configs], torch.float32)[:, None]
             if any(c.min_p > 0 for c in configs):
                 batch.min_ps = self._tensor([c.min_p for c in configs], torch.float32)[:, None]

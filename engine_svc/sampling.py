@@ -30,14 +30,19 @@ class SamplingConfig:
         self.greedy = self.temperature <= 1e-5
         # Whether this request's logits rows need more than temperature/top-k/top-p/min-p.
         self.needs_processing = bool(
-            self.repetition_penalty != 1.0 or self.presence_penalty or self.frequency_penalty
-            or self.logit_bias or self.allowed_token_ids or (self.min_tokens and self.stop_token_ids)
+            self.repetition_penalty != 1.0
+            or self.presence_penalty
+            or self.frequency_penalty
+            or self.logit_bias
+            or self.allowed_token_ids
+            or (self.min_tokens and self.stop_token_ids)
         )
-        self.needs_sort = not self.greedy and (0 < self.top_k or self.top_p < 1.0)
+        self.needs_sort = not self.greedy and (self.top_k > 0 or self.top_p < 1.0)
 
 
 def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_ids: list[int]) -> SamplingConfig:
     """Fold a validated SamplingParams message into a SamplingConfig (absent fields take server defaults)."""
+
     def opt(name, default):
         return getattr(params, name) if params.HasField(name) else default
 

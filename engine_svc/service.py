@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     """Registered before loading; the server refuses calls (NOT_READY) until `service.loaded` is set."""
 
-    def __init__(self, service: "EngineService"):
+    def __init__(self, service: EngineService):
         self.service = service
 
     @property
@@ -58,9 +58,16 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     async def GetModelInfo(self, request, context):
         loaded, limits = self.loaded, self.loaded.limits
         return engine_pb2.GetModelInfoResponse(
-            model=loaded.model_name, vocab_size=limits.vocab_size, eos_token_ids=limits.eos_token_ids,
-            max_model_len=limits.max_model_len, tokenizer_fingerprint=limits.tokenizer_fingerprint,
-            architecture=loaded.architecture, dtype=loaded.dtype, device=loaded.device, backend=loaded.backend)
+            model=loaded.model_name,
+            vocab_size=limits.vocab_size,
+            eos_token_ids=limits.eos_token_ids,
+            max_model_len=limits.max_model_len,
+            tokenizer_fingerprint=limits.tokenizer_fingerprint,
+            architecture=loaded.architecture,
+            dtype=loaded.dtype,
+            device=loaded.device,
+            backend=loaded.backend,
+        )
 
     async def GetLoad(self, request, context):
         return self.engine.load()
@@ -88,6 +95,7 @@ class EngineService:
 
     def watch_metrics(self, llm) -> None:
         """Scheduler gauges for Prometheus (scaleout_common.metrics), read at scrape time."""
+
         def read(value):
             return lambda: value(self.loaded.engine) if self.loaded is not None else 0
 
@@ -95,8 +103,11 @@ class EngineService:
             load = engine.load()
             return load.kv_blocks_used / max(load.kv_blocks_used + load.kv_blocks_free, 1)
 
-        llm.watch(queue_depth=read(lambda e: e.num_waiting), running=read(lambda e: e.num_running),
-                  kv_cache_usage=read(kv_usage))
+        llm.watch(
+            queue_depth=read(lambda e: e.num_waiting),
+            running=read(lambda e: e.num_running),
+            kv_cache_usage=read(kv_usage),
+        )
 
     def healthy(self) -> bool:
         return self.loaded is None or self.loaded.engine.healthy()

@@ -8,7 +8,7 @@ larger messages instead of falling behind. Prompt info rides on the first messag
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from engine_svc.engine import Engine
 from engine_svc.requests import ChoiceDelta, RequestState
@@ -33,7 +33,9 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
     return choice
 
 
-async def stream_responses(engine: Engine, state: RequestState, interval: int) -> AsyncIterator[engine_pb2.GenerateResponse]:
+async def stream_responses(
+    engine: Engine, state: RequestState, interval: int
+) -> AsyncIterator[engine_pb2.GenerateResponse]:
     config = state.seqs[0].config
     with_logprobs = config.logprobs is not None
     prompt = engine_pb2.PromptInfo(num_tokens=state.num_prompt_tokens)
@@ -63,8 +65,9 @@ async def stream_responses(engine: Engine, state: RequestState, interval: int) -
                 ready.sort(key=lambda d: d.index)
             if not ready:
                 continue
-            message = engine_pb2.GenerateResponse(request_id=state.request_id,
-                                                  choices=[choice_pb(d, with_logprobs) for d in ready])
+            message = engine_pb2.GenerateResponse(
+                request_id=state.request_id, choices=[choice_pb(d, with_logprobs) for d in ready]
+            )
             for d in ready:
                 del pending[d.index]
             if first:
@@ -72,9 +75,13 @@ async def stream_responses(engine: Engine, state: RequestState, interval: int) -
                 first = False
             if unfinished == 0:
                 message.finished = True
-                message.usage.CopyFrom(common_pb2.Usage(
-                    prompt_tokens=state.num_prompt_tokens, completion_tokens=completion,
-                    total_tokens=state.num_prompt_tokens + completion))
+                message.usage.CopyFrom(
+                    common_pb2.Usage(
+                        prompt_tokens=state.num_prompt_tokens,
+                        completion_tokens=completion,
+                        total_tokens=state.num_prompt_tokens + completion,
+                    )
+                )
             yield message
             if unfinished == 0:
                 return

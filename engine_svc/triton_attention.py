@@ -27,10 +27,30 @@ MAX_SPLITS = 16
 
 
 @triton.jit
-def _paged_attention(q_ptr, cache_ptr, tables_ptr, lens_ptr, index_ptr, out_ptr, part_ptr, stats_ptr, scale,
-                     stride_q_seq, stride_q_head, stride_slot, stride_kv, stride_cache_head, stride_table,
-                     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
-                     BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, INDEXED: tl.constexpr, SPLITS: tl.constexpr):
+def _paged_attention(
+    q_ptr,
+    cache_ptr,
+    tables_ptr,
+    lens_ptr,
+    index_ptr,
+    out_ptr,
+    part_ptr,
+    stats_ptr,
+    scale,
+    stride_q_seq,
+    stride_q_head,
+    stride_slot,
+    stride_kv,
+    stride_cache_head,
+    stride_table,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE: tl.constexpr,
+    INDEXED: tl.constexpr,
+    SPLITS: tl.constexpr,
+):
     seq = tl.program_id(0)  # the query row
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -52,8 +72,12 @@ def _paged_attention(q_ptr, cache_ptr, tables_ptr, lens_ptr, index_ptr, out_ptr,
         tokens = start + tl.arange(0, TILE)
         valid = tokens < hi
         blocks = tl.load(tables_ptr + table * stride_table + tokens // BLOCK_SIZE, mask=valid, other=0)
-        rows = cache_ptr + (blocks * BLOCK_SIZE + tokens % BLOCK_SIZE)[:, None] * stride_slot \
-            + kv_head * stride_cache_head + dims[None, :]
+        rows = (
+            cache_ptr
+            + (blocks * BLOCK_SIZE + tokens % BLOCK_SIZE)[:, None] * stride_slot
+            + kv_head * stride_cache_head
+            + dims[None, :]
+        )
         k = tl.load(rows, mask=valid[:, None], other=0.0)
         v = tl.load(rows + stride_kv, mask=valid[:, None], other=0.0)
         scores = tl.dot(q, tl.trans(k)) * scale
@@ -75,8 +99,17 @@ def _paged_attention(q_ptr, cache_ptr, tables_ptr, lens_ptr, index_ptr, out_ptr,
 
 
 @triton.jit
-def _combine_splits(part_ptr, stats_ptr, out_ptr, stride_q_seq, stride_q_head,
-                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
+def _combine_splits(
+    part_ptr,
+    stats_ptr,
+    out_ptr,
+    stride_q_seq,
+    stride_q_head,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    SPLITS: tl.constexpr,
+):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     splits = tl.arange(0, SPLITS)
@@ -87,18 +120,36 @@ def _combine_splits(part_ptr, stats_ptr, out_ptr, stride_q_seq, stride_q_head,
     total = tl.load(stats_ptr + (parts[:, None] * 2 + 1) * GROUP_PAD + group[None, :])
     top = tl.max(best, 0)
     weights = tl.exp(best - top[None, :])  # an empty split (max -inf) weighs 0
-    acc = tl.load(part_ptr + ((parts[:, None, None] * GROUP_PAD + group[None, :, None]) * HEAD_DIM
-                              + dims[None, None, :]))
+    acc = tl.load(
+        part_ptr + ((parts[:, None, None] * GROUP_PAD + group[None, :, None]) * HEAD_DIM + dims[None, None, :])
+    )
     out = tl.sum(acc * weights[:, :, None], 0) / tl.sum(total * weights, 0)[:, None]
     heads = kv_head * GROUP + group
-    tl.store(out_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + dims[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=(group < GROUP)[:, None])
+    tl.store(
+        out_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + dims[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=(group < GROUP)[:, None],
+    )
 
 
 @triton.jit
-def _rope_store(qkv_ptr, cos_ptr, sin_ptr, slots_ptr, cache_ptr, q_ptr, stride_qkv, stride_rope,
-                stride_slot, stride_kv, stride_q_seq,
-                NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr, HEADS_PAD: tl.constexpr, HALF: tl.constexpr):
+def _rope_store(
+    qkv_ptr,
+    cos_ptr,
+    sin_ptr,
+    slots_ptr,
+    cache_ptr,
+    q_ptr,
+    stride_qkv,
+    stride_rope,
+    stride_slot,
+    stride_kv,
+    stride_q_seq,
+    NUM_HEADS: tl.constexpr,
+    NUM_KV_HEADS: tl.constexpr,
+    HEADS_PAD: tl.constexpr,
+    HALF: tl.constexpr,
+):
     token = tl.program_id(0)
     heads = tl.arange(0, HEADS_PAD)  # q heads, then k heads, then v heads of the fused qkv row
     dims = tl.arange(0, HALF)
@@ -128,8 +179,17 @@ def _rope_store(qkv_ptr, cos_ptr, sin_ptr, slots_ptr, cache_ptr, q_ptr, stride_q
 
 
 @triton.jit
-def _advance(positions_ptr, lens_ptr, tables_ptr, slots_ptr, rows, stride_table, width,
-             BLOCK_SIZE: tl.constexpr, ROWS_PAD: tl.constexpr):
+def _advance(
+    positions_ptr,
+    lens_ptr,
+    tables_ptr,
+    slots_ptr,
+    rows,
+    stride_table,
+    width,
+    BLOCK_SIZE: tl.constexpr,
+    ROWS_PAD: tl.constexpr,
+):
     row = tl.arange(0, ROWS_PAD)
     real = row < rows
     position = tl.load(positions_ptr + row, mask=real) + 1
@@ -140,17 +200,32 @@ def _advance(positions_ptr, lens_ptr, tables_ptr, slots_ptr, rows, stride_table,
     tl.store(slots_ptr + row, block * BLOCK_SIZE + position % BLOCK_SIZE, mask=real)
 
 
-def rope_store(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor, kv_cache: torch.Tensor,
-               num_heads: int) -> torch.Tensor:
+def rope_store(
+    qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor, kv_cache: torch.Tensor, num_heads: int
+) -> torch.Tensor:
     """Rotates q and k of qkv [tokens, (heads + 2 kv_heads) * dim] by cos/sin [tokens, dim] (half-rotation),
     writes k and v to kv_cache [slots, 2, kv_heads, dim] at `slots`, and returns q [tokens, heads, dim]."""
     tokens = qkv.shape[0]
     kv_heads, dim = kv_cache.shape[2], kv_cache.shape[3]
     q = qkv.new_empty(tokens, num_heads, dim)
     cos, sin = cos.reshape(tokens, dim), sin.reshape(tokens, dim)
-    _rope_store[(tokens,)](qkv, cos, sin, slots, kv_cache, q, qkv.stride(0), cos.stride(0), kv_cache.stride(0),
-                           kv_cache.stride(1), q.stride(0), NUM_HEADS=num_heads, NUM_KV_HEADS=kv_heads,
-                           HEADS_PAD=triton.next_power_of_2(num_heads + 2 * kv_heads), HALF=dim // 2)
+    _rope_store[(tokens,)](
+        qkv,
+        cos,
+        sin,
+        slots,
+        kv_cache,
+        q,
+        qkv.stride(0),
+        cos.stride(0),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        q.stride(0),
+        NUM_HEADS=num_heads,
+        NUM_KV_HEADS=kv_heads,
+        HEADS_PAD=triton.next_power_of_2(num_heads + 2 * kv_heads),
+        HALF=dim // 2,
+    )
     return q
 
 
@@ -162,9 +237,16 @@ def pick_splits(rows: int, kv_heads: int, max_len: int) -> int:
     return max(1, min(wanted, MAX_SPLITS, triton.next_power_of_2(-(-max_len // TOKENS_PER_TILE))))
 
 
-def paged_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor, lengths: torch.Tensor,
-                    block_size: int, scale: float, table_index: torch.Tensor | None = None,
-                    splits: int = 1) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    lengths: torch.Tensor,
+    block_size: int,
+    scale: float,
+    table_index: torch.Tensor | None = None,
+    splits: int = 1,
+) -> torch.Tensor:
     """Row i of q [rows, heads, dim] attends to the first lengths[i] tokens of the sequence whose blocks are
     block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim].
     `splits` > 1 (a power of two) splits each row's context over that many programs."""
@@ -179,13 +261,33 @@ def paged_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch
         part = torch.empty(rows * kv_heads * splits * group_pad * dim, dtype=torch.float32, device=q.device)
         stats = torch.empty(rows * kv_heads * splits * 2 * group_pad, dtype=torch.float32, device=q.device)
     _paged_attention[(rows, kv_heads, splits)](
-        q, kv_cache, block_tables, lengths, lengths if table_index is None else table_index, out, part, stats, scale,
-        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2), block_tables.stride(0),
-        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=dim, BLOCK_SIZE=block_size,
-        TILE=TOKENS_PER_TILE, INDEXED=table_index is not None, SPLITS=splits)
+        q,
+        kv_cache,
+        block_tables,
+        lengths,
+        lengths if table_index is None else table_index,
+        out,
+        part,
+        stats,
+        scale,
+        q.stride(0),
+        q.stride(1),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.stride(2),
+        block_tables.stride(0),
+        GROUP=group,
+        GROUP_PAD=group_pad,
+        HEAD_DIM=dim,
+        BLOCK_SIZE=block_size,
+        TILE=TOKENS_PER_TILE,
+        INDEXED=table_index is not None,
+        SPLITS=splits,
+    )
     if splits > 1:
-        _combine_splits[(rows, kv_heads)](part, stats, out, q.stride(0), q.stride(1), GROUP=group,
-                                          GROUP_PAD=group_pad, HEAD_DIM=dim, SPLITS=splits)
+        _combine_splits[(rows, kv_heads)](
+            part, stats, out, q.stride(0), q.stride(1), GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=dim, SPLITS=splits
+        )
     return out
 
 
@@ -201,8 +303,17 @@ class TritonBackend(AttentionBackend):
     def advance(self, positions: torch.Tensor, meta: AttentionMetadata) -> None:
         tables = meta.decode_block_tables
         rows = positions.shape[0]
-        _advance[(1,)](positions, meta.decode_context_lens, tables, meta.slot_mapping, rows, tables.stride(0),
-                       tables.shape[1], BLOCK_SIZE=meta.block_size, ROWS_PAD=triton.next_power_of_2(rows))
+        _advance[(1,)](
+            positions,
+            meta.decode_context_lens,
+            tables,
+            meta.slot_mapping,
+            rows,
+            tables.stride(0),
+            tables.shape[1],
+            BLOCK_SIZE=meta.block_size,
+            ROWS_PAD=triton.next_power_of_2(rows),
+        )
 
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
@@ -211,7 +322,9 @@ class TritonBackend(AttentionBackend):
         if meta.row_tables is None:  # a decode-only step: row i is sequence i
             tables = meta.decode_block_tables
             splits = pick_splits(q.shape[0], self.num_kv_heads, tables.shape[1] * meta.block_size)
-            return paged_attention(q, kv_cache, tables, meta.decode_context_lens, meta.block_size, self.scale,
-                                   splits=splits)
-        return paged_attention(q, kv_cache, meta.row_tables, meta.row_lengths, meta.block_size, self.scale,
-                               meta.row_table_index)
+            return paged_attention(
+                q, kv_cache, tables, meta.decode_context_lens, meta.block_size, self.scale, splits=splits
+            )
+        return paged_attention(
+            q, kv_cache, meta.row_tables, meta.row_lengths, meta.block_size, self.scale, meta.row_table_index
+        )

@@ -18,6 +18,7 @@ the modules keep the torch path wherever that times faster.
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 import torch
 import triton
@@ -32,22 +33,59 @@ MAX_ROWS = 16  # beyond this, cuBLAS's GEMM tiles win
 
 SKINNY_CONFIGS = [
     triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
-    for n, k, w, s in [(16, 256, 4, 4), (16, 512, 4, 3), (16, 512, 8, 4), (32, 256, 4, 4), (32, 512, 8, 3),
-                       (64, 256, 8, 3), (16, 1024, 8, 3), (32, 128, 4, 6), (64, 128, 4, 4), (128, 128, 8, 4),
-                       (128, 64, 4, 6), (64, 512, 8, 3)]
+    for n, k, w, s in [
+        (16, 256, 4, 4),
+        (16, 512, 4, 3),
+        (16, 512, 8, 4),
+        (32, 256, 4, 4),
+        (32, 512, 8, 3),
+        (64, 256, 8, 3),
+        (16, 1024, 8, 3),
+        (32, 128, 4, 6),
+        (64, 128, 4, 4),
+        (128, 128, 8, 4),
+        (128, 64, 4, 6),
+        (64, 512, 8, 3),
+    ]
 ]
 GEMV_CONFIGS = [
     triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
-    for n, k, w, s in [(4, 512, 4, 1), (8, 256, 4, 1), (8, 512, 4, 1), (16, 128, 4, 1), (16, 256, 4, 1),
-                       (16, 256, 8, 1), (32, 128, 4, 1), (32, 256, 8, 1), (16, 512, 8, 1), (64, 64, 4, 1),
-                       (8, 256, 4, 3), (16, 256, 4, 3), (32, 128, 4, 3), (8, 1024, 8, 1), (2, 1024, 4, 1)]
+    for n, k, w, s in [
+        (4, 512, 4, 1),
+        (8, 256, 4, 1),
+        (8, 512, 4, 1),
+        (16, 128, 4, 1),
+        (16, 256, 4, 1),
+        (16, 256, 8, 1),
+        (32, 128, 4, 1),
+        (32, 256, 8, 1),
+        (16, 512, 8, 1),
+        (64, 64, 4, 1),
+        (8, 256, 4, 3),
+        (16, 256, 4, 3),
+        (32, 128, 4, 3),
+        (8, 1024, 8, 1),
+        (2, 1024, 4, 1),
+    ]
 ]
 
 
 @triton.autotune(configs=SKINNY_CONFIGS, key=["ROWS_PAD", "N", "K"])
 @triton.jit
-def _skinny_matmul(x_ptr, w_ptr, out_ptr, M, N, K, stride_x, stride_w, stride_out,
-                   ROWS_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _skinny_matmul(
+    x_ptr,
+    w_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    stride_x,
+    stride_w,
+    stride_out,
+    ROWS_PAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     rows = tl.arange(0, ROWS_PAD)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -68,8 +106,23 @@ def _skinny_matmul(x_ptr, w_ptr, out_ptr, M, N, K, stride_x, stride_w, stride_ou
 
 @triton.autotune(configs=GEMV_CONFIGS, key=["N", "K", "NORM", "GATED"])
 @triton.jit
-def _gemv(x_ptr, res_ptr, norm_ptr, w_ptr, out_ptr, res_out_ptr, N, K, eps, stride_w, BLOCK_N: tl.constexpr,
-          BLOCK_K: tl.constexpr, NORM: tl.constexpr, RESIDUAL: tl.constexpr, GATED: tl.constexpr):
+def _gemv(
+    x_ptr,
+    res_ptr,
+    norm_ptr,
+    w_ptr,
+    out_ptr,
+    res_out_ptr,
+    N,
+    K,
+    eps,
+    stride_w,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    NORM: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    GATED: tl.constexpr,
+):
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     writes_residual = tl.program_id(0) == 0
@@ -98,8 +151,9 @@ def _gemv(x_ptr, res_ptr, norm_ptr, w_ptr, out_ptr, res_out_ptr, N, K, eps, stri
         result *= inverse_rms
     if GATED:  # rounded like the unfused path's bf16 gate_up output
         gate = result.to(out_ptr.dtype.element_ty).to(tl.float32)
-        result = gate * tl.sigmoid(gate) * (tl.sum(up, axis=1) * inverse_rms).to(out_ptr.dtype.element_ty).to(
-            tl.float32)
+        result = (
+            gate * tl.sigmoid(gate) * (tl.sum(up, axis=1) * inverse_rms).to(out_ptr.dtype.element_ty).to(tl.float32)
+        )
     tl.store(out_ptr + cols, result.to(out_ptr.dtype.element_ty), mask=cols < N)
 
 
@@ -115,23 +169,53 @@ def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     n = weight.shape[0]
     out = x.new_empty(rows, n)
     if rows == 1:
-        _gemv[_over_columns(n)](x, x, x, weight, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False,
-                                GATED=False)
+        _gemv[_over_columns(n)](
+            x, x, x, weight, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False, GATED=False
+        )
         return out
-    _skinny_matmul[_over_columns(n)](x, weight, out, rows, n, k, x.stride(0), weight.stride(0), out.stride(0),
-                                     ROWS_PAD=max(16, triton.next_power_of_2(rows)))
+    _skinny_matmul[_over_columns(n)](
+        x,
+        weight,
+        out,
+        rows,
+        n,
+        k,
+        x.stride(0),
+        weight.stride(0),
+        out.stride(0),
+        ROWS_PAD=max(16, triton.next_power_of_2(rows)),
+    )
     return out
 
 
-def normed_gemv(x: torch.Tensor, residual: torch.Tensor | None, norm: torch.Tensor, eps: float,
-                weight: torch.Tensor, gated: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def normed_gemv(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    norm: torch.Tensor,
+    eps: float,
+    weight: torch.Tensor,
+    gated: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(rms_norm(x + residual) @ weight^T, x + residual) for one row x [1, K] (x itself without a residual), in
     one pass. `gated`: the weight is [gate; up] and the result silu(gate) * up."""
     n, k = weight.shape[0] // 2 if gated else weight.shape[0], x.shape[1]
     out = x.new_empty(1, n)
     total = x if residual is None else torch.empty_like(x)
-    _gemv[_over_columns(n)](x, x if residual is None else residual, norm, weight, out, total, n, k, eps,
-                            weight.stride(0), NORM=True, RESIDUAL=residual is not None, GATED=gated)
+    _gemv[_over_columns(n)](
+        x,
+        x if residual is None else residual,
+        norm,
+        weight,
+        out,
+        total,
+        n,
+        k,
+        eps,
+        weight.stride(0),
+        NORM=True,
+        RESIDUAL=residual is not None,
+        GATED=gated,
+    )
     return out, total
 
 
@@ -143,7 +227,7 @@ class _Chooser:
     """Times a skinny kernel against the torch path once per (shape, row bucket) in CUDA graphs and remembers
     which is faster; until a shape is timed (or while a graph is being captured) the torch path runs."""
 
-    faster: dict[tuple, bool] = {}  # shared by every layer of every model
+    faster: ClassVar[dict[tuple, bool]] = {}  # shared by every layer of every model
 
     def skinny_wins(self, key: tuple, make_sample, skinny, torch_path) -> bool:
         wins = self.faster.get(key)
@@ -169,9 +253,16 @@ class SkinnyLinear(torch.nn.Module, _Chooser):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = triton.next_power_of_2(x.shape[0])
         key = ("linear", *self.weight.shape, rows)
-        if rows <= MAX_ROWS and _contiguous_cuda(x) and self.skinny_wins(
-                key, lambda: torch.randn(rows, self.weight.shape[1], device=x.device, dtype=x.dtype),
-                lambda s: skinny_matmul(s, self.weight), self.linear):
+        if (
+            rows <= MAX_ROWS
+            and _contiguous_cuda(x)
+            and self.skinny_wins(
+                key,
+                lambda: torch.randn(rows, self.weight.shape[1], device=x.device, dtype=x.dtype),
+                lambda s: skinny_matmul(s, self.weight),
+                self.linear,
+            )
+        ):
             return skinny_matmul(x, self.weight)
         return self.linear(x)
 
@@ -186,9 +277,16 @@ class SkinnyNormedProjection(NormedProjection, _Chooser):
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
         weight = self.linear.weight
         key = ("gated" if self.gated else "normed", *weight.shape, 1)
-        if x.shape[0] == 1 and _contiguous_cuda(x, residual) and self.skinny_wins(
-                key, lambda: torch.randn(2, 1, weight.shape[1], device=x.device, dtype=x.dtype).unbind(),
-                lambda s: self._fused(*s), lambda s: NormedProjection.forward(self, *s, ops)):
+        if (
+            x.shape[0] == 1
+            and _contiguous_cuda(x, residual)
+            and self.skinny_wins(
+                key,
+                lambda: torch.randn(2, 1, weight.shape[1], device=x.device, dtype=x.dtype).unbind(),
+                lambda s: self._fused(*s),
+                lambda s: NormedProjection.forward(self, *s, ops),
+            )
+        ):
             return self._fused(x, residual)
         return super().forward(x, residual, ops)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-from scaleout.v1 import chat_pb2, chat_pb2_grpc, derender_pb2, derender_pb2_grpc, engine_pb2_grpc, render_pb2_grpc
 
+from scaleout.v1 import chat_pb2, chat_pb2_grpc, derender_pb2, derender_pb2_grpc, engine_pb2_grpc, render_pb2_grpc
 from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser
 from scaleout_common.errors import ServiceError

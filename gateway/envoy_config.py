@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import jinja2
-from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
 
+from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
 from scaleout_common import tracing
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED
 
@@ -67,7 +67,7 @@ class Tracing:
     path: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "Tracing | None":
+    def from_env(cls, env: Mapping[str, str]) -> Tracing | None:
         """From the same OTEL_* variables the services read; None when they leave tracing off."""
         if not tracing.tracing_enabled(env):
             return None
@@ -85,7 +85,9 @@ def render_config(
     health_interval_s: float = 1.0,
     descriptor_set: str = str(GENERATED / DESCRIPTOR_SET),
 ) -> str:
-    template = jinja2.Template(TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    template = jinja2.Template(
+        TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
+    )
     return template.render(
         host=host,
         port=port,
@@ -113,16 +115,30 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--admin-port", type=int, default=9901)
     parser.add_argument("--descriptor-set", default=str(GENERATED / DESCRIPTOR_SET))
-    parser.add_argument("--upstream", action="append", required=True, metavar="ROLE=HOST:PORT",
-                        help="a replica (or DNS name) per role; repeat for several")
+    parser.add_argument(
+        "--upstream",
+        action="append",
+        required=True,
+        metavar="ROLE=HOST:PORT",
+        help="a replica (or DNS name) per role; repeat for several",
+    )
     args = parser.parse_args()
     upstreams = {role: Upstream(role) for role in SERVICES}
     for spec in args.upstream:
         role, address = spec.split("=", 1)
         host, port = address.rsplit(":", 1)
         upstreams[role].endpoints.append(Endpoint(host, int(port)))
-    print(render_config(list(upstreams.values()), args.port, args.admin_port, args.host,
-                        tracing=Tracing.from_env(os.environ), descriptor_set=args.descriptor_set), end="")
+    print(
+        render_config(
+            list(upstreams.values()),
+            args.port,
+            args.admin_port,
+            args.host,
+            tracing=Tracing.from_env(os.environ),
+            descriptor_set=args.descriptor_set,
+        ),
+        end="",
+    )
 
 
 if __name__ == "__main__":

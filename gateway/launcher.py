@@ -23,7 +23,12 @@ def main() -> None:
         port=args.port,
         admin_port=args.admin_port,
         model=args.model,
-        replicas={"render": args.render_replicas, "engine": args.engine_replicas, "derender": args.derender_replicas, "chat": 1},
+        replicas={
+            "render": args.render_replicas,
+            "engine": args.engine_replicas,
+            "derender": args.derender_replicas,
+            "chat": 1,
+        },
     )
     # Ctrl-C and SIGTERM stop everything cleanly, even during start-up (and even where a shell started this
     # in the background with SIGINT ignored).

@@ -91,7 +91,7 @@ class Stack:
     def rest_url(self) -> str:
         return f"http://{self.gateway}"
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         try:
             self.start()
         except BaseException:
@@ -112,7 +112,14 @@ class Stack:
         cfg = self.config
         argv = [sys.executable, "-m", MODULES[role], "--host", cfg.host, "--port", "0"]
         if role == "chat":  # the one-hop service reaches the others through Envoy (balanced, health-checked)
-            argv += ["--render-target", self.gateway, "--engine-target", self.gateway, "--derender-target", self.gateway]
+            argv += [
+                "--render-target",
+                self.gateway,
+                "--engine-target",
+                self.gateway,
+                "--derender-target",
+                self.gateway,
+            ]
         elif cfg.model:
             argv += ["--model", cfg.model]
         argv += cfg.service_args.get(role, [])
@@ -158,7 +165,8 @@ class Stack:
         log = self._log("envoy")
         self.envoy = subprocess.Popen(
             [envoy, "-c", str(config_path), "--disable-hot-restart", "-l", "warning"],
-            stdout=log or subprocess.DEVNULL, stderr=log or None,
+            stdout=log or subprocess.DEVNULL,
+            stderr=log or None,
         )
         for replica in self.replicas:
             self._wait_serving(replica, deadline)
@@ -175,7 +183,10 @@ class Stack:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 try:
-                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                    if (
+                        stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                        == health_pb2.HealthCheckResponse.SERVING
+                    ):
                         return
                 except grpc.RpcError:
                     pass
@@ -188,8 +199,11 @@ class Stack:
         while True:
             try:
                 text = urllib.request.urlopen(url, timeout=1).read().decode()
-                flags = [line.rsplit("::", 1)[1] for line in text.splitlines()
-                         if "::health_flags::" in line and line.split("::", 1)[0].endswith("_service")]
+                flags = [
+                    line.rsplit("::", 1)[1]
+                    for line in text.splitlines()
+                    if "::health_flags::" in line and line.split("::", 1)[0].endswith("_service")
+                ]
                 if len(flags) == len(self.replicas) and all(f == "healthy" for f in flags):
                     # Seen with Envoy 1.40: its workers balance over a newly healthy host only after the
                     # next health-check round (1 s); until then traffic favours the first host found healthy.
@@ -204,7 +218,10 @@ class Stack:
             time.sleep(0.2)
 
     def describe(self) -> str:
-        lines = [f"gateway (REST + gRPC): {self.rest_url}", f"envoy admin:           http://{self.config.host}:{self.admin_port}"]
+        lines = [
+            f"gateway (REST + gRPC): {self.rest_url}",
+            f"envoy admin:           http://{self.config.host}:{self.admin_port}",
+        ]
         for r in self.replicas:
             metrics = f"  metrics {r.metrics_url}" if r.metrics_url else ""
             lines.append(f"{r.name:<22} {self.config.host}:{r.port}{metrics}")

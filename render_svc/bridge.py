@@ -26,18 +26,22 @@ def _not_bridgeable(why: str) -> reasons.ServiceError:
 def _after_marker(text: str) -> str:
     if text.count(MARKER) != 1:
         raise _not_bridgeable("it does not render an assistant message's content as given")
-    return text[text.index(MARKER) + len(MARKER):]
+    return text[text.index(MARKER) + len(MARKER) :]
 
 
 def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> render_pb2.RenderChatResponse:
     previous, completion = list(request.previous_prompt_token_ids), list(request.completion_token_ids)
     if not previous:
-        raise reasons.bad(reasons.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids")
+        raise reasons.bad(
+            reasons.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids"
+        )
     tokens = renderer.model.tokens
     reasons.check_token_ids(previous, tokens.vocab_size, "previous_prompt_token_ids")
     reasons.check_token_ids(completion, tokens.vocab_size, "completion_token_ids")
     if request.request.return_token_offsets:
-        raise reasons.bad(reasons.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets")
+        raise reasons.bad(
+            reasons.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets"
+        )
 
     probe = render_pb2.RenderChatRequest()
     probe.CopyFrom(request.request)
@@ -49,7 +53,10 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
     opened = _after_marker(renderer.text(job))
     closing = _after_marker(
         renderer.templates.render(
-            job.template, job.messages[:2], job.tools, add_generation_prompt=False,
+            job.template,
+            job.messages[:2],
+            job.tools,
+            add_generation_prompt=False,
             variables={**renderer.special_tokens, **job.template_kwargs},
         )
     )
@@ -59,7 +66,7 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
     if completion and completion[-1] in tokenizer.all_special_ids:
         stop_text = tokenizer.convert_ids_to_tokens(completion[-1])
         if closing.startswith(stop_text):
-            opened = opened[len(stop_text):]
+            opened = opened[len(stop_text) :]
     [delta] = tokens.encode([opened], add_special_tokens=False)  # no BOS in the middle of a sequence
     ids = previous + completion + delta
     text = tokens.decode(ids, skip_special_tokens=False) if probe.return_prompt_text else opened

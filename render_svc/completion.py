@@ -16,7 +16,10 @@ def _prompts(renderer: Renderer, request: render_pb2.RenderCompletionRequest, ad
     if request.prompts:
         texts = list(request.prompts)
         if request.return_token_offsets:
-            return [(text, ids, offsets) for text, (ids, offsets) in zip(texts, tokens.encode_with_offsets(texts, add_special_tokens))]
+            return [
+                (text, ids, offsets)
+                for text, (ids, offsets) in zip(texts, tokens.encode_with_offsets(texts, add_special_tokens))
+            ]
         return [(text, ids, None) for text, ids in zip(texts, tokens.encode(texts, add_special_tokens))]
     if not request.prompt_token_ids:
         raise reasons.bad(reasons.MISSING_PROMPT, "a completion needs prompts or prompt_token_ids", "prompts")
@@ -32,7 +35,9 @@ def _prompts(renderer: Renderer, request: render_pb2.RenderCompletionRequest, ad
     return out
 
 
-def render_completion(renderer: Renderer, request: render_pb2.RenderCompletionRequest) -> render_pb2.RenderCompletionResponse:
+def render_completion(
+    renderer: Renderer, request: render_pb2.RenderCompletionRequest
+) -> render_pb2.RenderCompletionResponse:
     renderer.check_model(request.model)
     check_size(request, renderer.limits.max_request_bytes)
     if request.suffix:
@@ -49,16 +54,34 @@ def render_completion(renderer: Renderer, request: render_pb2.RenderCompletionRe
         ids, offsets = truncate(ids, offsets, keep, request.truncation_side)
         check_length(ids, renderer.max_prompt_tokens, field)
         params = sampling.resolve(request, len(ids), renderer.model_limits, chat=False)
-        tail_text = text if text is not None else model.tokens.decode(ids[-context.PROMPT_TAIL_TOKENS:], skip_special_tokens=False)
+        tail_text = (
+            text
+            if text is not None
+            else model.tokens.decode(ids[-context.PROMPT_TAIL_TOKENS :], skip_special_tokens=False)
+        )
         base_id = request.request_id or identity.id
         item = out.prompts.add()
         fill_generate_request(
-            item.generate_request, request, base_id if len(prompts) == 1 else f"{base_id}-{index}", ids, params, n,
-            model.name, model.fingerprint,
+            item.generate_request,
+            request,
+            base_id if len(prompts) == 1 else f"{base_id}-{index}",
+            ids,
+            params,
+            n,
+            model.name,
+            model.fingerprint,
         )
         context.fill(
-            item.derender_context, request, identity, derender_pb2.ENDPOINT_COMPLETION, ids, tail_text, n,
-            params.logprobs if params.HasField("logprobs") else None, text or "", index,
+            item.derender_context,
+            request,
+            identity,
+            derender_pb2.ENDPOINT_COMPLETION,
+            ids,
+            tail_text,
+            n,
+            params.logprobs if params.HasField("logprobs") else None,
+            text or "",
+            index,
         )
         if request.return_prompt_text:
             item.prompt_text = text

@@ -26,8 +26,18 @@ def reasoning_started(prompt_text: str) -> bool:
     return prompt_text.rfind(THINK_OPEN) > prompt_text.rfind(THINK_CLOSE)
 
 
-def fill(context: derender_pb2.DerenderContext, request, identity: Identity, endpoint: int, prompt_ids,
-         prompt_text: str, n: int, top_logprobs: int | None, echo_text: str = "", prompt_index: int = 0) -> None:
+def fill(
+    context: derender_pb2.DerenderContext,
+    request,
+    identity: Identity,
+    endpoint: int,
+    prompt_ids,
+    prompt_text: str,
+    n: int,
+    top_logprobs: int | None,
+    echo_text: str = "",
+    prompt_index: int = 0,
+) -> None:
     """Fields every endpoint shares, written into `context` (a field of the response); chat adds its tool
     fields with `add_chat_fields`."""
     context.endpoint = endpoint
@@ -58,8 +68,9 @@ def fill(context: derender_pb2.DerenderContext, request, identity: Identity, end
         context.top_logprobs = top_logprobs
 
 
-def add_chat_fields(context: derender_pb2.DerenderContext, request, tool_mode: int, tool_function: str,
-                    template_kwargs: dict) -> None:
+def add_chat_fields(
+    context: derender_pb2.DerenderContext, request, tool_mode: int, tool_function: str, template_kwargs: dict
+) -> None:
     context.tools.extend(request.tools)
     context.tool_choice = tool_mode
     context.tool_choice_function = tool_function

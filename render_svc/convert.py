@@ -58,10 +58,16 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
         if isinstance(item, str):
             texts.append(item)
             continue
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or item.get("type", "text") not in TEXT_PART_TYPES:
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("text"), str)
+            or item.get("type", "text") not in TEXT_PART_TYPES
+        ):
             kind_name = item.get("type") if isinstance(item, dict) else type(item).__name__
             raise reasons.bad(
-                reasons.INVALID_CONTENT, f"unsupported content part {kind_name!r}: this model takes text parts only", f"{field}[{i}]"
+                reasons.INVALID_CONTENT,
+                f"unsupported content part {kind_name!r}: this model takes text parts only",
+                f"{field}[{i}]",
             )
         texts.append(item["text"])
     return texts
@@ -74,8 +80,14 @@ def _tool_call(call: common_pb2.ToolCall, field: str) -> dict:
     try:
         parsed = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError as error:
-        raise reasons.bad(reasons.INVALID_TOOL_CALL, f"tool call arguments are not JSON: {error}", f"{field}.function.arguments") from None
-    out = {"id": call.id, "type": call.type or "function", "function": {"name": call.function.name, "arguments": parsed}}
+        raise reasons.bad(
+            reasons.INVALID_TOOL_CALL, f"tool call arguments are not JSON: {error}", f"{field}.function.arguments"
+        ) from None
+    out = {
+        "id": call.id,
+        "type": call.type or "function",
+        "function": {"name": call.function.name, "arguments": parsed},
+    }
     if not call.id:
         del out["id"]
     return out
@@ -89,7 +101,9 @@ def chat_messages(messages, openai_content: bool) -> list[dict]:
     for i, message in enumerate(messages):
         role = message.role
         if role not in ROLES:
-            raise reasons.bad(reasons.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role")
+            raise reasons.bad(
+                reasons.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role"
+            )
         texts = _texts(message.content, f"messages[{i}].content") if message.HasField("content") else None
         if openai_content:
             content = [{"type": "text", "text": text} for text in texts or ()]
@@ -100,7 +114,9 @@ def chat_messages(messages, openai_content: bool) -> list[dict]:
             item["name"] = message.name
         if role == "assistant":
             if message.tool_calls:
-                item["tool_calls"] = [_tool_call(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(message.tool_calls)]
+                item["tool_calls"] = [
+                    _tool_call(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(message.tool_calls)
+                ]
             if message.reasoning_content:
                 item["reasoning_content"] = message.reasoning_content
         elif role == "tool" and message.tool_call_id:
@@ -115,7 +131,9 @@ def tools(tool_protos) -> list[dict] | None:
     out = []
     for i, tool in enumerate(tool_protos):
         if tool.type not in ("", "function") or not tool.function.name:
-            raise reasons.bad(reasons.INVALID_TOOL, "a tool is {'type': 'function', 'function': {'name': ...}}", f"tools[{i}]")
+            raise reasons.bad(
+                reasons.INVALID_TOOL, "a tool is {'type': 'function', 'function': {'name': ...}}", f"tools[{i}]"
+            )
         function = {"name": tool.function.name}
         if tool.function.description:
             function["description"] = tool.function.description
@@ -140,12 +158,19 @@ def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[
         if not tool_list:
             raise reasons.bad(reasons.INVALID_TOOL_CHOICE, f"tool_choice {choice!r} needs tools", "tool_choice")
         return (modes.TOOL_CHOICE_MODE_AUTO if choice == "auto" else modes.TOOL_CHOICE_MODE_REQUIRED), ""
-    if isinstance(choice, dict) and choice.get("type", "function") == "function" and isinstance(choice.get("function"), dict):
+    if (
+        isinstance(choice, dict)
+        and choice.get("type", "function") == "function"
+        and isinstance(choice.get("function"), dict)
+    ):
         name = choice["function"].get("name")
         if name not in names:
-            raise reasons.bad(reasons.INVALID_TOOL_CHOICE, f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
+            raise reasons.bad(
+                reasons.INVALID_TOOL_CHOICE, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
+            )
         return modes.TOOL_CHOICE_MODE_NAMED, name
     raise reasons.bad(
-        reasons.INVALID_TOOL_CHOICE, "tool_choice is 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+        reasons.INVALID_TOOL_CHOICE,
+        "tool_choice is 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
         "tool_choice",
     )

@@ -13,27 +13,51 @@ DEFAULT_PORT = 50051
 def parser() -> EnvArgumentParser:
     p = server_parser("render", DEFAULT_PORT, "OpenAI-style chat/completion requests -> GenerateRequest (CPU only)")
     p.add_argument("--served-model-name", nargs="+", default=None, help="names clients use (default: the folder name)")
-    p.add_argument("--default-chat-template-kwargs", type=json.loads, default={},
-                   help='JSON object of template variables; requests\' chat_template_kwargs merge over it')
+    p.add_argument(
+        "--default-chat-template-kwargs",
+        type=json.loads,
+        default={},
+        help="JSON object of template variables; requests' chat_template_kwargs merge over it",
+    )
     p.add_argument("--trust-request-chat-template", action="store_true", help="accept a chat_template in requests")
     p.add_argument("--max-model-len", type=int, default=None, help="context length (default: from config.json)")
-    p.add_argument("--chat-template-content-format", choices=("auto", "string", "openai"), default="auto",
-                   help="message content as a string or as text parts (auto: detect from the template)")
+    p.add_argument(
+        "--chat-template-content-format",
+        choices=("auto", "string", "openai"),
+        default="auto",
+        help="message content as a string or as text parts (auto: detect from the template)",
+    )
     p.add_argument("--reasoning-parser", default="", help="reasoning parser name put in the derender context")
     p.add_argument("--tool-parser", default="", help="tool-call parser name put in the derender context")
     p.add_argument("--max-messages", type=int, default=Limits.max_messages, help="messages per conversation")
     p.add_argument("--max-prompt-tokens", type=int, default=0, help="prompt tokens (0: the model length)")
-    p.add_argument("--max-template-output-chars", type=int, default=Limits.max_template_output_chars,
-                   help="characters a template may build")
-    p.add_argument("--template-timeout-s", type=float, default=Limits.template_timeout_s, help="time a template may run")
+    p.add_argument(
+        "--max-template-output-chars",
+        type=int,
+        default=Limits.max_template_output_chars,
+        help="characters a template may build",
+    )
+    p.add_argument(
+        "--template-timeout-s", type=float, default=Limits.template_timeout_s, help="time a template may run"
+    )
     p.add_argument("--max-request-bytes", type=int, default=Limits.max_request_bytes, help="bytes per conversation")
-    p.add_argument("--max-batch-size", type=int, default=Limits.max_batch_size, help="conversations per RenderChatBatch")
+    p.add_argument(
+        "--max-batch-size", type=int, default=Limits.max_batch_size, help="conversations per RenderChatBatch"
+    )
     p.add_argument("--max-logprobs", type=int, default=Limits.max_logprobs, help="largest top-logprobs count")
     p.add_argument("--render-threads", type=int, default=0, help="threads for large renders (0: one per core)")
-    p.add_argument("--max-pending-renders", type=int, default=256,
-                   help="large renders waiting for the pool; more are refused (RESOURCE_EXHAUSTED)")
-    p.add_argument("--inline-bytes", type=int, default=4096,
-                   help="requests smaller than this render on the event loop (a thread hop costs more)")
+    p.add_argument(
+        "--max-pending-renders",
+        type=int,
+        default=256,
+        help="large renders waiting for the pool; more are refused (RESOURCE_EXHAUSTED)",
+    )
+    p.add_argument(
+        "--inline-bytes",
+        type=int,
+        default=4096,
+        help="requests smaller than this render on the event loop (a thread hop costs more)",
+    )
     return p
 
 

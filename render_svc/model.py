@@ -15,8 +15,16 @@ from scaleout_common.models import load_tokenizer, model_name, resolve_model, to
 log = logging.getLogger(__name__)
 
 # config.json keys that bound the context, in vLLM's order of preference.
-_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length",
-                "max_seq_length", "seq_len", "model_max_length")
+_LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+    "model_max_length",
+)
 _FALLBACK_LENGTH = 2048
 
 
@@ -54,8 +62,13 @@ def generation_defaults(folder: Path) -> dict:
     return {field: config[key] for key, field in GENERATION_CONFIG_KEYS.items() if config.get(key) is not None}
 
 
-def load_model(model: str | None, served_names: list[str] | None = None, chat_template: str | None = None,
-               max_model_len: int | None = None, trust_remote_code: bool = False) -> Model:
+def load_model(
+    model: str | None,
+    served_names: list[str] | None = None,
+    chat_template: str | None = None,
+    max_model_len: int | None = None,
+    trust_remote_code: bool = False,
+) -> Model:
     folder = resolve_model(model)
     tokenizer = load_tokenizer(folder, trust_remote_code, chat_template)
     length = context_length(_read_json(folder / "config.json"), tokenizer)

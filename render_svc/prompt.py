@@ -67,7 +67,9 @@ def check_length(ids: list[int], max_prompt_tokens: int, field_path: str) -> Non
         raise reasons.bad(reasons.EMPTY_PROMPT, "the prompt has no tokens", field_path)
     if len(ids) > max_prompt_tokens:
         raise reasons.too_far(
-            reasons.PROMPT_TOO_LONG, f"the prompt has {len(ids)} tokens, more than the limit of {max_prompt_tokens}", field_path
+            reasons.PROMPT_TOO_LONG,
+            f"the prompt has {len(ids)} tokens, more than the limit of {max_prompt_tokens}",
+            field_path,
         )
 
 
@@ -77,8 +79,9 @@ def check_size(request, limit: int) -> None:
         raise reasons.bad(reasons.REQUEST_TOO_LARGE, f"the request is {size} bytes, more than the limit of {limit}")
 
 
-def fill_generate_request(out: engine_pb2.GenerateRequest, request, request_id: str, ids, sampling, n: int,
-                          model: str, fingerprint: str) -> None:
+def fill_generate_request(
+    out: engine_pb2.GenerateRequest, request, request_id: str, ids, sampling, n: int, model: str, fingerprint: str
+) -> None:
     """Fill `out` (a field of the response, so nothing is copied twice)."""
     out.request_id = request_id
     out.token_ids.extend(ids)

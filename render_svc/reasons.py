@@ -87,7 +87,9 @@ def precondition(reason: str, message: str) -> ServiceError:
 
 def model_not_found(name: str, served: list[str]) -> ServiceError:
     return ServiceError(
-        grpc.StatusCode.NOT_FOUND, MODEL_NOT_FOUND, f"model {name!r} is not served here (serving {served})",
+        grpc.StatusCode.NOT_FOUND,
+        MODEL_NOT_FOUND,
+        f"model {name!r} is not served here (serving {served})",
         [("model", "unknown model")],
     )
 
@@ -101,8 +103,13 @@ def check_token_ids(ids, vocab_size: int, field: str) -> None:
 
 def in_batch(error: ServiceError, index: int) -> ServiceError:
     """The same error, naming the conversation of a batch it came from."""
-    violations = [(f"requests[{index}].{path}" if path else f"requests[{index}]", text) for path, text in error.violations]
+    violations = [
+        (f"requests[{index}].{path}" if path else f"requests[{index}]", text) for path, text in error.violations
+    ]
     return ServiceError(
-        error.code, error.reason, f"requests[{index}]: {error.message}", violations or [(f"requests[{index}]", error.message)],
+        error.code,
+        error.reason,
+        f"requests[{index}]: {error.message}",
+        violations or [(f"requests[{index}]", error.message)],
         {**error.metadata, "index": str(index)},
     )

@@ -13,15 +13,30 @@ from dataclasses import dataclass
 from render_svc import context, convert, reasons, sampling
 from render_svc.model import Model
 from render_svc.prompt import (
-    Limits, Options, check_length, check_size, check_truncation, fill_generate_request, offsets_proto, truncate,
+    Limits,
+    Options,
+    check_length,
+    check_size,
+    check_truncation,
+    fill_generate_request,
+    offsets_proto,
+    truncate,
 )
 from render_svc.template import ChatTemplate, TemplateRenderer
 from scaleout.v1 import derender_pb2, render_pb2
 
 # Template variables a caller may not set through chat_template_kwargs: they have their own fields.
 RESERVED_TEMPLATE_KWARGS = frozenset(
-    {"chat_template", "tokenize", "messages", "conversation", "tools", "documents", "add_generation_prompt",
-     "continue_final_message"}
+    {
+        "chat_template",
+        "tokenize",
+        "messages",
+        "conversation",
+        "tools",
+        "documents",
+        "add_generation_prompt",
+        "continue_final_message",
+    }
 )
 
 
@@ -42,10 +57,10 @@ class ChatJob:
 
 
 class Renderer:
-    def __init__(self, model: Model, limits: Limits = Limits(), options: Options = Options()):
+    def __init__(self, model: Model, limits: Limits | None = None, options: Options | None = None):
         self.model = model
-        self.limits = limits
-        self.options = options
+        self.limits = limits = limits or Limits()
+        self.options = options or Options()
         self.templates = TemplateRenderer(limits.max_template_output_chars, limits.template_timeout_s)
         self.model_limits = sampling.ModelLimits(
             model.max_model_len, model.tokens.vocab_size, limits.max_logprobs, model.generation_defaults
@@ -61,8 +76,11 @@ class Renderer:
 
     def identity(self, prefix: str, request_id: str) -> context.Identity:
         return context.Identity(
-            id=f"{prefix}-{request_id or os.urandom(16).hex()}", created=int(time.time()), model=self.model.name,
-            fingerprint=self.model.fingerprint, reasoning_parser=self.options.reasoning_parser,
+            id=f"{prefix}-{request_id or os.urandom(16).hex()}",
+            created=int(time.time()),
+            model=self.model.name,
+            fingerprint=self.model.fingerprint,
+            reasoning_parser=self.options.reasoning_parser,
             tool_parser=self.options.tool_parser,
         )
 
@@ -100,7 +118,8 @@ class Renderer:
         check_size(request, self.limits.max_request_bytes)
         if len(request.messages) > self.limits.max_messages:
             raise reasons.bad(
-                reasons.TOO_MANY_MESSAGES, f"{len(request.messages)} messages, more than the limit of {self.limits.max_messages}",
+                reasons.TOO_MANY_MESSAGES,
+                f"{len(request.messages)} messages, more than the limit of {self.limits.max_messages}",
                 "messages",
             )
         add_generation_prompt = request.add_generation_prompt if request.HasField("add_generation_prompt") else True
@@ -108,7 +127,8 @@ class Renderer:
             raise reasons.bad(
                 reasons.CONFLICTING_OPTIONS,
                 "continue_final_message continues the last message; add_generation_prompt starts a new one: set "
-                "add_generation_prompt=false", "continue_final_message",
+                "add_generation_prompt=false",
+                "continue_final_message",
             )
         keep = check_truncation(request, self.model.max_model_len)
         tools = convert.tools(request.tools)
@@ -117,7 +137,9 @@ class Renderer:
         reserved = RESERVED_TEMPLATE_KWARGS & request_kwargs.keys()
         if reserved:
             raise reasons.bad(
-                reasons.RESERVED_TEMPLATE_KWARG, f"chat_template_kwargs may not set {sorted(reserved)}", "chat_template_kwargs"
+                reasons.RESERVED_TEMPLATE_KWARG,
+                f"chat_template_kwargs may not set {sorted(reserved)}",
+                "chat_template_kwargs",
             )
         template = self.template(request, bool(tools))
         return ChatJob(
@@ -136,7 +158,10 @@ class Renderer:
     def text(self, job: ChatJob) -> str:
         documents = [convert.struct_to_py(d) for d in job.request.documents] or None
         return self.templates.render(
-            job.template, job.messages, job.tools, documents,
+            job.template,
+            job.messages,
+            job.tools,
+            documents,
             add_generation_prompt=job.add_generation_prompt,
             continue_final_message=job.request.continue_final_message,
             variables={**self.special_tokens, **job.template_kwargs},
@@ -170,13 +195,26 @@ class Renderer:
         echo_text = _content_text(last["content"]) if last["role"] == "assistant" else ""
         response = render_pb2.RenderChatResponse()
         fill_generate_request(
-            response.generate_request, request, request.request_id or identity.id, ids, params, n, self.model.name,
+            response.generate_request,
+            request,
+            request.request_id or identity.id,
+            ids,
+            params,
+            n,
+            self.model.name,
             self.model.fingerprint,
         )
         derender = response.derender_context
         context.fill(
-            derender, request, identity, derender_pb2.ENDPOINT_CHAT, ids, text, n,
-            params.logprobs if params.HasField("logprobs") else None, echo_text,
+            derender,
+            request,
+            identity,
+            derender_pb2.ENDPOINT_CHAT,
+            ids,
+            text,
+            n,
+            params.logprobs if params.HasField("logprobs") else None,
+            echo_text,
         )
         context.add_chat_fields(derender, request, job.tool_mode, job.tool_function, job.template_kwargs)
         if request.return_prompt_text:
@@ -194,8 +232,9 @@ class Renderer:
     def render_chat_batch(self, request: render_pb2.RenderChatBatchRequest) -> render_pb2.RenderChatBatchResponse:
         if len(request.requests) > self.limits.max_batch_size:
             raise reasons.bad(
-                reasons.TOO_MANY_REQUESTS, f"{len(request.requests)} conversations, more than the limit of "
-                f"{self.limits.max_batch_size}", "requests",
+                reasons.TOO_MANY_REQUESTS,
+                f"{len(request.requests)} conversations, more than the limit of {self.limits.max_batch_size}",
+                "requests",
             )
         jobs, texts = [], []
         for i, item in enumerate(request.requests):

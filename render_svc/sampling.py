@@ -28,8 +28,14 @@ GENERATION_CONFIG_KEYS = {
     "max_new_tokens": "max_tokens",
 }
 NEUTRAL = {
-    "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
-    "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_tokens": 0,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_tokens": 0,
 }
 LOGIT_BIAS_LIMIT = 100.0
 
@@ -143,10 +149,17 @@ def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool) -> common
     if resolved["min_tokens"] > max_tokens:
         raise _invalid("min_tokens", f"must not exceed max_tokens ({resolved['min_tokens']} > {max_tokens})")
     params = common_pb2.SamplingParams(
-        max_tokens=max_tokens, ignore_eos=request.ignore_eos, stop_token_ids=request.stop_token_ids,
-        allowed_token_ids=request.allowed_token_ids, seed=fields.get("seed"), logprobs=logprobs,
-        prompt_logprobs=fields.get("prompt_logprobs"), **resolved,
+        max_tokens=max_tokens,
+        ignore_eos=request.ignore_eos,
+        stop_token_ids=request.stop_token_ids,
+        allowed_token_ids=request.allowed_token_ids,
+        seed=fields.get("seed"),
+        logprobs=logprobs,
+        prompt_logprobs=fields.get("prompt_logprobs"),
+        **resolved,
     )
     if "logit_bias" in fields:
-        params.logit_bias.update({k: max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, v)) for k, v in request.logit_bias.items()})
+        params.logit_bias.update(
+            {k: max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, v)) for k, v in request.logit_bias.items()}
+        )
     return params

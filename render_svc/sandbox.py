@@ -67,13 +67,18 @@ class GuardedEnvironment(ImmutableSandboxedEnvironment):
                 if isinstance(seq, (str, list, tuple)) and type(count) is int and len(seq) * count > limit:
                     raise TemplateTooLarge(f"repeating a value {count} times exceeds the template size limit ({limit})")
         elif operator == "**":
-            if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right * max(abs(left).bit_length(), 1) > 4096:
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and abs(left) > 1
+                and right * max(abs(left).bit_length(), 1) > 4096
+            ):
                 raise TemplateTooLarge("integer power too large for a template")
         elif operator == "%" and isinstance(left, str) and _BIG_FORMAT_WIDTH.search(left):
             raise TemplateTooLarge("format width too large for a template")
         return _check_size(super().call_binop(context, operator, left, right), limit)
 
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's signature
+    def call(__self, __context, __obj, *args, **kwargs):
         _check_args(args, kwargs, __self.max_chars)
         if getattr(__obj, "__name__", None) == "replace" and isinstance(getattr(__obj, "__self__", None), str) and args:
             new = args[1] if len(args) > 1 else ""
@@ -106,7 +111,7 @@ _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
 
 class _Deadline:
-    __slots__ = ("thread_id", "at", "fired")
+    __slots__ = ("at", "fired", "thread_id")
 
     def __init__(self, thread_id: int, at: float):
         self.thread_id, self.at, self.fired = thread_id, at, False

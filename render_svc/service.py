@@ -38,7 +38,12 @@ class RenderService:
     async def load(self) -> None:
         args = self.args
         model = await asyncio.to_thread(
-            load_model, args.model, flags.served_names(args), args.chat_template, args.max_model_len, args.trust_remote_code
+            load_model,
+            args.model,
+            flags.served_names(args),
+            args.chat_template,
+            args.max_model_len,
+            args.trust_remote_code,
         )
         self.renderer = Renderer(model, flags.limits(args), flags.options(args))
         log.info("render ready: %s (max_model_len %d, %s)", model.name, model.max_model_len, model.fingerprint)
@@ -53,7 +58,9 @@ class RenderService:
         if not offload:
             return function(self.renderer, request)
         if self.pending >= self.args.max_pending_renders:
-            raise resource_exhausted(reasons.RENDER_QUEUE_FULL, f"{self.pending} large renders are waiting; retry later")
+            raise resource_exhausted(
+                reasons.RENDER_QUEUE_FULL, f"{self.pending} large renders are waiting; retry later"
+            )
         self.pending += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, function, self.renderer, request)

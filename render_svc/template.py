@@ -63,7 +63,9 @@ def _tag_final_message(chat: list[dict], source: str) -> str:
     """Mark the end of the final message's content; returns the text to find again in the output."""
     final = chat[-1].get("content")
     if final is None or "content" not in source:
-        raise reasons.bad(reasons.TEMPLATE_ERROR, "continue_final_message: the final message has no content the template renders")
+        raise reasons.bad(
+            reasons.TEMPLATE_ERROR, "continue_final_message: the final message has no content the template renders"
+        )
     if isinstance(final, list):
         parts = [dict(part) for part in final]
         for part in reversed(parts):
@@ -71,7 +73,9 @@ def _tag_final_message(chat: list[dict], source: str) -> str:
                 final, part["text"] = part["text"], part["text"] + _CONTINUE_TAG
                 break
         else:
-            raise reasons.bad(reasons.TEMPLATE_ERROR, "continue_final_message: the final message has no text to continue")
+            raise reasons.bad(
+                reasons.TEMPLATE_ERROR, "continue_final_message: the final message has no text to continue"
+            )
         chat[-1] = {**chat[-1], "content": parts}
     else:
         chat[-1] = {**chat[-1], "content": final + _CONTINUE_TAG}
@@ -97,19 +101,37 @@ class ChatTemplate:
             self._globals = dict(self.template.globals)
             self.openai_content = _loops_over_content(env.parse(source))
         except jinja2.TemplateError as error:
-            raise reasons.bad(reasons.TEMPLATE_ERROR, f"chat template does not compile: {error}", "chat_template") from None
+            raise reasons.bad(
+                reasons.TEMPLATE_ERROR, f"chat template does not compile: {error}", "chat_template"
+            ) from None
 
-    def render(self, messages, tools, documents, add_generation_prompt: bool, continue_final_message: bool,
-               variables: dict, max_chars: int) -> str:
+    def render(
+        self,
+        messages,
+        tools,
+        documents,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+        variables: dict,
+        max_chars: int,
+    ) -> str:
         chat = [_alias_reasoning(m) for m in messages]
         final = _tag_final_message(chat, self.source) if continue_final_message else None
         # Template.new_context, without re-reading the (static) globals ChainMap on every render.
         template = self.template
         context = template.environment.context_class(
             template.environment,
-            {**self._globals, **variables, "messages": chat, "tools": tools, "documents": documents,
-             "add_generation_prompt": add_generation_prompt},
-            template.name, template.blocks, globals=self._globals,
+            {
+                **self._globals,
+                **variables,
+                "messages": chat,
+                "tools": tools,
+                "documents": documents,
+                "add_generation_prompt": add_generation_prompt,
+            },
+            template.name,
+            template.blocks,
+            globals=self._globals,
         )
         pieces, size = [], 0
         for piece in template.root_render_func(context):
@@ -148,11 +170,26 @@ class TemplateRenderer:
                 self._cache.popitem(last=False)
         return template
 
-    def render(self, template: ChatTemplate, messages, tools=None, documents=None, *, add_generation_prompt=True,
-               continue_final_message=False, variables=None) -> str:
+    def render(
+        self,
+        template: ChatTemplate,
+        messages,
+        tools=None,
+        documents=None,
+        *,
+        add_generation_prompt=True,
+        continue_final_message=False,
+        variables=None,
+    ) -> str:
         return self._guarded(
-            template.render, messages, tools, documents, add_generation_prompt, continue_final_message,
-            variables or {}, self.max_chars,
+            template.render,
+            messages,
+            tools,
+            documents,
+            add_generation_prompt,
+            continue_final_message,
+            variables or {},
+            self.max_chars,
         )
 
     def _guarded(self, function, *args):
@@ -162,8 +199,12 @@ class TemplateRenderer:
         except TemplateTimeout as error:
             raise reasons.bad(reasons.TEMPLATE_TIMEOUT, str(error)) from None
         except (TemplateTooLarge, MemoryError) as error:
-            raise reasons.bad(reasons.TEMPLATE_OUTPUT_TOO_LARGE, str(error) or "the template used too much memory") from None
+            raise reasons.bad(
+                reasons.TEMPLATE_OUTPUT_TOO_LARGE, str(error) or "the template used too much memory"
+            ) from None
         except reasons.ServiceError:
             raise
-        except Exception as error:  # noqa: BLE001 - whatever a template raises is the template's (or input's) fault
-            raise reasons.bad(reasons.TEMPLATE_ERROR, f"chat template failed: {type(error).__name__}: {error}") from None
+        except Exception as error:
+            raise reasons.bad(
+                reasons.TEMPLATE_ERROR, f"chat template failed: {type(error).__name__}: {error}"
+            ) from None

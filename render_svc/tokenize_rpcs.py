@@ -15,8 +15,11 @@ def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_
     tokens = renderer.model.tokens
     if request.messages:
         chat = render_pb2.RenderChatRequest(
-            messages=request.messages, tools=request.tools, chat_template_kwargs=request.chat_template_kwargs,
-            continue_final_message=request.continue_final_message, return_token_offsets=request.return_token_offsets,
+            messages=request.messages,
+            tools=request.tools,
+            chat_template_kwargs=request.chat_template_kwargs,
+            continue_final_message=request.continue_final_message,
+            return_token_offsets=request.return_token_offsets,
         )
         for name in ("add_special_tokens", "add_generation_prompt"):
             if request.HasField(name):
@@ -50,8 +53,13 @@ def list_models(renderer: Renderer) -> render_pb2.ListModelsResponse:
         object="list",
         data=[
             render_pb2.ModelCard(
-                id=name, object="model", created=model.created, owned_by="scaleout", root=str(model.folder),
-                max_model_len=model.max_model_len, tokenizer_fingerprint=model.fingerprint,
+                id=name,
+                object="model",
+                created=model.created,
+                owned_by="scaleout",
+                root=str(model.folder),
+                max_model_len=model.max_model_len,
+                tokenizer_fingerprint=model.fingerprint,
             )
             for name in model.names
         ],

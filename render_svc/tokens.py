@@ -20,7 +20,9 @@ class Tokens:
             return [e.ids for e in self._rust.encode_batch_fast(texts, add_special_tokens=add_special_tokens)]
         return self.tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]
 
-    def encode_with_offsets(self, texts: list[str], add_special_tokens: bool) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    def encode_with_offsets(
+        self, texts: list[str], add_special_tokens: bool
+    ) -> list[tuple[list[int], list[tuple[int, int]]]]:
         """Ids and each token's [start, end) character span in its text."""
         if self._rust is not None:
             return [(e.ids, e.offsets) for e in self._rust.encode_batch(texts, add_special_tokens=add_special_tokens)]

@@ -16,4 +16,6 @@ def open_channel(target: str, max_message_mb: int = 64) -> grpc.aio.Channel:
         ("grpc.keepalive_permit_without_calls", 1),
     ]
     # With tracing on, each call gets a CLIENT span and carries W3C traceparent downstream.
-    return grpc.aio.insecure_channel(target, options=options, interceptors=client_interceptors(target, channel_tracer()))
+    return grpc.aio.insecure_channel(
+        target, options=options, interceptors=client_interceptors(target, channel_tracer())
+    )

@@ -38,14 +38,23 @@ def server_parser(service: str, default_port: int, description: str) -> EnvArgum
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=default_port, help="gRPC port (0: pick a free one)")
     parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus port (0: pick a free one, -1: off)")
-    parser.add_argument("--model", default=None, help="local HF model folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument(
+        "--model", default=None, help="local HF model folder (default: the embedded SmolLM2-135M-Instruct)"
+    )
     parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder")
-    parser.add_argument("--chat-template", default=None,
-                        help="chat template file (or inline template) overriding the model's; give every service the "
-                        "same one: the tokenizer fingerprint covers it")
+    parser.add_argument(
+        "--chat-template",
+        default=None,
+        help="chat template file (or inline template) overriding the model's; give every service the "
+        "same one: the tokenizer fingerprint covers it",
+    )
     parser.add_argument("--max-message-mb", type=int, default=64, help="largest gRPC message accepted or sent")
     parser.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight calls get to finish")
     parser.add_argument("--log-level", default="INFO", help="logging level")
-    parser.add_argument("--log-format", default="json", choices=["json", "text"],
-                        help="stderr logs: JSON lines (with trace_id/span_id inside a span) or plain text")
+    parser.add_argument(
+        "--log-format",
+        default="json",
+        choices=["json", "text"],
+        help="stderr logs: JSON lines (with trace_id/span_id inside a span) or plain text",
+    )
     return parser

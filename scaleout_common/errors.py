@@ -49,7 +49,7 @@ class ServiceError(Exception):
         return rpc_status.to_status(self.to_status())
 
     @classmethod
-    def from_status(cls, status: status_pb2.Status) -> "ServiceError":
+    def from_status(cls, status: status_pb2.Status) -> ServiceError:
         """Rebuild an error received in-band (a stream's terminal message) or from a downstream call."""
         code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
         reason, violations, metadata = "UNKNOWN", [], {}
@@ -65,7 +65,7 @@ class ServiceError(Exception):
         return cls(code, reason, status.message, violations, metadata)
 
     @classmethod
-    def from_rpc_error(cls, error: grpc.RpcError) -> "ServiceError":
+    def from_rpc_error(cls, error: grpc.RpcError) -> ServiceError:
         """Keep a downstream service's typed error (code, reason, violations) when passing it on."""
         status = rpc_status.from_call(error)
         if status is not None:
@@ -74,7 +74,9 @@ class ServiceError(Exception):
 
 
 def invalid_argument(reason: str, message: str, field_path: str | None = None) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, [(field_path, message)] if field_path else [])
+    return ServiceError(
+        grpc.StatusCode.INVALID_ARGUMENT, reason, message, [(field_path, message)] if field_path else []
+    )
 
 
 def out_of_range(reason: str, message: str, field_path: str | None = None) -> ServiceError:
@@ -97,4 +99,4 @@ def internal(message: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", message)
 
 
-assert code_pb2.INVALID_ARGUMENT == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+assert grpc.StatusCode.INVALID_ARGUMENT.value[0] == code_pb2.INVALID_ARGUMENT

@@ -16,8 +16,8 @@ import json
 from time import perf_counter
 
 from google.protobuf.json_format import MessageToDict
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
 
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
 from scaleout_common.metrics import LlmMetrics
 from scaleout_common.tracing import capture_content
 
@@ -37,16 +37,23 @@ def finish_reason_name(reason: int) -> str:
 
 def _sampling(params: common_pb2.SamplingParams) -> dict:
     out = {}
-    for field, key in (("max_tokens", "gen_ai.request.max_tokens"), ("temperature", "gen_ai.request.temperature"),
-                       ("top_p", "gen_ai.request.top_p"), ("seed", "gen_ai.request.seed")):
+    for field, key in (
+        ("max_tokens", "gen_ai.request.max_tokens"),
+        ("temperature", "gen_ai.request.temperature"),
+        ("top_p", "gen_ai.request.top_p"),
+        ("seed", "gen_ai.request.seed"),
+    ):
         if params.HasField(field):
             out[key] = getattr(params, field)
     return out
 
 
 def _generate_request(msg: engine_pb2.GenerateRequest) -> dict:
-    out = {"gen_ai.operation.name": "generate", "gen_ai.usage.input_tokens": len(msg.token_ids),
-           "gen_ai.request.choice.count": msg.n if msg.HasField("n") else 1}
+    out = {
+        "gen_ai.operation.name": "generate",
+        "gen_ai.usage.input_tokens": len(msg.token_ids),
+        "gen_ai.request.choice.count": msg.n if msg.HasField("n") else 1,
+    }
     if msg.model:
         out["gen_ai.request.model"] = msg.model
     out.update(_sampling(msg.sampling_params))
@@ -59,13 +66,18 @@ def _render_chat_request(msg: render_pb2.RenderChatRequest) -> dict:
         out["gen_ai.input.messages"] = json.dumps([MessageToDict(m) for m in msg.messages], ensure_ascii=False)
     if msg.model:
         out["gen_ai.request.model"] = msg.model
-    max_tokens = msg.max_completion_tokens if msg.HasField("max_completion_tokens") else (
-        msg.max_tokens if msg.HasField("max_tokens") else None)
-    for key, value in (("gen_ai.request.max_tokens", max_tokens),
-                       ("gen_ai.request.temperature", msg.temperature if msg.HasField("temperature") else None),
-                       ("gen_ai.request.top_p", msg.top_p if msg.HasField("top_p") else None),
-                       ("gen_ai.request.seed", msg.seed if msg.HasField("seed") else None),
-                       ("gen_ai.request.choice.count", msg.n if msg.HasField("n") else None)):
+    max_tokens = (
+        msg.max_completion_tokens
+        if msg.HasField("max_completion_tokens")
+        else (msg.max_tokens if msg.HasField("max_tokens") else None)
+    )
+    for key, value in (
+        ("gen_ai.request.max_tokens", max_tokens),
+        ("gen_ai.request.temperature", msg.temperature if msg.HasField("temperature") else None),
+        ("gen_ai.request.top_p", msg.top_p if msg.HasField("top_p") else None),
+        ("gen_ai.request.seed", msg.seed if msg.HasField("seed") else None),
+        ("gen_ai.request.choice.count", msg.n if msg.HasField("n") else None),
+    ):
         if value is not None:
             out[key] = value
     return out
@@ -184,7 +196,8 @@ class ResponseStream:
                 self.finish_reasons[choice.index] = choice.finish_reason
         if type(msg) is derender_pb2.ChatCompletion and capture_content():
             self.attributes["gen_ai.output.messages"] = json.dumps(
-                [MessageToDict(c.message) for c in msg.choices], ensure_ascii=False)
+                [MessageToDict(c.message) for c in msg.choices], ensure_ascii=False
+            )
         if msg.HasField("usage"):
             self.input_tokens, self.output_tokens = msg.usage.prompt_tokens, msg.usage.completion_tokens
 

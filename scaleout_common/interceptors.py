@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 from grpc.experimental import aio  # noqa: F401  (grpc.aio types)
@@ -33,7 +33,7 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
             try:
                 guard()
                 return await inner(request, context)
-            except (ServiceError, Exception) as error:  # noqa: BLE001 - every error becomes a status
+            except (ServiceError, Exception) as error:
                 if isinstance(error, grpc.aio.AbortError):
                     raise
                 await context.abort_with_status(_abort_status(error))
@@ -48,7 +48,7 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
             guard()
             async for message in inner(request, context):
                 yield message
-        except Exception as error:  # noqa: BLE001 - every error becomes a status
+        except Exception as error:
             if isinstance(error, grpc.aio.AbortError):
                 raise
             await context.abort_with_status(_abort_status(error))

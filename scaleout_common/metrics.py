@@ -8,7 +8,7 @@ sequences, KV cache use).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -22,7 +22,10 @@ class RpcMetrics:
 
     def __init__(self, registry: CollectorRegistry):
         self.requests = Counter(
-            "scaleout_rpc_requests", "RPCs handled, by method and gRPC status code", ["method", "code"], registry=registry
+            "scaleout_rpc_requests",
+            "RPCs handled, by method and gRPC status code",
+            ["method", "code"],
+            registry=registry,
         )
         self.errors = Counter(
             "scaleout_rpc_errors", "RPCs that ended with a non-OK status", ["method", "code"], registry=registry
@@ -76,13 +79,18 @@ class LlmMetrics:
         self.queue_time = histogram("queue_time", "Time a request waited before it was scheduled (engine-reported)")
         self.time_to_first_token = histogram("time_to_first_token", "From the Generate call's start to its first token")
         self.inter_token_latency = histogram(
-            "inter_token_latency", "Gap between output tokens (one sample per token after the first)", TOKEN_LATENCY_BUCKETS
+            "inter_token_latency",
+            "Gap between output tokens (one sample per token after the first)",
+            TOKEN_LATENCY_BUCKETS,
         )
         self.e2e_latency = histogram("e2e_request_latency", "From the Generate call's start to its last message")
         self.prompt_tokens = Counter("scaleout_engine_prompt_tokens", "Prompt tokens processed", registry=registry)
         self.generation_tokens = Counter("scaleout_engine_generation_tokens", "Tokens generated", registry=registry)
         self.finished = Counter(
-            "scaleout_engine_requests_finished", "Requests finished, by finish reason", ["finish_reason"], registry=registry
+            "scaleout_engine_requests_finished",
+            "Requests finished, by finish reason",
+            ["finish_reason"],
+            registry=registry,
         )
 
     def watch(

@@ -114,6 +114,9 @@ def tokenizer_fingerprint(tokenizer) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode())
     digest.update(json.dumps(sorted(map(str, tokenizer.all_special_tokens))).encode())
-    digest.update((getattr(tokenizer, "chat_template", None) or "").encode() if isinstance(
-        getattr(tokenizer, "chat_template", None), (str, type(None))) else json.dumps(tokenizer.chat_template).encode())
+    digest.update(
+        (getattr(tokenizer, "chat_template", None) or "").encode()
+        if isinstance(getattr(tokenizer, "chat_template", None), (str, type(None)))
+        else json.dumps(tokenizer.chat_template).encode()
+    )
     return "sha256:" + digest.hexdigest()[:32]

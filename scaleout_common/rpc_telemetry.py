@@ -22,9 +22,7 @@ from scaleout_common import genai_telemetry
 from scaleout_common.interceptors import MethodWrappingInterceptor
 from scaleout_common.metrics import ServiceMetrics
 
-SERVER_ERRORS = frozenset(
-    {"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"}
-)
+SERVER_ERRORS = frozenset({"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"})
 
 
 def _split_target(target: str) -> tuple[str, int | None]:
@@ -68,9 +66,9 @@ class _Call:
     from the servicer context's done callback.
     """
 
-    __slots__ = ("span", "responses", "start", "finished")
+    __slots__ = ("finished", "responses", "span", "start")
 
-    def __init__(self, interceptor: "ServerTelemetryInterceptor", method: str, context, streaming: bool):
+    def __init__(self, interceptor: ServerTelemetryInterceptor, method: str, context, streaming: bool):
         self.start = perf_counter()
         self.finished = False
         self.span = self.responses = None
@@ -133,7 +131,9 @@ class ServerTelemetryInterceptor(MethodWrappingInterceptor):
 
     def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         method = method[1:]
-        kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+        kwargs = dict(
+            request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
         if handler.unary_unary or handler.stream_unary:
             inner = handler.unary_unary or handler.stream_unary
             unary_request = handler.unary_unary is not None
@@ -197,7 +197,9 @@ class _ClientTracing:
     async def _intercept(self, continuation, details, request):
         method = details.method.decode() if isinstance(details.method, bytes) else details.method
         method = method.lstrip("/")
-        span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=_rpc_attributes(method, self._host, self._port))
+        span = self._tracer.start_span(
+            method, kind=SpanKind.CLIENT, attributes=_rpc_attributes(method, self._host, self._port)
+        )
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
         propagate.inject(metadata, context=trace.set_span_in_context(span))
         try:

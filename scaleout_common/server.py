@@ -11,7 +11,8 @@ import asyncio
 import gc
 import logging
 import signal
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import grpc
 import uvloop

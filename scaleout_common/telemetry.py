@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Sequence
+from collections.abc import Sequence
 
 import grpc
 
@@ -20,7 +20,7 @@ ENGINE = "scaleout.v1.EngineService"
 
 
 def default_service_name(grpc_name: str) -> str:
-    """"scaleout.v1.RenderService" -> "scaleout-render" (OTEL_SERVICE_NAME overrides it)."""
+    """ "scaleout.v1.RenderService" -> "scaleout-render" (OTEL_SERVICE_NAME overrides it)."""
     return "scaleout-" + grpc_name.rsplit(".", 1)[-1].removesuffix("Service").lower()
 
 

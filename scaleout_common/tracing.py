@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -55,7 +55,9 @@ def otlp_traces_endpoint(env: Mapping[str, str] = os.environ) -> tuple[str, str,
     http = protocol == HTTP_PROTOBUF
     url = _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env)
     if not url:
-        base = _env("OTEL_EXPORTER_OTLP_ENDPOINT", env) or ("http://localhost:4318" if http else "http://localhost:4317")
+        base = _env("OTEL_EXPORTER_OTLP_ENDPOINT", env) or (
+            "http://localhost:4318" if http else "http://localhost:4317"
+        )
         url = base.rstrip("/") + "/v1/traces" if http else base
     parts = urlsplit(url if "://" in url else "http://" + url)
     port = parts.port or (4318 if http else 4317)

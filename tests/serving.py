@@ -21,7 +21,9 @@ async def serving(service, parser, *flags: str):
     target = f"127.0.0.1:{port}"
     async with grpc.aio.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        while (await stub.Check(health_pb2.HealthCheckRequest(service=""))).status != health_pb2.HealthCheckResponse.SERVING:
+        while (
+            await stub.Check(health_pb2.HealthCheckRequest(service=""))
+        ).status != health_pb2.HealthCheckResponse.SERVING:
             if task.done():
                 task.result()
             await asyncio.sleep(0.05)

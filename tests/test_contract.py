@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
-from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
 
+from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, ROOT, stale_files
 
 BUF = shutil.which("buf", path=str(Path(sys.executable).parent)) or shutil.which("buf")
@@ -23,16 +23,23 @@ def test_generated_is_fresh():
 
 @pytest.mark.skipif(BUF is None, reason="buf not installed")
 def test_buf_lint():
-    result = subprocess.run([BUF, "lint"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([BUF, "lint"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.skipif(BUF is None, reason="buf not installed")
 def test_buf_breaking_against_main():
-    has_main = subprocess.run(["git", "rev-parse", "--verify", "-q", "main"], cwd=ROOT, capture_output=True).returncode == 0
+    has_main = (
+        subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "main"], cwd=ROOT, capture_output=True, check=False
+        ).returncode
+        == 0
+    )
     if not has_main:
         pytest.skip("no local main branch to compare with")
-    result = subprocess.run([BUF, "breaking", "--against", ".git#branch=main"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [BUF, "breaking", "--against", ".git#branch=main"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -39,7 +39,9 @@ class Toy:
                 await asyncio.sleep(1.0)
             return request
 
-        handler = grpc.unary_unary_rpc_method_handler(echo, request_deserializer=_identity, response_serializer=_identity)
+        handler = grpc.unary_unary_rpc_method_handler(
+            echo, request_deserializer=_identity, response_serializer=_identity
+        )
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {"Echo": handler})])
 
     async def load(self):

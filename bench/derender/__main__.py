@@ -23,23 +23,35 @@ import time
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2
 from tokenizers.decoders import DecodeStream
 
 from derender_svc.limits import Limits
 from derender_svc.session import Defaults, Session
 from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2
 from scaleout_common.models import load_tokenizer, resolve_model
 
-PARAGRAPH = ("The quick brown fox jumps over the lazy dog, then considers café crème and naïve façades. "
-             "数据在服务器上保存，每个块的工作量与块大小成正比。 Émojis too: 🎉🚀👍🏽. Numbers 3.14159 and code `x += 1;`\n")
+PARAGRAPH = (
+    "The quick brown fox jumps over the lazy dog, then considers café crème and naïve façades. "
+    "数据在服务器上保存，每个块的工作量与块大小成正比。 Émojis too: 🎉🚀👍🏽. Numbers 3.14159 and code `x += 1;`\n"
+)
 
 
 class ServerProcess:
     """`scaleout-derender` on a free loopback port; `cpu()` is its user+system CPU seconds so far."""
 
-    def __enter__(self) -> "ServerProcess":
-        command = [sys.executable, "-m", "derender_svc", "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING"]
+    def __enter__(self) -> ServerProcess:
+        command = [
+            sys.executable,
+            "-m",
+            "derender_svc",
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--log-level",
+            "WARNING",
+        ]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         for line in self.process.stdout:
             if line.startswith("LISTENING"):
@@ -61,16 +73,20 @@ def output_ids(tokenizer, count: int, reasoning: bool) -> list[int]:
     body = tokenizer.encode(PARAGRAPH * (count // 20 + 2), add_special_tokens=False)
     if not reasoning:
         return body[:count]
-    think, close = tokenizer.encode("<think>", add_special_tokens=False), tokenizer.encode(
-        "</think>", add_special_tokens=False)
+    think, close = (
+        tokenizer.encode("<think>", add_special_tokens=False),
+        tokenizer.encode("</think>", add_special_tokens=False),
+    )
     half = (count - len(think) - len(close)) // 2
     return (think + body[:half] + close + body[: count - len(think) - len(close) - half])[:count]
 
 
 def messages(ids: list[int], per: int = 1) -> list[engine_pb2.GenerateResponse]:
     """A streamed engine result, `per` tokens per message."""
-    out = [engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(index=0, token_ids=ids[i:i + per])])
-           for i in range(0, len(ids), per)]
+    out = [
+        engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(index=0, token_ids=ids[i : i + per])])
+        for i in range(0, len(ids), per)
+    ]
     out[-1].choices[0].finish_reason = common_pb2.FINISH_REASON_LENGTH
     out[-1].finished = True
     return out
@@ -89,8 +105,9 @@ async def stateful(stub, context, engine) -> None:
 async def stateless(stub, context, engine) -> None:
     state = b""
     for message in engine:
-        reply = await stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=context, engine_output=message,
-                                                                           state=state))
+        reply = await stub.DerenderChunk(
+            derender_pb2.DerenderChunkRequest(context=context, engine_output=message, state=state)
+        )
         state = reply.state
 
 
@@ -115,7 +132,9 @@ async def over_grpc(args, tokenizer) -> None:
     with ServerProcess() as server:
         async with grpc.aio.insecure_channel(server.target) as channel:
             health = health_pb2_grpc.HealthStub(channel)
-            while (await health.Check(health_pb2.HealthCheckRequest())).status != health_pb2.HealthCheckResponse.SERVING:
+            while (
+                await health.Check(health_pb2.HealthCheckRequest())
+            ).status != health_pb2.HealthCheckResponse.SERVING:
                 await asyncio.sleep(0.1)
             stub = derender_pb2_grpc.DerenderServiceStub(channel)
             await stateful(stub, plain, messages(output_ids(tokenizer, 256, False)))  # warm up
@@ -125,22 +144,27 @@ async def over_grpc(args, tokenizer) -> None:
             samples = {count: [] for count in engines}
             for _ in range(args.repeat):  # interleaved; 4,096 tokens per sample either way (the machine is shared)
                 for count, engine in engines.items():
-                    samples[count].append(await measure(server, count, lambda: stateful(stub, plain, engine),
-                                                        4096 // count))
+                    samples[count].append(
+                        await measure(server, count, lambda: stateful(stub, plain, engine), 4096 // count)
+                    )
             best = {count: min(s, key=sum) for count, s in samples.items()}
             for count, (server_us, client_us) in best.items():
                 print(f"   {count:5d} tokens: server {server_us:6.1f} us/token (client {client_us:6.1f})")
             print(f"   4096 vs 512, server: {best[4096][0] / best[512][0]:.2f}x (flat: within 1.5x)")
             batched = messages(output_ids(tokenizer, 4096, False), per=8)  # stream_interval=8
-            server_us, client_us = min([await measure(server, 4096, lambda: stateful(stub, plain, batched))
-                                        for _ in range(args.repeat)], key=sum)
+            server_us, client_us = min(
+                [await measure(server, 4096, lambda: stateful(stub, plain, batched)) for _ in range(args.repeat)],
+                key=sum,
+            )
             print(f"   4096 tokens, 8 per message: server {server_us:6.1f} us/token (client {client_us:6.1f})")
 
             print("2. reasoning parser on, 2048 tokens: stateful stream vs replay-per-chunk baseline")
             engine = messages(output_ids(tokenizer, 2048, True))
             rows = {
-                "stateful stream": min([await measure(server, 2048, lambda: stateful(stub, think, engine))
-                                        for _ in range(args.repeat)], key=sum),
+                "stateful stream": min(
+                    [await measure(server, 2048, lambda: stateful(stub, think, engine)) for _ in range(args.repeat)],
+                    key=sum,
+                ),
                 "stateless twin": await measure(server, 2048, lambda: stateless(stub, think, engine)),
                 "replay per chunk": await measure(server, 2048, lambda: replay(stub, think, engine)),
             }
@@ -148,8 +172,10 @@ async def over_grpc(args, tokenizer) -> None:
                 print(f"   {name:17s}: server {server_us:8.1f} us/token, client {client_us:8.1f} us/token")
             stream, twin, baseline = (sum(rows[k]) for k in ("stateful stream", "stateless twin", "replay per chunk"))
             server_ratio = rows["replay per chunk"][0] / rows["stateful stream"][0]
-            print(f"   stream is {server_ratio:.1f}x cheaper than replay on the server, {baseline / stream:.1f}x "
-                  f"counting both sides (goal >= 5x); the twin {baseline / twin:.1f}x")
+            print(
+                f"   stream is {server_ratio:.1f}x cheaper than replay on the server, {baseline / stream:.1f}x "
+                f"counting both sides (goal >= 5x); the twin {baseline / twin:.1f}x"
+            )
 
 
 def in_process(args, tokenizer) -> None:

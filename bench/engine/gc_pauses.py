@@ -42,8 +42,10 @@ async def measure(model, args, freeze: bool) -> str:
     finally:
         gc.callbacks.remove(watch)
         release(loaded)
-    return (f"{'frozen' if freeze else 'not frozen':>10}: {rate:8.0f} tok/s, {len(pauses)} full collections, "
-            f"{sum(pauses) * 1e3:.0f} ms in all, longest {max(pauses, default=0) * 1e3:.0f} ms")
+    return (
+        f"{'frozen' if freeze else 'not frozen':>10}: {rate:8.0f} tok/s, {len(pauses)} full collections, "
+        f"{sum(pauses) * 1e3:.0f} ms in all, longest {max(pauses, default=0) * 1e3:.0f} ms"
+    )
 
 
 def main() -> None:

@@ -27,11 +27,15 @@ from scaleout.v1 import common_pb2, engine_pb2
 
 async def greedy(loaded, prompts, new_tokens):
     loaded.engine.start(asyncio.get_running_loop())
+
     async def one(prompt):
-        message = engine_pb2.GenerateRequest(token_ids=prompt, sampling_params=common_pb2.SamplingParams(
-            temperature=0.0, max_tokens=new_tokens, ignore_eos=True))
+        message = engine_pb2.GenerateRequest(
+            token_ids=prompt,
+            sampling_params=common_pb2.SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True),
+        )
         rid, seqs, _ = admit(message, loaded.limits)
         return list((await collect(loaded.engine, loaded.engine.submit(rid, seqs))).choices[0].token_ids)
+
     try:
         return await asyncio.gather(*[one(p) for p in prompts])
     finally:
@@ -88,12 +92,18 @@ def kernel_table(runner, pool, batch: int, context: int, rows: int = 22) -> str:
 
 def step_breakdown(model, shape: str, streams: int, new_tokens: int) -> str:
     """Where a step's wall time goes with `streams` in-process streams (ms per step)."""
-    from engine_svc import engine as engine_module, runner as runner_module, sampler as sampler_module
+    from engine_svc import engine as engine_module
+    from engine_svc import runner as runner_module
+    from engine_svc import sampler as sampler_module
     from engine_svc import scheduler as scheduler_module
 
     spent: dict[str, float] = {}
-    patched = [(runner_module.ModelRunner, "execute"), (sampler_module.Sampler, "sample"),
-               (scheduler_module.Scheduler, "schedule"), (engine_module.Engine, "_step")]
+    patched = [
+        (runner_module.ModelRunner, "execute"),
+        (sampler_module.Sampler, "sample"),
+        (scheduler_module.Scheduler, "schedule"),
+        (engine_module.Engine, "_step"),
+    ]
     originals = [getattr(cls, name) for cls, name in patched]
 
     def timed(name, fn):
@@ -103,13 +113,15 @@ def step_breakdown(model, shape: str, streams: int, new_tokens: int) -> str:
                 return fn(*args, **kwargs)
             finally:
                 spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
         return wrapper
 
     for (cls, name), fn in zip(patched, originals):
         setattr(cls, name, timed(name, fn))
     try:
-        loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]),
-                              model_name=shape)
+        loaded = build_engine(
+            model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=shape
+        )
         g = torch.Generator().manual_seed(2)
         prompts = [torch.randint(10, 120000, (128,), generator=g).tolist() for _ in range(streams)]
         asyncio.run(greedy(loaded, prompts, 8))  # warm-up: graphs
@@ -136,7 +148,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     logging.getLogger("engine_svc.triton_linear").setLevel(logging.INFO)  # which matmuls take the skinny kernel
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
-    loaded = build_engine(model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape)
+    loaded = build_engine(
+        model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape
+    )
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(10, 120000, (n,), generator=g).tolist() for n in (5, 37, 128, 300)]
     outputs = asyncio.run(greedy(loaded, prompts, 24))
@@ -144,19 +158,27 @@ def main() -> None:
     with torch.inference_mode():
         for prompt, out in zip(prompts, outputs):
             ids = torch.tensor([prompt + out], device=args.device)
-            logits = model(ids).logits[0, len(prompt) - 1:-1].float()
+            logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
             best = logits.max(-1).values
             chosen = logits.gather(1, torch.tensor(out, device=args.device)[:, None])[:, 0]
             agree += int((logits.argmax(-1).cpu() == torch.tensor(out)).sum())
             close += int(((best - chosen) <= 0.02 * best.abs().clamp(min=1)).sum())
     total = sum(map(len, outputs))
-    print(f"{args.shape}: greedy tokens equal to transformers argmax {agree}/{total}, within bf16 noise {close}/{total}")
+    print(
+        f"{args.shape}: greedy tokens equal to transformers argmax {agree}/{total}, within bf16 noise {close}/{total}"
+    )
     times = step_times(loaded.engine.runner, loaded.engine.scheduler.pool, [1, 8, 64, 256], 192)
-    print(f"{args.shape}: decode step (graph replay + host prep), context 192: " +
-          ", ".join(f"b={b}: {t * 1e3:.2f} ms ({b / t:.0f} tok/s)" for b, t in times.items()), flush=True)
+    print(
+        f"{args.shape}: decode step (graph replay + host prep), context 192: "
+        + ", ".join(f"b={b}: {t * 1e3:.2f} ms ({b / t:.0f} tok/s)" for b, t in times.items()),
+        flush=True,
+    )
     for batch in [int(b) for b in args.kernels.split(",") if b]:
-        print(f"{args.shape}: kernels of one decode step x10, batch {batch}, context 192\n"
-              + kernel_table(loaded.engine.runner, loaded.engine.scheduler.pool, batch, 192), flush=True)
+        print(
+            f"{args.shape}: kernels of one decode step x10, batch {batch}, context 192\n"
+            + kernel_table(loaded.engine.runner, loaded.engine.scheduler.pool, batch, 192),
+            flush=True,
+        )
     del loaded
     gc.collect()
     torch.cuda.empty_cache()

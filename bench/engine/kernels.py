@@ -16,8 +16,8 @@ from triton.testing import do_bench_cudagraph
 from bench.engine.shapes import SHAPES
 from engine_svc.fused_ops import FusedOps, rope_split
 from engine_svc.model import NormedProjection, RMSNorm
-from engine_svc.triton_attention import paged_attention, pick_splits, rope_store
 from engine_svc.triton_argmax import argmax_rows
+from engine_svc.triton_attention import paged_attention, pick_splits, rope_store
 from engine_svc.triton_linear import _gemv, _skinny_matmul, normed_gemv, skinny_matmul
 
 
@@ -31,9 +31,16 @@ def timed(fn) -> float:
 def matmuls(shape: dict, rows_list) -> None:
     hidden, inter = shape["hidden_size"], shape["intermediate_size"]
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
-    weights = {"qkv": ((heads + 2 * kv_heads) * dim, hidden), "o_proj": (heads * dim, hidden),
-               "gate_up": (2 * inter, hidden), "down": (hidden, inter), "lm_head": (128256, hidden)}
-    print(f"{'matmul':<9}{'rows':>5}{'cuBLAS us':>11}{'TB/s':>7}{'skinny us':>11}{'TB/s':>7}{'mv us':>8}  skinny config")
+    weights = {
+        "qkv": ((heads + 2 * kv_heads) * dim, hidden),
+        "o_proj": (heads * dim, hidden),
+        "gate_up": (2 * inter, hidden),
+        "down": (hidden, inter),
+        "lm_head": (128256, hidden),
+    }
+    print(
+        f"{'matmul':<9}{'rows':>5}{'cuBLAS us':>11}{'TB/s':>7}{'skinny us':>11}{'TB/s':>7}{'mv us':>8}  skinny config"
+    )
     for name, (n, k) in weights.items():
         weight = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
         for rows in rows_list:
@@ -44,8 +51,11 @@ def matmuls(shape: dict, rows_list) -> None:
             mv = timed(lambda: torch.mv(weight, x[0])) if rows == 1 else float("nan")
             error = (skinny_matmul(x, weight).float() - torch.nn.functional.linear(x, weight).float()).abs().max()
             config = (_gemv if rows == 1 else _skinny_matmul).best_config
-            print(f"{name:<9}{rows:>5}{blas:>11.2f}{tb / blas:>7.2f}{skinny:>11.2f}{tb / skinny:>7.2f}{mv:>8.2f}  "
-                  f"{config} (max diff {error:.3f})", flush=True)
+            print(
+                f"{name:<9}{rows:>5}{blas:>11.2f}{tb / blas:>7.2f}{skinny:>11.2f}{tb / skinny:>7.2f}{mv:>8.2f}  "
+                f"{config} (max diff {error:.3f})",
+                flush=True,
+            )
 
 
 def normed(shape: dict) -> None:
@@ -55,8 +65,11 @@ def normed(shape: dict) -> None:
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
     ops = FusedOps(True)
     print(f"{'normed':<9}{'unfused us':>12}{'fused us':>10}{'TB/s':>7}  fused config")
-    for name, n, gated in [("qkv", (heads + 2 * kv_heads) * dim, False), ("gate_up", 2 * inter, True),
-                           ("lm_head", 128256, False)]:
+    for name, n, gated in [
+        ("qkv", (heads + 2 * kv_heads) * dim, False),
+        ("gate_up", 2 * inter, True),
+        ("lm_head", 128256, False),
+    ]:
         linear = torch.nn.Linear(hidden, n, bias=False, device="cuda", dtype=torch.bfloat16)
         norm = RMSNorm(torch.rand(hidden, device="cuda", dtype=torch.bfloat16) + 0.5, 1e-5)
         unfused = NormedProjection(norm, linear, gated)
@@ -64,8 +77,11 @@ def normed(shape: dict) -> None:
         x, res = torch.randn(2, 1, hidden, device="cuda", dtype=torch.bfloat16).unbind()
         plain, one = timed(lambda: unfused(x, res, ops)), timed(fused)
         error = (unfused(x, res, ops)[0].float() - fused()[0].float()).abs().max()
-        print(f"{name:<9}{plain:>12.2f}{one:>10.2f}{n * hidden * 2 / 1e6 / one:>7.2f}  {_gemv.best_config} "
-              f"(max diff {error:.3f})", flush=True)
+        print(
+            f"{name:<9}{plain:>12.2f}{one:>10.2f}{n * hidden * 2 / 1e6 / one:>7.2f}  {_gemv.best_config} "
+            f"(max diff {error:.3f})",
+            flush=True,
+        )
 
 
 def argmax(rows_list, vocab: int = 128256) -> None:
@@ -73,8 +89,10 @@ def argmax(rows_list, vocab: int = 128256) -> None:
     for rows in rows_list:
         logits = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16)
         assert torch.equal(argmax_rows(logits), logits.argmax(-1))
-        print(f"{'':<9}{rows:>5}{timed(lambda: logits.argmax(-1)):>10.2f}{timed(lambda: argmax_rows(logits)):>12.2f}",
-              flush=True)
+        print(
+            f"{'':<9}{rows:>5}{timed(lambda: logits.argmax(-1)):>10.2f}{timed(lambda: argmax_rows(logits)):>12.2f}",
+            flush=True,
+        )
 
 
 def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
@@ -83,8 +101,9 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
     for context in contexts:
         width = -(-context // block_size)
         for rows in batches:
-            cache = torch.randn(rows * width * block_size + block_size, 2, kv_heads, dim, device="cuda",
-                                dtype=torch.bfloat16)
+            cache = torch.randn(
+                rows * width * block_size + block_size, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16
+            )
             tables = (torch.randperm(rows * width, device="cuda") + 1).view(rows, width)
             lengths = torch.full((rows,), context, device="cuda")
             q = torch.randn(rows, heads, dim, device="cuda", dtype=torch.bfloat16)
@@ -111,8 +130,10 @@ def rope(shape: dict, token_counts) -> None:
             cache.index_copy_(0, slots, kv)
             return q
 
-        print(f"{'':<11}{tokens:>7}{timed(before):>32.2f}{timed(lambda: rope_store(qkv, cos, sin, slots, cache, heads)):>15.2f}",
-              flush=True)
+        print(
+            f"{'':<11}{tokens:>7}{timed(before):>32.2f}{timed(lambda: rope_store(qkv, cos, sin, slots, cache, heads)):>15.2f}",
+            flush=True,
+        )
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 LABELS = {
     "grpc": "engine via gRPC (client side)",
@@ -29,11 +29,21 @@ def main() -> None:
         for name, points in result["tok_s"].items():
             levels = sorted(points, key=int)
             label = LABELS.get(name, name.replace("grpc_interval", "engine via gRPC, stream_interval="))
-            ax.plot([int(c) for c in levels], [points[c] for c in levels], marker="o", label=label,
-                    color=COLORS.get(name, "C1"))
+            ax.plot(
+                [int(c) for c in levels],
+                [points[c] for c in levels],
+                marker="o",
+                label=label,
+                color=COLORS.get(name, "C1"),
+            )
         args = result["args"]
-        ax.set(xscale="log", yscale="log", xlabel="concurrent streams", ylabel="output tokens / s",
-               title=f"{args['shape']} on {result['device_name']} ({args['prompt_len']} in / {args['new_tokens']} out)")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="concurrent streams",
+            ylabel="output tokens / s",
+            title=f"{args['shape']} on {result['device_name']} ({args['prompt_len']} in / {args['new_tokens']} out)",
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -51,8 +51,14 @@ def main() -> None:
     caps = [int(n) for n in args.rows_per_call.split(",")]
     model = build_model(args.shape, args.device, getattr(torch, args.dtype), max_len=8192)
     num_blocks = max(counts) * -(-args.prompt_len // BLOCK_SIZE) + 1
-    runner = ModelRunner(model, block_size=BLOCK_SIZE, num_blocks=num_blocks, max_num_seqs=max(counts),
-                         max_model_len=args.prompt_len, cuda_graphs=False)
+    runner = ModelRunner(
+        model,
+        block_size=BLOCK_SIZE,
+        num_blocks=num_blocks,
+        max_num_seqs=max(counts),
+        max_model_len=args.prompt_len,
+        cuda_graphs=False,
+    )
     vocab = model.config.vocab_size
     for count in counts:
         pool = BlockPool(num_blocks, BLOCK_SIZE)
@@ -62,8 +68,11 @@ def main() -> None:
             assert pool.grow(seq, args.prompt_len)
             chunks.append(Chunk(seq, 0, args.prompt_len))
         times = step_times(runner, chunks, caps, args.repeats)
-        print(f"{count} x {args.prompt_len} tokens: " + ", ".join(
-            f"rows_per_call {cap}: {t * 1e3:.1f} ms ({times[0] / t:.2f}x)" for cap, t in zip(caps, times)), flush=True)
+        print(
+            f"{count} x {args.prompt_len} tokens: "
+            + ", ".join(f"rows_per_call {cap}: {t * 1e3:.1f} ms ({times[0] / t:.2f}x)" for cap, t in zip(caps, times)),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ def main() -> None:
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     loaded = build_engine(model, make_parser().parse_args(args.engine_flags.split()), model_name=args.shape)
     g = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(10, model.config.vocab_size - 10, (128,), generator=g).tolist()
-               for _ in range(args.streams)]
+    prompts = [
+        torch.randint(10, model.config.vocab_size - 10, (128,), generator=g).tolist() for _ in range(args.streams)
+    ]
     asyncio.run(greedy(loaded, prompts, 8))
     asyncio.run(greedy(loaded, prompts, 8))
 
@@ -65,11 +66,13 @@ def main() -> None:
     wall = time.perf_counter() - start
     engine_module.Engine._step, engine_module.Engine._decode_ahead = original, ahead_original
     steps_sorted = sorted(steps)
-    print(f"{args.streams} streams x {args.new_tokens}: {args.streams * args.new_tokens / wall:.0f} tok/s, "
-          f"{len(steps)} steps, wall/step {wall / len(steps) * 1e3:.2f} ms, step median "
-          f"{steps_sorted[len(steps) // 2] * 1e3:.2f} ms, max {steps_sorted[-1] * 1e3:.2f} ms, "
-          f"sum {sum(steps):.2f} s of {wall:.2f} s; {len(ahead)} of them decode-ahead runs taking {sum(ahead):.2f} s, "
-          f"the other {len(steps) - len(ahead)} (prefill/mixed/single) {sum(steps) - sum(ahead):.2f} s")
+    print(
+        f"{args.streams} streams x {args.new_tokens}: {args.streams * args.new_tokens / wall:.0f} tok/s, "
+        f"{len(steps)} steps, wall/step {wall / len(steps) * 1e3:.2f} ms, step median "
+        f"{steps_sorted[len(steps) // 2] * 1e3:.2f} ms, max {steps_sorted[-1] * 1e3:.2f} ms, "
+        f"sum {sum(steps):.2f} s of {wall:.2f} s; {len(ahead)} of them decode-ahead runs taking {sum(ahead):.2f} s, "
+        f"the other {len(steps) - len(ahead)} (prefill/mixed/single) {sum(steps) - sum(ahead):.2f} s"
+    )
     text = io.StringIO()
     pstats.Stats(step_profile, stream=text).sort_stats("tottime").print_stats(25)
     print("--- step thread (by own time)\n" + "\n".join(text.getvalue().splitlines()[6:36]))

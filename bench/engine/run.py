@@ -44,8 +44,12 @@ def parse_args():
     parser.add_argument("--baselines", default="cb,generate", help="comma list of: cb, generate (or none)")
     parser.add_argument("--baseline-concurrency", default="", help="concurrencies for the baselines (default: all)")
     parser.add_argument("--engine-flags", default="", help="extra engine flags, e.g. '--max-num-seqs 256'")
-    parser.add_argument("--coarse-interval", type=int, default=0,
-                        help="also measure gRPC with this stream_interval (tokens per message) at each concurrency")
+    parser.add_argument(
+        "--coarse-interval",
+        type=int,
+        default=0,
+        help="also measure gRPC with this stream_interval (tokens per message) at each concurrency",
+    )
     parser.add_argument("--threads", type=int, default=0, help="CPU: torch threads (0: torch's default)")
     parser.add_argument("--json", default="", help="write the results here")
     return parser.parse_args()
@@ -53,10 +57,13 @@ def parse_args():
 
 def make_requests(args, count: int, vocab: int) -> list[engine_pb2.GenerateRequest]:
     rng = random.Random(0)
-    return [engine_pb2.GenerateRequest(
-        token_ids=[rng.randrange(10, vocab - 10) for _ in range(args.prompt_len)],
-        sampling_params=common_pb2.SamplingParams(temperature=0.0, max_tokens=args.new_tokens, ignore_eos=True))
-        for _ in range(count)]
+    return [
+        engine_pb2.GenerateRequest(
+            token_ids=[rng.randrange(10, vocab - 10) for _ in range(args.prompt_len)],
+            sampling_params=common_pb2.SamplingParams(temperature=0.0, max_tokens=args.new_tokens, ignore_eos=True),
+        )
+        for _ in range(count)
+    ]
 
 
 def pick(prompts, worker: int, round_: int, concurrency: int, new_tokens: int | None):
@@ -70,6 +77,7 @@ def pick(prompts, worker: int, round_: int, concurrency: int, new_tokens: int | 
 
 async def closed_loop(concurrency: int, rounds: int, one) -> float:
     """Output tok/s of `concurrency` workers each awaiting `one(worker, round)` (returns tokens) `rounds` times."""
+
     async def worker(w):
         return sum([await one(w, r) for r in range(rounds)])
 
@@ -97,6 +105,7 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
 def in_process_request(loaded, prompts):
     """`one(worker, round, concurrency, new_tokens=None)`: that request through the in-process engine, streamed;
     returns its token count."""
+
     async def one(w, r, c, new_tokens=None):
         rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens), loaded.limits)
         count = 0
@@ -119,8 +128,22 @@ def release(loaded) -> None:
 async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict[int, float]) -> dict[int, float]:
     """Output tok/s through gRPC per stream count; fills `coarse` (stream_interval runs) and `decode` (each
     stream's tokens after its first message over the time since it, averaged: the decode speed a client sees)."""
-    command = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", args.device,
-               "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING", *args.engine_flags.split()]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.engine.server",
+        "--shape",
+        args.shape,
+        "--device",
+        args.device,
+        "--port",
+        "0",
+        "--metrics-port",
+        "-1",
+        "--log-level",
+        "WARNING",
+        *args.engine_flags.split(),
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -134,7 +157,9 @@ async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict
         options = [("grpc.max_receive_message_length", 64 << 20)]
         async with grpc.aio.insecure_channel(target, options=options) as channel:
             health = health_pb2_grpc.HealthStub(channel)
-            while (await health.Check(health_pb2.HealthCheckRequest())).status != health_pb2.HealthCheckResponse.SERVING:
+            while (
+                await health.Check(health_pb2.HealthCheckRequest())
+            ).status != health_pb2.HealthCheckResponse.SERVING:
                 await asyncio.sleep(0.2)
             stub = engine_pb2_grpc.EngineServiceStub(channel)
             prompts = make_requests(args, max(levels) * args.rounds, vocab)
@@ -156,14 +181,19 @@ async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict
                 rates.clear()
                 results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
                 decode[c] = sum(rates) / len(rates)
-                print(f"  gRPC        c={c:<4d} {results[c]:10.1f} tok/s  (decode after the first token: "
-                      f"{decode[c]:.1f} tok/s per stream)", flush=True)
+                print(
+                    f"  gRPC        c={c:<4d} {results[c]:10.1f} tok/s  (decode after the first token: "
+                    f"{decode[c]:.1f} tok/s per stream)",
+                    flush=True,
+                )
             if args.coarse_interval:
                 for message in prompts:
                     message.stream_interval = args.coarse_interval
                 for c in levels:
                     coarse[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
-                    print(f"  gRPC stream_interval={args.coarse_interval} c={c:<4d} {coarse[c]:10.1f} tok/s", flush=True)
+                    print(
+                        f"  gRPC stream_interval={args.coarse_interval} c={c:<4d} {coarse[c]:10.1f} tok/s", flush=True
+                    )
         return results
     finally:
         server.send_signal(signal.SIGTERM)
@@ -195,8 +225,11 @@ def bench_continuous_batching(args, model, levels, vocab) -> dict[int, float]:
     for c in levels:
         inputs = [list(m.token_ids) for m in make_requests(args, c, vocab)]
         config = GenerationConfig(max_new_tokens=args.new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=0)
-        model.generate_batch(inputs=inputs, generation_config=GenerationConfig(
-            max_new_tokens=4, do_sample=False, eos_token_id=-1, pad_token_id=0), progress_bar=False)
+        model.generate_batch(
+            inputs=inputs,
+            generation_config=GenerationConfig(max_new_tokens=4, do_sample=False, eos_token_id=-1, pad_token_id=0),
+            progress_bar=False,
+        )
         sync()
         start = time.perf_counter()
         outputs = model.generate_batch(inputs=inputs, generation_config=config, progress_bar=False)
@@ -213,18 +246,26 @@ def sync():
 
 
 def print_table(args, table: dict[str, dict[int, float]], levels) -> None:
-    print(f"\nengine bench: shape={args.shape} device={args.device} prompt={args.prompt_len} "
-          f"new={args.new_tokens} rounds={args.rounds}  (output tok/s)")
+    print(
+        f"\nengine bench: shape={args.shape} device={args.device} prompt={args.prompt_len} "
+        f"new={args.new_tokens} rounds={args.rounds}  (output tok/s)"
+    )
     names = ["in_process", "grpc"] + [n for n in table if n not in ("in_process", "grpc")]
-    print(f"{'streams':>8} " + " ".join(f"{n:>16}" for n in names) + f" {'gRPC/in-proc':>13}"
-          + "".join(f" {'in-proc/' + b:>18}" for b in names if b.startswith("transformers")))
+    print(
+        f"{'streams':>8} "
+        + " ".join(f"{n:>16}" for n in names)
+        + f" {'gRPC/in-proc':>13}"
+        + "".join(f" {'in-proc/' + b:>18}" for b in names if b.startswith("transformers"))
+    )
     for c in levels:
         row = [table[n].get(c) for n in names]
         cells = " ".join(f"{v:16.1f}" if v else f"{'-':>16}" for v in row)
         ratio = table["grpc"].get(c, 0) / table["in_process"][c] if table.get("grpc") else 0
         extra = "".join(
             f" {table['in_process'][c] / table[b][c]:17.2f}x" if table[b].get(c) else f" {'-':>18}"
-            for b in names if b.startswith("transformers"))
+            for b in names
+            if b.startswith("transformers")
+        )
         print(f"{c:>8} {cells} {ratio:12.2f}x{extra}")
 
 
@@ -255,12 +296,22 @@ def main() -> None:
         print("transformers continuous batching (generate_batch)", flush=True)
         table["transformers_cb"] = bench_continuous_batching(args, model, base_levels, vocab)
     print_table(args, table, levels)
-    print("gRPC decode speed after the first token, per stream: "
-          + ", ".join(f"{c} streams {rate:.1f} tok/s" for c, rate in decode.items()))
+    print(
+        "gRPC decode speed after the first token, per stream: "
+        + ", ".join(f"{c} streams {rate:.1f} tok/s" for c, rate in decode.items())
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "tok_s": table, "grpc_decode_tok_s_per_stream": decode, "device_name": torch.cuda.get_device_name()
-                       if args.device.startswith("cuda") else "cpu"}, f, indent=1)
+            json.dump(
+                {
+                    "args": vars(args),
+                    "tok_s": table,
+                    "grpc_decode_tok_s_per_stream": decode,
+                    "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

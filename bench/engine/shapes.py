@@ -5,20 +5,56 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 
 SHAPES = {
     # Compute next to nothing: what is left of a step is the engine's and the server's host work per token.
-    "llama-host": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, vocab_size=512,
-                       bos_token_id=1, eos_token_id=2),
-    "llama-tiny": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
-                       num_key_value_heads=2, head_dim=32, tie_word_embeddings=True),  # for checking the bench itself
-    "llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-                     num_key_value_heads=8, head_dim=64, tie_word_embeddings=True),
-    "llama-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                     num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
+    "llama-host": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        tie_word_embeddings=True,
+        vocab_size=512,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+    "llama-tiny": dict(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=True,
+    ),  # for checking the bench itself
+    "llama-1b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        tie_word_embeddings=True,
+    ),
+    "llama-8b": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=False,
+    ),
 }
 
 
@@ -39,8 +75,13 @@ def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 1310
 
         return AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=dtype).to(device).eval()
     defaults = dict(vocab_size=128256, bos_token_id=128000, eos_token_id=128001)
-    config = LlamaConfig(**{**defaults, **SHAPES[shape]}, max_position_embeddings=max_len, rms_norm_eps=1e-5,
-                         rope_parameters=dict(LLAMA3_ROPE), architectures=["LlamaForCausalLM"])
+    config = LlamaConfig(
+        **{**defaults, **SHAPES[shape]},
+        max_position_embeddings=max_len,
+        rms_norm_eps=1e-5,
+        rope_parameters=dict(LLAMA3_ROPE),
+        architectures=["LlamaForCausalLM"],
+    )
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)

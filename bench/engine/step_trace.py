@@ -58,8 +58,10 @@ class StepTrace:
         busy = sum(r[4] for r in self.records)
         lines = [f"    {'kind':<11}{'calls':>7}{'steps':>7}{'rows/call':>11}{'prefill tok':>13}{'s':>8}{'ms/step':>9}"]
         for kind, (calls, steps, rows, prefill, seconds) in sorted(by_kind.items()):
-            lines.append(f"    {kind:<11}{calls:>7}{steps:>7}{rows / calls:>11.1f}{prefill:>13}{seconds:>8.2f}"
-                         f"{seconds / steps * 1e3:>9.2f}")
+            lines.append(
+                f"    {kind:<11}{calls:>7}{steps:>7}{rows / calls:>11.1f}{prefill:>13}{seconds:>8.2f}"
+                f"{seconds / steps * 1e3:>9.2f}"
+            )
         lines.append(f"    step loop busy {busy:.2f} s of {wall:.2f} s wall")
         return "\n".join(lines)
 

@@ -22,12 +22,17 @@ import grpc
 import requests
 from google.protobuf import struct_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from scaleout.v1 import chat_pb2_grpc, common_pb2, render_pb2
 
 from gateway.stack import Stack, StackConfig
+from scaleout.v1 import chat_pb2_grpc, common_pb2, render_pb2
 
-QUESTIONS = ["What is the capital of France?", "Name three primary colors.", "Say hello in Spanish.",
-             "What is two plus two?", "Give me a synonym for fast."]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three primary colors.",
+    "Say hello in Spanish.",
+    "What is two plus two?",
+    "Give me a synonym for fast.",
+]
 
 
 class CollectorStub(trace_service_pb2_grpc.TraceServiceServicer):
@@ -57,7 +62,10 @@ def one_request(stack: Stack, channel: grpc.Channel, i: int, max_tokens: int) ->
         return answer.json()["usage"]["completion_tokens"]
     request = render_pb2.RenderChatRequest(
         messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=question))],
-        temperature=0, max_tokens=max_tokens, stream_options=render_pb2.StreamOptions(include_usage=True))
+        temperature=0,
+        max_tokens=max_tokens,
+        stream_options=render_pb2.StreamOptions(include_usage=True),
+    )
     chunks = list(chat_pb2_grpc.ChatServiceStub(channel).StreamChatCompletion(request, timeout=300))
     return next(c.usage.completion_tokens for c in reversed(chunks) if c.HasField("usage"))
 
@@ -93,18 +101,27 @@ def main() -> None:
     collector = CollectorStub()
     collector.server.start()
     logs = Path(tempfile.mkdtemp(prefix="bench-tracing-"))
-    tracing_on = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-                  "OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "false"}
+    tracing_on = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_SDK_DISABLED": "false",
+    }
     tracing_off = {"OTEL_SDK_DISABLED": "true"}
-    configs = {name: StackConfig(port=0, model=args.model, env=env, log_dir=logs / name)
-               for name, env in (("off", tracing_off), ("on", tracing_on))}
-    print(f"workload: {args.requests} one-hop chat requests per round (REST unary / gRPC streamed, alternating), "
-          f"concurrency {args.concurrency}, max_tokens {args.max_tokens}, {args.rounds} rounds per setting; "
-          f"logs in {logs}", flush=True)
+    configs = {
+        name: StackConfig(port=0, model=args.model, env=env, log_dir=logs / name)
+        for name, env in (("off", tracing_off), ("on", tracing_on))
+    }
+    print(
+        f"workload: {args.requests} one-hop chat requests per round (REST unary / gRPC streamed, alternating), "
+        f"concurrency {args.concurrency}, max_tokens {args.max_tokens}, {args.rounds} rounds per setting; "
+        f"logs in {logs}",
+        flush=True,
+    )
     totals = {"off": [0.0, 0, 0], "on": [0.0, 0, 0]}  # seconds, requests, tokens
     with Stack(configs["off"]) as off, Stack(configs["on"]) as on:
         stacks = {"off": off, "on": on}
-        for name, stack in stacks.items():  # warm-up: first requests pay for lazy initialisation
+        for stack in stacks.values():  # warm-up: first requests pay for lazy initialisation
             run_round(stack, args.concurrency, args.concurrency, args.max_tokens)
         print(f"{'round':>5} {'tracing':>7} {'req/s':>8} {'tok/s':>8}")
         for round_index in range(args.rounds):
@@ -115,7 +132,9 @@ def main() -> None:
                 total[0] += seconds
                 total[1] += args.requests
                 total[2] += tokens
-                print(f"{round_index:>5} {name:>7} {args.requests / seconds:>8.2f} {tokens / seconds:>8.1f}", flush=True)
+                print(
+                    f"{round_index:>5} {name:>7} {args.requests / seconds:>8.2f} {tokens / seconds:>8.1f}", flush=True
+                )
         time.sleep(6)  # Envoy and the batch processors flush within ~5 s
     collector.server.stop(0)
     rate = {name: (t[1] / t[0], t[2] / t[0]) for name, t in totals.items()}

@@ -40,7 +40,7 @@ class JsonCallScanner(StatefulParser):
         for ch in text:
             if self.at in ("done", "bad"):
                 break
-            consumed += 1
+            consumed += 1  # noqa: SIM113 (counts only the characters stepped)
             self._step(ch, out)
         if self.at == "bad":
             consumed = len(text)  # not a call: it keeps everything, to be shown as text

@@ -22,7 +22,7 @@ class Llama3JsonToolParser(CallListParser):
         if self.mode == "start":
             opening = text.lstrip()
             if opening.startswith(PYTHON_TAG):
-                opening = opening[len(PYTHON_TAG):].lstrip()
+                opening = opening[len(PYTHON_TAG) :].lstrip()
             if not final and (not opening or PYTHON_TAG.startswith(opening)):
                 self.held = text
                 return "", deltas

@@ -17,8 +17,16 @@ class MistralToolParser(CallListParser):
     def initial_state(cls) -> dict:
         # mode: lead (before a marker) | open (after one) | calls (inside a v3 list) | name, args, between
         #       (v11 calls) | content (the rest is text)
-        return {"mode": "lead", "held": "", "calls": 0, "call": None, "name": "", "depth": 0, "in_str": False,
-                "escape": False}
+        return {
+            "mode": "lead",
+            "held": "",
+            "calls": 0,
+            "call": None,
+            "name": "",
+            "depth": 0,
+            "in_str": False,
+            "escape": False,
+        }
 
     def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
         text, self.held = self.held + text, ""
@@ -81,7 +89,7 @@ class MistralToolParser(CallListParser):
     def _args(self, text: str, final: bool, deltas: list[ToolCallDelta]) -> str:
         """Stream one v11 arguments object; after it, another `[TOOL_CALLS]` or plain text."""
         out, used = [], 0
-        for used, ch in enumerate(text, 1):
+        for used, ch in enumerate(text, 1):  # noqa: B007 (read after the loop)
             if self.depth == 0 and ch.isspace():
                 continue
             out.append(ch)
@@ -90,7 +98,7 @@ class MistralToolParser(CallListParser):
                 break
         if out:
             deltas.append(ToolCallDelta(self.calls, arguments="".join(out)))
-        if self.depth <= 0 and out or final:
+        if (self.depth <= 0 and out) or final:
             if not out and self.depth == 0:
                 deltas.append(ToolCallDelta(self.calls, arguments="{}"))
             self.calls, self.name, self.depth, self.mode = self.calls + 1, "", 0, "between"

@@ -88,7 +88,7 @@ class PythonicToolParser(StatefulParser):
             self.depth += 1
         elif ch in _CLOSERS:
             self.depth -= 1
-        if self.depth == 1 and ch in ",)" or self.depth == 0:
+        if (self.depth == 1 and ch in ",)") or self.depth == 0:
             element = self.element + (ch if ch == ")" else "")
             self.element = ""
             if element.strip():

@@ -16,7 +16,7 @@ class ThinkReasoningParser(StatefulParser):
         return {"mode": "start", "held": ""}  # mode: start | reasoning | content
 
     @classmethod
-    def create(cls, reasoning_started: bool) -> "ThinkReasoningParser":
+    def create(cls, reasoning_started: bool) -> ThinkReasoningParser:
         return cls(mode="reasoning" if reasoning_started else "start")
 
     def feed(self, text: str, final: bool) -> tuple[str, str]:
@@ -26,7 +26,7 @@ class ThinkReasoningParser(StatefulParser):
         if self.mode == "start":
             opening = text.lstrip()
             if opening.startswith(START):
-                self.mode, text = "reasoning", opening[len(START):]
+                self.mode, text = "reasoning", opening[len(START) :]
             elif START.startswith(opening) and not final:
                 self.held = text
                 return "", ""

@@ -7,8 +7,9 @@ from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 STOP = common_pb2.FINISH_REASON_STOP
 
 
-def engine_messages(chunks: list[list[int]], finish=STOP, stop_token_id: int | None = None, logprobs: bool = False,
-                    index: int = 0) -> list[engine_pb2.GenerateResponse]:
+def engine_messages(
+    chunks: list[list[int]], finish=STOP, stop_token_id: int | None = None, logprobs: bool = False, index: int = 0
+) -> list[engine_pb2.GenerateResponse]:
     """A streamed engine result: one message per chunk, the last one finishing the choice."""
     messages = []
     for i, ids in enumerate(chunks):
@@ -33,7 +34,7 @@ def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
     for size in cuts:
         if start >= len(ids):
             break
-        chunks.append(ids[start:start + size])
+        chunks.append(ids[start : start + size])
         start += size
     if start < len(ids):
         chunks.append(ids[start:])
@@ -53,7 +54,8 @@ async def twin(stub, context, messages) -> list[derender_pb2.DerenderChunkRespon
     state, out = b"", []
     for message in messages:
         response = await stub.DerenderChunk(
-            derender_pb2.DerenderChunkRequest(context=context, engine_output=message, state=state))
+            derender_pb2.DerenderChunkRequest(context=context, engine_output=message, state=state)
+        )
         state = response.state
         out.append(response)
     return out
@@ -72,6 +74,10 @@ def finish(responses):
         for choice in response.chat.choices:
             if choice.finish_reason:
                 which = choice.WhichOneof("stop_reason")
-                return (choice.finish_reason, which, getattr(choice, which) if which else None,
-                        any(r.stop_generation for r in responses))
+                return (
+                    choice.finish_reason,
+                    which,
+                    getattr(choice, which) if which else None,
+                    any(r.stop_generation for r in responses),
+                )
     return None

@@ -5,11 +5,11 @@ from __future__ import annotations
 import grpc
 import pytest
 import pytest_asyncio
-from scaleout.v1 import derender_pb2_grpc
 
 from derender_svc.__main__ import build_parser
 from derender_svc.service import DerenderService
 from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout.v1 import derender_pb2_grpc
 from scaleout_common.models import load_tokenizer, resolve_model
 from tests.serving import serving
 
@@ -28,6 +28,5 @@ def info(hf_tokenizer):
 async def stub(info):
     parser = build_parser()
     service = DerenderService(parser.parse_args(["--max-state-bytes", "4096"]), info)
-    async with serving(service, parser) as target:
-        async with grpc.aio.insecure_channel(target) as channel:
-            yield derender_pb2_grpc.DerenderServiceStub(channel)
+    async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
+        yield derender_pb2_grpc.DerenderServiceStub(channel)

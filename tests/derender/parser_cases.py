@@ -9,7 +9,7 @@ ARGS = [
     {},
     {"city": "Paris"},
     {"city": "São Paulo", "unit": "celsius"},
-    {"q": "a \"quoted\" {brace} [bracket] \\ back"},
+    {"q": 'a "quoted" {brace} [bracket] \\ back'},
     {"n": 3, "x": 1.5, "ok": True, "none": None},
     {"nested": {"list": [1, {"deep": "}"}], "empty": {}}},
     {"text": "你好 🎉 ünïcödé"},
@@ -88,8 +88,13 @@ def mistral_cases():
     for i, args in enumerate(ARGS):  # v11: [TOOL_CALLS]name[ARGS]{...} per call
         calls = [(NAMES[i % len(NAMES)], args)] + ([("second", {"k": i})] if i % 2 else [])
         text = "".join(f"[TOOL_CALLS]{n}[ARGS]{json.dumps(a, ensure_ascii=i % 3 == 0)}" for n, a in calls)
-        cases.append((CONTENT[i % len(CONTENT)] + text + (" done" if i % 3 == 1 else ""),
-                      CONTENT[i % len(CONTENT)] + (" done" if i % 3 == 1 else ""), calls))
+        cases.append(
+            (
+                CONTENT[i % len(CONTENT)] + text + (" done" if i % 3 == 1 else ""),
+                CONTENT[i % len(CONTENT)] + (" done" if i % 3 == 1 else ""),
+                calls,
+            )
+        )
     cases += [
         ('[TOOL_CALLS]f[ARGS]{"s": "a \\" } ["}', "", [("f", {"s": 'a " } ['})]),
         ("[TOOL_CALLS]f[ARGS]", "", [("f", {})]),
@@ -113,7 +118,7 @@ def pythonic_cases():
         ('[a(x=1), b(y="two")]', "", [("a", {"x": 1}), ("b", {"y": "two"})]),
         ("[a(), b(), c()]", "", [("a", {}), ("b", {}), ("c", {})]),
         ("[f(s='it\\'s (fine)')]", "", [("f", {"s": "it's (fine)"})]),
-        ('[f(x=[1, (2, 3)])] trailing', " trailing", None),  # tuples are not JSON: f(x=[1, [2, 3]])
+        ("[f(x=[1, (2, 3)])] trailing", " trailing", None),  # tuples are not JSON: f(x=[1, [2, 3]])
         ("plain text", "plain text", []),
         ("[1, 2, 3]", "[1, 2, 3]", []),
         ("[not a call]", "[not a call]", []),

@@ -7,23 +7,29 @@ from __future__ import annotations
 import random
 
 import pytest
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from derender_svc.limits import Limits
 from derender_svc.session import Defaults, Session
 from derender_svc.tokenizer_info import TokenizerInfo
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 
-CORPUS = ["Hello world, this is a test.", "The café is naïve.", "Numbers 123 and symbols !?", "你好世界 hello",
-          '[{"name": "f", "arguments": {"a": 1}}]'] * 50
+CORPUS = [
+    "Hello world, this is a test.",
+    "The café is naïve.",
+    "Numbers 123 and symbols !?",
+    "你好世界 hello",
+    '[{"name": "f", "arguments": {"a": 1}}]',
+] * 50
 
 
 def metaspace() -> Tokenizer:
     tokenizer = Tokenizer(models.BPE(byte_fallback=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                           decoders.Strip(" ", 1, 0)])
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     specials = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
     tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=specials))
     return tokenizer
@@ -33,8 +39,9 @@ def wordpiece() -> Tokenizer:
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    tokenizer.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300,
-                                                                    special_tokens=["[UNK]", "[CLS]", "[SEP]"]))
+    tokenizer.train_from_iterator(
+        CORPUS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=["[UNK]", "[CLS]", "[SEP]"])
+    )
     return tokenizer
 
 
@@ -57,7 +64,7 @@ def random_chunks(ids, rng):
     chunks, start = [], 0
     while start < len(ids):
         size = rng.randint(1, 4)
-        chunks.append(ids[start:start + size])
+        chunks.append(ids[start : start + size])
         start += size
     return chunks
 
@@ -71,7 +78,7 @@ def test_metaspace_keeps_leading_space_from_prompt_tail(seed):
     assert tokenizer.decode(ids).startswith("Hello")  # decoded alone, the leading space is gone
     context = derender_pb2.DerenderContext(prompt_tail_token_ids=tail)  # the byte tokens are added tokens here
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
-    expected = decode(tail + ids)[len(decode(tail)):]
+    expected = decode(tail + ids)[len(decode(tail)) :]
     assert expected.startswith(" Hello") and "🎉" in expected  # the emoji comes from byte-fallback tokens
     assert run(setup, context, random_chunks(ids, rng)) == expected
     assert b"".join(setup.info.token_bytes[i] for i in ids).decode() == expected  # logprob bytes
@@ -100,13 +107,16 @@ def test_arbitrary_ids_never_break_the_stream():
         assert isinstance(text, str)
 
 
-@pytest.mark.parametrize("template,expected", [
-    ("{{ '<tool_call>' }}", "hermes"),
-    ("{{ '<|python_tag|>' }}", "llama3_json"),
-    ("Call tools as [func_name1(params_name1=params_value1)]", "pythonic"),
-    ("{{ '[TOOL_CALLS]' }}", "mistral"),
-    ("{{ messages }}", "hermes"),
-])
+@pytest.mark.parametrize(
+    "template,expected",
+    [
+        ("{{ '<tool_call>' }}", "hermes"),
+        ("{{ '<|python_tag|>' }}", "llama3_json"),
+        ("Call tools as [func_name1(params_name1=params_value1)]", "pythonic"),
+        ("{{ '[TOOL_CALLS]' }}", "mistral"),
+        ("{{ messages }}", "hermes"),
+    ],
+)
 def test_default_tool_parser_follows_the_chat_template(template, expected):
     hf = PreTrainedTokenizerFast(tokenizer_object=wordpiece())
     hf.chat_template = template
@@ -141,8 +151,9 @@ def test_special_tool_marker_survives_skip_special_tokens():
     deltas = []
     for tool_parser in ("mistral", "hermes"):
         session = Session(context, Defaults(info, Limits(), "none", tool_parser))
-        deltas = session.feed(engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(token_ids=ids)],
-                                                          finished=True))
+        deltas = session.feed(
+            engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(token_ids=ids)], finished=True)
+        )
         if tool_parser == "mistral":
             assert deltas[0].content == "Hello"
             assert [(c.name, c.arguments) for c in deltas[0].tool_calls] == [("f", '{"a": 1}')]

@@ -10,8 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from derender_svc.parsers import (HermesToolParser, Llama3JsonToolParser, MistralToolParser, PythonicToolParser,
-                                  ThinkReasoningParser)
+from derender_svc.parsers import (
+    HermesToolParser,
+    Llama3JsonToolParser,
+    MistralToolParser,
+    PythonicToolParser,
+    ThinkReasoningParser,
+)
 from tests.derender import parser_cases
 
 
@@ -19,7 +24,7 @@ def run(make, text: str, cuts: list[int]):
     """Feed `text` in pieces, rebuilding the parser from its JSON state each time; fold the outputs."""
     pieces, start = [], 0
     for size in cuts:
-        pieces.append(text[start:start + size])
+        pieces.append(text[start : start + size])
         start += size
     pieces.append(text[start:])
     parser, firsts, seconds = make(), [], []
@@ -53,7 +58,7 @@ def check_tools(make, text, content, expected):
         for (_, arguments), (_, args) in zip(got_calls, expected):
             if args is not None:
                 assert json.loads(arguments) == args
-    for seed, cuts in enumerate(chunkings(text, hash(text) & 0xFFFF)):
+    for _seed, cuts in enumerate(chunkings(text, hash(text) & 0xFFFF)):
         assert run(make, text, cuts) == (got_content, got_calls), cuts
 
 
@@ -83,20 +88,73 @@ def test_think(text, started, reasoning, content):
 
 
 def test_case_counts():
-    assert min(len(parser_cases.hermes_cases()), len(parser_cases.llama3_cases()), len(parser_cases.mistral_cases()),
-               len(parser_cases.pythonic_cases()), len(parser_cases.think_cases())) >= 40
+    assert (
+        min(
+            len(parser_cases.hermes_cases()),
+            len(parser_cases.llama3_cases()),
+            len(parser_cases.mistral_cases()),
+            len(parser_cases.pythonic_cases()),
+            len(parser_cases.think_cases()),
+        )
+        >= 40
+    )
 
 
-PIECES = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<|python_tag|>", "{", "}", "[", "]", "(", ")", '"',
-          "'", "\\", ":", ",", ";", "=", " ", "\n", '"name"', '"arguments"', '"parameters"', '"f"', "f", "x", "1",
-          "é", "🎉", "<", "tool", "name=", "a=1", "[TOOL_CALLS]", "[TOOL", "[ARGS]", "[AR"]
-PARSERS = [HermesToolParser, Llama3JsonToolParser, MistralToolParser, PythonicToolParser, lambda: ThinkReasoningParser.create(False),
-           lambda: ThinkReasoningParser.create(True)]
+PIECES = [
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<|python_tag|>",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    '"',
+    "'",
+    "\\",
+    ":",
+    ",",
+    ";",
+    "=",
+    " ",
+    "\n",
+    '"name"',
+    '"arguments"',
+    '"parameters"',
+    '"f"',
+    "f",
+    "x",
+    "1",
+    "é",
+    "🎉",
+    "<",
+    "tool",
+    "name=",
+    "a=1",
+    "[TOOL_CALLS]",
+    "[TOOL",
+    "[ARGS]",
+    "[AR",
+]
+PARSERS = [
+    HermesToolParser,
+    Llama3JsonToolParser,
+    MistralToolParser,
+    PythonicToolParser,
+    lambda: ThinkReasoningParser.create(False),
+    lambda: ThinkReasoningParser.create(True),
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(pieces=st.lists(st.sampled_from(PIECES), max_size=40), cuts=st.lists(st.integers(0, 9), max_size=40),
-       which=st.integers(0, len(PARSERS) - 1))
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), max_size=40),
+    cuts=st.lists(st.integers(0, 9), max_size=40),
+    which=st.integers(0, len(PARSERS) - 1),
+)
 def test_fuzz_chunking_invariance(pieces, cuts, which):
     """Arbitrary marker soup: never an exception, and chunking never changes the result."""
     text = "".join(pieces)

@@ -9,25 +9,27 @@ import random
 
 import grpc
 import pytest
+from google.rpc import code_pb2, status_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from google.rpc import code_pb2, status_pb2
-from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2
 
 from derender_svc.__main__ import build_parser
 from derender_svc.service import DerenderService
 from derender_svc.state_codec import encode_state
+from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2
 from scaleout_common.errors import ServiceError
 from tests.derender.calls import engine_messages, split, stream, twin
 from tests.serving import serving
 
 TOOLS = [common_pb2.Tool(type="function", function=common_pb2.FunctionDefinition(name="get_weather"))]
-CALLS = ('Checking.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
-         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>')
+CALLS = (
+    'Checking.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>'
+)
 
 
 def chunks_of(ids, size=3):
-    return [ids[i:i + size] for i in range(0, len(ids), size)]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def tool_calls(responses):
@@ -45,12 +47,12 @@ def tool_calls(responses):
 @pytest.mark.parametrize("parallel", [True, False])
 async def test_tool_calls_agree_across_paths(stub, hf_tokenizer, parallel):
     context = derender_pb2.DerenderContext(id="chatcmpl-tools", tools=TOOLS, parallel_tool_calls=parallel)
-    messages = engine_messages(chunks_of(hf_tokenizer.encode(CALLS, add_special_tokens=False)) + [[2]],
-                               stop_token_id=2)
+    messages = engine_messages(chunks_of(hf_tokenizer.encode(CALLS, add_special_tokens=False)) + [[2]], stop_token_id=2)
     unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
     choice = unary.choices[0]
-    expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in
-                choice.message.tool_calls]
+    expected = [
+        {"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in choice.message.tool_calls
+    ]
     cities = ["Paris", "Tokyo"] if parallel else ["Paris"]
     assert [json.loads(c["arguments"])["city"] for c in expected] == cities
     assert all(c["id"].startswith("call_") and c["name"] == "get_weather" for c in expected)
@@ -71,15 +73,23 @@ async def test_reasoning_and_role_once(stub, hf_tokenizer):
     assert "".join(d.reasoning_content for d in deltas) == "Two plus two."
     assert "".join(d.content for d in deltas) == "It is 4."
     assert [r.chat.HasField("usage") for r in responses][-1] and not any(
-        r.chat.HasField("usage") for r in responses[:-1])
+        r.chat.HasField("usage") for r in responses[:-1]
+    )
     assert responses[-1].chat.usage.completion_tokens == sum(map(len, (m.choices[0].token_ids for m in messages)))
 
 
 async def test_completion_flat_index_echo_reasoning_and_usage(stub, hf_tokenizer):
     prompts = []
     for p, text in enumerate(["<think>hm</think> one", " two"]):
-        context = derender_pb2.DerenderContext(id="cmpl-1", n=2, prompt_index=p, echo=p == 1, prompt_text="Say",
-                                               num_prompt_tokens=3, reasoning_parser="think")
+        context = derender_pb2.DerenderContext(
+            id="cmpl-1",
+            n=2,
+            prompt_index=p,
+            echo=p == 1,
+            prompt_text="Say",
+            num_prompt_tokens=3,
+            reasoning_parser="think",
+        )
         results = []
         for index in range(2):
             results += engine_messages([hf_tokenizer.encode(text, add_special_tokens=False)], index=index)
@@ -91,15 +101,19 @@ async def test_completion_flat_index_echo_reasoning_and_usage(stub, hf_tokenizer
     assert completion.choices[0].reasoning_content == "hm"
     assert completion.object == "text_completion"
     assert completion.usage.prompt_tokens == 6 and completion.usage.completion_tokens == 2 * (
-        len(hf_tokenizer.encode("<think>hm</think> one")) + len(hf_tokenizer.encode(" two")))
+        len(hf_tokenizer.encode("<think>hm</think> one")) + len(hf_tokenizer.encode(" two"))
+    )
 
 
 async def test_logprobs_repair_partial_characters(stub, hf_tokenizer):
     ids = hf_tokenizer.encode("你好", add_special_tokens=False)
     assert len(ids) == 4  # two tokens per character
     context = derender_pb2.DerenderContext(id="chatcmpl-lp", top_logprobs=1)
-    unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(
-        context=context, results=engine_messages([ids[:1], ids[1:3], ids[3:]], logprobs=True)))
+    unary = await stub.DerenderChat(
+        derender_pb2.DerenderChatRequest(
+            context=context, results=engine_messages([ids[:1], ids[1:3], ids[3:]], logprobs=True)
+        )
+    )
     content = unary.choices[0].logprobs.content
     assert [c.token for c in content] == ["bytes:\\xe4\\xbd", "你", "bytes:\\xe5\\xa5", "好"]
     assert b"".join(bytes(c.bytes) for c in content).decode() == "你好"
@@ -133,36 +147,52 @@ async def test_typed_errors(stub, info):
     ok = derender_pb2.DerenderContext(id="chatcmpl-x")
     one = engine_messages([[42]])
     chat = lambda context, results=one: stub.DerenderChat(  # noqa: E731
-        derender_pb2.DerenderChatRequest(context=context, results=results))
-    await expect_error(stub.DerenderChat(derender_pb2.DerenderChatRequest(results=one)),
-                       grpc.StatusCode.INVALID_ARGUMENT, "MISSING_CONTEXT")
-    await expect_error(chat(derender_pb2.DerenderContext(tokenizer_fingerprint="sha256:other")),
-                       grpc.StatusCode.FAILED_PRECONDITION, "TOKENIZER_MISMATCH")
-    await expect_error(chat(ok, engine_messages([[info.vocab_size]])), grpc.StatusCode.INVALID_ARGUMENT,
-                       "TOKEN_ID_OUT_OF_VOCAB")
-    await expect_error(chat(derender_pb2.DerenderContext(top_logprobs=21)), grpc.StatusCode.OUT_OF_RANGE,
-                       "TOO_MANY_TOP_LOGPROBS")
-    await expect_error(chat(derender_pb2.DerenderContext(n=10_000)), grpc.StatusCode.OUT_OF_RANGE,
-                       "TOO_MANY_CHOICES")
-    await expect_error(chat(derender_pb2.DerenderContext(reasoning_parser="nope")), grpc.StatusCode.INVALID_ARGUMENT,
-                       "UNKNOWN_PARSER")
-    await expect_error(_stream_without_context(stub, one),
-                       grpc.StatusCode.INVALID_ARGUMENT, "MISSING_CONTEXT")
-    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
-                                                                            state=b"garbage")),
-                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
-    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
-                                                                            state=b"[" * 4000)),
-                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+        derender_pb2.DerenderChatRequest(context=context, results=results)
+    )
+    await expect_error(
+        stub.DerenderChat(derender_pb2.DerenderChatRequest(results=one)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MISSING_CONTEXT",
+    )
+    await expect_error(
+        chat(derender_pb2.DerenderContext(tokenizer_fingerprint="sha256:other")),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "TOKENIZER_MISMATCH",
+    )
+    await expect_error(
+        chat(ok, engine_messages([[info.vocab_size]])), grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_ID_OUT_OF_VOCAB"
+    )
+    await expect_error(
+        chat(derender_pb2.DerenderContext(top_logprobs=21)), grpc.StatusCode.OUT_OF_RANGE, "TOO_MANY_TOP_LOGPROBS"
+    )
+    await expect_error(chat(derender_pb2.DerenderContext(n=10_000)), grpc.StatusCode.OUT_OF_RANGE, "TOO_MANY_CHOICES")
+    await expect_error(
+        chat(derender_pb2.DerenderContext(reasoning_parser="nope")), grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_PARSER"
+    )
+    await expect_error(_stream_without_context(stub, one), grpc.StatusCode.INVALID_ARGUMENT, "MISSING_CONTEXT")
+    await expect_error(
+        stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0], state=b"garbage")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_STATE",
+    )
+    await expect_error(
+        stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0], state=b"[" * 4000)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_STATE",
+    )
     forged = encode_state({"i": ok.id, "c": {"0": {"d": {"e": [10**12], "p": [], "a": False}}}}, 4096)
-    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0],
-                                                                            state=forged)),
-                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+    await expect_error(
+        stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0], state=forged)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_STATE",
+    )
     first = await stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=ok, engine_output=one[0]))
     other = derender_pb2.DerenderContext(id="chatcmpl-other")
-    await expect_error(stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=other, engine_output=one[0],
-                                                                            state=first.state)),
-                       grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
+    await expect_error(
+        stub.DerenderChunk(derender_pb2.DerenderChunkRequest(context=other, engine_output=one[0], state=first.state)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_STATE",
+    )
 
 
 async def _stream_without_context(stub, messages):
@@ -180,17 +210,27 @@ async def test_state_size_is_bounded(stub, hf_tokenizer):
     text = '<tool_call>{"arguments": {"blob": "' + noise + '"}, "name": "f"}</tool_call>'
     context = derender_pb2.DerenderContext(id="chatcmpl-big", tools=TOOLS)
     ids = hf_tokenizer.encode(text, add_special_tokens=False)
-    await expect_error(twin(stub, context, engine_messages(chunks_of(ids, 64))), grpc.StatusCode.OUT_OF_RANGE,
-                       "STATE_TOO_LARGE")
+    await expect_error(
+        twin(stub, context, engine_messages(chunks_of(ids, 64))), grpc.StatusCode.OUT_OF_RANGE, "STATE_TOO_LARGE"
+    )
     responses = await stream(stub, context, engine_messages(chunks_of(ids, 64)))  # the stateful stream copes
     assert json.loads(tool_calls(responses)[0]["arguments"]) == {"blob": noise}
 
 
 async def test_completion_stream_matches_unary(stub, hf_tokenizer):
     text = "<think>plan</think> Paris is the capital."
-    context = derender_pb2.DerenderContext(id="cmpl-s", endpoint=derender_pb2.ENDPOINT_COMPLETION, n=1,
-                                           prompt_index=2, echo=True, prompt_text="Q:", reasoning_parser="think",
-                                           include_usage=True, continuous_usage_stats=True, stop=["capital"])
+    context = derender_pb2.DerenderContext(
+        id="cmpl-s",
+        endpoint=derender_pb2.ENDPOINT_COMPLETION,
+        n=1,
+        prompt_index=2,
+        echo=True,
+        prompt_text="Q:",
+        reasoning_parser="think",
+        include_usage=True,
+        continuous_usage_stats=True,
+        stop=["capital"],
+    )
     messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 2))
     responses = await stream(stub, context, messages)
     assert {c.index for r in responses for c in r.completion.choices} == {2}
@@ -198,8 +238,11 @@ async def test_completion_stream_matches_unary(stub, hf_tokenizer):
     assert "".join(c.reasoning_content for r in responses for c in r.completion.choices) == "plan"
     assert all(r.completion.HasField("usage") for r in responses)
     assert [c.stop_str for r in responses for c in r.completion.choices if c.finish_reason] == ["capital"]
-    unary = await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(
-        prompts=[derender_pb2.CompletionResult(context=context, results=messages)]))
+    unary = await stub.DerenderCompletion(
+        derender_pb2.DerenderCompletionRequest(
+            prompts=[derender_pb2.CompletionResult(context=context, results=messages)]
+        )
+    )
     assert unary.choices[0].text == "Q: Paris is the " and unary.choices[0].index == 2
 
 
@@ -208,54 +251,90 @@ async def test_context_only_once(stub):
         for _ in range(2):
             yield derender_pb2.DerenderStreamRequest(context=derender_pb2.DerenderContext(id="chatcmpl-2"))
 
-    await expect_error(_collect(stub.DerenderStream(requests())), grpc.StatusCode.INVALID_ARGUMENT,
-                       "DUPLICATE_CONTEXT")
+    await expect_error(_collect(stub.DerenderStream(requests())), grpc.StatusCode.INVALID_ARGUMENT, "DUPLICATE_CONTEXT")
 
 
 async def _collect(call):
     return [r async for r in call]
 
 
-@pytest.mark.parametrize("tool_parser,choice,text,content", [
-    ("", derender_pb2.TOOL_CHOICE_MODE_AUTO,
-     '<think>Need the weather.</think><tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
-     None),
-    ("pythonic", derender_pb2.TOOL_CHOICE_MODE_REQUIRED, '<think>Need the weather.</think>[get_weather(city="Oslo")]',
-     None),
-    ("llama3_json", derender_pb2.TOOL_CHOICE_MODE_AUTO,
-     '<think>Need the weather.</think>{"name": "get_weather", "parameters": {"city": "Oslo"}}', None),
-    ("", derender_pb2.TOOL_CHOICE_MODE_NAMED, '<think>Need the weather.</think>{"city": "Oslo"}', None),
-    ("", derender_pb2.TOOL_CHOICE_MODE_NONE, '<think>Need the weather.</think>[get_weather(city="Oslo")]',
-     '[get_weather(city="Oslo")]'),
-])
+@pytest.mark.parametrize(
+    "tool_parser,choice,text,content",
+    [
+        (
+            "",
+            derender_pb2.TOOL_CHOICE_MODE_AUTO,
+            '<think>Need the weather.</think><tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
+            None,
+        ),
+        (
+            "pythonic",
+            derender_pb2.TOOL_CHOICE_MODE_REQUIRED,
+            '<think>Need the weather.</think>[get_weather(city="Oslo")]',
+            None,
+        ),
+        (
+            "llama3_json",
+            derender_pb2.TOOL_CHOICE_MODE_AUTO,
+            '<think>Need the weather.</think>{"name": "get_weather", "parameters": {"city": "Oslo"}}',
+            None,
+        ),
+        ("", derender_pb2.TOOL_CHOICE_MODE_NAMED, '<think>Need the weather.</think>{"city": "Oslo"}', None),
+        (
+            "",
+            derender_pb2.TOOL_CHOICE_MODE_NONE,
+            '<think>Need the weather.</think>[get_weather(city="Oslo")]',
+            '[get_weather(city="Oslo")]',
+        ),
+    ],
+)
 async def test_reasoning_then_tool_call(stub, hf_tokenizer, tool_parser, choice, text, content):
-    context = derender_pb2.DerenderContext(id="chatcmpl-rt", tools=TOOLS, tool_choice=choice, tool_parser=tool_parser,
-                                           tool_choice_function="get_weather", reasoning_parser="think",
-                                           parallel_tool_calls=True)
+    context = derender_pb2.DerenderContext(
+        id="chatcmpl-rt",
+        tools=TOOLS,
+        tool_choice=choice,
+        tool_parser=tool_parser,
+        tool_choice_function="get_weather",
+        reasoning_parser="think",
+        parallel_tool_calls=True,
+    )
     messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 2))
     unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))).choices[0]
     assert unary.message.reasoning_content == "Need the weather."
     if content is None:
         assert not unary.message.HasField("content") and unary.finish_reason == "tool_calls"
         assert [(c.function.name, json.loads(c.function.arguments)) for c in unary.message.tool_calls] == [
-            ("get_weather", {"city": "Oslo"})]
+            ("get_weather", {"city": "Oslo"})
+        ]
     else:
         assert unary.message.content == content and unary.finish_reason == "stop" and not unary.message.tool_calls
     streamed = await stream(stub, context, messages)
     assert [(c["name"], c["arguments"]) for c in tool_calls(streamed)] == [
-        (c.function.name, c.function.arguments) for c in unary.message.tool_calls]
+        (c.function.name, c.function.arguments) for c in unary.message.tool_calls
+    ]
 
 
 OUTPUTS = {  # label: (tool parser, model output)
-    "hermes": ("hermes", '<think>Plan.</think>Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}'
-                         '</tool_call><tool_call>{"arguments": {"city": "東京"}, "name": "get_weather"}</tool_call>'),
-    "llama3_json": ("llama3_json", '{"name": "get_weather", "parameters": {"city": "Zürich 🌧"}}; '
-                                   '{"name": "get_weather", "parameters": {"city": "東京"}}'),
+    "hermes": (
+        "hermes",
+        '<think>Plan.</think>Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}'
+        '</tool_call><tool_call>{"arguments": {"city": "東京"}, "name": "get_weather"}</tool_call>',
+    ),
+    "llama3_json": (
+        "llama3_json",
+        '{"name": "get_weather", "parameters": {"city": "Zürich 🌧"}}; '
+        '{"name": "get_weather", "parameters": {"city": "東京"}}',
+    ),
     "pythonic": ("pythonic", '[get_weather(city="Zürich 🌧"), get_weather(city="東京")]'),
-    "mistral": ("mistral", 'Calling.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}, '
-                           '{"name": "get_weather", "arguments": {"city": "東京"}}]'),
-    "mistral v11": ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Zürich 🌧"}[TOOL_CALLS]get_weather[ARGS]'
-                               '{"city": "東京"}'),
+    "mistral": (
+        "mistral",
+        'Calling.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Zürich 🌧"}}, '
+        '{"name": "get_weather", "arguments": {"city": "東京"}}]',
+    ),
+    "mistral v11": (
+        "mistral",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Zürich 🌧"}[TOOL_CALLS]get_weather[ARGS]{"city": "東京"}',
+    ),
 }
 
 
@@ -264,12 +343,14 @@ OUTPUTS = {  # label: (tool parser, model output)
 async def test_tool_calls_under_random_chunking(stub, hf_tokenizer, label, cuts):
     """The stateful stream and the stateless twin give the unary result (ids included) whatever the chunking."""
     parser, text = OUTPUTS[label]
-    context = derender_pb2.DerenderContext(id="chatcmpl-fuzz", tools=TOOLS, tool_parser=parser,
-                                           reasoning_parser="think", parallel_tool_calls=True)
+    context = derender_pb2.DerenderContext(
+        id="chatcmpl-fuzz", tools=TOOLS, tool_parser=parser, reasoning_parser="think", parallel_tool_calls=True
+    )
     messages = engine_messages(split(hf_tokenizer.encode(text, add_special_tokens=False), cuts))
     unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))).choices[0]
-    expected = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                for c in unary.message.tool_calls]
+    expected = [
+        {"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in unary.message.tool_calls
+    ]
     assert [json.loads(c["arguments"]) for c in expected] == [{"city": "Zürich 🌧"}, {"city": "東京"}]
     for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
         assert tool_calls(responses) == expected
@@ -286,8 +367,9 @@ async def test_open_streams_are_bounded(info):
         await first.write(derender_pb2.DerenderStreamRequest(context=derender_pb2.DerenderContext(id="chatcmpl-a")))
         while service.active_streams == 0:
             await asyncio.sleep(0.01)
-        await expect_error(_collect(stub.DerenderStream(iter([]))), grpc.StatusCode.RESOURCE_EXHAUSTED,
-                           "TOO_MANY_STREAMS")
+        await expect_error(
+            _collect(stub.DerenderStream(iter([]))), grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS"
+        )
         await first.write(derender_pb2.DerenderStreamRequest(engine_output=engine_messages([[42]])[0]))
         assert (await first.read()).chat.choices[0].finish_reason == "stop"
 
@@ -297,27 +379,33 @@ async def test_concurrent_streams_keep_their_own_state(stub, hf_tokenizer):
     texts = ["<think>a</think>Paris 你好", "Zürich 🌧 " * 5, "STOP here? no, STOP!", "[f(x=1)] tail", "plain " * 9]
     jobs = []
     for i, text in enumerate(texts * 2):
-        context = derender_pb2.DerenderContext(id=f"chatcmpl-{i}", reasoning_parser="think", stop=["!"],
-                                               tools=TOOLS, tool_parser="pythonic", parallel_tool_calls=True)
+        context = derender_pb2.DerenderContext(
+            id=f"chatcmpl-{i}",
+            reasoning_parser="think",
+            stop=["!"],
+            tools=TOOLS,
+            tool_parser="pythonic",
+            parallel_tool_calls=True,
+        )
         messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False), 1 + i % 3))
         jobs.append((context, messages))
     results = await asyncio.gather(*(stream(stub, c, m) for c, m in jobs))
     for (context, messages), responses in zip(jobs, results):
-        unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages)))
+        unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
         message = unary.choices[0].message
         deltas = [c.delta for r in responses for c in r.chat.choices]
         assert "".join(d.content for d in deltas) == (message.content or "")
         assert "".join(d.reasoning_content for d in deltas) == message.reasoning_content
-        assert tool_calls(responses) == [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                                         for c in message.tool_calls]
+        assert tool_calls(responses) == [
+            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls
+        ]
 
 
 async def test_twin_state_stays_small_on_long_outputs(stub, hf_tokenizer):
     """The state carries a window, not the output: it does not grow with the number of tokens."""
     text = "<think>" + "Reasoning about 数据 and café. " * 60 + "</think>" + "The answer, with 🎉 emoji. " * 60
     ids = hf_tokenizer.encode(text, add_special_tokens=False)
-    context = derender_pb2.DerenderContext(id="chatcmpl-long", reasoning_parser="think", stop=["never"],
-                                           top_logprobs=2)
+    context = derender_pb2.DerenderContext(id="chatcmpl-long", reasoning_parser="think", stop=["never"], top_logprobs=2)
     responses = await twin(stub, context, engine_messages(chunks_of(ids, 2), logprobs=True))
     sizes = [len(r.state) for r in responses]
     assert len(ids) > 800 and max(sizes) < 1024 and max(sizes[-50:]) <= max(sizes[:50]) + 64

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from tests.derender.calls import chat_text, engine_messages, finish, split, stream, twin
 
 STOPS = ["###", "</s>", "停止", "🎉!", "\n\nUser:", "aa"]
@@ -24,14 +24,25 @@ def expected_cut(text: str, stops: list[str], include: bool):
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
-@given(before=TEXT, stop_at=st.sampled_from(STOPS), after=TEXT, stops=st.lists(st.sampled_from(STOPS), min_size=1,
-       max_size=3, unique=True), include=st.booleans(), cuts=st.lists(st.integers(1, 4), max_size=30))
+@given(
+    before=TEXT,
+    stop_at=st.sampled_from(STOPS),
+    after=TEXT,
+    stops=st.lists(st.sampled_from(STOPS), min_size=1, max_size=3, unique=True),
+    include=st.booleans(),
+    cuts=st.lists(st.integers(1, 4), max_size=30),
+)
 async def test_stop_string_across_chunks(stub, hf_tokenizer, info, before, stop_at, after, stops, include, cuts):
     text = before + stop_at + after
     ids = hf_tokenizer.encode(text, add_special_tokens=False)
     content, stop = expected_cut(text, stops, include)
-    context = derender_pb2.DerenderContext(id="chatcmpl-stop", stop=stops, include_stop_str_in_output=include,
-                                           tokenizer_fingerprint=info.fingerprint, include_usage=True)
+    context = derender_pb2.DerenderContext(
+        id="chatcmpl-stop",
+        stop=stops,
+        include_stop_str_in_output=include,
+        tokenizer_fingerprint=info.fingerprint,
+        include_usage=True,
+    )
     messages = engine_messages(split(ids, cuts) or [[]])
     decode = info.tokenizer.decode
     used = next((k for k in range(1, len(ids) + 1) if any(s in decode(ids[:k]) for s in stops)), len(ids))
@@ -86,8 +97,14 @@ async def test_usage_when_the_caller_stops_early(stub, hf_tokenizer):
     ids = hf_tokenizer.encode("one two STOP three", add_special_tokens=False)
     context = derender_pb2.DerenderContext(id="chatcmpl-early", stop=["STOP"], include_usage=True)
     messages = engine_messages([[i] for i in ids])
-    messages = messages[: next(i for i, m in enumerate(messages) if "STOP" in hf_tokenizer.decode(
-        [t for m in messages[: i + 1] for t in m.choices[0].token_ids])) + 1]  # up to the stop, nothing after
+    messages = messages[
+        : next(
+            i
+            for i, m in enumerate(messages)
+            if "STOP" in hf_tokenizer.decode([t for m in messages[: i + 1] for t in m.choices[0].token_ids])
+        )
+        + 1
+    ]  # up to the stop, nothing after
     responses = await stream(stub, context, messages)
     assert finish(responses) == ("stop", "stop_str", "STOP", True)
     assert responses[-1].chat.usage.completion_tokens == len(messages)

@@ -24,10 +24,20 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     """A tiny random Llama whose matrices are 5x the default init: at the default (std 0.02) its greedy tokens
     depend on the current token alone, so attention, masks and caches would go untested by output checks."""
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         eos_token_id=TINY_EOS, bos_token_id=1, pad_token_id=0, tie_word_embeddings=True,
-                         architectures=["LlamaForCausalLM"])
+    config = LlamaConfig(
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=TINY_EOS,
+        bos_token_id=1,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+        architectures=["LlamaForCausalLM"],
+    )
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         for weight in model.parameters():
@@ -51,8 +61,11 @@ async def engine_stub(model, *flags: str, fingerprint: str = ""):
     model=None the tiny model is built by `build_tiny` (what an engine core process needs)."""
     parser = make_parser()
     args = parser.parse_args(list(flags))
-    build = functools.partial(build_tiny, args) if model is None else \
-        (lambda: build_engine(model, args, model_name="test", tokenizer_fingerprint=fingerprint))
+    build = (
+        functools.partial(build_tiny, args)
+        if model is None
+        else (lambda: build_engine(model, args, model_name="test", tokenizer_fingerprint=fingerprint))
+    )
     service = EngineService(args, build=build)
     parser.set_defaults(**vars(args))
     async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
@@ -61,10 +74,12 @@ async def engine_stub(model, *flags: str, fingerprint: str = ""):
         yield stub, service
 
 
-def request(token_ids, request_id: str = "", n: int | None = None, stream_interval: int | None = None,
-            **sampling) -> engine_pb2.GenerateRequest:
-    message = engine_pb2.GenerateRequest(request_id=request_id, token_ids=token_ids,
-                                         sampling_params=common_pb2.SamplingParams(**sampling))
+def request(
+    token_ids, request_id: str = "", n: int | None = None, stream_interval: int | None = None, **sampling
+) -> engine_pb2.GenerateRequest:
+    message = engine_pb2.GenerateRequest(
+        request_id=request_id, token_ids=token_ids, sampling_params=common_pb2.SamplingParams(**sampling)
+    )
     if n is not None:
         message.n = n
     if stream_interval is not None:

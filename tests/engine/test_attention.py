@@ -60,14 +60,17 @@ def batch(parts: list[tuple[str, int, int]]):
 
 
 @pytest.mark.parametrize("rows_per_call", [1, 8, 64])
-@pytest.mark.parametrize("parts, shared_calls", [  # shared_calls: prefill calls when every adjacent fresh chunk shares
-    ([("fresh", 0, 5)], 1),
-    ([("fresh", 0, 5), ("fresh", 0, 1), ("fresh", 0, 9)], 1),
-    ([("decode", 6, 1), ("decode", 13, 1), ("fresh", 0, 7), ("fresh", 0, 3)], 1),
-    ([("decode", 2, 1), ("prefill", 9, 6), ("fresh", 0, 4), ("fresh", 0, 11)], 2),  # continuing chunk first
-    ([("fresh", 0, 4), ("prefill", 3, 2), ("fresh", 0, 3), ("fresh", 0, 2), ("prefill", 8, 1)], 4),
-    ([("decode", 4, 1), ("decode", 7, 1)], 0),
-])
+@pytest.mark.parametrize(
+    "parts, shared_calls",
+    [  # shared_calls: prefill calls when every adjacent fresh chunk shares
+        ([("fresh", 0, 5)], 1),
+        ([("fresh", 0, 5), ("fresh", 0, 1), ("fresh", 0, 9)], 1),
+        ([("decode", 6, 1), ("decode", 13, 1), ("fresh", 0, 7), ("fresh", 0, 3)], 1),
+        ([("decode", 2, 1), ("prefill", 9, 6), ("fresh", 0, 4), ("fresh", 0, 11)], 2),  # continuing chunk first
+        ([("fresh", 0, 4), ("prefill", 3, 2), ("fresh", 0, 3), ("fresh", 0, 2), ("prefill", 8, 1)], 4),
+        ([("decode", 4, 1), ("decode", 7, 1)], 0),
+    ],
+)
 def test_fresh_chunks_sharing_calls_equal_per_sequence_attention(parts, shared_calls, rows_per_call):
     q, kv, cache, meta, expected = batch(parts)
     backend = SdpaBackend(HEADS, KV_HEADS, DIM)
@@ -88,8 +91,10 @@ def attentive_model():
 
 async def test_engine_greedy_with_shared_prefill_calls_matches_transformers(attentive_model):
     """Fresh prompts of varied lengths share prefill calls (forced here: CPU gives each chunk its own call)."""
-    prompts = [[1] + [(11 * i + 5 * j) % 200 + 3 for j in range(length)]
-               for i, length in enumerate([3, 20, 7, 1, 45, 12, 30, 5, 9, 60, 2, 17])]
+    prompts = [
+        [1] + [(11 * i + 5 * j) % 200 + 3 for j in range(length)]
+        for i, length in enumerate([3, 20, 7, 1, 45, 12, 30, 5, 9, 60, 2, 17])
+    ]
     async with engine_stub(attentive_model, "--max-num-batched-tokens", "64", "--block-size", "4") as (stub, service):
         backend = service.loaded.engine.runner.backend
         backend.rows_per_call = 64
@@ -100,8 +105,9 @@ async def test_engine_greedy_with_shared_prefill_calls_matches_transformers(atte
             shared.append(sum(call.block_ids is None and call.mask is not None for call in meta.prefill_calls))
 
         backend.prepare = spy
-        results = await asyncio.gather(*[
-            generate(stub, request(p, temperature=0, max_tokens=10, ignore_eos=True)) for p in prompts])
+        results = await asyncio.gather(
+            *[generate(stub, request(p, temperature=0, max_tokens=10, ignore_eos=True)) for p in prompts]
+        )
     assert max(shared) > 0
     for prompt, (_, tokens) in zip(prompts, results):
         assert tokens[0] == reference(attentive_model, prompt, 10)

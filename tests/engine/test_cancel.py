@@ -8,7 +8,6 @@ import threading
 
 import grpc
 import pytest
-
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scaleout.v1 import common_pb2, engine_pb2
@@ -27,12 +26,22 @@ async def _until_idle(stub):
 @pytest.mark.parametrize("decode_steps", ["1", "4"])
 async def test_200_streams_cancelled_at_random_points_leave_the_engine_idle(tiny_model, decode_steps):
     rng = random.Random(7)
-    async with engine_stub(tiny_model, "--max-num-seqs", "64", "--block-size", "4",
-                           "--decode-steps", decode_steps) as (stub, _):
+    async with engine_stub(tiny_model, "--max-num-seqs", "64", "--block-size", "4", "--decode-steps", decode_steps) as (
+        stub,
+        _,
+    ):
+
         async def one(i):
-            call = stub.Generate(request([1] + [rng.randrange(3, 200) for _ in range(rng.randrange(1, 60))],
-                                         f"c{i}", n=rng.choice([1, 2]), temperature=1.0, max_tokens=200,
-                                         ignore_eos=True))
+            call = stub.Generate(
+                request(
+                    [1] + [rng.randrange(3, 200) for _ in range(rng.randrange(1, 60))],
+                    f"c{i}",
+                    n=rng.choice([1, 2]),
+                    temperature=1.0,
+                    max_tokens=200,
+                    ignore_eos=True,
+                )
+            )
             stop_after = rng.randrange(0, 6)
             async for _ in call:
                 if stop_after == 0:
@@ -47,12 +56,13 @@ async def test_200_streams_cancelled_at_random_points_leave_the_engine_idle(tiny
 
 async def test_deadline_exceeded_aborts_and_frees_the_cache(tiny_model):
     async with engine_stub(tiny_model, "--max-num-seqs", "4") as (stub, _):
-        calls = [stub.GenerateUnary(request([1, 5, 6], temperature=1.0, max_tokens=505, ignore_eos=True), timeout=0.2)
-                 for _ in range(6)]
+        calls = [
+            stub.GenerateUnary(request([1, 5, 6], temperature=1.0, max_tokens=505, ignore_eos=True), timeout=0.2)
+            for _ in range(6)
+        ]
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
         load = await _until_idle(stub)
-    assert all(isinstance(o, grpc.aio.AioRpcError) and o.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-               for o in outcomes)
+    assert all(isinstance(o, grpc.aio.AioRpcError) and o.code() == grpc.StatusCode.DEADLINE_EXCEEDED for o in outcomes)
     assert (load.running, load.waiting, load.kv_blocks_used) == (0, 0, 0)
 
 
@@ -82,8 +92,9 @@ async def test_readiness_goes_not_serving_while_the_step_loop_is_stuck(tiny_mode
         call = stub.GenerateUnary(request([1, 2, 3], max_tokens=3))
         statuses = []
         for _ in range(50):
-            statuses.append((await health.Check(health_pb2.HealthCheckRequest(
-                service="scaleout.v1.EngineService"))).status)
+            statuses.append(
+                (await health.Check(health_pb2.HealthCheckRequest(service="scaleout.v1.EngineService"))).status
+            )
             if statuses[-1] == health_pb2.HealthCheckResponse.NOT_SERVING:
                 break
             await asyncio.sleep(0.1)

@@ -27,15 +27,18 @@ async def _rest(call) -> list[engine_pb2.GenerateResponse]:
 
 
 async def test_outputs_cancellation_and_abort_through_the_core_process(tiny_model):
-    async with engine_stub(None, "--engine-core", "process", "--max-num-batched-tokens", "16",
-                           "--block-size", "4", "--decode-steps", "3") as (stub, service):
-        results = await asyncio.gather(*[
-            generate(stub, request(p, temperature=0, max_tokens=12, ignore_eos=True)) for p in PROMPTS])
+    async with engine_stub(
+        None, "--engine-core", "process", "--max-num-batched-tokens", "16", "--block-size", "4", "--decode-steps", "3"
+    ) as (stub, _service):
+        results = await asyncio.gather(
+            *[generate(stub, request(p, temperature=0, max_tokens=12, ignore_eos=True)) for p in PROMPTS]
+        )
         unary = await stub.GenerateUnary(request(PROMPTS[0], temperature=0, max_tokens=6, ignore_eos=True, n=2))
 
         async def cancelled(i):
-            call = stub.Generate(request(PROMPTS[i % len(PROMPTS)], f"c{i}", temperature=1.0, max_tokens=200,
-                                         ignore_eos=True))
+            call = stub.Generate(
+                request(PROMPTS[i % len(PROMPTS)], f"c{i}", temperature=1.0, max_tokens=200, ignore_eos=True)
+            )
             async for _ in call:
                 if i % 3 == 0:
                     break
@@ -80,8 +83,23 @@ async def test_a_dead_core_fails_its_streams_in_band_and_turns_readiness_off():
 async def test_ctrl_c_to_the_process_group_drains_in_flight_streams():
     """Ctrl-C reaches the server and its engine core alike; the core leaves shutdown to the server, which drains."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "engine_svc", "--engine-core", "process", "--port", "0", "--metrics-port", "-1",
-         "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "engine_svc",
+            "--engine-core",
+            "process",
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         target = next(line.split()[-1] for line in server.stdout if line.startswith("LISTENING"))
         async with grpc.aio.insecure_channel(target) as channel:
@@ -104,11 +122,20 @@ async def test_ctrl_c_to_the_process_group_drains_in_flight_streams():
 
 
 async def test_logprobs_stops_and_seeded_choices_cross_the_pipe_unchanged():
-    message = request(PROMPTS[2], "same-id", temperature=0.8, seed=11, max_tokens=9, logprobs=3, prompt_logprobs=2, n=2,
-                      stop_token_ids=[PROMPTS[2][-1]])
+    message = request(
+        PROMPTS[2],
+        "same-id",
+        temperature=0.8,
+        seed=11,
+        max_tokens=9,
+        logprobs=3,
+        prompt_logprobs=2,
+        n=2,
+        stop_token_ids=[PROMPTS[2][-1]],
+    )
     replies = []
     for core in ("thread", "process"):
-        async with engine_stub(None, "--engine-core", core) as (stub, service):
+        async with engine_stub(None, "--engine-core", core) as (stub, _service):
             replies.append(await stub.GenerateUnary(message))
     thread, process = replies
     assert process.choices[0].logprobs.top and process.prompt.logprobs.logprobs

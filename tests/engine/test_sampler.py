@@ -24,7 +24,6 @@ def test_keys_of_a_decode_run_equal_the_scalar_hash():
     assert keys.tolist() == expected
 
 
-
 def test_argmax_rows_writes_into_out_and_keeps_nothing_alive():
     logits = torch.randn(3, 50)
     logits[1] = 0.0  # all tied: the first

@@ -23,7 +23,7 @@ def paged_cache(kv_heads: int, dim: int):
     used = 0
     for row, length in enumerate(LENGTHS):
         count = -(-length // BLOCK_SIZE)
-        tables[row, :count] = order[used:used + count]
+        tables[row, :count] = order[used : used + count]
         used += count
     return cache, tables.cuda()
 
@@ -99,9 +99,18 @@ def test_advance_kernel_equals_torch_ops():
     positions = torch.tensor([0, 14, 15, 47, 63], device="cuda")  # block edges, the last column, past it
     metas = []
     for _ in range(2):
-        metas.append((positions.clone(), AttentionMetadata(
-            slot_mapping=torch.zeros(5, dtype=torch.int64, device="cuda"), block_size=16, num_decodes=5,
-            decode_block_tables=tables, decode_context_lens=positions + 1)))
+        metas.append(
+            (
+                positions.clone(),
+                AttentionMetadata(
+                    slot_mapping=torch.zeros(5, dtype=torch.int64, device="cuda"),
+                    block_size=16,
+                    num_decodes=5,
+                    decode_block_tables=tables,
+                    decode_context_lens=positions + 1,
+                ),
+            )
+        )
     triton_attention.TritonBackend(32, 8, 64).advance(*metas[0])
     AttentionBackend.advance(None, *metas[1])
     (got_positions, got), (want_positions, want) = metas

@@ -15,7 +15,7 @@ def post(stack, path: str, body) -> requests.Response:
 def sse_events(response: requests.Response) -> list[dict]:
     """The JSON events of a text/event-stream response."""
     assert response.headers["content-type"].startswith("text/event-stream"), response.text
-    return [json.loads(line[len("data: "):]) for line in response.text.splitlines() if line.startswith("data: ")]
+    return [json.loads(line[len("data: ") :]) for line in response.text.splitlines() if line.startswith("data: ")]
 
 
 def error_reason(response: requests.Response) -> str:

@@ -6,9 +6,19 @@ import sys
 from scaleout_common.codegen import ROOT
 
 COMMAND = [
-    sys.executable, "-m", "gateway.envoy_config", "--descriptor-set", "/app/generated/scaleout.binpb",
-    "--upstream", "render=render:50051", "--upstream", "engine=engine:50052",
-    "--upstream", "derender=derender:50053", "--upstream", "chat=chat:50054",
+    sys.executable,
+    "-m",
+    "gateway.envoy_config",
+    "--descriptor-set",
+    "/app/generated/scaleout.binpb",
+    "--upstream",
+    "render=render:50051",
+    "--upstream",
+    "engine=engine:50052",
+    "--upstream",
+    "derender=derender:50053",
+    "--upstream",
+    "chat=chat:50054",
 ]
 
 

@@ -5,10 +5,18 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.protobuf import json_format
-from grpc_status import rpc_status
 from google.rpc import error_details_pb2
-from scaleout.v1 import chat_pb2_grpc, derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2, render_pb2_grpc
+from grpc_status import rpc_status
 
+from scaleout.v1 import (
+    chat_pb2_grpc,
+    derender_pb2,
+    derender_pb2_grpc,
+    engine_pb2,
+    engine_pb2_grpc,
+    render_pb2,
+    render_pb2_grpc,
+)
 from tests.gateway.rest import error_reason, post
 
 OUT_OF_VOCAB = 10_000_000
@@ -17,37 +25,115 @@ USER = [{"role": "user", "content": "hi"}]
 # (REST path, gRPC stub class, method, request message class, malformed JSON body)
 CASES = [
     ("/v1/chat/completions/render", render_pb2_grpc.RenderServiceStub, "RenderChat", render_pb2.RenderChatRequest, {}),
-    ("/v1/chat/completions/render", render_pb2_grpc.RenderServiceStub, "RenderChat", render_pb2.RenderChatRequest,
-     {"messages": USER, "max_tokens": -1}),
-    ("/v1/chat/completions/render_batch", render_pb2_grpc.RenderServiceStub, "RenderChatBatch",
-     render_pb2.RenderChatBatchRequest, {"requests": [{}]}),
-    ("/v1/chat/completions/render_bridge", render_pb2_grpc.RenderServiceStub, "BridgeChat", render_pb2.BridgeChatRequest,
-     {"previous_prompt_token_ids": [OUT_OF_VOCAB], "request": {"messages": USER}}),
-    ("/v1/completions/render", render_pb2_grpc.RenderServiceStub, "RenderCompletion", render_pb2.RenderCompletionRequest, {}),
-    ("/v1/completions/render", render_pb2_grpc.RenderServiceStub, "RenderCompletion", render_pb2.RenderCompletionRequest,
-     {"prompts": ["hi"], "max_tokens": -5}),
-    ("/tokenize", render_pb2_grpc.RenderServiceStub, "Tokenize", render_pb2.TokenizeRequest,
-     {"messages": [{"role": "wizard", "content": "hi"}]}),
-    ("/detokenize", render_pb2_grpc.RenderServiceStub, "Detokenize", render_pb2.DetokenizeRequest, {"tokens": [OUT_OF_VOCAB]}),
+    (
+        "/v1/chat/completions/render",
+        render_pb2_grpc.RenderServiceStub,
+        "RenderChat",
+        render_pb2.RenderChatRequest,
+        {"messages": USER, "max_tokens": -1},
+    ),
+    (
+        "/v1/chat/completions/render_batch",
+        render_pb2_grpc.RenderServiceStub,
+        "RenderChatBatch",
+        render_pb2.RenderChatBatchRequest,
+        {"requests": [{}]},
+    ),
+    (
+        "/v1/chat/completions/render_bridge",
+        render_pb2_grpc.RenderServiceStub,
+        "BridgeChat",
+        render_pb2.BridgeChatRequest,
+        {"previous_prompt_token_ids": [OUT_OF_VOCAB], "request": {"messages": USER}},
+    ),
+    (
+        "/v1/completions/render",
+        render_pb2_grpc.RenderServiceStub,
+        "RenderCompletion",
+        render_pb2.RenderCompletionRequest,
+        {},
+    ),
+    (
+        "/v1/completions/render",
+        render_pb2_grpc.RenderServiceStub,
+        "RenderCompletion",
+        render_pb2.RenderCompletionRequest,
+        {"prompts": ["hi"], "max_tokens": -5},
+    ),
+    (
+        "/tokenize",
+        render_pb2_grpc.RenderServiceStub,
+        "Tokenize",
+        render_pb2.TokenizeRequest,
+        {"messages": [{"role": "wizard", "content": "hi"}]},
+    ),
+    (
+        "/detokenize",
+        render_pb2_grpc.RenderServiceStub,
+        "Detokenize",
+        render_pb2.DetokenizeRequest,
+        {"tokens": [OUT_OF_VOCAB]},
+    ),
     ("/inference/v1/generate", engine_pb2_grpc.EngineServiceStub, "GenerateUnary", engine_pb2.GenerateRequest, {}),
-    ("/inference/v1/generate", engine_pb2_grpc.EngineServiceStub, "GenerateUnary", engine_pb2.GenerateRequest,
-     {"token_ids": [1, 2], "sampling_params": {"max_tokens": -1}}),
-    ("/inference/v1/generate", engine_pb2_grpc.EngineServiceStub, "GenerateUnary", engine_pb2.GenerateRequest,
-     {"token_ids": [1, OUT_OF_VOCAB]}),
+    (
+        "/inference/v1/generate",
+        engine_pb2_grpc.EngineServiceStub,
+        "GenerateUnary",
+        engine_pb2.GenerateRequest,
+        {"token_ids": [1, 2], "sampling_params": {"max_tokens": -1}},
+    ),
+    (
+        "/inference/v1/generate",
+        engine_pb2_grpc.EngineServiceStub,
+        "GenerateUnary",
+        engine_pb2.GenerateRequest,
+        {"token_ids": [1, OUT_OF_VOCAB]},
+    ),
     ("/inference/v1/generate/stream", engine_pb2_grpc.EngineServiceStub, "Generate", engine_pb2.GenerateRequest, {}),
-    ("/inference/v1/generate/stream", engine_pb2_grpc.EngineServiceStub, "Generate", engine_pb2.GenerateRequest,
-     {"token_ids": [1, OUT_OF_VOCAB]}),
-    ("/inference/v1/generate/stream", engine_pb2_grpc.EngineServiceStub, "Generate", engine_pb2.GenerateRequest,
-     {"token_ids": [1, 2], "sampling_params": {"max_tokens": -1}}),
+    (
+        "/inference/v1/generate/stream",
+        engine_pb2_grpc.EngineServiceStub,
+        "Generate",
+        engine_pb2.GenerateRequest,
+        {"token_ids": [1, OUT_OF_VOCAB]},
+    ),
+    (
+        "/inference/v1/generate/stream",
+        engine_pb2_grpc.EngineServiceStub,
+        "Generate",
+        engine_pb2.GenerateRequest,
+        {"token_ids": [1, 2], "sampling_params": {"max_tokens": -1}},
+    ),
     ("/inference/v1/abort_requests", engine_pb2_grpc.EngineServiceStub, "Abort", engine_pb2.AbortRequest, {}),
-    ("/v1/chat/completions/derender", derender_pb2_grpc.DerenderServiceStub, "DerenderChat",
-     derender_pb2.DerenderChatRequest, {}),
-    ("/v1/completions/derender", derender_pb2_grpc.DerenderServiceStub, "DerenderCompletion",
-     derender_pb2.DerenderCompletionRequest, {}),
-    ("/v1/derender/chunk", derender_pb2_grpc.DerenderServiceStub, "DerenderChunk", derender_pb2.DerenderChunkRequest, {}),
+    (
+        "/v1/chat/completions/derender",
+        derender_pb2_grpc.DerenderServiceStub,
+        "DerenderChat",
+        derender_pb2.DerenderChatRequest,
+        {},
+    ),
+    (
+        "/v1/completions/derender",
+        derender_pb2_grpc.DerenderServiceStub,
+        "DerenderCompletion",
+        derender_pb2.DerenderCompletionRequest,
+        {},
+    ),
+    (
+        "/v1/derender/chunk",
+        derender_pb2_grpc.DerenderServiceStub,
+        "DerenderChunk",
+        derender_pb2.DerenderChunkRequest,
+        {},
+    ),
     ("/v1/chat/completions", chat_pb2_grpc.ChatServiceStub, "CreateChatCompletion", render_pb2.RenderChatRequest, {}),
-    ("/v1/chat/completions/stream", chat_pb2_grpc.ChatServiceStub, "StreamChatCompletion", render_pb2.RenderChatRequest,
-     {"messages": USER, "max_tokens": -1}),
+    (
+        "/v1/chat/completions/stream",
+        chat_pb2_grpc.ChatServiceStub,
+        "StreamChatCompletion",
+        render_pb2.RenderChatRequest,
+        {"messages": USER, "max_tokens": -1},
+    ),
 ]
 IDS = [f"{method}-{i}" for i, (_, _, method, _, _) in enumerate(CASES)]
 

@@ -17,8 +17,11 @@ TOKENIZE = {"prompt": "Hello world"}
 @pytest.fixture(scope="module")
 def render_pair(tmp_path_factory):
     """Two render replicas (tokenizer only: cheap) and nothing else behind a real Envoy."""
-    config = StackConfig(port=0, replicas={"render": 2, "engine": 0, "derender": 0, "chat": 0},
-                         log_dir=tmp_path_factory.mktemp("failover-logs"))
+    config = StackConfig(
+        port=0,
+        replicas={"render": 2, "engine": 0, "derender": 0, "chat": 0},
+        log_dir=tmp_path_factory.mktemp("failover-logs"),
+    )
     with Stack(config) as stack:
         yield stack
 

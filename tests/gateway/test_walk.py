@@ -5,15 +5,21 @@ from __future__ import annotations
 import urllib.request
 
 import grpc
+from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc
-from scaleout.v1 import render_pb2, render_pb2_grpc
-from google.protobuf import struct_pb2
-
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.envoy_config import SERVICES
+from scaleout.v1 import (
+    chat_pb2_grpc,
+    common_pb2,
+    derender_pb2,
+    derender_pb2_grpc,
+    engine_pb2_grpc,
+    render_pb2,
+    render_pb2_grpc,
+)
 from tests.gateway.rest import post, sse_events
 
 QUESTION = "What is the capital of France?"
@@ -35,7 +41,9 @@ def test_every_replica_is_serving_and_reflects_its_service(stack):
                 status = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
                 assert status == health_pb2.HealthCheckResponse.SERVING, (replica.name, service)
             reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
-            answer = next(reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+            answer = next(
+                reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+            )
             listed = {s.name for s in answer.list_services_response.service}
             assert {name, "grpc.health.v1.Health"} <= listed
 
@@ -51,10 +59,14 @@ def test_rest_walk_answers_paris(stack):
     assert streamed.status_code == 200, streamed.text
     events = sse_events(streamed)
     assert events[-1]["finished"] is True  # in-band terminal message
-    finishes = [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"] != "FINISH_REASON_UNSPECIFIED"]
+    finishes = [
+        c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"] != "FINISH_REASON_UNSPECIFIED"
+    ]
     assert finishes == ["FINISH_REASON_STOP"]
 
-    derendered = post(stack, "/v1/chat/completions/derender", {"context": rendered["derender_context"], "results": events})
+    derendered = post(
+        stack, "/v1/chat/completions/derender", {"context": rendered["derender_context"], "results": events}
+    )
     assert derendered.status_code == 200, derendered.text
     choice = derendered.json()["choices"][0]
     assert "Paris" in choice["message"]["content"]
@@ -81,7 +93,12 @@ def test_grpc_unary_generate_equals_the_stream(stack):
         rendered = render_pb2_grpc.RenderServiceStub(channel).RenderChat(request, timeout=60)
         engine = engine_pb2_grpc.EngineServiceStub(channel)
         whole = engine.GenerateUnary(rendered.generate_request, timeout=60)
-        streamed = [t for out in engine.Generate(rendered.generate_request, timeout=60) for c in out.choices for t in c.token_ids]
+        streamed = [
+            t
+            for out in engine.Generate(rendered.generate_request, timeout=60)
+            for c in out.choices
+            for t in c.token_ids
+        ]
         assert list(whole.choices[0].token_ids) == streamed
         assert whole.finished
 
@@ -94,7 +111,9 @@ def test_one_hop_chat_over_rest_and_sse(stack):
     chunks = sse_events(post(stack, "/v1/chat/completions/stream", CHAT))
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert "Paris" in text
-    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == ["stop"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == [
+        "stop"
+    ]
 
 
 def test_one_hop_chat_over_grpc(stack):
@@ -115,8 +134,12 @@ def test_sampled_streams_repeat_with_a_seed(stack):
 
 
 def test_one_hop_chat_stops_the_engine_at_a_stop_string(stack):
-    body = {"messages": [{"role": "user", "content": "Write a long story about a cat."}], "temperature": 0,
-            "max_tokens": 64, "stop": [" the"]}
+    body = {
+        "messages": [{"role": "user", "content": "Write a long story about a cat."}],
+        "temperature": 0,
+        "max_tokens": 64,
+        "stop": [" the"],
+    }
     engine = next(r for r in stack.replicas if r.name.startswith("engine"))
     generated_before = _generated_tokens(engine)
     answer = post(stack, "/v1/chat/completions", body)
@@ -134,5 +157,10 @@ def test_one_hop_chat_stops_the_engine_at_a_stop_string(stack):
 
 def _generated_tokens(replica) -> float:
     text = urllib.request.urlopen(replica.metrics_url, timeout=5).read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) if f.name == "scaleout_engine_generation_tokens"
-               for s in f.samples if s.name.endswith("_total"))
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "scaleout_engine_generation_tokens"
+        for s in f.samples
+        if s.name.endswith("_total")
+    )

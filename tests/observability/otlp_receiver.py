@@ -9,17 +9,22 @@ from __future__ import annotations
 import threading
 import time
 from concurrent import futures
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-KINDS = {trace_pb2.Span.SPAN_KIND_SERVER: "server", trace_pb2.Span.SPAN_KIND_CLIENT: "client",
-         trace_pb2.Span.SPAN_KIND_INTERNAL: "internal", trace_pb2.Span.SPAN_KIND_PRODUCER: "producer",
-         trace_pb2.Span.SPAN_KIND_CONSUMER: "consumer", trace_pb2.Span.SPAN_KIND_UNSPECIFIED: "unspecified"}
+KINDS = {
+    trace_pb2.Span.SPAN_KIND_SERVER: "server",
+    trace_pb2.Span.SPAN_KIND_CLIENT: "client",
+    trace_pb2.Span.SPAN_KIND_INTERNAL: "internal",
+    trace_pb2.Span.SPAN_KIND_PRODUCER: "producer",
+    trace_pb2.Span.SPAN_KIND_CONSUMER: "consumer",
+    trace_pb2.Span.SPAN_KIND_UNSPECIFIED: "unspecified",
+}
 
 
 def _value(value: common_pb2.AnyValue):
@@ -63,7 +68,7 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "OtlpReceiver":
+    def __enter__(self) -> OtlpReceiver:
         self._server.start()
         return self
 
@@ -80,13 +85,19 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
             service = _attributes(resource_spans.resource.attributes).get("service.name", "")
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    received.append(ReceivedSpan(
-                        service=service, name=span.name, kind=KINDS[span.kind], trace_id=span.trace_id.hex(),
-                        span_id=span.span_id.hex(), parent_span_id=span.parent_span_id.hex(),
-                        attributes=_attributes(span.attributes),
-                        events={e.name: _attributes(e.attributes) for e in span.events},
-                        status_code=span.status.code,
-                    ))
+                    received.append(
+                        ReceivedSpan(
+                            service=service,
+                            name=span.name,
+                            kind=KINDS[span.kind],
+                            trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(),
+                            parent_span_id=span.parent_span_id.hex(),
+                            attributes=_attributes(span.attributes),
+                            events={e.name: _attributes(e.attributes) for e in span.events},
+                            status_code=span.status.code,
+                        )
+                    )
         with self._lock:
             self._spans += received
 
@@ -130,7 +141,7 @@ class OtlpHttpReceiver(OtlpReceiver):
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self._http.server_port
 
-    def __enter__(self) -> "OtlpHttpReceiver":
+    def __enter__(self) -> OtlpHttpReceiver:
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
         return self
 

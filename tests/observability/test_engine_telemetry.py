@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import grpc
-from scaleout.v1 import engine_pb2_grpc
 
 from engine_svc.__main__ import make_parser
 from engine_svc.loader import build_engine
 from engine_svc.service import EngineService
+from scaleout.v1 import engine_pb2_grpc
 from tests.engine.conftest import request, tiny_model  # noqa: F401  (fixture)
 from tests.observability.otlp_receiver import OtlpReceiver
 from tests.observability.test_plumbing import scrape
@@ -49,7 +49,7 @@ async def test_engine_spans_and_metrics(tiny_model, monkeypatch):  # noqa: F811
     assert attributes["gen_ai.response.id"] == "traced"
     queue, prefill = attributes["gen_ai.latency.time_in_queue"], attributes["gen_ai.latency.time_in_model_prefill"]
     ttft, e2e = attributes["gen_ai.latency.time_to_first_token"], attributes["gen_ai.latency.e2e"]
-    assert 0 <= queue and 0 < prefill and queue + prefill <= ttft <= e2e
+    assert queue >= 0 and prefill > 0 and queue + prefill <= ttft <= e2e
     assert 0 < attributes["gen_ai.latency.time_in_model_decode"] <= e2e - ttft
 
     def moved(name):

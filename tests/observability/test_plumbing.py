@@ -10,8 +10,8 @@ import urllib.request
 import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from scaleout.v1 import chat_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
 
+from scaleout.v1 import chat_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
 from scaleout_common import logs, tracing
 from scaleout_common.telemetry import Telemetry
 from tests.observability.otlp_receiver import OtlpHttpReceiver, OtlpReceiver
@@ -33,8 +33,11 @@ def receiver(monkeypatch):
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:
     text = urllib.request.urlopen(url, timeout=5).read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 async def _chat(front, request=CHAT, metadata=()):
@@ -42,14 +45,17 @@ async def _chat(front, request=CHAT, metadata=()):
         return await chat_pb2_grpc.ChatServiceStub(channel).CreateChatCompletion(request, metadata=metadata)
 
 
-@pytest.mark.parametrize("env,on", [
-    ({}, False),
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, True),
-    ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, True),
-    ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
-    ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
-    ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, False),
-])
+@pytest.mark.parametrize(
+    "env,on",
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, True),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, False),
+    ],
+)
 def test_tracing_switch_follows_the_standard_environment(env, on):
     assert tracing.tracing_enabled(env) is on
 
@@ -57,8 +63,12 @@ def test_tracing_switch_follows_the_standard_environment(env, on):
 def test_protocol_comes_from_the_environment():
     assert tracing.otlp_protocol({}) == "grpc"
     assert tracing.otlp_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}) == "http/protobuf"
-    assert tracing.otlp_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-                                  "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}) == "grpc"
+    assert (
+        tracing.otlp_protocol(
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}
+        )
+        == "grpc"
+    )
 
 
 async def test_one_trace_across_hops_with_rpc_and_genai_attributes(receiver):
@@ -69,9 +79,8 @@ async def test_one_trace_across_hops_with_rpc_and_genai_attributes(receiver):
     toy_log.addHandler(handler)
     toy_log.setLevel(logging.INFO)
     try:
-        async with serving(ToyEngine()) as engine:
-            async with serving(ToyFront(engine.target)) as front:
-                await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+        async with serving(ToyEngine()) as engine, serving(ToyFront(engine.target)) as front:
+            await _chat(front, metadata=[("traceparent", TRACEPARENT)])
     finally:
         toy_log.removeHandler(handler)
         toy_log.setLevel(logging.NOTSET)
@@ -104,8 +113,11 @@ async def test_one_trace_across_hops_with_rpc_and_genai_attributes(receiver):
     assert generate.attributes["gen_ai.response.id"] == "gen-7"
     assert generate.attributes["gen_ai.latency.time_in_queue"] == 0.01
     assert generate.attributes["gen_ai.latency.time_in_model_prefill"] == 0.02
-    ttft, decode = generate.attributes["gen_ai.latency.time_to_first_token"], generate.attributes["gen_ai.latency.time_in_model_decode"]
-    assert 0 < ttft and 0 < decode <= generate.attributes["gen_ai.latency.e2e"]
+    ttft, decode = (
+        generate.attributes["gen_ai.latency.time_to_first_token"],
+        generate.attributes["gen_ai.latency.time_in_model_decode"],
+    )
+    assert ttft > 0 and 0 < decode <= generate.attributes["gen_ai.latency.e2e"]
     assert "gen_ai.first_token" in generate.events
     # The engine handler's log line carries its span's ids.
     assert [(line["trace_id"], line["span_id"]) for line in lines] == [(TRACE_ID, generate.span_id)]
@@ -113,10 +125,9 @@ async def test_one_trace_across_hops_with_rpc_and_genai_attributes(receiver):
 
 
 async def test_failed_call_records_the_status_as_the_conventions_say(receiver):
-    async with serving(ToyEngine()) as engine:
-        async with serving(ToyFront(engine.target)) as front:
-            with pytest.raises(grpc.aio.AioRpcError):
-                await _chat(front, render_pb2.RenderChatRequest(model="m"), metadata=[("traceparent", TRACEPARENT)])
+    async with serving(ToyEngine()) as engine, serving(ToyFront(engine.target)) as front:
+        with pytest.raises(grpc.aio.AioRpcError):
+            await _chat(front, render_pb2.RenderChatRequest(model="m"), metadata=[("traceparent", TRACEPARENT)])
     by_kind = {(s.kind, s.name): s for s in receiver.spans(TRACE_ID)}
     client = by_kind["client", "scaleout.v1.EngineService/Generate"]
     generate = by_kind["server", "scaleout.v1.EngineService/Generate"]
@@ -140,18 +151,18 @@ async def test_tracing_off_installs_nothing(monkeypatch):
 
 async def test_metrics_move_by_the_right_amounts():
     engine = ToyEngine()
-    async with serving(engine, metrics=True) as served:
-        async with serving(ToyFront(served.target), metrics=True) as front:
-            before, front_before = scrape(served.metrics_url), scrape(front.metrics_url)
-            engine.waiting, engine.running = 3, 2
-            await _chat(front)
-            await _chat(front)
-            with pytest.raises(grpc.aio.AioRpcError):
-                await _chat(front, render_pb2.RenderChatRequest())
-            async with grpc.aio.insecure_channel(served.target) as channel:
-                whole = await engine_pb2_grpc.EngineServiceStub(channel).GenerateUnary(
-                    engine_pb2.GenerateRequest(token_ids=[1, 2]))
-            after, front_after = scrape(served.metrics_url), scrape(front.metrics_url)
+    async with serving(engine, metrics=True) as served, serving(ToyFront(served.target), metrics=True) as front:
+        before, front_before = scrape(served.metrics_url), scrape(front.metrics_url)
+        engine.waiting, engine.running = 3, 2
+        await _chat(front)
+        await _chat(front)
+        with pytest.raises(grpc.aio.AioRpcError):
+            await _chat(front, render_pb2.RenderChatRequest())
+        async with grpc.aio.insecure_channel(served.target) as channel:
+            whole = await engine_pb2_grpc.EngineServiceStub(channel).GenerateUnary(
+                engine_pb2.GenerateRequest(token_ids=[1, 2])
+            )
+        after, front_after = scrape(served.metrics_url), scrape(front.metrics_url)
 
     def moved(name, **labels):
         key = (name, tuple(sorted(labels.items())))
@@ -180,13 +191,15 @@ async def test_metrics_move_by_the_right_amounts():
     assert after[("scaleout_engine_running_sequences", ())] == 2
     assert after[("scaleout_engine_kv_cache_usage_ratio", ())] == 0.25
     chat = "scaleout.v1.ChatService/CreateChatCompletion"
-    assert front_after[("scaleout_rpc_requests_total", (("code", "OK"), ("method", chat)))] - front_before.get(
-        ("scaleout_rpc_requests_total", (("code", "OK"), ("method", chat))), 0) == 2
+    assert (
+        front_after[("scaleout_rpc_requests_total", (("code", "OK"), ("method", chat)))]
+        - front_before.get(("scaleout_rpc_requests_total", (("code", "OK"), ("method", chat))), 0)
+        == 2
+    )
     assert not any(name.startswith("scaleout_engine_") for name, _ in front_after)  # LLM metrics: engine only
 
 
 def test_json_logs_carry_the_current_trace_ids():
-    from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
     formatter = logs.JsonFormatter("scaleout-test")
@@ -202,9 +215,8 @@ def test_json_logs_carry_the_current_trace_ids():
 
 async def test_message_text_only_when_capture_is_switched_on(receiver, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    async with serving(ToyEngine()) as engine:
-        async with serving(ToyFront(engine.target)) as front:
-            await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+    async with serving(ToyEngine()) as engine, serving(ToyFront(engine.target)) as front:
+        await _chat(front, metadata=[("traceparent", TRACEPARENT)])
     (chat,) = [s for s in receiver.spans(TRACE_ID) if s.name.startswith("scaleout.v1.ChatService")]
     assert json.loads(chat.attributes["gen_ai.input.messages"]) == [{"role": "user"}]
     assert json.loads(chat.attributes["gen_ai.output.messages"])[0]["content"] == "11 12 13 14"
@@ -214,9 +226,8 @@ async def test_otlp_over_http(monkeypatch):
     with OtlpHttpReceiver() as receiver:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-        async with serving(ToyEngine()) as engine:
-            async with serving(ToyFront(engine.target)) as front:
-                await _chat(front, metadata=[("traceparent", TRACEPARENT)])
+        async with serving(ToyEngine()) as engine, serving(ToyFront(engine.target)) as front:
+            await _chat(front, metadata=[("traceparent", TRACEPARENT)])
         assert {s.service for s in receiver.spans(TRACE_ID)} == {"scaleout-chat", "scaleout-engine"}
         assert len(receiver.spans(TRACE_ID)) == 3
 
@@ -227,8 +238,14 @@ def test_everything_off_means_no_interceptor(monkeypatch):
     assert telemetry.provider is None and telemetry.metrics is None and telemetry.interceptors() == []
 
 
-@pytest.mark.parametrize("env,name", [({}, "scaleout-x"), ({"OTEL_SERVICE_NAME": "custom"}, "custom"),
-                                      ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=res,team=a"}, "res")])
+@pytest.mark.parametrize(
+    "env,name",
+    [
+        ({}, "scaleout-x"),
+        ({"OTEL_SERVICE_NAME": "custom"}, "custom"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=res,team=a"}, "res"),
+    ],
+)
 def test_service_name_defaults_unless_the_environment_names_it(monkeypatch, env, name):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     for key, value in env.items():
@@ -243,14 +260,14 @@ def test_service_name_defaults_unless_the_environment_names_it(monkeypatch, env,
 async def test_a_cancelled_stream_ends_its_span_and_leaves_nothing_in_flight(receiver):
     method = "scaleout.v1.EngineService/Generate"
     cancelled = ("scaleout_rpc_requests_total", (("code", "CANCELLED"), ("method", method)))
-    async with serving(ToyEngine(), metrics=True) as served:
-        async with grpc.aio.insecure_channel(served.target) as channel:
-            call = engine_pb2_grpc.EngineServiceStub(channel).Generate(
-                engine_pb2.GenerateRequest(token_ids=[1]), metadata=[("traceparent", TRACEPARENT)])
-            await call.read()
-            call.cancel()
-            while cancelled not in (after := scrape(served.metrics_url)):
-                await asyncio.sleep(0.02)
+    async with serving(ToyEngine(), metrics=True) as served, grpc.aio.insecure_channel(served.target) as channel:
+        call = engine_pb2_grpc.EngineServiceStub(channel).Generate(
+            engine_pb2.GenerateRequest(token_ids=[1]), metadata=[("traceparent", TRACEPARENT)]
+        )
+        await call.read()
+        call.cancel()
+        while cancelled not in (after := scrape(served.metrics_url)):
+            await asyncio.sleep(0.02)
     assert after[cancelled] == 1
     assert after[("scaleout_rpc_in_flight", (("method", method),))] == 0
     (span,) = receiver.spans(TRACE_ID)
@@ -265,15 +282,18 @@ def test_genai_helpers_act_on_the_current_span_and_are_no_ops_without_one():
     with TracerProvider().get_tracer("t").start_as_current_span("s") as span:
         tracing.set_genai_attributes(request_model="m", max_tokens=8, finish_reasons=("stop",), seed=None)
         tracing.add_event("gen_ai.custom", tokens=3)
-    assert dict(span.attributes) == {"gen_ai.request.model": "m", "gen_ai.request.max_tokens": 8,
-                                     "gen_ai.response.finish_reasons": ("stop",)}
+    assert dict(span.attributes) == {
+        "gen_ai.request.model": "m",
+        "gen_ai.request.max_tokens": 8,
+        "gen_ai.response.finish_reasons": ("stop",),
+    }
     assert [(e.name, dict(e.attributes)) for e in span.events] == [("gen_ai.custom", {"tokens": 3})]
 
 
 async def test_a_derender_stream_counts_the_engine_output_it_consumes():
     from opentelemetry.sdk.trace import TracerProvider
-    from scaleout.v1 import derender_pb2
 
+    from scaleout.v1 import derender_pb2
     from scaleout_common.genai_telemetry import ResponseStream
 
     async def requests():
@@ -288,8 +308,13 @@ async def test_a_derender_stream_counts_the_engine_output_it_consumes():
     stream = ResponseStream(0.0, None, span, streaming=True)
     async for _ in stream.consume(requests()):
         stream.add(derender_pb2.DerenderStreamResponse(chat=derender_pb2.ChatCompletionChunk(id="chatcmpl-1")))
-    stream.add(derender_pb2.DerenderStreamResponse(chat=derender_pb2.ChatCompletionChunk(
-        id="chatcmpl-1", choices=[derender_pb2.ChatChunkChoice(index=0, finish_reason="length")])))
+    stream.add(
+        derender_pb2.DerenderStreamResponse(
+            chat=derender_pb2.ChatCompletionChunk(
+                id="chatcmpl-1", choices=[derender_pb2.ChatChunkChoice(index=0, finish_reason="length")]
+            )
+        )
+    )
     stream.end(ok=True)
     assert span.attributes["gen_ai.usage.input_tokens"] == 5
     assert span.attributes["gen_ai.usage.output_tokens"] == sum(map(len, OUTPUT))

@@ -14,9 +14,9 @@ import grpc
 import pytest
 import requests
 from google.protobuf import struct_pb2
-from scaleout.v1 import chat_pb2_grpc, common_pb2, render_pb2
 
 from gateway.stack import Stack, StackConfig
+from scaleout.v1 import chat_pb2_grpc, common_pb2, render_pb2
 from tests.observability.otlp_receiver import OtlpReceiver
 from tests.observability.test_plumbing import scrape
 
@@ -36,8 +36,11 @@ HOPS = {  # chat's downstream method -> the service that serves it
 @pytest.fixture(scope="module")
 def traced_stack(tmp_path_factory):
     with OtlpReceiver() as receiver:
-        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-               "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
         config = StackConfig(port=0, env=env, log_dir=tmp_path_factory.mktemp("traced-stack-logs"))
         with Stack(config) as stack:
             before = {r.name: scrape(r.metrics_url) for r in stack.replicas}
@@ -51,10 +54,12 @@ def _traceparent() -> tuple[str, str, str]:
 
 def _trace(receiver, trace_id: str, methods: list[str]):
     """Wait for the whole trace: Envoy's ingress span for each hop plus chat's and each service's spans."""
+
     def complete(spans):
         servers = {s.name for s in spans if s.kind == "server" and s.service != "scaleout-gateway"}
         gateway = [s for s in spans if s.service == "scaleout-gateway"]
         return servers >= {"scaleout.v1.ChatService/" + methods[0], *methods[1:]} and len(gateway) >= len(methods)
+
     return receiver.wait_for(complete, timeout_s=90, trace_id=trace_id)
 
 
@@ -103,9 +108,11 @@ def _check_genai(chat, served, usage, completion_id: str, finish_reason: str, mo
         assert span.attributes["gen_ai.usage.output_tokens"] == usage.completion_tokens
         assert span.attributes["gen_ai.response.finish_reasons"] == [finish_reason]
     assert derender.attributes["gen_ai.response.id"] == chat.attributes["gen_ai.response.id"] == completion_id
-    timings = [engine.attributes[f"gen_ai.latency.{k}"] for k in ("time_in_queue", "time_in_model_prefill",
-                                                                 "time_to_first_token", "e2e")]
-    assert 0 <= timings[0] and 0 < timings[1] and timings[0] + timings[1] <= timings[2] <= timings[3]
+    timings = [
+        engine.attributes[f"gen_ai.latency.{k}"]
+        for k in ("time_in_queue", "time_in_model_prefill", "time_to_first_token", "e2e")
+    ]
+    assert timings[0] >= 0 and timings[1] > 0 and timings[0] + timings[1] <= timings[2] <= timings[3]
 
 
 def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
@@ -114,30 +121,44 @@ def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
 
     # REST, unary: chat -> RenderChat, GenerateUnary, DerenderChat
     trace_id, root, traceparent = _traceparent()
-    answer = requests.post(stack.rest_url + "/v1/chat/completions", json=chat, headers={"traceparent": traceparent},
-                           timeout=120)
+    answer = requests.post(
+        stack.rest_url + "/v1/chat/completions", json=chat, headers={"traceparent": traceparent}, timeout=120
+    )
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    unary_hops = ["scaleout.v1.RenderService/RenderChat", "scaleout.v1.EngineService/GenerateUnary",
-                  "scaleout.v1.DerenderService/DerenderChat"]
+    unary_hops = [
+        "scaleout.v1.RenderService/RenderChat",
+        "scaleout.v1.EngineService/GenerateUnary",
+        "scaleout.v1.DerenderService/DerenderChat",
+    ]
     spans = _trace(receiver, trace_id, ["CreateChatCompletion", *unary_hops])
     chat_span, served = _check_trace(spans, root, "scaleout.v1.ChatService/CreateChatCompletion", unary_hops, stack)
     answer_text = body["choices"][0]["message"]["content"]
     assert not any(answer_text in str(value) for s in spans for value in s.attributes.values())
-    usage = common_pb2.Usage(prompt_tokens=body["usage"]["prompt_tokens"],
-                             completion_tokens=body["usage"]["completion_tokens"])
+    usage = common_pb2.Usage(
+        prompt_tokens=body["usage"]["prompt_tokens"], completion_tokens=body["usage"]["completion_tokens"]
+    )
     _check_genai(chat_span, served, usage, body["id"], body["choices"][0]["finish_reason"], body["model"])
 
     # gRPC, streamed: chat -> RenderChat, Generate (stream), DerenderStream (bidi)
     trace_id, root, traceparent = _traceparent()
     request = render_pb2.RenderChatRequest(
         messages=[common_pb2.ChatMessage(role="user", content=struct_pb2.Value(string_value=QUESTION))],
-        temperature=0, max_tokens=MAX_TOKENS, stream_options=render_pb2.StreamOptions(include_usage=True))
+        temperature=0,
+        max_tokens=MAX_TOKENS,
+        stream_options=render_pb2.StreamOptions(include_usage=True),
+    )
     with grpc.insecure_channel(stack.gateway) as channel:
-        chunks = list(chat_pb2_grpc.ChatServiceStub(channel).StreamChatCompletion(
-            request, metadata=[("traceparent", traceparent)], timeout=120))
-    stream_hops = ["scaleout.v1.RenderService/RenderChat", "scaleout.v1.EngineService/Generate",
-                   "scaleout.v1.DerenderService/DerenderStream"]
+        chunks = list(
+            chat_pb2_grpc.ChatServiceStub(channel).StreamChatCompletion(
+                request, metadata=[("traceparent", traceparent)], timeout=120
+            )
+        )
+    stream_hops = [
+        "scaleout.v1.RenderService/RenderChat",
+        "scaleout.v1.EngineService/Generate",
+        "scaleout.v1.DerenderService/DerenderStream",
+    ]
     spans = _trace(receiver, trace_id, ["StreamChatCompletion", *stream_hops])
     chat_span, served = _check_trace(spans, root, "scaleout.v1.ChatService/StreamChatCompletion", stream_hops, stack)
     finish = next(c.finish_reason for chunk in chunks for c in chunk.choices if c.finish_reason)
@@ -152,17 +173,22 @@ def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
         key = (name, tuple(sorted(labels.items())))
         return after[replica].get(key, 0) - before[replica].get(key, 0)
 
-    for replica, methods in {"chat-0": ["scaleout.v1.ChatService/CreateChatCompletion",
-                                        "scaleout.v1.ChatService/StreamChatCompletion"],
-                             "render-0": ["scaleout.v1.RenderService/RenderChat"] * 2,
-                             "engine-0": unary_hops[1:2] + stream_hops[1:2],
-                             "derender-0": unary_hops[2:] + stream_hops[2:]}.items():
+    for replica, methods in {
+        "chat-0": ["scaleout.v1.ChatService/CreateChatCompletion", "scaleout.v1.ChatService/StreamChatCompletion"],
+        "render-0": ["scaleout.v1.RenderService/RenderChat"] * 2,
+        "engine-0": unary_hops[1:2] + stream_hops[1:2],
+        "derender-0": unary_hops[2:] + stream_hops[2:],
+    }.items():
         for method in set(methods):
             assert moved(replica, "scaleout_rpc_requests_total", method=method, code="OK") == methods.count(method)
-            assert moved(replica, "scaleout_rpc_duration_seconds_count", method=method, code="OK") == methods.count(method)
+            assert moved(replica, "scaleout_rpc_duration_seconds_count", method=method, code="OK") == methods.count(
+                method
+            )
             assert after[replica][("scaleout_rpc_in_flight", (("method", method),))] == 0
-        assert not any(name == "scaleout_rpc_errors_total" and moved(replica, name, **dict(labels))
-                       for name, labels in after[replica])
+        assert not any(
+            name == "scaleout_rpc_errors_total" and moved(replica, name, **dict(labels))
+            for name, labels in after[replica]
+        )
     tokens_out = usage.completion_tokens + last_usage.completion_tokens
     assert moved("engine-0", "scaleout_engine_prompt_tokens_total") == usage.prompt_tokens + last_usage.prompt_tokens
     assert moved("engine-0", "scaleout_engine_generation_tokens_total") == tokens_out

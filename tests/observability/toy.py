@@ -12,9 +12,8 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, engine_pb2, engine_pb2_grpc
-
 from gateway.stack import free_port
+from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser
 from scaleout_common.errors import invalid_argument
@@ -64,7 +63,6 @@ class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
                 message.finished = True
             await asyncio.sleep(0.01)
             yield message
-
 
     async def GenerateUnary(self, request, context):
         whole = engine_pb2.GenerateResponse()

@@ -27,7 +27,10 @@ def reference_tokenizer():
 @pytest.fixture(scope="session")
 def renderers():
     """family -> Renderer (the core, no gRPC), each with its template as the server template."""
-    return {family: Renderer(load_model(None, chat_template=str(path) if path else None)) for family, path in FAMILIES.items()}
+    return {
+        family: Renderer(load_model(None, chat_template=str(path) if path else None))
+        for family, path in FAMILIES.items()
+    }
 
 
 @contextlib.asynccontextmanager
@@ -35,18 +38,29 @@ async def render_server(*argv: str):
     """A real render server on loopback started with `argv`; yields its stub."""
     parser = flags.parser()
     service = RenderService(parser.parse_args(list(argv)))
-    async with serving(service, parser) as target:
-        async with grpc.aio.insecure_channel(target) as channel:
-            yield render_pb2_grpc.RenderServiceStub(channel)
+    async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
+        yield render_pb2_grpc.RenderServiceStub(channel)
 
 
 @pytest_asyncio.fixture(scope="session")
 async def stub():
     """The default server, with small limits so each is easy to reach."""
     async with render_server(
-        "--served-model-name", "smol", "other-name", "--max-messages", "64", "--max-template-output-chars", "200000",
-        "--template-timeout-s", "0.5", "--max-request-bytes", "65536", "--max-batch-size", "64",
-        "--default-chat-template-kwargs", '{"enable_thinking": true, "flavor": "server"}',
+        "--served-model-name",
+        "smol",
+        "other-name",
+        "--max-messages",
+        "64",
+        "--max-template-output-chars",
+        "200000",
+        "--template-timeout-s",
+        "0.5",
+        "--max-request-bytes",
+        "65536",
+        "--max-batch-size",
+        "64",
+        "--default-chat-template-kwargs",
+        '{"enable_thinking": true, "flavor": "server"}',
     ) as render_stub:
         yield render_stub
 

@@ -75,12 +75,20 @@ class Case:
         """The tools as the server sees them: a Struct keeps no key order, so the server sorts parameters' keys."""
         if not self.tools:
             return None
-        return [{**t, "function": {**t["function"], "parameters": _sorted(t["function"]["parameters"])}} for t in self.tools]
+        return [
+            {**t, "function": {**t["function"], "parameters": _sorted(t["function"]["parameters"])}} for t in self.tools
+        ]
 
     def reference(self, tokenizer, template: str, tokenize: bool = True):
         return tokenizer.apply_chat_template(
-            self.messages, tools=self.reference_tools(), chat_template=template, add_generation_prompt=self.add_generation_prompt,
-            continue_final_message=self.continue_final_message, tokenize=tokenize, return_dict=False, **self.kwargs,
+            self.messages,
+            tools=self.reference_tools(),
+            chat_template=template,
+            add_generation_prompt=self.add_generation_prompt,
+            continue_final_message=self.continue_final_message,
+            tokenize=tokenize,
+            return_dict=False,
+            **self.kwargs,
         )
 
 
@@ -129,8 +137,13 @@ CONVERSATIONS = {
     "parallel_tools": [
         _s("Use tools."),
         _u("Weather in Paris and 2+2?"),
-        _a("Checking both.", tool_calls=[call("get_weather", {"city": "Paris", "days": 2}, "c1"),
-                                          call("calculate", {"expression": "2+2"}, "c2")]),
+        _a(
+            "Checking both.",
+            tool_calls=[
+                call("get_weather", {"city": "Paris", "days": 2}, "c1"),
+                call("calculate", {"expression": "2+2"}, "c2"),
+            ],
+        ),
         _t("sunny", "c1"),
         _t("4", "c2"),
         _a("Sunny, and 4."),

@@ -23,7 +23,9 @@ def _encode(renderer, text):
 
 
 def _full(tokenizer, messages, template=None):
-    return tokenizer.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=True, return_dict=False)
+    return tokenizer.apply_chat_template(
+        messages, chat_template=template, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
 
 
 USER1, USER2 = {"role": "user", "content": "Capital of France?"}, {"role": "user", "content": "And of Italy?"}
@@ -61,8 +63,12 @@ def test_tool_result_turn_with_a_hermes_style_template(renderers, reference_toke
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     history = [USER1, {"role": "assistant", "content": "", "tool_calls": [call]}, tool_result]
     want = reference_tokenizer.apply_chat_template(
-        history, tools=tools, chat_template=(TEMPLATES / "qwen3.jinja").read_text(), add_generation_prompt=True,
-        tokenize=True, return_dict=False,
+        history,
+        tools=tools,
+        chat_template=(TEMPLATES / "qwen3.jinja").read_text(),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
     )
     assert ids == want
 
@@ -97,10 +103,15 @@ def test_bridge_into_a_prefilled_assistant_turn(renderers, reference_tokenizer):
     previous = list(renderer.render_chat(chat([USER1])).generate_request.token_ids)
     completion = _encode(renderer, "Paris.") + [IM_END]
     prefill = {"role": "assistant", "content": "Rome, I"}
-    ids = list(_bridge(renderer, previous, completion, [USER2, prefill], add_generation_prompt=False,
-                       continue_final_message=True).generate_request.token_ids)
+    ids = list(
+        _bridge(
+            renderer, previous, completion, [USER2, prefill], add_generation_prompt=False, continue_final_message=True
+        ).generate_request.token_ids
+    )
     want = reference_tokenizer.apply_chat_template(
-        [USER1, {"role": "assistant", "content": "Paris."}, USER2, prefill], continue_final_message=True,
-        tokenize=True, return_dict=False,
+        [USER1, {"role": "assistant", "content": "Paris."}, USER2, prefill],
+        continue_final_message=True,
+        tokenize=True,
+        return_dict=False,
     )
     assert ids == want

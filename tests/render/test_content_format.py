@@ -32,7 +32,9 @@ def test_parts_render_like_apply_chat_template(renderers, reference_tokenizer):
     text = renderer.templates.render(template, messages, variables=renderer.special_tokens)
     want = reference_tokenizer.apply_chat_template(
         [{"role": "user", "content": PARTS}, {"role": "assistant", "content": [{"type": "text", "text": "plain"}]}],
-        chat_template=PARTS_TEMPLATE, add_generation_prompt=True, tokenize=False,
+        chat_template=PARTS_TEMPLATE,
+        add_generation_prompt=True,
+        tokenize=False,
     )
     assert text == want == "<user>[first][second]<assistant>[plain]<assistant>"
 

@@ -28,17 +28,33 @@ CHAT_CASES = {
     "missing messages": (chat([]), BAD, r.MISSING_MESSAGES),
     "invalid role": (chat([{"role": "wizard", "content": "x"}]), BAD, r.INVALID_ROLE),
     "number content": (chat([{"role": "user", "content": 5}]), BAD, r.INVALID_CONTENT),
-    "image part": (chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]), BAD, r.INVALID_CONTENT),
+    "image part": (
+        chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+        BAD,
+        r.INVALID_CONTENT,
+    ),
     "nameless tool": (chat(tools=[{"type": "function", "function": {"description": "x"}}]), BAD, r.INVALID_TOOL),
     "non-JSON arguments": (
-        chat([{"role": "user", "content": "x"},
-              {"role": "assistant", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]),
-        BAD, r.INVALID_TOOL_CALL,
+        chat(
+            [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}],
+                },
+            ]
+        ),
+        BAD,
+        r.INVALID_TOOL_CALL,
     ),
     "required without tools": (chat(tool_choice="required"), BAD, r.INVALID_TOOL_CHOICE),
     "named unknown tool": (
-        chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice={"type": "function", "function": {"name": "g"}}),
-        BAD, r.INVALID_TOOL_CHOICE,
+        chat(
+            tools=[{"type": "function", "function": {"name": "f"}}],
+            tool_choice={"type": "function", "function": {"name": "g"}},
+        ),
+        BAD,
+        r.INVALID_TOOL_CHOICE,
     ),
     "odd tool choice": (chat(tool_choice="sometimes"), BAD, r.INVALID_TOOL_CHOICE),
     "generation prompt and continue": (chat(continue_final_message=True), BAD, r.CONFLICTING_OPTIONS),
@@ -85,8 +101,11 @@ TEMPLATE_CASES = {
     "huge output": (HUGE_OUTPUT, BAD, r.TEMPLATE_OUTPUT_TOO_LARGE),
     "huge repeat": ("{{ 'x' * 10**9 }}", BAD, r.TEMPLATE_OUTPUT_TOO_LARGE),
     "huge width": ("{{ 'x' | center(10**9) }}", BAD, r.TEMPLATE_OUTPUT_TOO_LARGE),
-    "doubling": ("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", BAD,
-                 r.TEMPLATE_OUTPUT_TOO_LARGE),
+    "doubling": (
+        "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+        BAD,
+        r.TEMPLATE_OUTPUT_TOO_LARGE,
+    ),
 }
 
 
@@ -115,7 +134,11 @@ COMPLETION_CASES = {
     "suffix": (completion(prompts=["a"], suffix="z"), BAD, r.UNSUPPORTED_FIELD),
     "top_p zero": (completion(prompts=["a"], top_p=0), BAD, r.INVALID_SAMPLING_PARAM),
     "logprobs too many": (completion(prompts=["a"], logprobs=50), BAD, r.INVALID_SAMPLING_PARAM),
-    "offsets of ids": (completion(prompt_token_ids=[{"token_ids": [1]}], return_token_offsets=True), BAD, r.UNSUPPORTED_FIELD),
+    "offsets of ids": (
+        completion(prompt_token_ids=[{"token_ids": [1]}], return_token_offsets=True),
+        BAD,
+        r.UNSUPPORTED_FIELD,
+    ),
     "unknown model": (completion(prompts=["a"], model="x"), "NOT_FOUND", r.MODEL_NOT_FOUND),
 }
 
@@ -142,7 +165,9 @@ async def test_bridge_errors(stub, trusting_stub):
 async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
     big = chat([{"role": "user", "content": "z" * 6000}], chat_template=NESTED_LOOPS)  # above --inline-bytes: offloaded
     await expect(trusting_stub.RenderChat(big), BAD, r.TEMPLATE_TIMEOUT)
-    batch = render_pb2.RenderChatBatchRequest(requests=[chat(chat_template="{{ m }}"), chat(chat_template=NESTED_LOOPS)])
+    batch = render_pb2.RenderChatBatchRequest(
+        requests=[chat(chat_template="{{ m }}"), chat(chat_template=NESTED_LOOPS)]
+    )
     error = await expect(trusting_stub.RenderChatBatch(batch), BAD, r.TEMPLATE_TIMEOUT)
     assert error.metadata["index"] == "1"
 
@@ -154,7 +179,9 @@ async def test_constant_expressions_are_not_evaluated_at_compile_time(trusting_s
 
 async def test_a_full_render_queue_refuses_fast():
     slow = "{% for i in range(100000) %}{% for j in range(50) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
-    async with render_server("--trust-request-chat-template", "--render-threads", "1", "--max-pending-renders", "1") as stub:
+    async with render_server(
+        "--trust-request-chat-template", "--render-threads", "1", "--max-pending-renders", "1"
+    ) as stub:
         first = asyncio.ensure_future(stub.RenderChat(chat(chat_template=slow)))
         await asyncio.sleep(0.2)
         await expect(stub.RenderChat(chat(chat_template=slow)), "RESOURCE_EXHAUSTED", r.RENDER_QUEUE_FULL)

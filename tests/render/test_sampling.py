@@ -10,8 +10,16 @@ from scaleout_common.errors import ServiceError
 
 PLAIN = sampling.ModelLimits(max_model_len=100, vocab_size=1000)
 TUNED = sampling.ModelLimits(
-    max_model_len=100, vocab_size=1000,
-    defaults={"temperature": 0.6, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1, "max_tokens": 30},
+    max_model_len=100,
+    vocab_size=1000,
+    defaults={
+        "temperature": 0.6,
+        "top_p": 0.9,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+        "max_tokens": 30,
+    },
 )
 
 
@@ -35,7 +43,9 @@ def test_absent_fields_get_neutral_values_without_generation_config():
 def test_absent_fields_take_generation_config_defaults():
     params = resolve(chat(), TUNED)
     assert params.temperature == pytest.approx(0.6) and params.top_p == pytest.approx(0.9)
-    assert params.top_k == 20 and params.min_p == pytest.approx(0.05) and params.repetition_penalty == pytest.approx(1.1)
+    assert (
+        params.top_k == 20 and params.min_p == pytest.approx(0.05) and params.repetition_penalty == pytest.approx(1.1)
+    )
     assert params.max_tokens == 30  # max_new_tokens caps the default
 
 
@@ -89,7 +99,9 @@ def test_completion_logprobs_is_a_count():
 
 
 def test_passthrough_fields():
-    params = resolve(chat(seed=0, stop_token_ids=[5, 6], allowed_token_ids=[1], logit_bias={3: 500.0, 4: -1.5}, ignore_eos=True))
+    params = resolve(
+        chat(seed=0, stop_token_ids=[5, 6], allowed_token_ids=[1], logit_bias={3: 500.0, 4: -1.5}, ignore_eos=True)
+    )
     assert params.HasField("seed") and params.seed == 0
     assert list(params.stop_token_ids) == [5, 6] and list(params.allowed_token_ids) == [1] and params.ignore_eos
     assert dict(params.logit_bias) == {3: 100.0, 4: -1.5}  # clamped to [-100, 100] as OpenAI/vLLM do
@@ -133,7 +145,9 @@ def test_min_tokens_above_max_tokens_is_invalid():
     assert caught.value.reason == reasons.INVALID_SAMPLING_PARAM
 
 
-@pytest.mark.parametrize("fields", [{"stop_token_ids": [1000]}, {"allowed_token_ids": [-1]}, {"logit_bias": {5000: 1.0}}])
+@pytest.mark.parametrize(
+    "fields", [{"stop_token_ids": [1000]}, {"allowed_token_ids": [-1]}, {"logit_bias": {5000: 1.0}}]
+)
 def test_token_ids_outside_the_vocabulary(fields):
     with pytest.raises(ServiceError) as caught:
         resolve(chat(**fields))

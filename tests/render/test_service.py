@@ -23,11 +23,25 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
 async def test_chat_passes_everything_through(stub, reference_tokenizer):
     request = chat(
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"}],
-        model="smol", tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}},
-        parallel_tool_calls=False, chat_template_kwargs={"flavor": "request"}, stop=["\n\n"], stop_token_ids=[7],
-        include_stop_str_in_output=True, skip_special_tokens=False, seed=11, n=2, logprobs=True, top_logprobs=3,
-        cache_salt="salt", priority=-2, kv_transfer_params={"do_remote_prefill": True}, request_id="rid-1",
-        stream_options={"include_usage": True}, stream_interval=4,
+        model="smol",
+        tools=[WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        parallel_tool_calls=False,
+        chat_template_kwargs={"flavor": "request"},
+        stop=["\n\n"],
+        stop_token_ids=[7],
+        include_stop_str_in_output=True,
+        skip_special_tokens=False,
+        seed=11,
+        n=2,
+        logprobs=True,
+        top_logprobs=3,
+        cache_salt="salt",
+        priority=-2,
+        kv_transfer_params={"do_remote_prefill": True},
+        request_id="rid-1",
+        stream_options={"include_usage": True},
+        stream_interval=4,
     )
     response = await stub.RenderChat(request)
     generate, context = response.generate_request, response.derender_context
@@ -65,7 +79,7 @@ async def test_prompt_text_offsets_and_truncation(stub):
     full = await stub.RenderChat(chat(return_prompt_text=True, return_token_offsets=True))
     ids, text = list(full.generate_request.token_ids), full.prompt_text
     assert text.endswith("<|im_start|>assistant\n") and len(full.token_offsets) == len(ids)
-    assert text[full.token_offsets[0].start:full.token_offsets[0].end] == "<|im_start|>"
+    assert text[full.token_offsets[0].start : full.token_offsets[0].end] == "<|im_start|>"
     left = await stub.RenderChat(chat(truncate_prompt_tokens=5, return_token_offsets=True))
     assert list(left.generate_request.token_ids) == ids[-5:] and len(left.token_offsets) == 5
     assert left.token_offsets[-1] == full.token_offsets[-1]
@@ -84,7 +98,9 @@ async def test_add_special_tokens_and_continue_final_message(stub):
     assert response.derender_context.reasoning_started
     assert response.derender_context.echo and response.derender_context.prompt_text == "<think>\nSo the answer"
     special = await stub.RenderChat(chat(add_special_tokens=True))
-    assert special.generate_request.token_ids == (await stub.RenderChat(chat())).generate_request.token_ids  # no BOS added by this tokenizer
+    assert (
+        special.generate_request.token_ids == (await stub.RenderChat(chat())).generate_request.token_ids
+    )  # no BOS added by this tokenizer
 
 
 async def test_request_template_when_trusted(trusting_stub):
@@ -96,8 +112,15 @@ async def test_request_template_when_trusted(trusting_stub):
 
 async def test_completion_forms(stub, reference_tokenizer):
     texts = await stub.RenderCompletion(
-        render_pb2.RenderCompletionRequest(prompts=["Hello world", "Bonjour"], echo=True, n=3, logprobs=2,
-                                           return_prompt_text=True, return_token_offsets=True, request_id="c")
+        render_pb2.RenderCompletionRequest(
+            prompts=["Hello world", "Bonjour"],
+            echo=True,
+            n=3,
+            logprobs=2,
+            return_prompt_text=True,
+            return_token_offsets=True,
+            request_id="c",
+        )
     )
     assert len(texts.prompts) == 2
     for index, (prompt, item) in enumerate(zip(["Hello world", "Bonjour"], texts.prompts)):
@@ -106,10 +129,17 @@ async def test_completion_forms(stub, reference_tokenizer):
         context = item.derender_context
         assert context.endpoint == derender_pb2.ENDPOINT_COMPLETION and context.id == "cmpl-c"
         assert context.prompt_index == index and context.echo and context.prompt_text == prompt
-        assert context.top_logprobs == 2 and item.prompt_text == prompt and len(item.token_offsets) == len(item.generate_request.token_ids)
+        assert (
+            context.top_logprobs == 2
+            and item.prompt_text == prompt
+            and len(item.token_offsets) == len(item.generate_request.token_ids)
+        )
     ids = await stub.RenderCompletion(
-        render_pb2.RenderCompletionRequest(prompt_token_ids=[render_pb2.TokenIds(token_ids=[1, 2, 3]), render_pb2.TokenIds(token_ids=[9])],
-                                           echo=True, max_tokens=4)
+        render_pb2.RenderCompletionRequest(
+            prompt_token_ids=[render_pb2.TokenIds(token_ids=[1, 2, 3]), render_pb2.TokenIds(token_ids=[9])],
+            echo=True,
+            max_tokens=4,
+        )
     )
     assert [list(p.generate_request.token_ids) for p in ids.prompts] == [[1, 2, 3], [9]]
     assert ids.prompts[0].derender_context.prompt_text == reference_tokenizer.decode([1, 2, 3])
@@ -118,13 +148,17 @@ async def test_completion_forms(stub, reference_tokenizer):
 
 
 async def test_tokenize_detokenize_models(stub, reference_tokenizer):
-    prompt = await stub.Tokenize(render_pb2.TokenizeRequest(prompt="Hello world", return_token_strs=True, return_token_offsets=True))
+    prompt = await stub.Tokenize(
+        render_pb2.TokenizeRequest(prompt="Hello world", return_token_strs=True, return_token_offsets=True)
+    )
     assert list(prompt.tokens) == reference_tokenizer("Hello world")["input_ids"] and prompt.count == len(prompt.tokens)
     assert list(prompt.token_strs) == reference_tokenizer.convert_ids_to_tokens(list(prompt.tokens))
     assert prompt.max_model_len == 8192 and len(prompt.token_offsets) == prompt.count
     messages = [{"role": "user", "content": "hi"}]
     chat_form = await stub.Tokenize(json_format.ParseDict({"messages": messages}, render_pb2.TokenizeRequest()))
-    assert list(chat_form.tokens) == reference_tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
+    assert list(chat_form.tokens) == reference_tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_dict=False
+    )
     text = await stub.Detokenize(render_pb2.DetokenizeRequest(tokens=chat_form.tokens))
     assert text.prompt == reference_tokenizer.decode(list(chat_form.tokens), skip_special_tokens=True)
     raw = await stub.Detokenize(render_pb2.DetokenizeRequest(tokens=chat_form.tokens, skip_special_tokens=False))
@@ -141,15 +175,21 @@ def tuned_model(tmp_path_factory):
     source = resolve_model(None)
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copy(source / name, folder / name)
-    (folder / "generation_config.json").write_text(json.dumps({"temperature": 0.6, "top_p": 0.9, "top_k": 20, "max_new_tokens": 64}))
+    (folder / "generation_config.json").write_text(
+        json.dumps({"temperature": 0.6, "top_p": 0.9, "top_k": 20, "max_new_tokens": 64})
+    )
     return folder
 
 
 async def test_generation_config_defaults_through_the_server(tuned_model):
     template = str(resolve_model(None) / "chat_template.jinja")
-    async with render_server("--model", str(tuned_model), "--chat-template", template, "--max-model-len", "512") as stub:
+    async with render_server(
+        "--model", str(tuned_model), "--chat-template", template, "--max-model-len", "512"
+    ) as stub:
         unset = (await stub.RenderChat(chat())).generate_request.sampling_params
-        explicit = (await stub.RenderChat(chat(temperature=0, top_k=0, max_tokens=100))).generate_request.sampling_params
+        explicit = (
+            await stub.RenderChat(chat(temperature=0, top_k=0, max_tokens=100))
+        ).generate_request.sampling_params
     assert unset.temperature == pytest.approx(0.6) and unset.top_p == pytest.approx(0.9) and unset.top_k == 20
     assert unset.max_tokens == 64
     assert (explicit.temperature, explicit.top_k, explicit.max_tokens) == (0.0, 0, 100)
@@ -165,10 +205,16 @@ def test_model_without_chat_template(tuned_model):
 async def test_documents_reach_the_template(trusting_stub, reference_tokenizer):
     template = "{% for d in documents %}[{{ d.title }}] {{ d.text }}\n{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}"
     documents = [{"title": "Paris", "text": "Capital of France."}, {"text": "No title.", "title": "Misc"}]
-    response = await trusting_stub.RenderChat(chat(documents=documents, chat_template=template, return_prompt_text=True))
+    response = await trusting_stub.RenderChat(
+        chat(documents=documents, chat_template=template, return_prompt_text=True)
+    )
     want = reference_tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hi"}], documents=documents, chat_template=template, tokenize=True,
-        add_generation_prompt=True, return_dict=False,
+        [{"role": "user", "content": "hi"}],
+        documents=documents,
+        chat_template=template,
+        tokenize=True,
+        add_generation_prompt=True,
+        return_dict=False,
     )
     assert list(response.generate_request.token_ids) == want
     assert response.prompt_text == "[Paris] Capital of France.\n[Misc] No title.\nhi"
