@@ -1,7 +1,7 @@
 """scaleout-engine: token-in/token-out generation with continuous batching."""
 
-from engine_svc.loader import add_engine_flags
-from engine_svc.service import EngineService
+from engine_svc.serving.loader import add_engine_flags
+from engine_svc.serving.service import EngineService
 from scaleout_common.config import server_parser
 from scaleout_common.server import run
 

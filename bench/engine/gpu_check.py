@@ -17,11 +17,11 @@ import torch
 
 from bench.engine.shapes import build_model
 from engine_svc.__main__ import make_parser
-from engine_svc.admission import admit
-from engine_svc.loader import build_engine
-from engine_svc.sampling import SamplingConfig
-from engine_svc.sequence import Chunk, Sequence
-from engine_svc.streaming import collect
+from engine_svc.scheduling.admission import admit
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Chunk, Sequence
+from engine_svc.serving.loader import build_engine
+from engine_svc.serving.streaming import collect
 from scaleout.v1 import common_pb2, engine_pb2
 
 
@@ -92,10 +92,10 @@ def kernel_table(runner, pool, batch: int, context: int, rows: int = 22) -> str:
 
 def step_breakdown(model, shape: str, streams: int, new_tokens: int) -> str:
     """Where a step's wall time goes with `streams` in-process streams (ms per step)."""
-    from engine_svc import engine as engine_module
-    from engine_svc import runner as runner_module
-    from engine_svc import sampler as sampler_module
-    from engine_svc import scheduler as scheduler_module
+    from engine_svc.model import runner as runner_module
+    from engine_svc.model import sampler as sampler_module
+    from engine_svc.scheduling import scheduler as scheduler_module
+    from engine_svc.serving import engine as engine_module
 
     spent: dict[str, float] = {}
     patched = [
@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="", help="GPU time per kernel of a decode step at these batch sizes")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    logging.getLogger("engine_svc.triton_linear").setLevel(logging.INFO)  # which matmuls take the skinny kernel
+    logging.getLogger("engine_svc.model.triton_linear").setLevel(logging.INFO)  # which matmuls take the skinny kernel
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     loaded = build_engine(
         model, make_parser().parse_args(["--max-num-seqs", "256", "--max-model-len", "2048"]), model_name=args.shape

@@ -14,11 +14,11 @@ import triton
 from triton.testing import do_bench_cudagraph
 
 from bench.engine.shapes import SHAPES
-from engine_svc.fused_ops import FusedOps, rope_split
-from engine_svc.model import NormedProjection, RMSNorm
-from engine_svc.triton_argmax import argmax_rows
-from engine_svc.triton_attention import paged_attention, pick_splits, rope_store
-from engine_svc.triton_linear import _gemv, _skinny_matmul, normed_gemv, skinny_matmul
+from engine_svc.model.decoder import NormedProjection, RMSNorm
+from engine_svc.model.fused_ops import FusedOps, rope_split
+from engine_svc.model.triton_argmax import argmax_rows
+from engine_svc.model.triton_attention import paged_attention, pick_splits, rope_store
+from engine_svc.model.triton_linear import _gemv, _skinny_matmul, normed_gemv, skinny_matmul
 
 
 def timed(fn) -> float:

@@ -15,10 +15,10 @@ import time
 import torch
 
 from bench.engine.shapes import build_model
-from engine_svc.runner import ModelRunner
-from engine_svc.sampling import SamplingConfig
-from engine_svc.scheduler import BlockPool
-from engine_svc.sequence import Chunk, Sequence
+from engine_svc.model.runner import ModelRunner
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.scheduler import BlockPool
+from engine_svc.scheduling.sequence import Chunk, Sequence
 
 BLOCK_SIZE = 16
 

@@ -17,9 +17,9 @@ import torch
 
 from bench.engine.gpu_check import greedy
 from bench.engine.shapes import build_model
-from engine_svc import engine as engine_module
 from engine_svc.__main__ import make_parser
-from engine_svc.loader import build_engine
+from engine_svc.serving import engine as engine_module
+from engine_svc.serving.loader import build_engine
 
 
 def main() -> None:

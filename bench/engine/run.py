@@ -27,9 +27,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.engine.shapes import build_model, shape_vocab
 from engine_svc.__main__ import make_parser
-from engine_svc.admission import admit
-from engine_svc.loader import build_engine, pick_dtype
-from engine_svc.streaming import stream_responses
+from engine_svc.scheduling.admission import admit
+from engine_svc.serving.loader import build_engine, pick_dtype
+from engine_svc.serving.streaming import stream_responses
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 
 

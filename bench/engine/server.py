@@ -6,8 +6,8 @@ import functools
 
 from bench.engine.shapes import build_model
 from engine_svc.__main__ import make_parser
-from engine_svc.loader import build_engine, pick_device, pick_dtype
-from engine_svc.service import EngineService
+from engine_svc.serving.loader import build_engine, pick_device, pick_dtype
+from engine_svc.serving.service import EngineService
 from scaleout_common.server import run
 
 

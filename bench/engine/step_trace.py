@@ -19,7 +19,7 @@ import torch
 from bench.engine.run import closed_loop, in_process_request, make_requests, release
 from bench.engine.shapes import build_model, shape_vocab
 from engine_svc.__main__ import make_parser
-from engine_svc.loader import build_engine, pick_dtype
+from engine_svc.serving.loader import build_engine, pick_dtype
 
 
 class StepTrace:

@@ -11,8 +11,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from engine_svc.__main__ import make_parser
-from engine_svc.loader import build_engine
-from engine_svc.service import EngineService
+from engine_svc.serving.loader import build_engine
+from engine_svc.serving.service import EngineService
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from tests.serving import serving
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import torch
 
-from engine_svc.attention import AttentionMetadata, PrefillChunk, SdpaBackend
+from engine_svc.model.attention import AttentionMetadata, PrefillChunk, SdpaBackend
 from tests.engine.conftest import engine_stub, generate, request, tiny_llama
 from tests.engine.test_generate import reference
 

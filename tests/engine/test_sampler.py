@@ -7,9 +7,9 @@ import weakref
 
 import torch
 
-from engine_svc.sampler import Sampler, argmax_rows, row_key
-from engine_svc.sampling import SamplingConfig
-from engine_svc.sequence import Sequence
+from engine_svc.model.sampler import Sampler, argmax_rows, row_key
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Sequence
 
 
 def test_keys_of_a_decode_run_equal_the_scalar_hash():

@@ -8,7 +8,7 @@ import torch
 
 if not torch.cuda.is_available():
     pytest.skip("the Triton kernels need CUDA", allow_module_level=True)
-triton_argmax = pytest.importorskip("engine_svc.triton_argmax")
+triton_argmax = pytest.importorskip("engine_svc.model.triton_argmax")
 
 
 @pytest.mark.parametrize("vocab", [128256, 49152, 997])

@@ -8,7 +8,7 @@ import torch
 
 if not torch.cuda.is_available():
     pytest.skip("the Triton kernel needs CUDA", allow_module_level=True)
-triton_attention = pytest.importorskip("engine_svc.triton_attention")
+triton_attention = pytest.importorskip("engine_svc.model.triton_attention")
 
 BLOCK_SIZE, NUM_BLOCKS, WIDTH = 16, 40, 9
 LENGTHS = [1, 15, 16, 17, 70, 144]  # inside one block, block edges, several tiles, a full table
@@ -74,7 +74,7 @@ def test_split_context_equals_one_program(splits):
 
 
 def test_rope_store_matches_rope_split_and_index_copy():
-    from engine_svc.fused_ops import rope_split
+    from engine_svc.model.fused_ops import rope_split
 
     heads, kv_heads, dim, tokens = 32, 8, 64, 5
     torch.manual_seed(1)
@@ -93,7 +93,7 @@ def test_rope_store_matches_rope_split_and_index_copy():
 
 
 def test_advance_kernel_equals_torch_ops():
-    from engine_svc.attention import AttentionBackend, AttentionMetadata
+    from engine_svc.model.attention import AttentionBackend, AttentionMetadata
 
     tables = torch.randint(1, 50, (5, 4), device="cuda")
     positions = torch.tensor([0, 14, 15, 47, 63], device="cuda")  # block edges, the last column, past it

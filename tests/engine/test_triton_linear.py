@@ -8,8 +8,8 @@ import torch
 
 if not torch.cuda.is_available():
     pytest.skip("the Triton kernel needs CUDA", allow_module_level=True)
-triton_linear = pytest.importorskip("engine_svc.triton_linear")
-from engine_svc import fused_ops  # noqa: E402
+triton_linear = pytest.importorskip("engine_svc.model.triton_linear")
+from engine_svc.model import fused_ops  # noqa: E402
 
 
 @pytest.mark.parametrize("rows", [1, 3, 8, 16])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 
 from engine_svc.__main__ import make_parser
-from engine_svc.loader import build_engine
-from engine_svc.service import EngineService
+from engine_svc.serving.loader import build_engine
+from engine_svc.serving.service import EngineService
 from scaleout.v1 import engine_pb2_grpc
 from tests.engine.conftest import request, tiny_model  # noqa: F401  (fixture)
 from tests.observability.otlp_receiver import OtlpReceiver

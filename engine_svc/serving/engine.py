@@ -20,10 +20,10 @@ from collections import deque
 import grpc
 import torch
 
-from engine_svc.requests import ChoiceDelta, RequestState, StepOutput, new_request
-from engine_svc.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
-from engine_svc.scheduler import Scheduler
-from engine_svc.sequence import Chunk, Sequence
+from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
+from engine_svc.scheduling.scheduler import Scheduler
+from engine_svc.scheduling.sequence import Chunk, Sequence
+from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput, new_request
 from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
 

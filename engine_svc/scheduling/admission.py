@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from engine_svc.sampling import SamplingConfig, resolve
-from engine_svc.sequence import Sequence
+from engine_svc.scheduling.sampling import SamplingConfig, resolve
+from engine_svc.scheduling.sequence import Sequence
 from scaleout_common.errors import failed_precondition, invalid_argument, out_of_range
 
 MAX_LOGPROBS = 20

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine_svc.attention import AttentionBackend, AttentionMetadata
+from engine_svc.model.attention import AttentionBackend, AttentionMetadata
 
 TOKENS_PER_TILE = 64
 SMS_TO_FILL = 132  # an H100 / H200: a few decode rows split their context until the programs cover it

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from engine_svc.sequence import Chunk, Sequence
+from engine_svc.scheduling.sequence import Chunk, Sequence
 
 
 class BlockPool:

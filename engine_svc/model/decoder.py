@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine_svc.attention import AttentionBackend, AttentionMetadata
+from engine_svc.model.attention import AttentionBackend, AttentionMetadata
 
 FAST_PATH_ARCHITECTURES = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from engine_svc.sequence import Chunk, Sequence
+from engine_svc.scheduling.sequence import Chunk, Sequence
 
 
 class TransformersRunner:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from engine_svc.engine import Engine
-from engine_svc.requests import ChoiceDelta, RequestState
-from engine_svc.sampler import RowLogprobs
+from engine_svc.model.sampler import RowLogprobs
+from engine_svc.serving.engine import Engine
+from engine_svc.serving.requests import ChoiceDelta, RequestState
 from scaleout.v1 import common_pb2, engine_pb2
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from engine_svc.sampling import SamplingConfig
+from engine_svc.scheduling.sampling import SamplingConfig
 
 _ids = itertools.count()
 

@@ -26,10 +26,10 @@ from dataclasses import replace
 
 import grpc
 
-from engine_svc.loader import LoadedEngine
-from engine_svc.requests import ChoiceDelta, RequestState, StepOutput, new_request
-from engine_svc.sampler import RowLogprobs
-from engine_svc.sequence import Sequence
+from engine_svc.model.sampler import RowLogprobs
+from engine_svc.scheduling.sequence import Sequence
+from engine_svc.serving.loader import LoadedEngine
+from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput, new_request
 from scaleout.v1 import engine_pb2
 from scaleout_common.errors import ServiceError
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from engine_svc.sampler import RowLogprobs
-from engine_svc.sequence import Sequence
+from engine_svc.model.sampler import RowLogprobs
+from engine_svc.scheduling.sequence import Sequence
 from scaleout.v1 import common_pb2
 from scaleout_common.errors import ServiceError
 

@@ -33,7 +33,7 @@ def row_key(seed, index, position):
 def argmax_rows(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Each row's argmax (the first, among ties), into `out` when given; on CUDA through two Triton kernels."""
     if logits.is_cuda:
-        from engine_svc.triton_argmax import argmax_rows as over_chunks  # CUDA builds of torch bring Triton
+        from engine_svc.model.triton_argmax import argmax_rows as over_chunks  # CUDA builds of torch bring Triton
 
         return over_chunks(logits, out)
     return torch.argmax(logits, dim=-1, out=out)

@@ -8,10 +8,10 @@ import logging
 
 import grpc
 
-from engine_svc.admission import admit
-from engine_svc.core_process import EngineProcess
-from engine_svc.loader import LoadedEngine, core_in_child_process, load_engine
-from engine_svc.streaming import collect, stream_responses
+from engine_svc.scheduling.admission import admit
+from engine_svc.serving.core_process import EngineProcess
+from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
+from engine_svc.serving.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.errors import invalid_argument
 from scaleout_common.genai_telemetry import report_engine_timing

@@ -16,12 +16,12 @@ import logging
 
 import torch
 
-from engine_svc.attention import AttentionMetadata, PrefillChunk, SdpaBackend
-from engine_svc.fused_ops import FusedOps
-from engine_svc.model import FusedDecoder
-from engine_svc.sampler import argmax_rows
-from engine_svc.sampling import SamplingConfig
-from engine_svc.sequence import Chunk, Sequence
+from engine_svc.model.attention import AttentionMetadata, PrefillChunk, SdpaBackend
+from engine_svc.model.decoder import FusedDecoder
+from engine_svc.model.fused_ops import FusedOps
+from engine_svc.model.sampler import argmax_rows
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Chunk, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
 
 def make_backend(name: str, num_heads: int, num_kv_heads: int, head_dim: int):
     if name == "triton":
-        from engine_svc.triton_attention import TritonBackend
+        from engine_svc.model.triton_attention import TritonBackend
 
         return TritonBackend(num_heads, num_kv_heads, head_dim)
     return SdpaBackend(num_heads, num_kv_heads, head_dim)
@@ -84,7 +84,7 @@ class ModelRunner:
         self.attention = attention
         self.backend = make_backend(attention, layer.num_heads, layer.num_kv_heads, layer.head_dim)
         if attention == "triton":  # Triton is there: small decode batches may take the skinny matmuls
-            from engine_svc.triton_linear import SkinnyLinear, SkinnyNormedProjection
+            from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection
 
             self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
         shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)

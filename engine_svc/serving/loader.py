@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
-from engine_svc.admission import ModelLimits
-from engine_svc.engine import Engine
-from engine_svc.hf_runner import TransformersRunner
-from engine_svc.model import supports_fast_path
-from engine_svc.runner import ModelRunner, pick_attention
-from engine_svc.scheduler import BlockPool, Scheduler
+from engine_svc.model.decoder import supports_fast_path
+from engine_svc.model.hf_runner import TransformersRunner
+from engine_svc.model.runner import ModelRunner, pick_attention
+from engine_svc.scheduling.admission import ModelLimits
+from engine_svc.scheduling.scheduler import BlockPool, Scheduler
+from engine_svc.serving.engine import Engine
 
 log = logging.getLogger(__name__)
 

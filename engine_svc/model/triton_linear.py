@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from triton.testing import do_bench_cudagraph
 
-from engine_svc.model import NormedProjection
+from engine_svc.model.decoder import NormedProjection
 
 log = logging.getLogger(__name__)
 
