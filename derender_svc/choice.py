@@ -12,14 +12,7 @@ from derender_svc.parsers import ALL_TOOL_PARSERS, REASONING_PARSERS
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2
-
-FINISH_REASONS = {
-    common_pb2.FINISH_REASON_STOP: "stop",
-    common_pb2.FINISH_REASON_LENGTH: "length",
-    common_pb2.FINISH_REASON_ABORT: "abort",
-    common_pb2.FINISH_REASON_TOOL_CALLS: "tool_calls",
-    common_pb2.FINISH_REASON_ERROR: "error",
-}
+from scaleout_common import finish_reasons
 
 
 @dataclass(frozen=True)
@@ -113,7 +106,7 @@ class ChoiceProcessor:
         ids = list(choice.token_ids) if choice is not None else []
         if choice is not None and choice.finish_reason:
             final = True
-            delta.finish_reason = FINISH_REASONS.get(choice.finish_reason, "stop")
+            delta.finish_reason = finish_reasons.openai_name(choice.finish_reason)
             which = choice.WhichOneof("stop_reason")
             if which == "stop_token_id":
                 delta.stop_token_id = choice.stop_token_id

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaleout.v1 import derender_pb2, engine_pb2
-from scaleout_common.errors import failed_precondition, invalid_argument, out_of_range
+from scaleout_common.reasons import Reason, fail
+from scaleout_common.sampling_rules import check_token_ids
 
 
 @dataclass(frozen=True)
@@ -24,42 +25,36 @@ class Limits:
         return cls(**{name: getattr(args, name) for name in cls.__dataclass_fields__})
 
 
-def check_token_ids(ids, vocab_size: int, field_path: str) -> None:
-    if ids and (min(ids) < 0 or max(ids) >= vocab_size):
-        bad = next(i for i in ids if i < 0 or i >= vocab_size)
-        raise invalid_argument(
-            "TOKEN_ID_OUT_OF_VOCAB", f"token id {bad} is outside the vocabulary (size {vocab_size})", field_path
-        )
-
-
 def check_context(
     context: derender_pb2.DerenderContext, has_context: bool, limits: Limits, fingerprint: str, vocab_size: int
 ) -> None:
     if not has_context:
-        raise invalid_argument("MISSING_CONTEXT", "a derender context is required", "context")
+        raise fail(Reason.MISSING_CONTEXT, "a derender context is required", "context")
     if context.tokenizer_fingerprint and context.tokenizer_fingerprint != fingerprint:
-        raise failed_precondition(
-            "TOKENIZER_MISMATCH",
+        raise fail(
+            Reason.TOKENIZER_MISMATCH,
             f"rendered for tokenizer {context.tokenizer_fingerprint}, this server has {fingerprint}",
         )
     if context.HasField("top_logprobs"):
         if context.top_logprobs < 0:
-            raise invalid_argument("INVALID_TOP_LOGPROBS", "top_logprobs must be >= 0", "context.top_logprobs")
+            raise fail(Reason.INVALID_SAMPLING_PARAM, "top_logprobs must be >= 0", "context.top_logprobs")
         if context.top_logprobs > limits.max_top_logprobs:
-            raise out_of_range(
-                "TOO_MANY_TOP_LOGPROBS", f"top_logprobs is at most {limits.max_top_logprobs}", "context.top_logprobs"
+            raise fail(
+                Reason.INVALID_SAMPLING_PARAM,
+                f"top_logprobs is at most {limits.max_top_logprobs}",
+                "context.top_logprobs",
             )
     if context.n < 0 or context.n > limits.max_choices:
-        raise out_of_range("TOO_MANY_CHOICES", f"n is at most {limits.max_choices}", "context.n")
+        raise fail(Reason.TOO_MANY_CHOICES, f"n is at most {limits.max_choices}", "context.n")
     if len(context.stop) > limits.max_stop_strings or any(len(s) > limits.max_stop_chars for s in context.stop):
-        raise out_of_range(
-            "TOO_MANY_STOP_STRINGS",
+        raise fail(
+            Reason.TOO_MANY_STOP_STRINGS,
             f"at most {limits.max_stop_strings} stop strings of {limits.max_stop_chars} characters",
             "context.stop",
         )
     if len(context.prompt_tail_token_ids) > limits.max_prompt_tail:
-        raise out_of_range(
-            "PROMPT_TAIL_TOO_LONG",
+        raise fail(
+            Reason.PROMPT_TAIL_TOO_LONG,
             f"prompt_tail_token_ids holds at most {limits.max_prompt_tail} ids",
             "context.prompt_tail_token_ids",
         )
@@ -70,16 +65,16 @@ def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vo
     """`tokens_so_far(index)` is how many tokens that choice already has."""
     for choice in message.choices:
         if not 0 <= choice.index < limits.max_choices:
-            raise out_of_range(
-                "TOO_MANY_CHOICES",
+            raise fail(
+                Reason.TOO_MANY_CHOICES,
                 f"choice index is below {limits.max_choices}",
                 f"engine_output.choices[{choice.index}].index",
             )
         ids = choice.token_ids
         check_token_ids(ids, vocab_size, "engine_output.choices.token_ids")
         if tokens_so_far(choice.index) + len(ids) > limits.max_tokens_per_choice:
-            raise out_of_range(
-                "TOO_MANY_TOKENS",
+            raise fail(
+                Reason.TOO_MANY_TOKENS,
                 f"a choice has at most {limits.max_tokens_per_choice} tokens",
                 "engine_output.choices.token_ids",
             )
@@ -89,12 +84,12 @@ def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vo
 
 def _check_logprobs(logprobs, count: int, vocab_size: int) -> None:
     if (logprobs.logprobs and len(logprobs.logprobs) != count) or len(logprobs.top) > count:
-        raise invalid_argument(
-            "LOGPROBS_MISMATCH", "logprobs must be parallel to token_ids", "engine_output.choices.logprobs"
-        )
+        raise fail(Reason.LOGPROBS_MISMATCH, "logprobs must be parallel to token_ids", "engine_output.choices.logprobs")
     for top in logprobs.top:
         if len(top.token_ids) != len(top.logprobs):
-            raise invalid_argument(
-                "LOGPROBS_MISMATCH", "top token_ids and logprobs differ in length", "engine_output.choices.logprobs.top"
+            raise fail(
+                Reason.LOGPROBS_MISMATCH,
+                "top token_ids and logprobs differ in length",
+                "engine_output.choices.logprobs.top",
             )
         check_token_ids(top.token_ids, vocab_size, "engine_output.choices.logprobs.top")

@@ -12,8 +12,9 @@ from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2
-from scaleout_common.errors import ServiceError, invalid_argument, out_of_range, resource_exhausted
+from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, model_name, resolve_model
+from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,10 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
 
     async def DerenderCompletion(self, request, context):
         if not request.prompts:
-            raise invalid_argument("MISSING_CONTEXT", "at least one prompt result is required", "prompts")
+            raise fail(Reason.MISSING_CONTEXT, "at least one prompt result is required", "prompts")
         limit = self.defaults.limits.max_choices
         if sum(max(p.context.n, 1) for p in request.prompts) > limit:
-            raise out_of_range("TOO_MANY_CHOICES", f"prompts times n is at most {limit}", "prompts")
+            raise fail(Reason.TOO_MANY_CHOICES, f"prompts times n is at most {limit}", "prompts")
         out = None
         for position, prompt in enumerate(request.prompts):
             session = Session(
@@ -80,20 +81,20 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
 
     async def DerenderStream(self, request_iterator, context):
         if self.active_streams >= self.defaults.limits.max_streams:
-            raise resource_exhausted("TOO_MANY_STREAMS", f"{self.active_streams} derender streams are open; retry")
+            raise fail(Reason.TOO_MANY_STREAMS, f"{self.active_streams} derender streams are open; retry")
         session = None
         self.active_streams += 1
         try:
             async for request in request_iterator:
                 if session is None:
                     if request.WhichOneof("message") != "context":
-                        raise invalid_argument(
-                            "MISSING_CONTEXT", "the stream's first message must carry the context", "context"
+                        raise fail(
+                            Reason.MISSING_CONTEXT, "the stream's first message must carry the context", "context"
                         )
                     session = Session(request.context, self.defaults)
                     continue
                 if request.WhichOneof("message") != "engine_output":
-                    raise invalid_argument("DUPLICATE_CONTEXT", "only the first message carries the context", "context")
+                    raise fail(Reason.DUPLICATE_CONTEXT, "only the first message carries the context", "context")
                 response = _step(session, request.engine_output, derender_pb2.DerenderStreamResponse)
                 if response is not None:
                     yield response
@@ -117,7 +118,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         except (LookupError, ArithmeticError, TypeError, ValueError, AttributeError) as error:
             if state is None:
                 raise
-            raise invalid_argument("INVALID_STATE", f"state does not fit this context: {error!r}", "state") from error
+            raise fail(Reason.INVALID_STATE, f"state does not fit this context: {error!r}", "state") from error
         response.state = encode_state(session.state(), limit)
         return response
 

@@ -15,7 +15,7 @@ from derender_svc.limits import Limits, check_context, check_engine_output
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
-from scaleout_common.errors import invalid_argument
+from scaleout_common.reasons import Reason, fail
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def _parser(name: str, registry: dict, field: str) -> str | None:
     if name == NONE:
         return None
     if name not in registry:
-        raise invalid_argument("UNKNOWN_PARSER", f"unknown parser {name!r} (known: {sorted(registry)})", field)
+        raise fail(Reason.UNKNOWN_PARSER, f"unknown parser {name!r} (known: {sorted(registry)})", field)
     return name
 
 
@@ -78,7 +78,7 @@ class Session:
         self.endpoint = endpoint or context.endpoint or derender_pb2.ENDPOINT_CHAT
         self.config = resolve_config(context, self.endpoint, defaults)
         if state is not None and state.get("i") != context.id:
-            raise invalid_argument("INVALID_STATE", "the state belongs to another response id", "state")
+            raise fail(Reason.INVALID_STATE, "the state belongs to another response id", "state")
         state = state or {}
         self.meta = builders.ResponseMeta(
             context.id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from scaleout_common.errors import invalid_argument, out_of_range
+from scaleout_common.reasons import Reason, fail
 
 VERSION = 1
 
@@ -13,8 +13,8 @@ VERSION = 1
 def encode_state(state: dict, max_bytes: int) -> bytes:
     data = json.dumps({"v": VERSION, "s": state}, separators=(",", ":"), ensure_ascii=False).encode()
     if len(data) > max_bytes:
-        raise out_of_range(
-            "STATE_TOO_LARGE",
+        raise fail(
+            Reason.STATE_TOO_LARGE,
             f"derender state would be {len(data)} bytes (limit {max_bytes}); "
             "use the DerenderStream RPC for this request",
             "state",
@@ -27,11 +27,11 @@ def decode_state(data: bytes, max_bytes: int) -> dict | None:
     if not data:
         return None
     if len(data) > max_bytes:
-        raise out_of_range("STATE_TOO_LARGE", f"derender state is {len(data)} bytes (limit {max_bytes})", "state")
+        raise fail(Reason.STATE_TOO_LARGE, f"derender state is {len(data)} bytes (limit {max_bytes})", "state")
     try:
         payload = json.loads(data)
     except (ValueError, RecursionError) as error:
-        raise invalid_argument("INVALID_STATE", f"state is not one this service produced: {error}", "state") from None
+        raise fail(Reason.INVALID_STATE, f"state is not one this service produced: {error}", "state") from None
     if not isinstance(payload, dict) or payload.get("v") != VERSION or not isinstance(payload.get("s"), dict):
-        raise invalid_argument("INVALID_STATE", "state is not one this service produced", "state")
+        raise fail(Reason.INVALID_STATE, "state is not one this service produced", "state")
     return payload["s"]

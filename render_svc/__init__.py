@@ -3,5 +3,5 @@
 Pure core (no gRPC): convert (proto -> template data), template + sandbox (guarded Jinja), tokens (Rust
 encode), sampling (resolution rules), context (DerenderContext), prompt (truncation, limits), renderer (chat),
 completion, bridge (multi-turn RL), tokenize_rpcs. The gRPC servicer (service.py) is a thin shell;
-reasons.py documents every error reason.
+scaleout_common.reasons holds every error reason; errors.py words render's composite errors.
 """

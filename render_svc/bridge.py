@@ -12,15 +12,17 @@ assistant content as given, or closes the assistant turn differently once more m
 
 from __future__ import annotations
 
-from render_svc import reasons
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
+from scaleout_common import sampling_rules
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 MARKER = "scaleoutBridgeMarker7f3a"
 
 
-def _not_bridgeable(why: str) -> reasons.ServiceError:
-    return reasons.precondition(reasons.TEMPLATE_NOT_BRIDGEABLE, f"this chat template cannot be bridged: {why}")
+def _not_bridgeable(why: str) -> ServiceError:
+    return fail(Reason.TEMPLATE_NOT_BRIDGEABLE, f"this chat template cannot be bridged: {why}")
 
 
 def _after_marker(text: str) -> str:
@@ -32,16 +34,12 @@ def _after_marker(text: str) -> str:
 def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> render_pb2.RenderChatResponse:
     previous, completion = list(request.previous_prompt_token_ids), list(request.completion_token_ids)
     if not previous:
-        raise reasons.bad(
-            reasons.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids"
-        )
+        raise fail(Reason.MISSING_PREVIOUS_PROMPT, "previous_prompt_token_ids is empty", "previous_prompt_token_ids")
     tokens = renderer.model.tokens
-    reasons.check_token_ids(previous, tokens.vocab_size, "previous_prompt_token_ids")
-    reasons.check_token_ids(completion, tokens.vocab_size, "completion_token_ids")
+    sampling_rules.check_token_ids(previous, tokens.vocab_size, "previous_prompt_token_ids")
+    sampling_rules.check_token_ids(completion, tokens.vocab_size, "completion_token_ids")
     if request.request.return_token_offsets:
-        raise reasons.bad(
-            reasons.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets"
-        )
+        raise fail(Reason.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets")
 
     probe = render_pb2.RenderChatRequest()
     probe.CopyFrom(request.request)

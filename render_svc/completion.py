@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from render_svc import context, reasons, sampling
+from render_svc import context
 from render_svc.prompt import check_length, check_size, check_truncation, fill_generate_request, offsets_proto, truncate
 from render_svc.renderer import Renderer
 from scaleout.v1 import derender_pb2, render_pb2
+from scaleout_common import sampling_rules
+from scaleout_common.reasons import Reason, fail
 
 
 def _prompts(renderer: Renderer, request: render_pb2.RenderCompletionRequest, add_special_tokens: bool):
     """[(text, ids, offsets)] for the one prompt form the request uses."""
     if request.prompts and request.prompt_token_ids:
-        raise reasons.bad(reasons.CONFLICTING_OPTIONS, "give prompts or prompt_token_ids, not both", "prompt_token_ids")
+        raise fail(Reason.CONFLICTING_OPTIONS, "give prompts or prompt_token_ids, not both", "prompt_token_ids")
     tokens = renderer.model.tokens
     if request.prompts:
         texts = list(request.prompts)
@@ -22,14 +24,14 @@ def _prompts(renderer: Renderer, request: render_pb2.RenderCompletionRequest, ad
             ]
         return [(text, ids, None) for text, ids in zip(texts, tokens.encode(texts, add_special_tokens))]
     if not request.prompt_token_ids:
-        raise reasons.bad(reasons.MISSING_PROMPT, "a completion needs prompts or prompt_token_ids", "prompts")
+        raise fail(Reason.MISSING_PROMPT, "a completion needs prompts or prompt_token_ids", "prompts")
     if request.return_token_offsets:
-        raise reasons.bad(reasons.UNSUPPORTED_FIELD, "return_token_offsets needs text prompts", "return_token_offsets")
+        raise fail(Reason.UNSUPPORTED_FIELD, "return_token_offsets needs text prompts", "return_token_offsets")
     vocab = tokens.vocab_size
     out = []
     for i, prompt in enumerate(request.prompt_token_ids):
         ids = list(prompt.token_ids)
-        reasons.check_token_ids(ids, vocab, f"prompt_token_ids[{i}].token_ids")
+        sampling_rules.check_token_ids(ids, vocab, f"prompt_token_ids[{i}].token_ids")
         needs_text = request.echo or request.return_prompt_text
         out.append((tokens.decode(ids, skip_special_tokens=False) if needs_text else None, ids, None))
     return out
@@ -41,7 +43,7 @@ def render_completion(
     renderer.check_model(request.model)
     check_size(request, renderer.limits.max_request_bytes)
     if request.suffix:
-        raise reasons.bad(reasons.UNSUPPORTED_FIELD, "suffix is not supported", "suffix")
+        raise fail(Reason.UNSUPPORTED_FIELD, "suffix is not supported", "suffix")
     keep = check_truncation(request, renderer.model.max_model_len)
     add_special_tokens = request.add_special_tokens if request.HasField("add_special_tokens") else True
     prompts = _prompts(renderer, request, add_special_tokens)
@@ -53,7 +55,7 @@ def render_completion(
         field = f"prompts[{index}]" if request.prompts else f"prompt_token_ids[{index}]"
         ids, offsets = truncate(ids, offsets, keep, request.truncation_side)
         check_length(ids, renderer.max_prompt_tokens, field)
-        params = sampling.resolve(request, len(ids), renderer.model_limits, chat=False)
+        params = sampling_rules.resolve(request, len(ids), renderer.model_limits, chat=False, prompt_field="prompt")
         tail_text = (
             text
             if text is not None

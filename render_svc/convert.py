@@ -15,8 +15,8 @@ import json
 
 from google.protobuf import struct_pb2
 
-from render_svc import reasons
 from scaleout.v1 import common_pb2, derender_pb2
+from scaleout_common.reasons import Reason, fail
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -51,7 +51,7 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
     if kind is None or kind == "null_value":
         return None
     if kind != "list_value":
-        raise reasons.bad(reasons.INVALID_CONTENT, "content must be a string, null or a list of parts", field)
+        raise fail(Reason.INVALID_CONTENT, "content must be a string, null or a list of parts", field)
     texts = []
     for i, part in enumerate(content.list_value.values):
         item = value_to_py(part)
@@ -64,8 +64,8 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
             or item.get("type", "text") not in TEXT_PART_TYPES
         ):
             kind_name = item.get("type") if isinstance(item, dict) else type(item).__name__
-            raise reasons.bad(
-                reasons.INVALID_CONTENT,
+            raise fail(
+                Reason.INVALID_CONTENT,
                 f"unsupported content part {kind_name!r}: this model takes text parts only",
                 f"{field}[{i}]",
             )
@@ -75,13 +75,13 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
 
 def _tool_call(call: common_pb2.ToolCall, field: str) -> dict:
     if not call.function.name:
-        raise reasons.bad(reasons.INVALID_TOOL_CALL, "a tool call needs a function name", f"{field}.function.name")
+        raise fail(Reason.INVALID_TOOL_CALL, "a tool call needs a function name", f"{field}.function.name")
     arguments = call.function.arguments
     try:
         parsed = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError as error:
-        raise reasons.bad(
-            reasons.INVALID_TOOL_CALL, f"tool call arguments are not JSON: {error}", f"{field}.function.arguments"
+        raise fail(
+            Reason.INVALID_TOOL_CALL, f"tool call arguments are not JSON: {error}", f"{field}.function.arguments"
         ) from None
     out = {
         "id": call.id,
@@ -96,13 +96,13 @@ def _tool_call(call: common_pb2.ToolCall, field: str) -> dict:
 def chat_messages(messages, openai_content: bool) -> list[dict]:
     """ChatMessage protos -> template messages (`openai_content`: the template loops over content parts)."""
     if not messages:
-        raise reasons.bad(reasons.MISSING_MESSAGES, "at least one message is required", "messages")
+        raise fail(Reason.MISSING_MESSAGES, "at least one message is required", "messages")
     out = []
     for i, message in enumerate(messages):
         role = message.role
         if role not in ROLES:
-            raise reasons.bad(
-                reasons.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role"
+            raise fail(
+                Reason.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role"
             )
         texts = _texts(message.content, f"messages[{i}].content") if message.HasField("content") else None
         if openai_content:
@@ -131,9 +131,7 @@ def tools(tool_protos) -> list[dict] | None:
     out = []
     for i, tool in enumerate(tool_protos):
         if tool.type not in ("", "function") or not tool.function.name:
-            raise reasons.bad(
-                reasons.INVALID_TOOL, "a tool is {'type': 'function', 'function': {'name': ...}}", f"tools[{i}]"
-            )
+            raise fail(Reason.INVALID_TOOL, "a tool is {'type': 'function', 'function': {'name': ...}}", f"tools[{i}]")
         function = {"name": tool.function.name}
         if tool.function.description:
             function["description"] = tool.function.description
@@ -156,7 +154,7 @@ def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[
         return modes.TOOL_CHOICE_MODE_NONE, ""
     if choice in ("auto", "required"):
         if not tool_list:
-            raise reasons.bad(reasons.INVALID_TOOL_CHOICE, f"tool_choice {choice!r} needs tools", "tool_choice")
+            raise fail(Reason.INVALID_TOOL_CHOICE, f"tool_choice {choice!r} needs tools", "tool_choice")
         return (modes.TOOL_CHOICE_MODE_AUTO if choice == "auto" else modes.TOOL_CHOICE_MODE_REQUIRED), ""
     if (
         isinstance(choice, dict)
@@ -165,12 +163,12 @@ def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[
     ):
         name = choice["function"].get("name")
         if name not in names:
-            raise reasons.bad(
-                reasons.INVALID_TOOL_CHOICE, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
+            raise fail(
+                Reason.INVALID_TOOL_CHOICE, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
             )
         return modes.TOOL_CHOICE_MODE_NAMED, name
-    raise reasons.bad(
-        reasons.INVALID_TOOL_CHOICE,
+    raise fail(
+        Reason.INVALID_TOOL_CHOICE,
         "tool_choice is 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
         "tool_choice",
     )

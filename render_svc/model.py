@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from render_svc.sampling import GENERATION_CONFIG_KEYS
 from render_svc.tokens import Tokens
 from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
+from scaleout_common.sampling_rules import GENERATION_CONFIG_KEYS
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from render_svc import reasons
 from scaleout.v1 import engine_pb2, render_pb2
+from scaleout_common.reasons import Reason, fail
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,15 @@ TRUNCATION_SIDES = ("left", "right")
 def check_truncation(request, max_model_len: int) -> int | None:
     """How many prompt tokens to keep (None: no truncation asked), validated."""
     if request.truncation_side not in ("", *TRUNCATION_SIDES):
-        raise reasons.bad(reasons.INVALID_TRUNCATION_SIDE, "truncation_side is 'left' or 'right'", "truncation_side")
+        raise fail(Reason.INVALID_TRUNCATION_SIDE, "truncation_side is 'left' or 'right'", "truncation_side")
     if not request.HasField("truncate_prompt_tokens"):
         return None
     keep = request.truncate_prompt_tokens
     if keep == -1:
         return max_model_len
     if not 1 <= keep <= max_model_len:
-        raise reasons.too_far(
-            reasons.TRUNCATE_PROMPT_TOKENS_INVALID,
+        raise fail(
+            Reason.TRUNCATE_PROMPT_TOKENS_INVALID,
             f"truncate_prompt_tokens must be -1 or in [1, {max_model_len}] (got {keep})",
             "truncate_prompt_tokens",
         )
@@ -64,10 +64,10 @@ def truncate(ids: list[int], offsets, keep: int | None, side: str):
 
 def check_length(ids: list[int], max_prompt_tokens: int, field_path: str) -> None:
     if not ids:
-        raise reasons.bad(reasons.EMPTY_PROMPT, "the prompt has no tokens", field_path)
+        raise fail(Reason.EMPTY_PROMPT, "the prompt has no tokens", field_path)
     if len(ids) > max_prompt_tokens:
-        raise reasons.too_far(
-            reasons.PROMPT_TOO_LONG,
+        raise fail(
+            Reason.PROMPT_TOO_LONG,
             f"the prompt has {len(ids)} tokens, more than the limit of {max_prompt_tokens}",
             field_path,
         )
@@ -76,7 +76,7 @@ def check_length(ids: list[int], max_prompt_tokens: int, field_path: str) -> Non
 def check_size(request, limit: int) -> None:
     size = request.ByteSize()
     if size > limit:
-        raise reasons.bad(reasons.REQUEST_TOO_LARGE, f"the request is {size} bytes, more than the limit of {limit}")
+        raise fail(Reason.REQUEST_TOO_LARGE, f"the request is {size} bytes, more than the limit of {limit}")
 
 
 def fill_generate_request(

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from render_svc import context, convert, reasons, sampling
+from render_svc import context, convert, errors
 from render_svc.model import Model
 from render_svc.prompt import (
     Limits,
@@ -24,6 +24,9 @@ from render_svc.prompt import (
 )
 from render_svc.template import ChatTemplate, TemplateRenderer
 from scaleout.v1 import derender_pb2, render_pb2
+from scaleout_common import sampling_rules
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 # Template variables a caller may not set through chat_template_kwargs: they have their own fields.
 RESERVED_TEMPLATE_KWARGS = frozenset(
@@ -62,8 +65,11 @@ class Renderer:
         self.limits = limits = limits or Limits()
         self.options = options or Options()
         self.templates = TemplateRenderer(limits.max_template_output_chars, limits.template_timeout_s)
-        self.model_limits = sampling.ModelLimits(
-            model.max_model_len, model.tokens.vocab_size, limits.max_logprobs, model.generation_defaults
+        self.model_limits = sampling_rules.ModelLimits(
+            model.max_model_len,
+            model.tokens.vocab_size,
+            max_logprobs=limits.max_logprobs,
+            defaults=model.generation_defaults,
         )
         self.max_prompt_tokens = min(limits.max_prompt_tokens or model.max_model_len, model.max_model_len)
         self.special_tokens = {k: v for k, v in model.tokenizer.special_tokens_map.items() if isinstance(v, str)}
@@ -72,7 +78,7 @@ class Renderer:
     # --- shared checks -------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
         if name and name not in self.model.names:
-            raise reasons.model_not_found(name, self.model.names)
+            raise errors.model_not_found(name, self.model.names)
 
     def identity(self, prefix: str, request_id: str) -> context.Identity:
         return context.Identity(
@@ -93,14 +99,14 @@ class Renderer:
             self._default_sources[with_tools] = source
         source = self._default_sources[with_tools]
         if source is None:
-            raise reasons.precondition(reasons.NO_CHAT_TEMPLATE, "the model has no chat template; pass --chat-template")
+            raise fail(Reason.NO_CHAT_TEMPLATE, "the model has no chat template; pass --chat-template")
         return source
 
     def template(self, request: render_pb2.RenderChatRequest, with_tools: bool) -> ChatTemplate:
         if request.HasField("chat_template"):
             if not self.options.trust_request_chat_template:
-                raise reasons.precondition(
-                    reasons.CHAT_TEMPLATE_NOT_TRUSTED,
+                raise fail(
+                    Reason.CHAT_TEMPLATE_NOT_TRUSTED,
                     "this server refuses request chat templates (start it with --trust-request-chat-template)",
                 )
             source = request.chat_template
@@ -117,15 +123,15 @@ class Renderer:
         self.check_model(request.model)
         check_size(request, self.limits.max_request_bytes)
         if len(request.messages) > self.limits.max_messages:
-            raise reasons.bad(
-                reasons.TOO_MANY_MESSAGES,
+            raise fail(
+                Reason.TOO_MANY_MESSAGES,
                 f"{len(request.messages)} messages, more than the limit of {self.limits.max_messages}",
                 "messages",
             )
         add_generation_prompt = request.add_generation_prompt if request.HasField("add_generation_prompt") else True
         if request.continue_final_message and add_generation_prompt:
-            raise reasons.bad(
-                reasons.CONFLICTING_OPTIONS,
+            raise fail(
+                Reason.CONFLICTING_OPTIONS,
                 "continue_final_message continues the last message; add_generation_prompt starts a new one: set "
                 "add_generation_prompt=false",
                 "continue_final_message",
@@ -136,8 +142,8 @@ class Renderer:
         request_kwargs = convert.struct_to_py(request.chat_template_kwargs)
         reserved = RESERVED_TEMPLATE_KWARGS & request_kwargs.keys()
         if reserved:
-            raise reasons.bad(
-                reasons.RESERVED_TEMPLATE_KWARG,
+            raise fail(
+                Reason.RESERVED_TEMPLATE_KWARG,
                 f"chat_template_kwargs may not set {sorted(reserved)}",
                 "chat_template_kwargs",
             )
@@ -188,7 +194,7 @@ class Renderer:
         request = job.request
         ids, offsets = truncate(ids, offsets, job.keep, request.truncation_side)
         check_length(ids, self.max_prompt_tokens, "messages")
-        params = sampling.resolve(request, len(ids), self.model_limits, chat=True)
+        params = sampling_rules.resolve(request, len(ids), self.model_limits, chat=True, prompt_field="messages")
         identity = self.identity("chatcmpl", request.request_id)
         n = request.n if request.HasField("n") else 1
         last = job.messages[-1]
@@ -231,8 +237,8 @@ class Renderer:
 
     def render_chat_batch(self, request: render_pb2.RenderChatBatchRequest) -> render_pb2.RenderChatBatchResponse:
         if len(request.requests) > self.limits.max_batch_size:
-            raise reasons.bad(
-                reasons.TOO_MANY_REQUESTS,
+            raise fail(
+                Reason.TOO_MANY_REQUESTS,
                 f"{len(request.requests)} conversations, more than the limit of {self.limits.max_batch_size}",
                 "requests",
             )
@@ -241,16 +247,16 @@ class Renderer:
             try:
                 job = self.prepare(item)
                 texts.append(self.text(job))
-            except reasons.ServiceError as error:
-                raise reasons.in_batch(error, i) from None
+            except ServiceError as error:
+                raise errors.in_batch(error, i) from None
             jobs.append(job)
         encoded = self.encode(jobs, texts)
         responses = []
         for i, (job, text, (ids, offsets)) in enumerate(zip(jobs, texts, encoded)):
             try:
                 responses.append(self.finish(job, text, ids, offsets))
-            except reasons.ServiceError as error:
-                raise reasons.in_batch(error, i) from None
+            except ServiceError as error:
+                raise errors.in_batch(error, i) from None
         return render_pb2.RenderChatBatchResponse(responses=responses)
 
 

@@ -11,14 +11,14 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from render_svc import flags, reasons
+from render_svc import flags
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import detokenize, list_models, tokenize
 from scaleout.v1 import render_pb2, render_pb2_grpc
-from scaleout_common.errors import resource_exhausted
+from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,7 @@ class RenderService:
         if not offload:
             return function(self.renderer, request)
         if self.pending >= self.args.max_pending_renders:
-            raise resource_exhausted(
-                reasons.RENDER_QUEUE_FULL, f"{self.pending} large renders are waiting; retry later"
-            )
+            raise fail(Reason.RENDER_QUEUE_FULL, f"{self.pending} large renders are waiting; retry later")
         self.pending += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, function, self.renderer, request)

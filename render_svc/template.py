@@ -14,8 +14,9 @@ import jinja2
 from jinja2 import nodes
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
-from render_svc import reasons
 from render_svc.sandbox import WATCHDOG, GuardedEnvironment, TemplateTimeout, TemplateTooLarge, guard_filter
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -63,8 +64,8 @@ def _tag_final_message(chat: list[dict], source: str) -> str:
     """Mark the end of the final message's content; returns the text to find again in the output."""
     final = chat[-1].get("content")
     if final is None or "content" not in source:
-        raise reasons.bad(
-            reasons.TEMPLATE_ERROR, "continue_final_message: the final message has no content the template renders"
+        raise fail(
+            Reason.TEMPLATE_ERROR, "continue_final_message: the final message has no content the template renders"
         )
     if isinstance(final, list):
         parts = [dict(part) for part in final]
@@ -73,9 +74,7 @@ def _tag_final_message(chat: list[dict], source: str) -> str:
                 final, part["text"] = part["text"], part["text"] + _CONTINUE_TAG
                 break
         else:
-            raise reasons.bad(
-                reasons.TEMPLATE_ERROR, "continue_final_message: the final message has no text to continue"
-            )
+            raise fail(Reason.TEMPLATE_ERROR, "continue_final_message: the final message has no text to continue")
         chat[-1] = {**chat[-1], "content": parts}
     else:
         chat[-1] = {**chat[-1], "content": final + _CONTINUE_TAG}
@@ -84,8 +83,8 @@ def _tag_final_message(chat: list[dict], source: str) -> str:
 
 def _cut_at_tag(text: str, final: str) -> str:
     if final.strip() not in text or _CONTINUE_TAG.strip() not in text:
-        raise reasons.bad(
-            reasons.TEMPLATE_ERROR, "continue_final_message: the template does not render the final message as given"
+        raise fail(
+            Reason.TEMPLATE_ERROR, "continue_final_message: the template does not render the final message as given"
         )
     at = text.rindex(_CONTINUE_TAG.strip())
     return text[:at] if text[at : at + len(_CONTINUE_TAG)] == _CONTINUE_TAG else text[:at].rstrip()
@@ -101,9 +100,7 @@ class ChatTemplate:
             self._globals = dict(self.template.globals)
             self.openai_content = _loops_over_content(env.parse(source))
         except jinja2.TemplateError as error:
-            raise reasons.bad(
-                reasons.TEMPLATE_ERROR, f"chat template does not compile: {error}", "chat_template"
-            ) from None
+            raise fail(Reason.TEMPLATE_ERROR, f"chat template does not compile: {error}", "chat_template") from None
 
     def render(
         self,
@@ -197,14 +194,10 @@ class TemplateRenderer:
         try:
             return self._watchdog.run(self.timeout_s, function, *args)
         except TemplateTimeout as error:
-            raise reasons.bad(reasons.TEMPLATE_TIMEOUT, str(error)) from None
+            raise fail(Reason.TEMPLATE_TIMEOUT, str(error)) from None
         except (TemplateTooLarge, MemoryError) as error:
-            raise reasons.bad(
-                reasons.TEMPLATE_OUTPUT_TOO_LARGE, str(error) or "the template used too much memory"
-            ) from None
-        except reasons.ServiceError:
+            raise fail(Reason.TEMPLATE_OUTPUT_TOO_LARGE, str(error) or "the template used too much memory") from None
+        except ServiceError:
             raise
         except Exception as error:
-            raise reasons.bad(
-                reasons.TEMPLATE_ERROR, f"chat template failed: {type(error).__name__}: {error}"
-            ) from None
+            raise fail(Reason.TEMPLATE_ERROR, f"chat template failed: {type(error).__name__}: {error}") from None

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from render_svc import reasons
 from render_svc.prompt import offsets_proto
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
+from scaleout_common import sampling_rules
+from scaleout_common.reasons import Reason, fail
 
 
 def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_pb2.TokenizeResponse:
     renderer.check_model(request.model)
     if request.prompt and request.messages:
-        raise reasons.bad(reasons.CONFLICTING_OPTIONS, "give prompt or messages, not both", "messages")
+        raise fail(Reason.CONFLICTING_OPTIONS, "give prompt or messages, not both", "messages")
     tokens = renderer.model.tokens
     if request.messages:
         chat = render_pb2.RenderChatRequest(
@@ -42,7 +43,7 @@ def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_
 
 def detokenize(renderer: Renderer, request: render_pb2.DetokenizeRequest) -> render_pb2.DetokenizeResponse:
     renderer.check_model(request.model)
-    reasons.check_token_ids(request.tokens, renderer.model.tokens.vocab_size, "tokens")
+    sampling_rules.check_token_ids(request.tokens, renderer.model.tokens.vocab_size, "tokens")
     skip = request.skip_special_tokens if request.HasField("skip_special_tokens") else True
     return render_pb2.DetokenizeResponse(prompt=renderer.model.tokens.decode(request.tokens, skip_special_tokens=skip))
 

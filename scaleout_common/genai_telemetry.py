@@ -18,6 +18,7 @@ from time import perf_counter
 from google.protobuf.json_format import MessageToDict
 
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
+from scaleout_common import finish_reasons
 from scaleout_common.metrics import LlmMetrics
 from scaleout_common.tracing import capture_content
 
@@ -28,11 +29,6 @@ PREFILL_TIME = "gen_ai.latency.time_in_model_prefill"
 DECODE_TIME = "gen_ai.latency.time_in_model_decode"
 E2E = "gen_ai.latency.e2e"
 FIRST_TOKEN_EVENT = "gen_ai.first_token"
-
-
-def finish_reason_name(reason: int) -> str:
-    """FINISH_REASON_STOP -> "stop", as OpenAI spells it."""
-    return common_pb2.FinishReason.Name(reason).removeprefix("FINISH_REASON_").lower()
 
 
 def _sampling(params: common_pb2.SamplingParams) -> dict:
@@ -159,7 +155,7 @@ class ResponseStream:
             self.counted_tokens += count
             new = max(new, count)
             if choice.finish_reason:
-                self.finish_reasons[choice.index] = finish_reason_name(choice.finish_reason)
+                self.finish_reasons[choice.index] = finish_reasons.openai_name(choice.finish_reason)
         if msg.HasField("prompt"):
             self.input_tokens = msg.prompt.num_tokens
         if msg.HasField("usage"):

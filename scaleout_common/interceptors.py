@@ -8,7 +8,8 @@ from collections.abc import Callable
 import grpc
 from grpc.experimental import aio  # noqa: F401  (grpc.aio types)
 
-from scaleout_common.errors import ServiceError, internal, unavailable
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ def _abort_status(error: BaseException) -> grpc.Status:
     if isinstance(error, ServiceError):
         return error.to_rpc_status()
     log.exception("unhandled error in servicer", exc_info=error)
-    return internal(f"{type(error).__name__}: {error}").to_rpc_status()
+    return fail(Reason.INTERNAL_ERROR, f"{type(error).__name__}: {error}").to_rpc_status()
 
 
 def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> grpc.RpcMethodHandler:
@@ -91,9 +92,9 @@ class ErrorInterceptor(MethodWrappingInterceptor):
 
     def _guard(self) -> None:
         if self._is_draining():
-            raise unavailable("DRAINING", "server is shutting down; retry on another replica")
+            raise fail(Reason.DRAINING, "server is shutting down; retry on another replica")
         if not self._is_ready():
-            raise unavailable("NOT_READY", "server is still loading; retry shortly")
+            raise fail(Reason.NOT_READY, "server is still loading; retry shortly")
 
     def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         return wrap_handler(handler, self._guard)

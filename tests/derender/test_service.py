@@ -163,7 +163,7 @@ async def test_typed_errors(stub, info):
         chat(ok, engine_messages([[info.vocab_size]])), grpc.StatusCode.INVALID_ARGUMENT, "TOKEN_ID_OUT_OF_VOCAB"
     )
     await expect_error(
-        chat(derender_pb2.DerenderContext(top_logprobs=21)), grpc.StatusCode.OUT_OF_RANGE, "TOO_MANY_TOP_LOGPROBS"
+        chat(derender_pb2.DerenderContext(top_logprobs=21)), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SAMPLING_PARAM"
     )
     await expect_error(chat(derender_pb2.DerenderContext(n=10_000)), grpc.StatusCode.OUT_OF_RANGE, "TOO_MANY_CHOICES")
     await expect_error(

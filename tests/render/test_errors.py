@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from google.protobuf import json_format
 
-from render_svc import reasons as r
 from scaleout.v1 import render_pb2
+from scaleout_common.reasons import Reason as r
 from tests.render.calls import chat, expect
 from tests.render.conftest import render_server
 
@@ -69,7 +69,7 @@ CHAT_CASES = {
     "truncation side": (chat(truncation_side="middle"), BAD, r.INVALID_TRUNCATION_SIDE),
     "negative temperature": (chat(temperature=-1), BAD, r.INVALID_SAMPLING_PARAM),
     "negative max_tokens": (chat(max_tokens=-1), BAD, r.INVALID_SAMPLING_PARAM),
-    "stop id outside vocab": (chat(stop_token_ids=[10**6]), BAD, r.TOKEN_ID_OUT_OF_RANGE),
+    "stop id outside vocab": (chat(stop_token_ids=[10**6]), BAD, r.TOKEN_ID_OUT_OF_VOCAB),
 }
 
 
@@ -130,7 +130,7 @@ COMPLETION_CASES = {
     "no prompt": (completion(), BAD, r.MISSING_PROMPT),
     "two forms": (completion(prompts=["a"], prompt_token_ids=[{"token_ids": [1]}]), BAD, r.CONFLICTING_OPTIONS),
     "empty prompt": (completion(prompts=[""]), BAD, r.EMPTY_PROMPT),
-    "id outside vocab": (completion(prompt_token_ids=[{"token_ids": [1, 49152]}]), BAD, r.TOKEN_ID_OUT_OF_RANGE),
+    "id outside vocab": (completion(prompt_token_ids=[{"token_ids": [1, 49152]}]), BAD, r.TOKEN_ID_OUT_OF_VOCAB),
     "suffix": (completion(prompts=["a"], suffix="z"), BAD, r.UNSUPPORTED_FIELD),
     "top_p zero": (completion(prompts=["a"], top_p=0), BAD, r.INVALID_SAMPLING_PARAM),
     "logprobs too many": (completion(prompts=["a"], logprobs=50), BAD, r.INVALID_SAMPLING_PARAM),
@@ -152,7 +152,7 @@ async def test_render_completion_errors(stub, name):
 async def test_tokenize_and_detokenize_errors(stub):
     both = render_pb2.TokenizeRequest(prompt="a", messages=[chat().messages[0]])
     await expect(stub.Tokenize(both), BAD, r.CONFLICTING_OPTIONS)
-    await expect(stub.Detokenize(render_pb2.DetokenizeRequest(tokens=[-1])), BAD, r.TOKEN_ID_OUT_OF_RANGE)
+    await expect(stub.Detokenize(render_pb2.DetokenizeRequest(tokens=[-1])), BAD, r.TOKEN_ID_OUT_OF_VOCAB)
 
 
 async def test_bridge_errors(stub, trusting_stub):

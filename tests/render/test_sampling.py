@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from render_svc import reasons, sampling
 from scaleout.v1 import render_pb2
+from scaleout_common import sampling_rules as sampling
 from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason as reasons
 
 PLAIN = sampling.ModelLimits(max_model_len=100, vocab_size=1000)
 TUNED = sampling.ModelLimits(
@@ -28,7 +29,7 @@ def chat(**fields) -> render_pb2.RenderChatRequest:
 
 
 def resolve(request, limits=PLAIN, prompt_len=10, chat_request=True):
-    return sampling.resolve(request, prompt_len, limits, chat_request)
+    return sampling.resolve(request, prompt_len, limits, chat_request, prompt_field="messages")
 
 
 def test_absent_fields_get_neutral_values_without_generation_config():
@@ -151,4 +152,4 @@ def test_min_tokens_above_max_tokens_is_invalid():
 def test_token_ids_outside_the_vocabulary(fields):
     with pytest.raises(ServiceError) as caught:
         resolve(chat(**fields))
-    assert caught.value.reason == reasons.TOKEN_ID_OUT_OF_RANGE
+    assert caught.value.reason == reasons.TOKEN_ID_OUT_OF_VOCAB

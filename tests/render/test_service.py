@@ -8,12 +8,12 @@ import shutil
 import pytest
 from google.protobuf import json_format
 
-from render_svc import reasons as r
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from scaleout.v1 import derender_pb2, render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import resolve_model
+from scaleout_common.reasons import Reason as r
 from tests.render.calls import chat
 from tests.render.conftest import render_server
 

@@ -1,0 +1,144 @@
+"""Every stable ErrorInfo reason of the product, with its gRPC code; the HTTP status follows from the code.
+
+Clients switch on these strings (gRPC: `ErrorInfo.reason`; REST: `error.code`), so a reason is defined here
+and nowhere else: services raise `fail(Reason.X, ...)`, and a test fails if a reason string is spelled out
+in any other module. The same bad input gets the same reason on every route (render, engine, one hop).
+
+HTTP statuses are the transcoder's mapping of the gRPC code (`HTTP_STATUS`): INVALID_ARGUMENT, OUT_OF_RANGE
+and FAILED_PRECONDITION are 400, NOT_FOUND 404, ALREADY_EXISTS 409, RESOURCE_EXHAUSTED 429,
+UNAVAILABLE 503, INTERNAL 500. `python -m scaleout_common.reasons` prints the table.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import grpc
+
+from scaleout_common.errors import ServiceError
+
+C = grpc.StatusCode
+HTTP_STATUS = {
+    C.INVALID_ARGUMENT: 400,
+    C.OUT_OF_RANGE: 400,
+    C.FAILED_PRECONDITION: 400,
+    C.UNAUTHENTICATED: 401,
+    C.PERMISSION_DENIED: 403,
+    C.NOT_FOUND: 404,
+    C.ALREADY_EXISTS: 409,
+    C.ABORTED: 409,
+    C.RESOURCE_EXHAUSTED: 429,
+    C.CANCELLED: 499,
+    C.UNIMPLEMENTED: 501,
+    C.UNAVAILABLE: 503,
+    C.DEADLINE_EXCEEDED: 504,
+}
+
+
+class Reason(StrEnum):
+    """A reason's value is its name; `code` is its gRPC status, `when` says when it is raised."""
+
+    code: grpc.StatusCode
+    when: str
+
+    def __new__(cls, name: str, code: grpc.StatusCode, when: str) -> Reason:
+        member = str.__new__(cls, name)
+        member._value_ = name
+        member.code, member.when = code, when
+        return member
+
+    @property
+    def http(self) -> int:
+        return HTTP_STATUS.get(self.code, 500)
+
+    # --- request shape (render, one hop) ------------------------------------------------------------------
+    MODEL_NOT_FOUND = "MODEL_NOT_FOUND", C.NOT_FOUND, "`model` is set and is not a served model name"
+    MISSING_MESSAGES = "MISSING_MESSAGES", C.INVALID_ARGUMENT, "a chat request without messages"
+    INVALID_ROLE = "INVALID_ROLE", C.INVALID_ARGUMENT, "a role other than system/developer/user/assistant/tool"
+    INVALID_CONTENT = "INVALID_CONTENT", C.INVALID_ARGUMENT, "content that is not a string, null or text parts"
+    INVALID_TOOL = "INVALID_TOOL", C.INVALID_ARGUMENT, "a tool without a function name"
+    INVALID_TOOL_CALL = "INVALID_TOOL_CALL", C.INVALID_ARGUMENT, "an assistant tool call without a name or JSON args"
+    INVALID_TOOL_CHOICE = "INVALID_TOOL_CHOICE", C.INVALID_ARGUMENT, "unknown tool_choice, or one naming no tool"
+    CONFLICTING_OPTIONS = "CONFLICTING_OPTIONS", C.INVALID_ARGUMENT, "two options that exclude each other"
+    INVALID_REQUEST = "INVALID_REQUEST", C.INVALID_ARGUMENT, "a body that is not the documented JSON shape"
+    UNSUPPORTED_FIELD = "UNSUPPORTED_FIELD", C.INVALID_ARGUMENT, "a field this deployment does not honour"
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE", C.INVALID_ARGUMENT, "one conversation above --max-request-bytes"
+    TOO_MANY_MESSAGES = "TOO_MANY_MESSAGES", C.INVALID_ARGUMENT, "more than --max-messages messages"
+    TOO_MANY_REQUESTS = "TOO_MANY_REQUESTS", C.INVALID_ARGUMENT, "a batch larger than --max-batch-size"
+    MISSING_PROMPT = "MISSING_PROMPT", C.INVALID_ARGUMENT, "a completion request without any prompt"
+    EMPTY_PROMPT = "EMPTY_PROMPT", C.INVALID_ARGUMENT, "a prompt of zero tokens"
+    MISSING_PREVIOUS_PROMPT = "MISSING_PREVIOUS_PROMPT", C.INVALID_ARGUMENT, "BridgeChat without the previous ids"
+    # --- templates ----------------------------------------------------------------------------------------
+    RESERVED_TEMPLATE_KWARG = "RESERVED_TEMPLATE_KWARG", C.INVALID_ARGUMENT, "chat_template_kwargs names a reserved one"
+    CHAT_TEMPLATE_NOT_TRUSTED = (
+        "CHAT_TEMPLATE_NOT_TRUSTED",
+        C.FAILED_PRECONDITION,
+        "a request chat_template without --trust-request-chat-template",
+    )
+    NO_CHAT_TEMPLATE = "NO_CHAT_TEMPLATE", C.FAILED_PRECONDITION, "the model has no chat template and none was given"
+    TEMPLATE_ERROR = "TEMPLATE_ERROR", C.INVALID_ARGUMENT, "the template raised (raise_exception, syntax, sandbox)"
+    TEMPLATE_TIMEOUT = "TEMPLATE_TIMEOUT", C.INVALID_ARGUMENT, "rendering took longer than --template-timeout-s"
+    TEMPLATE_OUTPUT_TOO_LARGE = (
+        "TEMPLATE_OUTPUT_TOO_LARGE",
+        C.INVALID_ARGUMENT,
+        "the template built more than --max-template-output-chars",
+    )
+    TEMPLATE_NOT_BRIDGEABLE = (
+        "TEMPLATE_NOT_BRIDGEABLE",
+        C.FAILED_PRECONDITION,
+        "the template cannot append turns without re-rendering history",
+    )
+    # --- lengths and sampling (render, engine and derender alike) ------------------------------------------
+    PROMPT_TOO_LONG = "PROMPT_TOO_LONG", C.OUT_OF_RANGE, "the prompt leaves no room to generate"
+    MAX_TOKENS_TOO_LARGE = "MAX_TOKENS_TOO_LARGE", C.OUT_OF_RANGE, "prompt + max_tokens exceeds the model length"
+    TRUNCATE_PROMPT_TOKENS_INVALID = (
+        "TRUNCATE_PROMPT_TOKENS_INVALID",
+        C.OUT_OF_RANGE,
+        "truncate_prompt_tokens < 1 (and not -1) or above the model length",
+    )
+    INVALID_TRUNCATION_SIDE = "INVALID_TRUNCATION_SIDE", C.INVALID_ARGUMENT, 'truncation_side not "left"/"right"'
+    INVALID_SAMPLING_PARAM = (
+        "INVALID_SAMPLING_PARAM",
+        C.INVALID_ARGUMENT,
+        "a sampling knob outside its bounds (scaleout_common.sampling_rules), NaN or infinite",
+    )
+    TOKEN_ID_OUT_OF_VOCAB = "TOKEN_ID_OUT_OF_VOCAB", C.INVALID_ARGUMENT, "a token id outside [0, vocab size)"
+    TOKENIZER_MISMATCH = "TOKENIZER_MISMATCH", C.FAILED_PRECONDITION, "rendered for another tokenizer or template"
+    # --- engine -------------------------------------------------------------------------------------------
+    MISSING_REQUEST_IDS = "MISSING_REQUEST_IDS", C.INVALID_ARGUMENT, "Abort without request ids"
+    DUPLICATE_REQUEST_ID = "DUPLICATE_REQUEST_ID", C.ALREADY_EXISTS, "a request id that is already running"
+    QUEUE_FULL = "QUEUE_FULL", C.RESOURCE_EXHAUSTED, "the engine's waiting queue is full"
+    ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
+    ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
+    # --- derender -----------------------------------------------------------------------------------------
+    MISSING_CONTEXT = "MISSING_CONTEXT", C.INVALID_ARGUMENT, "a derender call without its context"
+    DUPLICATE_CONTEXT = "DUPLICATE_CONTEXT", C.INVALID_ARGUMENT, "a stream message after the first with a context"
+    INVALID_STATE = "INVALID_STATE", C.INVALID_ARGUMENT, "a stateless-derender state this service did not produce"
+    STATE_TOO_LARGE = "STATE_TOO_LARGE", C.OUT_OF_RANGE, "a derender state above --max-state-bytes"
+    TOO_MANY_CHOICES = "TOO_MANY_CHOICES", C.OUT_OF_RANGE, "n or a choice index above --max-choices"
+    TOO_MANY_TOKENS = "TOO_MANY_TOKENS", C.OUT_OF_RANGE, "a choice above --max-tokens-per-choice"
+    TOO_MANY_STOP_STRINGS = "TOO_MANY_STOP_STRINGS", C.OUT_OF_RANGE, "more or longer stop strings than allowed"
+    PROMPT_TAIL_TOO_LONG = "PROMPT_TAIL_TOO_LONG", C.OUT_OF_RANGE, "prompt_tail_token_ids above its limit"
+    LOGPROBS_MISMATCH = "LOGPROBS_MISMATCH", C.INVALID_ARGUMENT, "logprob arrays not parallel to the token ids"
+    UNKNOWN_PARSER = "UNKNOWN_PARSER", C.INVALID_ARGUMENT, "a reasoning or tool parser name that is not known"
+    # --- capacity and lifecycle (every service) -----------------------------------------------------------
+    RENDER_QUEUE_FULL = "RENDER_QUEUE_FULL", C.RESOURCE_EXHAUSTED, "more than --max-pending-renders large renders"
+    TOO_MANY_STREAMS = "TOO_MANY_STREAMS", C.RESOURCE_EXHAUSTED, "more open derender streams than --max-streams"
+    NOT_READY = "NOT_READY", C.UNAVAILABLE, "the server is still loading"
+    DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
+    INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer"
+    UPSTREAM_ERROR = "UPSTREAM_ERROR", C.UNKNOWN, "a downstream call failed without a typed status"
+
+
+def fail(reason: Reason, message: str, field: str | None = None, **metadata: str) -> ServiceError:
+    """The typed error for `reason`, naming the offending field (a BadRequest violation) when there is one."""
+    return ServiceError(reason.code, reason, message, [(field, message)] if field else [], metadata)
+
+
+def table() -> str:
+    rows = [f"| {r.value:<31}| {r.code.name:<20}| {r.http} | {r.when} |" for r in Reason]
+    return "\n".join(["| reason | gRPC code | HTTP | when |", "|---|---|---|---|", *rows])
+
+
+if __name__ == "__main__":
+    print(table())

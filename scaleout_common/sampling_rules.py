@@ -1,0 +1,201 @@
+"""The sampling rules of the contract: bounds, defaults and precedence, for every route that takes them.
+
+Render resolves an OpenAI-style request into `SamplingParams`; the engine checks any `SamplingParams` it is
+sent (render's or a direct caller's). Both call `check` here, so the same bad knob gets the same reason
+(INVALID_SAMPLING_PARAM, naming the field) on `/v1/chat/completions/render`, `/inference/v1/generate` and the
+one hop, and a value that passes render always passes the engine.
+
+Rules (vLLM's, made explicit):
+- Bounds: temperature >= 0; top_p in (0, 1]; top_k -1 or 0 (off) or positive; min_p in [0, 1];
+  repetition_penalty > 0; presence/frequency_penalty in [-2, 2]; n in [1, max_n]; min_tokens >= 0 and at
+  most max_tokens; max_tokens >= 1; stream_interval >= 1; logprobs and prompt_logprobs in [0, max_logprobs];
+  every float finite (NaN and infinities are refused, never clamped); token ids inside the vocabulary;
+  stop strings non-empty; logit_bias values finite, then clamped to [-100, 100] as OpenAI documents.
+- Precedence: a field the caller set is kept as given, even 0 (temperature=0 is greedy, never replaced by
+  a default); a field left unset takes the model's generation_config.json value (`GENERATION_CONFIG_KEYS`),
+  else the neutral value (`NEUTRAL`). max_completion_tokens wins over max_tokens.
+- max_tokens: when set, prompt + max_tokens must fit the model length (MAX_TOKENS_TOO_LARGE); when unset,
+  what the context leaves (capped by generation_config's max_new_tokens). No room at all is PROMPT_TOO_LONG.
+- seed, logprobs and prompt_logprobs stay absent when absent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaleout.v1 import common_pb2
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
+
+# generation_config.json key -> SamplingParams field, as vLLM reads them.
+GENERATION_CONFIG_KEYS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "max_new_tokens": "max_tokens",
+}
+# The value of a knob nobody set: it changes nothing.
+NEUTRAL = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_tokens": 0,
+}
+LOGIT_BIAS_LIMIT = 100.0
+MAX_LOGPROBS = 20
+GREEDY_BELOW = 1e-5  # a temperature this small samples greedily
+
+# Float knobs: (valid?, the rule in words).
+FLOAT_RULES = {
+    "temperature": (lambda v: v >= 0, ">= 0"),
+    "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "min_p": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "repetition_penalty": (lambda v: v > 0, "> 0"),
+    "presence_penalty": (lambda v: -2 <= v <= 2, "in [-2, 2]"),
+    "frequency_penalty": (lambda v: -2 <= v <= 2, "in [-2, 2]"),
+}
+# Int knobs: (smallest valid value, the rule in words).
+INT_RULES = {
+    "n": (1, "at least 1"),
+    "min_tokens": (0, "at least 0"),
+    "max_tokens": (1, "at least 1"),
+    "top_k": (-1, "-1 (off), 0 (off) or positive"),
+    "stream_interval": (1, "at least 1"),
+}
+TOKEN_ID_FIELDS = ("stop_token_ids", "allowed_token_ids", "logit_bias")
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What the served model allows; `defaults` are its generation_config.json values (SamplingParams names)."""
+
+    max_model_len: int
+    vocab_size: int
+    max_logprobs: int = MAX_LOGPROBS
+    max_n: int = 64
+    defaults: dict = field(default_factory=dict)
+
+
+def invalid(name: str, message: str) -> ServiceError:
+    return fail(Reason.INVALID_SAMPLING_PARAM, f"{name.rsplit('.', 1)[-1]} {message}", name)
+
+
+def check_token_ids(ids: Iterable[int], vocab_size: int, field_path: str) -> None:
+    """Every id must be in the vocabulary (TOKEN_ID_OUT_OF_VOCAB names the first one that is not)."""
+    for i, token in enumerate(ids):
+        if not 0 <= token < vocab_size:
+            raise fail(
+                Reason.TOKEN_ID_OUT_OF_VOCAB,
+                f"{field_path} has id {token}, outside [0, {vocab_size})",
+                f"{field_path}[{i}]",
+            )
+
+
+def check(fields: Mapping[str, Any], limits: ModelLimits, prefix: str = "") -> None:
+    """Validate the knobs present in `fields` (SamplingParams names; `prefix` is their path in the request)."""
+    for name, (ok, rule) in FLOAT_RULES.items():
+        value = fields.get(name)
+        if value is not None and (not math.isfinite(value) or not ok(value)):
+            raise invalid(prefix + name, f"must be {rule} (got {value})")
+    for name, (lowest, rule) in INT_RULES.items():
+        value = fields.get(name)
+        if value is not None and value < lowest:
+            raise invalid(prefix + name, f"must be {rule} (got {value})")
+    if fields.get("n", 1) > limits.max_n:
+        raise invalid(prefix + "n", f"must be at most {limits.max_n} (got {fields['n']})")
+    if fields.get("min_tokens", 0) > fields.get("max_tokens", math.inf):
+        raise invalid(
+            prefix + "min_tokens", f"must not exceed max_tokens ({fields['min_tokens']} > {fields['max_tokens']})"
+        )
+    for name in ("logprobs", "prompt_logprobs", "top_logprobs"):
+        value = fields.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= limits.max_logprobs:
+            raise invalid(prefix + name, f"must be in [0, {limits.max_logprobs}] (got {value})")
+    for i, stop in enumerate(fields.get("stop", ())):
+        if not stop:
+            raise invalid(f"{prefix}stop[{i}]", "must not be empty")
+    for name in TOKEN_ID_FIELDS:
+        if name in fields:
+            check_token_ids(list(fields[name]), limits.vocab_size, prefix + name)
+    for token, bias in fields.get("logit_bias", {}).items():
+        if not math.isfinite(bias):
+            raise invalid(f"{prefix}logit_bias[{token}]", f"must be a finite number (got {bias})")
+
+
+def requested_max_tokens(fields: Mapping[str, Any]) -> int | None:
+    """max_completion_tokens wins over max_tokens (chat); None when neither is set."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = fields.get(name)
+        if value is not None:
+            if value < 1:
+                raise invalid(name, f"must be at least 1 (got {value})")
+            return value
+    return None
+
+
+def resolve_max_tokens(requested: int | None, prompt_len: int, limits: ModelLimits, prompt_field: str) -> int:
+    room = limits.max_model_len - prompt_len
+    if room <= 0:
+        raise fail(
+            Reason.PROMPT_TOO_LONG,
+            f"the prompt has {prompt_len} tokens and the model length is {limits.max_model_len}: no room to generate",
+            prompt_field,
+        )
+    if requested is None:
+        cap = limits.defaults.get("max_tokens")
+        return min(room, cap) if cap else room
+    if requested > room:
+        raise fail(
+            Reason.MAX_TOKENS_TOO_LARGE,
+            f"max_tokens is too large: {requested}. The model length is {limits.max_model_len} and the prompt has "
+            f"{prompt_len} tokens ({requested} > {limits.max_model_len} - {prompt_len})",
+            "max_tokens",
+        )
+    return requested
+
+
+def _logprobs(fields: Mapping[str, Any], chat: bool) -> int | None:
+    """Chat: `logprobs` is a switch and `top_logprobs` the count; completions: `logprobs` is the count."""
+    if not chat:
+        return fields.get("logprobs")
+    top, wanted = fields.get("top_logprobs"), fields.get("logprobs", False)
+    if top and not wanted:
+        raise invalid("top_logprobs", "needs logprobs=true")
+    return (top or 0) if wanted else None
+
+
+def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool, prompt_field: str) -> common_pb2.SamplingParams:
+    """Validate a render request's sampling fields and resolve them for a prompt of `prompt_len` tokens."""
+    fields = {f.name: value for f, value in request.ListFields()}
+    check({k: v for k, v in fields.items() if k != "max_tokens"}, limits)
+    logprobs = _logprobs(fields, chat)
+    max_tokens = resolve_max_tokens(requested_max_tokens(fields), prompt_len, limits, prompt_field)
+    defaults = limits.defaults
+    resolved = {name: fields.get(name, defaults.get(name, neutral)) for name, neutral in NEUTRAL.items()}
+    resolved["top_k"] = max(resolved["top_k"], 0)
+    check({"min_tokens": resolved["min_tokens"], "max_tokens": max_tokens}, limits)
+    params = common_pb2.SamplingParams(
+        max_tokens=max_tokens,
+        ignore_eos=request.ignore_eos,
+        stop_token_ids=request.stop_token_ids,
+        allowed_token_ids=request.allowed_token_ids,
+        seed=fields.get("seed"),
+        logprobs=logprobs,
+        prompt_logprobs=fields.get("prompt_logprobs"),
+        **resolved,
+    )
+    params.logit_bias.update(clamp_logit_bias(request.logit_bias))
+    return params
+
+
+def clamp_logit_bias(bias: Mapping[int, float]) -> dict[int, float]:
+    return {k: max(-LOGIT_BIAS_LIMIT, min(LOGIT_BIAS_LIMIT, v)) for k, v in bias.items()}
