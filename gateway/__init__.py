@@ -1,1 +1,1 @@
-"""Envoy gateway (REST transcoding + gRPC pass-through), the stack launcher and the one-hop chat pipeline."""
+"""The Envoy edge: the gateway config template and its renderer (REST transcoding, gRPC pass-through, balancing)."""

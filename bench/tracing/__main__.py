@@ -23,7 +23,7 @@ import requests
 from google.protobuf import struct_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from gateway.stack import Stack, StackConfig
+from devstack.stack import Stack, StackConfig
 from scaleout.v1 import chat_pb2_grpc, common_pb2, render_pb2
 
 QUESTIONS = [

@@ -1,6 +1,6 @@
 import pytest
 
-from gateway.stack import Stack, StackConfig
+from devstack.stack import Stack, StackConfig
 
 
 @pytest.fixture(scope="package")

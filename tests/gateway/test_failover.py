@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.stack import Stack, StackConfig
+from devstack.stack import Stack, StackConfig
 from tests.gateway.rest import post
 
 TOKENIZE = {"prompt": "Hello world"}

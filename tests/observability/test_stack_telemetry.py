@@ -15,7 +15,7 @@ import pytest
 import requests
 from google.protobuf import struct_pb2
 
-from gateway.stack import Stack, StackConfig
+from devstack.stack import Stack, StackConfig
 from scaleout.v1 import chat_pb2_grpc, common_pb2, render_pb2
 from tests.observability.otlp_receiver import OtlpReceiver
 from tests.observability.test_plumbing import scrape

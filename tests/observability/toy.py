@@ -12,7 +12,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from gateway.stack import free_port
+from devstack.stack import free_port
 from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
-from gateway.stack import Stack, StackConfig
+from devstack.stack import Stack, StackConfig
 from scaleout_common.config import EnvArgumentParser
 
 

@@ -1,4 +1,4 @@
-"""Start the whole stack on loopback: service replicas, the one-hop chat service and Envoy in front of them.
+"""Start the whole stack on loopback: service replicas, the one-hop pipeline service and Envoy in front of them.
 
 Used by the `scaleout-stack` launcher and by the integration tests (real processes, real Envoy).
 """
@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.envoy_config import SERVICES, Endpoint, Tracing, Upstream, render_config
 
-MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "gateway.chat_service"}
+MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc.chat"}
 _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
 _METRICS = re.compile(r"^METRICS (\S+) (\S+)$")
 

@@ -1,0 +1,3 @@
+from pipeline_svc.chat import main
+
+main()
