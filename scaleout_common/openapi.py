@@ -32,22 +32,17 @@ _PACKAGE_PREFIX = "scaleout.v1."  # component names drop it: "ChatCompletion", "
 _METHODS = ("get", "put", "post", "delete", "patch")
 _PATH_VAR = re.compile(r"\{([^}=]+)(?:=[^}]*)?\}")
 
-# Printed as decimal strings (proto3 JSON); the transcoder also reads numbers.
-_INT64 = {"type": ["string", "integer"], "format": "int64"}
-_UINT64 = {"type": ["string", "integer"], "format": "uint64"}
 _SCALARS: dict[int, dict] = {
     F.TYPE_DOUBLE: {"type": "number", "format": "double"},
     F.TYPE_FLOAT: {"type": "number", "format": "float"},
-    F.TYPE_INT64: _INT64,
-    F.TYPE_SINT64: _INT64,
-    F.TYPE_SFIXED64: _INT64,
-    F.TYPE_UINT64: _UINT64,
-    F.TYPE_FIXED64: _UINT64,
-    F.TYPE_INT32: {"type": "integer", "format": "int32"},
-    F.TYPE_SINT32: {"type": "integer", "format": "int32"},
-    F.TYPE_SFIXED32: {"type": "integer", "format": "int32"},
-    F.TYPE_UINT32: {"type": "integer", "format": "uint32", "minimum": 0},
-    F.TYPE_FIXED32: {"type": "integer", "format": "uint32", "minimum": 0},
+    # 64-bit integers print as decimal strings (proto3 JSON); the transcoder also reads numbers.
+    **{
+        key: {"type": ["string", "integer"], "format": "int64"}
+        for key in (F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64)
+    },
+    **{key: {"type": ["string", "integer"], "format": "uint64"} for key in (F.TYPE_UINT64, F.TYPE_FIXED64)},
+    **{key: {"type": "integer", "format": "int32"} for key in (F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32)},
+    **{key: {"type": "integer", "format": "uint32", "minimum": 0} for key in (F.TYPE_UINT32, F.TYPE_FIXED32)},
     F.TYPE_BOOL: {"type": "boolean"},
     F.TYPE_STRING: {"type": "string"},
     F.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
@@ -59,17 +54,7 @@ def _nullable(schema: dict) -> dict:
     return {**schema, "type": [*kinds, "null"]}
 
 
-_WRAPPERS = {
-    "DoubleValue": F.TYPE_DOUBLE,
-    "FloatValue": F.TYPE_FLOAT,
-    "Int64Value": F.TYPE_INT64,
-    "UInt64Value": F.TYPE_UINT64,
-    "Int32Value": F.TYPE_INT32,
-    "UInt32Value": F.TYPE_UINT32,
-    "BoolValue": F.TYPE_BOOL,
-    "StringValue": F.TYPE_STRING,
-    "BytesValue": F.TYPE_BYTES,
-}
+_WRAPPERS = ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
 # Types whose JSON is not an object of their fields (proto3 JSON mapping), inlined where used.
 _WELL_KNOWN: dict[str, dict] = {
     ".google.protobuf.Struct": {"type": "object", "additionalProperties": True},
@@ -86,7 +71,7 @@ _WELL_KNOWN: dict[str, dict] = {
         "required": ["@type"],
         "additionalProperties": True,
     },
-    **{f".google.protobuf.{name}": _nullable(_SCALARS[kind]) for name, kind in _WRAPPERS.items()},
+    **{f".google.protobuf.{w}Value": _nullable(_SCALARS[F.Type.Value(f"TYPE_{w.upper()}")]) for w in _WRAPPERS},
 }
 _ERROR_SCHEMA = {
     "type": "object",
@@ -105,6 +90,12 @@ _ERROR_SCHEMA = {
         }
     },
 }
+
+
+def _described(obj: dict, description: str | None) -> dict:
+    if description:
+        obj["description"] = description
+    return obj
 
 
 def _ref(name: str) -> dict:
@@ -238,6 +229,11 @@ class _Builder:
         return {"application/json": {"schema": {"type": "array", "items": schema} if many else schema}}
 
 
+def openapi_path(template: str) -> str:
+    """`/v1/models/{model=**}` -> `/v1/models/{model}`."""
+    return _PATH_VAR.sub(lambda match: "{" + match.group(1) + "}", template)
+
+
 def _bindings(rule: http_pb2.HttpRule) -> Iterable[http_pb2.HttpRule]:
     yield rule
     for extra in rule.additional_bindings:
@@ -286,7 +282,7 @@ def build(files: descriptor_pb2.FileDescriptorSet, contract_files: Iterable[str]
     for file in (f for f in files.file if f.name in set(contract_files)):
         versions.add(file.package.rsplit(".", 1)[-1])
         for s, service in enumerate(file.service):
-            tags.append({"name": service.name, "description": contract.comments.get((file.name, 6, s), "")})
+            tags.append(_described({"name": service.name}, contract.comments.get((file.name, 6, s))))
             for m, method in enumerate(service.method):
                 options = descriptor_pb2.MethodOptions.FromString(method.options.SerializeToString())
                 if not options.HasExtension(annotations_pb2.http):
@@ -295,14 +291,14 @@ def build(files: descriptor_pb2.FileDescriptorSet, contract_files: Iterable[str]
                     verb, template = _verb_and_path(rule)
                     if verb not in _METHODS:
                         continue
-                    path = _PATH_VAR.sub(lambda match: "{" + match.group(1) + "}", template)
+                    path = openapi_path(template)
                     if verb in paths.setdefault(path, {}):
                         raise ValueError(f"two RPCs bind {verb.upper()} {path}")
-                    paths[path][verb] = {
-                        "operationId": f"{service.name}_{method.name}" + (f"_{n}" if n else ""),
-                        "description": contract.comments.get((file.name, 6, s, 2, m), ""),
-                        **_operation(builder, service, method, rule, _PATH_VAR.findall(template)),
-                    }
+                    operation = {"operationId": f"{service.name}_{method.name}" + (f"_{n}" if n else "")}
+                    _described(operation, contract.comments.get((file.name, 6, s, 2, m)))
+                    paths[path][verb] = operation | _operation(
+                        builder, service, method, rule, _PATH_VAR.findall(template)
+                    )
     if ERROR in builder.schemas:
         raise ValueError(f"a message named {ERROR} collides with the error schema's name")
     builder.schemas[ERROR] = _ERROR_SCHEMA
