@@ -16,8 +16,8 @@ import torch
 
 from bench.engine.shapes import build_model
 from engine_svc.model.runner import ModelRunner
+from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.sampling import SamplingConfig
-from engine_svc.scheduling.scheduler import BlockPool
 from engine_svc.scheduling.sequence import Chunk, Sequence
 
 BLOCK_SIZE = 16

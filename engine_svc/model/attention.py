@@ -6,7 +6,7 @@ the prefill chunks. `SdpaBackend` uses torch's scaled_dot_product_attention: dec
 one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill SDPA
 call covers either adjacent chunks that start their sequences (a block-diagonal causal mask over their rows)
 or one chunk that continues a sequence (its context gathered from the cache). Faster kernels plug in as other
-backends.
+backends; `pick_attention` and `make_backend` choose one from the flags.
 """
 
 from __future__ import annotations
@@ -173,3 +173,24 @@ class SdpaBackend(AttentionBackend):
 
 def _end(chunk: PrefillChunk) -> int:
     return chunk.token_start + chunk.num_tokens
+
+
+def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
+    """auto: the paged Triton attention kernel on CUDA when Triton is there and head_dim suits it, else SDPA."""
+    if name != "auto":
+        return name
+    if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
+        return "sdpa"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "sdpa"
+    return "triton"
+
+
+def make_backend(name: str, num_heads: int, num_kv_heads: int, head_dim: int) -> AttentionBackend:
+    if name == "triton":
+        from engine_svc.model.triton_attention import TritonBackend
+
+        return TritonBackend(num_heads, num_kv_heads, head_dim)
+    return SdpaBackend(num_heads, num_kv_heads, head_dim)

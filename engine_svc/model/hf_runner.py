@@ -9,10 +9,15 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from engine_svc.model.runner_api import DecodeStep
 from engine_svc.scheduling.sequence import Chunk, Sequence
 
 
 class TransformersRunner:
+    """A `Runner` that keeps one DynamicCache per sequence and runs one step per `execute`."""
+
+    chains_decode_steps = False  # one forward per chunk from host token ids: nothing to chain on the device
+
     def __init__(self, hf_model):
         self.model = hf_model
         self.device = next(hf_model.parameters()).device
@@ -21,6 +26,9 @@ class TransformersRunner:
 
     def forget(self, seq: Sequence) -> None:
         self.caches.pop(id(seq), None)
+
+    def decode_loop(self, chunks: list[Chunk]) -> DecodeStep:
+        raise NotImplementedError("the transformers runner does not chain decode steps")
 
     @torch.inference_mode()
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:

@@ -10,48 +10,24 @@ prompt-logprob positions.
 
 from __future__ import annotations
 
-import array
 import bisect
 import logging
 
 import torch
 
-from engine_svc.model.attention import AttentionMetadata, PrefillChunk, SdpaBackend
+from engine_svc.model.attention import AttentionMetadata, PrefillChunk, make_backend
 from engine_svc.model.decoder import FusedDecoder
 from engine_svc.model.fused_ops import FusedOps
+from engine_svc.model.packed_inputs import PackedInputs
+from engine_svc.model.runner_api import DecodeStep
 from engine_svc.model.sampler import argmax_rows
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
 
 log = logging.getLogger(__name__)
 
-
-def _int64_tensor(values: list[int]) -> torch.Tensor:
-    """A CPU int64 tensor from a list, through array (several times faster than torch.tensor on long lists)."""
-    return (
-        torch.frombuffer(array.array("q", values), dtype=torch.int64) if values else torch.zeros(0, dtype=torch.int64)
-    )
-
-
-def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
-    """auto: the paged Triton attention kernel on CUDA when Triton is there and head_dim suits it, else SDPA."""
-    if name != "auto":
-        return name
-    if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
-        return "sdpa"
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return "sdpa"
-    return "triton"
-
-
-def make_backend(name: str, num_heads: int, num_kv_heads: int, head_dim: int):
-    if name == "triton":
-        from engine_svc.model.triton_attention import TritonBackend
-
-        return TritonBackend(num_heads, num_kv_heads, head_dim)
-    return SdpaBackend(num_heads, num_kv_heads, head_dim)
+# A decode batch's host values: ids, positions, slots, context lengths, block tables (flattened).
+DecodeColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
 
 
 def _next_power_of_two(n: int) -> int:
@@ -59,6 +35,10 @@ def _next_power_of_two(n: int) -> int:
 
 
 class ModelRunner:
+    """The paged fast path (a `Runner`): its KV cache lives in blocks that the scheduler's pool hands out."""
+
+    chains_decode_steps = True
+
     def __init__(
         self,
         hf_model,
@@ -93,9 +73,9 @@ class ModelRunner:
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.graph_pool = None
-        if self.cuda_graphs:
-            widest = self._width_bucket(self.max_blocks_per_seq)
-            self.static = torch.zeros(self.batch_buckets[-1] * (4 + widest), dtype=torch.int64, device=self.device)
+        if self.cuda_graphs:  # the graphs' inputs: room for the largest decode batch at the widest block table
+            largest = self._decode_inputs([], self.batch_buckets[-1], self._width_bucket(self.max_blocks_per_seq))
+            self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
 
     @staticmethod
     def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
@@ -103,6 +83,9 @@ class ModelRunner:
         kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         per_token = 2 * config.num_hidden_layers * kv_heads * head_dim
         return per_token * block_size * torch.empty((), dtype=dtype).element_size()
+
+    def forget(self, seq: Sequence) -> None:
+        """Nothing to drop: a sequence's cache is its blocks, which the scheduler frees."""
 
     def _slot(self, seq, position: int) -> int:
         return seq.block_ids[position // self.block_size] * self.block_size + position % self.block_size
@@ -121,9 +104,10 @@ class ModelRunner:
             return self.decode_loop(chunks)(None)[0]
         return self._eager(chunks)
 
-    def _decode_rows(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> list[int]:
-        """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, tables;
-        positions and lengths `back` steps behind (for a loop that advances them and the slots before each step)."""
+    def _decode_columns(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> DecodeColumns:
+        """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, block tables
+        (`width` each); positions and lengths `back` steps behind (for a loop that advances them and the slots
+        before each step)."""
         pad = rows - len(chunks)
         ids = [c.seq.token_at(c.start) for c in chunks] + [0] * pad
         positions = [c.start - back for c in chunks] + [-back] * pad
@@ -133,19 +117,31 @@ class ModelRunner:
         tables = []
         for c in chunks:
             tables += c.seq.block_ids[:width] + [0] * (width - min(len(c.seq.block_ids), width))
-        return ids + positions + slots + lengths + tables + [0] * (pad * width)
+        return ids, positions, slots, lengths, tables + [0] * (pad * width)
 
-    def _decode_views(self, flat: torch.Tensor, rows: int, width: int):
-        ids, positions, slots, lengths = (flat[i * rows : (i + 1) * rows] for i in range(4))
-        tables = flat[4 * rows : rows * (4 + width)].view(rows, width)
-        meta = AttentionMetadata(
-            slot_mapping=slots,
+    @staticmethod
+    def _pack_decodes(packed: PackedInputs, columns: DecodeColumns, rows: int, width: int) -> None:
+        """The decode segments; in a mixed step, ids, positions and slots go on with the prefill rows."""
+        ids, positions, slots, lengths, tables = columns
+        packed.add("ids", ids)
+        packed.add("positions", positions)
+        packed.add("slots", slots)
+        packed.add("context_lens", lengths)
+        packed.add("block_tables", tables, shape=(rows, width))
+
+    def _decode_inputs(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> PackedInputs:
+        packed = PackedInputs()
+        self._pack_decodes(packed, self._decode_columns(chunks, rows, width, back), rows, width)
+        return packed
+
+    def _metadata(self, inputs: dict[str, torch.Tensor], num_decodes: int) -> AttentionMetadata:
+        return AttentionMetadata(
+            slot_mapping=inputs["slots"],
             block_size=self.block_size,
-            num_decodes=rows,
-            decode_block_tables=tables,
-            decode_context_lens=lengths,
+            num_decodes=num_decodes,
+            decode_block_tables=inputs["block_tables"],
+            decode_context_lens=inputs["context_lens"],
         )
-        return ids, positions, meta
 
     def _decode_step(self, ids, positions, meta: AttentionMetadata, ops=None) -> torch.Tensor:
         """One decode step from the previous one's state (what a graph captures): advance positions, lengths
@@ -156,7 +152,7 @@ class ModelRunner:
         argmax_rows(logits, out=ids)
         return logits
 
-    def decode_loop(self, chunks: list[Chunk]):
+    def decode_loop(self, chunks: list[Chunk]) -> DecodeStep:
         """A function that runs the next decode step of the decode-only `chunks` and returns (logits, the
         greedy tokens: each row's argmax, a device view).
 
@@ -169,14 +165,13 @@ class ModelRunner:
         widest = max(len(c.seq.block_ids) for c in chunks)
         rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, n)] if graphs else n
         width = self._width_bucket(widest) if graphs else widest
-        host = _int64_tensor(self._decode_rows(chunks, rows, width, back=1))
+        packed = self._decode_inputs(chunks, rows, width, back=1)
         if graphs:
             graph, logits = self._graph(rows, width)
-            flat = self.static[: host.numel()]
-            flat.copy_(host, non_blocking=True)
+            inputs = packed.copy_into(self.static)
         else:
-            flat = host.to(self.device)
-        ids, positions, meta = self._decode_views(flat, rows, width)
+            inputs = packed.to(self.device)
+        ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
         greedy = ids[:n]
 
         def step(tokens: torch.Tensor | None):
@@ -212,9 +207,11 @@ class ModelRunner:
         return self.graphs.get((rows, width)) or self._capture(rows, width)
 
     def _capture(self, rows: int, width: int):
-        flat = self.static[: rows * (4 + width)]
+        packed = self._decode_inputs([], rows, width)  # for its layout: the values are zeros
+        flat = self.static[: packed.size]
         flat.zero_()
-        ids, positions, meta = self._decode_views(flat, rows, width)
+        inputs = packed.views(flat)
+        ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
         run = lambda: self._decode_step(ids, positions, meta)  # noqa: E731
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -240,9 +237,9 @@ class ModelRunner:
         return slots
 
     @staticmethod
-    def _row_tables(decodes, prefills, blocks, spans) -> list[int]:
-        """[table index per row | context length per row | one block table per decode and per prefill chunk,
-        padded to a common width], for backends that attend row by row."""
+    def _pack_row_tables(packed: PackedInputs, decodes, prefills, blocks, spans) -> None:
+        """For backends that attend row by row: each row's table index and context length, and one block table
+        per decode and per prefill chunk, padded to a common width."""
         width = max([len(c.seq.block_ids) for c in decodes] + [count for _, _, count in spans])
         index, lengths, tables = list(range(len(decodes))), [c.start + 1 for c in decodes], []
         for c in decodes:
@@ -251,18 +248,19 @@ class ModelRunner:
             index += [number] * c.num_tokens
             lengths += range(c.start + 1, c.start + c.num_tokens + 1)
             tables += blocks[first : first + count] + [0] * (width - count)
-        return index + lengths + tables
+        packed.add("row_table_index", index)
+        packed.add("row_lengths", lengths)
+        packed.add("row_tables", tables, shape=(len(decodes) + len(prefills), width))
 
     def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
-        """A mixed or prefill step: every input in one host-to-device copy, laid out as
-        [ids | positions | slots] over all tokens (decodes first), then decode context lengths and block
-        tables, the logits rows, and each prefill chunk's blocks."""
+        """A mixed or prefill step, every input in one host-to-device copy: ids, positions and slots over all
+        tokens (decodes first), the decodes' context lengths and block tables, the logits rows, and the blocks
+        of every prefill chunk (`spans`: its first row, first block and block count)."""
         decodes = [c for c in chunks if self._is_decode(c)]
         prefills = [c for c in chunks if not self._is_decode(c)]
-        width = max((len(c.seq.block_ids) for c in decodes), default=0)
-        dec = self._decode_rows(decodes, len(decodes), width)
         n = len(decodes)
-        ids, positions, slots = dec[:n], dec[n : 2 * n], dec[2 * n : 3 * n]
+        width = max((len(c.seq.block_ids) for c in decodes), default=0)
+        ids, positions, slots, lengths, tables = self._decode_columns(decodes, n, width)
         sample_row = {id(c): row for row, c in enumerate(decodes)}
         logprob_rows, blocks, spans = [], [], []
         for c in prefills:
@@ -276,34 +274,26 @@ class ModelRunner:
             blocks += covering
             sample_row[id(c)] = row + c.num_tokens - 1
             logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
-        rows = [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows
-        tokens = len(ids)
-        per_row = self._row_tables(decodes, prefills, blocks, spans) if self.backend.wants_row_tables else []
-        flat = _int64_tensor(ids + positions + slots + dec[3 * n :] + rows + blocks + per_row).to(self.device)
-        tables_end = 3 * tokens + n + n * width
-        meta = AttentionMetadata(
-            slot_mapping=flat[2 * tokens : 3 * tokens],
-            block_size=self.block_size,
-            num_decodes=n,
-            decode_block_tables=flat[3 * tokens + n : tables_end].view(n, width),
-            decode_context_lens=flat[3 * tokens : 3 * tokens + n],
-        )
-        block_base = tables_end + len(rows)
+        packed = PackedInputs()
+        self._pack_decodes(packed, (ids, positions, slots, lengths, tables), n, width)
+        packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows)
+        packed.add("prefill_blocks", blocks)
+        if self.backend.wants_row_tables:
+            self._pack_row_tables(packed, decodes, prefills, blocks, spans)
+        inputs = packed.to(self.device)
+        meta = self._metadata(inputs, n)
+        prefill_blocks = inputs["prefill_blocks"]
         for c, (row, first, count) in zip(prefills, spans):
-            meta.prefills.append(
-                PrefillChunk(row, c.num_tokens, c.start, flat[block_base + first : block_base + first + count])
-            )
-        if per_row:
-            rows_base = block_base + len(blocks)
-            meta.row_table_index = flat[rows_base : rows_base + tokens]
-            meta.row_lengths = flat[rows_base + tokens : rows_base + 2 * tokens]
-            meta.row_tables = flat[rows_base + 2 * tokens :].view(n + len(prefills), -1)
+            meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, prefill_blocks[first : first + count]))
+        if self.backend.wants_row_tables:
+            meta.row_table_index, meta.row_lengths = inputs["row_table_index"], inputs["row_lengths"]
+            meta.row_tables = inputs["row_tables"]
         return self.model(
-            flat[:tokens],
-            flat[tokens : 2 * tokens],
+            inputs["ids"],
+            inputs["positions"],
             meta,
             self.kv_caches,
             self.backend,
-            logits_rows=flat[tables_end:block_base],
+            logits_rows=inputs["logits_rows"],
             ops=self.eager_ops,
         )

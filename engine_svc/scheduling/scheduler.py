@@ -9,49 +9,9 @@ admitted sequence is preempted: its blocks are freed and it is recomputed later 
 from __future__ import annotations
 
 import heapq
-import math
 
+from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.sequence import Chunk, Sequence
-
-
-class BlockPool:
-    """Free list of KV blocks. Block 0 is reserved as the scratch target of padded rows."""
-
-    def __init__(self, num_blocks: int, block_size: int):
-        self.num_blocks = num_blocks
-        self.block_size = block_size
-        self.free = list(range(num_blocks - 1, 0, -1))
-
-    @property
-    def usable(self) -> int:
-        return self.num_blocks - 1
-
-    @property
-    def num_free(self) -> int:
-        return len(self.free)
-
-    @property
-    def num_used(self) -> int:
-        return self.usable - len(self.free)
-
-    def blocks_for(self, tokens: int) -> int:
-        return math.ceil(tokens / self.block_size)
-
-    def grow(self, seq: Sequence, tokens: int) -> bool:
-        """Give `seq` blocks for `tokens` tokens in total; False (and nothing taken) when too few are free."""
-        if tokens <= len(seq.block_ids) * self.block_size:
-            return True
-        missing = self.blocks_for(tokens) - len(seq.block_ids)
-        if missing > len(self.free):
-            return False
-        for _ in range(max(missing, 0)):
-            seq.block_ids.append(self.free.pop())
-        return True
-
-    def release(self, seq: Sequence) -> None:
-        self.free.extend(reversed(seq.block_ids))
-        seq.block_ids = []
-        seq.num_computed = 0
 
 
 class Scheduler:

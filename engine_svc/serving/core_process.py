@@ -28,8 +28,10 @@ import grpc
 
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.scheduling.sequence import Sequence
+from engine_svc.serving.engine import Engine
+from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.loader import LoadedEngine
-from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput, new_request
+from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from scaleout.v1 import engine_pb2
 from scaleout_common.errors import ServiceError
 
@@ -44,6 +46,8 @@ def _child(builder, commands, results) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     loaded = builder()
     engine = loaded.engine
+    if not isinstance(engine, Engine):
+        raise TypeError(f"the engine core runs an in-thread Engine; the builder made a {type(engine).__name__}")
     pool = engine.scheduler.pool
     results.send_bytes(PICKLED + pickle.dumps((replace(loaded, engine=None), engine.load())))
     sending = threading.Lock()  # the step thread and this one both send
@@ -105,17 +109,16 @@ def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None) -> StepOutpu
     )
 
 
-class EngineProcess:
-    """The Engine's interface to the server, backed by an engine core in a child process."""
+class EngineProcess(EngineFront):
+    """The engine's interface to the server (an `EngineAPI`), backed by an engine core in a child process."""
 
     def __init__(self, process, commands, results, load: engine_pb2.GetLoadResponse, stall_timeout_s: float):
+        super().__init__(load.max_waiting)
         self._process, self._commands, self._results = process, commands, results
         self._load = load
         self._healthy = True
         self._submitted = 0  # sequences sent since the child last reported its load
-        self.max_waiting = load.max_waiting
         self.stall_timeout_s = stall_timeout_s
-        self.requests: dict[str, RequestState] = {}
         self._last_heard = time.monotonic()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -145,11 +148,11 @@ class EngineProcess:
             raise RuntimeError(f"the engine core exited while loading (exit code {process.exitcode})") from None
         return replace(described, engine=cls(process, commands_write, results_read, load, stall_timeout_s))
 
-    # ---- the Engine interface ---------------------------------------------------------------------
+    # ---- the EngineAPI ----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        loop.add_reader(self._results.fileno(), self._receive)
+        loop.add_reader(self._results.fileno(), self._receive, loop)
 
     def stop(self) -> None:
         if self._loop is not None:
@@ -176,18 +179,15 @@ class EngineProcess:
     def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         if not self._process.is_alive():
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
-        state = new_request(self, request_id, seqs)
+        state = self._register(request_id, seqs)
         if not self._send("add", (request_id, seqs)):
             del self.requests[request_id]
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
         self._submitted += len(seqs)
         return state
 
-    def abort(self, request_ids) -> tuple[list[str], list[str]]:
-        known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
-        if known:
-            self._send("abort", known)  # a core that is gone runs nothing
-        return known, [rid for rid in request_ids if rid not in known]
+    def _send_abort(self, request_ids: list[str]) -> None:
+        self._send("abort", request_ids)  # a core that is gone runs nothing
 
     def _send(self, kind: str, payload) -> bool:
         """False when the child is gone (stopped, or exited on its own)."""
@@ -206,7 +206,7 @@ class EngineProcess:
 
     # ---- outputs from the child -------------------------------------------------------------------
 
-    def _receive(self) -> None:
+    def _receive(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             while self._results.poll():
                 message = self._results.recv_bytes()
@@ -222,7 +222,7 @@ class EngineProcess:
                     if request_id in self.requests:
                         self._deliver(request_id, _unpack_output(deltas, prompt), done, scheduled_at, first_token_at)
         except (EOFError, OSError):
-            self._loop.remove_reader(self._results.fileno())
+            loop.remove_reader(self._results.fileno())
             log.error("engine core process exited (code %s)", self._process.exitcode)
             failure = ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
             for request_id in list(self.requests):

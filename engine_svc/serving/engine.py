@@ -10,20 +10,24 @@ the next step's compute.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 import grpc
 import torch
 
+from engine_svc.model.runner_api import Runner
 from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
-from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput, new_request
+from engine_svc.serving.engine_api import EngineFront
+from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
 
@@ -31,11 +35,18 @@ log = logging.getLogger(__name__)
 
 ADMISSION_WINDOW_S = 0.005
 
+# Takes each step's outputs, on the step thread.
+Sink = Callable[[list[tuple[RequestState, StepOutput]]], object]
 
-class Engine:
+
+class Engine(EngineFront):
+    """The in-thread engine (an `EngineAPI`)."""
+
+    _sink: Sink  # set by start()
+
     def __init__(
         self,
-        runner,
+        runner: Runner,
         scheduler: Scheduler,
         *,
         max_model_len: int,
@@ -43,26 +54,24 @@ class Engine:
         stall_timeout_s: float = 60.0,
         decode_steps: int = 1,
     ):
+        super().__init__(max_waiting)
         self.runner = runner
         self.scheduler = scheduler
         self.sampler = Sampler(runner.vocab_size, runner.device)
         self.max_model_len = max_model_len
-        self.max_waiting = max_waiting
         self.stall_timeout_s = stall_timeout_s
-        self.decode_steps = decode_steps if hasattr(runner, "decode_loop") else 1
-        self.requests: dict[str, RequestState] = {}
+        self.decode_steps = decode_steps if runner.chains_decode_steps else 1
         self.steps = 0
-        self._inbox: list[tuple[str, object]] = []
+        self._inbox: list[RequestState | list[str]] = []  # requests to add; ids of requests to abort
         self._inbox_since = 0.0  # when the inbox last went from empty to not empty
         self._cond = threading.Condition()
         self._stopping = False
         self._last_progress = time.monotonic()
-        self._sink = None
         self._thread: threading.Thread | None = None
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
-    def start(self, loop: asyncio.AbstractEventLoop | None = None, *, sink=None) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop | None = None, *, sink: Sink | None = None) -> None:
         """Starts the step thread. Each step's [(state, output)] go to the outboxes on `loop`, or to `sink`
         (called on the step thread: the engine core process forwards them to its parent)."""
         # The step thread and the event loop share the GIL; a short switch interval keeps the step thread from
@@ -71,7 +80,11 @@ class Engine:
         # The model and everything loaded with it stay for good: keep them out of the collector's full passes
         # (~0.2 s each over ~400k objects), which per-token garbage otherwise sets off every few seconds.
         gc.freeze()
-        self._sink = sink or (lambda outputs: loop.call_soon_threadsafe(self._deliver, outputs))
+        if sink is None:
+            if loop is None:
+                raise TypeError("Engine.start needs the outboxes' event loop or a sink")
+            sink = functools.partial(loop.call_soon_threadsafe, self._deliver)
+        self._sink = sink
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
         self._thread.start()
@@ -84,7 +97,6 @@ class Engine:
             self._thread.join()
 
     def load(self) -> engine_pb2.GetLoadResponse:
-        """What routers and metrics read."""
         pool = self.scheduler.pool
         return engine_pb2.GetLoadResponse(
             running=self.num_running,
@@ -102,20 +114,15 @@ class Engine:
 
     @property
     def num_waiting(self) -> int:
-        return self.scheduler.num_waiting + sum(len(p.seqs) for kind, p in self._inbox if kind == "add")
+        return self.scheduler.num_waiting + sum(len(p.seqs) for p in self._inbox if isinstance(p, RequestState))
 
     def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
-        """Queue a validated request; refuses fast when the waiting queue is full."""
-        state = new_request(self, request_id, seqs)
-        self._post("add", state)
+        state = self._register(request_id, seqs)
+        self._post(state)
         return state
 
-    def abort(self, request_ids) -> tuple[list[str], list[str]]:
-        known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
-        unknown = [rid for rid in request_ids if rid not in known]
-        if known:
-            self._post("abort", known)
-        return known, unknown
+    def _send_abort(self, request_ids: list[str]) -> None:
+        self._post(request_ids)
 
     def healthy(self) -> bool:
         """False when work is pending but the step loop has not made progress for stall_timeout_s."""
@@ -124,11 +131,11 @@ class Engine:
         busy = self.scheduler.running or self.scheduler.waiting or self._inbox
         return not busy or time.monotonic() - self._last_progress < self.stall_timeout_s
 
-    def _post(self, kind: str, payload) -> None:
+    def _post(self, item: RequestState | list[str]) -> None:
         with self._cond:
             if not self._inbox:
                 self._inbox_since = time.monotonic()
-            self._inbox.append((kind, payload))
+            self._inbox.append(item)
             self._cond.notify()
 
     def _deliver(self, outputs: list[tuple[RequestState, StepOutput]]) -> None:
@@ -161,13 +168,13 @@ class Engine:
         if outputs:
             self._sink(list(outputs.items()))
 
-    def _take(self, inbox, outputs) -> None:
-        for kind, payload in inbox:
-            if kind == "add":
-                for seq in payload.seqs:
+    def _take(self, inbox: list[RequestState | list[str]], outputs) -> None:
+        for item in inbox:
+            if isinstance(item, RequestState):
+                for seq in item.seqs:
                     self.scheduler.add(seq)
             else:
-                for rid in payload:
+                for rid in item:
                     state = self.requests.get(rid)
                     if state is not None:
                         self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
@@ -182,8 +189,7 @@ class Engine:
     def _retire(self, seqs: set[Sequence]) -> None:
         for seq in seqs:
             seq.finished = True
-            if hasattr(self.runner, "forget"):
-                self.runner.forget(seq)
+            self.runner.forget(seq)
         self.scheduler.remove(seqs)
 
     def _close(self, state: RequestState) -> None:

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import torch
 
+from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import supports_fast_path
 from engine_svc.model.hf_runner import TransformersRunner
-from engine_svc.model.runner import ModelRunner, pick_attention
+from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.admission import ModelLimits
-from engine_svc.scheduling.scheduler import BlockPool, Scheduler
+from engine_svc.scheduling.block_pool import BlockPool
+from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.serving.engine import Engine
+from engine_svc.serving.engine_api import EngineAPI
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +25,7 @@ CPU_KV_CACHE_BYTES = 1 << 30
 
 @dataclass
 class LoadedEngine:
-    engine: Engine
+    engine: EngineAPI
     limits: ModelLimits
     model_name: str
     architecture: str

@@ -1,4 +1,4 @@
-"""What the step loop hands to the asyncio side: per-step outputs, per-request outboxes and state, load figures.
+"""What the step loop hands to the asyncio side: per-step outputs, and per-request outboxes and state.
 
 Shared by the in-thread engine (engine.py) and the engine core process's proxy (core_process.py).
 """
@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-
-import grpc
 
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.scheduling.sequence import Sequence
@@ -90,21 +88,3 @@ class RequestState:
             "prefill_s": self.first_token_at - self.scheduled_at,
             "first_token_s": self.first_token_at - self.submitted_at,
         }
-
-
-def new_request(engine, request_id: str, seqs: list[Sequence]) -> RequestState:
-    """The state of an admitted request, registered in `engine.requests`; refused when the id is taken or the
-    waiting queue is full (shared by the in-thread engine and the engine core process's proxy)."""
-    if request_id in engine.requests:
-        raise ServiceError(
-            grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID", f"request {request_id!r} is already running"
-        )
-    if engine.num_waiting + len(seqs) > engine.max_waiting:
-        raise ServiceError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "QUEUE_FULL",
-            f"{engine.num_waiting} sequences are waiting (max {engine.max_waiting})",
-        )
-    state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
-    engine.requests[request_id] = state
-    return state

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from engine_svc.model.sampler import RowLogprobs
-from engine_svc.serving.engine import Engine
+from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.requests import ChoiceDelta, RequestState
 from scaleout.v1 import common_pb2, engine_pb2
 
@@ -34,7 +34,7 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
 
 
 async def stream_responses(
-    engine: Engine, state: RequestState, interval: int
+    engine: EngineAPI, state: RequestState, interval: int
 ) -> AsyncIterator[engine_pb2.GenerateResponse]:
     config = state.seqs[0].config
     with_logprobs = config.logprobs is not None
@@ -90,7 +90,7 @@ async def stream_responses(
             engine.abort([state.request_id])
 
 
-async def collect(engine: Engine, state: RequestState) -> engine_pb2.GenerateResponse:
+async def collect(engine: EngineAPI, state: RequestState) -> engine_pb2.GenerateResponse:
     """The whole output of every choice in one message (GenerateUnary)."""
     whole = engine_pb2.GenerateResponse(request_id=state.request_id)
     choices: dict[int, engine_pb2.GenerateChoice] = {}

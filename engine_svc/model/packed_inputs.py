@@ -1,0 +1,58 @@
+"""A step's integer inputs packed into one tensor, so they reach the device in one copy, and read back by name.
+
+A step feeds the model a dozen small int64 arrays (token ids, positions, cache slots, context lengths, block
+tables, logits rows, ...). Sent one by one, each is a host-to-device copy and a launch of its own; packed, a
+step pays for one. Each segment is declared once, by name, as it is appended, and read back by that name as a
+view of the packed tensor or of any copy of it (the device's, or a CUDA graph's static input buffer).
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Iterable
+
+import torch
+
+
+class PackedInputs:
+    """Append named segments, make the one host tensor, then view any copy of it segment by segment."""
+
+    def __init__(self) -> None:
+        # array("q") takes ints several times faster than torch.tensor does from a long list.
+        self._values = array.array("q")
+        self._segments: dict[str, tuple[int, int, tuple[int, int] | None]] = {}
+
+    def add(self, name: str, values: Iterable[int], shape: tuple[int, int] | None = None) -> None:
+        """Append `values` as segment `name`: a flat view, or a matrix of `shape`."""
+        if name in self._segments:
+            raise ValueError(f"segment {name!r} is already packed")
+        start = len(self._values)
+        self._values.extend(values)
+        self._segments[name] = (start, len(self._values), shape)
+
+    @property
+    def size(self) -> int:
+        return len(self._values)
+
+    def host(self) -> torch.Tensor:
+        """Every segment in one CPU int64 tensor (sharing this builder's memory: add nothing afterwards)."""
+        if not self._values:
+            return torch.zeros(0, dtype=torch.int64)
+        return torch.frombuffer(self._values, dtype=torch.int64)
+
+    def views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each segment by name, as a view of `flat`: the host tensor or a copy of it laid out the same way."""
+        return {
+            name: flat[start:end] if shape is None else flat[start:end].view(shape)
+            for name, (start, end, shape) in self._segments.items()
+        }
+
+    def to(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """The segments on `device`, after one host-to-device copy (none on the CPU)."""
+        return self.views(self.host().to(device))
+
+    def copy_into(self, buffer: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The segments as views of the front of `buffer` (a CUDA graph's static inputs), filled in one copy."""
+        flat = buffer[: self.size]
+        flat.copy_(self.host(), non_blocking=True)
+        return self.views(flat)

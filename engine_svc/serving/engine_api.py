@@ -1,0 +1,90 @@
+"""The engine as the server sees it, wherever its step loop runs, and the request table both engines share.
+
+`EngineAPI` is what the gRPC servicer, streaming and metrics call. `Engine` implements it with the step loop in
+a thread of the server, `EngineProcess` as a proxy of a step loop in a child process. Both keep the live
+requests in an `EngineFront` (registration under the waiting bound, which ids an abort reaches) and differ only
+in how adds and aborts travel to the step loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Protocol
+
+import grpc
+
+from engine_svc.scheduling.sequence import Sequence
+from engine_svc.serving.requests import Outbox, RequestState
+from scaleout.v1 import engine_pb2
+from scaleout_common.errors import ServiceError
+
+
+class EngineAPI(Protocol):
+    max_waiting: int
+
+    @property
+    def num_running(self) -> int: ...
+
+    @property
+    def num_waiting(self) -> int: ...
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start stepping; outputs fill the requests' outboxes on `loop`."""
+        ...
+
+    def stop(self) -> None: ...
+
+    def load(self) -> engine_pb2.GetLoadResponse:
+        """What routers and metrics read."""
+        ...
+
+    def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
+        """Queue an admitted request; refuses fast when the id is taken or the waiting queue is full."""
+        ...
+
+    def abort(self, request_ids: list[str]) -> tuple[list[str], list[str]]:
+        """(the ids of live requests, now being aborted; the ids unknown or already finished)."""
+        ...
+
+    def healthy(self) -> bool:
+        """False when work is pending and the step loop has stopped making progress."""
+        ...
+
+
+class EngineFront(ABC):
+    """The live requests of an engine by id, on the server's side of it."""
+
+    def __init__(self, max_waiting: int) -> None:
+        self.max_waiting = max_waiting
+        self.requests: dict[str, RequestState] = {}
+
+    @property
+    @abstractmethod
+    def num_waiting(self) -> int: ...
+
+    @abstractmethod
+    def _send_abort(self, request_ids: list[str]) -> None:
+        """Tell the step loop to abort these live requests."""
+
+    def abort(self, request_ids: list[str]) -> tuple[list[str], list[str]]:
+        known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
+        if known:
+            self._send_abort(known)
+        return known, [rid for rid in request_ids if rid not in known]
+
+    def _register(self, request_id: str, seqs: list[Sequence]) -> RequestState:
+        """The state of an admitted request, now live; refused when the id is taken or the queue is full."""
+        if request_id in self.requests:
+            raise ServiceError(
+                grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID", f"request {request_id!r} is already running"
+            )
+        if self.num_waiting + len(seqs) > self.max_waiting:
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "QUEUE_FULL",
+                f"{self.num_waiting} sequences are waiting (max {self.max_waiting})",
+            )
+        state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
+        self.requests[request_id] = state
+        return state
