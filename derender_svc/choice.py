@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
-from derender_svc.parsers import ALL_TOOL_PARSERS, REASONING_PARSERS
+from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2
@@ -31,6 +31,7 @@ class ChoiceConfig:
     tool_function: str  # tool_choice naming one function
     parallel_tool_calls: bool
     top_logprobs: int | None
+    tools: tuple = ()  # the request's tools (proto messages): schema-typed tool formats read them
 
 
 @dataclass
@@ -91,8 +92,7 @@ class ChoiceProcessor:
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
         self.tools = None
         if config.tool_parser:
-            initial = {"function": config.tool_function} if config.tool_parser == "named" else {}
-            self.tools = ALL_TOOL_PARSERS[config.tool_parser](**state.get("t", initial))
+            self.tools = make_tool_parser(config.tool_parser, state.get("t"), config.tool_function, config.tools)
         tags = {tag for parser in (self.reasoning, self.tools) if parser is not None for tag in parser.markers}
         # parser tags that are special tokens stay in the text when specials are skipped
         self.markers = {i: t for i, t in info.special_tokens.items() if t in tags} if config.skip_special_tokens else {}

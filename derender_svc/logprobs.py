@@ -18,10 +18,18 @@ def split_incomplete_utf8(data: bytes) -> tuple[bytes, bytes]:
 
 
 def _show(partial: bytes, own: bytes) -> str:
-    """The characters `own` completes after `partial`; a token that completes none shows its escaped bytes."""
+    """The characters `own` completes after `partial`; a token that completes none shows its escaped bytes.
+
+    When `own` cannot continue `partial` (an alternative "!" after the first byte of "é"), the pending bytes
+    are not its text: it shows as it would alone, never as "\ufffd!" beside bytes that say "!"."""
     complete, _ = split_incomplete_utf8(partial + own)
     if complete:
-        return complete.decode("utf-8", "replace")
+        try:
+            return complete.decode("utf-8")
+        except UnicodeDecodeError:
+            if partial:
+                return _show(b"", own)
+            return complete.decode("utf-8", "replace")
     return "bytes:" + "".join(f"\\x{b:02x}" for b in own)
 
 

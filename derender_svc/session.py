@@ -59,6 +59,7 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
         tool_parser=tool,
         tool_function=context.tool_choice_function,
         parallel_tool_calls=context.parallel_tool_calls,
+        tools=tuple(context.tools),
         top_logprobs=context.top_logprobs if context.HasField("top_logprobs") else None,
     )
 

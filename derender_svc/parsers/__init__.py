@@ -1,22 +1,98 @@
-"""Parser registry: reasoning parsers and tool-call parsers by name ("none" turns one off)."""
+"""Parser registry: reasoning parsers and tool-call parsers by the names vLLM's `--reasoning-parser` and
+`--tool-call-parser` use (plus a few SGLang spellings); "none" turns one off. The catalogue, with the model
+families and what is auto-detected, is in docs/derender.md."""
 
 from __future__ import annotations
 
+from derender_svc.parsers.gemma import GemmaToolParser
+from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser
+from derender_svc.parsers.json_blocks import GraniteToolParser, Qwen25CoderToolParser, ToolCallsBlockParser
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import PythonicToolParser
-from derender_svc.parsers.think import ThinkReasoningParser
+from derender_svc.parsers.think import (
+    AppendThinkReasoningParser,
+    DeepSeekR1ReasoningParser,
+    GemmaReasoningParser,
+    GraniteReasoningParser,
+    HunyuanReasoningParser,
+    KimiReasoningParser,
+    MistralReasoningParser,
+    Qwen3ReasoningParser,
+    SeedOssReasoningParser,
+    ThinkReasoningParser,
+)
+from derender_svc.parsers.token_calls import DeepSeekV3ToolParser, DeepSeekV31ToolParser, KimiK2ToolParser
+from derender_svc.parsers.xml_calls import Glm45ToolParser, MiniMaxM2ToolParser, Qwen3CoderToolParser
 
-REASONING_PARSERS = {"think": ThinkReasoningParser, "deepseek_r1": ThinkReasoningParser, "qwen3": ThinkReasoningParser}
+REASONING_PARSERS = {
+    "think": ThinkReasoningParser,
+    "qwen3": Qwen3ReasoningParser,
+    "deepseek_r1": DeepSeekR1ReasoningParser,
+    "deepseek_v3": ThinkReasoningParser,
+    "glm45": ThinkReasoningParser,
+    "kimi": KimiReasoningParser,
+    "kimi_k2": ThinkReasoningParser,
+    "nemotron": ThinkReasoningParser,
+    "nemotron_v3": ThinkReasoningParser,
+    "nano_v3": ThinkReasoningParser,
+    "ernie45": ThinkReasoningParser,
+    "olmo3": ThinkReasoningParser,
+    "granite": GraniteReasoningParser,
+    "hunyuan": HunyuanReasoningParser,
+    "hunyuan_a13b": HunyuanReasoningParser,
+    "minimax": AppendThinkReasoningParser,
+    "minimax_append_think": AppendThinkReasoningParser,
+    "minimax_m2_append_think": AppendThinkReasoningParser,
+    "minimax-append-think": AppendThinkReasoningParser,
+    "minimax_m2": DeepSeekR1ReasoningParser,
+    "step3": DeepSeekR1ReasoningParser,
+    "seed_oss": SeedOssReasoningParser,
+    "mistral": MistralReasoningParser,
+    "gemma": GemmaReasoningParser,
+    "harmony": HarmonyReasoningParser,
+    "openai_gptoss": HarmonyReasoningParser,
+    "gpt_oss": HarmonyReasoningParser,
+    "gpt-oss": HarmonyReasoningParser,
+}
 TOOL_PARSERS = {
     "hermes": HermesToolParser,
     "qwen": HermesToolParser,
+    "qwen2_5_coder": Qwen25CoderToolParser,
+    "qwen25_coder": Qwen25CoderToolParser,
+    "qwen3_coder": Qwen3CoderToolParser,
+    "qwen3_xml": Qwen3CoderToolParser,
     "llama3_json": Llama3JsonToolParser,
+    "llama4_json": Llama3JsonToolParser,
     "pythonic": PythonicToolParser,
+    "llama4_pythonic": PythonicToolParser,
     "mistral": MistralToolParser,
+    "deepseek_v3": DeepSeekV3ToolParser,
+    "deepseek_v31": DeepSeekV31ToolParser,
+    "kimi_k2": KimiK2ToolParser,
+    "glm45": Glm45ToolParser,
+    "glm47": Glm45ToolParser,
+    "granite": GraniteToolParser,
+    "hunyuan": ToolCallsBlockParser,
+    "hunyuan_a13b": ToolCallsBlockParser,
+    "minimax": ToolCallsBlockParser,
+    "minimax_m2": MiniMaxM2ToolParser,
+    "gemma": GemmaToolParser,
+    "functiongemma": GemmaToolParser,
+    "harmony": HarmonyToolParser,
+    "openai": HarmonyToolParser,
+    "gpt_oss": HarmonyToolParser,
 }
 # tool_choice naming a function picks this one; it cannot be asked for by name.
 ALL_TOOL_PARSERS = {**TOOL_PARSERS, "named": NamedToolParser}
 NONE = "none"
+
+
+def make_tool_parser(name: str, state: dict | None = None, function: str = "", tools=()):
+    """The tool parser `name`, rebuilt from `state` or new; `tools` (the request's) type schema-typed formats."""
+    initial = {"function": function} if name == "named" else {}
+    parser = ALL_TOOL_PARSERS[name](**(state if state is not None else initial))
+    parser.tools = tuple(tools)
+    return parser

@@ -1,103 +1,83 @@
-"""Pythonic tool calls: output that is a Python list of calls, `[f(a=1), g(b="x")]`.
+"""Pythonic tool calls (Llama 3.2/4, ToolACE, functionary): a Python list of calls, `[f(a=1), g(b="x")]`,
+possibly after text and inside Llama 4's `<|python_start|>...<|python_end|>`.
 
-Each call is parsed (with `ast`, literals only) as soon as its closing parenthesis arrives, so calls stream
-one by one. Output that does not start with `[`, or whose first element is not a call, is plain content.
-"""
+The list is read whole (calls arrive when it closes) and each element parsed with `ast`, literals only. An
+element that is not a keyword-only call of literals, or whose values JSON cannot carry (`1e999`), is dropped;
+a list with no valid call is text. A `[` not followed by `name(` is decided to be text at once."""
 
 from __future__ import annotations
 
 import ast
-import json
+import re
 
-from derender_svc.parsers.base import StatefulParser, ToolCallDelta
+from derender_svc.parsers.arguments import dumps
+from derender_svc.parsers.block import BlockToolParser, Call
 
-_OPENERS, _CLOSERS = "([{", ")]}"
+START, END = "<|python_start|>", "<|python_end|>"
+_CALL_START = re.compile(r"\s*\[?\s*[A-Za-z_]\w*\s*\(")
+_HEAD = re.compile(r"\s*\[?\s*(?:[A-Za-z_]\w*\s*)?")
 
 
-def parse_call(source: str) -> tuple[str, str] | None:
+def parse_call(node: ast.AST) -> Call | None:
     """(name, JSON arguments) of `f(a=1, b="x")`, or None when it is not such a call."""
-    try:
-        node = ast.parse(source.strip(), mode="eval").body
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
-            return None
-        arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
-        if len(arguments) != len(node.keywords):
-            return None
-        return node.func.id, json.dumps(arguments, ensure_ascii=False)
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
         return None
+    try:
+        arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if None in arguments:  # **kwargs
+        return None
+    text = dumps(arguments)
+    return None if text is None else (node.func.id, text)
 
 
-class PythonicToolParser(StatefulParser):
-    @classmethod
-    def initial_state(cls) -> dict:
-        return {
-            "mode": "start",  # start | calls | content
-            "held": "",  # start: undecided leading text; calls: everything since `[` until a call is out
-            "element": "",  # the list element being read
-            "depth": 0,
-            "quote": "",  # the open string's quote character
-            "escape": False,
-            "calls": 0,
-        }
+def split_elements(source: str) -> list[str]:
+    """Top-level comma-separated elements of `[a, b]` (quote and bracket aware), for a list `ast` rejects."""
+    inner = source.strip()
+    inner = inner[1:-1] if inner.startswith("[") and inner.endswith("]") else inner.lstrip("[")
+    parts, depth, quote, escape, start = [], 0, "", False, 0
+    for at, ch in enumerate(inner):
+        if quote:
+            escape, quote = (False, quote) if escape else (ch == "\\", "" if ch == quote else quote)
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(inner[start:at])
+            start = at + 1
+    return [*parts, inner[start:]]
 
-    def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
-        deltas: list[ToolCallDelta] = []
-        if self.mode == "start":
-            text, self.held = self.held + text, ""
-            opening = text.lstrip()
-            if not opening and not final:
-                self.held = text
-                return "", deltas
-            if not opening.startswith("["):
-                self.mode = "content"
-                return text, deltas
-            self.mode, self.depth, text = "calls", 1, opening[1:]
-            self.held = "["
-        if self.mode == "content":
-            return text, deltas
-        for used, ch in enumerate(text, 1):
-            if self.calls == 0:
-                self.held += ch
-            if not self._step(ch, deltas):
-                self.mode = "content"  # not a list of calls after all: show it all
-                shown, self.held = self.held + text[used:], ""
-                return shown, deltas
-            if self.depth == 0:
-                self.mode, self.held = "content", ""
-                return text[used:], deltas
-        if final and self.calls == 0:
-            shown, self.held, self.mode = self.held, "", "content"
-            return shown, deltas
-        return "", deltas
 
-    def _step(self, ch: str, deltas: list[ToolCallDelta]) -> bool:
-        """Advance one character; False when the list turns out not to hold calls."""
-        if self.quote:
-            self.element += ch
-            if self.escape:
-                self.escape = False
-            elif ch == "\\":
-                self.escape = True
-            elif ch == self.quote:
-                self.quote = ""
+def parse_calls(source: str) -> list[Call] | None:
+    try:
+        tree = ast.parse(source.strip(), mode="eval").body
+        nodes = tree.elts if isinstance(tree, ast.List) else [tree]
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        nodes = []
+        for element in split_elements(source):
+            try:
+                nodes.append(ast.parse(element.strip(), mode="eval").body)
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                continue
+    calls = [call for call in map(parse_call, nodes) if call is not None]
+    return calls or None
+
+
+class PythonicToolParser(BlockToolParser):
+    CALLS = (("[", ()), (START, (END,)))
+    KEEP_OPENER = ("[",)
+    TRACK = "python"
+    VALUE_ENDS = True
+    DROP_AFTER = (END,)
+
+    def can_call(self, body: str) -> bool | None:
+        if _CALL_START.match(body):
             return True
-        if ch in "'\"":
-            self.quote = ch
-        elif ch in _OPENERS:
-            self.depth += 1
-        elif ch in _CLOSERS:
-            self.depth -= 1
-        if (self.depth == 1 and ch in ",)") or self.depth == 0:
-            element = self.element + (ch if ch == ")" else "")
-            self.element = ""
-            if element.strip():
-                call = parse_call(element)
-                if call is None:
-                    return self.calls > 0  # a bad element after good calls is dropped
-                deltas += [ToolCallDelta(self.calls, name=call[0]), ToolCallDelta(self.calls, arguments=call[1])]
-                self.calls += 1
-                self.held = ""
-            return True
-        self.element += ch
-        return True
+        return None if _HEAD.fullmatch(body) else False
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        return parse_calls(body) if closed else None

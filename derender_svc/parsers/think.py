@@ -1,43 +1,152 @@
-"""Reasoning in a `<think>…</think>` block at the start of the output (or already opened by the prompt)."""
+"""Reasoning between a start and an end tag at the start of the output (`<think>…</think>` and its kin).
+
+One policy, parametrised per family:
+- the block is open from the first token when the prompt opened it (`reasoning_started`, from render) or the
+  family always reasons first (`FORCED`: DeepSeek-R1, MiniMax-M2, Step3 -- vLLM and SGLang assume it too, so
+  an output with no tags at all is reasoning); a start tag the model repeats there is dropped;
+- otherwise a start tag after leading whitespace opens it, and anything else makes the whole output content;
+- the first end tag closes it; `ENDS_ON` tags (Qwen3's `<tool_call>`) close it too and stay in the content,
+  since a call is never reasoning; an output that ends inside the block is all reasoning.
+Tags are tuples: the longest one matching at a place wins (`<think>\\n` before `<think>`).
+"""
 
 from __future__ import annotations
 
-from derender_svc.holdback import split_at_marker
 from derender_svc.parsers.base import StatefulParser
-
-START, END = "<think>", "</think>"
+from derender_svc.parsers.scan import opening, split_markers
 
 
 class ThinkReasoningParser(StatefulParser):
-    markers = (START, END)
+    START: tuple[str, ...] = ("<think>",)
+    END: tuple[str, ...] = ("</think>",)
+    ENDS_ON: tuple[str, ...] = ()
+    FORCED = False
 
     @classmethod
     def initial_state(cls) -> dict:
-        return {"mode": "start", "held": ""}  # mode: start | reasoning | content
+        return {"mode": "start", "held": ""}  # mode: start | open | reasoning | content
 
     @classmethod
     def create(cls, reasoning_started: bool) -> ThinkReasoningParser:
-        return cls(mode="reasoning" if reasoning_started else "start")
+        return cls(mode="open" if reasoning_started or cls.FORCED else "start")
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*self.START, *self.END, *self.ENDS_ON)
 
     def feed(self, text: str, final: bool) -> tuple[str, str]:
         """(reasoning, content) made safe to show by `text`."""
         text, self.held = self.held + text, ""
         reasoning = ""
-        if self.mode == "start":
-            opening = text.lstrip()
-            if opening.startswith(START):
-                self.mode, text = "reasoning", opening[len(START) :]
-            elif START.startswith(opening) and not final:
+        if self.mode in ("start", "open"):
+            marker, decided = opening(text, self.START, final)
+            if not decided:
                 self.held = text
                 return "", ""
-            else:
-                self.mode = "content"
+            if marker is not None:
+                text = text.lstrip()[len(marker) :]
+            self.mode = "reasoning" if marker is not None or self.mode == "open" else "content"
         if self.mode == "reasoning":
-            reasoning, marker, text = split_at_marker(text, END)
+            reasoning, marker, text = split_markers(text, self.END + self.ENDS_ON, final)
             if marker is None:
-                if final:
-                    return reasoning + text, ""
                 self.held = text
                 return reasoning, ""
             self.mode = "content"
-        return reasoning, text
+            if marker in self.ENDS_ON:
+                text = marker + text
+        return reasoning, self.content(text, final)
+
+    def content(self, text: str, final: bool) -> str:
+        """The text after the block (a family may unwrap it)."""
+        return text
+
+
+class Qwen3ReasoningParser(ThinkReasoningParser):
+    ENDS_ON = ("<tool_call>",)
+
+
+class DeepSeekR1ReasoningParser(ThinkReasoningParser):
+    FORCED = True
+
+
+class KimiReasoningParser(ThinkReasoningParser):
+    """Kimi-VL-Thinking / Kimi-k1.5: `◁think▷…◁/think▷`."""
+
+    START, END = ("◁think▷",), ("◁/think▷",)
+
+
+class GraniteReasoningParser(ThinkReasoningParser):
+    """Granite 3.2/3.3 with `thinking=True`: plain-text headers, not tokens."""
+
+    START = ("Here is my thought process:", "Here's my thought process:")
+    END = ("Here is my response:", "Here's my response:")
+
+
+class GemmaReasoningParser(ThinkReasoningParser):
+    """Gemma-3-based thinkers (MedGemma 27B): `<unused94>thought\\n…<unused95>`."""
+
+    START = ("<unused94>thought\n", "<unused94>thought", "<unused94>")
+    END = ("<unused95>",)
+
+
+class SeedOssReasoningParser(ThinkReasoningParser):
+    START, END = ("<seed:think>",), ("</seed:think>",)
+
+
+class MistralReasoningParser(ThinkReasoningParser):
+    """Magistral: `[THINK]…[/THINK]`."""
+
+    START, END = ("[THINK]",), ("[/THINK]",)
+
+
+class AppendThinkReasoningParser(ThinkReasoningParser):
+    """MiniMax-M2 "append think": no reasoning field; the reasoning stays in the content with the `<think>`
+    the prompt opened put back in front, so the client's history round-trips through the template."""
+
+    FORCED = True
+
+    def feed(self, text: str, final: bool) -> tuple[str, str]:
+        text, self.held = self.held + text, ""
+        if self.mode in ("start", "open"):
+            marker, decided = opening(text, self.START, final)
+            if not decided:
+                self.held = text
+                return "", ""
+            self.mode = "content"
+            if marker is None:
+                text = self.START[0] + text
+        return "", text
+
+
+class HunyuanReasoningParser(ThinkReasoningParser):
+    """Hunyuan-A13B: `<think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>`; the answer wrapper is not content."""
+
+    START = ("<think>\n", "<think>")
+    END = ("\n</think>\n", "\n</think>", "</think>")
+    ANSWER = (("<answer>\n", "<answer>"), ("\n</answer>", "</answer>"))
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "answer": "wait", "pending": ""}  # answer: wait | in | out
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, *self.ANSWER[0], *self.ANSWER[1])
+
+    def content(self, text: str, final: bool) -> str:
+        text, self.pending = self.pending + text, ""
+        if self.answer == "wait":
+            marker, decided = opening(text, self.ANSWER[0], final)
+            if not decided:
+                self.pending = text
+                return ""
+            self.answer = "in" if marker is not None else "out"
+            text = text.lstrip()[len(marker) :] if marker is not None else text
+        if self.answer == "in":
+            before, marker, rest = split_markers(text, self.ANSWER[1], final)
+            if marker is None:
+                self.pending = rest
+                return before
+            self.answer = "out"
+            return before + rest
+        return text

@@ -40,7 +40,31 @@ def hermes_cases():
         ("a < b and <tool but not a call", "a < b and <tool but not a call", []),
         ("<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>", []),
         ('<tool_call>{"arguments": {}}</tool_call>', '<tool_call>{"arguments": {}}</tool_call>', []),
-        ('<tool_call>{"name": "cut", "arguments": {"a": 1', "", [("cut", None)]),  # length-cut: partial args
+        # cut off by length: not valid JSON, so content (vLLM too)
+        ('<tool_call>{"name": "cut", "arguments": {"a": 1', '<tool_call>{"name": "cut", "arguments": {"a": 1', []),
+        ('<tool_call>{"name": "s", "arguments": "hello"}</tool_call>', "", [("s", "hello")]),
+        ('<tool_call>{"name": "s", "arguments": "[oops"}</tool_call>', "", [("s", "[oops")]),
+        (
+            '<tool_call>{"name": "s", "arguments": {"t": "a </tool_call> b"}}</tool_call>',
+            "",
+            [("s", {"t": "a </tool_call> b"})],
+        ),
+        (
+            '<tool_call>{"name": "s", "arguments": {"a": 1}</tool_call>',
+            '<tool_call>{"name": "s", "arguments": {"a": 1}</tool_call>',
+            [],
+        ),
+        (
+            '<tool_call>{"name": "s", "arguments": {"a": 1e999}}</tool_call>',
+            '<tool_call>{"name": "s", "arguments": {"a": 1e999}}</tool_call>',
+            [],
+        ),
+        ('<tool_call>{"name": "s", "arguments": {"a": 1}}', "", [("s", {"a": 1})]),  # EOS ate the closing tag
+        (
+            '<tool_call>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"y": 1}}]</tool_call>',
+            "",
+            [("a", {}), ("b", {"y": 1})],
+        ),
         ("ends with <tool_c", "ends with <tool_c", []),
     ]
     return cases
@@ -63,7 +87,13 @@ def llama3_cases():
         ('{"not": "a call"}', '{"not": "a call"}', []),
         ("{broken", "{broken", []),
         ("", "", []),
-        ('{"name": "t", "parameters": {"a": 1}} and text', "and text", [("t", {"a": 1})]),
+        ('{"name": "t", "parameters": {"a": 1}} and text', " and text", [("t", {"a": 1})]),
+        ('Here is the call: {"name": "t", "parameters": {"a": 1}}', "Here is the call: ", [("t", {"a": 1})]),
+        ('{"name": "t", "parameters": {"a": 1}', '{"name": "t", "parameters": {"a": 1}', []),
+        ('{"name": "t", "parameters": {"a": NaN}}', '{"name": "t", "parameters": {"a": NaN}}', []),
+        ('{"name": "t", "parameters": {"a": 1e999}}', '{"name": "t", "parameters": {"a": 1e999}}', []),
+        ('[{"name": "a", "parameters": {}}, {"name": "b", "parameters": {"x": 2}}]', "", [("a", {}), ("b", {"x": 2})]),
+        ('{"type": "function", "name": "t", "parameters": {"a": 1}}', "", [("t", {"a": 1})]),
     ]
     return cases
 
@@ -118,11 +148,22 @@ def pythonic_cases():
         ('[a(x=1), b(y="two")]', "", [("a", {"x": 1}), ("b", {"y": "two"})]),
         ("[a(), b(), c()]", "", [("a", {}), ("b", {}), ("c", {})]),
         ("[f(s='it\\'s (fine)')]", "", [("f", {"s": "it's (fine)"})]),
-        ("[f(x=[1, (2, 3)])] trailing", " trailing", None),  # tuples are not JSON: f(x=[1, [2, 3]])
+        (
+            "[f(x=[1, (2, 3)])] trailing",
+            " trailing",
+            [("f", {"x": [1, [2, 3]]})],
+        ),  # tuples are not JSON: f(x=[1, [2, 3]])
         ("plain text", "plain text", []),
         ("[1, 2, 3]", "[1, 2, 3]", []),
         ("[not a call]", "[not a call]", []),
         ("[f(1)]", "[f(1)]", []),  # positional arguments are not tool calls
+        ("[f(x=1e999)]", "[f(x=1e999)]", []),  # inf is not JSON
+        ("[f(a=1), g(2), h(b='x')]", "", [("f", {"a": 1}), ("h", {"b": "x"})]),  # the bad element alone is dropped
+        ("[f(a=1), g(b=), h(c=2)]", "", [("f", {"a": 1}), ("h", {"c": 2})]),
+        ("<|python_start|>[f(a=1)]<|python_end|>", "", [("f", {"a": 1})]),
+        ("<|python_start|>f(a=1)<|python_end|>", "", [("f", {"a": 1})]),
+        ("Let me look that up. [f(a=1)]", "Let me look that up. ", [("f", {"a": 1})]),
+        ("See [the docs](x) first", "See [the docs](x) first", []),
         ("", "", []),
     ]
     return cases
@@ -143,5 +184,10 @@ def think_cases():
         ("still thinking", True, "still thinking", ""),
         ("text <think>late</think>", False, "", "text <think>late</think>"),
         ("<thin", False, "", "<thin"),
+        # the prompt opened the block and the model opened it again: the repeated tag is not reasoning
+        ("<think>again</think>x", True, "again", "x"),
+        ("\n<think>again</think>x", True, "again", "x"),
+        ("<think>", True, "", ""),
+        ("\n\nleading blank lines</think>x", True, "\n\nleading blank lines", "x"),
     ]
     return cases

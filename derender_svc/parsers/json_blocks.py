@@ -1,0 +1,64 @@
+"""JSON call objects inside other wrappers:
+
+- `granite` (Granite 3.x: `<|tool_call|>[{...}, ...]`; Granite 4: `<tool_call>{...}</tool_call>`; a bare list at
+  the start as vLLM accepts);
+- `hunyuan_a13b` (`<tool_calls>[{...}]</tool_calls>`) and `minimax` (MiniMax-M1: `<tool_calls>` then one JSON
+  object per line, `</tool_calls>`): one parser, either layout;
+- `qwen2_5_coder` (Qwen2.5-Coder): hermes blocks, and the same objects in `<tools>…</tools>` or a ```json fence.
+A wrapper whose JSON is not calls is shown as text."""
+
+from __future__ import annotations
+
+import json
+
+from derender_svc.parsers.arguments import call_from_object
+from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.hermes import json_calls
+
+
+def json_objects(text: str) -> list[Call] | None:
+    """Calls of a JSON list of call objects, or of call objects one after another."""
+    text = text.strip()
+    if text.startswith("["):
+        return json_calls(text)
+    decoder, calls, at = json.JSONDecoder(), [], 0
+    while at < len(text):
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return None
+        call = call_from_object(value)
+        if call is None:
+            return None
+        calls.append(call)
+        at = end
+        while at < len(text) and text[at] in " \t\r\n,;":
+            at += 1
+    return calls or None
+
+
+class GraniteToolParser(BlockToolParser):
+    CALLS = (("<|tool_call|>", ()), ("<tool_call>", ("</tool_call>",)), ("[{", ()))
+    KEEP_OPENER = ("[{",)
+    TRACK = "json"
+    VALUE_ENDS = True
+    DROP_AFTER = ("</tool_call>",)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        return json_calls(body) if closed else None
+
+
+class ToolCallsBlockParser(BlockToolParser):
+    CALLS = (("<tool_calls>", ("</tool_calls>",)),)
+    TRACK = "json"
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        return json_objects(body)
+
+
+class Qwen25CoderToolParser(BlockToolParser):
+    CALLS = (("<tool_call>", ("</tool_call>",)), ("<tools>", ("</tools>",)), ("```json", ("```",)))
+    TRACK = "json"
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        return json_objects(body) if closed or opener != "```json" else None

@@ -1,0 +1,62 @@
+"""Tool calls framed by special tokens, a section of calls after the content:
+
+- `deepseek_v3` (DeepSeek-V3/R1): `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n
+  ARGS\\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`;
+- `deepseek_v31` (DeepSeek-V3.1/V3.2-Exp): `...<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>...`;
+- `kimi_k2` (Kimi-K2): `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>
+  ARGS<|tool_call_end|>...<|tool_calls_section_end|>` (also the singular `<|tool_call_section_begin|>`).
+The bars are U+FF5C and the spaces U+2581, as in DeepSeek's vocabulary. Both DeepSeek bodies are accepted by
+either name, since the tokens are the same."""
+
+from __future__ import annotations
+
+import re
+
+from derender_svc.parsers.arguments import arguments_json, loads
+from derender_svc.parsers.block import BlockToolParser, Call
+
+DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
+DS_CALL = ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>")
+DS_SEP = "<｜tool▁sep｜>"
+_V3_BODY = re.compile(r"\s*(\S*?)\s*\n?```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+KIMI_SECTION = (("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"),
+                ("<|tool_calls_section_end|>", "<|tool_call_section_end|>"))  # fmt: skip
+KIMI_CALL = ("<|tool_call_begin|>", "<|tool_call_end|>")
+KIMI_ARGS = "<|tool_call_argument_begin|>"
+_KIMI_ID = re.compile(r"^\s*(?:functions\.)?(.+?)(?::\d+)?\s*$", re.DOTALL)
+
+
+def _json_args(text: str) -> str | None:
+    value = loads(text.strip())
+    return arguments_json(value) if isinstance(value, (dict, list)) else None
+
+
+class DeepSeekV3ToolParser(BlockToolParser):
+    SECTION = ((DS_CALLS[0],), (DS_CALLS[1],))
+    CALLS = ((DS_CALL[0], (DS_CALL[1],)),)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        if not closed or DS_SEP not in body:
+            return None
+        left, right = body.split(DS_SEP, 1)
+        v3 = _V3_BODY.match(right) if "```" in right else None
+        name, args = (v3.group(1), v3.group(2)) if v3 else (left, right)
+        name, args = name.strip(), _json_args(args)
+        return [(name, args)] if name and args is not None and "\n" not in name else None
+
+
+class DeepSeekV31ToolParser(DeepSeekV3ToolParser):
+    pass
+
+
+class KimiK2ToolParser(BlockToolParser):
+    SECTION = KIMI_SECTION
+    CALLS = ((KIMI_CALL[0], (KIMI_CALL[1],)),)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        if not closed or KIMI_ARGS not in body:
+            return None
+        function_id, args = body.split(KIMI_ARGS, 1)
+        match = _KIMI_ID.match(function_id)
+        args = _json_args(args)
+        return [(match.group(1), args)] if match and args is not None else None

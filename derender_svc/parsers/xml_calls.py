@@ -1,0 +1,86 @@
+"""Tool calls whose parameters are XML-ish elements holding text, typed by the tool schema (`schema.py`):
+
+- `qwen3_coder` (Qwen3-Coder, Qwen3-Next): `<tool_call>\\n<function=f>\\n<parameter=p>\\nvalue\\n</parameter>\\n
+  </function>\\n</tool_call>`; a bare `<function=...>` counts too, `</parameter>` may be missing (vLLM).
+- `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`.
+- `minimax_m2` (MiniMax-M2): `<minimax:tool_call>\\n<invoke name="f">\\n<parameter name="p">value</parameter>\\n
+  </invoke>\\n</minimax:tool_call>`.
+One newline on each side of a value is layout, not value. Calls arrive whole (`block.py`)."""
+
+from __future__ import annotations
+
+import re
+
+from derender_svc.parsers.arguments import dumps
+from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.schema import convert, parameter_types
+
+_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|$)", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
+_GLM_NAME = re.compile(r"\s*([^\s<]+)\s*(.*)$", re.DOTALL)
+_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+_INVOKE = re.compile(r'^\s*name=["\']?([^"\'>]*)["\']?\s*>(.*)$', re.DOTALL)
+_M2_PARAMETER = re.compile(r'<parameter\s+name=["\']?([^"\'>]*)["\']?\s*>(.*?)(?:</parameter>|$)', re.DOTALL)
+
+
+def _unpad(value: str) -> str:
+    value = value[1:] if value.startswith("\n") else value
+    return value[:-1] if value.endswith("\n") else value
+
+
+class _TypedCalls(BlockToolParser):
+    LOOSE = False  # without a schema, decode JSON-looking values
+
+    def typed(self, name: str, pairs: list[tuple[str, str]]) -> Call | None:
+        name = name.strip()
+        if not name:
+            return None
+        types = parameter_types(self.tools, name) or {}
+        args = {key.strip(): convert(value, types.get(key.strip()), self.LOOSE) for key, value in pairs}
+        text = dumps(args)
+        return None if text is None else (name, text)
+
+
+class Qwen3CoderToolParser(_TypedCalls):
+    CALLS = (("<tool_call>", ("</tool_call>",)), ("<function=", ("</function>",)))
+    DROP_AFTER = ("</tool_call>",)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        source = body if opener == "<tool_call>" else opener + body + ("</function>" if closed else "")
+        matches = _FUNCTION.findall(source)
+        if not matches or source.strip()[:10] != "<function=":
+            return None
+        calls = [
+            self.typed(name, [(key, _unpad(value)) for key, value in _PARAMETER.findall(inner)])
+            for name, inner in matches
+        ]
+        return None if None in calls else calls
+
+
+class Glm45ToolParser(_TypedCalls):
+    CALLS = (("<tool_call>", ("</tool_call>",)),)
+    LOOSE = True
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        match = _GLM_NAME.match(body)
+        if not closed or match is None:
+            return None
+        name, rest = match.groups()
+        pairs = _GLM_ARG.findall(rest)
+        if _GLM_ARG.sub("", rest).strip():
+            return None
+        call = self.typed(name, [(key, value) for key, value in pairs])
+        return None if call is None else [call]
+
+
+class MiniMaxM2ToolParser(_TypedCalls):
+    SECTION = (("<minimax:tool_call>",), ("</minimax:tool_call>",))
+    CALLS = (("<invoke", ("</invoke>",)),)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        match = _INVOKE.match(body)
+        if match is None:
+            return None
+        name, inner = match.groups()
+        call = self.typed(name, [(key, _unpad(value)) for key, value in _M2_PARAMETER.findall(inner)])
+        return None if call is None else [call]
