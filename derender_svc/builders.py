@@ -92,7 +92,7 @@ def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool) -> None:
     if show_content:
         message.content = delta.content
     if delta.reasoning:
-        message.reasoning_content = delta.reasoning
+        message.reasoning = message.reasoning_content = delta.reasoning
     message.tool_calls.extend(_tool_call(c) for c in delta.tool_calls)
     if delta.logprobs is not None:
         choice.logprobs.CopyFrom(chat_logprobs(delta.logprobs))

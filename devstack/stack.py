@@ -23,9 +23,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.envoy_config import SERVICES, Endpoint, Tracing, Upstream, render_config
+from gateway.envoy_config import SERVICES, Cors, Endpoint, Tracing, Upstream, render_config
 
-MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc.chat"}
+MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc"}
 _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
 _METRICS = re.compile(r"^METRICS (\S+) (\S+)$")
 
@@ -70,6 +70,7 @@ class StackConfig:
     service_args: dict[str, list[str]] = field(default_factory=dict)  # extra flags per role
     env: dict[str, str] = field(default_factory=dict)
     tracing: Tracing | None = None
+    cors: Cors | None = None  # None: no CORS policy (browsers on other origins are refused)
     log_dir: Path | None = None  # None: children log to this terminal
     start_timeout_s: float = 300.0
 
@@ -160,7 +161,7 @@ class Stack:
         ]
         config_path = self._workdir / "envoy.yaml"
         tracing = cfg.tracing or Tracing.from_env({**os.environ, **cfg.env})  # the services' own OTEL_* settings
-        config_path.write_text(render_config(upstreams, self.port, self.admin_port, cfg.host, tracing))
+        config_path.write_text(render_config(upstreams, self.port, self.admin_port, cfg.host, tracing, cors=cfg.cors))
         envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
         log = self._log("envoy")
         self.envoy = subprocess.Popen(

@@ -11,19 +11,54 @@ from pathlib import Path
 
 import jinja2
 
-from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, render_pb2
-from scaleout_common import tracing
-from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED
+from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2
+from scaleout_common import openai_errors, tracing
+from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
+from scaleout_common.reasons import Reason
 
 TEMPLATE = Path(__file__).with_name("envoy.yaml.j2")
+OPENAI_ERRORS_LUA = Path(__file__).with_name("openai_errors.lua")
 
-# role -> the gRPC service it serves; Envoy routes and health-checks by these names.
+# role -> the gRPC services it serves (the first is the one health checks ask about); Envoy routes by them.
 SERVICES = {
-    "render": render_pb2.DESCRIPTOR.services_by_name["RenderService"],
-    "engine": engine_pb2.DESCRIPTOR.services_by_name["EngineService"],
-    "derender": derender_pb2.DESCRIPTOR.services_by_name["DerenderService"],
-    "chat": chat_pb2.DESCRIPTOR.services_by_name["ChatService"],
+    "render": (render_pb2.DESCRIPTOR.services_by_name["RenderService"],),
+    "engine": (engine_pb2.DESCRIPTOR.services_by_name["EngineService"],),
+    "derender": (derender_pb2.DESCRIPTOR.services_by_name["DerenderService"],),
+    "chat": (
+        chat_pb2.DESCRIPTOR.services_by_name["ChatService"],
+        openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"],
+    ),
 }
+
+# gRPC services the gateway answers itself for grpcurl and health probes: all go to the one-hop service, whose
+# reflection lists the whole contract (pipeline_svc: reflected_names). grpcio-reflection serves v1alpha only, so
+# v1 answers UNIMPLEMENTED there and grpcurl falls back to v1alpha.
+GATEWAY_GRPC = (
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+    "grpc.health.v1.Health",
+)
+GATEWAY_GRPC_ROLE = "chat"
+# Envoy caps direct_response bodies at 4 KB by default; the OpenAPI document is ~100 KB.
+OPENAPI_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class Cors:
+    """Envoy's CORS policy for browser clients; the gateway has none unless origins are given ("*": any)."""
+
+    origins: list[str]
+    max_age_s: int = 86400
+
+    @classmethod
+    def from_list(cls, origins: str) -> Cors | None:
+        """From "https://a.example,http://localhost:5173" (or "*"); None when empty."""
+        allowed = [origin.strip() for origin in origins.split(",") if origin.strip()]
+        return cls(allowed) if allowed else None
+
+    @property
+    def origin_matchers(self) -> list[dict]:
+        return [{"safe_regex": {"regex": ".*"}} if o == "*" else {"exact": o} for o in self.origins]
 
 
 @dataclass
@@ -39,7 +74,12 @@ class Upstream:
 
     @property
     def full_name(self) -> str:
-        return SERVICES[self.role].full_name
+        """The service health checks ask about."""
+        return SERVICES[self.role][0].full_name
+
+    @property
+    def full_names(self) -> list[str]:
+        return [service.full_name for service in SERVICES[self.role]]
 
     @property
     def discovery(self) -> str:
@@ -53,7 +93,12 @@ class Upstream:
     @property
     def streaming_methods(self) -> list[str]:
         """Methods that stream (either way): their routes get no timeout."""
-        return [m.name for m in SERVICES[self.role].methods if m.server_streaming or m.client_streaming]
+        return [
+            f"{s.full_name}/{m.name}"
+            for s in SERVICES[self.role]
+            for m in s.methods
+            if m.server_streaming or m.client_streaming
+        ]
 
 
 @dataclass
@@ -84,7 +129,9 @@ def render_config(
     unary_timeout_s: int = 300,
     health_interval_s: float = 1.0,
     descriptor_set: str = str(GENERATED / DESCRIPTOR_SET),
+    cors: Cors | None = None,
 ) -> str:
+    """The Envoy config; GET /openapi.json serves the document codegen writes beside `descriptor_set`."""
     template = jinja2.Template(
         TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
     )
@@ -94,6 +141,14 @@ def render_config(
         admin_port=admin_port,
         services=upstreams,
         descriptor_set=descriptor_set,
+        openapi=str(Path(descriptor_set).with_name(OPENAPI)),
+        openai_errors_lua=OPENAI_ERRORS_LUA.read_text().replace("{{ error_types }}", openai_errors.lua_table()),
+        gateway_reason_prefix=Reason.GATEWAY_ERROR.value.removesuffix("ERROR"),
+        invalid_json_reason=Reason.INVALID_JSON.value,
+        openapi_max_bytes=OPENAPI_MAX_BYTES,
+        gateway_grpc=GATEWAY_GRPC,
+        gateway_grpc_cluster=Upstream(GATEWAY_GRPC_ROLE).cluster,
+        cors=cors,
         tracing=tracing,
         unary_timeout_s=unary_timeout_s,
         health_interval_s=health_interval_s,
@@ -115,6 +170,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--admin-port", type=int, default=9901)
     parser.add_argument("--descriptor-set", default=str(GENERATED / DESCRIPTOR_SET))
+    parser.add_argument("--cors-origins", default="", help="comma-separated origins browsers may call from; * for any")
     parser.add_argument(
         "--upstream",
         action="append",
@@ -136,6 +192,7 @@ def main() -> None:
             args.host,
             tracing=Tracing.from_env(os.environ),
             descriptor_set=args.descriptor_set,
+            cors=Cors.from_list(args.cors_origins),
         ),
         end="",
     )

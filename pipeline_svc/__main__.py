@@ -1,3 +1,3 @@
-from pipeline_svc.chat import main
+from pipeline_svc.service import main
 
 main()

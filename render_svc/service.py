@@ -16,7 +16,7 @@ from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
-from render_svc.tokenize_rpcs import detokenize, list_models, tokenize
+from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail
 
@@ -97,3 +97,6 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def ListModels(self, request, context):
         return list_models(self._service.renderer)
+
+    async def GetModel(self, request, context):
+        return get_model(self._service.renderer, request)

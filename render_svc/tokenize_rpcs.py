@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from render_svc import errors
 from render_svc.prompt import offsets_proto
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
@@ -65,3 +66,10 @@ def list_models(renderer: Renderer) -> render_pb2.ListModelsResponse:
             for name in model.names
         ],
     )
+
+
+def get_model(renderer: Renderer, request: render_pb2.GetModelRequest) -> render_pb2.ModelCard:
+    """OpenAI's `GET /v1/models/{model}`: the card of one served name, MODEL_NOT_FOUND (404) for any other."""
+    if request.model not in renderer.model.names:
+        raise errors.model_not_found(request.model, renderer.model.names)
+    return next(card for card in list_models(renderer).data if card.id == request.model)

@@ -61,6 +61,7 @@ class Reason(StrEnum):
     INVALID_TOOL_CHOICE = "INVALID_TOOL_CHOICE", C.INVALID_ARGUMENT, "unknown tool_choice, or one naming no tool"
     CONFLICTING_OPTIONS = "CONFLICTING_OPTIONS", C.INVALID_ARGUMENT, "two options that exclude each other"
     INVALID_REQUEST = "INVALID_REQUEST", C.INVALID_ARGUMENT, "a body that is not the documented JSON shape"
+    INVALID_JSON = "INVALID_JSON", C.INVALID_ARGUMENT, "the gateway could not parse the body for its route"
     UNSUPPORTED_FIELD = "UNSUPPORTED_FIELD", C.INVALID_ARGUMENT, "a field this deployment does not honour"
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE", C.INVALID_ARGUMENT, "one conversation above --max-request-bytes"
     TOO_MANY_MESSAGES = "TOO_MANY_MESSAGES", C.INVALID_ARGUMENT, "more than --max-messages messages"
@@ -128,6 +129,9 @@ class Reason(StrEnum):
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
     INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer"
     UPSTREAM_ERROR = "UPSTREAM_ERROR", C.UNKNOWN, "a downstream call failed without a typed status"
+    # The gateway's own refusals are GATEWAY_<Envoy response flags>: GATEWAY_UH (no healthy replica),
+    # GATEWAY_NR (no route), GATEWAY_UF (connection failure), ...
+    GATEWAY_ERROR = "GATEWAY_ERROR", C.UNAVAILABLE, "the gateway refused: GATEWAY_ + Envoy's response flags"
 
 
 def fail(reason: Reason, message: str, field: str | None = None, **metadata: str) -> ServiceError:

@@ -34,7 +34,7 @@ def _grpc_chat(**sampling) -> render_pb2.RenderChatRequest:
 def test_every_replica_is_serving_and_reflects_its_service(stack):
     for replica in stack.replicas:
         role = replica.name.split("-")[0]
-        name = SERVICES[role].full_name
+        name = SERVICES[role][0].full_name
         with grpc.insecure_channel(f"127.0.0.1:{replica.port}") as channel:
             health = health_pb2_grpc.HealthStub(channel)
             for service in ("", name):

@@ -27,7 +27,7 @@ from scaleout.v1 import derender_pb2 as scaleout_dot_v1_dot_derender__pb2
 from scaleout.v1 import render_pb2 as scaleout_dot_v1_dot_render__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16scaleout/v1/chat.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1ascaleout/v1/derender.proto\x1a\x18scaleout/v1/render.proto2\x88\x02\n\x0b\x43hatService\x12t\n\x14\x43reateChatCompletion\x12\x1e.scaleout.v1.RenderChatRequest\x1a\x1b.scaleout.v1.ChatCompletion\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/chat/completions:\x01*\x12\x82\x01\n\x14StreamChatCompletion\x12\x1e.scaleout.v1.RenderChatRequest\x1a .scaleout.v1.ChatCompletionChunk\"&\x82\xd3\xe4\x93\x02 \"\x1b/v1/chat/completions/stream:\x01*0\x01\x42\x8b\x01\n\x0f\x63om.scaleout.v1B\tChatProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16scaleout/v1/chat.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1ascaleout/v1/derender.proto\x1a\x18scaleout/v1/render.proto2\x8e\x02\n\x0b\x43hatService\x12z\n\x14\x43reateChatCompletion\x12\x1e.scaleout.v1.RenderChatRequest\x1a\x1b.scaleout.v1.ChatCompletion\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1/chat/completions/typed:\x01*\x12\x82\x01\n\x14StreamChatCompletion\x12\x1e.scaleout.v1.RenderChatRequest\x1a .scaleout.v1.ChatCompletionChunk\"&\x82\xd3\xe4\x93\x02 \"\x1b/v1/chat/completions/stream:\x01*0\x01\x42\x8b\x01\n\x0f\x63om.scaleout.v1B\tChatProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,9 +36,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.scaleout.v1B\tChatProtoP\001Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\242\002\003SXX\252\002\013Scaleout.V1\312\002\013Scaleout\\V1\352\002\014Scaleout::V1'
   _globals['_CHATSERVICE'].methods_by_name['CreateChatCompletion']._loaded_options = None
-  _globals['_CHATSERVICE'].methods_by_name['CreateChatCompletion']._serialized_options = b'\202\323\344\223\002\031\"\024/v1/chat/completions:\001*'
+  _globals['_CHATSERVICE'].methods_by_name['CreateChatCompletion']._serialized_options = b'\202\323\344\223\002\037\"\032/v1/chat/completions/typed:\001*'
   _globals['_CHATSERVICE'].methods_by_name['StreamChatCompletion']._loaded_options = None
   _globals['_CHATSERVICE'].methods_by_name['StreamChatCompletion']._serialized_options = b'\202\323\344\223\002 \"\033/v1/chat/completions/stream:\001*'
   _globals['_CHATSERVICE']._serialized_start=124
-  _globals['_CHATSERVICE']._serialized_end=388
+  _globals['_CHATSERVICE']._serialized_end=394
 # @@protoc_insertion_point(module_scope)

@@ -27,8 +27,8 @@ if _version_not_supported:
 
 
 class ChatServiceStub:
-    """One-hop OpenAI-compatible chat: render -> generate -> derender behind one call.
-    Over REST the bodies are the OpenAI request / response JSON.
+    """One-hop chat with the contract's typed messages: render -> generate -> derender behind one call.
+    OpenAI-JSON clients use OpenAIService on `/v1/chat/completions`; this is its typed twin.
     """
 
     def __init__(self, channel):
@@ -50,8 +50,8 @@ class ChatServiceStub:
 
 
 class ChatServiceServicer:
-    """One-hop OpenAI-compatible chat: render -> generate -> derender behind one call.
-    Over REST the bodies are the OpenAI request / response JSON.
+    """One-hop chat with the contract's typed messages: render -> generate -> derender behind one call.
+    OpenAI-JSON clients use OpenAIService on `/v1/chat/completions`; this is its typed twin.
     """
 
     def CreateChatCompletion(self, request, context):
@@ -89,8 +89,8 @@ def add_ChatServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ChatService:
-    """One-hop OpenAI-compatible chat: render -> generate -> derender behind one call.
-    Over REST the bodies are the OpenAI request / response JSON.
+    """One-hop chat with the contract's typed messages: render -> generate -> derender behind one call.
+    OpenAI-JSON clients use OpenAIService on `/v1/chat/completions`; this is its typed twin.
     """
 
     @staticmethod

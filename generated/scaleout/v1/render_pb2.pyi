@@ -333,6 +333,12 @@ class ListModelsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class GetModelRequest(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    def __init__(self, model: _Optional[str] = ...) -> None: ...
+
 class ListModelsResponse(_message.Message):
     __slots__ = ("object", "data")
     OBJECT_FIELD_NUMBER: _ClassVar[int]

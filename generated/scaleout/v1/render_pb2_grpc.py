@@ -70,6 +70,11 @@ class RenderServiceStub:
                 request_serializer=scaleout_dot_v1_dot_render__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
+        self.GetModel = channel.unary_unary(
+                '/scaleout.v1.RenderService/GetModel',
+                request_serializer=scaleout_dot_v1_dot_render__pb2.GetModelRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.ModelCard.FromString,
+                _registered_method=True)
 
 
 class RenderServiceServicer:
@@ -120,6 +125,13 @@ class RenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetModel(self, request, context):
+        """One served model (OpenAI `GET /v1/models/{model}`); NOT_FOUND (MODEL_NOT_FOUND) for any other name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RenderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +169,11 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.ListModelsRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'GetModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetModel,
+                    request_deserializer=scaleout_dot_v1_dot_render__pb2.GetModelRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.ModelCard.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,6 +366,33 @@ class RenderService:
             '/scaleout.v1.RenderService/ListModels',
             scaleout_dot_v1_dot_render__pb2.ListModelsRequest.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/GetModel',
+            scaleout_dot_v1_dot_render__pb2.GetModelRequest.SerializeToString,
+            scaleout_dot_v1_dot_render__pb2.ModelCard.FromString,
             options,
             channel_credentials,
             insecure,

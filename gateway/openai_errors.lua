@@ -1,0 +1,62 @@
+-- OpenAI's error object for every REST error: {"error": {"message", "type", "param", "code"}}.
+--
+-- A service's failed call reaches here as the transcoder prints a google.rpc.Status:
+--   {"code":3,"message":"...","details":[{ErrorInfo},{BadRequest}]}
+-- (fields in proto order, compact). It becomes message = the status message, param = the first field
+-- violation, code = the ErrorInfo reason, details = the status details as they were. Envoy's own replies are
+-- already in the error shape (local_reply_config) with the HTTP status standing in for `type`, which is
+-- filled in here. TYPES is rendered from scaleout_common/openai_errors.py. JSON string literals are copied as they are, never unescaped and re-encoded.
+-- Success responses are never touched (no body buffering on the streaming paths).
+
+local TYPES = {{ error_types }}
+
+local function error_type(status)
+  return TYPES[status] or (status >= 500 and "server_error" or "invalid_request_error")
+end
+
+-- The JSON string literal (quotes included) that follows the first "key": in text, or nil.
+local function string_after(text, key)
+  local marker = '"' .. key .. '":"'
+  local start = text:find(marker, 1, true)
+  if not start then
+    return nil
+  end
+  local i = start + #marker
+  while i <= #text do
+    local c = text:sub(i, i)
+    if c == "\\" then
+      i = i + 2
+    elseif c == '"' then
+      return text:sub(start + #marker - 1, i)
+    else
+      i = i + 1
+    end
+  end
+  return nil
+end
+
+function envoy_on_response(handle)
+  local headers = handle:headers()
+  local status = tonumber(headers:get(":status")) or 200
+  if status < 400 or not (headers:get("content-type") or ""):find("json", 1, true) then
+    return
+  end
+  local body = handle:body()
+  if body == nil then
+    return
+  end
+  local text = body:getBytes(0, body:length())
+  local shaped
+  if text:sub(1, 8) == '{"code":' then
+    local reason = string_after(text, "reason") or '"UPSTREAM_ERROR"'
+    shaped = '{"error":{"message":' .. (string_after(text, "message") or '""')
+      .. ',"type":"' .. error_type(status) .. '","param":' .. (string_after(text, "field") or "null")
+      .. ',"code":' .. reason .. ',"details":' .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
+  elseif text:find('"type":"?%d%d%d"?') then
+    shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status) .. '"', 1)
+  else
+    return
+  end
+  body:setBytes(shaped)
+  headers:replace("content-type", "application/json")
+end

@@ -1,0 +1,211 @@
+"""OpenAI request JSON -> the contract's typed render request, with every field honoured or refused.
+
+The body is read as sent (google.api.HttpBody), so this module sees every key a client wrote. The policy:
+- a field the pipeline honours maps onto RenderChatRequest / RenderCompletionRequest (same names; render,
+  the engine and derender act on it);
+- a field that changes nothing at its value is accepted (`store: false`, `modalities: ["text"]`,
+  `response_format: {"type": "text"}`, `service_tier: "auto"`, `best_of` equal to `n`); `user` and
+  `safety_identifier` go on the trace as the caller's identity;
+- any other field, or any other value of those, is refused: UNSUPPORTED_FIELD (400) naming the field;
+- `null` means "not given", as in OpenAI's API; a malformed value is INVALID_REQUEST naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+
+from scaleout.v1 import render_pb2
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
+
+# Render-only outputs and features the one hop cannot serve yet: refused, with the reason.
+REFUSED = {
+    "return_prompt_text": "is a render-only option; call /v1/chat/completions/render",
+    "return_token_offsets": "is a render-only option; call /v1/chat/completions/render",
+    "kv_transfer_params": "needs disaggregated prefill, which this deployment does not run",
+    "prompt_logprobs": "is not returned by the one-hop routes; use /inference/v1/generate",
+    "suffix": "is not supported: the default model has no fill-in-the-middle template",
+}
+# Fields accepted at the one value that changes nothing.
+NO_OP_VALUES = {
+    "store": (False,),
+    "modalities": (["text"],),
+    "response_format": ({"type": "text"},),
+    "service_tier": ("auto", "default"),
+    "metadata": ({},),
+}
+IDENTITY_FIELDS = ("user", "safety_identifier")
+PIPELINE_FIELDS = ("stream", "stream_options")  # read here, then forwarded
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+# Message keys whose null / empty value carries nothing (an SDK echoing an assistant message back sends them).
+EMPTY_MESSAGE_KEYS = ("refusal", "annotations", "audio", "function_call")
+
+
+@dataclass
+class OpenAIRequest:
+    typed: Any  # RenderChatRequest or RenderCompletionRequest
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    identity: dict[str, str] = field(default_factory=dict)
+
+
+def _load(body: bytes) -> dict:
+    try:
+        data = json.loads(body or b"{}", parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError) as error:
+        raise fail(Reason.INVALID_REQUEST, f"the body is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise fail(Reason.INVALID_REQUEST, "the body must be a JSON object")
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a number")
+    return value
+
+
+def _unsupported(name: str, why: str) -> ServiceError:
+    return fail(Reason.UNSUPPORTED_FIELD, f"`{name}` {why}", name)
+
+
+def _policy(data: dict, known: set[str], identity: dict[str, str]) -> dict:
+    """The fields to parse into the typed request; refuses what cannot be honoured."""
+    out = {}
+    for name, value in data.items():
+        if name in REFUSED:
+            raise _unsupported(name, REFUSED[name])
+        if name in IDENTITY_FIELDS:
+            if not isinstance(value, str):
+                raise fail(Reason.INVALID_REQUEST, f"`{name}` must be a string", name)
+            identity[name] = value
+        elif name in NO_OP_VALUES and name not in known:
+            if value not in NO_OP_VALUES[name]:
+                raise _unsupported(name, f"= {json.dumps(value)} is not supported by this deployment")
+        elif name in known:
+            out[name] = value
+        else:
+            raise _unsupported(name, "is not a field this API takes")
+    return out
+
+
+def _stream_options(out: dict) -> tuple[bool, bool, bool]:
+    stream = out.get("stream", False)
+    if not isinstance(stream, bool):
+        raise fail(Reason.INVALID_REQUEST, "`stream` must be a boolean", "stream")
+    options = out.get("stream_options")
+    if options is not None and not stream:
+        raise fail(Reason.INVALID_REQUEST, "`stream_options` is only allowed with `stream: true`", "stream_options")
+    options = options or {}
+    if not isinstance(options, dict):
+        raise fail(Reason.INVALID_REQUEST, "`stream_options` must be an object", "stream_options")
+    include_usage = bool(options.get("include_usage"))
+    return stream, include_usage, include_usage and bool(options.get("continuous_usage_stats"))
+
+
+def _parse(out: dict, message) -> Any:
+    try:
+        return json_format.ParseDict(out, message)
+    except json_format.ParseError as error:
+        raise fail(
+            Reason.INVALID_REQUEST, f"the request does not fit the API: {error}", _field_of(str(error))
+        ) from None
+
+
+def _field_of(error: str) -> str | None:
+    """json_format names the offending field as `Failed to parse <name> field` or `no field named "<name>"`."""
+    for marker, end in (("Failed to parse ", " field"), ('no field named "', '"')):
+        start = error.find(marker)
+        if start >= 0:
+            rest = error[start + len(marker) :]
+            return rest[: rest.find(end)] if end in rest else rest
+    return None
+
+
+def _messages(messages) -> list:
+    if not isinstance(messages, list):
+        raise fail(Reason.INVALID_REQUEST, "`messages` must be a list", "messages")
+    cleaned = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise fail(Reason.INVALID_REQUEST, f"`messages[{i}]` must be an object", f"messages[{i}]")
+        kept = {k: v for k, v in message.items() if v is not None and not (k in EMPTY_MESSAGE_KEYS and v in ([], ""))}
+        if "reasoning" in kept:  # vLLM >= 0.11 spells reasoning_content `reasoning`
+            kept["reasoning_content"] = kept.pop("reasoning")
+        cleaned.append(kept)
+    return cleaned
+
+
+def _tool_choice(value) -> None:
+    if value in ("none", "auto"):
+        return
+    if value == "required" or isinstance(value, dict):
+        raise _unsupported("tool_choice", "= required or a named tool is not enforced yet; use auto or none")
+    raise fail(Reason.INVALID_TOOL_CHOICE, "`tool_choice` must be none, auto, required or a named tool", "tool_choice")
+
+
+def chat_request(body: bytes) -> OpenAIRequest:
+    data, identity = _load(body), {}
+    known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
+    out = _policy(data, known, identity)
+    stream, include_usage, continuous = _stream_options(out)
+    if "messages" in out:
+        out["messages"] = _messages(out["messages"])
+    if "tool_choice" in out:
+        _tool_choice(out["tool_choice"])
+    if isinstance(out.get("stop"), str):
+        out["stop"] = [out["stop"]]
+    typed = _parse(out, render_pb2.RenderChatRequest())
+    return OpenAIRequest(typed, stream, include_usage, continuous, identity)
+
+
+def completion_request(body: bytes) -> OpenAIRequest:
+    data, identity = _load(body), {}
+    known = {f.name for f in render_pb2.RenderCompletionRequest.DESCRIPTOR.fields} - set(REFUSED) - {"prompts"}
+    known |= {"prompt", "best_of"}
+    out = _policy(data, known, identity)
+    stream, include_usage, continuous = _stream_options(out)
+    best_of = out.pop("best_of", None)
+    if best_of is not None and best_of != out.get("n", 1):
+        raise _unsupported("best_of", "other than n is not supported (vLLM's V1 engine dropped it too)")
+    if "prompt" not in out:
+        raise fail(Reason.MISSING_PROMPT, "`prompt` is required", "prompt")
+    out.update(_prompt(out.pop("prompt")))
+    if isinstance(out.get("stop"), str):
+        out["stop"] = [out["stop"]]
+    out.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
+    typed = _parse(out, render_pb2.RenderCompletionRequest())
+    return OpenAIRequest(typed, stream, include_usage, continuous, identity)
+
+
+def _prompt(prompt) -> dict:
+    """OpenAI's four prompt forms: a string, strings, token ids, or lists of token ids."""
+    if isinstance(prompt, str):
+        return {"prompts": [prompt]}
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, str) for p in prompt):
+            return {"prompts": prompt}
+        if all(_is_int(t) for t in prompt):
+            return {"prompt_token_ids": [{"token_ids": prompt}]}
+        if all(isinstance(p, list) and p and all(_is_int(t) for t in p) for p in prompt):
+            return {"prompt_token_ids": [{"token_ids": p} for p in prompt]}
+    raise fail(
+        Reason.INVALID_REQUEST,
+        "`prompt` must be a string, a list of strings, a list of token ids or a list of such lists",
+        "prompt",
+    )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,145 @@
+"""The contract's typed responses -> OpenAI's JSON, field for field as the official SDKs read it.
+
+Null-or-absent follows OpenAI (and vLLM 0.33's additions): `finish_reason` and `logprobs` are null until
+they apply, `role` is on a choice's first delta only, `content` is null when a message only calls tools,
+`tool_calls` is absent when there are none, a call's `id`/`type`/`name` ride on its first delta only,
+`stop_reason` is the matched stop token id or string, or null (EOS). Reasoning is printed as `reasoning`
+(vLLM's name) and `reasoning_content` (its older name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaleout.v1 import common_pb2, derender_pb2
+
+
+def usage(message: common_pb2.Usage) -> dict:
+    out: dict[str, Any] = {
+        "prompt_tokens": message.prompt_tokens,
+        "completion_tokens": message.completion_tokens,
+        "total_tokens": message.total_tokens,
+    }
+    if message.cached_tokens:
+        out["prompt_tokens_details"] = {"cached_tokens": message.cached_tokens}
+    return out
+
+
+def _stop_reason(choice) -> int | str | None:
+    which = choice.WhichOneof("stop_reason")
+    return getattr(choice, which) if which else None
+
+
+def _tool_call(call: common_pb2.ToolCall, streamed: bool) -> dict:
+    function: dict[str, Any] = {"arguments": call.function.arguments}
+    if call.function.HasField("name"):
+        function["name"] = call.function.name
+    out: dict[str, Any] = {"index": call.index} if streamed else {}
+    if call.HasField("id"):
+        out |= {"id": call.id, "type": call.type or "function"}
+    return out | {"function": function}
+
+
+def _logprobs(choice) -> dict | None:
+    if not choice.HasField("logprobs"):
+        return None
+    return {
+        "content": [
+            {
+                "token": lp.token,
+                "logprob": lp.logprob,
+                "bytes": list(lp.bytes),
+                "top_logprobs": [
+                    {"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in lp.top_logprobs
+                ],
+            }
+            for lp in choice.logprobs.content
+        ]
+    }
+
+
+def _message(message, streamed: bool) -> dict:
+    out: dict[str, Any] = {}
+    if message.HasField("role") if streamed else True:
+        out["role"] = message.role or "assistant"
+    if message.HasField("content"):
+        out["content"] = message.content
+    elif not streamed:
+        out["content"] = None
+    if message.HasField("reasoning"):
+        out["reasoning"] = out["reasoning_content"] = message.reasoning
+    if message.tool_calls:
+        out["tool_calls"] = [_tool_call(c, streamed) for c in message.tool_calls]
+    return out
+
+
+def chat_completion(message: derender_pb2.ChatCompletion) -> dict:
+    choices = [
+        {
+            "index": c.index,
+            "message": _message(c.message, streamed=False),
+            "logprobs": _logprobs(c),
+            "finish_reason": c.finish_reason or "stop",
+            "stop_reason": _stop_reason(c),
+        }
+        for c in message.choices
+    ]
+    out = _head(message, "chat.completion") | {"choices": choices}
+    return out | {"usage": usage(message.usage)} if message.HasField("usage") else out
+
+
+def chat_chunk(message: derender_pb2.ChatCompletionChunk, with_usage: bool) -> dict:
+    choices = [
+        {
+            "index": c.index,
+            "delta": _message(c.delta, streamed=True),
+            "logprobs": _logprobs(c),
+            "finish_reason": c.finish_reason if c.HasField("finish_reason") else None,
+            "stop_reason": _stop_reason(c),
+        }
+        for c in message.choices
+    ]
+    return _chunk_usage(_head(message, "chat.completion.chunk") | {"choices": choices}, with_usage)
+
+
+def completion(message: derender_pb2.Completion, streamed: bool, with_usage: bool = False) -> dict:
+    choices = []
+    for c in message.choices:
+        choice: dict[str, Any] = {"index": c.index, "text": c.text, "logprobs": _completion_logprobs(c)}
+        choice["finish_reason"] = (c.finish_reason or None) if streamed else (c.finish_reason or "stop")
+        choice["stop_reason"] = _stop_reason(c)
+        if c.HasField("reasoning_content"):
+            choice["reasoning"] = choice["reasoning_content"] = c.reasoning_content
+        choices.append(choice)
+    out = _head(message, "text_completion") | {"choices": choices}
+    if streamed:
+        return _chunk_usage(out, with_usage)
+    return out | {"usage": usage(message.usage)} if message.HasField("usage") else out
+
+
+def _completion_logprobs(choice) -> dict | None:
+    if not choice.HasField("logprobs"):
+        return None
+    lp = choice.logprobs
+    return {
+        "tokens": list(lp.tokens),
+        "token_logprobs": list(lp.token_logprobs),
+        "top_logprobs": [{e.token: e.logprob for e in top.entries} for top in lp.top_logprobs],
+        "text_offset": list(lp.text_offset),
+    }
+
+
+def _head(message, kind: str) -> dict:
+    return {"id": message.id, "object": kind, "created": message.created, "model": message.model}
+
+
+def _chunk_usage(out: dict, with_usage: bool) -> dict:
+    """Under include_usage every chunk says `"usage": null` (the stream fills it in for continuous stats)."""
+    if with_usage:
+        out["usage"] = None
+    return out
+
+
+def usage_chunk(head: dict, total: common_pb2.Usage) -> dict:
+    """include_usage's last chunk: empty choices and the request's usage, as OpenAI sends it."""
+    return head | {"choices": [], "usage": usage(total)}

@@ -1,0 +1,163 @@
+"""OpenAIService: `/v1/chat/completions` and `/v1/completions` as OpenAI's clients speak them.
+
+Unary: one HttpBody of `application/json`. `"stream": true`: one HttpBody per server-sent event, written as
+soon as derender has it (the gateway passes each one straight through), ending with `data: [DONE]`.
+With `stream_options.include_usage` every chunk has `"usage": null` and a last chunk with empty `choices`
+carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on every chunk.
+
+An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
+status); after it, an in-band `data: {"error": ...}` event and `data: [DONE]`, because HTTP/1.1 clients never
+see trailers. Several completion prompts stream interleaved, each choice under its flat index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import grpc
+from google.api import httpbody_pb2
+from opentelemetry import trace
+
+from pipeline_svc import openai_request, openai_response
+from pipeline_svc.hops import Hops, LiveGeneration
+from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
+from scaleout_common.errors import ServiceError
+from scaleout_common.openai_errors import error_object
+
+JSON, SSE = "application/json", "text/event-stream"
+DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
+
+
+def _json_body(payload: dict) -> httpbody_pb2.HttpBody:
+    return httpbody_pb2.HttpBody(content_type=JSON, data=json.dumps(payload, ensure_ascii=False).encode())
+
+
+def _event(payload: dict) -> httpbody_pb2.HttpBody:
+    data = b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    return httpbody_pb2.HttpBody(content_type=SSE, data=data)
+
+
+def _typed(error: Exception) -> ServiceError:
+    return ServiceError.from_rpc_error(error) if isinstance(error, grpc.aio.AioRpcError) else error  # type: ignore[return-value]
+
+
+class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
+    def __init__(self, hops: Hops):
+        self.hops = hops
+
+    async def ChatCompletions(self, request, context):
+        parsed = openai_request.chat_request(request.data)
+        _trace_identity(parsed)
+        try:
+            rendered = await self.hops.render.RenderChat(parsed.typed, timeout=context.time_remaining())
+            if not parsed.stream:
+                results = await self.hops.generate(rendered, context)
+                completion = await self.hops.derender.DerenderChat(
+                    derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
+                    timeout=context.time_remaining(),
+                )
+                yield _json_body(openai_response.chat_completion(completion))
+                return
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.from_rpc_error(error) from None
+        live = LiveGeneration(self.hops, rendered, context)
+        async for event in _sse(parsed, [live], lambda answer, usage: openai_response.chat_chunk(answer.chat, usage)):
+            yield event
+
+    async def Completions(self, request, context):
+        parsed = openai_request.completion_request(request.data)
+        _trace_identity(parsed)
+        try:
+            rendered = await self.hops.render.RenderCompletion(parsed.typed, timeout=context.time_remaining())
+            if not parsed.stream:
+                results = await asyncio.gather(*(self.hops.generate(p, context) for p in rendered.prompts))
+                prompts = [
+                    derender_pb2.CompletionResult(context=p.derender_context, results=r)
+                    for p, r in zip(rendered.prompts, results)
+                ]
+                completion = await self.hops.derender.DerenderCompletion(
+                    derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
+                )
+                yield _json_body(openai_response.completion(completion, streamed=False))
+                return
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.from_rpc_error(error) from None
+        lives = [LiveGeneration(self.hops, p, context) for p in rendered.prompts]
+        shape = lambda answer, usage: openai_response.completion(answer.completion, streamed=True, with_usage=usage)  # noqa: E731
+        async for event in _sse(parsed, lives, shape):
+            yield event
+
+
+async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration], shape):
+    """Every live generation's chunks as events, then the usage chunk (when asked for) and [DONE]."""
+    usage_per_prompt: dict[int, common_pb2.Usage] = {}
+    head: dict = {}
+    try:
+        async for index, answer in _merged(lives):
+            chunk = answer.chat if answer.HasField("chat") else answer.completion
+            if chunk.HasField("usage"):
+                usage_per_prompt[index] = chunk.usage
+            payload = shape(answer, parsed.include_usage)
+            head = {k: payload[k] for k in ("id", "object", "created", "model")}
+            if payload["choices"] or parsed.continuous_usage:
+                if parsed.continuous_usage:
+                    payload["usage"] = openai_response.usage(_total(usage_per_prompt))
+                yield _event(payload)
+        failure = next((live.engine_error for live in lives if live.engine_error is not None), None)
+        if failure is not None:
+            yield _event(error_object(ServiceError.from_status(failure)))
+        elif parsed.include_usage and head:
+            yield _event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
+    except (grpc.aio.AioRpcError, ServiceError) as error:
+        yield _event(error_object(_typed(error)))
+    yield DONE
+
+
+async def _merged(lives: list[LiveGeneration]):
+    """(prompt index, answer) from every generation as they come."""
+    if len(lives) == 1:
+        async for answer in lives[0].answers():
+            yield 0, answer
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(index: int, live: LiveGeneration) -> None:
+        try:
+            async for answer in live.answers():
+                await queue.put((index, answer, None))
+            await queue.put((index, None, None))
+        except Exception as error:  # handed to the consumer, which raises it
+            await queue.put((index, None, error))
+
+    tasks = [asyncio.create_task(pump(i, live)) for i, live in enumerate(lives)]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            index, answer, error = await queue.get()
+            if error is not None:
+                raise error
+            if answer is None:
+                remaining -= 1
+            else:
+                yield index, answer
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _total(per_prompt: dict[int, common_pb2.Usage]) -> common_pb2.Usage:
+    total = common_pb2.Usage()
+    for usage in per_prompt.values():
+        total.prompt_tokens += usage.prompt_tokens
+        total.completion_tokens += usage.completion_tokens
+        total.total_tokens += usage.total_tokens
+        total.cached_tokens += usage.cached_tokens
+    return total
+
+
+def _trace_identity(parsed: openai_request.OpenAIRequest) -> None:
+    """`user` / `safety_identifier`: the caller's identity, recorded on the request's span."""
+    span = trace.get_current_span()
+    for name, value in parsed.identity.items():
+        span.set_attribute(f"openai.request.{name}", value)

@@ -1,0 +1,57 @@
+"""The pipeline server: ChatService (typed) and OpenAIService (OpenAI's JSON) over one set of hops.
+
+It holds no model, so it loads in no time and scales on its own. The gateway sends grpc.reflection and
+grpc.health here too: `grpcurl list` against the gateway lists the whole contract.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from pipeline_svc.chat import ChatPipeline
+from pipeline_svc.hops import Hops
+from pipeline_svc.openai_service import OpenAIFrontDoor
+from scaleout.v1 import chat_pb2, chat_pb2_grpc, openai_pb2, openai_pb2_grpc
+from scaleout_common.config import server_parser
+from scaleout_common.server import contract_service_names, run
+
+
+class PipelineService:
+    service_names = (
+        chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
+        openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"].full_name,
+    )
+    reflected_names = contract_service_names()
+
+    def __init__(self, args):
+        self.hops = Hops(args)
+
+    def register(self, server: grpc.aio.Server) -> None:
+        chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
+        openai_pb2_grpc.add_OpenAIServiceServicer_to_server(OpenAIFrontDoor(self.hops), server)
+
+    async def load(self) -> None:
+        await self.hops.open()
+
+    async def drain(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        await self.hops.close()
+
+
+def parser():
+    p = server_parser("chat", 50054, "One-hop OpenAI-compatible routes over render, engine and derender")
+    p.add_argument("--render-target", default="127.0.0.1:50051", help="render_svc address (or the gateway)")
+    p.add_argument("--engine-target", default="127.0.0.1:50052", help="engine_svc address (or the gateway)")
+    p.add_argument("--derender-target", default="127.0.0.1:50053", help="derender_svc address (or the gateway)")
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
+    run(PipelineService(args), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""OpenAI's error object, `{"error": {"message", "type", "param", "code"}}`, from a typed error.
+
+One owner for the shape every REST error takes: the pipeline writes it for in-band stream errors, and the
+gateway's Lua filter (gateway/openai_errors.lua, its `type` table rendered from `TYPES`) writes it for every
+error status. `code` is the stable ErrorInfo reason; `param` the first field violation.
+"""
+
+from __future__ import annotations
+
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import HTTP_STATUS
+
+# HTTP status -> OpenAI's error `type`; other 4xx are invalid_request_error, 5xx server_error.
+TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def error_type(http: int) -> str:
+    return TYPES.get(http, "server_error" if http >= 500 else "invalid_request_error")
+
+
+def error_object(failure: ServiceError) -> dict:
+    http = HTTP_STATUS.get(failure.code, 500)
+    param = failure.violations[0][0] if failure.violations else None
+    return {"error": {"message": failure.message, "type": error_type(http), "param": param, "code": failure.reason}}
+
+
+def lua_table() -> str:
+    """TYPES as a Lua table literal, for the gateway's filter."""
+    return "{" + ", ".join(f'[{status}] = "{kind}"' for status, kind in sorted(TYPES.items())) + "}"
