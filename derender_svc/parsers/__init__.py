@@ -12,6 +12,7 @@ from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import PythonicToolParser
+from derender_svc.parsers.reasoning_ids import ReasoningIds, reasoning_ids
 from derender_svc.parsers.think import (
     AppendThinkReasoningParser,
     DeepSeekR1ReasoningParser,
@@ -96,3 +97,8 @@ def make_tool_parser(name: str, state: dict | None = None, function: str = "", t
     parser = ALL_TOOL_PARSERS[name](**(state if state is not None else initial))
     parser.tools = tuple(tools)
     return parser
+
+
+def reasoning_spec(name: str, encode, blank=()) -> ReasoningIds:
+    """The token-id form of reasoning parser `name` (see reasoning_ids.py) for a tokenizer's `encode`."""
+    return reasoning_ids(REASONING_PARSERS[name], encode, blank)

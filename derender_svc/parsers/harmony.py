@@ -77,6 +77,9 @@ class _Harmony(StatefulParser):
 
 
 class HarmonyReasoningParser(_Harmony):
+    # for reasoning_ids: the answer starts after the final channel's header
+    START, END, ENDS_ON, FORCED = (), (CHANNEL + "final" + MESSAGE,), (), True
+
     def feed(self, text: str, final: bool) -> tuple[str, str]:
         reasoning, content = [], []
         for kind, piece in self.events(text, final):

@@ -1,0 +1,98 @@
+"""The token-id reasoning API decides as the text parsers do: over random outputs made of whole-token pieces,
+the content ids it extracts are exactly the text parser's content."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from derender_svc.parsers import REASONING_PARSERS, reasoning_spec
+from derender_svc.parsers.reasoning_ids import (
+    ReasoningIds,
+    content_start,
+    extract_content_ids,
+    is_reasoning_end,
+)
+
+WORDS = ["a", "b c", "你好", "x=1", " ", "\n", "<tool_call>", "{}"]
+FAMILIES = ["think", "qwen3", "deepseek_r1", "kimi", "granite", "gemma", "seed_oss", "mistral", "minimax_m2"]
+
+
+def vocab_for(name: str) -> list[str]:
+    cls = REASONING_PARSERS[name]
+    return list(dict.fromkeys([*WORDS, *cls.START, *cls.END, *cls.ENDS_ON]))
+
+
+def spec_for(name: str, vocab: list[str]) -> ReasoningIds:
+    blank = [i for i, piece in enumerate(vocab) if not piece.strip()]
+    return reasoning_spec(name, lambda tag: [vocab.index(tag)], blank)
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(FAMILIES), data=st.data(), started=st.booleans())
+def test_ids_agree_with_text(name, data, started):
+    vocab = vocab_for(name)
+    ids = data.draw(st.lists(st.integers(0, len(vocab) - 1), max_size=12))
+    parser = REASONING_PARSERS[name].create(started)
+    _, content = parser.feed("".join(vocab[i] for i in ids), True)
+    spec = spec_for(name, vocab)
+    at = content_start(ids, spec, started)
+    if at is None:  # still reasoning, or nothing but blanks so far
+        assert content == "" or not content.strip()
+    else:
+        assert "".join(vocab[i] for i in extract_content_ids(ids, spec, started)) == content
+        assert is_reasoning_end(ids, spec, started)
+
+
+V = {"<think>": 1, "</think>": 2, "<tool_call>": 3, "\n": 4, "hi": 5}
+THINK = ReasoningIds(start=((1,),), end=((2,),), blank=frozenset({4}))
+QWEN3 = ReasoningIds(start=((1,),), end=((2,),), ends_on=((3,),), blank=frozenset({4}))
+R1 = ReasoningIds(start=((1,),), end=((2,),), forced=True)
+
+
+@pytest.mark.parametrize(
+    "spec,ids,started,expected",
+    [
+        (THINK, [], False, None),  # the first token decides
+        (THINK, [4], False, None),
+        (THINK, [5, 1, 2], False, 0),  # no opening tag: all content
+        (THINK, [1, 5], False, None),
+        (THINK, [1, 5, 2, 5], False, 3),
+        (THINK, [4, 1, 5, 2], False, 4),
+        (THINK, [5, 2, 5], True, 2),  # the prompt opened the block
+        (THINK, [1, 5, 2, 5], True, 3),  # a repeated <think> is skipped
+        (THINK, [5], True, None),
+        (R1, [5, 5], False, None),  # forced: no tags at all is reasoning
+        (R1, [5, 2], False, 2),
+        (R1, [2], False, 1),
+        (QWEN3, [1, 5, 3, 5], False, 2),  # <tool_call> ends the reasoning and is content
+        (QWEN3, [1, 5, 2, 3], False, 3),
+    ],
+)
+def test_content_start(spec, ids, started, expected):
+    assert content_start(ids, spec, started) == expected
+    assert is_reasoning_end(ids, spec, started) == (expected is not None)
+    assert extract_content_ids(ids, spec, started) == ([] if expected is None else ids[expected:])
+
+
+def test_harmony_ends_at_the_final_channel():
+    vocab = {"<|channel|>": 10, "final": 11, "analysis": 12, "<|message|>": 13, "<|end|>": 14, "x": 15}
+
+    def encode(text: str) -> list[int]:
+        out = []
+        while text:
+            token = next(t for t in sorted(vocab, key=len, reverse=True) if text.startswith(t))
+            out.append(vocab[token])
+            text = text[len(token) :]
+        return out
+
+    spec = reasoning_spec("harmony", encode)
+    ids = encode("<|channel|>analysis<|message|>x<|end|><|channel|>final<|message|>xx")
+    assert extract_content_ids(ids, spec) == [15, 15]
+    assert not is_reasoning_end(ids[:-3], spec)
+
+
+def test_round_trips_through_json():
+    spec = ReasoningIds(start=((1, 2),), end=((3,),), ends_on=((4,),), forced=True, blank=frozenset({9}))
+    assert ReasoningIds.from_dict(spec.as_dict()) == spec
