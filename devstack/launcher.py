@@ -6,6 +6,7 @@ import signal
 import time
 
 from devstack.stack import Stack, StackConfig
+from gateway.envoy_config import Cors
 from scaleout_common.config import EnvArgumentParser
 
 
@@ -14,6 +15,9 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address every piece listens on")
     parser.add_argument("--port", type=int, default=8080, help="gateway port: REST and gRPC")
     parser.add_argument("--admin-port", type=int, default=9901, help="Envoy admin port")
+    parser.add_argument(
+        "--cors-origins", default="", help="comma-separated origins browsers may call the gateway from; * for any"
+    )
     parser.add_argument("--model", default=None, help="local HF model folder (default: embedded SmolLM2-135M-Instruct)")
     for role in ("render", "engine", "derender"):
         parser.add_argument(f"--{role}-replicas", type=int, default=1, help=f"{role}_svc processes behind the gateway")
@@ -22,6 +26,7 @@ def main() -> None:
         host=args.host,
         port=args.port,
         admin_port=args.admin_port,
+        cors=Cors.from_list(args.cors_origins),
         model=args.model,
         replicas={
             "render": args.render_replicas,

@@ -65,31 +65,19 @@ _WELL_KNOWN: dict[str, dict] = {
     ".google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
     ".google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?s$"},
     ".google.protobuf.FieldMask": {"type": "string"},
-    ".google.protobuf.Any": {
-        "type": "object",
-        "properties": {"@type": {"type": "string"}},
-        "required": ["@type"],
-        "additionalProperties": True,
-    },
+    ".google.protobuf.Any": {"type": "object", "properties": {"@type": {"type": "string"}}, "required": ["@type"]},
     **{f".google.protobuf.{w}Value": _nullable(_SCALARS[F.Type.Value(f"TYPE_{w.upper()}")]) for w in _WRAPPERS},
 }
-_ERROR_SCHEMA = {
-    "type": "object",
-    "description": "Every REST error, from Envoy or a service, in the shape OpenAI clients parse.",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "type"],
-            "properties": {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "param": {"type": ["string", "null"]},
-                "code": {"type": ["string", "integer", "null"]},
-            },
-        }
-    },
+_ERROR_FIELDS = {
+    "message": "string",
+    "type": "string",
+    "param": ["string", "null"],
+    "code": ["string", "integer", "null"],
 }
+_ERROR_OBJECT = {"type": "object", "required": ["message", "type"], "properties": {}}
+_ERROR_OBJECT["properties"] = {name: {"type": kind} for name, kind in _ERROR_FIELDS.items()}
+_ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error": _ERROR_OBJECT}}
+_ERROR_SCHEMA["description"] = "Every REST error, from Envoy or a service, in the shape OpenAI clients parse."
 
 
 def _described(obj: dict, description: str | None) -> dict:
@@ -212,12 +200,14 @@ class _Builder:
             type_name = field.type_name
         return field
 
+    def is_raw(self, type_name: str, field: str = "") -> bool:
+        return (self.field_at(type_name, field).type_name if field else type_name) == HTTP_BODY
+
     def content(self, type_name: str, streaming: bool, field: str = "", many: bool = False) -> dict:
         """The media types of a body: the message (or its `field`), raw, an SSE stream, or a JSON array (`many`)."""
         schema = self.field(self.field_at(type_name, field)) if field else self.component(type_name)
-        raw = (self.field_at(type_name, field).type_name if field else type_name) == HTTP_BODY
-        if raw:  # the HttpBody's bytes, sent with its content_type
-            return {"*/*": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}
+        if self.is_raw(type_name, field):  # the HttpBody's bytes, sent with its content_type
+            return {"*/*": {}}
         if streaming:  # OpenAPI 3.1 has no item schema for a stream (3.2's itemSchema): an extension carries it
             name = schema.get("$ref", "").rsplit("/", 1)[-1] or "message"
             return {
@@ -248,15 +238,10 @@ def _verb_and_path(rule: http_pb2.HttpRule) -> tuple[str, str]:
 
 
 def _operation(builder: _Builder, service, method, rule: http_pb2.HttpRule, path_fields: list[str]) -> dict:
-    params = [
-        {
-            "name": name,
-            "in": "path",
-            "required": True,
-            "schema": builder.field(builder.field_at(method.input_type, name)),
-        }
-        for name in path_fields
-    ]
+    params = []
+    for name in path_fields:
+        schema = builder.field(builder.field_at(method.input_type, name))
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
     if rule.body != "*":
         params += builder.query_parameters(method.input_type, {*path_fields, rule.body})
     operation: dict = {"tags": [service.name], **({"parameters": params} if params else {})}
@@ -264,7 +249,10 @@ def _operation(builder: _Builder, service, method, rule: http_pb2.HttpRule, path
         field = "" if rule.body == "*" else rule.body
         content = builder.content(method.input_type, False, field, many=method.client_streaming)
         operation["requestBody"] = {"required": True, "content": content}
-    answer = "A stream of server-sent events." if method.server_streaming else "OK"
+    answer = "OK"
+    if method.server_streaming:
+        raw = builder.is_raw(method.output_type, rule.response_body)
+        answer = "The bytes of each HttpBody, as the service writes them." if raw else "A stream of server-sent events."
     content = builder.content(method.output_type, method.server_streaming, rule.response_body)
     operation["responses"] = {
         "200": {"description": answer, "content": content},

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import logging
+import pkgutil
 import signal
 from collections.abc import Sequence
 from typing import Protocol
@@ -19,6 +21,7 @@ import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+import scaleout.v1
 from scaleout_common import logs
 from scaleout_common.interceptors import ErrorInterceptor
 from scaleout_common.telemetry import Telemetry
@@ -44,6 +47,18 @@ class Service(Protocol):
 
     # Optional: `healthy() -> bool`, polled while serving; False turns readiness NOT_SERVING (e.g. a stalled
     # step loop) until it returns True again.
+    # Optional: `reflected_names: Sequence[str]`, more services that reflection lists besides its own (the
+    # gateway sends reflection to the one-hop service, which lists `contract_service_names()`).
+
+
+def contract_service_names() -> tuple[str, ...]:
+    """Every service of the generated contract, its descriptors loaded (reflection serves them from this pool)."""
+    names = []
+    for module in pkgutil.iter_modules(scaleout.v1.__path__):
+        if module.name.endswith("_pb2"):
+            descriptor = importlib.import_module(f"scaleout.v1.{module.name}").DESCRIPTOR
+            names += [service.full_name for service in descriptor.services_by_name.values()]
+    return tuple(sorted(names))
 
 
 def channel_options(max_message_mb: int) -> list[tuple[str, int]]:
@@ -91,7 +106,8 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service.register(server)
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    reflected = [*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME, reflection.SERVICE_NAME]
+    reflection.enable_server_reflection(list(dict.fromkeys(reflected)), server)
     port = server.add_insecure_port(f"{args.host}:{args.port}")
     if port == 0:
         raise SystemExit(f"cannot listen on {args.host}:{args.port}")
