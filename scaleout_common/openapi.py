@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
@@ -30,6 +31,7 @@ ERROR = "ErrorResponse"  # components/schemas and components/responses name of t
 HTTP_BODY = ".google.api.HttpBody"
 _PACKAGE_PREFIX = "scaleout.v1."  # component names drop it: "ChatCompletion", "google.rpc.Status"
 _METHODS = ("get", "put", "post", "delete", "patch")
+_HTTP: Any = annotations_pb2.http  # the stubs type it as a plain FieldDescriptor, not an extension
 _PATH_VAR = re.compile(r"\{([^}=]+)(?:=[^}]*)?\}")
 
 _SCALARS: dict[int, dict] = {
@@ -108,6 +110,11 @@ class _Contract:
             for i, enum in enumerate(file.enum_type):
                 self._add(file.name, f"{prefix}.{enum.name}", enum, (5, i))
 
+    def message(self, name: str) -> descriptor_pb2.DescriptorProto:
+        message = self.types[name]
+        assert isinstance(message, descriptor_pb2.DescriptorProto), f"{name} is not a message"
+        return message
+
     def _add(self, file: str, name: str, proto, path: tuple) -> None:
         self.types[name] = proto
         self.docs[name] = self.comments.get((file, *path), "")
@@ -179,12 +186,12 @@ class _Builder:
     def query_parameters(self, type_name: str, skip: set[str], prefix: str = "") -> list:
         """Non-body, non-path fields as query parameters; nested messages dotted (`a.b=1`), as the transcoder reads."""
         params = []
-        for field in self.contract.types[type_name].field:
+        for field in self.contract.message(type_name).field:
             name = prefix + field.name
             if name in skip:
                 continue
-            nested = self.contract.types.get(field.type_name)
             if field.type == F.TYPE_MESSAGE and field.type_name not in _WELL_KNOWN:
+                nested = self.contract.message(field.type_name)
                 if field.label != F.LABEL_REPEATED and not nested.options.map_entry and prefix.count(".") < 3:
                     params += self.query_parameters(field.type_name, skip, name + ".")
                 continue
@@ -196,7 +203,7 @@ class _Builder:
 
     def field_at(self, type_name: str, dotted: str) -> descriptor_pb2.FieldDescriptorProto:
         for part in dotted.split("."):
-            field = next(f for f in self.contract.types[type_name].field if f.name == part)
+            field = next(f for f in self.contract.message(type_name).field if f.name == part)
             type_name = field.type_name
         return field
 
@@ -273,9 +280,9 @@ def build(files: descriptor_pb2.FileDescriptorSet, contract_files: Iterable[str]
             tags.append(_described({"name": service.name}, contract.comments.get((file.name, 6, s))))
             for m, method in enumerate(service.method):
                 options = descriptor_pb2.MethodOptions.FromString(method.options.SerializeToString())
-                if not options.HasExtension(annotations_pb2.http):
+                if not options.HasExtension(_HTTP):
                     continue
-                for n, rule in enumerate(_bindings(options.Extensions[annotations_pb2.http])):
+                for n, rule in enumerate(_bindings(options.Extensions[_HTTP])):
                     verb, template = _verb_and_path(rule)
                     if verb not in _METHODS:
                         continue
