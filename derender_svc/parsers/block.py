@@ -103,10 +103,11 @@ class BlockToolParser(StatefulParser):
         """The text after a call with the whitespace (and dropped markers) before the next call removed; None
         (text held) while that cannot be decided yet. Whitespace before plain text is content."""
         blank = " \t\r\n" + self.GAP
-        rest, dropped = text.lstrip(blank), False
+        rest, after_drop = text.lstrip(blank), None
         for marker in self.DROP_AFTER:
             if rest.startswith(marker):
-                rest, dropped = rest[len(marker) :].lstrip(blank), True
+                after_drop = rest[len(marker) :]
+                rest = after_drop.lstrip(blank)
         if not final and any(m.startswith(rest) for m in self.DROP_AFTER):
             self.held = text
             return None
@@ -114,9 +115,9 @@ class BlockToolParser(StatefulParser):
         if not decided:
             self.held = text
             return None
-        if marker is not None or not rest or dropped:
+        if marker is not None or not rest:
             return rest
-        return text
+        return text if after_drop is None else after_drop
 
     def _open(self, marker: str) -> None:
         self.mode, self.opener = "call", marker

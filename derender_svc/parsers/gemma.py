@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from derender_svc.parsers.arguments import dumps
@@ -21,28 +22,92 @@ _PRINT = re.compile(r"^\s*print\((.*)\)\s*$", re.DOTALL)
 _FG_CALL = re.compile(r"^\s*call:([\w.\-]+)\s*\{(.*)\}\s*$", re.DOTALL)
 
 
-def function_gemma_args(inner: str) -> dict | None:
-    """`a:<escape>x<escape>,n:3` -> {"a": "x", "n": 3} (commas inside <escape> pairs are text)."""
-    args, at = {}, 0
-    while at < len(inner):
-        colon = inner.find(":", at)
-        if colon < 0:
-            return None if inner[at:].strip() else args
-        key = inner[at:colon].strip().strip(",").strip()
-        at = colon + 1
-        if inner.startswith(ESCAPE, at):
-            end = inner.find(ESCAPE, at + len(ESCAPE))
+class _Reader:
+    """Recursive descent over FunctionGemma values: `<escape>text<escape>`, `{key:value,...}` (keys bare or
+    quoted), `[value,...]`, JSON strings and literals."""
+
+    def __init__(self, text: str):
+        self.text, self.at = text, 0
+
+    def skip(self) -> None:
+        while self.at < len(self.text) and self.text[self.at] in " \t\r\n":
+            self.at += 1
+
+    def value(self):
+        self.skip()
+        text, at = self.text, self.at
+        if text.startswith(ESCAPE, at):
+            end = text.find(ESCAPE, at + len(ESCAPE))
             if end < 0:
-                return None
-            args[key], at = inner[at + len(ESCAPE) : end], end + len(ESCAPE)
-        else:
-            end = inner.find(",", at)
-            end = len(inner) if end < 0 else end
-            args[key], at = convert(inner[at:end].strip(), None, loose=True), end
-        if not key:
-            return None
-        at = at + 1 if inner.startswith(",", at) else at
-    return args
+                raise ValueError("unterminated <escape>")
+            self.at = end + len(ESCAPE)
+            return text[at + len(ESCAPE) : end]
+        if text.startswith("{", at):
+            self.at += 1
+            return self.pairs("}")
+        if text.startswith("[", at):
+            self.at += 1
+            items = []
+            while not self.closes("]"):
+                items.append(self.value())
+                self.comma("]")
+            return items
+        if text.startswith('"', at):
+            value, self.at = json.JSONDecoder().raw_decode(text, at)
+            return value
+        end = at
+        while end < len(text) and text[end] not in ",}]":
+            end += 1
+        self.at = end
+        literal = text[at:end].strip()
+        if not literal:
+            raise ValueError("empty value")
+        return convert(literal, None, loose=True)
+
+    def pairs(self, close: str) -> dict:
+        out = {}
+        while not self.closes(close):
+            self.skip()
+            if self.text.startswith('"', self.at):
+                key, self.at = json.JSONDecoder().raw_decode(self.text, self.at)
+            else:
+                colon = self.text.find(":", self.at)
+                if colon < 0:
+                    raise ValueError("key without value")
+                key, self.at = self.text[self.at : colon].strip(), colon
+            self.skip()
+            if not key or not self.text.startswith(":", self.at):
+                raise ValueError("bad key")
+            self.at += 1
+            out[key] = self.value()
+            self.comma(close)
+        return out
+
+    def closes(self, close: str) -> bool:
+        self.skip()
+        if self.at >= len(self.text):
+            raise ValueError("unterminated")
+        if self.text[self.at] == close:
+            self.at += 1
+            return True
+        return False
+
+    def comma(self, close: str) -> None:
+        self.skip()
+        if self.text.startswith(",", self.at):
+            self.at += 1
+        elif not self.text.startswith(close, self.at):
+            raise ValueError("expected a comma")
+
+
+def function_gemma_args(inner: str) -> dict | None:
+    """`a:<escape>x<escape>,n:3` -> {"a": "x", "n": 3}."""
+    reader = _Reader(inner + "}")
+    try:
+        args = reader.pairs("}")
+    except (ValueError, RecursionError):
+        return None
+    return args if reader.at == len(reader.text) else None
 
 
 class GemmaToolParser(BlockToolParser):
