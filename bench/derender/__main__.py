@@ -10,6 +10,8 @@ The derender server runs as its own process (as in production); its CPU comes fr
    The stateless twin (DerenderChunk, state in the message) is shown alongside.
 3. Throughput against the tokenizers library's own decode (in process: one-shot `Tokenizer.decode` and
    `DecodeStream`, against a derender Session fed one token per message and one shot).
+4. Per parser format, streamed parse cost per token at 512 and 4,096 tokens beside the replay-every-chunk
+   baseline (in process; `--parsers-only` runs just this section, see bench/derender/parsers.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tokenizers.decoders import DecodeStream
 
+from bench.derender import parsers
 from derender_svc.limits import Limits
 from derender_svc.session import Defaults, Session
 from derender_svc.tokenizer_info import TokenizerInfo
@@ -222,10 +225,15 @@ def in_process(args, tokenizer) -> None:
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    cli.add_argument("--parsers-only", action="store_true", help="only section 4 (parser formats)")
     args = cli.parse_args()
+    if args.parsers_only:
+        parsers.run(args.repeat)
+        return
     tokenizer = load_tokenizer(resolve_model(None))
     asyncio.run(over_grpc(args, tokenizer))
     in_process(args, tokenizer)
+    parsers.run(args.repeat)
 
 
 if __name__ == "__main__":
