@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
+from derender_svc.parsers import detect
 from scaleout_common.models import tokenizer_fingerprint
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -55,21 +56,6 @@ def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
     return table
 
 
-def _tool_format(template) -> str:
-    """Hermes/Qwen templates name <tool_call>; Llama-3's <|python_tag|>; pythonic ones show `[func(...)]`;
-    Mistral's [TOOL_CALLS]."""
-    text = template if isinstance(template, str) else json.dumps(template)
-    if "<tool_call>" in text:
-        return "hermes"
-    if "<|python_tag|>" in text:
-        return "llama3_json"
-    if "[func_name1(" in text:
-        return "pythonic"
-    if "[TOOL_CALLS]" in text:
-        return "mistral"
-    return "hermes"
-
-
 @dataclass
 class TokenizerInfo:
     tokenizer: Tokenizer
@@ -81,6 +67,7 @@ class TokenizerInfo:
     special_tokens: dict[int, str]  # id -> content of the special tokens (those skip_special_tokens drops)
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
+    reasoning_format: str = "none"  # the reasoning parser the chat template suggests (parsers/detect.py)
 
     @classmethod
     def from_hf(cls, hf_tokenizer) -> TokenizerInfo:
@@ -95,7 +82,8 @@ class TokenizerInfo:
             token_bytes=token_bytes_table(backend),
             fingerprint=tokenizer_fingerprint(hf_tokenizer),
             has_think_tokens="<think>" in vocab and "</think>" in vocab,
-            tool_format=_tool_format(getattr(hf_tokenizer, "chat_template", None)),
+            tool_format=detect.tool_parser_for(getattr(hf_tokenizer, "chat_template", None)),
+            reasoning_format=detect.reasoning_parser_for(getattr(hf_tokenizer, "chat_template", None)),
             special_tokens={i: t.content for i, t in backend.get_added_tokens_decoder().items() if t.special},
             added_tokens=added,
             spaces_added_tokens=spaces,
