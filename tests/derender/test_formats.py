@@ -126,3 +126,22 @@ PARSERS = [tool_builder(n) for n in sorted(TOOL_PARSERS)] + [
 def test_marker_soup(pieces, cuts, which):
     text = "".join(pieces)
     assert feed_all(PARSERS[which], text, cuts) == feed_all(PARSERS[which], text, [])
+
+
+NAMED = [
+    ('{"city": "Oslo"}', "", [("get_weather", {"city": "Oslo"})]),
+    ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>', "", [("get_weather", {"city": "Oslo"})]),
+    ('\n<tool_call>\n{"name": "other", "arguments": {"a": 1}}\n</tool_call>', "", [("get_weather", {"a": 1})]),
+    ('<tool_call>{"name": "get_weather", "arguments": {"a": 1}}</tool_call><tool_call>{"name": "x"}</tool_call>', "",
+     [("get_weather", {"a": 1})]),  # one function was asked for: later calls are not it
+    ("<tool_call>oops</tool_call>", "<tool_call>oops</tool_call>", []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text,content,calls", NAMED)
+def test_named_tool_choice(text, content, calls):
+    build = lambda state: make_tool_parser("named", state, "get_weather")  # noqa: E731
+    got = feed_all(build, text, [])
+    assert got[0] == content and [(n, json.loads(a)) for n, a in got[1]] == calls
+    for cuts in chunkings(text):
+        assert feed_all(build, text, cuts) == got, cuts

@@ -1,0 +1,127 @@
+"""Tool formats carrying JSON (or Python) call objects inside a wrapper, and gpt-oss harmony: (output,
+expected content, expected calls); at least 40 each."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+from tests.derender.case_kit import CONTENT, TWO, H, _j, _objects, _table
+from tests.derender.parser_cases import ARGS, NAMES
+
+
+def granite_cases():
+    def render(calls, i):
+        if i % 3 == 2:
+            return "".join(f"<tool_call>{_j(o, i)}</tool_call>" for o in _objects(calls, i))
+        return "<|tool_call|>" + _j(_objects(calls, i), i)
+
+    return _table(
+        render,
+        [
+            ('[{"name": "f", "arguments": {}}]', "", [("f", {})]),
+            ("<|tool_call|>not json", "<|tool_call|>not json", []),
+            ('<|tool_call|>[{"name": "f", "arguments": {"a": 1}}', '<|tool_call|>[{"name": "f", "arguments": {"a": 1}}',
+             []),
+            ('<|tool_call|>[{"arguments": {}}]', '<|tool_call|>[{"arguments": {}}]', []),
+        ],
+    )  # fmt: skip
+
+
+def hunyuan_cases():
+    def render(calls, i):
+        return "<tool_calls>" + _j(_objects(calls, i), i) + "</tool_calls>"
+
+    return _table(
+        render,
+        [
+            ("<tool_calls>[]</tool_calls>", "<tool_calls>[]</tool_calls>", []),
+            ("<tool_calls>oops</tool_calls>", "<tool_calls>oops</tool_calls>", []),
+            ('<tool_calls>[{"name": "f", "arguments": "{\\"a\\": 1}"}]</tool_calls>', "", [("f", {"a": 1})]),
+        ],
+    )  # fmt: skip
+
+
+def minimax_cases():
+    def render(calls, i):
+        return "<tool_calls>\n" + "".join(_j(o, i) + "\n" for o in _objects(calls, i)) + "</tool_calls>"
+
+    return _table(
+        render,
+        [
+            ('<tool_calls>\n{"name": "f", "arguments": {}}\n{"name": "g"}\n</tool_calls>', "", [("f", {}), ("g", {})]),
+            ('<tool_calls>\n{"name": "f", "arguments": {}}\nnot json\n</tool_calls>',
+             '<tool_calls>\n{"name": "f", "arguments": {}}\nnot json\n</tool_calls>', []),
+        ],
+    )  # fmt: skip
+
+
+def qwen25_coder_cases():
+    def render(calls, i):
+        wrap = [("<tool_call>\n", "\n</tool_call>"), ("<tools>\n", "\n</tools>"), ("```json\n", "\n```")][i % 3]
+        return "\n".join(wrap[0] + _j(o, i) + wrap[1] for o in _objects(calls, i))
+
+    return _table(
+        render,
+        [
+            ('```json\n{"result": 42}\n```', '```json\n{"result": 42}\n```', []),  # JSON that is not a call
+            ('<tools>[{"name": "f", "arguments": {}}]</tools>', "", [("f", {})]),
+            ("```python\nprint(1)\n```", "```python\nprint(1)\n```", []),
+        ],
+    )  # fmt: skip
+
+
+def _py(args: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in args.items())
+
+
+def gemma_cases():
+    def fg_value(v):
+        return f"<escape>{v}<escape>" if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+    def render(calls, i):
+        if i % 2:
+            return "```tool_code\n[" + ", ".join(f"{n}({_py(a)})" for n, a in calls) + "]\n```"
+        return "".join(
+            f"<start_function_call>call:{n}{{" + ",".join(f"{k}:{fg_value(v)}" for k, v in a.items()) + "}"
+            "<end_function_call>"
+            for n, a in calls
+        )
+
+    return _table(
+        render,
+        [
+            ('```tool_code\nprint(get_weather(city="Oslo"))\n```', "", [("get_weather", {"city": "Oslo"})]),
+            ("```tool_code\nx = 1\n```", "```tool_code\nx = 1\n```", []),
+            ("<start_function_call>call:f{a:<escape>x, y<escape>}<end_function_call>", "", [("f", {"a": "x, y"})]),
+            ("<start_function_call>nonsense<end_function_call>", "<start_function_call>nonsense<end_function_call>",
+             []),
+        ],
+    )  # fmt: skip
+
+
+def harmony_tool_cases():
+    def call(n, a, i):
+        return f"{H[1]}commentary to=functions.{n} {H[5]}json{H[2]}{_j(a, i)}{H[4]}"
+
+    def render(calls, i):
+        return H[0].join(call(n, a, i) for n, a in calls)
+
+    def preamble(text):
+        return f"{H[1]}commentary{H[2]}{text}{H[3]}{H[0]}" if text else ""
+
+    cases = []
+    for i, (args, lead) in enumerate(itertools.product(ARGS, CONTENT)):
+        name = NAMES[i % len(NAMES)]
+        cases.append((preamble(lead) + render([(name, args)], i), lead, [(name, args)]))
+    return cases + [
+        (render(TWO, 0), "", TWO),
+        (f"{H[1]}final{H[2]}Just text.", "Just text.", []),
+        (f"{H[1]}analysis{H[2]}hmm{H[3]}{H[0]}{H[1]}final{H[2]}ok", "hmmok", []),  # no reasoning parser: content
+        (f"{H[0]} to=functions.f{H[1]}commentary json{H[2]}{{}}{H[4]}", "", [("f", {})]),  # recipient in the role
+        (f"{H[1]}commentary to=functions.f {H[5]}json{H[2]}{{bad", "{bad", []),
+        (f"{H[1]}commentary to=functions.f {H[5]}json{H[2]}{{\"a\": 1}}", "", [("f", {"a": 1})]),  # <|call|> is EOS
+        ("plain", "plain", []),
+        ("", "", []),
+        (f"{H[1]}final{H[2]}a{H[3]}", "a", []),
+    ]  # fmt: skip

@@ -1,0 +1,92 @@
+"""Reasoning formats: (output, reasoning_started, expected reasoning, expected content); at least 40 each."""
+
+from __future__ import annotations
+
+import itertools
+
+from tests.derender.case_kit import H
+
+REASONS = ["", "Let me think.", "a < b, 2 </thi nk", "multi\nline\n", "你好 🎉"]
+
+ANSWERS = ["", "Answer: 42", "\n\nFinal <b>bold</b>", "plain"]
+
+
+def _reasoning(render, started_render=None, extra=()) -> list:
+    """REASONS x ANSWERS as the model writes them, and (where the family has it) with the block opened by the
+    prompt; then the family's own cases."""
+    cases = []
+    for r, c in itertools.product(REASONS, ANSWERS):
+        cases.append((render(r, c), False, r, c))
+        if started_render is not None:
+            cases.append((started_render(r, c), True, r, c))
+    return cases + list(extra)
+
+
+def think_family(start="<think>", end="</think>", forced=False, extra=()):
+    def opened(r, c):
+        return f"{r}{end}{c}"
+
+    base = [
+        (
+            "no reasoning at all",
+            False,
+            "no reasoning at all" if forced else "",
+            "" if forced else "no reasoning at all",
+        ),
+        (f"{start}cut off by length", False, "cut off by length", ""),
+        (f"{start}again{end}x", True, "again", "x"),
+        (f"  {start}lead space{end}x", False, "lead space", "x"),
+    ]
+    return _reasoning(lambda r, c: f"{start}{r}{end}{c}", opened, [*base, *extra])
+
+
+def reasoning_formats() -> dict:
+    return {
+        "qwen3": think_family(extra=[
+            ("<think>plan<tool_call>{}</tool_call>", False, "plan", "<tool_call>{}</tool_call>"),
+            ("plan\n<tool_call>{}</tool_call>", True, "plan\n", "<tool_call>{}</tool_call>"),
+        ]),
+        "deepseek_r1": think_family(forced=True, extra=[("abc</think>def", False, "abc", "def")]),
+        "glm45": think_family(extra=[("\n<think>x</think>\ny", False, "x", "\ny")]),
+        "kimi": think_family("◁think▷", "◁/think▷"),
+        "kimi_k2": think_family(),
+        "nemotron": think_family(),
+        "minimax_m2": think_family(forced=True),
+        "seed_oss": think_family("<seed:think>", "</seed:think>"),
+        "mistral": think_family("[THINK]", "[/THINK]"),
+        "granite": _reasoning(
+            lambda r, c: f"Here is my thought process:{r}Here is my response:{c}",
+            None,
+            [(f"Here's my thought process:{r}Here's my response:{c}", False, r, c) for r, c in itertools.product(REASONS, ANSWERS)]
+            + [("This is content", False, "", "This is content")],
+        ),
+        "hunyuan": _reasoning(
+            lambda r, c: f"<think>\n{r}\n</think>\n<answer>\n{c}\n</answer>",
+            lambda r, c: f"{r}\n</think>\n<answer>\n{c}\n</answer>",
+            [("no tags", False, "", "no tags"), ("<think>\nx\n</think>\ny", False, "x", "y")],
+        ),
+        "gemma": _reasoning(
+            lambda r, c: f"<unused94>thought\n{r}<unused95>{c}",
+            None,
+            [("no thought", False, "", "no thought"), ("<unused94>cut", False, "cut", "")]
+            + [(f"<unused94>thought{r}<unused95>{c}", False, r, c) for r, c in itertools.product(REASONS, ANSWERS)],
+        ),
+        "minimax": [
+            (f"{r}</think>{c}", started, "", f"<think>{r}</think>{c}")
+            for r, c in itertools.product(REASONS, ANSWERS)
+            for started in (False, True)
+        ]
+        + [("<think>x</think>y", False, "", "<think>x</think>y")],
+        "harmony": _reasoning(
+            lambda r, c: f"{H[1]}analysis{H[2]}{r}{H[3]}{H[0]}{H[1]}final{H[2]}{c}",
+            None,
+            [
+                (f"{H[1]}final{H[2]}direct", False, "", "direct"),
+                (f"{H[1]}analysis{H[2]}cut", False, "cut", ""),
+                (f"{H[1]}commentary{H[2]}preamble{H[3]}", False, "", "preamble"),
+                (f"{H[1]}analysis{H[2]}a{H[3]}{H[0]}{H[1]}analysis{H[2]}b{H[3]}", False, "ab", ""),
+            ]
+            + [(f"{H[0]}{H[1]}analysis{H[2]}{r}{H[3]}{H[0]}{H[1]}final{H[2]}{c}<|return|>", False, r, c)
+               for r, c in itertools.product(REASONS, ANSWERS)],
+        ),
+    }  # fmt: skip

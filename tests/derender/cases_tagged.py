@@ -1,0 +1,134 @@
+"""Tool formats with their own tags, written from each model card / reference template: (output, expected
+content, expected calls); at least 40 each."""
+
+from __future__ import annotations
+
+from tests.derender.case_kit import DS, TWO, K, _j, _table, _text  # noqa: F401
+
+
+def qwen3_coder_cases():
+    def call(name, args):
+        params = "".join(f"<parameter={k}>\n{_text(v)}\n</parameter>\n" for k, v in args.items())
+        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+    def render(calls, i):
+        return "\n".join(call(n, a) for n, a in calls)
+
+    return _table(
+        render,
+        [
+            ("<tool_call>\n<function=zip>\n<parameter=code>\n01234\n</parameter>\n</function>\n</tool_call>", "",
+             [("zip", {"code": "01234"})]),
+            ("<tool_call>\n<function=zip>\n<parameter=n>\n5.0\n</parameter>\n<parameter=on>\nTrue\n</parameter>\n"
+             "</function>\n</tool_call>", "", [("zip", {"n": 5, "on": True})]),
+            ("<function=zip>\n<parameter=code>\nx\n</parameter>\n</function>", "", [("zip", {"code": "x"})]),
+            ("<tool_call>\n<function=zip>\n<parameter=code>\nx\n<parameter=n>\n2.5\n</function>\n</tool_call>", "",
+             [("zip", {"code": "x", "n": 2.5})]),  # missing </parameter>, as vLLM accepts
+            ("<tool_call>\n<function=zip>\n<parameter=n>\nnull\n</parameter>\n</function>\n</tool_call>", "",
+             [("zip", {"n": None})]),
+            ("<tool_call>\n<function=unknown>\n<parameter=q>\n42\n</parameter>\n</function>\n</tool_call>", "",
+             [("unknown", {"q": "42"})]),  # no schema: text
+            ("<tool_call>\nno function here\n</tool_call>", "<tool_call>\nno function here\n</tool_call>", []),
+            ("<tool_call>\n<function=zip>\n<parameter=n>\n1e999\n</parameter>\n</function>\n</tool_call>", "",
+             [("zip", {"n": "1e999"})]),  # not a finite number: kept as text
+        ],
+    )  # fmt: skip
+
+
+def glm45_cases():
+    def render(calls, i):
+        sep = "\n" if i % 2 == 0 else ""  # GLM-4.5/4.6 put newlines between the tags, GLM-4.7 none
+        return sep.join(
+            f"<tool_call>{n}{sep}"
+            + "".join(f"<arg_key>{k}</arg_key>{sep}<arg_value>{_text(v)}</arg_value>{sep}" for k, v in a.items())
+            + "</tool_call>"
+            for n, a in calls
+        )
+
+    return _table(
+        render,
+        [
+            ("<tool_call>zip\n<arg_key>code</arg_key>\n<arg_value>01234</arg_value>\n</tool_call>", "",
+             [("zip", {"code": "01234"})]),
+            ("<tool_call>other\n<arg_key>n</arg_key>\n<arg_value>12</arg_value>\n</tool_call>", "",
+             [("other", {"n": 12})]),  # no schema: JSON-looking values are decoded (vLLM)
+            ("<tool_call>get_time\n</tool_call>", "", [("get_time", {})]),
+            ("<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>", "<tool_call>f\n<arg_key>a</arg_key>"
+             "\n<arg_value>1</arg_value>", []),
+            ("<tool_call>f\n<arg_key>a</arg_key>\nstray\n</tool_call>", "<tool_call>f\n<arg_key>a</arg_key>\n"
+             "stray\n</tool_call>", []),
+        ],
+    )  # fmt: skip
+
+
+def minimax_m2_cases():
+    def render(calls, i):
+        invokes = "".join(
+            f'<invoke name="{n}">\n'
+            + "".join(f'<parameter name="{k}">{_text(v)}</parameter>\n' for k, v in a.items())
+            + "</invoke>\n"
+            for n, a in calls
+        )
+        return f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
+
+    return _table(
+        render,
+        [
+            ('<minimax:tool_call>\n<invoke name="zip">\n<parameter name="code">007</parameter>\n</invoke>\n'
+             "</minimax:tool_call>", "", [("zip", {"code": "007"})]),
+            ("<minimax:tool_call>\nnothing\n</minimax:tool_call>", "<minimax:tool_call>\nnothing\n"
+             "</minimax:tool_call>", []),
+            ('<minimax:tool_call>\n<invoke name="zip">\n<parameter name="n">3</parameter>\n</invoke>', "",
+             [("zip", {"n": 3})]),
+        ],
+    )  # fmt: skip
+
+
+def deepseek_v3_cases():
+    def render(calls, i):
+        body = "".join(f"{DS[1]}function{DS[2]}{n}\n```json\n{_j(a, i)}\n```{DS[3]}" for n, a in calls)
+        return DS[0] + body + DS[4]
+
+    return _table(
+        render,
+        [
+            (f"{DS[0]}{DS[1]}function{DS[2]}f\n```json\n{{bad}}\n```{DS[3]}{DS[4]}",
+             f"{DS[0]}{DS[1]}function{DS[2]}f\n```json\n{{bad}}\n```{DS[3]}{DS[4]}", []),
+            (f"{DS[0]}{DS[1]}function{DS[2]}f\n```json\n{{}}\n```{DS[3]}", "", [("f", {})]),  # EOS ate the end
+            (f"x{DS[0]}{DS[1]}function{DS[2]}f\n```json\n{{\"a\": 1", f"x{DS[0]}{DS[1]}function{DS[2]}f\n```json"
+             '\n{"a": 1', []),
+        ],
+    )  # fmt: skip
+
+
+def deepseek_v31_cases():
+    def render(calls, i):
+        return DS[0] + "".join(f"{DS[1]}{n}{DS[2]}{_j(a, i)}{DS[3]}" for n, a in calls) + DS[4]
+
+    return _table(
+        render,
+        [
+            (f"{DS[0]}{DS[1]}f{DS[2]}not json{DS[3]}{DS[4]}", f"{DS[0]}{DS[1]}f{DS[2]}not json{DS[3]}{DS[4]}", []),
+            (f"{DS[0]}{DS[1]}f{DS[2]}{{}}{DS[3]}{DS[1]}g{DS[2]}oops{DS[3]}{DS[4]}", f"{DS[1]}g{DS[2]}oops{DS[3]}",
+             [("f", {})]),  # a bad call after a good one is text
+            (f"{DS[0]}{DS[1]}f{DS[2]}{{\"a\": 1e999}}{DS[3]}{DS[4]}",
+             f"{DS[0]}{DS[1]}f{DS[2]}{{\"a\": 1e999}}{DS[3]}{DS[4]}", []),
+        ],
+    )  # fmt: skip
+
+
+def kimi_k2_cases():
+    def render(calls, i):
+        body = "".join(f"{K[1]}functions.{n}:{j}{K[2]}{_j(a, i)}{K[3]}" for j, (n, a) in enumerate(calls))
+        return K[0] + body + K[4]
+
+    return _table(
+        render,
+        [
+            (f"<|tool_call_section_begin|>{K[1]}functions.f:0{K[2]}{{}}{K[3]}<|tool_call_section_end|>", "",
+             [("f", {})]),
+            (f"{K[0]}{K[1]}functions.f:0{K[2]}{{oops{K[3]}{K[4]}", f"{K[0]}{K[1]}functions.f:0{K[2]}{{oops{K[3]}"
+             f"{K[4]}", []),
+            (f"{K[0]}{K[1]}get_weather:3{K[2]}{{\"c\": 1}}{K[3]}{K[4]}", "", [("get_weather", {"c": 1})]),
+        ],
+    )  # fmt: skip
