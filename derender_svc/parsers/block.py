@@ -163,7 +163,7 @@ class BlockToolParser(StatefulParser):
         calls = self.parse(self.opener, self.body, closed) if self.viable is not False else None
         raw = (self.opener if self.opener not in self.KEEP_OPENER else "") + self.body + (closer or "")
         self.mode, self.body = ("section" if self.SECTION else "text"), ""
-        if calls:
+        if calls is not None:  # [] is a valid block with no call (Mistral's empty list): nothing shown
             for call in calls:
                 deltas += emit(self.calls, call)
                 self.calls += 1

@@ -108,9 +108,14 @@ def mistral_cases():
     cases += [
         ('[TOOL_CALLS][{"name": "a", "arguments": {}}] after', " after", [("a", {})]),
         ("no calls [TOOL", "no calls [TOOL", []),
-        ("[TOOL_CALLS] not a call", "[TOOL_CALLS]not a call", []),
-        ('[TOOL_CALLS][{"no": "name"}] x', '{"no": "name"}] x', []),
-        ('[TOOL_CALLS][{"name": "cut", "arguments": {"a": [1', "", [("cut", None)]),
+        ("[TOOL_CALLS] not a call", "[TOOL_CALLS] not a call", []),  # shown as written
+        ('[TOOL_CALLS][{"no": "name"}] x', '[TOOL_CALLS][{"no": "name"}] x', []),
+        # cut off by length: not valid JSON, so content
+        (
+            '[TOOL_CALLS][{"name": "cut", "arguments": {"a": [1',
+            '[TOOL_CALLS][{"name": "cut", "arguments": {"a": [1',
+            [],
+        ),
         ("[TOOL_CALLS][]", "", []),
         ("[TOOL_CALLS]", "", []),
         ('[TOOL_CALLS][{"name": "p", "arguments": "{\\"q\\": 1}"}]', "", [("p", {"q": 1})]),
@@ -128,7 +133,9 @@ def mistral_cases():
     cases += [
         ('[TOOL_CALLS]f[ARGS]{"s": "a \\" } ["}', "", [("f", {"s": 'a " } ['})]),
         ("[TOOL_CALLS]f[ARGS]", "", [("f", {})]),
-        ('[TOOL_CALLS]cut[ARGS]{"a": [1', "", [("cut", None)]),
+        ('[TOOL_CALLS]cut[ARGS]{"a": [1', '[TOOL_CALLS]cut[ARGS]{"a": [1', []),
+        ('[TOOL_CALLS]f[ARGS]{"a": 1e999}', '[TOOL_CALLS]f[ARGS]{"a": 1e999}', []),
+        ('[TOOL_CALLS]f[ARGS]{"a": 1} and text', " and text", [("f", {"a": 1})]),
     ]
     return cases
 
