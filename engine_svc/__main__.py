@@ -7,7 +7,7 @@ from scaleout_common.server import run
 
 
 def make_parser():
-    parser = server_parser("engine", 50052, __doc__)
+    parser = server_parser("engine", 50052, __doc__ or "")
     add_engine_flags(parser)
     return parser
 

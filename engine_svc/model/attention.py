@@ -34,13 +34,17 @@ class PrefillCall:
     mask: torch.Tensor | None
 
 
+def _no_rows(*shape: int) -> torch.Tensor:
+    return torch.zeros(shape, dtype=torch.int64)
+
+
 @dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [tokens] cache row each token's K/V is written to
     block_size: int
     num_decodes: int = 0
-    decode_block_tables: torch.Tensor | None = None  # [decodes, blocks]
-    decode_context_lens: torch.Tensor | None = None  # [decodes], the new token included
+    decode_block_tables: torch.Tensor = field(default_factory=lambda: _no_rows(0, 0))  # [decodes, blocks]
+    decode_context_lens: torch.Tensor = field(default_factory=lambda: _no_rows(0))  # [decodes], new token included
     prefills: list[PrefillChunk] = field(default_factory=list)
     # Per-row view of a mixed or prefill step, for backends with `wants_row_tables` (each row attends to the
     # first row_lengths[i] tokens of the blocks in row_tables[row_table_index[i]]).
@@ -57,6 +61,8 @@ class AttentionBackend:
     already written to kv_cache)."""
 
     wants_row_tables = False
+    num_heads: int
+    num_kv_heads: int
 
     def prepare(self, meta: AttentionMetadata) -> None:
         """Per-forward work shared by every layer (masks)."""
@@ -141,6 +147,7 @@ class SdpaBackend(AttentionBackend):
             if call.block_ids is None:
                 context = kv[call.rows]
             else:
+                assert call.mask is not None  # a continuing chunk's call always has its mask, one column per key
                 context = self._gather(kv_cache, call.block_ids, meta.block_size)[: call.mask.shape[1]]
             # Contiguous K/V with every query head (no enable_gqa) keeps SDPA on its fast kernels (cuDNN /
             # flash / memory-efficient, masked or not); with enable_gqa or strided K/V it falls back to the
@@ -182,7 +189,7 @@ def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
     if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
         return "sdpa"
     try:
-        import triton  # noqa: F401
+        import triton  # noqa: F401  # pyright: ignore[reportMissingImports]
     except ImportError:
         return "sdpa"
     return "triton"

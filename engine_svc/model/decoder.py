@@ -7,6 +7,8 @@ and computes logits only for the rows named in `logits_rows`.
 
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 import torch
 from torch import nn
 
@@ -22,11 +24,23 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
 
+class Projection(Protocol):
+    """What a NormedProjection projects with: an nn.Linear, the VocabHead or a skinny-kernel linear."""
+
+    @property
+    def weight(self) -> torch.Tensor: ...
+
+    @property
+    def bias(self) -> torch.Tensor | None: ...
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
 class NormedProjection(nn.Module):
     """A projection of rms_norm(x + residual), returned with x + residual (the next residual; x itself when
     residual is None). `gated`: the projection is [gate; up] and the result silu(gate) * up."""
 
-    def __init__(self, norm: RMSNorm, linear: nn.Module, gated: bool = False):
+    def __init__(self, norm: RMSNorm, linear: Projection, gated: bool = False):
         super().__init__()
         self.norm, self.linear, self.gated = norm, linear, gated
 
@@ -96,6 +110,9 @@ class DecoderLayer(nn.Module):
 
 
 class FusedDecoder(nn.Module):
+    cos: torch.Tensor  # [max_model_len, head_dim] buffers, registered below
+    sin: torch.Tensor
+
     def __init__(self, hf_model, max_model_len: int, ops):
         super().__init__()
         self.ops = ops
@@ -129,7 +146,7 @@ class FusedDecoder(nn.Module):
 
     @property
     def layer0(self) -> DecoderLayer:
-        return self.layers[0]
+        return cast(DecoderLayer, self.layers[0])  # ModuleList's items are typed as Module
 
     def forward(self, input_ids, positions, meta: AttentionMetadata, kv_caches, backend, logits_rows=None, ops=None):
         """`ops`: the elementwise functions to use (default: the model's, compiled on CUDA)."""
@@ -143,6 +160,7 @@ class FusedDecoder(nn.Module):
         if logits_rows is not None:
             if logits_rows.shape[0] == 0:  # no row samples this step (and no empty-shape kernel compiles)
                 return x.new_empty((0, self.head.linear.weight.shape[0]))
+            assert residual is not None  # set by the first layer, and every decoder has one
             x, residual = x[logits_rows], residual[logits_rows]
         return self.head(x, residual, ops)[0]
 

@@ -7,7 +7,7 @@ runs. Logits processors (penalties, logit_bias, allowed ids, min_tokens) touch o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -48,18 +48,24 @@ class RowLogprobs:
 
 
 @dataclass
+class RandomRows:
+    """The parameters of a batch where some rows draw at random (the others stay greedy), on the device."""
+
+    greedy: torch.Tensor  # [rows] bool
+    temperatures: torch.Tensor  # [rows, 1]
+    keys: torch.Tensor  # [steps, rows] noise keys (output position advances per step)
+    top_ks: torch.Tensor | None = None  # [rows, 1], set when some row cuts by top-k or top-p
+    top_ps: torch.Tensor | None = None
+    min_ps: torch.Tensor | None = None  # [rows, 1], set when some row has min_p
+
+
+@dataclass
 class SamplingBatch:
     """Per-row sampling parameters on the device, built once for one or more consecutive steps."""
 
     seqs: list
-    all_greedy: bool
-    greedy: torch.Tensor | None = None  # [rows] bool
-    temperatures: torch.Tensor | None = None  # [rows, 1]
-    top_ks: torch.Tensor | None = None  # [rows, 1], set when some row cuts by top-k or top-p
-    top_ps: torch.Tensor | None = None
-    min_ps: torch.Tensor | None = None  # [rows, 1], set when some row has min_p
-    keys: torch.Tensor | None = None  # [steps, rows] noise keys (output position advances per step)
-    logprob_rows: list[int] | None = None  # rows that asked for logprobs
+    random: RandomRows | None = None  # None: every row is greedy
+    logprob_rows: list[int] = field(default_factory=list)  # rows that asked for logprobs
     logprob_index: torch.Tensor | None = None
     top: int = 0
 
@@ -109,34 +115,36 @@ class Sampler:
     def prepare(self, seqs, steps: int = 1) -> SamplingBatch:
         """Device tensors for sampling `seqs` over `steps` consecutive steps (one host-to-device copy each)."""
         configs = [seq.config for seq in seqs]
-        batch = SamplingBatch(list(seqs), all(c.greedy for c in configs))
-        if not batch.all_greedy:
-            batch.greedy = self._tensor([c.greedy for c in configs], torch.bool)
-            batch.temperatures = self._tensor([c.temperature if not c.greedy else 1.0 for c in configs], torch.float32)[
-                :, None
-            ]
-            if any(c.needs_sort for c in configs):
-                batch.top_ks = self._tensor(
-                    [c.top_k if c.top_k > 0 else self.vocab_size for c in configs], torch.int64
-                )[:, None]
-                batch.top_ps = self._tensor([c.top_p for c in configs], torch.float32)[:, None]
-            if any(c.min_p > 0 for c in configs):
-                batch.min_ps = self._tensor([c.min_p for c in configs], torch.float32)[:, None]
-            rows = torch.tensor([[s.config.seed, s.index, len(s.output_ids)] for s in seqs], dtype=torch.int64)
-            positions = rows[:, 2] + torch.arange(steps)[:, None]  # [steps, rows], hashed at once on the host
-            batch.keys = row_key(rows[:, 0], rows[:, 1], positions).to(self.device, non_blocking=True)
+        batch = SamplingBatch(list(seqs))
+        if not all(c.greedy for c in configs):
+            batch.random = self._random_rows(seqs, steps)
         wanted = [row for row, c in enumerate(configs) if c.logprobs is not None]
         if wanted:
             batch.logprob_rows, batch.logprob_index = wanted, self._tensor(wanted, torch.int64)
             batch.top = max(configs[row].logprobs for row in wanted)
         return batch
 
+    def _random_rows(self, seqs, steps: int) -> RandomRows:
+        configs = [seq.config for seq in seqs]
+        greedy = self._tensor([c.greedy for c in configs], torch.bool)
+        temperatures = self._tensor([c.temperature if not c.greedy else 1.0 for c in configs], torch.float32)[:, None]
+        top_ks = top_ps = min_ps = None
+        if any(c.needs_sort for c in configs):
+            top_ks = self._tensor([c.top_k if c.top_k > 0 else self.vocab_size for c in configs], torch.int64)[:, None]
+            top_ps = self._tensor([c.top_p for c in configs], torch.float32)[:, None]
+        if any(c.min_p > 0 for c in configs):
+            min_ps = self._tensor([c.min_p for c in configs], torch.float32)[:, None]
+        rows = torch.tensor([[s.config.seed, s.index, len(s.output_ids)] for s in seqs], dtype=torch.int64)
+        positions = rows[:, 2] + torch.arange(steps)[:, None]  # [steps, rows], hashed at once on the host
+        keys = row_key(rows[:, 0], rows[:, 1], positions).to(self.device, non_blocking=True)
+        return RandomRows(greedy, temperatures, keys, top_ks, top_ps, min_ps)
+
     def draw(self, logits: torch.Tensor, batch: SamplingBatch, step: int, greedy: torch.Tensor | None = None) -> Drawn:
         """Tokens for step `step` of `batch`, without waiting for the device (`greedy`: each row's argmax, when
         the caller has it already)."""
         tokens = argmax_rows(logits) if greedy is None else greedy
-        if not batch.all_greedy:
-            tokens = torch.where(batch.greedy, tokens, self._draw(logits.float(), batch, step))
+        if batch.random is not None:
+            tokens = torch.where(batch.random.greedy, tokens, self._draw(logits.float(), batch.random, step))
         parts = None
         if batch.logprob_rows:
             rows = batch.logprob_index
@@ -146,14 +154,14 @@ class Sampler:
     def _tensor(self, values, dtype):
         return torch.tensor(values, dtype=dtype).to(self.device, non_blocking=True)
 
-    def _draw(self, logits, batch: SamplingBatch, step: int):
-        scores = logits / batch.temperatures
-        if batch.top_ks is not None:
-            scores = self._top_k_top_p(scores, batch.top_ks, batch.top_ps)
-        if batch.min_ps is not None:
+    def _draw(self, logits, random: RandomRows, step: int):
+        scores = logits / random.temperatures
+        if random.top_ks is not None:
+            scores = self._top_k_top_p(scores, random.top_ks, random.top_ps)
+        if random.min_ps is not None:
             probs = scores.softmax(dim=-1)
-            scores = scores.masked_fill(probs < batch.min_ps * probs.amax(-1, keepdim=True), float("-inf"))
-        bits = _hash32(batch.keys[step][:, None] ^ self.column_hash[None, :]) >> 8
+            scores = scores.masked_fill(probs < random.min_ps * probs.amax(-1, keepdim=True), float("-inf"))
+        bits = _hash32(random.keys[step][:, None] ^ self.column_hash[None, :]) >> 8
         uniform = (bits.float() + 0.5) * (1.0 / (1 << 24))
         return (scores - torch.log(-torch.log(uniform))).argmax(dim=-1)
 

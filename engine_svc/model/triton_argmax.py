@@ -7,8 +7,8 @@ Both passes keep the first of ties, like torch.argmax.
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
+import triton  # pyright: ignore[reportMissingImports]
+import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 CHUNK = 2048
 
@@ -41,6 +41,6 @@ def argmax_rows(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.
     where = torch.empty(rows, pad, dtype=torch.int64, device=logits.device)
     out = torch.empty(rows, dtype=torch.int64, device=logits.device) if out is None else out
     if rows:
-        _chunk_max[(rows, chunks)](logits, best, where, vocab, logits.stride(0), CHUNK=CHUNK, CHUNKS_PAD=pad)
-        _best_chunk[(rows,)](best, where, out, chunks, CHUNKS_PAD=pad)
+        _chunk_max[(rows, chunks)](logits, best, where, vocab, logits.stride(0), CHUNK=CHUNK, CHUNKS_PAD=pad)  # pyright: ignore[reportIndexIssue]
+        _best_chunk[(rows,)](best, where, out, chunks, CHUNKS_PAD=pad)  # pyright: ignore[reportIndexIssue]
     return out

@@ -16,8 +16,8 @@ decode loop's step-to-step advance of positions, lengths and slots is one kernel
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
+import triton  # pyright: ignore[reportMissingImports]
+import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
 
@@ -209,7 +209,7 @@ def rope_store(
     kv_heads, dim = kv_cache.shape[2], kv_cache.shape[3]
     q = qkv.new_empty(tokens, num_heads, dim)
     cos, sin = cos.reshape(tokens, dim), sin.reshape(tokens, dim)
-    _rope_store[(tokens,)](
+    _rope_store[(tokens,)](  # pyright: ignore[reportIndexIssue]
         qkv,
         cos,
         sin,
@@ -260,7 +260,7 @@ def paged_attention(
     if splits > 1:
         part = torch.empty(rows * kv_heads * splits * group_pad * dim, dtype=torch.float32, device=q.device)
         stats = torch.empty(rows * kv_heads * splits * 2 * group_pad, dtype=torch.float32, device=q.device)
-    _paged_attention[(rows, kv_heads, splits)](
+    _paged_attention[(rows, kv_heads, splits)](  # pyright: ignore[reportIndexIssue]
         q,
         kv_cache,
         block_tables,
@@ -285,7 +285,7 @@ def paged_attention(
         SPLITS=splits,
     )
     if splits > 1:
-        _combine_splits[(rows, kv_heads)](
+        _combine_splits[(rows, kv_heads)](  # pyright: ignore[reportIndexIssue]
             part, stats, out, q.stride(0), q.stride(1), GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=dim, SPLITS=splits
         )
     return out
@@ -303,7 +303,7 @@ class TritonBackend(AttentionBackend):
     def advance(self, positions: torch.Tensor, meta: AttentionMetadata) -> None:
         tables = meta.decode_block_tables
         rows = positions.shape[0]
-        _advance[(1,)](
+        _advance[(1,)](  # pyright: ignore[reportIndexIssue]
             positions,
             meta.decode_context_lens,
             tables,
@@ -319,12 +319,11 @@ class TritonBackend(AttentionBackend):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
-        if meta.row_tables is None:  # a decode-only step: row i is sequence i
+        tables, lengths = meta.row_tables, meta.row_lengths
+        if tables is None or lengths is None:  # a decode-only step (no row tables): row i is sequence i
             tables = meta.decode_block_tables
             splits = pick_splits(q.shape[0], self.num_kv_heads, tables.shape[1] * meta.block_size)
             return paged_attention(
                 q, kv_cache, tables, meta.decode_context_lens, meta.block_size, self.scale, splits=splits
             )
-        return paged_attention(
-            q, kv_cache, meta.row_tables, meta.row_lengths, meta.block_size, self.scale, meta.row_table_index
-        )
+        return paged_attention(q, kv_cache, tables, lengths, meta.block_size, self.scale, meta.row_table_index)

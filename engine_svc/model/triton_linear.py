@@ -21,11 +21,11 @@ import logging
 from typing import ClassVar
 
 import torch
-import triton
-import triton.language as tl
-from triton.testing import do_bench_cudagraph
+import triton  # pyright: ignore[reportMissingImports]
+import triton.language as tl  # pyright: ignore[reportMissingImports]
+from triton.testing import do_bench_cudagraph  # pyright: ignore[reportMissingImports]
 
-from engine_svc.model.decoder import NormedProjection
+from engine_svc.model.decoder import NormedProjection, Projection
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +169,11 @@ def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     n = weight.shape[0]
     out = x.new_empty(rows, n)
     if rows == 1:
-        _gemv[_over_columns(n)](
+        _gemv[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
             x, x, x, weight, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False, GATED=False
         )
         return out
-    _skinny_matmul[_over_columns(n)](
+    _skinny_matmul[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
         x,
         weight,
         out,
@@ -201,7 +201,7 @@ def normed_gemv(
     n, k = weight.shape[0] // 2 if gated else weight.shape[0], x.shape[1]
     out = x.new_empty(1, n)
     total = x if residual is None else torch.empty_like(x)
-    _gemv[_over_columns(n)](
+    _gemv[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
         x,
         x if residual is None else residual,
         norm,
@@ -246,7 +246,9 @@ class _Chooser:
 class SkinnyLinear(torch.nn.Module, _Chooser):
     """A bias-free linear layer that takes the skinny kernels for up to MAX_ROWS rows where they beat cuBLAS."""
 
-    def __init__(self, linear: torch.nn.Module):
+    bias = None  # bias-free projections only
+
+    def __init__(self, linear: Projection):
         super().__init__()
         self.linear, self.weight = linear, linear.weight
 
@@ -271,7 +273,7 @@ class SkinnyNormedProjection(NormedProjection, _Chooser):
     """A NormedProjection that runs a single row as one kernel (residual add, norm, projection and, gated,
     SwiGLU) where that beats the unfused path; its projection takes the skinny kernels (a SkinnyLinear)."""
 
-    def __init__(self, norm, linear: torch.nn.Module, gated: bool = False):
+    def __init__(self, norm, linear: Projection, gated: bool = False):
         super().__init__(norm, SkinnyLinear(linear), gated)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
@@ -284,7 +286,7 @@ class SkinnyNormedProjection(NormedProjection, _Chooser):
                 key,
                 lambda: torch.randn(2, 1, weight.shape[1], device=x.device, dtype=x.dtype).unbind(),
                 lambda s: self._fused(*s),
-                lambda s: NormedProjection.forward(self, *s, ops),
+                lambda s: NormedProjection.forward(self, s[0], s[1], ops),
             )
         ):
             return self._fused(x, residual)

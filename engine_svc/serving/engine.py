@@ -179,7 +179,7 @@ class Engine(EngineFront):
                     if state is not None:
                         self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
 
-    def _finish_request(self, state: RequestState, outputs, reason: int) -> None:
+    def _finish_request(self, state: RequestState, outputs, reason: common_pb2.FinishReason) -> None:
         live = {seq for seq in state.seqs if not seq.finished}
         self._retire(live)
         out = outputs.setdefault(state, StepOutput())
@@ -308,7 +308,7 @@ class Engine(EngineFront):
         if not wanted:
             return
         targets = [c.seq.prompt_ids[p + 1] for c, p in wanted]
-        top = max(c.seq.config.prompt_logprobs for c, _ in wanted)
+        top = max(c.seq.config.prompt_logprobs or 0 for c, _ in wanted)  # set on every sequence that wants them
         rows = token_logprobs(logits, torch.tensor(targets, device=logits.device), top)
         for (c, _), row in zip(wanted, rows):
             k = c.seq.config.prompt_logprobs

@@ -20,7 +20,7 @@ class ChoiceDelta:
     index: int
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[RowLogprobs] = field(default_factory=list)
-    finish_reason: int = common_pb2.FINISH_REASON_UNSPECIFIED
+    finish_reason: common_pb2.FinishReason = common_pb2.FINISH_REASON_UNSPECIFIED
     stop_token_id: int | None = None
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Sequence
 
 import grpc
 
 from engine_svc.scheduling.admission import admit
 from engine_svc.serving.core_process import EngineProcess
+from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
@@ -27,11 +29,13 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
     @property
     def loaded(self) -> LoadedEngine:
-        return self.service.loaded
+        loaded = self.service.loaded
+        assert loaded is not None  # the server refuses calls until load() has set it
+        return loaded
 
     @property
-    def engine(self):
-        return self.service.loaded.engine
+    def engine(self) -> EngineAPI:
+        return self.loaded.engine
 
     def _submit(self, request):
         request_id, seqs, interval = admit(request, self.loaded.limits)
@@ -74,7 +78,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
 
 class EngineService:
-    service_names = ("scaleout.v1.EngineService",)
+    service_names: Sequence[str] = ("scaleout.v1.EngineService",)
 
     def __init__(self, args, build=None):
         """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,

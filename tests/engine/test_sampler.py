@@ -19,7 +19,9 @@ def test_keys_of_a_decode_run_equal_the_scalar_hash():
         seq = Sequence(f"r{row}", row % 3, [5, 6, 7], SamplingConfig(temperature=0.7, seed=seed))
         seq.output_ids = [1] * (row * 1000)
         seqs.append(seq)
-    keys = Sampler(64, torch.device("cpu")).prepare(seqs, steps=5).keys
+    random = Sampler(64, torch.device("cpu")).prepare(seqs, steps=5).random
+    assert random is not None
+    keys = random.keys
     expected = [[row_key(s.config.seed, s.index, len(s.output_ids) + step) for s in seqs] for step in range(5)]
     assert keys.tolist() == expected
 
