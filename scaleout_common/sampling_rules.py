@@ -142,7 +142,9 @@ def requested_max_tokens(fields: Mapping[str, Any]) -> int | None:
     return None
 
 
-def resolve_max_tokens(requested: int | None, prompt_len: int, limits: ModelLimits, prompt_field: str) -> int:
+def resolve_max_tokens(
+    requested: int | None, prompt_len: int, limits: ModelLimits, prompt_field: str, max_tokens_field: str = "max_tokens"
+) -> int:
     room = limits.max_model_len - prompt_len
     if room <= 0:
         raise fail(
@@ -158,7 +160,7 @@ def resolve_max_tokens(requested: int | None, prompt_len: int, limits: ModelLimi
             Reason.MAX_TOKENS_TOO_LARGE,
             f"max_tokens is too large: {requested}. The model length is {limits.max_model_len} and the prompt has "
             f"{prompt_len} tokens ({requested} > {limits.max_model_len} - {prompt_len})",
-            "max_tokens",
+            max_tokens_field,
         )
     return requested
 

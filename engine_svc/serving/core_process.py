@@ -7,7 +7,7 @@ builds the engine with a picklable builder, runs the step loop and sends each st
 pipe, where they fill the same per-request outboxes that the in-thread engine fills.
 
 Each step's outputs cross the pipe as marshalled plain tuples (one per request: its deltas, timings and
-whether it is done) with the load figures as four integers: pickling dataclasses and protobuf messages
+whether it is done) with the load figures as seven integers: pickling dataclasses and protobuf messages
 per token cost the core and the server more host time than the decode step on the GPU at 256 streams.
 Anything else (the engine's description, in-band errors) is pickled.
 """
@@ -24,8 +24,6 @@ import threading
 import time
 from dataclasses import replace
 
-import grpc
-
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.engine import Engine
@@ -34,6 +32,7 @@ from engine_svc.serving.loader import LoadedEngine
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from scaleout.v1 import engine_pb2
 from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,15 @@ def _child(builder, commands, results) -> None:
     sending = threading.Lock()  # the step thread and this one both send
 
     def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
-        load = (engine.num_running, engine.num_waiting, pool.num_used, pool.num_free)
+        load = (
+            engine.num_running,
+            engine.num_waiting,
+            pool.num_used,
+            pool.num_free,
+            pool.num_cached,
+            pool.queried_tokens,
+            pool.hit_tokens,
+        )
         rows = [_pack(s, out) for s, out in outputs if out.error is None]
         failed = [(s.request_id, out.error) for s, out in outputs if out.error is not None]
         with sending:
@@ -96,16 +103,17 @@ def _pack(state: RequestState, out: StepOutput) -> tuple:
         for d in out.deltas
     ]
     prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
-    return state.request_id, deltas, prompt, state.done, state.scheduled_at, state.first_token_at
+    return state.request_id, deltas, prompt, out.cached_tokens, state.done, state.scheduled_at, state.first_token_at
 
 
-def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None) -> StepOutput:
+def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None, cached_tokens: int | None) -> StepOutput:
     return StepOutput(
         [
             ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
             for index, tokens, logprobs, reason, stop in deltas
         ],
         [RowLogprobs(*r) for r in prompt] if prompt else None,
+        cached_tokens=cached_tokens,
     )
 
 
@@ -178,11 +186,11 @@ class EngineProcess(EngineFront):
 
     def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         if not self._process.is_alive():
-            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
+            raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
         state = self._register(request_id, seqs)
         if not self._send("add", (request_id, seqs)):
             del self.requests[request_id]
-            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
+            raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
         self._submitted += len(seqs)
         return state
 
@@ -216,15 +224,24 @@ class EngineProcess(EngineFront):
                         self._deliver(request_id, StepOutput(error=error), True, None, None)
                     continue
                 rows, load, self._healthy = marshal.loads(memoryview(message)[1:])
-                self._load.running, self._load.waiting, self._load.kv_blocks_used, self._load.kv_blocks_free = load
+                (
+                    self._load.running,
+                    self._load.waiting,
+                    self._load.kv_blocks_used,
+                    self._load.kv_blocks_free,
+                    self._load.kv_blocks_cached,
+                    self._load.prefix_cache_queried_tokens,
+                    self._load.prefix_cache_hit_tokens,
+                ) = load
                 self._submitted = 0
-                for request_id, deltas, prompt, done, scheduled_at, first_token_at in rows:
+                for request_id, deltas, prompt, cached, done, scheduled_at, first_token_at in rows:
                     if request_id in self.requests:
-                        self._deliver(request_id, _unpack_output(deltas, prompt), done, scheduled_at, first_token_at)
+                        output = _unpack_output(deltas, prompt, cached)
+                        self._deliver(request_id, output, done, scheduled_at, first_token_at)
         except (EOFError, OSError):
             loop.remove_reader(self._results.fileno())
             log.error("engine core process exited (code %s)", self._process.exitcode)
-            failure = ServiceError(grpc.StatusCode.UNAVAILABLE, "ENGINE_CORE_EXITED", "the engine core process exited")
+            failure = fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
             for request_id in list(self.requests):
                 self._deliver(request_id, StepOutput(error=failure), True, None, None)
 

@@ -19,7 +19,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-import grpc
 import torch
 
 from engine_svc.model.runner_api import Runner
@@ -29,7 +28,7 @@ from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from scaleout.v1 import common_pb2, engine_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +105,10 @@ class Engine(EngineFront):
             kv_block_size=pool.block_size,
             max_running=self.scheduler.max_num_seqs,
             max_waiting=self.max_waiting,
+            prefix_caching=pool.caching,
+            kv_blocks_cached=pool.num_cached,
+            prefix_cache_queried_tokens=pool.queried_tokens,
+            prefix_cache_hit_tokens=pool.hit_tokens,
         )
 
     @property
@@ -197,7 +200,7 @@ class Engine(EngineFront):
         self.requests.pop(state.request_id, None)
 
     def _fail_all(self, outputs, error: Exception) -> None:
-        failure = ServiceError(grpc.StatusCode.INTERNAL, "ENGINE_STEP_FAILED", f"engine step failed: {error}")
+        failure = fail(Reason.ENGINE_STEP_FAILED, f"engine step failed: {error}")
         for state in list(self.requests.values()):
             self._retire({seq for seq in state.seqs if not seq.finished})
             outputs[state] = StepOutput(error=failure)
@@ -211,7 +214,7 @@ class Engine(EngineFront):
             return
         now = time.perf_counter()
         for c in chunks:
-            if c.start == 0 and self.requests[c.seq.request_id].scheduled_at is None:
+            if self.requests[c.seq.request_id].scheduled_at is None:  # its first chunk (which may start cached)
                 self.requests[c.seq.request_id].scheduled_at = now
         steps = self._lookahead(chunks)
         if steps > 1:
@@ -224,7 +227,7 @@ class Engine(EngineFront):
         )
         self._prompt_logprobs(chunks, logits[len(sampling) :])
         for c in chunks:
-            c.seq.num_computed += c.num_tokens
+            self.scheduler.computed(c.seq, c.num_tokens)
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
                 c.seq.want_prompt_logprobs = False
         self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
@@ -275,7 +278,7 @@ class Engine(EngineFront):
         tokens, logprobs = drawn.result()
         live = [row for row, seq in enumerate(seqs) if not seq.finished]
         for row in live:
-            seqs[row].num_computed += 1
+            self.scheduler.computed(seqs[row], 1)
         self._accept([seqs[r] for r in live], [tokens[r] for r in live], [logprobs[r] for r in live], outputs)
         return outputs
 
@@ -285,7 +288,8 @@ class Engine(EngineFront):
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)
-            if state.first_token_at is None:
+            first = state.first_token_at is None
+            if first:
                 state.first_token_at = time.perf_counter()
             delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
             if token in seq.config.stop_token_ids and len(seq.output_ids) > seq.config.min_tokens:
@@ -293,6 +297,8 @@ class Engine(EngineFront):
             elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
                 delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
             out = outputs.get(state) or outputs.setdefault(state, StepOutput())
+            if first:  # the request's first token: prompt info goes with it
+                out.cached_tokens = seq.num_cached_tokens or 0
             if seq.index == 0 and len(seq.output_ids) == 1 and state.prompt_logprobs:
                 out.prompt_logprobs = state.prompt_logprobs
             out.deltas.append(delta)

@@ -12,12 +12,10 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Protocol
 
-import grpc
-
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.requests import Outbox, RequestState
 from scaleout.v1 import engine_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 
 class EngineAPI(Protocol):
@@ -76,13 +74,10 @@ class EngineFront(ABC):
     def _register(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         """The state of an admitted request, now live; refused when the id is taken or the queue is full."""
         if request_id in self.requests:
-            raise ServiceError(
-                grpc.StatusCode.ALREADY_EXISTS, "DUPLICATE_REQUEST_ID", f"request {request_id!r} is already running"
-            )
+            raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {request_id!r} is already running")
         if self.num_waiting + len(seqs) > self.max_waiting:
-            raise ServiceError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "QUEUE_FULL",
+            raise fail(
+                Reason.QUEUE_FULL,
                 f"{self.num_waiting} sequences are waiting (max {self.max_waiting})",
             )
         state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))

@@ -12,7 +12,7 @@ from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import supports_fast_path
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner
-from engine_svc.scheduling.admission import ModelLimits
+from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.serving.engine import Engine
@@ -26,7 +26,7 @@ CPU_KV_CACHE_BYTES = 1 << 30
 @dataclass
 class LoadedEngine:
     engine: EngineAPI
-    limits: ModelLimits
+    limits: EngineLimits
     model_name: str
     architecture: str
     dtype: str
@@ -114,7 +114,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     )
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
-    limits = ModelLimits(
+    limits = EngineLimits(
         vocab_size=config.vocab_size,
         max_model_len=max_model_len,
         eos_token_ids=_eos_ids(hf_model),
