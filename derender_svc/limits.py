@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from scaleout.v1 import derender_pb2, engine_pb2
@@ -19,6 +20,9 @@ class Limits:
     max_prompt_tail: int = 64
     max_state_bytes: int = 65536
     max_streams: int = 4096  # open DerenderStream calls; more are refused with RESOURCE_EXHAUSTED
+    # Token counts a caller reports (prompt, cached, usage): any model's length fits, and prompt + every
+    # choice's completion still fits the int32 of `usage.total_tokens`.
+    max_reported_tokens: int = 1 << 24
 
     @classmethod
     def from_args(cls, args) -> Limits:
@@ -59,10 +63,22 @@ def check_context(
             "context.prompt_tail_token_ids",
         )
     check_token_ids(context.prompt_tail_token_ids, vocab_size, "context.prompt_tail_token_ids")
+    _check_count(context.num_prompt_tokens, limits, "context.num_prompt_tokens")
+
+
+def _check_count(value: int, limits: Limits, field: str) -> None:
+    if not 0 <= value <= limits.max_reported_tokens:
+        raise fail(Reason.TOO_MANY_TOKENS, f"must be in [0, {limits.max_reported_tokens}] (got {value})", field)
 
 
 def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vocab_size: int, tokens_so_far) -> None:
     """`tokens_so_far(index)` is how many tokens that choice already has."""
+    if message.HasField("prompt"):
+        _check_count(message.prompt.num_tokens, limits, "engine_output.prompt.num_tokens")
+        _check_count(message.prompt.cached_tokens, limits, "engine_output.prompt.cached_tokens")
+    if message.HasField("usage"):
+        for name in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+            _check_count(getattr(message.usage, name), limits, f"engine_output.usage.{name}")
     for choice in message.choices:
         if not 0 <= choice.index < limits.max_choices:
             raise fail(
@@ -93,3 +109,12 @@ def _check_logprobs(logprobs, count: int, vocab_size: int) -> None:
                 "engine_output.choices.logprobs.top",
             )
         check_token_ids(top.token_ids, vocab_size, "engine_output.choices.logprobs.top")
+        _check_logprob_values(top.logprobs, "engine_output.choices.logprobs.top.logprobs")
+    _check_logprob_values(logprobs.logprobs, "engine_output.choices.logprobs.logprobs")
+
+
+def _check_logprob_values(values, field: str) -> None:
+    """A logprob is a number <= 0 or -inf (a token of probability 0); NaN and +inf are refused."""
+    for i, value in enumerate(values):
+        if math.isnan(value) or value == math.inf:
+            raise fail(Reason.INVALID_LOGPROB, f"a logprob must be a number or -inf (got {value})", f"{field}[{i}]")

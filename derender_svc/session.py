@@ -81,6 +81,7 @@ class Session:
         if state is not None and state.get("i") != context.id:
             raise fail(Reason.INVALID_STATE, "the state belongs to another response id", "state")
         state = state or {}
+        _check_state_scalars(state, defaults.limits)
         self.meta = builders.ResponseMeta(
             context.id,
             context.created or state.get("t") or int(time.time()),
@@ -92,7 +93,12 @@ class Session:
         self.done = state.get("z", False)
         self.signalled = state.get("g", False)  # stop_generation was sent
         self.stop_generation = False  # this message's answer tells the caller to abort the engine
-        self.choices = {int(i): ChoiceProcessor(info, self.config, int(i), s) for i, s in state.get("c", {}).items()}
+        try:
+            self.choices = {
+                int(i): ChoiceProcessor(info, self.config, int(i), s) for i, s in state.get("c", {}).items()
+            }
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError):
+            raise fail(Reason.INVALID_STATE, "state is not one this service produced", "state") from None
 
     def _choice(self, index: int) -> ChoiceProcessor:
         if index not in self.choices:
@@ -176,3 +182,27 @@ def _merge(before: ChoiceDelta | None, after: ChoiceDelta) -> ChoiceDelta:
     merged = builders.accumulate([before, after])
     merged.first = before.first
     return merged
+
+
+def _check_state_scalars(state: dict, limits: Limits) -> None:
+    """A stateless call's state comes back from the caller: its counts and flags must be what `state()` writes."""
+
+    def count(key: str, top: int) -> bool:
+        value = state.get(key, 0)
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top
+
+    choices = state.get("c", {})
+    valid = (
+        count("t", 2**32 - 1)
+        and count("p", limits.max_reported_tokens)
+        and count("k", limits.max_reported_tokens)
+        and isinstance(state.get("z", False), bool)
+        and isinstance(state.get("g", False), bool)
+        and isinstance(choices, dict)
+        and all(
+            isinstance(i, str) and i.isdigit() and int(i) < limits.max_choices and isinstance(s, dict)
+            for i, s in choices.items()
+        )
+    )
+    if not valid:
+        raise fail(Reason.INVALID_STATE, "state is not one this service produced", "state")

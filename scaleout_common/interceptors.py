@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 
 import grpc
@@ -20,19 +21,76 @@ INFRASTRUCTURE_METHODS = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 def _abort_status(error: BaseException) -> grpc.Status:
     if isinstance(error, ServiceError):
         return error.to_rpc_status()
-    log.exception("unhandled error in servicer", exc_info=error)
-    return fail(Reason.INTERNAL_ERROR, f"{type(error).__name__}: {error}").to_rpc_status()
+    # A bug: the log has the traceback under an id; the caller gets the id, never Python's text.
+    incident = uuid.uuid4().hex[:12]
+    log.error("unhandled error in servicer (incident %s)", incident, exc_info=error)
+    return fail(Reason.INTERNAL_ERROR, f"internal error (incident {incident})").to_rpc_status()
+
+
+class _Undecodable:
+    """Requests whose bytes did not parse, each held until the behaviour's wrapper refuses it.
+
+    gRPC would answer a deserializer's exception with UNKNOWN and Python's text; instead the deserializer
+    hands on an empty message of the right type (so outer interceptors can read it) that is recorded here,
+    and the wrapper around the behaviour refuses it with INVALID_ARGUMENT INVALID_MESSAGE.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[int, object] = {}
+
+    def deserializer(self, parse: Callable[[bytes], object] | None, empty: Callable[[], object] | None):
+        if parse is None:
+            return None
+
+        def safe(raw: bytes):
+            try:
+                return parse(raw)
+            except Exception:
+                message = empty() if empty is not None else object()
+                if len(self._held) > 10_000:  # calls that ended before their wrapper ran; never grows unbounded
+                    self._held.clear()
+                self._held[id(message)] = message
+                return message
+
+        return safe
+
+    def check(self, message) -> None:
+        if self._held.pop(id(message), None) is not None:
+            raise fail(Reason.INVALID_MESSAGE, "the request is not a valid protobuf message for this method")
+
+    async def checked(self, messages):
+        async for message in messages:
+            self.check(message)
+            yield message
+
+
+_UNDECODABLE = _Undecodable()
+
+
+def _empty_factory(parse: Callable[[bytes], object] | None) -> Callable[[], object] | None:
+    """`Message.FromString` -> the message class (to build an empty one)."""
+    owner = getattr(parse, "__self__", None)
+    return owner if isinstance(owner, type) else None
 
 
 def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> grpc.RpcMethodHandler:
-    """Run `guard` before the behaviour, and turn exceptions into rich statuses."""
-    kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+    """Run `guard` before the behaviour, turn exceptions into rich statuses, and refuse undecodable requests."""
+    parse = handler.request_deserializer
+    kwargs = dict(
+        request_deserializer=_UNDECODABLE.deserializer(parse, _empty_factory(parse)),
+        response_serializer=handler.response_serializer,
+    )
     if handler.unary_unary or handler.stream_unary:
         inner = handler.unary_unary or handler.stream_unary
+        check = _UNDECODABLE.check if handler.unary_unary else None
 
         async def unary(request, context):
             try:
                 guard()
+                if check is not None:
+                    check(request)
+                else:
+                    request = _UNDECODABLE.checked(request)
                 return await inner(request, context)
             except (ServiceError, Exception) as error:
                 if isinstance(error, grpc.aio.AbortError):
@@ -43,10 +101,15 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
         return factory(unary, **kwargs)
 
     inner = handler.unary_stream or handler.stream_stream
+    unary_request = handler.unary_stream is not None
 
     async def streaming(request, context):
         try:
             guard()
+            if unary_request:
+                _UNDECODABLE.check(request)
+            else:
+                request = _UNDECODABLE.checked(request)
             async for message in inner(request, context):
                 yield message
         except Exception as error:

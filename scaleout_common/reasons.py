@@ -40,16 +40,18 @@ class Reason(StrEnum):
 
     code: grpc.StatusCode
     when: str
+    _http: int | None
 
-    def __new__(cls, name: str, code: grpc.StatusCode, when: str) -> Reason:
+    def __new__(cls, name: str, code: grpc.StatusCode, when: str, http: int | None = None) -> Reason:
         member = str.__new__(cls, name)
         member._value_ = name
-        member.code, member.when = code, when
+        member.code, member.when, member._http = code, when, http
         return member
 
     @property
     def http(self) -> int:
-        return HTTP_STATUS.get(self.code, 500)
+        """The HTTP status: the code's, unless the gateway answers this reason itself with a more exact one."""
+        return self._http or HTTP_STATUS.get(self.code, 500)
 
     # --- request shape (render, one hop) ------------------------------------------------------------------
     MODEL_NOT_FOUND = "MODEL_NOT_FOUND", C.NOT_FOUND, "`model` is set and is not a served model name"
@@ -117,18 +119,38 @@ class Reason(StrEnum):
     INVALID_STATE = "INVALID_STATE", C.INVALID_ARGUMENT, "a stateless-derender state this service did not produce"
     STATE_TOO_LARGE = "STATE_TOO_LARGE", C.OUT_OF_RANGE, "a derender state above --max-state-bytes"
     TOO_MANY_CHOICES = "TOO_MANY_CHOICES", C.OUT_OF_RANGE, "n or a choice index above --max-choices"
-    TOO_MANY_TOKENS = "TOO_MANY_TOKENS", C.OUT_OF_RANGE, "a choice above --max-tokens-per-choice"
+    TOO_MANY_TOKENS = (
+        "TOO_MANY_TOKENS",
+        C.OUT_OF_RANGE,
+        "a choice above --max-tokens-per-choice, or a reported token count outside [0, --max-reported-tokens]",
+    )
     TOO_MANY_STOP_STRINGS = "TOO_MANY_STOP_STRINGS", C.OUT_OF_RANGE, "more or longer stop strings than allowed"
     PROMPT_TAIL_TOO_LONG = "PROMPT_TAIL_TOO_LONG", C.OUT_OF_RANGE, "prompt_tail_token_ids above its limit"
     LOGPROBS_MISMATCH = "LOGPROBS_MISMATCH", C.INVALID_ARGUMENT, "logprob arrays not parallel to the token ids"
+    INVALID_LOGPROB = "INVALID_LOGPROB", C.INVALID_ARGUMENT, "a logprob that is NaN or +infinity"
     UNKNOWN_PARSER = "UNKNOWN_PARSER", C.INVALID_ARGUMENT, "a reasoning or tool parser name that is not known"
     # --- capacity and lifecycle (every service) -----------------------------------------------------------
     RENDER_QUEUE_FULL = "RENDER_QUEUE_FULL", C.RESOURCE_EXHAUSTED, "more than --max-pending-renders large renders"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS", C.RESOURCE_EXHAUSTED, "more open derender streams than --max-streams"
     NOT_READY = "NOT_READY", C.UNAVAILABLE, "the server is still loading"
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
-    INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer"
+    INVALID_MESSAGE = "INVALID_MESSAGE", C.INVALID_ARGUMENT, "request bytes that do not parse as the method's message"
+    INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer (the log has it by incident)"
     UPSTREAM_ERROR = "UPSTREAM_ERROR", C.UNKNOWN, "a downstream call failed without a typed status"
+    # --- the gateway's own answers (gateway/envoy.yaml.j2) --------------------------------------------------
+    REQUEST_BODY_TOO_LARGE = (
+        "REQUEST_BODY_TOO_LARGE",
+        C.RESOURCE_EXHAUSTED,
+        "a REST body above the gateway's --max-body-mb (the services' message size)",
+        413,
+    )
+    REQUEST_HEADERS_TOO_LARGE = (
+        "REQUEST_HEADERS_TOO_LARGE",
+        C.RESOURCE_EXHAUSTED,
+        "request headers above the gateway's size or count limit",
+        431,
+    )
+    RATE_LIMITED = "RATE_LIMITED", C.RESOURCE_EXHAUSTED, "an API key above its --rate-limit-rps (Retry-After says when)"
     # The gateway's own refusals are GATEWAY_<Envoy response flags>: GATEWAY_UH (no healthy replica),
     # GATEWAY_NR (no route), GATEWAY_UF (connection failure), ...
     GATEWAY_ERROR = "GATEWAY_ERROR", C.UNAVAILABLE, "the gateway refused: GATEWAY_ + Envoy's response flags"

@@ -1,0 +1,74 @@
+"""The gateway's bounds: memory (overload manager), connections, streams, bodies, headers, timeouts, rate per key.
+
+`Limits` holds the numbers (each a flag of `python -m gateway.envoy_config` and of `scaleout-stack`);
+gateway/envoy.yaml.j2 applies them. Envoy's own refusals get a reason of the contract (`REPLY_MAPPERS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaleout_common.reasons import Reason
+
+# The caller's client name, set by the gateway from its API key (and stripped from what clients send).
+CLIENT_HEADER = "x-scaleout-client"
+
+
+@dataclass
+class Limits:
+    """What bounds the gateway: memory, connections, streams, bodies, headers, time, and requests per key."""
+
+    max_heap_mb: int = 1024  # the overload manager's heap limit (keep under the container's memory limit)
+    max_connections: int = 10_000  # downstream connections, all listeners together
+    max_concurrent_streams: int = 256  # per HTTP/2 connection
+    max_body_mb: int = 64  # REST bodies both ways: the services' --max-message-mb (render_batch answers are large)
+    max_request_headers_kb: int = 64
+    max_headers_count: int = 100
+    request_headers_timeout_s: int = 10  # a client trickling its headers (slowloris)
+    connection_idle_timeout_s: int = 300
+    unary_idle_timeout_s: int = 60  # no byte either way on a unary call; streams have none
+    connection_buffer_kb: int = 1024
+    upstream_max_requests: int = 4096  # per cluster: requests, pending requests and connections in flight
+    rate_limit_rps: int = 0  # per API key (0: off); needs API keys, whose client name keys the bucket
+    rate_limit_burst: int = 0  # 0: twice the rate
+    rate_limit_clients: int = 10_000  # distinct keys that get a bucket of their own
+
+    @property
+    def rate_limit_bucket(self) -> int:
+        return self.rate_limit_burst or 2 * self.rate_limit_rps
+
+    @property
+    def max_heap_bytes(self) -> int:
+        return self.max_heap_mb * 1024 * 1024
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.max_body_mb * 1024 * 1024
+
+    @property
+    def connection_buffer_bytes(self) -> int:
+        return self.connection_buffer_kb * 1024
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        """--max-heap-mb, --rate-limit-rps, ...: one flag per field."""
+        for name, value in vars(cls()).items():
+            parser.add_argument("--" + name.replace("_", "-"), type=int, default=value, help=f"gateway: {name}")
+
+    @classmethod
+    def from_args(cls, args) -> Limits:
+        return cls(**{name: getattr(args, name) for name in vars(cls())})
+
+
+def _status(code: int) -> dict:
+    return {"default_value": code, "runtime_key": f"unused_reply_{code}"}
+
+
+# Envoy's own answers that get a reason of their own (the rest are GATEWAY_<response flags>).
+REPLY_MAPPERS = [
+    {"filter": {"response_flag_filter": {"flags": ["RL"]}}, "reason": Reason.RATE_LIMITED},
+    *(
+        {"filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": _status(code)}}}, "reason": reason}
+        for code, reason in ((413, Reason.REQUEST_BODY_TOO_LARGE), (431, Reason.REQUEST_HEADERS_TOO_LARGE))
+    ),
+]
