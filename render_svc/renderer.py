@@ -81,8 +81,10 @@ class Renderer:
             raise errors.model_not_found(name, self.model.names)
 
     def identity(self, prefix: str, request_id: str) -> context.Identity:
+        """`prefix` is joined with "-" ("chatcmpl-..."), unless it ends with "_" (Anthropic's "msg_...")."""
+        separator = "" if prefix.endswith("_") else "-"
         return context.Identity(
-            id=f"{prefix}-{request_id or os.urandom(16).hex()}",
+            id=f"{prefix}{separator}{request_id or os.urandom(16).hex()}",
             created=int(time.time()),
             model=self.model.name,
             fingerprint=self.model.fingerprint,
@@ -190,12 +192,14 @@ class Renderer:
                 out[i] = result
         return out
 
-    def finish(self, job: ChatJob, text: str, ids: list[int], offsets) -> render_pb2.RenderChatResponse:
+    def finish(
+        self, job: ChatJob, text: str, ids: list[int], offsets, id_prefix: str = "chatcmpl"
+    ) -> render_pb2.RenderChatResponse:
         request = job.request
         ids, offsets = truncate(ids, offsets, job.keep, request.truncation_side)
         check_length(ids, self.max_prompt_tokens, "messages")
         params = sampling_rules.resolve(request, len(ids), self.model_limits, chat=True, prompt_field="messages")
-        identity = self.identity("chatcmpl", request.request_id)
+        identity = self.identity(id_prefix, request.request_id)
         n = request.n if request.HasField("n") else 1
         last = job.messages[-1]
         echo_text = _content_text(last["content"]) if last["role"] == "assistant" else ""
@@ -229,11 +233,14 @@ class Renderer:
             response.token_offsets.extend(offsets_proto(offsets))
         return response
 
-    def render_chat(self, request: render_pb2.RenderChatRequest) -> render_pb2.RenderChatResponse:
+    def render_chat(
+        self, request: render_pb2.RenderChatRequest, id_prefix: str = "chatcmpl"
+    ) -> render_pb2.RenderChatResponse:
+        """`id_prefix` names the response id for the API the request came from ("msg_", "resp_")."""
         job = self.prepare(request)
         text = self.text(job)
         [(ids, offsets)] = self.encode([job], [text])
-        return self.finish(job, text, ids, offsets)
+        return self.finish(job, text, ids, offsets, id_prefix)
 
     def render_chat_batch(self, request: render_pb2.RenderChatBatchRequest) -> render_pb2.RenderChatBatchResponse:
         if len(request.requests) > self.limits.max_batch_size:

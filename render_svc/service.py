@@ -16,6 +16,7 @@ from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
+from render_svc.to_chat import render_messages, render_responses
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail
@@ -85,6 +86,12 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def BridgeChat(self, request, context):
         return await self._service.call(bridge_chat, request, self._service.offload_chat(request.request))
+
+    async def RenderMessages(self, request, context):
+        return await self._service.call(render_messages, request, self._service.is_large(request))
+
+    async def RenderResponses(self, request, context):
+        return await self._service.call(render_responses, request, self._service.is_large(request))
 
     async def RenderCompletion(self, request, context):
         return await self._service.call(render_completion, request, self._service.is_large(request))

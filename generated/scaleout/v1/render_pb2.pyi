@@ -1,4 +1,5 @@
 from google.api import annotations_pb2 as _annotations_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from scaleout.v1 import common_pb2 as _common_pb2
 from scaleout.v1 import derender_pb2 as _derender_pb2

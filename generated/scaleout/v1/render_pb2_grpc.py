@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from scaleout.v1 import render_pb2 as scaleout_dot_v1_dot_render__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -48,6 +49,16 @@ class RenderServiceStub:
         self.BridgeChat = channel.unary_unary(
                 '/scaleout.v1.RenderService/BridgeChat',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.BridgeChatRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+                _registered_method=True)
+        self.RenderMessages = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderMessages',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+                _registered_method=True)
+        self.RenderResponses = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderResponses',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
                 _registered_method=True)
         self.RenderCompletion = channel.unary_unary(
@@ -101,6 +112,26 @@ class RenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenderMessages(self, request, context):
+        """Anthropic Messages `POST /v1/messages/render`: the request JSON as sent (every field honoured or refused
+        with 400 naming it), converted to the chat form as vLLM converts it (system blocks and inline system
+        messages merged into one leading system message, tool_use -> tool_calls, tool_result -> tool messages,
+        thinking -> reasoning, tools' input_schema -> parameters) and rendered exactly as RenderChat renders it.
+        The raw body, not a typed message: the field policy has to see every key the client wrote.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderResponses(self, request, context):
+        """OpenAI Responses `POST /v1/responses/render` (stateless): `input` items (messages, function calls and
+        their outputs, reasoning) and `instructions` converted to the chat form as vLLM converts them, then
+        rendered as RenderChat renders it. `previous_response_id` and `store: true` are refused (nothing is stored).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RenderCompletion(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -148,6 +179,16 @@ def add_RenderServiceServicer_to_server(servicer, server):
             'BridgeChat': grpc.unary_unary_rpc_method_handler(
                     servicer.BridgeChat,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.BridgeChatRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
+            ),
+            'RenderMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderMessages,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
+            ),
+            'RenderResponses': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderResponses,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
             ),
             'RenderCompletion': grpc.unary_unary_rpc_method_handler(
@@ -257,6 +298,60 @@ class RenderService:
             target,
             '/scaleout.v1.RenderService/BridgeChat',
             scaleout_dot_v1_dot_render__pb2.BridgeChatRequest.SerializeToString,
+            scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderMessages',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderResponses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderResponses',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
             options,
             channel_credentials,
