@@ -9,7 +9,6 @@ view of the packed tensor or of any copy of it (the device's, or a CUDA graph's 
 from __future__ import annotations
 
 import array
-from collections.abc import Iterable
 
 import torch
 
@@ -18,16 +17,17 @@ class PackedInputs:
     """Append named segments, make the one host tensor, then view any copy of it segment by segment."""
 
     def __init__(self) -> None:
-        # array("q") takes ints several times faster than torch.tensor does from a long list.
+        # array("q").fromlist takes ints several times faster than torch.tensor does from a long list (and
+        # twice as fast as array.extend, which goes through the iterator protocol).
         self._values = array.array("q")
         self._segments: dict[str, tuple[int, int, tuple[int, int] | None]] = {}
 
-    def add(self, name: str, values: Iterable[int], shape: tuple[int, int] | None = None) -> None:
+    def add(self, name: str, values: list[int], shape: tuple[int, int] | None = None) -> None:
         """Append `values` as segment `name`: a flat view, or a matrix of `shape`."""
         if name in self._segments:
             raise ValueError(f"segment {name!r} is already packed")
         start = len(self._values)
-        self._values.extend(values)
+        self._values.fromlist(values)
         self._segments[name] = (start, len(self._values), shape)
 
     @property

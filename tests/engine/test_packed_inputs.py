@@ -18,7 +18,7 @@ BLOCK = 4
 def packed() -> PackedInputs:
     inputs = PackedInputs()
     inputs.add("ids", [5, 6, 7])
-    inputs.add("positions", range(3))
+    inputs.add("positions", [0, 1, 2])
     inputs.add("tables", [1, 2, 3, 4, 5, 6], shape=(2, 3))
     inputs.add("nothing", [])
     return inputs
