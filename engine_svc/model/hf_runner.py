@@ -17,6 +17,7 @@ class TransformersRunner:
     """A `Runner` that keeps one DynamicCache per sequence and runs one step per `execute`."""
 
     chains_decode_steps = False  # one forward per chunk from host token ids: nothing to chain on the device
+    kv_in_pool_blocks = False  # its own DynamicCache per sequence: no prefix caching
 
     def __init__(self, hf_model):
         self.model = hf_model

@@ -38,6 +38,7 @@ class ModelRunner:
     """The paged fast path (a `Runner`): its KV cache lives in blocks that the scheduler's pool hands out."""
 
     chains_decode_steps = True
+    kv_in_pool_blocks = True
 
     def __init__(
         self,

@@ -23,6 +23,9 @@ class Runner(Protocol):
     vocab_size: int
     device: torch.device
     chains_decode_steps: bool  # decode_loop can queue decode steps on the device, one ahead of the host
+    # Its K/V lives in the pool's blocks, so a sequence may start on cached blocks another one computed
+    # (prefix caching): its first chunk then starts past them.
+    kv_in_pool_blocks: bool
 
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:
         """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order)."""

@@ -1,24 +1,45 @@
-"""The KV cache's blocks as the scheduler hands them out: a free list, and each sequence's block table.
+"""The KV cache's blocks as the scheduler hands them out: free blocks, each sequence's block table, and the
+prefix cache.
 
 The cache tensors belong to the model runner. The paged runner keeps a sequence's K/V in exactly the blocks of
 its `block_ids`, so releasing them frees its cache; the transformers runner keeps caches of its own but is
 counted here all the same, so admission and load figures do not depend on the backend.
+
+Prefix caching (automatic, on unless `caching=False`): once a block is full of computed K/V it is entered in a
+table under its prefix hash (`scaleout_common.prefix_hash`: the hash of its tokens chained with the previous
+block's, the request's cache salt mixed into the first). A new sequence takes the longest run of its prompt's
+blocks found there instead of computing them, sharing them with every other sequence that holds them
+(reference counts). A block nobody references stays in the table and on the free list, which hands out blocks
+least recently used first, blocks holding nothing reusable before all others; handing a cached block out
+evicts it from the table. Only full blocks are shared, and a sequence only ever writes into blocks past its
+cached ones, so a shared block is never written.
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 from engine_svc.scheduling.sequence import Sequence
+from scaleout_common import prefix_hash
 
 
 class BlockPool:
-    """Free list of KV blocks. Block 0 is reserved as the scratch target of padded rows."""
+    """KV blocks with reference counts and a prefix table. Block 0 is reserved as the scratch target of padded
+    rows."""
 
-    def __init__(self, num_blocks: int, block_size: int):
+    def __init__(self, num_blocks: int, block_size: int, *, caching: bool = False):
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self.free = list(range(num_blocks - 1, 0, -1))
+        self.caching = caching
+        # Unreferenced blocks in the order they are handed out: first those holding nothing reusable, then
+        # cached ones, least recently released first.
+        self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_blocks))
+        self.refs = [0] * num_blocks
+        self.table: dict[bytes, int] = {}  # prefix hash -> block holding its K/V
+        self.hash_of: dict[int, bytes] = {}  # the reverse, for the blocks in the table
+        self.queried_tokens = 0  # prompt tokens of the sequences admitted so far
+        self.hit_tokens = 0  # of which served from the cache
 
     @property
     def usable(self) -> int:
@@ -26,27 +47,103 @@ class BlockPool:
 
     @property
     def num_free(self) -> int:
+        """Blocks no sequence holds (cached ones included: they are handed out when needed)."""
         return len(self.free)
 
     @property
     def num_used(self) -> int:
+        """Blocks some sequence holds."""
         return self.usable - len(self.free)
+
+    @property
+    def num_cached(self) -> int:
+        """Blocks in the prefix table, held or not."""
+        return len(self.hash_of)
 
     def blocks_for(self, tokens: int) -> int:
         return math.ceil(tokens / self.block_size)
 
     def grow(self, seq: Sequence, tokens: int) -> bool:
         """Give `seq` blocks for `tokens` tokens in total; False (and nothing taken) when too few are free."""
-        if tokens <= len(seq.block_ids) * self.block_size:
-            return True
         missing = self.blocks_for(tokens) - len(seq.block_ids)
+        if missing <= 0:
+            return True
         if missing > len(self.free):
             return False
-        for _ in range(max(missing, 0)):
-            seq.block_ids.append(self.free.pop())
+        for _ in range(missing):
+            block, _ = self.free.popitem(last=False)
+            self._evict(block)
+            self.refs[block] = 1
+            seq.block_ids.append(block)
         return True
 
     def release(self, seq: Sequence) -> None:
-        self.free.extend(reversed(seq.block_ids))
+        """Drop `seq`'s hold on its blocks. Unreferenced cached blocks go to the back of the free list (the last
+        block first, so a prefix is evicted from its end), the others to the front."""
+        for block in reversed(seq.block_ids):
+            self.refs[block] -= 1
+            if self.refs[block] == 0:
+                self.free[block] = None
+                if block not in self.hash_of:
+                    self.free.move_to_end(block, last=False)
         seq.block_ids = []
         seq.num_computed = 0
+        seq.num_committed_blocks = 0
+
+    # ---- prefix cache -------------------------------------------------------------------------------
+
+    def take_cached(self, seq: Sequence) -> int:
+        """For a sequence holding no blocks: take the cached blocks of its longest cached prefix (at most all
+        but its last token, which must run to be sampled from) and count them computed. Returns the tokens
+        taken. A sequence that still wants prompt logprobs takes none: they come from computing the prompt."""
+        if not self.caching or seq.block_ids or seq.want_prompt_logprobs:
+            return 0
+        hashes = self._hashes(seq, (seq.num_tokens - 1) // self.block_size)
+        for h in hashes:
+            block = self.table.get(h)
+            if block is None:
+                break
+            if self.refs[block] == 0:
+                del self.free[block]
+            self.refs[block] += 1
+            seq.block_ids.append(block)
+        seq.num_committed_blocks = len(seq.block_ids)
+        seq.num_computed = len(seq.block_ids) * self.block_size
+        return seq.num_computed
+
+    def admitted(self, seq: Sequence) -> None:
+        """Count a sequence's first admission in the hit figures (a recompute after preemption is not a query)."""
+        if seq.num_cached_tokens is None:
+            seq.num_cached_tokens = seq.num_computed
+            self.queried_tokens += len(seq.prompt_ids)
+            self.hit_tokens += seq.num_computed
+
+    def commit(self, seq: Sequence) -> None:
+        """Enter `seq`'s blocks that are now full of computed K/V in the prefix table (call after its
+        num_computed moved on). A block whose prefix is already there under another block stays out of the
+        table (it was computed twice at once) and is freed first when released."""
+        if not self.caching:
+            return
+        full = seq.num_computed // self.block_size
+        if full <= seq.num_committed_blocks:
+            return
+        hashes = self._hashes(seq, full)
+        for i in range(seq.num_committed_blocks, full):
+            if hashes[i] not in self.table:
+                self.table[hashes[i]] = seq.block_ids[i]
+                self.hash_of[seq.block_ids[i]] = hashes[i]
+        seq.num_committed_blocks = full
+
+    def _hashes(self, seq: Sequence, blocks: int) -> list[bytes]:
+        """The prefix hashes of `seq`'s first `blocks` full blocks, computed once per sequence."""
+        hashes, size = seq.block_hashes, self.block_size
+        while len(hashes) < blocks:
+            i = len(hashes)
+            parent = hashes[-1] if hashes else prefix_hash.root(seq.cache_salt)
+            hashes.append(prefix_hash.block_hash(parent, seq.tokens(i * size, (i + 1) * size)))
+        return hashes[:blocks]
+
+    def _evict(self, block: int) -> None:
+        h = self.hash_of.pop(block, None)
+        if h is not None and self.table.get(h) == block:
+            del self.table[h]

@@ -4,6 +4,8 @@ Every step takes all running decodes (one token each), then prefill chunks (runn
 waiting ones by priority and arrival) until the token budget is spent, so a long prompt is split over
 steps instead of stalling the decodes. When a decode needs a block and none is free, the most recently
 admitted sequence is preempted: its blocks are freed and it is recomputed later (prompt + output so far).
+A sequence's first chunk starts after the longest prefix of it that the pool's prefix cache holds; a
+preempted sequence's full blocks stay cached (unless evicted meanwhile), so its recompute mostly finds them.
 """
 
 from __future__ import annotations
@@ -68,14 +70,22 @@ class Scheduler:
                 budget -= chunk.num_tokens
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0][2]
+            self.pool.take_cached(seq)
             chunk = self._prefill_chunk(seq, budget)
             if chunk is None:
+                self.pool.release(seq)  # hand the cached blocks back until it fits
                 break
+            self.pool.admitted(seq)
             heapq.heappop(self.waiting)
             self.running.append(seq)
             prefills.append(chunk)
             budget -= chunk.num_tokens
         return decodes + prefills
+
+    def computed(self, seq: Sequence, tokens: int) -> None:
+        """`tokens` more of `seq` have their K/V in the cache: full blocks enter the prefix cache."""
+        seq.num_computed += tokens
+        self.pool.commit(seq)
 
     def reserve(self, seqs: list[Sequence], steps: int) -> bool:
         """Blocks for `steps` decode steps of each of `seqs` (so they can run back to back); False when short."""

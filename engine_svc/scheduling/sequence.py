@@ -17,12 +17,19 @@ class Sequence:
     prompt_ids: list[int]
     config: SamplingConfig
     priority: int = 0
+    cache_salt: str = ""  # isolates this request's prefix-cache entries
     arrival: int = field(default_factory=lambda: next(_ids))
     output_ids: list[int] = field(default_factory=list)
     block_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
     want_prompt_logprobs: bool = False  # until computed once (never again after a preemption)
     finished: bool = False
+    # Prefix cache: the hashes of this sequence's full blocks so far (prompt + output; they stay valid across a
+    # preemption), how many of its blocks are in the cache's table, and the prompt tokens it found cached the
+    # first time it was scheduled (None until then).
+    block_hashes: list[bytes] = field(default_factory=list)
+    num_committed_blocks: int = 0
+    num_cached_tokens: int | None = None
     num_tokens: int = field(init=False)  # prompt + output, kept up to date by append()
 
     def __post_init__(self) -> None:
@@ -40,7 +47,9 @@ class Sequence:
         prompt = len(self.prompt_ids)
         if end <= prompt:
             return self.prompt_ids[start:end]
-        return (self.prompt_ids + self.output_ids)[start:end]
+        if start >= prompt:
+            return self.output_ids[start - prompt : end - prompt]
+        return self.prompt_ids[start:] + self.output_ids[: end - prompt]
 
     @property
     def remaining(self) -> int:

@@ -102,6 +102,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
         runner.warm_up()
     else:
         runner = TransformersRunner(hf_model)
+    pool.caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     engine = Engine(
@@ -124,7 +125,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
         default_stream_interval=args.stream_interval,
     )
     log.info(
-        "engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d",
+        "engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d prefix_caching=%s",
         model_name,
         backend,
         device,
@@ -133,6 +134,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
         args.block_size,
         max_model_len,
         decode_steps,
+        pool.caching,
     )
     return LoadedEngine(
         engine,
@@ -217,6 +219,12 @@ def add_engine_flags(parser) -> None:
         choices=["auto", "sdpa", "triton"],
         help="decode attention of the paged backend: triton (paged kernel, CUDA) or sdpa; auto: "
         "triton on CUDA when available",
+    )
+    parser.add_argument(
+        "--no-prefix-caching",
+        action="store_true",
+        help="turn automatic prefix caching off (it is on for the paged backend: full KV blocks are kept "
+        "and shared by prompts that start with the same tokens and cache_salt)",
     )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument(

@@ -29,6 +29,7 @@ class StepOutput:
     deltas: list[ChoiceDelta] = field(default_factory=list)
     prompt_logprobs: list[RowLogprobs] | None = None
     error: ServiceError | None = None
+    cached_tokens: int | None = None  # with the first token: prompt tokens served from the prefix cache
 
 
 class Outbox:

@@ -50,6 +50,8 @@ async def stream_responses(
                     return
                 if out.prompt_logprobs:
                     prompt.logprobs.CopyFrom(token_logprobs_pb(out.prompt_logprobs))
+                if out.cached_tokens is not None:
+                    prompt.cached_tokens = out.cached_tokens
                 for delta in out.deltas:
                     completion += len(delta.token_ids)
                     unfinished -= bool(delta.finish_reason)
@@ -80,6 +82,7 @@ async def stream_responses(
                         prompt_tokens=state.num_prompt_tokens,
                         completion_tokens=completion,
                         total_tokens=state.num_prompt_tokens + completion,
+                        cached_tokens=prompt.cached_tokens,
                     )
                 )
             yield message
