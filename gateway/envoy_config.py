@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jinja2
 
-from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2
+from scaleout.v1 import anthropic_pb2, chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2, responses_pb2
 from scaleout_common import openai_errors, tracing
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
 from scaleout_common.reasons import Reason
@@ -27,6 +27,8 @@ SERVICES = {
     "chat": (
         chat_pb2.DESCRIPTOR.services_by_name["ChatService"],
         openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"],
+        anthropic_pb2.DESCRIPTOR.services_by_name["AnthropicService"],
+        responses_pb2.DESCRIPTOR.services_by_name["ResponsesService"],
     ),
 }
 
@@ -142,7 +144,10 @@ def render_config(
         services=upstreams,
         descriptor_set=descriptor_set,
         openapi=str(Path(descriptor_set).with_name(OPENAPI)),
-        openai_errors_lua=OPENAI_ERRORS_LUA.read_text().replace("{{ error_types }}", openai_errors.lua_table()),
+        openai_errors_lua=OPENAI_ERRORS_LUA.read_text()
+        .replace("{{ error_types }}", openai_errors.lua_table())
+        .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
+        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
         gateway_reason_prefix=Reason.GATEWAY_ERROR.value.removesuffix("ERROR"),
         invalid_json_reason=Reason.INVALID_JSON.value,
         openapi_max_bytes=OPENAPI_MAX_BYTES,

@@ -7,11 +7,24 @@
 -- already in the error shape (local_reply_config) with the HTTP status standing in for `type`, which is
 -- filled in here. TYPES is rendered from scaleout_common/openai_errors.py. JSON string literals are copied as they are, never unescaped and re-encoded.
 -- Success responses are never touched (no body buffering on the streaming paths).
+-- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
+-- {"type": "error", "error": {...}} with Anthropic's type names (ANTHROPIC_TYPES); the request marks itself.
 
 local TYPES = {{ error_types }}
+local ANTHROPIC_TYPES = {{ anthropic_error_types }}
+local ANTHROPIC_PREFIX = "{{ anthropic_prefix }}"
 
-local function error_type(status)
+local function error_type(status, anthropic)
+  if anthropic then
+    return ANTHROPIC_TYPES[status] or (status >= 500 and "api_error" or "invalid_request_error")
+  end
   return TYPES[status] or (status >= 500 and "server_error" or "invalid_request_error")
+end
+
+function envoy_on_request(handle)
+  if (handle:headers():get(":path") or ""):sub(1, #ANTHROPIC_PREFIX) == ANTHROPIC_PREFIX then
+    handle:streamInfo():dynamicMetadata():set("scaleout", "anthropic", true)
+  end
 end
 
 -- The JSON string literal (quotes included) that follows the first "key": in text, or nil.
@@ -46,16 +59,21 @@ function envoy_on_response(handle)
     return
   end
   local text = body:getBytes(0, body:length())
+  local marks = handle:streamInfo():dynamicMetadata():get("scaleout")
+  local anthropic = marks ~= nil and marks["anthropic"] == true
   local shaped
   if text:sub(1, 8) == '{"code":' then
     local reason = string_after(text, "reason") or '"UPSTREAM_ERROR"'
     shaped = '{"error":{"message":' .. (string_after(text, "message") or '""')
-      .. ',"type":"' .. error_type(status) .. '","param":' .. (string_after(text, "field") or "null")
+      .. ',"type":"' .. error_type(status, anthropic) .. '","param":' .. (string_after(text, "field") or "null")
       .. ',"code":' .. reason .. ',"details":' .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
   elseif text:find('"type":"?%d%d%d"?') then
-    shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status) .. '"', 1)
+    shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status, anthropic) .. '"', 1)
   else
     return
+  end
+  if anthropic then
+    shaped = '{"type":"error",' .. shaped:sub(2)
   end
   body:setBytes(shaped)
   headers:replace("content-type", "application/json")

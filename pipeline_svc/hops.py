@@ -50,6 +50,14 @@ class Hops:
             raise ServiceError.from_status(result.error)
         return [result]
 
+    async def complete(self, rendered, context) -> derender_pb2.ChatCompletion:
+        """A rendered chat prompt generated to the end and derendered whole (the unary one hop)."""
+        results = await self.generate(rendered, context)
+        return await self.derender.DerenderChat(
+            derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
+            timeout=context.time_remaining(),
+        )
+
 
 class LiveGeneration:
     """The engine's stream piped through derender's stateful stream for one rendered prompt.

@@ -1,4 +1,5 @@
-"""The pipeline server: ChatService (typed) and OpenAIService (OpenAI's JSON) over one set of hops.
+"""The pipeline server: ChatService (typed), OpenAIService (OpenAI's JSON), AnthropicService (Anthropic's
+Messages) and ResponsesService (OpenAI's Responses) over one set of hops.
 
 It holds no model, so it loads in no time and scales on its own. The gateway sends grpc.reflection and
 grpc.health here too: `grpcurl list` against the gateway lists the whole contract.
@@ -8,10 +9,21 @@ from __future__ import annotations
 
 import grpc
 
+from pipeline_svc.anthropic_service import AnthropicFrontDoor
 from pipeline_svc.chat import ChatPipeline
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
-from scaleout.v1 import chat_pb2, chat_pb2_grpc, openai_pb2, openai_pb2_grpc
+from pipeline_svc.responses_service import ResponsesFrontDoor
+from scaleout.v1 import (
+    anthropic_pb2,
+    anthropic_pb2_grpc,
+    chat_pb2,
+    chat_pb2_grpc,
+    openai_pb2,
+    openai_pb2_grpc,
+    responses_pb2,
+    responses_pb2_grpc,
+)
 from scaleout_common.config import server_parser
 from scaleout_common.server import contract_service_names, run
 
@@ -20,6 +32,8 @@ class PipelineService:
     service_names = (
         chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name,
         openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"].full_name,
+        anthropic_pb2.DESCRIPTOR.services_by_name["AnthropicService"].full_name,
+        responses_pb2.DESCRIPTOR.services_by_name["ResponsesService"].full_name,
     )
     reflected_names = contract_service_names()
 
@@ -29,6 +43,8 @@ class PipelineService:
     def register(self, server: grpc.aio.Server) -> None:
         chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(OpenAIFrontDoor(self.hops), server)
+        anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
+        responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops), server)
 
     async def load(self) -> None:
         await self.hops.open()

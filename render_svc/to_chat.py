@@ -332,7 +332,7 @@ def _anthropic_thinking(value, kwargs: dict) -> None:
     thinking.refuse("budget_tokens", 'is not enforced by this deployment: use {"type": "adaptive"}')
     if kind not in ("disabled", "adaptive"):
         raise _unsupported("thinking.type", f'= {kind!r} is not supported: use "adaptive" or "disabled"')
-    thinking.allow("display")
+    thinking.allow("display", "summarized", why="is not supported: thinking comes back whole")
     thinking.done()
     kwargs["enable_thinking"] = kind == "adaptive"
 
@@ -385,6 +385,7 @@ def messages_chat(data: dict) -> dict:
             kwargs["reasoning_effort"] = effort
         config.done()
     top.allow("service_tier", "auto", "standard_only")
+    top.allow("cache_control")  # automatic prompt caching: prefix caching is always on here
     top.refuse("kv_transfer_params", "needs disaggregated prefill, which this deployment does not run")
     top.done()
     if kwargs:

@@ -1,8 +1,10 @@
 """OpenAI's error object, `{"error": {"message", "type", "param", "code"}}`, from a typed error.
 
 One owner for the shape every REST error takes: the pipeline writes it for in-band stream errors, and the
-gateway's Lua filter (gateway/openai_errors.lua, its `type` table rendered from `TYPES`) writes it for every
-error status. `code` is the stable ErrorInfo reason; `param` the first field violation.
+gateway's Lua filter (gateway/openai_errors.lua, its `type` tables rendered from `TYPES` and `ANTHROPIC_TYPES`)
+writes it for every error status. `code` is the stable ErrorInfo reason; `param` the first field violation.
+Under `ANTHROPIC_PATH_PREFIX` (Anthropic's Messages API and its render route) the same object is wrapped as
+Anthropic's `{"type": "error", "error": {...}}`, its `type` named as Anthropic names error types.
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ TYPES = {
     429: "rate_limit_error",
 }
 
+# Anthropic's error `type` per HTTP status; other 4xx are invalid_request_error, 5xx api_error.
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+ANTHROPIC_PATH_PREFIX = "/v1/messages"
+
 
 def error_type(http: int) -> str:
     return TYPES.get(http, "server_error" if http >= 500 else "invalid_request_error")
@@ -32,6 +47,17 @@ def error_object(failure: ServiceError) -> dict:
     return {"error": {"message": failure.message, "type": error_type(http), "param": param, "code": failure.reason}}
 
 
-def lua_table() -> str:
-    """TYPES as a Lua table literal, for the gateway's filter."""
-    return "{" + ", ".join(f'[{status}] = "{kind}"' for status, kind in sorted(TYPES.items())) + "}"
+def anthropic_error_type(http: int) -> str:
+    return ANTHROPIC_TYPES.get(http, "api_error" if http >= 500 else "invalid_request_error")
+
+
+def anthropic_error_object(failure: ServiceError) -> dict:
+    """Anthropic's `{"type": "error", "error": {"type", "message", ...}}`, keeping `param` and `code`."""
+    inner = error_object(failure)["error"]
+    inner["type"] = anthropic_error_type(HTTP_STATUS.get(failure.code, 500))
+    return {"type": "error", "error": inner}
+
+
+def lua_table(types: dict[int, str] = TYPES) -> str:
+    """A status -> type table as a Lua table literal, for the gateway's filter."""
+    return "{" + ", ".join(f'[{status}] = "{kind}"' for status, kind in sorted(types.items())) + "}"

@@ -1,0 +1,35 @@
+"""AnthropicService: `/v1/messages` as Anthropic's SDKs speak it (unary JSON, or Anthropic's SSE events).
+
+render_svc converts the request to the chat form (RenderMessages: the field policy lives there); the answer is
+derender's chat output shaped by anthropic_response. `metadata.user_id` goes on the request's span.
+"""
+
+from __future__ import annotations
+
+from pipeline_svc import anthropic_response
+from pipeline_svc.hops import Hops
+from pipeline_svc.shaped_route import serve
+from scaleout.v1 import anthropic_pb2_grpc
+
+
+def _identity(body: dict) -> dict[str, str]:
+    user = (body.get("metadata") or {}).get("user_id")
+    return {"anthropic.request.metadata.user_id": user} if user else {}
+
+
+class AnthropicFrontDoor(anthropic_pb2_grpc.AnthropicServiceServicer):
+    def __init__(self, hops: Hops):
+        self.hops = hops
+
+    async def CreateMessage(self, request, context):
+        async for body in serve(
+            self.hops,
+            self.hops.render.RenderMessages,
+            request,
+            context,
+            "any or a named tool",
+            anthropic_response.message,
+            anthropic_response.MessageStream,
+            _identity,
+        ):
+            yield body

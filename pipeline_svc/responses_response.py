@@ -1,0 +1,272 @@
+"""OpenAI's Responses JSON from derender's typed chat output: a Response object, or its server-sent events.
+
+Output items come from the same parsed output the chat routes serve, in vLLM's order: reasoning -> a
+`reasoning` item (its text as `reasoning_text` content), content -> an assistant `message` item with one
+`output_text` part, each tool call -> a `function_call` item (`call_id` is the call's id, which the client
+sends back with its `function_call_output`). `status` follows scaleout_common.finish_reasons (`length` is
+`incomplete` with `incomplete_details.reason = "max_output_tokens"`). The request's settings are echoed
+(instructions, tools, tool_choice, metadata, ...) with the sampling values render resolved; nothing is
+stored (`store: false`, `previous_response_id: null`). Reasoning tokens are not counted apart
+(`output_tokens_details.reasoning_tokens` is 0).
+
+Streamed: `response.created` and `response.in_progress`, then per item `response.output_item.added`, its
+content part (`response.content_part.added`), the deltas (`response.output_text.delta`,
+`response.reasoning_text.delta`, `response.function_call_arguments.delta`), their `.done` events and
+`response.output_item.done`; an item closes when another kind of output starts. The stream ends with
+`response.completed` (or `response.incomplete`) carrying the whole Response. Every event has its
+`sequence_number`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline_svc.shaped_route import Event
+from scaleout.v1 import common_pb2, derender_pb2, render_pb2
+from scaleout_common import finish_reasons
+from scaleout_common.errors import ServiceError
+from scaleout_common.openai_errors import error_object
+
+# Request fields echoed in the Response as the client sent them, and their value when absent.
+ECHOED = {
+    "instructions": None,
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    "reasoning": None,
+    "truncation": "disabled",
+    "user": None,
+    "safety_identifier": None,
+    "prompt_cache_key": None,
+    "text": {"format": {"type": "text"}},
+}
+
+
+def usage(total: common_pb2.Usage | None) -> dict | None:
+    if total is None:
+        return None
+    return {
+        "input_tokens": total.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": total.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": total.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": total.total_tokens,
+    }
+
+
+class Items:
+    """Item ids of one response: `rs_`, `msg_` and `fc_` + the response id's suffix + the output index."""
+
+    def __init__(self, response_id: str):
+        self.suffix = response_id.removeprefix("resp_")
+
+    def id(self, prefix: str, output_index: int) -> str:
+        return f"{prefix}_{self.suffix}{output_index}"
+
+
+def _reasoning_item(item_id: str, text: str, status: str) -> dict:
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "status": status,
+    }
+
+
+def _text_part(text: str) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _message_item(item_id: str, text: str | None, status: str) -> dict:
+    content = [_text_part(text)] if text is not None else []
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
+def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: str) -> dict:
+    """Everything in a Response but its output and usage."""
+    ctx, sampling = rendered.derender_context, rendered.generate_request.sampling_params
+    out: dict[str, Any] = {
+        "id": ctx.id,
+        "object": "response",
+        "created_at": ctx.created,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "model": ctx.model,
+        "output": [],
+        "temperature": sampling.temperature if sampling.HasField("temperature") else None,
+        "top_p": sampling.top_p if sampling.HasField("top_p") else None,
+        "max_output_tokens": sampling.max_tokens if sampling.HasField("max_tokens") else None,
+        "previous_response_id": None,
+        "store": False,
+        "background": False,
+        "service_tier": "default",
+        "top_logprobs": 0,
+        "usage": None,
+    }
+    out |= {name: default if request.get(name) is None else request[name] for name, default in ECHOED.items()}
+    return out
+
+
+def _finished(out: dict, choice, total: common_pb2.Usage | None) -> dict:
+    reason = finish_reasons.from_openai_name(choice.finish_reason if choice is not None else "")
+    status, incomplete = finish_reasons.responses_status(reason)
+    out["status"] = status
+    out["incomplete_details"] = {"reason": incomplete} if incomplete else None
+    out["usage"] = usage(total)
+    return out
+
+
+def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.RenderChatResponse, request: dict) -> dict:
+    """The Response of a whole (unary) answer."""
+    choice = completion.choices[0]
+    answer = choice.message
+    items = Items(completion.id)
+    output: list[dict] = []
+    if answer.HasField("reasoning") and answer.reasoning:
+        output.append(_reasoning_item(items.id("rs", len(output)), answer.reasoning, "completed"))
+    if answer.HasField("content") and answer.content:
+        output.append(_message_item(items.id("msg", len(output)), answer.content, "completed"))
+    for call in answer.tool_calls:
+        item_id = items.id("fc", len(output))
+        output.append(_call_item(item_id, call.id, call.function.name, call.function.arguments, "completed"))
+    out = _envelope(rendered, request, "completed")
+    out["output"] = output
+    return _finished(out, choice, completion.usage if completion.HasField("usage") else None)
+
+
+class ResponseStream:
+    """The Responses events for one streamed answer, fed derender's chunks in order."""
+
+    def __init__(self, rendered: render_pb2.RenderChatResponse, request: dict):
+        self.envelope = _envelope(rendered, request, "in_progress")
+        self.items = Items(self.envelope["id"])
+        self.sequence = 0
+        self.output: list[dict] = []  # finished items
+        self.open: dict | None = None  # the item being streamed
+        self.text = ""  # the open item's text (or arguments)
+        self.calls: dict[int, int] = {}  # tool call index -> its output index
+        self.choice = None  # the finishing chunk's choice
+        self.usage: common_pb2.Usage | None = None
+        # Numbered first whenever they are sent: the stream starts with its first output.
+        self.opening = [
+            self._event("response.created", response=self._response()),
+            self._event("response.in_progress", response=self._response()),
+        ]
+
+    def _event(self, kind: str, **fields) -> Event:
+        payload = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return kind, payload
+
+    def _response(self) -> dict:
+        return self.envelope | {"output": list(self.output)}
+
+    def start(self) -> list[Event]:
+        return self.opening
+
+    # --- items -----------------------------------------------------------------------------------------------
+    def _where(self) -> dict:
+        assert self.open is not None
+        return {"item_id": self.open["id"], "output_index": len(self.output)}
+
+    def _open(self, prefix: str, make) -> list[Event]:
+        """Close the open item, then open `make(item id)` at the next output index."""
+        events = self._close()
+        item = make(self.items.id(prefix, len(self.output)))
+        self.open, self.text = item, ""
+        events.append(self._event("response.output_item.added", output_index=len(self.output), item=item))
+        if item["type"] == "message":
+            events.append(
+                self._event("response.content_part.added", **self._where(), content_index=0, part=_text_part(""))
+            )
+        elif item["type"] == "reasoning":
+            part = {"type": "reasoning_text", "text": ""}
+            events.append(self._event("response.content_part.added", **self._where(), content_index=0, part=part))
+        return events
+
+    def _close(self) -> list[Event]:
+        item = self.open
+        if item is None:
+            return []
+        where, text, events = self._where(), self.text, []
+        if item["type"] == "message":
+            done = _message_item(item["id"], text, "completed")
+            events.append(self._event("response.output_text.done", **where, content_index=0, text=text, logprobs=[]))
+            events.append(self._event("response.content_part.done", **where, content_index=0, part=_text_part(text)))
+        elif item["type"] == "reasoning":
+            done = _reasoning_item(item["id"], text, "completed")
+            part = {"type": "reasoning_text", "text": text}
+            events.append(self._event("response.reasoning_text.done", **where, content_index=0, text=text))
+            events.append(self._event("response.content_part.done", **where, content_index=0, part=part))
+        else:
+            done = _call_item(item["id"], item["call_id"], item["name"], text, "completed")
+            events.append(
+                self._event("response.function_call_arguments.done", **where, name=item["name"], arguments=text)
+            )
+        events.append(self._event("response.output_item.done", output_index=where["output_index"], item=done))
+        self.output.append(done)
+        self.open = None
+        return events
+
+    def chunk(self, chunk: derender_pb2.ChatCompletionChunk) -> list[Event]:
+        if chunk.HasField("usage"):
+            self.usage = chunk.usage
+        events: list[Event] = []
+        for choice in chunk.choices[:1]:  # one answer (the Responses API has no n)
+            delta = choice.delta
+            if delta.HasField("reasoning") and delta.reasoning:
+                if self.open is None or self.open["type"] != "reasoning":
+                    events += self._open("rs", lambda i: _reasoning_item(i, "", "in_progress") | {"content": []})
+                self.text += delta.reasoning
+                where = self._where()
+                events.append(
+                    self._event("response.reasoning_text.delta", **where, content_index=0, delta=delta.reasoning)
+                )
+            if delta.HasField("content") and delta.content:
+                if self.open is None or self.open["type"] != "message":
+                    events += self._open("msg", lambda i: _message_item(i, None, "in_progress"))
+                self.text += delta.content
+                where = self._where()
+                events.append(
+                    self._event(
+                        "response.output_text.delta", **where, content_index=0, delta=delta.content, logprobs=[]
+                    )
+                )
+            for call in delta.tool_calls:
+                if call.HasField("id") or call.index not in self.calls:
+                    name = call.function.name
+                    events += self._open("fc", lambda i, c=call.id, n=name: _call_item(i, c, n, "", "in_progress"))
+                    self.calls[call.index] = len(self.output)
+                if call.function.arguments:
+                    self.text += call.function.arguments
+                    where = self._where()
+                    events.append(
+                        self._event("response.function_call_arguments.delta", **where, delta=call.function.arguments)
+                    )
+            if choice.HasField("finish_reason"):
+                self.choice = choice
+        return events
+
+    def finish(self) -> list[Event]:
+        events = self._close()
+        final = _finished(self._response(), self.choice, self.usage)
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        return events + [self._event(kind, response=final)]
+
+    def error(self, failure: ServiceError) -> list[Event]:
+        error = error_object(failure)["error"]
+        return [self._event("error", code=error["code"], message=error["message"], param=error["param"])]

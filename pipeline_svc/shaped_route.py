@@ -1,0 +1,113 @@
+"""A one-hop route whose API is not chat's but is rendered as chat: Anthropic Messages, OpenAI Responses.
+
+The client's JSON goes unchanged to the API's own render RPC (render_svc converts it to the chat form and
+enforces its field policy), then the usual hops run: the engine, and derender's chat output, the same parsed
+text, reasoning and tool calls the chat routes serve. Only the last step differs per API: a `Shape` turns
+derender's typed ChatCompletion (unary) or ChatCompletionChunks (streamed) into that API's JSON or events.
+
+Unary: one `application/json` HttpBody. Streamed: one HttpBody per server-sent event (`event:` and `data:`
+lines), the first written together with the first output derender answers, so that a failure before it (a
+refused request, a full engine queue, a replica still loading) is still a typed status and an HTTP error. After the first byte, errors
+travel in-band as the API's error event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Protocol
+
+import grpc
+from google.api import httpbody_pb2
+from opentelemetry import trace
+
+from pipeline_svc.hops import Hops, LiveGeneration
+from scaleout.v1 import derender_pb2, render_pb2
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
+
+JSON, SSE = "application/json", "text/event-stream"
+Event = tuple[str, dict]  # (SSE event name, JSON payload)
+UNENFORCED_TOOL_CHOICES = (derender_pb2.TOOL_CHOICE_MODE_REQUIRED, derender_pb2.TOOL_CHOICE_MODE_NAMED)
+
+
+class StreamShape(Protocol):
+    def start(self) -> list[Event]: ...
+    def chunk(self, chunk: derender_pb2.ChatCompletionChunk) -> list[Event]: ...
+    def finish(self) -> list[Event]: ...
+    def error(self, failure: ServiceError) -> list[Event]: ...
+
+
+def json_body(payload: dict) -> httpbody_pb2.HttpBody:
+    return httpbody_pb2.HttpBody(content_type=JSON, data=json.dumps(payload, ensure_ascii=False).encode())
+
+
+def sse(event: Event) -> httpbody_pb2.HttpBody:
+    name, payload = event
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return httpbody_pb2.HttpBody(content_type=SSE, data=f"event: {name}\ndata: {data}\n\n".encode())
+
+
+def _typed(error: Exception) -> ServiceError:
+    return ServiceError.from_rpc_error(error) if isinstance(error, grpc.aio.AioRpcError) else error  # type: ignore[return-value]
+
+
+def refuse_unenforced_tool_choice(rendered: render_pb2.RenderChatResponse, names: str) -> None:
+    """Forcing a tool (any / required / a named one) needs guided decoding, which the one hop does not run yet
+    (the chat front door refuses `required` and named tools the same way)."""
+    if rendered.derender_context.tool_choice in UNENFORCED_TOOL_CHOICES:
+        raise fail(
+            Reason.UNSUPPORTED_FIELD, f"`tool_choice` = {names} is not enforced yet; use auto or none", "tool_choice"
+        )
+
+
+async def serve(
+    hops: Hops,
+    render_rpc,
+    request: httpbody_pb2.HttpBody,
+    context,
+    tool_choice_names: str,
+    unary: Callable[[derender_pb2.ChatCompletion, render_pb2.RenderChatResponse, dict], dict],
+    streamed: Callable[[render_pb2.RenderChatResponse, dict], StreamShape],
+    identity: Callable[[dict], dict[str, str]],
+):
+    """Render (the API's own render RPC), then the answer as one JSON body or the API's event stream."""
+    try:
+        rendered = await render_rpc(request, timeout=context.time_remaining())
+    except grpc.aio.AioRpcError as error:
+        raise ServiceError.from_rpc_error(error) from None
+    refuse_unenforced_tool_choice(rendered, tool_choice_names)
+    body = json.loads(request.data)  # render validated it
+    span = trace.get_current_span()
+    for name, value in identity(body).items():
+        span.set_attribute(name, value)
+    if not body.get("stream"):
+        try:
+            completion = await hops.complete(rendered, context)
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.from_rpc_error(error) from None
+        yield json_body(unary(completion, rendered, body))
+        return
+    shape = streamed(rendered, body)
+    started = False
+    try:
+        live = LiveGeneration(hops, rendered, context)
+        async for answer in live.answers():
+            events = shape.chunk(answer.chat)
+            if events and not started:  # a chunk without output (usage only) starts nothing yet
+                events, started = shape.start() + events, True
+            for event in events:
+                yield sse(event)
+        if live.engine_error is not None:
+            raise ServiceError.from_status(live.engine_error)
+        events = [] if started else shape.start()
+        started = True
+        for event in events + shape.finish():
+            yield sse(event)
+    except (grpc.aio.AioRpcError, ServiceError) as error:
+        failure = _typed(error)
+        if not started:
+            raise failure from None
+        # HTTP/1.1 clients never see trailers: the outcome travels in-band.
+        for event in shape.error(failure):
+            yield sse(event)
