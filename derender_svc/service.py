@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from derender_svc import builders
+from derender_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of derender's messages)
 from derender_svc.limits import Limits
 from derender_svc.parsers import NONE
 from derender_svc.session import Defaults, Session

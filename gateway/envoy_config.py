@@ -12,9 +12,10 @@ from pathlib import Path
 import jinja2
 
 from scaleout.v1 import anthropic_pb2, chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2, responses_pb2
-from scaleout_common import openai_errors, tracing
+from scaleout_common import openai_errors
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
 from scaleout_common.reasons import Reason
+from scaleout_common.telemetry import tracing
 
 TEMPLATE = Path(__file__).with_name("envoy.yaml.j2")
 OPENAI_ERRORS_LUA = Path(__file__).with_name("openai_errors.lua")

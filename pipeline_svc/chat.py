@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the chat's messages)
 from pipeline_svc.hops import Hops, LiveGeneration, rpc_errors_typed
 from scaleout.v1 import chat_pb2_grpc, derender_pb2
 from scaleout_common.errors import ServiceError

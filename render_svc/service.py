@@ -12,6 +12,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from render_svc import flags
+from render_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of render's messages)
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 
-from scaleout_common.rpc_telemetry import client_interceptors
 from scaleout_common.server import channel_options
-from scaleout_common.tracing import channel_tracer
+from scaleout_common.telemetry.rpc import client_interceptors
+from scaleout_common.telemetry.tracing import channel_tracer
 
 
 def open_channel(target: str, max_message_mb: int = 64) -> grpc.aio.Channel:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from scaleout.v1 import common_pb2
 
-OPENAI = {
+OPENAI: dict[int, str] = {
     common_pb2.FINISH_REASON_STOP: "stop",
     common_pb2.FINISH_REASON_LENGTH: "length",
     common_pb2.FINISH_REASON_ABORT: "abort",

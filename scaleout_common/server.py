@@ -22,9 +22,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import scaleout.v1
-from scaleout_common import logs
 from scaleout_common.interceptors import ErrorInterceptor
-from scaleout_common.telemetry import Telemetry
+from scaleout_common.telemetry import logs
+from scaleout_common.telemetry.bootstrap import Telemetry
 
 log = logging.getLogger(__name__)
 

@@ -79,7 +79,8 @@ class RequestState:
     first_token_at: float | None = None
 
     def timings(self) -> dict[str, float]:
-        """Seconds in the queue, in prefill and until the first token (those known so far)."""
+        """Seconds in the queue and in prefill, and the first token's stamp (those known so far); telemetry's
+        call summary measures TTFT from it."""
         if self.scheduled_at is None:
             return {}
         if self.first_token_at is None:
@@ -87,5 +88,5 @@ class RequestState:
         return {
             "queue_s": self.scheduled_at - self.submitted_at,
             "prefill_s": self.first_token_at - self.scheduled_at,
-            "first_token_s": self.first_token_at - self.submitted_at,
+            "first_token_at": self.first_token_at,
         }

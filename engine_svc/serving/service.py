@@ -10,13 +10,14 @@ from collections.abc import Sequence
 import grpc
 
 from engine_svc.scheduling.admission import admit
+from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
 from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.errors import invalid_argument
-from scaleout_common.genai_telemetry import report_engine_timing
+from scaleout_common.telemetry.call_summary import report_engine_timing
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class EngineService:
         self.loaded.engine.start(asyncio.get_running_loop())
 
     def watch_metrics(self, llm) -> None:
-        """Scheduler gauges for Prometheus (scaleout_common.metrics), read at scrape time."""
+        """Scheduler gauges for Prometheus (scaleout_common.telemetry.metrics), read at scrape time."""
 
         def read(value):
             return lambda: value(self.loaded.engine) if self.loaded is not None else 0

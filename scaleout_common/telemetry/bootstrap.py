@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import grpc
 
-from scaleout_common import tracing
-from scaleout_common.metrics import ServiceMetrics
-from scaleout_common.rpc_telemetry import ServerTelemetryInterceptor
+from scaleout_common.telemetry import tracing
+from scaleout_common.telemetry.metrics import ServiceMetrics
+from scaleout_common.telemetry.rpc import ServerTelemetryInterceptor
 
 ENGINE = "scaleout.v1.EngineService"
 

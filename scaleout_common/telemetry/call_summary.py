@@ -1,26 +1,28 @@
-"""GenAI span attributes and LLM metrics read off the contract's own messages, for every service at once.
+"""One observed call's gen_ai.* summary: what the services' readers found, summed up onto its span and metrics.
 
-The telemetry interceptor hands each RPC's request and response messages here: request knobs
-(gen_ai.request.*) come from RenderChatRequest / GenerateRequest / DerenderChatRequest, results
-(gen_ai.usage.*, gen_ai.response.*) from RenderChatResponse / GenerateResponse / ChatCompletion / chunks.
-A Generate stream also feeds the engine's histograms (TTFT, inter-token latency, end to end) and token
-counters. The one thing only the engine knows, time in queue and in prefill, it reports with
-`report_engine_timing` from inside its Generate handler. Message text (gen_ai.input.messages /
-gen_ai.output.messages, chat only) is recorded only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
+The telemetry interceptor (rpc) makes a CallSummary per call and hands it every request and response message;
+the readers each service registered (genai) say what a message means. The summary knows no message type: it
+counts tokens, keeps usage, finish reasons and the response id, and owns the timing. It is the one place
+that measures time to first token (TTFT), from the call's start to its first token: on a streamed call, when
+the first generated token crosses the service boundary (event gen_ai.first_token); on a unary call, whose
+tokens all leave at the end, when the engine sampled it (its `report_engine_timing(first_token_at=...)`
+stamp: perf_counter is one monotonic clock for every process of the host, the engine core's included).
+Inter-token latency: one sample per token after the first, a message of k tokens spreading its gap over them
+(unary: the mean gap). What only the engine knows, time in queue and in prefill, it reports from its
+Generate handler with `report_engine_timing`. A Generate call's numbers also feed the engine's histograms
+(TTFT, inter-token latency, end to end) and token counters.
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
+from collections.abc import Mapping, Sequence
 from time import perf_counter
 
-from google.protobuf.json_format import MessageToDict
+from opentelemetry.util.types import AttributeValue
 
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
-from scaleout_common import finish_reasons
-from scaleout_common.metrics import LlmMetrics
-from scaleout_common.tracing import capture_content
+from scaleout_common.telemetry import genai
+from scaleout_common.telemetry.metrics import LlmMetrics
 
 # vLLM's span attribute names for request latencies (seconds).
 QUEUE_TIME = "gen_ai.latency.time_in_queue"
@@ -31,183 +33,118 @@ E2E = "gen_ai.latency.e2e"
 FIRST_TOKEN_EVENT = "gen_ai.first_token"
 
 
-def _sampling(params: common_pb2.SamplingParams) -> dict:
-    out = {}
-    for field, key in (
-        ("max_tokens", "gen_ai.request.max_tokens"),
-        ("temperature", "gen_ai.request.temperature"),
-        ("top_p", "gen_ai.request.top_p"),
-        ("seed", "gen_ai.request.seed"),
-    ):
-        if params.HasField(field):
-            out[key] = getattr(params, field)
-    return out
-
-
-def _generate_request(msg: engine_pb2.GenerateRequest) -> dict:
-    out = {
-        "gen_ai.operation.name": "generate",
-        "gen_ai.usage.input_tokens": len(msg.token_ids),
-        "gen_ai.request.choice.count": msg.n if msg.HasField("n") else 1,
-    }
-    if msg.model:
-        out["gen_ai.request.model"] = msg.model
-    out.update(_sampling(msg.sampling_params))
-    return out
-
-
-def _render_chat_request(msg: render_pb2.RenderChatRequest) -> dict:
-    out = {"gen_ai.operation.name": "chat"}
-    if capture_content():
-        out["gen_ai.input.messages"] = json.dumps([MessageToDict(m) for m in msg.messages], ensure_ascii=False)
-    if msg.model:
-        out["gen_ai.request.model"] = msg.model
-    max_tokens = (
-        msg.max_completion_tokens
-        if msg.HasField("max_completion_tokens")
-        else (msg.max_tokens if msg.HasField("max_tokens") else None)
-    )
-    for key, value in (
-        ("gen_ai.request.max_tokens", max_tokens),
-        ("gen_ai.request.temperature", msg.temperature if msg.HasField("temperature") else None),
-        ("gen_ai.request.top_p", msg.top_p if msg.HasField("top_p") else None),
-        ("gen_ai.request.seed", msg.seed if msg.HasField("seed") else None),
-        ("gen_ai.request.choice.count", msg.n if msg.HasField("n") else None),
-    ):
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def _render_chat_response(msg: render_pb2.RenderChatResponse) -> dict:
-    """Render resolves the server defaults: the span shows what the engine will actually be asked for."""
-    out = _generate_request(msg.generate_request)
-    out["gen_ai.operation.name"] = "chat"
-    if msg.derender_context.id:
-        out["gen_ai.response.id"] = msg.derender_context.id
-    return out
-
-
-def _derender_chat_request(msg: derender_pb2.DerenderChatRequest) -> dict:
-    return {"gen_ai.operation.name": "chat", "gen_ai.request.model": msg.context.model} if msg.context.model else {}
-
-
-REQUEST_ATTRIBUTES = {
-    engine_pb2.GenerateRequest: _generate_request,
-    render_pb2.RenderChatRequest: _render_chat_request,
-    derender_pb2.DerenderChatRequest: _derender_chat_request,
-}
-_CHUNKS = (derender_pb2.ChatCompletion, derender_pb2.Completion, derender_pb2.ChatCompletionChunk)
-_CHUNK_WRAPPERS = (derender_pb2.DerenderStreamResponse, derender_pb2.DerenderChunkResponse)
-
-
-def request_attributes(msg) -> dict:
-    extract = REQUEST_ATTRIBUTES.get(type(msg))
-    return extract(msg) if extract else {}
-
-
-class ResponseStream:
-    """Sums up an RPC's response messages (one, or a stream): engine outputs, chat/completion chunks, renders."""
+class CallSummary:
+    """Sums up an RPC's messages (one, or a stream each way); implements genai.GenAiCall for the readers."""
 
     def __init__(self, start: float, llm: LlmMetrics | None, span, streaming: bool):
         self.start, self.llm, self.span, self.streaming = start, llm, span, streaming
-        self.generated = False  # saw engine output: the LLM metrics apply
-        self.first = self.last = None  # perf_counter() of the first / latest streamed token
-        self.ttft = None  # seconds; from the stream, or reported by the engine for a unary call
-        self.attributes: dict = {}
-        self.input_tokens = self.output_tokens = None
+        self.has_output = False  # saw engine output: the LLM metrics apply
+        self.first: float | None = None  # perf_counter() of the first streamed token
+        self.last: float | None = None  # ... and of the latest
+        self.ttft: float | None = None  # seconds
+        self.attributes: dict[str, AttributeValue] = {}
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
         self.counted_tokens = 0
-        self.response_id = None
+        self.id: str | None = None
         self.finish_reasons: dict[int, str] = {}
         self.timing: dict[str, float] = {}
 
-    def add(self, msg) -> None:
-        kind = type(msg)
-        if kind is engine_pb2.GenerateResponse:
-            self._engine_output(msg)
-        elif kind in _CHUNK_WRAPPERS:
-            which = msg.WhichOneof("chunk")
-            if which:
-                self._chunk(getattr(msg, which))
-        elif kind in _CHUNKS:
-            self._chunk(msg)
-        elif kind is render_pb2.RenderChatResponse:
-            self.attributes.update(_render_chat_response(msg))
+    # -- the messages, handed over by the interceptor --------------------------------------------------
+
+    def request(self, message) -> None:
+        genai.read_request(message, self)
+
+    def response(self, message) -> None:
+        genai.read_response(message, self)
 
     async def consume(self, requests):
-        """Pass a request stream through, counting the engine output it carries (DerenderStream's input)."""
+        """Pass a request stream through, reading each message (DerenderStream's engine output)."""
         async for message in requests:
-            if type(message) is derender_pb2.DerenderStreamRequest and message.HasField("engine_output"):
-                output = message.engine_output
-                self.counted_tokens += sum(len(c.token_ids) for c in output.choices)
-                if output.HasField("prompt"):
-                    self.input_tokens = output.prompt.num_tokens
-                if output.HasField("usage"):
-                    self.input_tokens, self.output_tokens = output.usage.prompt_tokens, output.usage.completion_tokens
+            genai.read_request(message, self)
             yield message
 
-    def _engine_output(self, msg: engine_pb2.GenerateResponse) -> None:
-        now = perf_counter()
-        self.generated = True
-        new = 0
-        for choice in msg.choices:
-            count = len(choice.token_ids)
-            self.counted_tokens += count
-            new = max(new, count)
-            if choice.finish_reason:
-                self.finish_reasons[choice.index] = finish_reasons.openai_name(choice.finish_reason)
-        if msg.HasField("prompt"):
-            self.input_tokens = msg.prompt.num_tokens
-        if msg.HasField("usage"):
-            self.input_tokens, self.output_tokens = msg.usage.prompt_tokens, msg.usage.completion_tokens
-        if self.response_id is None and msg.request_id:
-            self.response_id = msg.request_id
-        if new and self.streaming:
-            # One inter-token sample per token after the first: a message of k tokens after a gap spreads the
-            # gap over its k tokens (the engine merged steps for a slow reader); tokens that rode with the
-            # first one arrived with it (gap 0).
-            if self.first is None:
-                self.first = now
-                self.ttft = now - self.start
-                gap, new = 0.0, new - 1
-                if self.llm is not None:
-                    self.llm.time_to_first_token.observe(self.ttft)
-                if self.span is not None:
-                    self.span.add_event(FIRST_TOKEN_EVENT)
-            else:
-                gap = (now - self.last) / new
-            if self.llm is not None:
-                for _ in range(new):
-                    self.llm.inter_token_latency.observe(gap)
-            self.last = now
+    # -- genai.GenAiCall: what the readers report ------------------------------------------------------
 
-    def _chunk(self, msg) -> None:
-        if msg is None:
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        self.attributes.update(attributes)
+
+    def generated(self, new_tokens: Sequence[int]) -> None:
+        now = perf_counter()
+        self.has_output = True
+        self.counted_tokens += sum(new_tokens)
+        new = max(new_tokens, default=0)
+        if not (new and self.streaming):
             return
-        self.response_id = self.response_id or msg.id
-        if msg.model:
-            self.attributes["gen_ai.response.model"] = msg.model
-        for choice in msg.choices:
-            if choice.finish_reason:
-                self.finish_reasons[choice.index] = choice.finish_reason
-        if type(msg) is derender_pb2.ChatCompletion and capture_content():
-            self.attributes["gen_ai.output.messages"] = json.dumps(
-                [MessageToDict(c.message) for c in msg.choices], ensure_ascii=False
-            )
-        if msg.HasField("usage"):
-            self.input_tokens, self.output_tokens = msg.usage.prompt_tokens, msg.usage.completion_tokens
+        # One inter-token sample per token after the first: a message of k tokens after a gap spreads the gap
+        # over its k tokens (the engine merged steps for a slow reader); tokens that rode with the first one
+        # arrived with it (gap 0).
+        if self.last is None:
+            self.first = now
+            ttft = self._first_token(now)
+            gap, new = 0.0, new - 1
+            if self.llm is not None:
+                self.llm.time_to_first_token.observe(ttft)
+            if self.span is not None:
+                self.span.add_event(FIRST_TOKEN_EVENT)
+        else:
+            gap = (now - self.last) / new
+        if self.llm is not None:
+            for _ in range(new):
+                self.llm.inter_token_latency.observe(gap)
+        self.last = now
+
+    def passed(self, tokens: int) -> None:
+        self.counted_tokens += tokens
+
+    def prompt_tokens(self, count: int) -> None:
+        self.input_tokens = count
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.input_tokens, self.output_tokens = prompt_tokens, completion_tokens
+
+    def finished(self, index: int, reason: str) -> None:
+        self.finish_reasons[index] = reason
+
+    def response_id(self, response_id: str) -> None:
+        if response_id and not self.id:
+            self.id = response_id
+
+    # -- the engine's own numbers, and the end ---------------------------------------------------------
+
+    def _first_token(self, at: float) -> float:
+        """The one definition of TTFT: from the call's start to `at`, when its first token was seen."""
+        self.ttft = at - self.start
+        return self.ttft
+
+    def engine_timing(self, queue_s: float | None, prefill_s: float | None, first_token_at: float | None) -> None:
+        if queue_s is not None:
+            self.timing["time_in_queue"] = queue_s
+            if self.llm is not None:
+                self.llm.queue_time.observe(queue_s)
+        if prefill_s is not None:
+            self.timing["time_in_model_prefill"] = prefill_s
+        if first_token_at is not None and self.first is None:  # no token streamed: the engine's stamp
+            self._first_token(first_token_at)
+
+    def _latency(self, e2e: float) -> tuple[float, float] | None:
+        """(TTFT, time in decode) in seconds, once a first token was seen; unary: decode is the rest of the call."""
+        if self.ttft is None:
+            return None
+        if self.first is not None and self.last is not None:
+            return self.ttft, self.last - self.first
+        return self.ttft, max(0.0, e2e - self.ttft)
 
     def end(self, ok: bool) -> None:
         now = perf_counter()
         output_tokens = self.output_tokens if self.output_tokens is not None else self.counted_tokens
         reasons = [self.finish_reasons[i] for i in sorted(self.finish_reasons)]
         e2e = now - self.start
-        decode = None
-        if self.ttft is not None:
-            decode = (self.last - self.first) if self.first is not None else max(0.0, e2e - self.ttft)
-        if self.llm is not None and self.generated:
-            if self.first is None and self.ttft is not None:  # unary: the engine's numbers, the mean token gap
-                self.llm.time_to_first_token.observe(self.ttft)
+        latency = self._latency(e2e)
+        if self.llm is not None and self.has_output:
+            if self.first is None and latency is not None:  # unary: the engine's first token, the mean token gap
+                ttft, decode = latency
+                self.llm.time_to_first_token.observe(ttft)
                 gaps = output_tokens - 1
                 for _ in range(max(0, gaps)):
                     self.llm.inter_token_latency.observe(decode / gaps)
@@ -221,45 +158,36 @@ class ResponseStream:
         attributes = self.attributes
         attributes.update((f"gen_ai.latency.{k}", v) for k, v in self.timing.items())
         if self.input_tokens is not None:
-            attributes["gen_ai.usage.input_tokens"] = self.input_tokens
+            attributes[genai.NAMES["input_tokens"]] = self.input_tokens
         if self.output_tokens is not None or self.counted_tokens:
-            attributes["gen_ai.usage.output_tokens"] = output_tokens
+            attributes[genai.NAMES["output_tokens"]] = output_tokens
         if reasons:
-            attributes["gen_ai.response.finish_reasons"] = reasons
-        if self.response_id:
-            attributes.setdefault("gen_ai.response.id", self.response_id)
-        if self.generated:
+            attributes[genai.NAMES["finish_reasons"]] = reasons
+        if self.id:
+            attributes.setdefault(genai.NAMES["response_id"], self.id)
+        if self.has_output:
             attributes[E2E] = e2e
-        if self.ttft is not None:
-            attributes[TTFT] = self.ttft
-            attributes[DECODE_TIME] = decode
+        if latency is not None:
+            attributes[TTFT], attributes[DECODE_TIME] = latency
         self.span.set_attributes(attributes)
 
 
-_current: contextvars.ContextVar[ResponseStream | None] = contextvars.ContextVar("scaleout_genai_call", default=None)
+_current: contextvars.ContextVar[CallSummary | None] = contextvars.ContextVar("scaleout_genai_call", default=None)
 
 
-def bind(stream: ResponseStream) -> None:
-    """Make `stream` the current call's summary (in the call's own task; see rpc_telemetry._Call)."""
-    _current.set(stream)
+def bind(summary: CallSummary) -> None:
+    """Make `summary` the current call's (in the call's own task; see rpc._Call)."""
+    _current.set(summary)
 
 
 def report_engine_timing(
-    queue_s: float | None = None, prefill_s: float | None = None, first_token_s: float | None = None
+    queue_s: float | None = None, prefill_s: float | None = None, first_token_at: float | None = None
 ) -> None:
-    """The engine's Generate/GenerateUnary handler: time this request waited for a slot, spent in prefill and,
-    from its arrival, until its first token (used when no stream shows it: GenerateUnary).
+    """The engine's Generate/GenerateUnary handler: seconds this request waited for a slot and spent in prefill,
+    and the perf_counter() stamp of its first sampled token (the call's TTFT when no stream showed one).
 
     Lands on the request's span (gen_ai.latency.*) and histograms; a no-op without telemetry.
     """
-    stream = _current.get()
-    if stream is None:
-        return
-    if queue_s is not None:
-        stream.timing["time_in_queue"] = queue_s
-        if stream.llm is not None:
-            stream.llm.queue_time.observe(queue_s)
-    if prefill_s is not None:
-        stream.timing["time_in_model_prefill"] = prefill_s
-    if first_token_s is not None and stream.first is None:
-        stream.ttft = first_token_s
+    summary = _current.get()
+    if summary is not None:
+        summary.engine_timing(queue_s, prefill_s, first_token_at)

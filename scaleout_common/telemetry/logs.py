@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from scaleout_common.tracing import current_ids
+from scaleout_common.telemetry.tracing import current_ids
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

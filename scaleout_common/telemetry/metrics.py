@@ -1,9 +1,9 @@
 """Prometheus metrics: one registry per served service, exposed on --metrics-port.
 
 RPC metrics (every service) are fed by the telemetry server interceptor. LLM metrics (the engine) are fed
-from the Generate response stream at the service boundary (TTFT, inter-token latency, end to end, tokens in
-and out) and by gauges that read the engine's scheduler when Prometheus scrapes (queue depth, running
-sequences, KV cache use).
+by each Generate call's summary at the service boundary (call_summary: TTFT, inter-token latency, end to
+end, tokens in and out) and by gauges that read the engine's scheduler when Prometheus scrapes (queue depth,
+running sequences, KV cache use).
 """
 
 from __future__ import annotations

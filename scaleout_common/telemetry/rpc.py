@@ -11,17 +11,21 @@ Health and reflection calls are not observed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
+from typing import Any, cast
 
 import grpc
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from scaleout_common import genai_telemetry
 from scaleout_common.interceptors import MethodWrappingInterceptor
-from scaleout_common.metrics import ServiceMetrics
+from scaleout_common.telemetry.call_summary import CallSummary, bind
+from scaleout_common.telemetry.metrics import ServiceMetrics
 
+_Unary = Callable[[Any, Any], Awaitable[Any]]
+_Streaming = Callable[[Any, Any], AsyncIterator[Any]]
 SERVER_ERRORS = frozenset({"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"})
 
 
@@ -32,8 +36,8 @@ def _split_target(target: str) -> tuple[str, int | None]:
     return host.removeprefix("dns:").removeprefix("ipv4:").strip("[]"), int(port)
 
 
-def _rpc_attributes(method: str, host: str, port: int | None) -> dict:
-    attributes = {"rpc.system.name": "grpc", "rpc.method": method, "server.address": host}
+def _rpc_attributes(method: str, host: str, port: int | None) -> dict[str, str | int]:
+    attributes: dict[str, str | int] = {"rpc.system.name": "grpc", "rpc.method": method, "server.address": host}
     if port is not None:
         attributes["server.port"] = port
     return attributes
@@ -58,7 +62,7 @@ def _code_name(context, error: BaseException | None) -> str:
 
 
 class _Call:
-    """One observed server call: its span (or None), its response summary (or None) and when it began.
+    """One observed server call: its span (or None), its gen_ai summary (or None) and when it began.
 
     The span and the summary are made current in the call's own task (grpc.aio runs each call in a task of
     its own, so nothing is detached: the task's context dies with it). The call is finished when its handler
@@ -66,12 +70,12 @@ class _Call:
     from the servicer context's done callback.
     """
 
-    __slots__ = ("finished", "responses", "span", "start")
+    __slots__ = ("finished", "span", "start", "summary")
 
     def __init__(self, interceptor: ServerTelemetryInterceptor, method: str, context, streaming: bool):
         self.start = perf_counter()
         self.finished = False
-        self.span = self.responses = None
+        self.span = self.summary = None
         if interceptor.tracer is not None:
             parent = propagate.extract(dict(context.invocation_metadata() or ()))
             self.span = interceptor.tracer.start_span(
@@ -79,16 +83,12 @@ class _Call:
             )
             otel_context.attach(trace.set_span_in_context(self.span, parent))
         if self.span is not None or interceptor.llm is not None:
-            self.responses = genai_telemetry.ResponseStream(self.start, interceptor.llm, self.span, streaming)
-            genai_telemetry.bind(self.responses)
-
-    def request(self, message) -> None:
-        if self.span is not None:
-            self.span.set_attributes(genai_telemetry.request_attributes(message))
+            self.summary = CallSummary(self.start, interceptor.llm, self.span, streaming)
+            bind(self.summary)
 
     def end(self, code: str) -> None:
-        if self.responses is not None:
-            self.responses.end(code == "OK")
+        if self.summary is not None:
+            self.summary.end(code == "OK")
         if self.span is not None:
             _end_span(self.span, code, code in SERVER_ERRORS)
 
@@ -135,18 +135,19 @@ class ServerTelemetryInterceptor(MethodWrappingInterceptor):
             request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
         )
         if handler.unary_unary or handler.stream_unary:
-            inner = handler.unary_unary or handler.stream_unary
+            inner = cast(_Unary, handler.unary_unary or handler.stream_unary)  # grpc.aio's: coroutines
             unary_request = handler.unary_unary is not None
 
             async def unary(request, context):
                 call = self._begin(method, context, streaming=False)
                 error = None
+                summary = call.summary
                 try:
-                    if unary_request:
-                        call.request(request)
+                    if unary_request and summary is not None:
+                        summary.request(request)
                     response = await inner(request, context)
-                    if call.responses is not None:
-                        call.responses.add(response)
+                    if summary is not None:
+                        summary.response(response)
                     return response
                 except BaseException as e:
                     error = e
@@ -157,21 +158,21 @@ class ServerTelemetryInterceptor(MethodWrappingInterceptor):
             factory = grpc.unary_unary_rpc_method_handler if unary_request else grpc.stream_unary_rpc_method_handler
             return factory(unary, **kwargs)
 
-        inner = handler.unary_stream or handler.stream_stream
+        stream = cast(_Streaming, handler.unary_stream or handler.stream_stream)  # grpc.aio's: async generators
         unary_request = handler.unary_stream is not None
 
         async def streaming(request, context):
             call = self._begin(method, context, streaming=True)
             error = None
+            summary = call.summary
             try:
-                if unary_request:
-                    call.request(request)
-                elif call.span is not None:
-                    request = call.responses.consume(request)
-                responses = call.responses
-                async for message in inner(request, context):
-                    if responses is not None:
-                        responses.add(message)
+                if summary is not None and unary_request:
+                    summary.request(request)
+                elif summary is not None:
+                    request = summary.consume(request)
+                async for message in stream(request, context):
+                    if summary is not None:
+                        summary.response(message)
                     yield message
             except BaseException as e:
                 error = e

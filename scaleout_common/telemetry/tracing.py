@@ -117,36 +117,7 @@ def channel_tracer() -> trace.Tracer | None:
     return provider.get_tracer(INSTRUMENTATION)
 
 
-# -- GenAI attributes on the current span (cheap no-ops when tracing is off) -------------------------------
-
-_GENAI = {
-    "operation": "gen_ai.operation.name",
-    "request_model": "gen_ai.request.model",
-    "max_tokens": "gen_ai.request.max_tokens",
-    "temperature": "gen_ai.request.temperature",
-    "top_p": "gen_ai.request.top_p",
-    "seed": "gen_ai.request.seed",
-    "choice_count": "gen_ai.request.choice.count",
-    "response_model": "gen_ai.response.model",
-    "response_id": "gen_ai.response.id",
-    "finish_reasons": "gen_ai.response.finish_reasons",
-    "input_tokens": "gen_ai.usage.input_tokens",
-    "output_tokens": "gen_ai.usage.output_tokens",
-}
-
-
-def set_genai_attributes(**values) -> None:
-    """Set gen_ai.* attributes on the current span: set_genai_attributes(request_model="m", max_tokens=16).
-
-    Keys: operation, request_model, max_tokens, temperature, top_p, seed, choice_count, response_model,
-    response_id, finish_reasons (a sequence of strings), input_tokens, output_tokens. None values are skipped.
-    """
-    span = trace.get_current_span()
-    if not span.is_recording():
-        return
-    for key, value in values.items():
-        if value is not None:
-            span.set_attribute(_GENAI[key], list(value) if isinstance(value, (list, tuple)) else value)
+# -- the current span: cheap no-ops when tracing is off (gen_ai.* attributes: genai.set_genai_attributes) --
 
 
 def add_event(name: str, **attributes) -> None:

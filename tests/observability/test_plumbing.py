@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scaleout.v1 import chat_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
-from scaleout_common import logs, tracing
-from scaleout_common.telemetry import Telemetry
+from scaleout_common.telemetry import genai, logs, tracing
+from scaleout_common.telemetry.bootstrap import Telemetry
 from tests.observability.otlp_receiver import OtlpHttpReceiver, OtlpReceiver
 from tests.observability.toy import OUTPUT, ToyEngine, ToyFront, serving
 
@@ -277,10 +277,10 @@ async def test_a_cancelled_stream_ends_its_span_and_leaves_nothing_in_flight(rec
 def test_genai_helpers_act_on_the_current_span_and_are_no_ops_without_one():
     from opentelemetry.sdk.trace import TracerProvider
 
-    tracing.set_genai_attributes(request_model="m")  # no span: nothing happens
+    genai.set_genai_attributes(request_model="m")  # no span: nothing happens
     tracing.add_event("nothing")
     with TracerProvider().get_tracer("t").start_as_current_span("s") as span:
-        tracing.set_genai_attributes(request_model="m", max_tokens=8, finish_reasons=("stop",), seed=None)
+        genai.set_genai_attributes(request_model="m", max_tokens=8, finish_reasons=("stop",), seed=None)
         tracing.add_event("gen_ai.custom", tokens=3)
     assert dict(span.attributes) == {
         "gen_ai.request.model": "m",
@@ -293,8 +293,9 @@ def test_genai_helpers_act_on_the_current_span_and_are_no_ops_without_one():
 async def test_a_derender_stream_counts_the_engine_output_it_consumes():
     from opentelemetry.sdk.trace import TracerProvider
 
+    from derender_svc import telemetry as _derender_readers  # noqa: F401
     from scaleout.v1 import derender_pb2
-    from scaleout_common.genai_telemetry import ResponseStream
+    from scaleout_common.telemetry.call_summary import CallSummary
 
     async def requests():
         yield derender_pb2.DerenderStreamRequest(context=derender_pb2.DerenderContext(id="chatcmpl-1"))
@@ -305,10 +306,10 @@ async def test_a_derender_stream_counts_the_engine_output_it_consumes():
             yield derender_pb2.DerenderStreamRequest(engine_output=output)
 
     span = TracerProvider().get_tracer("t").start_span("s")
-    stream = ResponseStream(0.0, None, span, streaming=True)
+    stream = CallSummary(0.0, None, span, streaming=True)
     async for _ in stream.consume(requests()):
-        stream.add(derender_pb2.DerenderStreamResponse(chat=derender_pb2.ChatCompletionChunk(id="chatcmpl-1")))
-    stream.add(
+        stream.response(derender_pb2.DerenderStreamResponse(chat=derender_pb2.ChatCompletionChunk(id="chatcmpl-1")))
+    stream.response(
         derender_pb2.DerenderStreamResponse(
             chat=derender_pb2.ChatCompletionChunk(
                 id="chatcmpl-1", choices=[derender_pb2.ChatChunkChoice(index=0, finish_reason="length")]

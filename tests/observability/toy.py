@@ -1,7 +1,8 @@
 """Two small in-process services on the real contract, to test the shared telemetry plumbing alone.
 
 ToyEngine streams fixed token ids like an engine; ToyFront calls it through `open_channel` (client
-interceptors, traceparent) like the one-hop chat service does. Real gRPC servers with the production
+interceptors, traceparent) like the one-hop chat service does. Their messages are the engine's and the chat
+pipeline's, so the gen_ai readers those packages register apply. Real gRPC servers with the production
 bootstrap; the services' own behaviour is what the other test folders check.
 """
 
@@ -10,14 +11,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 
 from devstack.stack import free_port
+from engine_svc.serving import telemetry as _engine_readers  # noqa: F401  (ToyEngine's messages are the engine's)
+from pipeline_svc import telemetry as _chat_readers  # noqa: F401  (ToyFront's are the chat pipeline's)
 from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser
 from scaleout_common.errors import invalid_argument
-from scaleout_common.genai_telemetry import report_engine_timing
+from scaleout_common.telemetry.call_summary import report_engine_timing
 from tests.serving import serving as shared_serving
 
 OUTPUT = [[11], [12], [13, 14]]  # three messages, four tokens
@@ -68,7 +72,7 @@ class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
         whole = engine_pb2.GenerateResponse()
         async for message in self.Generate(request, context):
             whole.MergeFrom(message)
-        report_engine_timing(first_token_s=0.005)
+        report_engine_timing(first_token_at=time.perf_counter())
         return whole
 
 

@@ -1,0 +1,39 @@
+"""What the engine's messages mean to telemetry: gen_ai.* on Generate / GenerateUnary spans, the LLM metrics.
+
+GenerateRequest: the knobs the engine was sent. GenerateResponse: the tokens each choice generated (the call's
+summary counts and times them), finish reasons (named by scaleout_common.finish_reasons), the prompt's size,
+usage and the request id. Time in queue and in prefill, and the first token's stamp, the servicer reports with
+`report_engine_timing`.
+"""
+
+from __future__ import annotations
+
+from scaleout.v1 import engine_pb2
+from scaleout_common import finish_reasons
+from scaleout_common.telemetry import genai
+
+
+@genai.on_request(engine_pb2.GenerateRequest)
+def _request(msg: engine_pb2.GenerateRequest, call: genai.GenAiCall) -> None:
+    call.set_attributes(
+        genai.attributes(
+            operation="generate",
+            input_tokens=len(msg.token_ids),
+            choice_count=msg.n if msg.HasField("n") else 1,
+            request_model=msg.model or None,
+        )
+        | genai.sampling_attributes(msg.sampling_params)
+    )
+
+
+@genai.on_response(engine_pb2.GenerateResponse)
+def _output(msg: engine_pb2.GenerateResponse, call: genai.GenAiCall) -> None:
+    call.generated([len(choice.token_ids) for choice in msg.choices])
+    for choice in msg.choices:
+        if choice.finish_reason:
+            call.finished(choice.index, finish_reasons.openai_name(choice.finish_reason))
+    if msg.HasField("prompt"):
+        call.prompt_tokens(msg.prompt.num_tokens)
+    if msg.HasField("usage"):
+        call.usage(msg.usage.prompt_tokens, msg.usage.completion_tokens)
+    call.response_id(msg.request_id)
