@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 
 from scaleout.v1 import anthropic_pb2, chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2, responses_pb2
-from scaleout_common import openai_errors
+from scaleout_common import openai_errors, prefix_hash
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
 from scaleout_common.reasons import Reason
 from scaleout_common.telemetry import tracing
@@ -62,6 +62,41 @@ class Cors:
     @property
     def origin_matchers(self) -> list[dict]:
         return [{"safe_regex": {"regex": ".*"}} if o == "*" else {"exact": o} for o in self.origins]
+
+
+@dataclass(frozen=True)
+class PrefixRouting:
+    """Cache-aware routing of one role's cluster: a consistent hash (MAGLEV or RING_HASH) on a request header,
+    render's prefix hash (render_svc/routing.py), with bounded load (`hash_balance_factor` percent of the
+    average; 0: unbounded). Requests without the header go to a random replica."""
+
+    role: str = "engine"
+    header: str = prefix_hash.ROUTING_HEADER
+    policy: str = "MAGLEV"
+    hash_balance_factor: int = 150
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        parser.add_argument(
+            "--engine-lb",
+            default="maglev",
+            choices=["maglev", "ring_hash", "round_robin"],
+            help="engine replicas: consistent hash on the x-scaleout-prefix-hash header (maglev, ring_hash) "
+            "so a conversation stays where its KV cache is, or round_robin",
+        )
+        parser.add_argument(
+            "--hash-balance-factor",
+            type=int,
+            default=cls.hash_balance_factor,
+            help="bounded load for the consistent hash: a replica takes at most this percent of the average "
+            "requests in flight before the overflow moves on (0: unbounded)",
+        )
+
+    @classmethod
+    def from_args(cls, args) -> PrefixRouting | None:
+        if args.engine_lb == "round_robin":
+            return None
+        return cls(policy=args.engine_lb.upper(), hash_balance_factor=args.hash_balance_factor)
 
 
 @dataclass
@@ -133,8 +168,12 @@ def render_config(
     health_interval_s: float = 1.0,
     descriptor_set: str = str(GENERATED / DESCRIPTOR_SET),
     cors: Cors | None = None,
+    prefix_routing: PrefixRouting | None = PrefixRouting(),  # frozen: safe to share
 ) -> str:
-    """The Envoy config; GET /openapi.json serves the document codegen writes beside `descriptor_set`."""
+    """The Envoy config; GET /openapi.json serves the document codegen writes beside `descriptor_set`.
+
+    `prefix_routing` balances the engine replicas on render's prefix hash (None: round robin).
+    """
     template = jinja2.Template(
         TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
     )
@@ -158,6 +197,7 @@ def render_config(
         tracing=tracing,
         unary_timeout_s=unary_timeout_s,
         health_interval_s=health_interval_s,
+        prefix_routing=prefix_routing,
     )
 
 
@@ -177,6 +217,7 @@ def main() -> None:
     parser.add_argument("--admin-port", type=int, default=9901)
     parser.add_argument("--descriptor-set", default=str(GENERATED / DESCRIPTOR_SET))
     parser.add_argument("--cors-origins", default="", help="comma-separated origins browsers may call from; * for any")
+    PrefixRouting.add_arguments(parser)
     parser.add_argument(
         "--upstream",
         action="append",
@@ -199,6 +240,7 @@ def main() -> None:
             tracing=Tracing.from_env(os.environ),
             descriptor_set=args.descriptor_set,
             cors=Cors.from_list(args.cors_origins),
+            prefix_routing=PrefixRouting.from_args(args),
         ),
         end="",
     )

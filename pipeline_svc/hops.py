@@ -4,6 +4,7 @@
 rendered prompt to the end; `LiveGeneration` pipes the engine's stream through derender's stateful stream,
 cancelling the engine (which aborts the request and frees its cache) as soon as derender reports a matched
 stop string, which only derender can see. Deadlines propagate: each hop gets the caller's remaining time.
+Engine calls carry render's prefix hash as a header, on which the gateway picks the replica that caches it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import grpc
 
 from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2_grpc, render_pb2_grpc
+from scaleout_common import prefix_hash
 from scaleout_common.channels import open_channel
 from scaleout_common.errors import ServiceError
 
@@ -45,7 +47,11 @@ class Hops:
             if live.engine_error is not None:
                 raise ServiceError.from_status(live.engine_error)
             return live.outputs
-        result = await self.engine.GenerateUnary(rendered.generate_request, timeout=context.time_remaining())
+        result = await self.engine.GenerateUnary(
+            rendered.generate_request,
+            timeout=context.time_remaining(),
+            metadata=prefix_hash.routing_metadata(rendered.generate_request),
+        )
         if result.HasField("error"):
             raise ServiceError.from_status(result.error)
         return [result]
@@ -68,7 +74,11 @@ class LiveGeneration:
 
     def __init__(self, hops: Hops, rendered, context):
         self._rendered = rendered
-        self._engine_call = hops.engine.Generate(rendered.generate_request, timeout=context.time_remaining())
+        self._engine_call = hops.engine.Generate(
+            rendered.generate_request,
+            timeout=context.time_remaining(),
+            metadata=prefix_hash.routing_metadata(rendered.generate_request),
+        )
         self._derender_call = hops.derender.DerenderStream(timeout=context.time_remaining())
         self._stopped_early = False
         self.outputs: list = []

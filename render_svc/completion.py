@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from render_svc import context
+from render_svc import context, routing
 from render_svc.prompt import check_length, check_size, check_truncation, fill_generate_request, offsets_proto, truncate
 from render_svc.renderer import Renderer
 from scaleout.v1 import derender_pb2, render_pb2
@@ -73,6 +73,7 @@ def render_completion(
             model.name,
             model.fingerprint,
         )
+        item.generate_request.prefix_hash = routing.completion_prefix_hash(request.cache_salt, ids)
         context.fill(
             item.derender_context,
             request,

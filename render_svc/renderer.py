@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from render_svc import context, convert, errors
+from render_svc import context, convert, errors, routing
 from render_svc.model import Model
 from render_svc.prompt import (
     Limits,
@@ -240,7 +240,9 @@ class Renderer:
         job = self.prepare(request)
         text = self.text(job)
         [(ids, offsets)] = self.encode([job], [text])
-        return self.finish(job, text, ids, offsets, id_prefix)
+        response = self.finish(job, text, ids, offsets, id_prefix)
+        response.generate_request.prefix_hash = routing.chat_prefix_hash(self, job, ids)
+        return response
 
     def render_chat_batch(self, request: render_pb2.RenderChatBatchRequest) -> render_pb2.RenderChatBatchResponse:
         if len(request.requests) > self.limits.max_batch_size:
@@ -262,6 +264,7 @@ class Renderer:
         for i, (job, text, (ids, offsets)) in enumerate(zip(jobs, texts, encoded)):
             try:
                 responses.append(self.finish(job, text, ids, offsets))
+                responses[-1].generate_request.prefix_hash = routing.chat_prefix_hash(self, job, ids)
             except ServiceError as error:
                 raise errors.in_batch(error, i) from None
         return render_pb2.RenderChatBatchResponse(responses=responses)

@@ -46,3 +46,9 @@ def prefix_key(cache_salt: str, tokens: Sequence[int], block_size: int) -> str:
     if tail or not hashes:
         hashes.append(block_hash(hashes[-1] if hashes else root(cache_salt), tokens[len(tokens) - tail :]))
     return hashes[-1].hex()
+
+
+def routing_metadata(request) -> tuple[tuple[str, str], ...] | None:
+    """gRPC metadata for an EngineService call carrying a GenerateRequest: its `prefix_hash` as the routing
+    header (None when it has none: the gateway then picks any replica)."""
+    return ((ROUTING_HEADER, request.prefix_hash),) if request.prefix_hash else None

@@ -1,0 +1,53 @@
+"""The routing key (GenerateRequest.prefix_hash): one per conversation, whatever its turn; salted; spread."""
+
+from __future__ import annotations
+
+import pytest
+
+from render_svc.completion import render_completion
+from scaleout.v1 import render_pb2
+from tests.render.calls import chat
+
+SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
+
+
+def _turns(first_question: str) -> list[list[dict]]:
+    history = [SYSTEM, {"role": "user", "content": first_question}]
+    turns = [list(history)]
+    for i in range(3):
+        history += [{"role": "assistant", "content": f"Answer {i}."}, {"role": "user", "content": f"Then {i}?"}]
+        turns.append(list(history))
+    return turns
+
+
+@pytest.mark.parametrize("family", ["default", "llama3", "qwen3"])
+def test_every_turn_of_a_conversation_has_its_first_turns_key(renderers, family):
+    renderer = renderers[family]
+    keys = [renderer.render_chat(chat(m)).generate_request.prefix_hash for m in _turns("What is 2+2?")]
+    other = [renderer.render_chat(chat(m)).generate_request.prefix_hash for m in _turns("Name a colour.")]
+    assert len(set(keys)) == 1 and len(set(other)) == 1 and keys[0] != other[0]
+    assert len(keys[0]) == 32  # 128-bit hex
+
+
+def test_the_salt_changes_the_key_and_batch_render_gives_the_same_keys(renderers):
+    renderer = renderers["default"]
+    messages = _turns("What is 2+2?")[0]
+    plain = renderer.render_chat(chat(messages)).generate_request.prefix_hash
+    salted = renderer.render_chat(chat(messages, cache_salt="tenant-a")).generate_request.prefix_hash
+    batch = renderer.render_chat_batch(
+        render_pb2.RenderChatBatchRequest(requests=[chat(messages), chat(messages, cache_salt="tenant-a")])
+    )
+    assert plain != salted
+    assert [r.generate_request.prefix_hash for r in batch.responses] == [plain, salted]
+
+
+def test_completions_key_on_their_first_tokens(renderers):
+    renderer = renderers["default"]
+    header = "Q: 1+1? A: 2. " * 60  # longer than COMPLETION_PREFIX_TOKENS
+
+    def key(prompt: str) -> str:
+        request = render_pb2.RenderCompletionRequest(prompts=[prompt])
+        return render_completion(renderer, request).prompts[0].generate_request.prefix_hash
+
+    assert key(header + "Q: 2+2?") == key(header + "Q: 3+3?")
+    assert key("Q: 2+2?") != key("Q: 3+3?")
