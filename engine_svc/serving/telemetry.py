@@ -28,10 +28,12 @@ def _request(msg: engine_pb2.GenerateRequest, call: genai.GenAiCall) -> None:
 
 @genai.on_response(engine_pb2.GenerateResponse)
 def _output(msg: engine_pb2.GenerateResponse, call: genai.GenAiCall) -> None:
-    call.generated([len(choice.token_ids) for choice in msg.choices])
-    for choice in msg.choices:
+    new_tokens = []
+    for choice in msg.choices:  # one pass: iterating a repeated message field costs ~1 us per pass
+        new_tokens.append(len(choice.token_ids))
         if choice.finish_reason:
             call.finished(choice.index, finish_reasons.openai_name(choice.finish_reason))
+    call.generated(new_tokens)
     if msg.HasField("prompt"):
         call.prompt_tokens(msg.prompt.num_tokens)
     if msg.HasField("usage"):
