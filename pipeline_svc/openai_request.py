@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ PIPELINE_FIELDS = ("stream", "stream_options")  # read here, then forwarded
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 # Message keys whose null / empty value carries nothing (an SDK echoing an assistant message back sends them).
 EMPTY_MESSAGE_KEYS = ("refusal", "annotations", "audio", "function_call")
+_AT_FIELD = re.compile(r' at "?\w+\.(\w+)')  # json_format's `at RenderChatRequest.temperature`
 
 
 @dataclass
@@ -124,13 +126,15 @@ def _parse(out: dict, message) -> Any:
 
 
 def _field_of(error: str) -> str | None:
-    """json_format names the offending field as `Failed to parse <name> field` or `no field named "<name>"`."""
+    """The top-level field json_format names: `Failed to parse <name> field`, `no field named "<name>"`, or, for a
+    scalar of the wrong type (`"temperature": "hot"`), `... at <Message>.<name>`."""
     for marker, end in (("Failed to parse ", " field"), ('no field named "', '"')):
         start = error.find(marker)
         if start >= 0:
             rest = error[start + len(marker) :]
             return rest[: rest.find(end)] if end in rest else rest
-    return None
+    at = _AT_FIELD.search(error)
+    return at.group(1) if at else None
 
 
 def _messages(messages) -> list:

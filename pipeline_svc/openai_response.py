@@ -1,7 +1,8 @@
 """The contract's typed responses -> OpenAI's JSON, field for field as the official SDKs read it.
 
 Null-or-absent follows OpenAI (and vLLM 0.33's additions): `finish_reason` and `logprobs` are null until
-they apply, `role` is on a choice's first delta only, `content` is null when a message only calls tools,
+they apply, `role` is on a choice's first delta only, `content` is null when a message only calls tools (and
+absent from a delta that adds no text, so a streamed tool-call message assembles to `content: null` too),
 `tool_calls` is absent when there are none, a call's `id`/`type`/`name` ride on its first delta only,
 `stop_reason` is the matched stop token id or string, or null (EOS). Reasoning is printed as `reasoning`
 (vLLM's name) and `reasoning_content` (its older name).
@@ -62,7 +63,7 @@ def _message(message, streamed: bool) -> dict:
     out: dict[str, Any] = {}
     if message.HasField("role") if streamed else True:
         out["role"] = message.role or "assistant"
-    if message.HasField("content"):
+    if message.HasField("content") and (message.content or not streamed):
         out["content"] = message.content
     elif not streamed:
         out["content"] = None
