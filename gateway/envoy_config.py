@@ -187,7 +187,8 @@ def render_config(
         openai_errors_lua=OPENAI_ERRORS_LUA.read_text()
         .replace("{{ error_types }}", openai_errors.lua_table())
         .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
-        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
+        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX)
+        .replace("{{ untyped_reason }}", Reason.UPSTREAM_ERROR.value),
         gateway_reason_prefix=Reason.GATEWAY_ERROR.value.removesuffix("ERROR"),
         invalid_json_reason=Reason.INVALID_JSON.value,
         openapi_max_bytes=OPENAPI_MAX_BYTES,

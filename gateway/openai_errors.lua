@@ -5,7 +5,8 @@
 -- (fields in proto order, compact). It becomes message = the status message, param = the first field
 -- violation, code = the ErrorInfo reason, details = the status details as they were. Envoy's own replies are
 -- already in the error shape (local_reply_config) with the HTTP status standing in for `type`, which is
--- filled in here. TYPES is rendered from scaleout_common/openai_errors.py. JSON string literals are copied as they are, never unescaped and re-encoded.
+-- filled in here. TYPES is rendered from scaleout_common/openai_errors.py; a status without an ErrorInfo
+-- (a failure no service typed) gets the reason {{ untyped_reason }}. JSON string literals are copied as they are, never unescaped and re-encoded.
 -- Success responses are never touched (no body buffering on the streaming paths).
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
 -- {"type": "error", "error": {...}} with Anthropic's type names (ANTHROPIC_TYPES); the request marks itself.
@@ -63,12 +64,15 @@ function envoy_on_response(handle)
   local anthropic = marks ~= nil and marks["anthropic"] == true
   local shaped
   if text:sub(1, 8) == '{"code":' then
-    local reason = string_after(text, "reason") or '"UPSTREAM_ERROR"'
+    local reason = string_after(text, "reason") or '"{{ untyped_reason }}"'
     shaped = '{"error":{"message":' .. (string_after(text, "message") or '""')
       .. ',"type":"' .. error_type(status, anthropic) .. '","param":' .. (string_after(text, "field") or "null")
       .. ',"code":' .. reason .. ',"details":' .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
   elseif text:find('"type":"?%d%d%d"?') then
     shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status, anthropic) .. '"', 1)
+    -- Some of Envoy's replies have no text of their own (no route): say what happened.
+    local said = status == 404 and "no route serves this method and path" or "the gateway could not serve this request"
+    shaped = shaped:gsub('"message":""', '"message":"' .. said .. '"', 1)
   else
     return
   end

@@ -20,10 +20,12 @@ from google.api import httpbody_pb2
 from opentelemetry import trace
 
 from pipeline_svc import openai_request, openai_response
+from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
 from pipeline_svc.hops import Hops, LiveGeneration
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
+from scaleout_common.telemetry.call_summary import observe_request, observe_response
 
 JSON, SSE = "application/json", "text/event-stream"
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
@@ -48,7 +50,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
 
     async def ChatCompletions(self, request, context):
         parsed = openai_request.chat_request(request.data)
-        _trace_identity(parsed)
+        _observe_request(parsed)
         try:
             rendered = await self.hops.render.RenderChat(parsed.typed, timeout=context.time_remaining())
             if not parsed.stream:
@@ -57,6 +59,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
                     timeout=context.time_remaining(),
                 )
+                observe_response(completion)
                 yield _json_body(openai_response.chat_completion(completion))
                 return
         except grpc.aio.AioRpcError as error:
@@ -67,7 +70,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
 
     async def Completions(self, request, context):
         parsed = openai_request.completion_request(request.data)
-        _trace_identity(parsed)
+        _observe_request(parsed)
         try:
             rendered = await self.hops.render.RenderCompletion(parsed.typed, timeout=context.time_remaining())
             if not parsed.stream:
@@ -79,6 +82,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                 completion = await self.hops.derender.DerenderCompletion(
                     derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
                 )
+                observe_response(completion)
                 yield _json_body(openai_response.completion(completion, streamed=False))
                 return
         except grpc.aio.AioRpcError as error:
@@ -96,6 +100,7 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
     try:
         async for index, answer in _merged(lives):
             chunk = answer.chat if answer.HasField("chat") else answer.completion
+            observe_response(chunk)
             if chunk.HasField("usage"):
                 usage_per_prompt[index] = chunk.usage
             payload = shape(answer, parsed.include_usage)
@@ -156,8 +161,9 @@ def _total(per_prompt: dict[int, common_pb2.Usage]) -> common_pb2.Usage:
     return total
 
 
-def _trace_identity(parsed: openai_request.OpenAIRequest) -> None:
-    """`user` / `safety_identifier`: the caller's identity, recorded on the request's span."""
+def _observe_request(parsed: openai_request.OpenAIRequest) -> None:
+    """The typed request to telemetry (gen_ai.request.*), and `user` / `safety_identifier` on the span."""
+    observe_request(parsed.typed)
     span = trace.get_current_span()
     for name, value in parsed.identity.items():
         span.set_attribute(f"openai.request.{name}", value)

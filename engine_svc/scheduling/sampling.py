@@ -22,6 +22,9 @@ class SamplingConfig:
     max_tokens: int = 0
     ignore_eos: bool = False
     stop_token_ids: frozenset[int] = frozenset()  # EOS ids included unless ignore_eos
+    # The caller's own stop ids: the one that ends a choice is reported (`stop_token_id`); EOS is a plain stop,
+    # as vLLM's stop_reason is null for it.
+    requested_stop_ids: frozenset[int] = frozenset()
     logprobs: int | None = None
     prompt_logprobs: int | None = None
 
@@ -64,6 +67,7 @@ def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_id
         max_tokens=max_tokens,
         ignore_eos=params.ignore_eos,
         stop_token_ids=frozenset(stops),
+        requested_stop_ids=frozenset(params.stop_token_ids),
         logprobs=opt("logprobs", None),
         prompt_logprobs=opt("prompt_logprobs", None),
     )

@@ -293,7 +293,8 @@ class Engine(EngineFront):
                 state.first_token_at = time.perf_counter()
             delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
             if token in seq.config.stop_token_ids and len(seq.output_ids) > seq.config.min_tokens:
-                delta.finish_reason, delta.stop_token_id = common_pb2.FINISH_REASON_STOP, token
+                delta.finish_reason = common_pb2.FINISH_REASON_STOP
+                delta.stop_token_id = token if token in seq.config.requested_stop_ids else None
             elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
                 delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
             out = outputs.get(state) or outputs.setdefault(state, StepOutput())

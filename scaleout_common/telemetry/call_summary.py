@@ -180,6 +180,20 @@ def bind(summary: CallSummary) -> None:
     _current.set(summary)
 
 
+def observe_request(message) -> None:
+    """A handler whose wire message is opaque (google.api.HttpBody) hands over its typed request here."""
+    summary = _current.get()
+    if summary is not None:
+        summary.request(message)
+
+
+def observe_response(message) -> None:
+    """... and each typed answer it sends, so its span and metrics read as a typed call's would."""
+    summary = _current.get()
+    if summary is not None:
+        summary.response(message)
+
+
 def report_engine_timing(
     queue_s: float | None = None, prefill_s: float | None = None, first_token_at: float | None = None
 ) -> None:

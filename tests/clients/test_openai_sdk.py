@@ -112,10 +112,6 @@ def test_chat_stream_helper_assembles_text(client, model_id):
     assert final.choices[0].message.content == unary.choices[0].message.content
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stop_reason is the EOS id (2) instead of null: engine_svc/serving/engine.py reports EOS as stop_token_id",
-)
 def test_stop_reason_is_null_when_the_model_ends_by_eos(client, model_id):
     """vLLM's `stop_reason`: the matched stop string or stop token id, null when the model's EOS ended it."""
     request = dict(model=model_id, messages=SHORT, max_tokens=40, temperature=0)
@@ -367,10 +363,6 @@ def test_error_suffix(client, model_id):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='Envoy\'s own 404 (no route) says `message: ""`: %LOCAL_REPLY_BODY% is empty for it (gateway/envoy.yaml.j2)',
-)
 def test_error_from_envoy_itself(client):
     """A path no route serves: Envoy's own reply, in the same shape."""
     error = _error(lambda: client.get("/no/such/path", cast_to=object))

@@ -58,7 +58,7 @@ def _trace(receiver, trace_id: str, methods: list[str]):
     def complete(spans):
         servers = {s.name for s in spans if s.kind == "server" and s.service != "scaleout-gateway"}
         gateway = [s for s in spans if s.service == "scaleout-gateway"]
-        return servers >= {"scaleout.v1.ChatService/" + methods[0], *methods[1:]} and len(gateway) >= len(methods)
+        return servers >= set(methods) and len(gateway) >= len(methods)
 
     return receiver.wait_for(complete, timeout_s=90, trace_id=trace_id)
 
@@ -119,7 +119,7 @@ def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
     stack, receiver, before = traced_stack
     chat = {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "max_tokens": MAX_TOKENS}
 
-    # REST, unary: chat -> RenderChat, GenerateUnary, DerenderChat
+    # REST, unary (OpenAI's JSON through OpenAIService): chat -> RenderChat, GenerateUnary, DerenderChat
     trace_id, root, traceparent = _traceparent()
     answer = requests.post(
         stack.rest_url + "/v1/chat/completions", json=chat, headers={"traceparent": traceparent}, timeout=120
@@ -131,8 +131,8 @@ def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
         "scaleout.v1.EngineService/GenerateUnary",
         "scaleout.v1.DerenderService/DerenderChat",
     ]
-    spans = _trace(receiver, trace_id, ["CreateChatCompletion", *unary_hops])
-    chat_span, served = _check_trace(spans, root, "scaleout.v1.ChatService/CreateChatCompletion", unary_hops, stack)
+    spans = _trace(receiver, trace_id, ["scaleout.v1.OpenAIService/ChatCompletions", *unary_hops])
+    chat_span, served = _check_trace(spans, root, "scaleout.v1.OpenAIService/ChatCompletions", unary_hops, stack)
     answer_text = body["choices"][0]["message"]["content"]
     assert not any(answer_text in str(value) for s in spans for value in s.attributes.values())
     usage = common_pb2.Usage(
@@ -159,7 +159,7 @@ def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
         "scaleout.v1.EngineService/Generate",
         "scaleout.v1.DerenderService/DerenderStream",
     ]
-    spans = _trace(receiver, trace_id, ["StreamChatCompletion", *stream_hops])
+    spans = _trace(receiver, trace_id, ["scaleout.v1.ChatService/StreamChatCompletion", *stream_hops])
     chat_span, served = _check_trace(spans, root, "scaleout.v1.ChatService/StreamChatCompletion", stream_hops, stack)
     finish = next(c.finish_reason for chunk in chunks for c in chunk.choices if c.finish_reason)
     last_usage = next(chunk.usage for chunk in reversed(chunks) if chunk.HasField("usage"))
@@ -174,7 +174,7 @@ def test_one_trace_per_request_across_envoy_and_every_service(traced_stack):
         return after[replica].get(key, 0) - before[replica].get(key, 0)
 
     for replica, methods in {
-        "chat-0": ["scaleout.v1.ChatService/CreateChatCompletion", "scaleout.v1.ChatService/StreamChatCompletion"],
+        "chat-0": ["scaleout.v1.OpenAIService/ChatCompletions", "scaleout.v1.ChatService/StreamChatCompletion"],
         "render-0": ["scaleout.v1.RenderService/RenderChat"] * 2,
         "engine-0": unary_hops[1:2] + stream_hops[1:2],
         "derender-0": unary_hops[2:] + stream_hops[2:],
