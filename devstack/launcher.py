@@ -1,12 +1,18 @@
-"""`scaleout-stack`: the whole stack on loopback with the default model, until Ctrl-C or SIGTERM."""
+"""`scaleout-stack`: the whole stack on loopback with the default model, until Ctrl-C or SIGTERM.
+
+`scaleout-stack --secure` adds TLS at the gateway, mTLS between every hop and API keys (a generated admin key
+is printed, or give --api-keys FILE). A child that dies is logged and restarted with backoff.
+"""
 
 from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 from devstack.stack import Stack, StackConfig
 from gateway.envoy_config import Cors
+from gateway.limits import Limits
 from scaleout_common.config import EnvArgumentParser
 
 
@@ -21,6 +27,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="local HF model folder (default: embedded SmolLM2-135M-Instruct)")
     for role in ("render", "engine", "derender"):
         parser.add_argument(f"--{role}-replicas", type=int, default=1, help=f"{role}_svc processes behind the gateway")
+    parser.add_argument("--secure", action="store_true", help="TLS at the gateway, mTLS between hops, API keys")
+    parser.add_argument("--api-keys", default=None, help="with --secure: keys file, 'client key [admin]' per line")
+    Limits.add_arguments(parser)
     args = parser.parse_args()
     config = StackConfig(
         host=args.host,
@@ -34,6 +43,10 @@ def main() -> None:
             "derender": args.derender_replicas,
             "chat": 1,
         },
+        limits=Limits.from_args(args),
+        secure=args.secure,
+        api_keys=Path(args.api_keys) if args.api_keys else None,
+        supervise=True,
     )
     # Ctrl-C and SIGTERM stop everything cleanly, even during start-up (and even where a shell started this
     # in the background with SIGINT ignored).

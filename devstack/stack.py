@@ -1,6 +1,11 @@
 """Start the whole stack on loopback: service replicas, the one-hop pipeline service and Envoy in front of them.
 
 Used by the `scaleout-stack` launcher and by the integration tests (real processes, real Envoy).
+
+`secure=True` turns on the edge's controls together: TLS at the gateway, mTLS between every hop (a throwaway
+CA and one certificate per process, devstack/certs.py) and API keys (`api_keys`, or a generated key file).
+`supervise=True` watches every child: a death is logged and the child restarted on its own port with backoff;
+one that keeps dying stops the stack loudly.
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -23,7 +29,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.envoy_config import SERVICES, Cors, Endpoint, Tracing, Upstream, render_config
+from devstack.certs import CA, CERT, KEY, Authority
+from gateway.edge import ApiKeys, Edge, Mtls, Tls
+from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, Tracing, Upstream, render_config
 
 MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc"}
 _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
@@ -58,6 +66,7 @@ class Replica:
     port: int | None = None
     metrics_url: str | None = None
     listening: threading.Event = field(default_factory=threading.Event)
+    restarts: int = 0
 
 
 @dataclass
@@ -71,8 +80,13 @@ class StackConfig:
     env: dict[str, str] = field(default_factory=dict)
     tracing: Tracing | None = None
     cors: Cors | None = None  # None: no CORS policy (browsers on other origins are refused)
+    limits: Limits = field(default_factory=Limits)  # the gateway's bounds (memory, bodies, timeouts, rate)
     log_dir: Path | None = None  # None: children log to this terminal
     start_timeout_s: float = 300.0
+    secure: bool = False  # TLS at the gateway, mTLS between the hops, API keys
+    api_keys: Path | None = None  # with secure: "client key [admin]" lines; None: one generated admin key
+    supervise: bool = False  # restart children that die (with backoff); tests that kill replicas leave it off
+    max_restarts: int = 5  # in a row, each within a minute of the last: then the stack stops, loudly
 
 
 class Stack:
@@ -83,6 +97,13 @@ class Stack:
         self.port = config.port or free_port(config.host)
         self.admin_port = config.admin_port or free_port(config.host)
         self._workdir = Path(tempfile.mkdtemp(prefix="scaleout-"))
+        self._stopping = threading.Event()
+        self.failed: str | None = None  # set by the supervisor when a child keeps dying
+        self.authority: Authority | None = None
+        self.api_key: str | None = None  # with secure and no keys file: the generated admin key
+        self.api_keys_path: Path | None = None
+        if config.secure:
+            self._secure_setup()
 
     @property
     def gateway(self) -> str:
@@ -90,7 +111,46 @@ class Stack:
 
     @property
     def rest_url(self) -> str:
-        return f"http://{self.gateway}"
+        return f"{'https' if self.config.secure else 'http'}://{self.gateway}"
+
+    @property
+    def ca_cert(self) -> Path | None:
+        """With secure: the CA that signed the gateway's certificate (clients verify against it)."""
+        return self.authority.cert if self.authority else None
+
+    def grpc_channel(self, target: str | None = None) -> grpc.Channel:
+        """A channel to the gateway (or `target`) as this stack expects: TLS with the stack's client certificate."""
+        target = target or self.gateway
+        if not self.config.secure:
+            return grpc.insecure_channel(target)
+        client = self._workdir / "certs" / "client"
+        credentials = grpc.ssl_channel_credentials(
+            (client / CA).read_bytes(), (client / KEY).read_bytes(), (client / CERT).read_bytes()
+        )
+        return grpc.secure_channel(target, credentials)
+
+    def _secure_setup(self) -> None:
+        self.authority = Authority(self._workdir / "certs")
+        for name in ("gateway", "envoy-upstream", "client"):
+            self.authority.issue(name)
+        if self.config.api_keys is not None:
+            self.api_keys_path = self.config.api_keys
+        else:
+            self.api_key = "sk-scaleout-" + secrets.token_urlsafe(24)
+            self.api_keys_path = self._workdir / "api-keys"
+            self.api_keys_path.write_text(f"# client key [admin]\nlocal-admin {self.api_key} admin\n")
+            self.api_keys_path.chmod(0o600)
+
+    def edge(self) -> Edge:
+        if not self.config.secure:
+            return Edge()
+        certs = self._workdir / "certs"
+        return Edge(
+            tls=Tls(str(certs / "gateway"), verify_clients=True),
+            mtls=Mtls(str(certs / "envoy-upstream")),
+            api_keys=ApiKeys(str(self.api_keys_path)),
+            sds_dir=str(self._workdir / "sds"),
+        )
 
     def __enter__(self) -> Stack:
         try:
@@ -109,9 +169,11 @@ class Stack:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
         return open(self.config.log_dir / f"{name}.log", "ab")
 
-    def _spawn(self, role: str, index: int) -> Replica:
+    def _spawn(self, role: str, index: int, port: int = 0) -> Replica:
         cfg = self.config
-        argv = [sys.executable, "-m", MODULES[role], "--host", cfg.host, "--port", "0"]
+        argv = [sys.executable, "-m", MODULES[role], "--host", cfg.host, "--port", str(port)]
+        if self.authority is not None:
+            argv += ["--tls-dir", str(self.authority.issue(f"{role}-{index}"))]
         if role == "chat":  # the one-hop service reaches the others through Envoy (balanced, health-checked)
             argv += [
                 "--render-target",
@@ -155,23 +217,77 @@ class Stack:
         for replica in self.replicas:
             while not replica.listening.wait(0.2):
                 self._check_alive(replica, deadline)
+        self._envoy_argv = self._write_envoy_config()
+        self.envoy = self._start_envoy()
+        for replica in self.replicas:
+            self._wait_serving(replica, deadline)
+        self._wait_gateway_healthy(deadline)
+        if cfg.supervise:
+            threading.Thread(target=self._supervise, name="supervisor", daemon=True).start()
+
+    def _write_envoy_config(self) -> list[str]:
+        cfg = self.config
         upstreams = [
             Upstream(role, [Endpoint(cfg.host, r.port) for r in self.replicas if r.name.startswith(role + "-")])
             for role in SERVICES
         ]
         config_path = self._workdir / "envoy.yaml"
         tracing = cfg.tracing or Tracing.from_env({**os.environ, **cfg.env})  # the services' own OTEL_* settings
-        config_path.write_text(render_config(upstreams, self.port, self.admin_port, cfg.host, tracing, cors=cfg.cors))
-        envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
-        log = self._log("envoy")
-        self.envoy = subprocess.Popen(
-            [envoy, "-c", str(config_path), "--disable-hot-restart", "-l", "warning"],
-            stdout=log or subprocess.DEVNULL,
-            stderr=log or None,
+        edge = self.edge()
+        edge.write_sds()
+        config_path.write_text(
+            render_config(
+                upstreams,
+                self.port,
+                self.admin_port,
+                cfg.host,
+                tracing,
+                cors=cfg.cors,
+                limits=cfg.limits,
+                admin_host=cfg.host,
+                edge=edge,
+            )
         )
-        for replica in self.replicas:
-            self._wait_serving(replica, deadline)
-        self._wait_gateway_healthy(deadline)
+        envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
+        return [envoy, "-c", str(config_path), "--disable-hot-restart", "-l", "warning"]
+
+    def _start_envoy(self) -> subprocess.Popen:
+        log = self._log("envoy")
+        return subprocess.Popen(self._envoy_argv, stdout=log or subprocess.DEVNULL, stderr=log or None)
+
+    def _supervise(self) -> None:
+        """Restart what dies, on the same port, after 0.5, 1, 2, ... 30 s; give up after `max_restarts` in a row."""
+        streak: dict[str, tuple[int, float]] = {}
+        while not self._stopping.wait(0.5):
+            children = [("envoy", self.envoy)] + [(r.name, r.process) for r in self.replicas]
+            for name, process in children:
+                code = process.poll()
+                if code is None or self._stopping.is_set():
+                    continue
+                count, last = streak.get(name, (0, 0.0))
+                count = count + 1 if time.monotonic() - last < 60 else 1
+                streak[name] = (count, time.monotonic())
+                if count > self.config.max_restarts:
+                    self.failed = f"{name} died {count} times in a row (last exit {code}); stopping the stack"
+                    print(f"[supervisor] {self.failed}", file=sys.stderr, flush=True)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+                backoff = min(30.0, 0.5 * 2 ** (count - 1))
+                print(f"[supervisor] {name} exited with {code}; restart {count} in {backoff:.1f}s", file=sys.stderr)
+                if self._stopping.wait(backoff):
+                    return
+                self._restart(name)
+
+    def _restart(self, name: str) -> None:
+        if name == "envoy":
+            self.envoy = self._start_envoy()
+            return
+        index = next(i for i, r in enumerate(self.replicas) if r.name == name)
+        old = self.replicas[index]
+        role, number = name.rsplit("-", 1)
+        fresh = self._spawn(role, int(number), port=old.port or 0)
+        fresh.restarts = old.restarts + 1
+        self.replicas[index] = fresh
 
     def _check_alive(self, replica: Replica, deadline: float) -> None:
         if replica.process.poll() is not None:
@@ -180,7 +296,7 @@ class Stack:
             raise TimeoutError(f"{replica.name} did not start in {self.config.start_timeout_s:.0f}s")
 
     def _wait_serving(self, replica: Replica, deadline: float) -> None:
-        with grpc.insecure_channel(f"{self.config.host}:{replica.port}") as channel:
+        with self.grpc_channel(f"{self.config.host}:{replica.port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 try:
@@ -223,6 +339,10 @@ class Stack:
             f"gateway (REST + gRPC): {self.rest_url}",
             f"envoy admin:           http://{self.config.host}:{self.admin_port}",
         ]
+        if self.config.secure:
+            lines.append(f"CA certificate:        {self.ca_cert}  (TLS at the gateway, mTLS between every hop)")
+            key = self.api_key or f"the keys in {self.api_keys_path}"
+            lines.append(f"API key:               {key}  (Authorization: Bearer <key>)")
         for r in self.replicas:
             metrics = f"  metrics {r.metrics_url}" if r.metrics_url else ""
             lines.append(f"{r.name:<22} {self.config.host}:{r.port}{metrics}")
@@ -230,6 +350,7 @@ class Stack:
 
     def stop(self, grace_s: float = 30.0) -> None:
         """SIGTERM everything (services drain), then kill what is left after the grace period."""
+        self._stopping.set()
         processes = ([self.envoy] if self.envoy else []) + [r.process for r in self.replicas]
         for process in processes:
             if process.poll() is None:

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import jinja2
 
+from gateway.edge import Edge
+from gateway.limits import REPLY_MAPPERS, Limits
 from scaleout.v1 import anthropic_pb2, chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2, responses_pb2
 from scaleout_common import openai_errors, prefix_hash
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
+from scaleout_common.identity import ABORTED_HEADER
 from scaleout_common.reasons import Reason
 from scaleout_common.telemetry import tracing
 
@@ -168,10 +171,14 @@ def render_config(
     health_interval_s: float = 1.0,
     descriptor_set: str = str(GENERATED / DESCRIPTOR_SET),
     cors: Cors | None = None,
+    limits: Limits | None = None,
+    admin_host: str = "127.0.0.1",
+    edge: Edge | None = None,
     prefix_routing: PrefixRouting | None = PrefixRouting(),  # frozen: safe to share
 ) -> str:
     """The Envoy config; GET /openapi.json serves the document codegen writes beside `descriptor_set`.
 
+    The admin interface (which can stop Envoy) listens on `admin_host`: loopback unless asked otherwise.
     `prefix_routing` balances the engine replicas on render's prefix hash (None: round robin).
     """
     template = jinja2.Template(
@@ -180,15 +187,20 @@ def render_config(
     return template.render(
         host=host,
         port=port,
+        admin_host=admin_host,
         admin_port=admin_port,
+        limits=limits or Limits(),
+        reply_mappers=REPLY_MAPPERS,
+        edge=edge or Edge(),
+        abort=_abort_route(upstreams),
         services=upstreams,
         descriptor_set=descriptor_set,
         openapi=str(Path(descriptor_set).with_name(OPENAPI)),
         openai_errors_lua=OPENAI_ERRORS_LUA.read_text()
         .replace("{{ error_types }}", openai_errors.lua_table())
+        .replace("{{ untyped_reason }}", Reason.UPSTREAM_ERROR.value)
         .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
-        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX)
-        .replace("{{ untyped_reason }}", Reason.UPSTREAM_ERROR.value),
+        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
         gateway_reason_prefix=Reason.GATEWAY_ERROR.value.removesuffix("ERROR"),
         invalid_json_reason=Reason.INVALID_JSON.value,
         openapi_max_bytes=OPENAPI_MAX_BYTES,
@@ -200,6 +212,21 @@ def render_config(
         health_interval_s=health_interval_s,
         prefix_routing=prefix_routing,
     )
+
+
+def _abort_route(upstreams: list[Upstream]) -> dict | None:
+    """Abort is retried over the engine replicas until one owns the request (see the template)."""
+    engine = next((u for u in upstreams if u.role == "engine" and u.endpoints), None)
+    if engine is None:
+        return None
+    # A DNS name may stand for any number of replicas: try up to 8.
+    replicas = len(engine.endpoints) if engine.discovery == "STATIC" else 8
+    return {
+        "method": f"{engine.full_name}/Abort",
+        "cluster": engine.cluster,
+        "header": ABORTED_HEADER,
+        "retries": max(replicas - 1, 0),
+    }
 
 
 def _is_ip(host: str) -> bool:
@@ -216,8 +243,11 @@ def main() -> None:
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--admin-port", type=int, default=9901)
+    parser.add_argument("--admin-host", default="127.0.0.1", help="Envoy admin address (it can stop Envoy)")
     parser.add_argument("--descriptor-set", default=str(GENERATED / DESCRIPTOR_SET))
     parser.add_argument("--cors-origins", default="", help="comma-separated origins browsers may call from; * for any")
+    Limits.add_arguments(parser)
+    Edge.add_arguments(parser)
     PrefixRouting.add_arguments(parser)
     parser.add_argument(
         "--upstream",
@@ -241,6 +271,9 @@ def main() -> None:
             tracing=Tracing.from_env(os.environ),
             descriptor_set=args.descriptor_set,
             cors=Cors.from_list(args.cors_origins),
+            limits=Limits.from_args(args),
+            admin_host=args.admin_host,
+            edge=Edge.from_args(args),
             prefix_routing=PrefixRouting.from_args(args),
         ),
         end="",

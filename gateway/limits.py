@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaleout_common.identity import CLIENT_HEADER
 from scaleout_common.reasons import Reason
-
-# The caller's client name, set by the gateway from its API key (and stripped from what clients send).
-CLIENT_HEADER = "x-scaleout-client"
 
 
 @dataclass
@@ -32,6 +30,8 @@ class Limits:
     rate_limit_rps: int = 0  # per API key (0: off); needs API keys, whose client name keys the bucket
     rate_limit_burst: int = 0  # 0: twice the rate
     rate_limit_clients: int = 10_000  # distinct keys that get a bucket of their own
+
+    client_header = CLIENT_HEADER  # the rate limit's bucket: the client name API keys give
 
     @property
     def rate_limit_bucket(self) -> int:
@@ -64,11 +64,14 @@ def _status(code: int) -> dict:
     return {"default_value": code, "runtime_key": f"unused_reply_{code}"}
 
 
-# Envoy's own answers that get a reason of their own (the rest are GATEWAY_<response flags>).
+# Envoy's own answers that get a reason of their own (the rest are GATEWAY_<response flags>). Matched by
+# status: Envoy's local rate limit sets no response flag on its reply (seen with 1.40), and a 429, 413 or 431
+# that Envoy answers itself has one cause each.
 REPLY_MAPPERS = [
-    {"filter": {"response_flag_filter": {"flags": ["RL"]}}, "reason": Reason.RATE_LIMITED},
-    *(
-        {"filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": _status(code)}}}, "reason": reason}
-        for code, reason in ((413, Reason.REQUEST_BODY_TOO_LARGE), (431, Reason.REQUEST_HEADERS_TOO_LARGE))
-    ),
+    {"filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": _status(code)}}}, "reason": reason}
+    for code, reason in (
+        (429, Reason.RATE_LIMITED),
+        (413, Reason.REQUEST_BODY_TOO_LARGE),
+        (431, Reason.REQUEST_HEADERS_TOO_LARGE),
+    )
 ]

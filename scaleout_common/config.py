@@ -50,6 +50,22 @@ def server_parser(service: str, default_port: int, description: str) -> EnvArgum
     )
     parser.add_argument("--max-message-mb", type=int, default=64, help="largest gRPC message accepted or sent")
     parser.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight calls get to finish")
+    parser.add_argument(
+        "--drain-delay-s",
+        type=float,
+        default=2.5,
+        help="SIGTERM: keep serving this long after readiness turns NOT_SERVING (the gateway's health checks "
+        "take the replica out meanwhile), then refuse new calls",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        default=None,
+        help="mTLS: directory with tls.crt, tls.key and ca.crt; serve TLS, require client certificates from "
+        "ca.crt, present tls.crt on outgoing calls",
+    )
+    parser.add_argument(
+        "--health-port", type=int, default=-1, help="with --tls-dir: plaintext grpc.health.v1 only, for probes"
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level")
     parser.add_argument(
         "--log-format",

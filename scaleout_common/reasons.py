@@ -150,6 +150,12 @@ class Reason(StrEnum):
         "request headers above the gateway's size or count limit",
         431,
     )
+    INVALID_API_KEY = "INVALID_API_KEY", C.UNAUTHENTICATED, "no API key, or one the gateway's keys file does not hold"
+    NOT_PERMITTED = (
+        "NOT_PERMITTED",
+        C.PERMISSION_DENIED,
+        "an admin RPC or a priority above the key's allowance, without an admin key",
+    )
     RATE_LIMITED = "RATE_LIMITED", C.RESOURCE_EXHAUSTED, "an API key above its --rate-limit-rps (Retry-After says when)"
     # The gateway's own refusals are GATEWAY_<Envoy response flags>: GATEWAY_UH (no healthy replica),
     # GATEWAY_NR (no route), GATEWAY_UF (connection failure), ...

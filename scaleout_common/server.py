@@ -2,7 +2,10 @@
 
 `run(service, args)` serves `service` with: grpc.health.v1 (liveness "" and readiness per service name,
 NOT_SERVING while loading and draining), reflection, keepalive that tolerates client pings, explicit message
-size limits, typed errors, and SIGTERM/SIGINT drain within --drain-grace-s.
+size limits, typed errors, mTLS when --tls-dir is set (scaleout_common.tls), and SIGTERM/SIGINT drain:
+readiness turns NOT_SERVING at once, calls are still served for --drain-delay-s (long enough for the gateway's
+health checks to take the replica out of rotation, so nothing is sent to a closing port), then new calls are
+refused (UNAVAILABLE DRAINING, which the gateway retries elsewhere) and in-flight ones get --drain-grace-s.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import scaleout.v1
+from scaleout_common import tls
 from scaleout_common.interceptors import ErrorInterceptor
 from scaleout_common.telemetry import logs
 from scaleout_common.telemetry.bootstrap import Telemetry
@@ -108,9 +112,12 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     service.register(server)
     reflected = [*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME, reflection.SERVICE_NAME]
     reflection.enable_server_reflection(list(dict.fromkeys(reflected)), server)
-    port = server.add_insecure_port(f"{args.host}:{args.port}")
+    credentials = tls.configure(getattr(args, "tls_dir", None))
+    address = f"{args.host}:{args.port}"
+    port = server.add_secure_port(address, credentials.server()) if credentials else server.add_insecure_port(address)
     if port == 0:
         raise SystemExit(f"cannot listen on {args.host}:{args.port}")
+    health_only = await _plaintext_health(health_servicer, args) if credentials else None
     telemetry.bound(args.host, port)
 
     async def set_all(status) -> None:
@@ -145,15 +152,33 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
         await stop.wait()
         watch.cancel()
 
-    log.info("draining (grace %.0fs)", args.drain_grace_s)
-    state.draining = True
     await set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
+    delay = getattr(args, "drain_delay_s", 0.0) if state.ready else 0.0
+    log.info(
+        "draining: serving %.1fs more while the gateway sees NOT_SERVING, then grace %.0fs", delay, args.drain_grace_s
+    )
+    await asyncio.sleep(delay)
+    state.draining = True
     load.cancel()
     await service.drain()
     await server.stop(args.drain_grace_s)
+    if health_only is not None:
+        await health_only.stop(0)
     await service.close()
     await telemetry.close()
     log.info("stopped")
+
+
+async def _plaintext_health(health_servicer, args) -> grpc.aio.Server | None:
+    """grpc.health.v1 alone, without TLS, on --health-port (kubelet's gRPC probes cannot speak TLS)."""
+    if getattr(args, "health_port", -1) < 0:
+        return None
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if server.add_insecure_port(f"{args.host}:{args.health_port}") == 0:
+        raise SystemExit(f"cannot listen on {args.host}:{args.health_port}")
+    await server.start()
+    return server
 
 
 async def _watch_health(service, names, health_servicer, state, period_s: float = 1.0) -> None:

@@ -66,7 +66,9 @@ def _reason(error: grpc.aio.AioRpcError) -> str:
 
 @pytest.fixture
 async def channel():
-    args = server_parser("typed", 0, "typed").parse_args(["--port", "0", "--metrics-port", "-1"])
+    args = server_parser("typed", 0, "typed").parse_args(
+        ["--port", "0", "--metrics-port", "-1", "--drain-delay-s", "0"]
+    )
     stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve(Typed(), args, stop=stop, listening=bound.set_result))
     port = await bound

@@ -15,8 +15,10 @@ from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
+from engine_svc.serving.tenancy import ABORTED_HEADER, Owners, require_trusted
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
-from scaleout_common.errors import invalid_argument
+from scaleout_common.identity import caller
+from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
     def __init__(self, service: EngineService):
         self.service = service
+        self.owners = Owners()
 
     @property
     def loaded(self) -> LoadedEngine:
@@ -38,27 +41,39 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     def engine(self) -> EngineAPI:
         return self.loaded.engine
 
-    def _submit(self, request):
+    def _submit(self, request, context):
+        who = caller(context)
+        self.owners.admit(who, request)
         request_id, seqs, interval = admit(request, self.loaded.limits)
-        return self.engine.submit(request_id, seqs), interval
+        state = self.engine.submit(request_id, seqs)
+        self.owners.add(request_id, who)
+        return state, interval, request_id
 
     async def Generate(self, request, context):
-        state, interval = self._submit(request)
-        async for message in stream_responses(self.engine, state, interval):
-            yield message
+        state, interval, request_id = self._submit(request, context)
+        try:
+            async for message in stream_responses(self.engine, state, interval):
+                yield message
+        finally:
+            self.owners.remove(request_id)
         report_engine_timing(**state.timings())
 
     async def GenerateUnary(self, request, context):
-        state, _ = self._submit(request)
-        response = await collect(self.engine, state)
+        state, _, request_id = self._submit(request, context)
+        try:
+            response = await collect(self.engine, state)
+        finally:
+            self.owners.remove(request_id)
         report_engine_timing(**state.timings())
         return response
 
     async def Abort(self, request, context):
         if not request.request_ids:
-            raise invalid_argument("MISSING_REQUEST_IDS", "request_ids must name at least one request", "request_ids")
-        aborted, not_found = self.engine.abort(list(request.request_ids))
-        return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
+            raise fail(Reason.MISSING_REQUEST_IDS, "request_ids must name at least one request", "request_ids")
+        allowed, hidden = self.owners.split(caller(context), list(request.request_ids))
+        aborted, not_found = self.engine.abort(allowed) if allowed else ([], [])
+        await context.send_initial_metadata(((ABORTED_HEADER, str(len(aborted))),))
+        return engine_pb2.AbortResponse(aborted=aborted, not_found=[*not_found, *hidden])
 
     async def GetModelInfo(self, request, context):
         loaded, limits = self.loaded, self.loaded.limits
@@ -75,6 +90,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         )
 
     async def GetLoad(self, request, context):
+        require_trusted(caller(context), "GetLoad")
         return self.engine.load()
 
 

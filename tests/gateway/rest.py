@@ -22,5 +22,5 @@ def error_reason(response: requests.Response) -> str:
     """The ErrorInfo reason of a JSON error body (transcoded google.rpc.Status or Envoy's own error)."""
     body = response.json()
     if "error" in body:
-        return body["error"]["reason"]
+        return body["error"]["code"]
     return next(d["reason"] for d in body["details"] if d["@type"].endswith("google.rpc.ErrorInfo"))

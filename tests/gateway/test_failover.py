@@ -62,4 +62,4 @@ def test_no_healthy_replica_left_is_a_json_503(render_pair):
     last.wait(10)
     answer = post(render_pair, "/tokenize", TOKENIZE)
     assert answer.status_code == 503
-    assert answer.json()["error"]["reason"].startswith("GATEWAY_")
+    assert answer.json()["error"]["code"].startswith("GATEWAY_")
