@@ -184,16 +184,21 @@ def _validation(cert_dir: str) -> dict:
 
 
 def main() -> None:
-    """Print the SDS files for the given certificate directories (for deploy/), one after another."""
+    """Write (or print) the SDS files for the given certificate directories, e.g. for deploy/sds/."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     Edge.add_arguments(parser)
     parser.add_argument("--verify-clients", action="store_true", help="the TLS directory has ca.crt")
+    parser.add_argument("--write", default="", help="directory to write the files to (default: print them)")
     args = parser.parse_args()
     edge = Edge.from_args(args)
     if edge.tls is not None:
         edge.tls.verify_clients = args.verify_clients
     for name, text in edge.sds_files().items():
-        print(f"# {name}\n{text}", end="")
+        if args.write:
+            Path(args.write).mkdir(parents=True, exist_ok=True)
+            (Path(args.write) / name).write_text(text)
+        else:
+            print(f"# {name}\n{text}", end="")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,16 @@
-"""deploy/envoy.yaml is what gateway.envoy_config renders for the Kubernetes Services (regenerate when it is not)."""
+"""deploy/ is what the code renders (regenerate when it is not) and valid Kubernetes: every container runs as
+non-root on a read-only root filesystem with resource limits, Envoy's admin stays on loopback, and a
+NetworkPolicy denies what the request path does not need."""
 
 import subprocess
 import sys
 
+import pytest
+import yaml
+
 from scaleout_common.codegen import ROOT
 
+DEPLOY = ROOT / "deploy"
 COMMAND = [
     sys.executable,
     "-m",
@@ -19,10 +25,83 @@ COMMAND = [
     "derender=derender:50053",
     "--upstream",
     "chat=chat:50054",
+    "--tls-dir",
+    "/etc/scaleout/tls",
+    "--mtls-dir",
+    "/etc/scaleout/mtls",
+    "--api-keys",
+    "/etc/scaleout/api-keys/keys",
+    "--sds-dir",
+    "/etc/envoy-sds",
+    "--rate-limit-rps",
+    "50",
+    "--max-heap-mb",
+    "1024",
+]
+SDS_COMMAND = [
+    sys.executable,
+    "-m",
+    "gateway.edge",
+    "--tls-dir",
+    "/etc/scaleout/tls",
+    "--verify-clients",
+    "--mtls-dir",
+    "/etc/scaleout/mtls",
+    "--sds-dir",
+    "/etc/envoy-sds",
 ]
 
 
-def test_kubernetes_envoy_config_is_fresh():
+def _documents():
+    for name in ("services.yaml", "gateway.yaml", "networkpolicy.yaml"):
+        for document in yaml.safe_load_all((DEPLOY / name).read_text()):
+            if document:
+                yield name, document
+
+
+def test_kubernetes_envoy_config_is_fresh(tmp_path):
     rendered = subprocess.run(COMMAND, cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert rendered == (ROOT / "deploy" / "envoy.yaml").read_text()
+    assert rendered == (DEPLOY / "envoy.yaml").read_text()
     assert "type: STRICT_DNS" in rendered
+    config = yaml.safe_load(rendered)
+    assert config["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+    subprocess.run([*SDS_COMMAND, "--write", str(tmp_path)], cwd=ROOT, check=True)
+    written = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert written == {p.name: p.read_text() for p in (DEPLOY / "sds").iterdir()}
+
+
+def test_manifests_are_valid_kubernetes():
+    validate = pytest.importorskip("kubernetes_validate")
+    for _name, document in _documents():
+        validate.validate(document, "1.37.0", strict=True)
+
+
+def test_every_container_is_locked_down_and_bounded():
+    kinds = set()
+    for name, document in _documents():
+        kinds.add(document["kind"])
+        if document["kind"] != "Deployment":
+            continue
+        pod = document["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["automountServiceAccountToken"] is False, name
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"]["drop"] == ["ALL"]
+            limits = container["resources"]["limits"]
+            assert "cpu" in limits and "memory" in limits, container["name"]
+            ports = {p["containerPort"] for p in container.get("ports", [])}
+            assert 9901 not in ports, "Envoy's admin is never a declared port"
+            if container["name"] != "envoy":
+                assert "--tls-dir=/etc/scaleout/mtls" in container["args"], "mTLS between every hop"
+    assert {"Deployment", "Service", "NetworkPolicy"} <= kinds
+
+
+def test_envoy_heap_limit_fits_its_container():
+    gateway = next(d for n, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "gateway")
+    memory = gateway["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    assert memory.endswith("Mi") and int(memory[:-2]) > 1024
+    config = yaml.safe_load((DEPLOY / "envoy.yaml").read_text())
+    heap = config["overload_manager"]["resource_monitors"][0]["typed_config"]["max_heap_size_bytes"]
+    assert heap == 1024 * 1024 * 1024
