@@ -20,15 +20,16 @@ class PackedInputs:
         # array("q").fromlist takes ints several times faster than torch.tensor does from a long list (and
         # twice as fast as array.extend, which goes through the iterator protocol).
         self._values = array.array("q")
-        self._segments: dict[str, tuple[int, int, tuple[int, int] | None]] = {}
+        self._shapes: dict[str, tuple[int, int] | None] = {}  # by name, in packing order
+        self._sizes: list[int] = []
 
     def add(self, name: str, values: list[int], shape: tuple[int, int] | None = None) -> None:
         """Append `values` as segment `name`: a flat view, or a matrix of `shape`."""
-        if name in self._segments:
+        if name in self._shapes:
             raise ValueError(f"segment {name!r} is already packed")
-        start = len(self._values)
         self._values.fromlist(values)
-        self._segments[name] = (start, len(self._values), shape)
+        self._shapes[name] = shape
+        self._sizes.append(len(values))
 
     @property
     def size(self) -> int:
@@ -41,10 +42,12 @@ class PackedInputs:
         return torch.frombuffer(self._values, dtype=torch.int64)
 
     def views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Each segment by name, as a view of `flat`: the host tensor or a copy of it laid out the same way."""
+        """Each segment by name, as a view of `flat`: the host tensor or a copy of it (same size and layout).
+        One split makes them all (a third faster than slicing segment by segment, for a step's seven or so)."""
+        parts = flat.split_with_sizes(self._sizes)
         return {
-            name: flat[start:end] if shape is None else flat[start:end].view(shape)
-            for name, (start, end, shape) in self._segments.items()
+            name: part if shape is None else part.view(shape)
+            for (name, shape), part in zip(self._shapes.items(), parts)
         }
 
     def to(self, device: torch.device) -> dict[str, torch.Tensor]:
