@@ -13,7 +13,6 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from google.protobuf import json_format
 
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
+from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 # Render-only outputs and features the one hop cannot serve yet: refused, with the reason.
@@ -58,24 +58,7 @@ class OpenAIRequest:
 
 
 def _load(body: bytes) -> dict:
-    try:
-        data = json.loads(body or b"{}", parse_constant=_no_constant, parse_float=_finite)
-    except (ValueError, RecursionError) as error:
-        raise fail(Reason.INVALID_REQUEST, f"the body is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise fail(Reason.INVALID_REQUEST, "the body must be a JSON object")
-    return {k: v for k, v in data.items() if v is not None}
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range for a number")
-    return value
+    return {k: v for k, v in load_object(body).items() if v is not None}
 
 
 def _unsupported(name: str, why: str) -> ServiceError:

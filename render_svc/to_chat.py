@@ -39,13 +39,13 @@ Responses (vLLM's `construct_input_messages`):
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from google.protobuf import json_format
 
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
+from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 # Claude Code's per-request attribution block: a hash that would defeat prefix caching (vLLM drops it too).
@@ -74,28 +74,6 @@ ANTHROPIC_FIELD_NAMES = {"stop": "stop_sequences"}
 
 
 # --- reading the client's JSON ---------------------------------------------------------------------------------
-def load(body: bytes) -> dict:
-    """The body as a JSON object (finite numbers only)."""
-    try:
-        data = json.loads(body or b"{}", parse_constant=_no_constant, parse_float=_finite)
-    except (ValueError, RecursionError) as error:
-        raise fail(Reason.INVALID_REQUEST, f"the body is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise fail(Reason.INVALID_REQUEST, "the body must be a JSON object")
-    return data
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range for a number")
-    return value
-
-
 def _invalid(field: str, message: str) -> ServiceError:
     return fail(Reason.INVALID_REQUEST, f"`{field}` {message}", field)
 
@@ -630,7 +608,7 @@ def _renamed(error: ServiceError, names: dict[str, str]) -> ServiceError:
 
 def render_messages(renderer, body) -> render_pb2.RenderChatResponse:
     """RenderService.RenderMessages: an Anthropic request (HttpBody) rendered as its chat form."""
-    request = typed(messages_chat(load(body.data)))
+    request = typed(messages_chat(load_object(body.data)))
     try:
         return renderer.render_chat(request, id_prefix="msg_")
     except ServiceError as error:
@@ -639,7 +617,7 @@ def render_messages(renderer, body) -> render_pb2.RenderChatResponse:
 
 def render_responses(renderer, body) -> render_pb2.RenderChatResponse:
     """RenderService.RenderResponses: a Responses request (HttpBody) rendered as its chat form."""
-    request = typed(responses_chat(load(body.data)))
+    request = typed(responses_chat(load_object(body.data)))
     try:
         return renderer.render_chat(request, id_prefix="resp_")
     except ServiceError as error:

@@ -95,13 +95,13 @@ def test_refused_with_400_naming_the_field(renderers, api, name, request_, reaso
         assert error.violations[0][0] == field, error.violations
 
 
-def test_bad_json_is_invalid_request(renderers):
+def test_bad_json_is_invalid_json(renderers):
     renderer = next(iter(renderers.values()))
     for render in (to_chat.render_messages, to_chat.render_responses):
         for data in (b"{", b"[1]", b'{"x": NaN}'):
             with pytest.raises(ServiceError) as caught:
                 render(renderer, httpbody_pb2.HttpBody(data=data))
-            assert caught.value.reason == "INVALID_REQUEST"
+            assert caught.value.reason == "INVALID_JSON"  # the reason the gateway gives a body it cannot parse
 
 
 async def test_render_rpcs_over_grpc(stub):
