@@ -1,0 +1,1 @@
+"""Serving benchmark (`python -m bench.serving`): datasets, load, figures and their roofline."""

@@ -1,0 +1,3 @@
+from bench.serving.run import main
+
+main()

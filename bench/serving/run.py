@@ -1,0 +1,360 @@
+"""Serving benchmark in the manner of `vllm bench serve`, with the roofline beside every figure.
+
+    python -m bench.serving                                   # CPU, default model: every dataset, caching on vs off
+    python -m bench.serving --dataset multiturn --target engine,gateway --concurrency 4
+    python -m bench.serving --device cuda --shape llama-8b --dataset random --input-len 1024 --output-len 128 \\
+        --num-prompts 512 --concurrency 64 --caching on
+
+Datasets (bench/serving/datasets.py): `random` (fixed --input-len / --output-len), `sharegpt` (a ShareGPT-like
+synthetic length mix), `multiturn` (--conversations conversations of --turns turns behind one shared
+--system-len-token system prompt). Load: a closed loop of --concurrency streams, or Poisson arrivals at
+--request-rate requests/s (conversations arrive; their turns follow one another). Targets: `engine` (its gRPC
+API, server in a subprocess) and `gateway` (the one-hop chat through Envoy with render, engine and derender:
+the devstack; needs a model with a tokenizer, i.e. the default model). `--caching on,off` runs each
+configuration with prefix caching on and then off, in the same run, and prints the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from bench.engine.shapes import SHAPES, shape_vocab
+from bench.serving import datasets, roofline
+from bench.serving.clients import OPTIONS, EngineClient, GatewayChatClient
+from bench.serving.metrics import RequestResult, summarize
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", default="engine", help="comma list of: engine, gateway")
+    parser.add_argument(
+        "--dataset",
+        default="random,sharegpt,multiturn",
+        help="comma list of name[:INxOUT][@C]: random, sharegpt or multiturn, random's lengths, the streams",
+    )
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--shape", default="default", help="default | llama-1b | llama-8b (random weights)")
+    parser.add_argument("--num-prompts", type=int, default=32, help="requests of the single-turn datasets")
+    parser.add_argument(
+        "--prompts-per-stream", type=int, default=0, help="random: this many requests per stream instead"
+    )
+    parser.add_argument("--input-len", type=int, default=256)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--max-output-len", type=int, default=1024, help="sharegpt: longest answer drawn")
+    parser.add_argument("--conversations", type=int, default=16, help="multiturn: conversations")
+    parser.add_argument("--turns", type=int, default=4, help="multiturn: turns per conversation")
+    parser.add_argument("--system-len", type=int, default=1000, help="multiturn: shared system prompt tokens")
+    parser.add_argument("--user-len", type=int, default=64, help="multiturn: tokens per user turn")
+    parser.add_argument("--turn-output-len", type=int, default=32, help="multiturn: tokens per answer")
+    parser.add_argument("--concurrency", type=int, default=4, help="closed loop: streams (0: use --request-rate)")
+    parser.add_argument("--request-rate", type=float, default=0.0, help="Poisson arrivals per second (inf: all)")
+    parser.add_argument("--caching", default="on,off", help="prefix caching settings to run: on, off or on,off")
+    parser.add_argument("--engine-flags", default="", help="extra engine flags, e.g. '--max-num-seqs 256'")
+    parser.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput: TTFT at most this")
+    parser.add_argument("--slo-tpot-ms", type=float, default=200.0, help="goodput: TPOT at most this")
+    parser.add_argument("--warmup", type=int, default=2, help="requests before measuring (not counted)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default="", help="write every result here")
+    return parser.parse_args(argv)
+
+
+# ---- servers ------------------------------------------------------------------------------------------------
+
+
+async def _wait_serving(target: str, process: subprocess.Popen | None = None) -> None:
+    import grpc
+
+    async with grpc.aio.insecure_channel(target, options=OPTIONS) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            if process is not None and process.poll() is not None:
+                raise RuntimeError("the server exited while starting")
+            await asyncio.sleep(0.2)
+
+
+class EngineServer:
+    """`python -m bench.engine.server` in a subprocess (the real EngineService on the bench model)."""
+
+    def __init__(self, args, flags: list[str]):
+        command = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", args.device]
+        command += ["--dtype", args.dtype, "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING"]
+        self.process = subprocess.Popen(
+            command + flags, stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1")
+        )
+        line = ""
+        while not line.startswith("LISTENING"):
+            line = self.process.stdout.readline()  # type: ignore[union-attr]
+            if not line and self.process.poll() is not None:
+                raise RuntimeError("engine server exited before listening")
+        self.target = line.split()[-1]
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+class GatewayStack:
+    """The devstack (render, engine, derender, chat, Envoy) on loopback; the client talks to Envoy."""
+
+    def __init__(self, args, flags: list[str]):
+        from devstack.stack import Stack, StackConfig
+
+        config = StackConfig(
+            port=0,
+            service_args={"engine": ["--device", args.device, "--dtype", args.dtype, *flags]},
+            log_dir=Path(os.environ.get("TMPDIR", "/tmp")) / "bench-serving-stack",
+        )
+        self.stack = Stack(config)
+        self.stack.start()
+        self.target = self.stack.gateway
+
+    def stop(self) -> None:
+        self.stack.stop()
+
+
+# ---- load ---------------------------------------------------------------------------------------------------
+
+
+async def drive(client, conversations, concurrency: int, rate: float, seed: int, salt: str) -> tuple[list, float]:
+    """Every conversation through `client`: closed loop of `concurrency` streams, or Poisson arrivals."""
+    results: list[RequestResult] = []
+    start = time.perf_counter()
+    if concurrency > 0:
+        queue = list(reversed(conversations))
+
+        async def stream():
+            while queue:
+                results.extend(await client.conversation(queue.pop(), salt))
+
+        await asyncio.gather(*[stream() for _ in range(concurrency)])
+    else:
+        rng = random.Random(seed)
+        tasks = []
+        for conversation in conversations:
+            tasks.append(asyncio.create_task(client.conversation(conversation, salt)))
+            if math.isfinite(rate):
+                await asyncio.sleep(rng.expovariate(rate))
+        for done in await asyncio.gather(*tasks):
+            results.extend(done)
+    return results, time.perf_counter() - start
+
+
+def parse_spec(spec: str, args) -> tuple[str, int, int, int]:
+    """`name[:INxOUT][@C]` -> (name, input len, output len, concurrency), the flags giving what is left out:
+    `random:1024x128@64` is the random dataset at 1,024 in / 128 out with 64 streams."""
+    name, _, concurrency = spec.partition("@")
+    name, _, lengths = name.partition(":")
+    input_len, _, output_len = lengths.partition("x")
+    return (
+        name,
+        int(input_len or args.input_len),
+        int(output_len or args.output_len),
+        int(concurrency) if concurrency else args.concurrency,
+    )
+
+
+def build_dataset(
+    args, name: str, vocab: int, text: bool, input_len: int, output_len: int, concurrency: int, seed: int
+):
+    if name == "random":
+        count = args.prompts_per_stream * concurrency if args.prompts_per_stream and concurrency else args.num_prompts
+        return datasets.random_lengths(count, input_len, output_len, vocab, text, seed)
+    if name == "sharegpt":
+        return datasets.sharegpt_like(args.num_prompts, vocab, text, seed, max_output_len=args.max_output_len)
+    if name == "multiturn":
+        return datasets.multi_turn(
+            args.conversations,
+            args.turns,
+            args.system_len,
+            args.user_len,
+            args.turn_output_len,
+            vocab,
+            text,
+            seed,
+        )
+    raise SystemExit(f"unknown dataset {name!r}")
+
+
+# ---- report -------------------------------------------------------------------------------------------------
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1e3:9.1f}"
+
+
+def report(label: str, summary: dict, bound: dict) -> None:
+    def share(measured: float, best: float) -> str:
+        return f"roofline {best:10.1f}  ({measured / best:6.1%})" if best else ""
+
+    print(f"\n== {label} ==")
+    print(f"requests {summary['requests']} ({summary['failed']} failed) in {summary['duration_s']:.1f} s")
+    print(
+        f"request/s       {summary['request_per_s']:10.2f}   {share(summary['request_per_s'], bound['request_per_s'])}"
+    )
+    print(
+        f"output tok/s    {summary['output_tok_per_s']:10.1f}   "
+        f"{share(summary['output_tok_per_s'], bound['output_tok_per_s'])}"
+    )
+    print(
+        f"total tok/s     {summary['total_tok_per_s']:10.1f}   "
+        f"{share(summary['total_tok_per_s'], bound['total_tok_per_s'])}"
+    )
+    for name, key, note in (
+        ("TTFT", "ttft_s", "one prefill alone"),
+        ("TPOT", "tpot_s", "one decode step of the batch"),
+        ("ITL", "itl_s", "one decode step of the batch"),
+    ):
+        stats = summary[key]
+        best = bound["ttft_s"] if key == "ttft_s" else bound["tpot_s"]
+        print(
+            f"{name:5s} ms  mean {_ms(stats['mean'])}  p50 {_ms(stats['p50'])}  p99 {_ms(stats['p99'])}   "
+            f"roofline {_ms(best)} ({note})"
+        )
+    slo = summary["slo"]
+    print(
+        f"goodput         {summary['goodput_req_per_s']:10.2f} req/s  (TTFT <= {slo['ttft_s'] * 1e3:.0f} ms, "
+        f"TPOT <= {slo['tpot_s'] * 1e3:.0f} ms)"
+    )
+    prompt = summary["prompt_tokens"]
+    print(
+        f"prompt tokens   {prompt} ({summary['cached_tokens']} from the prefix cache: "
+        f"{summary['cached_tokens'] / max(prompt, 1):.1%}), output tokens {summary['output_tokens']}"
+    )
+
+
+def model_shape(args, dtype: torch.dtype) -> roofline.ModelShape:
+    from transformers import AutoConfig, LlamaConfig
+
+    if args.shape == "default":
+        from scaleout_common.models import resolve_model
+
+        config = AutoConfig.from_pretrained(resolve_model(None))
+    else:
+        settings: dict[str, Any] = {"vocab_size": 128256, **SHAPES[args.shape]}
+        config = LlamaConfig(**settings)
+    return roofline.ModelShape.from_config(config, torch.empty((), dtype=dtype).element_size())
+
+
+async def main_async(args) -> list[dict]:
+    from engine_svc.serving.loader import pick_device, pick_dtype
+
+    dtype = pick_dtype(args.dtype, pick_device(args.device))
+    machine = roofline.measure(args.device, dtype)
+    shape = model_shape(args, dtype)
+    print(machine.describe())
+    print(
+        f"model {args.shape}: {shape.matmul_params / 1e6:.0f}M matmul parameters, "
+        f"{shape.weight_bytes / 1e9:.2f} GB read per decode step, {shape.kv_bytes_per_token / 1024:.1f} KiB KV/token"
+    )
+    vocab = shape_vocab(args.shape)
+    runs = []
+    for target in args.target.split(","):
+        if target == "gateway" and args.shape != "default":
+            raise SystemExit("the gateway target renders text: it needs the default model (a tokenizer)")
+        for caching in args.caching.split(","):
+            flags = args.engine_flags.split() + (["--no-prefix-caching"] if caching == "off" else [])
+            began = time.perf_counter()
+            server = EngineServer(args, flags) if target == "engine" else GatewayStack(args, flags)
+            try:
+                await _wait_serving(server.target, getattr(server, "process", None))
+                print(
+                    f"\n[{target} with caching {caching} serving after {time.perf_counter() - began:.0f} s]", flush=True
+                )
+                client = EngineClient(server.target) if target == "engine" else GatewayChatClient(server.target)
+                text = target == "gateway"
+                warm = datasets.random_lengths(args.warmup, 16, 4, vocab, text, seed=args.seed + 999)
+                await drive(client, warm, 1, 0.0, args.seed, salt="warm-up")
+                for index, spec in enumerate(args.dataset.split(",")):
+                    name, input_len, output_len, streams = parse_spec(spec, args)
+                    seed = args.seed + 1000 * index  # no two datasets share a prompt
+                    conversations = build_dataset(args, name, vocab, text, input_len, output_len, streams, seed)
+                    if streams:
+                        streams = min(streams, len(conversations))
+                    results, duration = await drive(
+                        client, conversations, streams, args.request_rate, args.seed, salt=""
+                    )
+                    summary = summarize(results, duration, args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3)
+                    done = max(len(results) - summary["failed"], 1)
+                    concurrency = streams or max(1, round(args.request_rate * summary["ttft_s"]["mean"]))
+                    bound = roofline.bounds(
+                        shape,
+                        machine,
+                        concurrency,
+                        summary["prompt_tokens"] / done,
+                        summary["cached_tokens"] / done,
+                        summary["output_tokens"] / done,
+                    )
+                    load = f"closed loop c={streams}" if streams else f"{args.request_rate} req/s"
+                    lengths = f" {input_len}/{output_len}" if name == "random" else ""
+                    label = f"{target} | {name}{lengths} | caching {caching} | {load} | {args.shape} on {args.device}"
+                    report(label, summary, bound)
+                    runs.append(
+                        {
+                            "target": target,
+                            "dataset": spec,
+                            "caching": caching,
+                            "label": label,
+                            **summary,
+                            "roofline": bound,
+                        }
+                    )
+                await client.close()
+            finally:
+                server.stop()
+    compare(runs)
+    return runs
+
+
+def compare(runs: list[dict]) -> None:
+    """Caching on against off for each (target, dataset) that ran both."""
+    pairs = {}
+    for run in runs:
+        pairs.setdefault((run["target"], run["dataset"]), {})[run["caching"]] = run
+    lines = []
+    for (target, dataset), both in pairs.items():
+        if {"on", "off"} <= both.keys():
+            on, off = both["on"], both["off"]
+            lines.append(
+                f"{target:8s} {dataset:22s} TTFT p50 {off['ttft_s']['p50'] * 1e3:8.1f} -> {on['ttft_s']['p50'] * 1e3:8.1f} ms "
+                f"({off['ttft_s']['p50'] / on['ttft_s']['p50']:5.2f}x)   output tok/s {off['output_tok_per_s']:8.1f} -> "
+                f"{on['output_tok_per_s']:8.1f} ({on['output_tok_per_s'] / off['output_tok_per_s']:5.2f}x)   "
+                f"cached {on['cached_tokens'] / max(on['prompt_tokens'], 1):.0%} of prompt tokens"
+            )
+    if lines:
+        print("\n== prefix caching: off -> on ==")
+        print("\n".join(lines))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    runs = asyncio.run(main_async(args))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(
+            json.dumps({"command": sys.argv, "args": vars(args), "started": started, "runs": runs}, indent=1)
+        )
