@@ -107,6 +107,22 @@ class Reason(StrEnum):
     )
     TOKEN_ID_OUT_OF_VOCAB = "TOKEN_ID_OUT_OF_VOCAB", C.INVALID_ARGUMENT, "a token id outside [0, vocab size)"
     TOKENIZER_MISMATCH = "TOKENIZER_MISMATCH", C.FAILED_PRECONDITION, "rendered for another tokenizer or template"
+    # --- structured outputs (render and engine alike; scaleout_common.structured_output_rules) -------------
+    INVALID_GRAMMAR = (
+        "INVALID_GRAMMAR",
+        C.INVALID_ARGUMENT,
+        "a structured-output constraint that is malformed or does not compile (schema, regex, grammar, choice, tag)",
+    )
+    GRAMMAR_TOO_COMPLEX = (
+        "GRAMMAR_TOO_COMPLEX",
+        C.INVALID_ARGUMENT,
+        "a constraint above --max-grammar-bytes, or one that did not compile within --grammar-compile-timeout-s",
+    )
+    STRUCTURED_OUTPUTS_UNAVAILABLE = (
+        "STRUCTURED_OUTPUTS_UNAVAILABLE",
+        C.FAILED_PRECONDITION,
+        "a constraint sent to an engine that has no tokenizer (grammars need its vocabulary)",
+    )
     # --- engine -------------------------------------------------------------------------------------------
     MISSING_REQUEST_IDS = "MISSING_REQUEST_IDS", C.INVALID_ARGUMENT, "Abort without request ids"
     DUPLICATE_REQUEST_ID = "DUPLICATE_REQUEST_ID", C.ALREADY_EXISTS, "a request id that is already running"

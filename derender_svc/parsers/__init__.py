@@ -12,7 +12,6 @@ from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import PythonicToolParser
-from derender_svc.parsers.reasoning_ids import ReasoningIds, reasoning_ids
 from derender_svc.parsers.think import (
     AppendThinkReasoningParser,
     DeepSeekR1ReasoningParser,
@@ -27,6 +26,7 @@ from derender_svc.parsers.think import (
 )
 from derender_svc.parsers.token_calls import DeepSeekV3ToolParser, DeepSeekV31ToolParser, KimiK2ToolParser
 from derender_svc.parsers.xml_calls import Glm45ToolParser, MiniMaxM2ToolParser, Qwen3CoderToolParser
+from scaleout_common.reasoning_ids import ReasoningIds, reasoning_ids
 
 REASONING_PARSERS = {
     "think": ThinkReasoningParser,

@@ -2,7 +2,8 @@
 
 Randomness is counter-based: each row's Gumbel noise is a hash of (request seed, choice index, output
 position, token id), so a seeded request draws the same tokens whatever its batch mates and wherever it
-runs. Logits processors (penalties, logit_bias, allowed ids, min_tokens) touch only the rows that ask.
+runs. Logits processors (penalties, logit_bias, allowed ids, min_tokens, bad words) and structured-output
+masks touch only the rows that ask.
 """
 
 from __future__ import annotations
@@ -103,10 +104,12 @@ class Sampler:
         self.device = device
         self.column_hash = _hash32(torch.arange(vocab_size, dtype=torch.int64, device=device))
 
-    def sample(self, logits: torch.Tensor, seqs) -> tuple[list[int], list[RowLogprobs | None]]:
+    def sample(self, logits: torch.Tensor, seqs, masks=None) -> tuple[list[int], list[RowLogprobs | None]]:
         """One token per row of `logits` [rows, vocab] for the sequences `seqs` (same order), logits processors
-        included."""
+        included; `masks` (structured outputs' MaskJob) sets the logits its grammars disallow to -inf first."""
         logits = logits.float()
+        if masks is not None:
+            masks.apply(logits)
         for row, seq in enumerate(seqs):
             if seq.config.needs_processing:
                 self._process(logits[row], seq)
@@ -183,6 +186,10 @@ class Sampler:
         if config.logit_bias:
             ids = torch.tensor(list(config.logit_bias), device=self.device)
             row[ids] += torch.tensor(list(config.logit_bias.values()), device=self.device)
+        if config.bad_words:
+            banned = banned_ids(config.bad_words, seq.output_ids)
+            if banned:
+                row[torch.tensor(banned, device=self.device)] = float("-inf")
         if config.min_tokens and len(seq.output_ids) < config.min_tokens and config.stop_token_ids:
             row[torch.tensor(sorted(config.stop_token_ids), device=self.device)] = float("-inf")
         if config.repetition_penalty != 1.0:
@@ -192,6 +199,18 @@ class Sampler:
         if (config.presence_penalty or config.frequency_penalty) and seq.output_ids:
             counts = torch.bincount(torch.tensor(seq.output_ids, device=self.device), minlength=row.shape[0]).float()
             row -= config.frequency_penalty * counts + config.presence_penalty * (counts > 0).float()
+
+
+def banned_ids(bad_words: tuple[tuple[int, ...], ...], output_ids: list[int]) -> list[int]:
+    """The last id of each bad word whose other ids the output ends with (vLLM's bad_words rule)."""
+    banned = []
+    for word in bad_words:
+        prefix = len(word) - 1
+        if prefix > len(output_ids):
+            continue
+        if prefix == 0 or output_ids[-prefix:] == list(word[:-1]):
+            banned.append(word[-1])
+    return banned
 
 
 def logprob_tensors(logits: torch.Tensor, targets: torch.Tensor, top: int):

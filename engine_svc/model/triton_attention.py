@@ -12,6 +12,8 @@ context over several programs (flash-decoding) and a second kernel combines the 
 rotation of q and k and the K/V write into the cache are one more kernel per layer (`rope_store`), and a
 decode loop's step-to-step advance of positions, lengths and slots is one kernel (`advance`).
 """
+# pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
+# (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
 
 from __future__ import annotations
 

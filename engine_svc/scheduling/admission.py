@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from engine_svc.scheduling.sampling import SamplingConfig, resolve
 from engine_svc.scheduling.sequence import Sequence
-from scaleout_common import sampling_rules
+from engine_svc.structured import spec
+from scaleout_common import sampling_rules, structured_output_rules
 from scaleout_common.reasons import Reason, fail
 
 
@@ -24,6 +25,9 @@ class EngineLimits:
     default_temperature: float = 1.0
     max_n: int = 64
     default_stream_interval: int = 1
+    structured_outputs: bool = False  # a grammar backend (it needs the tokenizer's vocabulary) is loaded
+    max_grammar_bytes: int = structured_output_rules.MAX_GRAMMAR_BYTES
+    grammar_timeout_s: float = structured_output_rules.COMPILE_TIMEOUT_S
 
     @property
     def rules(self) -> sampling_rules.ModelLimits:
@@ -60,11 +64,14 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
     sampling_rules.check(
         {"min_tokens": fields.get("min_tokens", 0), "max_tokens": max_tokens}, rules, "sampling_params."
     )
+    constraint, gate = structured(params, limits)
     config: SamplingConfig = resolve(
         params,
         default_temperature=limits.default_temperature,
         max_tokens=max_tokens if requested is not None else limits.max_model_len - len(prompt),
         eos_token_ids=limits.eos_token_ids,
+        constraint=constraint,
+        gate=gate,
     )
     request_id = request.request_id or uuid.uuid4().hex
     n = request.n if request.HasField("n") else 1
@@ -75,3 +82,19 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
     seqs[0].want_prompt_logprobs = config.prompt_logprobs is not None and len(prompt) > 1
     interval = request.stream_interval if request.HasField("stream_interval") else limits.default_stream_interval
     return request_id, seqs, interval
+
+
+def structured(params, limits: EngineLimits) -> tuple[spec.Constraint | None, spec.Gate | None]:
+    """The request's checked structured-output constraint and where it starts (None: unconstrained)."""
+    structured_output_rules.check_token_ids_of(params, limits.vocab_size)
+    if not params.HasField("structured_outputs"):
+        return None, None
+    if not limits.structured_outputs:
+        raise fail(
+            Reason.STRUCTURED_OUTPUTS_UNAVAILABLE,
+            "this engine has no tokenizer, so it cannot enforce structured outputs (serve a model folder that "
+            "holds one)",
+            structured_output_rules.FIELD,
+        )
+    structured_output_rules.check(params.structured_outputs, max_bytes=limits.max_grammar_bytes)
+    return spec.from_proto(params.structured_outputs)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from engine_svc.structured.spec import Constraint, Gate
+
 
 @dataclass
 class SamplingConfig:
@@ -27,6 +29,9 @@ class SamplingConfig:
     requested_stop_ids: frozenset[int] = frozenset()
     logprobs: int | None = None
     prompt_logprobs: int | None = None
+    bad_words: tuple[tuple[int, ...], ...] = ()  # token id sequences never to complete
+    constraint: Constraint | None = None  # structured outputs: what the output must follow
+    gate: Gate | None = None  # ... from the token after this reasoning ends (None: from the first token)
 
     def __post_init__(self) -> None:
         # Read for every row of every step: computed once.
@@ -39,11 +44,20 @@ class SamplingConfig:
             or self.logit_bias
             or self.allowed_token_ids
             or (self.min_tokens and self.stop_token_ids)
+            or self.bad_words
         )
         self.needs_sort = not self.greedy and (self.top_k > 0 or self.top_p < 1.0)
 
 
-def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_ids: list[int]) -> SamplingConfig:
+def resolve(
+    params,
+    *,
+    default_temperature: float,
+    max_tokens: int,
+    eos_token_ids: list[int],
+    constraint: Constraint | None = None,
+    gate: Gate | None = None,
+) -> SamplingConfig:
     """Fold a validated SamplingParams message into a SamplingConfig (absent fields take server defaults)."""
 
     def opt(name, default):
@@ -57,7 +71,7 @@ def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_id
         top_p=opt("top_p", 1.0),
         top_k=opt("top_k", 0),
         min_p=opt("min_p", 0.0),
-        seed=opt("seed", None) if params.HasField("seed") else random.getrandbits(63),
+        seed=params.seed if params.HasField("seed") else random.getrandbits(63),
         repetition_penalty=opt("repetition_penalty", 1.0),
         presence_penalty=opt("presence_penalty", 0.0),
         frequency_penalty=opt("frequency_penalty", 0.0),
@@ -70,4 +84,7 @@ def resolve(params, *, default_temperature: float, max_tokens: int, eos_token_id
         requested_stop_ids=frozenset(params.stop_token_ids),
         logprobs=opt("logprobs", None),
         prompt_logprobs=opt("prompt_logprobs", None),
+        bad_words=tuple(tuple(word.token_ids) for word in params.bad_words if word.token_ids),
+        constraint=constraint,
+        gate=gate,
     )

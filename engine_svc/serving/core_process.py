@@ -10,6 +10,10 @@ Each step's outputs cross the pipe as marshalled plain tuples (one per request: 
 whether it is done) with the load figures as seven integers: pickling dataclasses and protobuf messages
 per token cost the core and the server more host time than the decode step on the GPU at 256 streams.
 Anything else (the engine's description, in-band errors) is pickled.
+
+Structured outputs' grammars are compiled and cached in the core, where the step loop uses them: the
+servicer's `compile_grammar` sends the constraint, the core compiles it on its compile workers and answers
+(`GRAMMAR` messages); the request that follows finds it in the core's cache.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.loader import LoadedEngine
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
+from engine_svc.structured.compiler import too_slow
+from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
+from scaleout_common import structured_output_rules
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
@@ -80,6 +87,10 @@ def _child(builder, commands, results) -> None:
             if kind == "abort":
                 engine.abort(payload)
                 continue
+            if kind == "compile":
+                token, constraint = payload
+                _compile(engine, token, constraint, lambda reply: _send_locked(results, sending, GRAMMAR + reply))
+                continue
             request_id, seqs = payload
             try:
                 engine.submit(request_id, seqs)
@@ -90,7 +101,27 @@ def _child(builder, commands, results) -> None:
         engine.stop()
 
 
-MARSHALLED, PICKLED = b"M", b"P"  # the first byte of every message from the core
+def _send_locked(results, sending: threading.Lock, message: bytes) -> None:
+    with sending:
+        results.send_bytes(message)
+
+
+def _compile(engine: Engine, token: int, constraint, send) -> None:
+    """Compile (or find) a grammar on the core's compile workers; answer (token, error or None) when done."""
+
+    def reply(future) -> None:
+        error = future.exception()
+        if error is not None and not isinstance(error, ServiceError):
+            error = fail(Reason.INVALID_GRAMMAR, f"the grammar failed to compile: {error}")
+        send(pickle.dumps((token, error)))
+
+    if engine.grammars is None:
+        send(pickle.dumps((token, fail(Reason.STRUCTURED_OUTPUTS_UNAVAILABLE, "this engine has no tokenizer"))))
+        return
+    engine.grammars.get(constraint).add_done_callback(reply)
+
+
+MARSHALLED, PICKLED, GRAMMAR = b"M", b"P", b"G"  # the first byte of every message from the core
 
 
 def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
@@ -129,6 +160,9 @@ class EngineProcess(EngineFront):
         self.stall_timeout_s = stall_timeout_s
         self._last_heard = time.monotonic()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._compiles: dict[int, asyncio.Future] = {}  # grammar compiles the core has not answered yet
+        self._next_compile = 0
+        self.grammar_timeout_s = structured_output_rules.COMPILE_TIMEOUT_S
 
     @classmethod
     def launch(cls, builder, stall_timeout_s: float) -> LoadedEngine:
@@ -154,7 +188,9 @@ class EngineProcess(EngineFront):
         except EOFError:
             process.join()
             raise RuntimeError(f"the engine core exited while loading (exit code {process.exitcode})") from None
-        return replace(described, engine=cls(process, commands_write, results_read, load, stall_timeout_s))
+        engine = cls(process, commands_write, results_read, load, stall_timeout_s)
+        engine.grammar_timeout_s = described.limits.grammar_timeout_s
+        return replace(described, engine=engine)
 
     # ---- the EngineAPI ----------------------------------------------------------------------------
 
@@ -197,6 +233,19 @@ class EngineProcess(EngineFront):
     def _send_abort(self, request_ids: list[str]) -> None:
         self._send("abort", request_ids)  # a core that is gone runs nothing
 
+    async def compile_grammar(self, constraint: Constraint) -> None:
+        """The grammar is compiled and cached in the core, where the step loop uses it."""
+        token, self._next_compile = self._next_compile, self._next_compile + 1
+        answer = self._compiles[token] = asyncio.get_running_loop().create_future()
+        try:
+            if not self._send("compile", (token, constraint)):
+                raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
+            await asyncio.wait_for(asyncio.shield(answer), self.grammar_timeout_s)
+        except TimeoutError:
+            raise too_slow(constraint, self.grammar_timeout_s) from None
+        finally:
+            self._compiles.pop(token, None)
+
     def _send(self, kind: str, payload) -> bool:
         """False when the child is gone (stopped, or exited on its own)."""
         try:
@@ -223,6 +272,15 @@ class EngineProcess(EngineFront):
                     for request_id, error in pickle.loads(message[1:]):
                         self._deliver(request_id, StepOutput(error=error), True, None, None)
                     continue
+                if message[:1] == GRAMMAR:
+                    token, error = pickle.loads(message[1:])
+                    answer = self._compiles.get(token)
+                    if answer is not None and not answer.done():
+                        if error is None:
+                            answer.set_result(None)
+                        else:
+                            answer.set_exception(error)
+                    continue
                 rows, load, self._healthy = marshal.loads(memoryview(message)[1:])
                 (
                     self._load.running,
@@ -244,6 +302,9 @@ class EngineProcess(EngineFront):
             failure = fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
             for request_id in list(self.requests):
                 self._deliver(request_id, StepOutput(error=failure), True, None, None)
+            for answer in self._compiles.values():
+                if not answer.done():
+                    answer.set_exception(failure)
 
     def _deliver(self, request_id: str, output: StepOutput, done: bool, scheduled_at, first_token_at) -> None:
         state = self.requests.get(request_id)

@@ -5,6 +5,12 @@ The asyncio side submits requests and aborts through an inbox; each step's outpu
 blocks in the step that sees them. When every running sequence is decoding, steps are queued on the
 device one ahead of the host (`decode_steps` in a row), so reading and shipping a step's tokens overlaps
 the next step's compute.
+
+Structured outputs: a request with a constraint is added once its grammar is compiled (the servicer waits
+for that before admitting it; should the cache have dropped it since, the request waits off the step loop
+for a recompile). Its sequences get a `Guide`; a step that samples guided rows runs one step at a time,
+with their masks filled on a worker thread during the forward pass and applied before sampling. Steps
+without guided rows are untouched (decode runs, CUDA graphs).
 """
 
 from __future__ import annotations
@@ -27,7 +33,11 @@ from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
+from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
+from engine_svc.structured.guide import Guide, Masker, MaskJob
+from engine_svc.structured.spec import Constraint
 from scaleout.v1 import common_pb2, engine_pb2
+from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
@@ -52,6 +62,7 @@ class Engine(EngineFront):
         max_waiting: int,
         stall_timeout_s: float = 60.0,
         decode_steps: int = 1,
+        grammars: GrammarCompiler | None = None,
     ):
         super().__init__(max_waiting)
         self.runner = runner
@@ -67,6 +78,9 @@ class Engine(EngineFront):
         self._stopping = False
         self._last_progress = time.monotonic()
         self._thread: threading.Thread | None = None
+        self.grammars = grammars  # None: no tokenizer, no structured outputs
+        self.masker = Masker(grammars.backend, runner.device) if grammars is not None else None
+        self.guides: dict[Sequence, Guide] = {}  # the live guided sequences (step thread only)
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -94,6 +108,8 @@ class Engine(EngineFront):
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
+        if self.grammars is not None:
+            self.grammars.close()
 
     def load(self) -> engine_pb2.GetLoadResponse:
         pool = self.scheduler.pool
@@ -126,6 +142,11 @@ class Engine(EngineFront):
 
     def _send_abort(self, request_ids: list[str]) -> None:
         self._post(request_ids)
+
+    async def compile_grammar(self, constraint: Constraint) -> None:
+        if self.grammars is None:
+            raise fail(Reason.STRUCTURED_OUTPUTS_UNAVAILABLE, "this engine has no tokenizer: no structured outputs")
+        await wait_compiled(self.grammars.get(constraint), constraint, self.grammars.timeout_s)
 
     def healthy(self) -> bool:
         """False when work is pending but the step loop has not made progress for stall_timeout_s."""
@@ -174,6 +195,8 @@ class Engine(EngineFront):
     def _take(self, inbox: list[RequestState | list[str]], outputs) -> None:
         for item in inbox:
             if isinstance(item, RequestState):
+                if item.done or not self._guide(item, outputs):
+                    continue
                 for seq in item.seqs:
                     self.scheduler.add(seq)
             else:
@@ -181,6 +204,34 @@ class Engine(EngineFront):
                     state = self.requests.get(rid)
                     if state is not None:
                         self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
+
+    def _guide(self, state: RequestState, outputs) -> bool:
+        """Give a constrained request's sequences their guides; False while its grammar is still compiling
+        (the request comes back through the inbox when it is done) or when it failed to compile."""
+        constraint = state.seqs[0].config.constraint
+        if constraint is None:
+            return True
+        error: BaseException | None
+        if self.grammars is None:
+            error = fail(Reason.STRUCTURED_OUTPUTS_UNAVAILABLE, "this engine has no tokenizer: no structured outputs")
+        else:
+            compiled = self.grammars.get(constraint)
+            if not compiled.done():
+                compiled.add_done_callback(lambda _: self._post(state))
+                return False
+            error = compiled.exception()
+            if error is None:
+                grammar = compiled.result()
+                for seq in state.seqs:
+                    matcher = self.grammars.backend.matcher(grammar, seq.config.stop_token_ids)
+                    self.guides[seq] = Guide(matcher, seq.config.gate)
+                return True
+        if not isinstance(error, ServiceError):
+            error = fail(Reason.INVALID_GRAMMAR, f"the grammar failed to compile: {error}")
+        outputs[state] = StepOutput(error=error)
+        self._retire(set(state.seqs))
+        self._close(state)
+        return False
 
     def _finish_request(self, state: RequestState, outputs, reason: common_pb2.FinishReason) -> None:
         live = {seq for seq in state.seqs if not seq.finished}
@@ -193,6 +244,8 @@ class Engine(EngineFront):
         for seq in seqs:
             seq.finished = True
             self.runner.forget(seq)
+            if self.guides:
+                self.guides.pop(seq, None)
         self.scheduler.remove(seqs)
 
     def _close(self, state: RequestState) -> None:
@@ -220,10 +273,11 @@ class Engine(EngineFront):
         if steps > 1:
             self._decode_ahead(chunks, steps, outputs)
             return
-        logits = self.runner.execute(chunks)
         sampling = [c for c in chunks if c.samples]
+        masks = self._masks([c.seq for c in sampling]) if self.guides else None  # filled during the forward pass
+        logits = self.runner.execute(chunks)
         tokens, logprobs = (
-            self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling]) if sampling else ([], [])
+            self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling], masks) if sampling else ([], [])
         )
         self._prompt_logprobs(chunks, logits[len(sampling) :])
         for c in chunks:
@@ -232,9 +286,20 @@ class Engine(EngineFront):
                 c.seq.want_prompt_logprobs = False
         self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
 
+    def _masks(self, seqs: list[Sequence]) -> MaskJob | None:
+        """Start filling the token masks of the guided rows among `seqs` (the logits rows, in order)."""
+        guides = self.guides
+        guided = [(row, guide) for row, seq in enumerate(seqs) if (guide := guides.get(seq)) and guide.masked]
+        if not guided:
+            return None
+        assert self.masker is not None
+        return self.masker.fill(guided)
+
     def _lookahead(self, chunks: list[Chunk]) -> int:
         """Decode steps to queue back to back: more than one only when every chunk is a plain decode whose
-        sampling needs no host-side logits processing, and blocks for every step are free."""
+        sampling needs no host-side logits processing or grammar, and blocks for every step are free."""
+        if self.guides and any(c.seq in self.guides for c in chunks):
+            return 1
         if self.decode_steps == 1 or any(
             c.num_tokens != 1 or not c.samples or c.seq.want_prompt_logprobs or c.seq.config.needs_processing
             for c in chunks
@@ -285,9 +350,13 @@ class Engine(EngineFront):
     def _accept(self, seqs: list[Sequence], tokens: list[int], logprobs: list, outputs) -> None:
         """Append each sequence's sampled token, detect stops and lengths, and retire what finished."""
         finished: set[Sequence] = set()
+        guides = self.guides
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)
+            guide = guides.get(seq) if guides else None
+            if guide is not None:
+                guide.accept(token)
             first = state.first_token_at is None
             if first:
                 state.first_token_at = time.perf_counter()
@@ -297,6 +366,10 @@ class Engine(EngineFront):
                 delta.stop_token_id = token if token in seq.config.requested_stop_ids else None
             elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
                 delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
+            elif guide is not None and guide.done:  # the grammar is complete (it needs no stop token) or broke
+                if guide.rejected:
+                    log.warning("request %s: the grammar refused token %d (none was allowed)", seq.request_id, token)
+                delta.finish_reason = common_pb2.FINISH_REASON_STOP
             out = outputs.get(state) or outputs.setdefault(state, StepOutput())
             if first:  # the request's first token: prompt info goes with it
                 out.cached_tokens = seq.num_cached_tokens or 0

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.requests import Outbox, RequestState
+from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
 from scaleout_common.reasons import Reason, fail
 
@@ -35,6 +36,12 @@ class EngineAPI(Protocol):
 
     def load(self) -> engine_pb2.GetLoadResponse:
         """What routers and metrics read."""
+        ...
+
+    async def compile_grammar(self, constraint: Constraint) -> None:
+        """Compile a structured-output constraint where the step loop runs (or find it in the cache there),
+        waiting at most the compile time bound; raises INVALID_GRAMMAR, GRAMMAR_TOO_COMPLEX or
+        STRUCTURED_OUTPUTS_UNAVAILABLE."""
         ...
 
     def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:

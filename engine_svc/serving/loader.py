@@ -17,6 +17,8 @@ from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
+from engine_svc.structured.compiler import GrammarCompiler
+from scaleout_common import structured_output_rules
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +76,11 @@ def _num_blocks(args, config, device, dtype, max_model_len: int) -> int:
     return max(2, min(budget // per_block, wanted))
 
 
-def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str = "") -> LoadedEngine:
-    """Wrap a loaded transformers model in an engine according to the flags."""
+def build_engine(
+    hf_model, args, *, model_name: str, tokenizer_fingerprint: str = "", grammar_backend=None
+) -> LoadedEngine:
+    """Wrap a loaded transformers model in an engine according to the flags; `grammar_backend` (it needs the
+    tokenizer's vocabulary) enables structured outputs."""
     config = hf_model.config
     device = next(hf_model.parameters()).device
     dtype = next(hf_model.parameters()).dtype
@@ -105,6 +110,18 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
     pool.caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
     scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
+    grammars = None
+    if grammar_backend is not None:
+        grammars = GrammarCompiler(
+            grammar_backend,
+            tokenizer_fingerprint or f"vocab-{grammar_backend.vocab_size}",
+            timeout_s=args.grammar_compile_timeout_s,
+            max_grammar_bytes=args.max_grammar_bytes,
+            cache_bytes=args.grammar_cache_mb << 20,
+            threads=args.grammar_compile_threads,
+            cache=not args.no_grammar_cache,
+        )
+        warm_up_masks(grammar_backend, device)
     engine = Engine(
         runner,
         scheduler,
@@ -112,6 +129,7 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
         max_waiting=args.max_waiting,
         stall_timeout_s=args.stall_timeout_s,
         decode_steps=decode_steps,
+        grammars=grammars,
     )
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
@@ -123,6 +141,9 @@ def build_engine(hf_model, args, *, model_name: str, tokenizer_fingerprint: str 
         default_temperature=float(temperature) if do_sample and temperature is not None else 1.0,
         max_n=args.max_num_seqs,
         default_stream_interval=args.stream_interval,
+        structured_outputs=grammars is not None,
+        max_grammar_bytes=args.max_grammar_bytes,
+        grammar_timeout_s=args.grammar_compile_timeout_s,
     )
     log.info(
         "engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d prefix_caching=%s",
@@ -153,10 +174,34 @@ def load_engine(args) -> LoadedEngine:
     folder = resolve_model(args.model)
     device = pick_device(args.device)
     hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code)
-    fingerprint = ""
+    fingerprint, grammar_backend = "", None
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
-        fingerprint = tokenizer_fingerprint(load_tokenizer(folder, args.trust_remote_code, args.chat_template))
-    return build_engine(hf_model, args, model_name=model_name(folder), tokenizer_fingerprint=fingerprint)
+        tokenizer = load_tokenizer(folder, args.trust_remote_code, args.chat_template)
+        fingerprint = tokenizer_fingerprint(tokenizer)
+        grammar_backend = make_grammar_backend(tokenizer, hf_model.config.vocab_size, args)
+    return build_engine(
+        hf_model,
+        args,
+        model_name=model_name(folder),
+        tokenizer_fingerprint=fingerprint,
+        grammar_backend=grammar_backend,
+    )
+
+
+def make_grammar_backend(tokenizer, vocab_size: int, args):
+    """Structured outputs' backend for this tokenizer (None when turned off)."""
+    if args.structured_outputs_backend == "none":
+        return None
+    from engine_svc.structured.xgrammar_backend import XGrammarBackend
+
+    return XGrammarBackend.from_hf(tokenizer, vocab_size, threads=args.grammar_compile_threads)
+
+
+def warm_up_masks(backend, device: torch.device) -> None:
+    """Apply one mask before serving: on CUDA its kernel compiles here, not in the first constrained step."""
+    logits = torch.zeros((1, backend.vocab_size), dtype=torch.float32, device=device)
+    bitmask = backend.allocate_bitmask(1, pin=False).to(device)
+    backend.apply_bitmask(logits, bitmask, [0])
 
 
 def core_in_child_process(args) -> bool:
@@ -225,6 +270,29 @@ def add_engine_flags(parser) -> None:
         action="store_true",
         help="turn automatic prefix caching off (it is on for the paged backend: full KV blocks are kept "
         "and shared by prompts that start with the same tokens and cache_salt)",
+    )
+    parser.add_argument(
+        "--structured-outputs-backend",
+        default="xgrammar",
+        choices=["xgrammar", "none"],
+        help="grammar engine for structured outputs (JSON schema, regex, choice, grammar); none: refuse them",
+    )
+    parser.add_argument(
+        "--grammar-compile-timeout-s",
+        type=float,
+        default=structured_output_rules.COMPILE_TIMEOUT_S,
+        help="longest a request waits for its grammar to compile; longer is GRAMMAR_TOO_COMPLEX",
+    )
+    parser.add_argument(
+        "--max-grammar-bytes",
+        type=int,
+        default=structured_output_rules.MAX_GRAMMAR_BYTES,
+        help="largest schema, regex or grammar a request may send (GRAMMAR_TOO_COMPLEX beyond)",
+    )
+    parser.add_argument("--grammar-cache-mb", type=int, default=512, help="compiled grammars kept (LRU), in MiB")
+    parser.add_argument("--grammar-compile-threads", type=int, default=2, help="threads compiling grammars")
+    parser.add_argument(
+        "--no-grammar-cache", action="store_true", help="compile every constrained request's grammar anew (benches)"
     )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from engine_svc.scheduling.admission import admit
+from engine_svc.scheduling.admission import admit, structured
 from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
 from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
@@ -41,6 +41,15 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     def engine(self) -> EngineAPI:
         return self.loaded.engine
 
+    async def _compile(self, request) -> None:
+        """A constrained request's grammar, compiled (or found in the cache) off the event loop within the time
+        bound, before the request is admitted: one that does not compile is refused here (INVALID_GRAMMAR,
+        GRAMMAR_TOO_COMPLEX)."""
+        if request.sampling_params.HasField("structured_outputs"):
+            constraint, _ = structured(request.sampling_params, self.loaded.limits)
+            if constraint is not None:
+                await self.engine.compile_grammar(constraint)
+
     def _submit(self, request, context):
         who = caller(context)
         self.owners.admit(who, request)
@@ -50,6 +59,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         return state, interval, request_id
 
     async def Generate(self, request, context):
+        await self._compile(request)
         state, interval, request_id = self._submit(request, context)
         try:
             async for message in stream_responses(self.engine, state, interval):
@@ -59,6 +69,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         report_engine_timing(**state.timings())
 
     async def GenerateUnary(self, request, context):
+        await self._compile(request)
         state, _, request_id = self._submit(request, context)
         try:
             response = await collect(self.engine, state)

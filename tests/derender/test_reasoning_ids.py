@@ -8,11 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from derender_svc.parsers import REASONING_PARSERS, reasoning_spec
-from derender_svc.parsers.reasoning_ids import (
+from scaleout_common.reasoning_ids import (
+    REASONING_TAGS,
     ReasoningIds,
+    ReasoningWatch,
     content_start,
     extract_content_ids,
+    from_proto,
     is_reasoning_end,
+    to_proto,
 )
 
 WORDS = ["a", "b c", "你好", "x=1", " ", "\n", "<tool_call>", "{}"]
@@ -96,3 +100,40 @@ def test_harmony_ends_at_the_final_channel():
 def test_round_trips_through_json():
     spec = ReasoningIds(start=((1, 2),), end=((3,),), ends_on=((4,),), forced=True, blank=frozenset({9}))
     assert ReasoningIds.from_dict(spec.as_dict()) == spec
+
+
+def test_shared_tags_are_the_parsers_tags():
+    """Render encodes REASONING_TAGS for the engine's gate; they must be what derender's parsers split on."""
+    assert set(REASONING_TAGS) == set(REASONING_PARSERS)
+    for name, cls in REASONING_PARSERS.items():
+        tags = REASONING_TAGS[name]
+        assert (tags.START, tags.END, tags.ENDS_ON, tags.FORCED) == (cls.START, cls.END, cls.ENDS_ON, cls.FORCED), name
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(FAMILIES), data=st.data(), started=st.booleans())
+def test_watch_decides_as_content_start_on_every_prefix(name, data, started):
+    vocab = vocab_for(name)
+    ids = data.draw(st.lists(st.integers(0, len(vocab) - 1), max_size=14))
+    spec = spec_for(name, vocab)
+    watch = ReasoningWatch(spec, started)
+    content: list[int] | None = None
+    for k, token in enumerate(ids, 1):
+        out = watch.feed(token)
+        if content is None:
+            expected = content_start(ids[:k], spec, started)
+            assert (out is None) == (expected is None), (ids[:k], out, expected)
+            if out is not None:
+                assert out == ids[:k][expected:]
+                content = list(out)
+        else:
+            assert out == [token]
+
+
+def test_reasoning_tokens_round_trip_through_the_contract():
+    from scaleout.v1 import common_pb2
+
+    spec = ReasoningIds(start=((1, 2),), end=((3,),), ends_on=((4,),), forced=True, blank=frozenset({9}))
+    message = common_pb2.ReasoningTokens()
+    to_proto(spec, True, message)
+    assert from_proto(message) == (spec, True)

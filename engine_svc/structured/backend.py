@@ -1,0 +1,59 @@
+"""What the engine needs from a grammar library: compile a constraint for one tokenizer, follow an output with a
+matcher, and turn the matcher's state into a token mask on the logits.
+
+`XGrammarBackend` (xgrammar_backend.py) implements it; another library (llguidance, outlines-core) would
+implement the same three pieces. Masks are bitmasks: int32 words, bit j of row r set when token 32*w+j is
+allowed, filled on the host and applied to the logits on their device.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from engine_svc.structured.spec import Constraint
+
+
+class GrammarError(ValueError):
+    """The constraint is malformed or asks for what the backend cannot enforce (INVALID_GRAMMAR)."""
+
+
+class CompiledGrammar(Protocol):
+    @property
+    def memory_size_bytes(self) -> int: ...
+
+
+class Matcher(Protocol):
+    """One output's position in its grammar."""
+
+    def accept(self, token: int) -> bool:
+        """Advance by `token`; False (and no change) when the grammar does not allow it."""
+        ...
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the tokens allowed next into row `row` of a host bitmask."""
+        ...
+
+    def is_terminated(self) -> bool:
+        """The grammar is complete and took its stop token (or needs none): nothing more may follow."""
+        ...
+
+
+class GrammarBackend(Protocol):
+    name: str
+    vocab_size: int  # the model's logits width (the bitmask covers it; ids past the tokenizer are never allowed)
+
+    def compile(self, constraint: Constraint) -> CompiledGrammar:
+        """Raises GrammarError for a bad constraint. May take long: call it off the step loop."""
+        ...
+
+    def matcher(self, grammar: CompiledGrammar, stop_token_ids: frozenset[int]) -> Matcher:
+        """A matcher at the start of `grammar`; it ends with one of `stop_token_ids` (or by itself when empty)."""
+        ...
+
+    def allocate_bitmask(self, rows: int, pin: bool) -> torch.Tensor: ...
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
+        """Set the disallowed logits of `rows` to -inf, in place (`bitmask` on the logits' device)."""
+        ...

@@ -1,0 +1,157 @@
+"""Compiled grammars, cached by (constraint, tokenizer) and compiled on worker threads under a time bound.
+
+`get` answers at once from the cache, joins a compile already running for the same constraint (a schema sent
+by a hundred requests compiles once), or starts one on the pool. The compile itself runs in the backend's
+native code, which releases the GIL: the step loop and the event loop keep running. The caller bounds its
+wait (`timeout_s`); a compile that ran past the bound anyway is remembered, so the same constraint is refused
+at once afterwards instead of tying up a worker again. The cache is an LRU bounded in bytes (the backend
+reports each grammar's size).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from engine_svc.structured.backend import CompiledGrammar, GrammarBackend, GrammarError
+from engine_svc.structured.spec import Constraint
+from scaleout_common import structured_output_rules as rules
+from scaleout_common.reasons import Reason, fail
+
+log = logging.getLogger(__name__)
+
+MAX_REMEMBERED_FAILURES = 1024
+
+
+@dataclass
+class CompileStats:
+    hits: int = 0
+    misses: int = 0
+    compile_seconds: list[float] = field(default_factory=list)  # of the last compiles (bounded)
+
+
+def too_slow(constraint: Constraint, timeout_s: float):
+    return fail(
+        Reason.GRAMMAR_TOO_COMPLEX,
+        f"the {constraint.describe()} did not compile within {timeout_s:g} s; simplify it",
+        f"{rules.FIELD}.{constraint.kind}",
+    )
+
+
+class GrammarCompiler:
+    def __init__(
+        self,
+        backend: GrammarBackend,
+        tokenizer_key: str,
+        *,
+        timeout_s: float = rules.COMPILE_TIMEOUT_S,
+        max_grammar_bytes: int = rules.MAX_GRAMMAR_BYTES,
+        cache_bytes: int = 512 << 20,
+        threads: int = 2,
+        cache: bool = True,
+    ):
+        self.backend = backend
+        self.tokenizer_key = tokenizer_key  # the tokenizer's fingerprint: half of every cache key
+        self.timeout_s = timeout_s
+        self.max_grammar_bytes = max_grammar_bytes
+        self.cache_bytes = cache_bytes
+        self.use_cache = cache
+        self.stats = CompileStats()
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="grammar-compile")
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str], tuple[CompiledGrammar, int]] = OrderedDict()
+        self._bytes = 0
+        self._running: dict[tuple[str, str], Future] = {}
+        self._too_slow: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def key(self, constraint: Constraint) -> tuple[str, str]:
+        return constraint.key, self.tokenizer_key
+
+    def get(self, constraint: Constraint) -> Future:
+        """A future of the compiled grammar (done at once on a cache hit); its exception is a ServiceError."""
+        key = self.key(constraint)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                self.stats.hits += 1
+                return _done(hit[0])
+            if key in self._too_slow:
+                return _failed(too_slow(constraint, self.timeout_s))
+            running = self._running.get(key)
+            if running is not None:
+                return running
+            self.stats.misses += 1
+            future = self._pool.submit(self._compile, key, constraint)
+            self._running[key] = future
+            return future
+
+    def cached(self, constraint: Constraint) -> CompiledGrammar | None:
+        with self._lock:
+            hit = self._cache.get(self.key(constraint))
+            return None if hit is None else hit[0]
+
+    def _compile(self, key, constraint: Constraint) -> CompiledGrammar:
+        start = time.perf_counter()
+        try:
+            grammar = self.backend.compile(constraint)
+        except GrammarError as error:
+            raise fail(Reason.INVALID_GRAMMAR, str(error), f"{rules.FIELD}.{constraint.kind}") from None
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+        elapsed = time.perf_counter() - start
+        with self._lock:
+            self.stats.compile_seconds = [*self.stats.compile_seconds[-1023:], elapsed]
+            if elapsed > self.timeout_s:
+                log.warning(
+                    "%s took %.1f s to compile (bound %.1f s): refused from now on",
+                    constraint.describe(),
+                    elapsed,
+                    self.timeout_s,
+                )
+                self._too_slow[key] = None
+                while len(self._too_slow) > MAX_REMEMBERED_FAILURES:
+                    self._too_slow.popitem(last=False)
+                raise too_slow(constraint, self.timeout_s)
+            if self.use_cache:
+                size = max(int(grammar.memory_size_bytes), 1)
+                self._cache[key] = (grammar, size)
+                self._bytes += size
+                while self._bytes > self.cache_bytes and len(self._cache) > 1:
+                    _, (_, evicted) = self._cache.popitem(last=False)
+                    self._bytes -= evicted
+        return grammar
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._bytes = 0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def wait_compiled(compiled: Future, constraint: Constraint, timeout_s: float) -> None:
+    """Wait (on the event loop) for a compile, at most `timeout_s`; its ServiceError, or GRAMMAR_TOO_COMPLEX."""
+    try:
+        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(compiled)), timeout_s)
+    except TimeoutError:
+        raise too_slow(constraint, timeout_s) from None
+
+
+def _done(value) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+def _failed(error: BaseException) -> Future:
+    future: Future = Future()
+    future.set_exception(error)
+    return future

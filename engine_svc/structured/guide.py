@@ -1,0 +1,153 @@
+"""Per-sequence grammar state (`Guide`) and the per-step token masks (`Masker`).
+
+A guided sequence's next token must keep its output inside the grammar. Each step that samples guided rows:
+1. before the forward pass, `Masker.fill` hands the rows' matchers to a worker thread, which writes each
+   row's allowed tokens into a host bitmask while the model runs (native code, without the GIL);
+2. after the forward pass, `MaskJob.apply` copies the bitmask to the logits' device and sets every
+   disallowed logit of those rows to -inf, before any sampling;
+3. once the tokens are on the host, each guide accepts its row's token.
+Rows of unguided sequences are never touched. A guide whose constraint starts after the reasoning passes
+its tokens to a `ReasoningWatch` until the reasoning ends, then feeds the content ids after the end tag to
+its matcher: until then its rows are not masked. When the output may or may not open a reasoning block, its
+first token is the grammar's or the first id of a start tag: either way the output stays valid.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import torch
+
+from engine_svc.structured.backend import GrammarBackend, Matcher
+from engine_svc.structured.spec import Gate
+from scaleout_common.reasoning_ids import ReasoningWatch
+
+CONTENT, REASONING, UNDECIDED, OPENING = range(4)  # a guide's modes
+
+
+def allow(bitmask: torch.Tensor, row: int, ids) -> None:
+    """Set the bits of `ids` in a host bitmask row (int32 words, bit j of word w: token 32*w + j)."""
+    words = bitmask[row]
+    for token in ids:
+        word, bit = divmod(token, 32)
+        value = (int(words[word]) & 0xFFFFFFFF) | (1 << bit)
+        words[word] = value - (1 << 32) if value >= 1 << 31 else value
+
+
+class Guide:
+    """One constrained sequence: its matcher, and where the constraint starts.
+
+    Modes: CONTENT (the grammar applies), REASONING (free until the reasoning ends; a `ReasoningWatch`
+    decides), UNDECIDED (the first token: the grammar's tokens or the first id of a start tag, which opens
+    the reasoning), OPENING (inside a start tag of several ids: only its next id)."""
+
+    __slots__ = ("gate", "matcher", "mode", "opening", "rejected", "watch")
+
+    def __init__(self, matcher: Matcher, gate: Gate | None = None):
+        self.matcher, self.gate = matcher, gate
+        self.watch: ReasoningWatch | None = None
+        self.opening: list[int] = []  # start-tag ids so far (UNDECIDED / OPENING)
+        self.rejected = False  # a token the grammar did not allow got through (no token was allowed)
+        if gate is None:
+            self.mode = CONTENT
+        elif gate.started or gate.reasoning.forced:
+            self.mode, self.watch = REASONING, ReasoningWatch(gate.reasoning, gate.started)
+        else:
+            self.mode = UNDECIDED if gate.reasoning.start else CONTENT
+
+    @property
+    def masked(self) -> bool:
+        return self.mode != REASONING
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """The tokens allowed next, into a host bitmask row (on the mask worker thread)."""
+        if self.mode == CONTENT:
+            self.matcher.fill(bitmask, row)
+            return
+        assert self.gate is not None
+        starts = self.gate.reasoning.start
+        if self.mode == UNDECIDED:
+            self.matcher.fill(bitmask, row)
+            allow(bitmask, row, {seq[0] for seq in starts})
+            return
+        prefix = tuple(self.opening)
+        bitmask[row].zero_()
+        allow(bitmask, row, {s[len(prefix)] for s in starts if len(s) > len(prefix) and s[: len(prefix)] == prefix})
+
+    def accept(self, token: int) -> None:
+        if self.mode == CONTENT:
+            self.rejected |= not self.matcher.accept(token)
+            return
+        if self.mode in (UNDECIDED, OPENING):
+            assert self.gate is not None
+            prefix = (*self.opening, token)
+            starts = self.gate.reasoning.start
+            if any(s[: len(prefix)] == prefix for s in starts):
+                self.opening = list(prefix)
+                self.mode = OPENING
+                if prefix in starts:  # the block is open: the watch takes it from here
+                    self.mode, self.watch = REASONING, ReasoningWatch(self.gate.reasoning, False)
+                    for t in prefix:
+                        self.watch.feed(t)
+                return
+            self.mode = CONTENT  # no start tag: the whole output is the answer
+            for t in prefix:
+                self.rejected |= not self.matcher.accept(t)
+            return
+        assert self.watch is not None
+        content = self.watch.feed(token)
+        if content is not None:
+            self.mode = CONTENT
+            for t in content:
+                self.rejected |= not self.matcher.accept(t)
+
+    @property
+    def done(self) -> bool:
+        """Nothing more may follow: the grammar is complete and closed, or it was broken."""
+        return self.rejected or (self.mode == CONTENT and self.matcher.is_terminated())
+
+
+class MaskJob:
+    """One step's bitmask, filled on the worker thread: `apply` waits for it and masks the logits."""
+
+    def __init__(self, masker: Masker, bitmask: torch.Tensor, rows: list[int], filled: Future):
+        self.masker, self.bitmask, self.rows, self._filled = masker, bitmask, rows, filled
+
+    def apply(self, logits: torch.Tensor) -> None:
+        self._filled.result()
+        bitmask = self.bitmask
+        if logits.device != bitmask.device:
+            bitmask = bitmask.to(logits.device, non_blocking=True)
+        self.masker.backend.apply_bitmask(logits, bitmask, self.rows)
+
+
+class Masker:
+    """Host bitmasks (two, used in turn, so one can still be copying to the device while the other fills)
+    and the worker thread that fills them."""
+
+    def __init__(self, backend: GrammarBackend, device: torch.device, rows: int = 16):
+        self.backend = backend
+        self.device = device
+        self._pin = device.type == "cuda"
+        self._buffers = [backend.allocate_bitmask(rows, self._pin) for _ in range(2)]
+        self._turn = 0
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="grammar-mask")
+
+    def fill(self, guided: list[tuple[int, Guide]]) -> MaskJob:
+        """Start filling the bitmask rows of `guided` ((logits row, guide) pairs) on the worker thread."""
+        need = max(row for row, _ in guided) + 1
+        self._turn ^= 1
+        if self._buffers[self._turn].shape[0] < need:
+            self._buffers[self._turn] = self.backend.allocate_bitmask(
+                max(need, 2 * self._buffers[self._turn].shape[0]), self._pin
+            )
+        bitmask = self._buffers[self._turn]
+
+        def fill() -> None:
+            for row, guide in guided:
+                guide.fill(bitmask, row)
+
+        return MaskJob(self, bitmask, [row for row, _ in guided], self._worker.submit(fill))
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False)

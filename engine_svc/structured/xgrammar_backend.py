@@ -1,0 +1,187 @@
+"""The grammar backend on xgrammar (what vLLM and SGLang use by default): JSON Schema, regex, EBNF/Lark,
+choices and structural tags compiled against the tokenizer's vocabulary; matchers advance in C++ and fill a
+row's bitmask in microseconds; masks are applied by xgrammar's kernels (CPU, Triton on CUDA).
+
+JSON schemas compile in strict mode (as vLLM's xgrammar backend does): `additionalProperties` and `items`
+default to false where a schema leaves them out, so outputs hold only what the schema lists. Keywords xgrammar
+would accept but not enforce are refused (INVALID_GRAMMAR) rather than silently dropped: `not`,
+`if`/`then`/`else`, `dependentRequired`/`dependentSchemas`/`dependencies`, `uniqueItems: true`, `allOf` with
+more than one subschema, and string `format`s other than those it knows. `oneOf` is enforced as `anyOf`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import xgrammar as xgr
+
+from engine_svc.structured import lark
+from engine_svc.structured.backend import GrammarError
+from engine_svc.structured.spec import Constraint
+
+# String formats xgrammar enforces (vLLM's list for its xgrammar backend).
+FORMATS = frozenset(
+    {
+        "email",
+        "date",
+        "time",
+        "date-time",
+        "duration",
+        "ipv4",
+        "ipv6",
+        "hostname",
+        "uuid",
+        "uri",
+        "uri-reference",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+    }
+)
+UNENFORCED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies")
+# Nested schemas, by the keyword that holds them: one schema, a list of them, or a map of them.
+_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems")
+_MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_CPP_NOISE = re.compile(r"\[\d\d:\d\d:\d\d\] \S+:\d+: (Check failed: \(.*?\) is false: )?")
+
+
+def _walk(schema: Any, path: str = "#") -> Iterator[tuple[str, dict]]:
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for key in _ONE:
+        if isinstance(schema.get(key), dict):
+            yield from _walk(schema[key], f"{path}/{key}")
+    for key in _MANY:
+        if isinstance(schema.get(key), list):
+            for i, item in enumerate(schema[key]):
+                yield from _walk(item, f"{path}/{key}/{i}")
+    for key in _MAP:
+        if isinstance(schema.get(key), dict):
+            for name, item in schema[key].items():
+                yield from _walk(item, f"{path}/{key}/{name}")
+
+
+def unenforced_keywords(schema: Any) -> list[str]:
+    """Where `schema` uses what xgrammar would not enforce ("#/properties/x: uniqueItems", ...)."""
+    found = []
+    for path, node in _walk(schema):
+        found += [f"{path}: {key}" for key in UNENFORCED if key in node]
+        if node.get("uniqueItems") is True:
+            found.append(f"{path}: uniqueItems")
+        if isinstance(node.get("allOf"), list) and len(node["allOf"]) > 1:
+            found.append(f"{path}: allOf with {len(node['allOf'])} subschemas")
+        if isinstance(node.get("format"), str) and node["format"] not in FORMATS:
+            found.append(f"{path}: format {node['format']!r}")
+    return found
+
+
+def _literal(text: str) -> str:
+    """An EBNF string literal (xgrammar takes JSON-style escapes)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def choice_grammar(options: list[str]) -> str:
+    return "root ::= " + " | ".join(_literal(option) for option in options)
+
+
+def _clean(error: Exception) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    text = lines[-1] if lines else type(error).__name__
+    return _CPP_NOISE.sub("", text).strip()[:500]
+
+
+class _XGrammarMatcher:
+    __slots__ = ("_matcher",)
+
+    def __init__(self, matcher: xgr.GrammarMatcher):
+        self._matcher = matcher
+
+    def accept(self, token: int) -> bool:
+        return self._matcher.accept_token(token)
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        self._matcher.fill_next_token_bitmask(bitmask, row)
+
+    def is_terminated(self) -> bool:
+        return self._matcher.is_terminated()
+
+
+class XGrammarBackend:
+    """A `GrammarBackend` for one tokenizer."""
+
+    name = "xgrammar"
+
+    def __init__(self, info: xgr.TokenizerInfo, threads: int = 2):
+        self.info = info
+        self.vocab_size = info.vocab_size
+        # Our cache (compiler.py) keys compiled grammars by constraint and tokenizer; xgrammar's would double it.
+        self._compiler = xgr.GrammarCompiler(info, max_threads=threads, cache_enabled=False)
+
+    @classmethod
+    def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2) -> XGrammarBackend:
+        """For a transformers tokenizer; `vocab_size` is the model's (its logits may be wider than the vocab)."""
+        return cls(xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size), threads)
+
+    @classmethod
+    def from_vocab(cls, tokens: list[str], vocab_size: int, stop_token_ids: list[int], threads: int = 1):
+        """For a plain vocabulary: token i is the text tokens[i] (tests' tiny models)."""
+        info = xgr.TokenizerInfo(tokens, xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        return cls(info, threads)
+
+    def compile(self, constraint: Constraint):
+        try:
+            return self._compile(constraint)
+        except GrammarError:
+            raise
+        except (RuntimeError, ValueError, TypeError, xgr.InvalidJSONError, xgr.InvalidStructuralTagError) as error:
+            raise GrammarError(f"the {constraint.kind} does not compile: {_clean(error)}") from None
+
+    def _compile(self, constraint: Constraint):
+        kind, text, compiler = constraint.kind, constraint.text, self._compiler
+        if kind == "json_schema":
+            bad = unenforced_keywords(json.loads(text))
+            if bad:
+                raise GrammarError(f"the schema uses keywords {self.name} cannot enforce: {'; '.join(bad[:5])}")
+            return compiler.compile_json_schema(text, any_whitespace=constraint.any_whitespace, strict_mode=True)
+        if kind == "json_object":
+            return compiler.compile_json_schema('{"type": "object"}', any_whitespace=constraint.any_whitespace)
+        if kind == "regex":
+            return compiler.compile_regex(text)
+        if kind == "choice":
+            return compiler.compile_grammar(choice_grammar(json.loads(text)))
+        if kind == "grammar":
+            if lark.is_lark(text):
+                try:
+                    text = lark.to_ebnf(text)
+                except ValueError as error:
+                    raise GrammarError(f"the Lark grammar does not convert to EBNF: {error}") from None
+            return compiler.compile_grammar(text)
+        if kind == "structural_tag":
+            tag = json.loads(text)
+            if "structures" in tag:  # the first (vLLM <= 0.10) format: begin / schema / end items and triggers
+                items = [
+                    xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
+                    for s in tag["structures"]
+                ]
+                return compiler.compile_structural_tag(items, tag.get("triggers", []))
+            return compiler.compile_structural_tag(text)
+        raise GrammarError(f"unknown constraint kind {kind!r}")
+
+    def matcher(self, grammar, stop_token_ids: frozenset[int]) -> _XGrammarMatcher:
+        stops = sorted(stop_token_ids)
+        return _XGrammarMatcher(
+            xgr.GrammarMatcher(grammar, override_stop_tokens=stops or None, terminate_without_stop_token=not stops)
+        )
+
+    def allocate_bitmask(self, rows: int, pin: bool) -> torch.Tensor:
+        bitmask = xgr.allocate_token_bitmask(rows, self.vocab_size)
+        return bitmask.pin_memory() if pin else bitmask
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
+        xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=self.vocab_size, indices=rows)
