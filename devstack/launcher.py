@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from devstack.stack import Stack, StackConfig
-from gateway.envoy_config import Cors
+from gateway.envoy_config import Cors, PrefixRouting
 from gateway.limits import Limits
 from scaleout_common.config import EnvArgumentParser
 
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--secure", action="store_true", help="TLS at the gateway, mTLS between hops, API keys")
     parser.add_argument("--api-keys", default=None, help="with --secure: keys file, 'client key [admin]' per line")
     Limits.add_arguments(parser)
+    PrefixRouting.add_arguments(parser)
     args = parser.parse_args()
     config = StackConfig(
         host=args.host,
@@ -44,6 +45,7 @@ def main() -> None:
             "chat": 1,
         },
         limits=Limits.from_args(args),
+        prefix_routing=PrefixRouting.from_args(args),
         secure=args.secure,
         api_keys=Path(args.api_keys) if args.api_keys else None,
         supervise=True,

@@ -31,7 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.certs import CA, CERT, KEY, Authority
 from gateway.edge import ApiKeys, Edge, Mtls, Tls
-from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, Tracing, Upstream, render_config
+from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, PrefixRouting, Tracing, Upstream, render_config
 
 MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc"}
 _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
@@ -81,6 +81,8 @@ class StackConfig:
     tracing: Tracing | None = None
     cors: Cors | None = None  # None: no CORS policy (browsers on other origins are refused)
     limits: Limits = field(default_factory=Limits)  # the gateway's bounds (memory, bodies, timeouts, rate)
+    # Engine replicas balanced on render's prefix hash (None: round robin).
+    prefix_routing: PrefixRouting | None = field(default_factory=PrefixRouting)
     log_dir: Path | None = None  # None: children log to this terminal
     start_timeout_s: float = 300.0
     secure: bool = False  # TLS at the gateway, mTLS between the hops, API keys
@@ -246,6 +248,7 @@ class Stack:
                 limits=cfg.limits,
                 admin_host=cfg.host,
                 edge=edge,
+                prefix_routing=cfg.prefix_routing,
             )
         )
         envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
