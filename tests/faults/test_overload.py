@@ -1,0 +1,60 @@
+"""Overload with one engine busy and one idle: the busy one's typed refusal (RESOURCE_EXHAUSTED QUEUE_FULL) is
+retried on the idle one, so nothing is refused while capacity is left; when both are full the refusal is a
+fast 429 with its reason."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from devstack.stack import Stack, StackConfig
+from scaleout_common.prefix_hash import ROUTING_HEADER
+from tests.faults.conftest import post
+
+LONG = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 3000, "ignore_eos": True}}
+SHORT = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 2}}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    config = StackConfig(
+        port=0,
+        replicas={"render": 0, "engine": 2, "derender": 0, "chat": 0},
+        # One sequence running and one waiting per engine: a third is QUEUE_FULL.
+        service_args={"engine": ["--max-num-seqs", "1", "--max-waiting", "1", "--drain-grace-s", "1"]},
+        log_dir=tmp_path_factory.mktemp("overload-logs"),
+    )
+    with Stack(config) as running:
+        yield running
+
+
+def test_a_busy_replicas_refusal_is_retried_on_the_idle_one(stack):
+    # Two long requests with one prefix hash: both on one engine (one running, one waiting), which is now full.
+    pinned = {ROUTING_HEADER: "aaaa"}
+    hogs = [
+        threading.Thread(
+            target=post, args=(stack, "/inference/v1/generate", LONG), kwargs={"timeout": 300, "headers": pinned}
+        )
+        for _ in range(2)
+    ]
+    for hog in hogs:
+        hog.start()
+        time.sleep(1)
+    codes = [post(stack, "/inference/v1/generate", SHORT, headers=pinned).status_code for _ in range(30)]
+    assert codes == [200] * 30, codes
+
+
+def test_both_full_is_a_fast_429_with_its_reason(stack):
+    hogs = [
+        threading.Thread(target=post, args=(stack, "/inference/v1/generate", LONG), kwargs={"timeout": 300})
+        for _ in range(6)
+    ]
+    for hog in hogs:
+        hog.start()
+    time.sleep(3)
+    started = time.monotonic()
+    answer = post(stack, "/inference/v1/generate", SHORT)
+    assert answer.status_code == 429 and answer.json()["error"]["code"] == "QUEUE_FULL", answer.text
+    assert time.monotonic() - started < 2
