@@ -135,10 +135,20 @@ class EngineService:
             load = engine.load()
             return load.kv_blocks_used / max(load.kv_blocks_used + load.kv_blocks_free, 1)
 
+        def kv_cached(engine) -> float:
+            load = engine.load()
+            return load.kv_blocks_cached / max(load.kv_blocks_used + load.kv_blocks_free, 1)
+
+        def prefix_hits(engine) -> float:
+            load = engine.load()
+            return load.prefix_cache_hit_tokens / max(load.prefix_cache_queried_tokens, 1)
+
         llm.watch(
             queue_depth=read(lambda e: e.num_waiting),
             running=read(lambda e: e.num_running),
             kv_cache_usage=read(kv_usage),
+            kv_cache_cached=read(kv_cached),
+            prefix_cache_hit=read(prefix_hits),
         )
 
     def healthy(self) -> bool:

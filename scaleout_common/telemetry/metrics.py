@@ -72,6 +72,16 @@ class LlmMetrics:
         self.kv_cache_usage = Gauge(
             "scaleout_engine_kv_cache_usage_ratio", "Fraction of KV cache blocks in use (0..1)", registry=registry
         )
+        self.kv_cache_cached = Gauge(
+            "scaleout_engine_kv_cache_cached_ratio",
+            "Fraction of KV cache blocks holding a reusable prefix, in use or free (0..1)",
+            registry=registry,
+        )
+        self.prefix_cache_hit = Gauge(
+            "scaleout_engine_prefix_cache_hit_ratio",
+            "Prompt tokens served from the prefix cache over prompt tokens admitted, since start (0..1)",
+            registry=registry,
+        )
 
         def histogram(name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
             return Histogram(f"scaleout_engine_{name}_seconds", doc, buckets=buckets, registry=registry)
@@ -98,11 +108,17 @@ class LlmMetrics:
         queue_depth: Callable[[], float],
         running: Callable[[], float],
         kv_cache_usage: Callable[[], float],
+        kv_cache_cached: Callable[[], float] | None = None,
+        prefix_cache_hit: Callable[[], float] | None = None,
     ) -> None:
         """Gauges read the engine's own counters at scrape time: nothing on the hot path."""
         self.queue_depth.set_function(queue_depth)
         self.running.set_function(running)
         self.kv_cache_usage.set_function(kv_cache_usage)
+        if kv_cache_cached is not None:
+            self.kv_cache_cached.set_function(kv_cache_cached)
+        if prefix_cache_hit is not None:
+            self.prefix_cache_hit.set_function(prefix_cache_hit)
 
 
 class ServiceMetrics:
