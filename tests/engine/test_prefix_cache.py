@@ -164,3 +164,13 @@ async def test_multi_turn_chat_on_the_default_model_hits_and_matches_the_uncache
     assert cached_run[0] == uncached_run[0]
     assert cached_run[1][0] == 0 and all(hit > 0 for hit in cached_run[1][1:])
     assert uncached_run[1] == [0] * len(questions)
+
+
+@pytest.mark.parametrize("decode_steps", ["1", "4"])
+async def test_a_prompt_cached_but_its_last_token_starts_as_a_decode(tiny_model, decode_steps):
+    prompt = SYSTEM[:17]  # 4 full blocks of 4, then the one token that must run
+    async with engine_stub(tiny_model, "--block-size", "4", "--decode-steps", decode_steps) as (stub, _):
+        first, _, _ = await greedy(stub, prompt, max_tokens=8)
+        results = await asyncio.gather(*[greedy(stub, prompt, max_tokens=8) for _ in range(3)])
+    assert first == reference(tiny_model, prompt, 8)
+    assert all(out == first and cached == 16 for out, cached, _ in results)
