@@ -24,7 +24,7 @@ class Limits:
     max_headers_count: int = 100
     request_headers_timeout_s: int = 10  # a client trickling its headers (slowloris)
     connection_idle_timeout_s: int = 300
-    unary_idle_timeout_s: int = 60  # no byte either way on a unary call; streams have none
+    unary_idle_timeout_s: int = 60  # no byte either way on render's and derender's unary calls (see idle_roles)
     connection_buffer_kb: int = 1024
     upstream_max_requests: int = 4096  # per cluster: requests, pending requests and connections in flight
     rate_limit_rps: int = 0  # per API key (0: off); needs API keys, whose client name keys the bucket
@@ -32,6 +32,9 @@ class Limits:
     rate_limit_clients: int = 10_000  # distinct keys that get a bucket of their own
 
     client_header = CLIENT_HEADER  # the rate limit's bucket: the client name API keys give
+    # Roles whose unary calls get the idle timeout: quick CPU work. The engine's and the one-hop service's unary
+    # calls generate (silently, until the whole answer is ready), so only the total timeout bounds them.
+    idle_roles = ("render", "derender")
 
     @property
     def rate_limit_bucket(self) -> int:

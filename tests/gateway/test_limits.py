@@ -124,6 +124,8 @@ def test_the_config_bounds_memory_connections_streams_and_time(tmp_path):
     unary = [r for r in routes if r["match"].get("prefix") == "/scaleout.v1.RenderService/"]
     assert streaming[0]["route"]["timeout"] == "0s" and "idle_timeout" not in streaming[0]["route"]
     assert unary[0]["route"]["idle_timeout"] == f"{limits.unary_idle_timeout_s}s"
+    generating = [r for r in routes if r["match"].get("prefix") == "/scaleout.v1.EngineService/"]
+    assert "idle_timeout" not in generating[0]["route"], "a unary generation sends nothing until it is done"
     filters = {f["name"]: f["typed_config"] for f in manager["http_filters"]}
     assert filters["envoy.filters.http.buffer"]["max_request_bytes"] == limits.max_body_bytes
     assert filters["envoy.filters.http.local_ratelimit"]["descriptors"][0]["token_bucket"]["tokens_per_fill"] == 7
