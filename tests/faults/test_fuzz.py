@@ -31,7 +31,7 @@ ROUTES = [
     ("/v1/completions", {"prompt": "hi", "max_tokens": 2}),
     (
         "/v1/chat/completions/derender",
-        {"context": {"id": "x"}, "engine_outputs": [{"choices": [{"index": 0, "token_ids": [42]}], "finished": True}]},
+        {"context": {"id": "x"}, "results": [{"choices": [{"index": 0, "token_ids": [42]}], "finished": True}]},
     ),
 ]
 SPECIALS = ["NaN", "Infinity", "-Infinity", 1e308, -(2**63), 2**31, 2**64, -1, 0, "", "\x00", "\ud7ff" * 3, {}, []]
