@@ -54,12 +54,15 @@ def main() -> None:
     # in the background with SIGINT ignored).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt)
+    stack = Stack(config)
     try:
-        with Stack(config) as stack:
+        with stack:
             print("\nscaleout is up:\n" + stack.describe() + "\nCtrl-C stops everything.", flush=True)
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:
+        if stack.failed:  # the supervisor gave up on a child that kept dying: stop loudly
+            raise SystemExit(f"scaleout-stack: {stack.failed}") from None
         print("stopped", flush=True)
 
 
