@@ -11,7 +11,7 @@ from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
-from scaleout.v1 import common_pb2
+from scaleout.v1 import engine_pb2
 from scaleout_common import finish_reasons
 
 
@@ -97,7 +97,7 @@ class ChoiceProcessor:
         # parser tags that are special tokens stay in the text when specials are skipped
         self.markers = {i: t for i, t in info.special_tokens.items() if t in tags} if config.skip_special_tokens else {}
 
-    def process(self, choice: common_pb2.GenerateChoice | None, final: bool = False) -> ChoiceDelta | None:
+    def process(self, choice: engine_pb2.GenerateChoice | None, final: bool = False) -> ChoiceDelta | None:
         """Advance with one engine message for this choice (None with final=True: close it as it is)."""
         if self.finished:
             return None

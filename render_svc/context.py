@@ -30,7 +30,7 @@ def fill(
     context: derender_pb2.DerenderContext,
     request,
     identity: Identity,
-    endpoint: int,
+    endpoint: derender_pb2.Endpoint,
     prompt_ids,
     prompt_text: str,
     n: int,
@@ -69,7 +69,11 @@ def fill(
 
 
 def add_chat_fields(
-    context: derender_pb2.DerenderContext, request, tool_mode: int, tool_function: str, template_kwargs: dict
+    context: derender_pb2.DerenderContext,
+    request,
+    tool_mode: derender_pb2.ToolChoiceMode,
+    tool_function: str,
+    template_kwargs: dict,
 ) -> None:
     context.tools.extend(request.tools)
     context.tool_choice = tool_mode

@@ -143,7 +143,7 @@ def tools(tool_protos) -> list[dict] | None:
     return out
 
 
-def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[int, str]:
+def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[derender_pb2.ToolChoiceMode, str]:
     """(ToolChoiceMode, named function) from OpenAI's tool_choice; absent: auto with tools, none without."""
     modes = derender_pb2  # module-level enum values: no enum-wrapper lookups on the hot path
     choice = value_to_py(value)

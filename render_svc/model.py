@@ -7,10 +7,14 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from render_svc.tokens import Tokens
 from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
 from scaleout_common.sampling_rules import GENERATION_CONFIG_KEYS
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,7 @@ _FALLBACK_LENGTH = 2048
 class Model:
     folder: Path
     names: list[str]  # served names; the first one is used in responses
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     tokens: Tokens
     max_model_len: int
     generation_defaults: dict  # SamplingParams field -> generation_config.json value

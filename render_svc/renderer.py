@@ -50,7 +50,7 @@ class ChatJob:
     request: render_pb2.RenderChatRequest
     messages: list[dict]
     tools: list[dict] | None
-    tool_mode: int
+    tool_mode: derender_pb2.ToolChoiceMode
     tool_function: str
     template: ChatTemplate
     template_kwargs: dict  # server defaults merged with the request's

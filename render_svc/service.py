@@ -50,6 +50,12 @@ class RenderService:
         self.renderer = Renderer(model, flags.limits(args), flags.options(args))
         log.info("render ready: %s (max_model_len %d, %s)", model.name, model.max_model_len, model.fingerprint)
 
+    @property
+    def loaded_renderer(self) -> Renderer:
+        """The renderer `load()` built (calls are refused as NOT_READY until it has returned)."""
+        assert self.renderer is not None, "RenderService called before load()"
+        return self.renderer
+
     async def drain(self) -> None:
         pass
 
@@ -104,7 +110,7 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
         return await self._service.call(detokenize, request, self._service.is_large(request))
 
     async def ListModels(self, request, context):
-        return list_models(self._service.renderer)
+        return list_models(self._service.loaded_renderer)
 
     async def GetModel(self, request, context):
-        return get_model(self._service.renderer, request)
+        return get_model(self._service.loaded_renderer, request)

@@ -32,7 +32,7 @@ class EnvArgumentParser(argparse.ArgumentParser):
         return super().add_argument(*names, **kwargs)
 
 
-def server_parser(service: str, default_port: int, description: str) -> EnvArgumentParser:
+def server_parser(service: str, default_port: int, description: str | None) -> EnvArgumentParser:
     """Flags every service shares: where it listens, limits, drain grace, model folder."""
     parser = EnvArgumentParser(prog=f"scaleout-{service}", description=description)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")

@@ -7,9 +7,12 @@ rich status. Anything else escaping a servicer is a bug and becomes INTERNAL wit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -28,7 +31,9 @@ class ServiceError(Exception):
         return f"{self.code.name} {self.reason}: {self.message}"
 
     def to_status(self) -> status_pb2.Status:
-        details = [error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)]
+        details: list[Message] = [
+            error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
+        ]
         if self.violations:
             details.append(
                 error_details_pb2.BadRequest(
@@ -53,12 +58,14 @@ class ServiceError(Exception):
         """Rebuild an error received in-band (a stream's terminal message) or from a downstream call."""
         code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
         reason, violations, metadata = "UNKNOWN", [], {}
+        # protobuf's stubs type Message.DESCRIPTOR as `Descriptor | upb Descriptor` but Any.Is as taking only
+        # the former; at runtime Is takes either.
         for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            if detail.Is(cast(Descriptor, error_details_pb2.ErrorInfo.DESCRIPTOR)):
                 info = error_details_pb2.ErrorInfo()
                 detail.Unpack(info)
                 reason, metadata = info.reason, dict(info.metadata)
-            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            elif detail.Is(cast(Descriptor, error_details_pb2.BadRequest.DESCRIPTOR)):
                 bad = error_details_pb2.BadRequest()
                 detail.Unpack(bad)
                 violations = [(v.field, v.description) for v in bad.field_violations]
@@ -67,7 +74,9 @@ class ServiceError(Exception):
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> ServiceError:
         """Keep a downstream service's typed error (code, reason, violations) when passing it on."""
-        status = rpc_status.from_call(error)
+        # grpc_status's stub asks for a grpc.Call, but from_call only reads code(), details() and
+        # trailing_metadata(), which every RpcError gRPC raises (sync or aio) has.
+        status = rpc_status.from_call(cast(grpc.Call, error))
         if status is not None:
             return cls.from_status(status)
         return cls(error.code(), error.code().name, error.details() or "")

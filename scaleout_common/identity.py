@@ -71,7 +71,9 @@ def _with_credentials(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCal
     for key, value in kept:
         if key not in metadata:
             metadata.add(key, value)
-    return details._replace(metadata=metadata)
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
 
 
 class _Forward:

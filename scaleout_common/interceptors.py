@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
 
 import grpc
 from grpc.experimental import aio  # noqa: F401  (grpc.aio types)
@@ -67,6 +68,11 @@ class _Undecodable:
 
 _UNDECODABLE = _Undecodable()
 
+# grpc's stubs type RpcMethodHandler for the synchronous server (plain results, Iterator requests); under grpc.aio
+# its behaviours are coroutine functions, and async generators, over a request or an async iterator of them.
+_AioUnaryBehaviour = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+_AioStreamingBehaviour = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+
 
 def _empty_factory(parse: Callable[[bytes], object] | None) -> Callable[[], object] | None:
     """`Message.FromString` -> the message class (to build an empty one)."""
@@ -77,12 +83,10 @@ def _empty_factory(parse: Callable[[bytes], object] | None) -> Callable[[], obje
 def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> grpc.RpcMethodHandler:
     """Run `guard` before the behaviour, turn exceptions into rich statuses, and refuse undecodable requests."""
     parse = handler.request_deserializer
-    kwargs = dict(
-        request_deserializer=_UNDECODABLE.deserializer(parse, _empty_factory(parse)),
-        response_serializer=handler.response_serializer,
-    )
+    deserializer = _UNDECODABLE.deserializer(parse, _empty_factory(parse))
+    serializer = handler.response_serializer
     if handler.unary_unary or handler.stream_unary:
-        inner = handler.unary_unary or handler.stream_unary
+        inner = cast(_AioUnaryBehaviour, handler.unary_unary or handler.stream_unary)
         check = _UNDECODABLE.check if handler.unary_unary else None
 
         async def unary(request, context):
@@ -100,9 +104,9 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
                 await context.abort_with_status(_abort_status(error))
 
         factory = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
-        return factory(unary, **kwargs)
+        return factory(unary, request_deserializer=deserializer, response_serializer=serializer)
 
-    inner = handler.unary_stream or handler.stream_stream
+    streaming_inner = cast(_AioStreamingBehaviour, handler.unary_stream or handler.stream_stream)
     unary_request = handler.unary_stream is not None
 
     async def streaming(request, context):
@@ -113,7 +117,7 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
                 _UNDECODABLE.check(request)
             else:
                 request = _UNDECODABLE.checked(request)
-            async for message in inner(request, context):
+            async for message in streaming_inner(request, context):
                 yield message
         except Exception as error:
             if isinstance(error, grpc.aio.AbortError):
@@ -121,7 +125,7 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
             await context.abort_with_status(_abort_status(error))
 
     factory = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
-    return factory(streaming, **kwargs)
+    return factory(streaming, request_deserializer=deserializer, response_serializer=serializer)
 
 
 class MethodWrappingInterceptor(grpc.aio.ServerInterceptor):

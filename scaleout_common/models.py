@@ -76,7 +76,8 @@ def _convert(gguf: Path, target: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         bar.update()
         # The weights are dequantized on load; drop the GGUF marker so the folder saves as plain safetensors.
-        model.hf_quantizer = None
+        # torch types Module.__setattr__'s value as Tensor | Module, but any other value is stored as is.
+        model.hf_quantizer = None  # pyright: ignore[reportArgumentType]
         model.config.__dict__.pop("quantization_config", None)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

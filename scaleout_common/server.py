@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 class Service(Protocol):
     """What a service package hands to `run`."""
 
-    #: full gRPC service names, e.g. "scaleout.v1.EngineService"
-    service_names: Sequence[str]
+    @property
+    def service_names(self) -> Sequence[str]:
+        """Full gRPC service names, e.g. "scaleout.v1.EngineService" (a class attribute tuple satisfies it)."""
+        ...
 
     def register(self, server: grpc.aio.Server) -> None: ...
 
@@ -49,9 +51,10 @@ class Service(Protocol):
 
     async def close(self) -> None: ...
 
-    # Optional: `healthy() -> bool`, polled while serving; False turns readiness NOT_SERVING (e.g. a stalled
+    # Optional members, looked up with getattr (not declared here, so a service need not have them):
+    # `healthy() -> bool`, polled while serving; False turns readiness NOT_SERVING (e.g. a stalled
     # step loop) until it returns True again.
-    # Optional: `reflected_names: Sequence[str]`, more services that reflection lists besides its own (the
+    # `reflected_names: Sequence[str]`, more services that reflection lists besides its own (the
     # gateway sends reflection to the one-hop service, which lists `contract_service_names()`).
 
 
@@ -107,7 +110,8 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     telemetry = Telemetry(service, names, args.metrics_port)
     interceptors = [*telemetry.interceptors(), ErrorInterceptor(lambda: state.ready, lambda: state.draining)]
     server = grpc.aio.server(interceptors=interceptors, options=server_options(args.max_message_mb))
-    health_servicer = health.aio.HealthServicer()
+    # The grpcio-health-checking stubs omit `health.aio` (the asyncio servicer the module re-exports).
+    health_servicer = health.aio.HealthServicer()  # pyright: ignore[reportAttributeAccessIssue]
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service.register(server)
     reflected = [*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME, reflection.SERVICE_NAME]

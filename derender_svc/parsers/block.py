@@ -127,6 +127,7 @@ class BlockToolParser(StatefulParser):
             self._track(ch)
 
     def _section(self, text: str, final: bool, content: list[str]) -> str:
+        assert self.SECTION is not None  # section mode is entered only by parsers that have a SECTION
         openers = tuple(opener for opener, _ in self.CALLS)
         before, marker, text = split_markers(text, (*openers, *self.SECTION[1]), final)
         if self.valid:

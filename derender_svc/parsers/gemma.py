@@ -120,6 +120,8 @@ class GemmaToolParser(BlockToolParser):
             match = _PRINT.match(body)
             return parse_calls(match.group(1) if match else body)
         match = _FG_CALL.match(body)
-        args = function_gemma_args(match.group(2)) if match else None
+        if match is None:
+            return None
+        args = function_gemma_args(match.group(2))
         text = dumps(args) if args is not None else None
         return [(match.group(1), text)] if text is not None else None

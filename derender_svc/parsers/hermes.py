@@ -17,7 +17,8 @@ def json_calls(text: str) -> list[Call] | None:
     value = loads(text.strip())
     objects = value if isinstance(value, list) and value else [value]
     calls = [call_from_object(obj) for obj in objects]
-    return None if None in calls else calls
+    valid = [call for call in calls if call is not None]
+    return valid if len(valid) == len(calls) else None
 
 
 class HermesToolParser(BlockToolParser):

@@ -12,6 +12,13 @@ from derender_svc.parsers.scan import opening
 
 
 class NamedToolParser(StatefulParser):
+    # state (see initial_state); set by StatefulParser.__init__
+    function: str  # the requested function's name
+    named: bool
+    mode: str
+    held: str
+    inner: dict | None
+
     @classmethod
     def initial_state(cls) -> dict:
         # mode: start | raw | tagged (inner: the hermes parser's state)

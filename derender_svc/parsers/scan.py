@@ -21,7 +21,7 @@ def split_markers(text: str, markers: tuple[str, ...], final: bool) -> tuple[str
     best, found = -1, None
     for marker in markers:
         at = text.find(marker, 0, best + len(marker) if best >= 0 else len(text))
-        if at >= 0 and (best < 0 or at < best or (at == best and len(marker) > len(found))):
+        if at >= 0 and (found is None or at < best or (at == best and len(marker) > len(found))):
             best, found = at, marker
     if found is not None:
         rest = text[best:]

@@ -54,7 +54,8 @@ class Qwen3CoderToolParser(_TypedCalls):
             self.typed(name, [(key, _unpad(value)) for key, value in _PARAMETER.findall(inner)])
             for name, inner in matches
         ]
-        return None if None in calls else calls
+        valid = [call for call in calls if call is not None]
+        return valid if len(valid) == len(calls) else None
 
 
 class Glm45ToolParser(_TypedCalls):
