@@ -4,10 +4,12 @@ fast 429 with its reason."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 import pytest
+import requests
 
 from devstack.stack import Stack, StackConfig
 from scaleout_common.prefix_hash import ROUTING_HEADER
@@ -15,6 +17,12 @@ from tests.faults.conftest import post
 
 LONG = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 3000, "ignore_eos": True}}
 SHORT = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 2}}
+
+
+def _hog(stack, headers=None) -> None:
+    """A long generation that holds a slot until the stack stops (its connection dies with it)."""
+    with contextlib.suppress(requests.RequestException):
+        post(stack, "/inference/v1/generate", LONG, timeout=300, headers=headers)
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +41,7 @@ def stack(tmp_path_factory):
 def test_a_busy_replicas_refusal_is_retried_on_the_idle_one(stack):
     # Two long requests with one prefix hash: both on one engine (one running, one waiting), which is now full.
     pinned = {ROUTING_HEADER: "aaaa"}
-    hogs = [
-        threading.Thread(
-            target=post, args=(stack, "/inference/v1/generate", LONG), kwargs={"timeout": 300, "headers": pinned}
-        )
-        for _ in range(2)
-    ]
+    hogs = [threading.Thread(target=_hog, args=(stack, pinned), daemon=True) for _ in range(2)]
     for hog in hogs:
         hog.start()
         time.sleep(1)
@@ -47,10 +50,7 @@ def test_a_busy_replicas_refusal_is_retried_on_the_idle_one(stack):
 
 
 def test_both_full_is_a_fast_429_with_its_reason(stack):
-    hogs = [
-        threading.Thread(target=post, args=(stack, "/inference/v1/generate", LONG), kwargs={"timeout": 300})
-        for _ in range(6)
-    ]
+    hogs = [threading.Thread(target=_hog, args=(stack,), daemon=True) for _ in range(6)]
     for hog in hogs:
         hog.start()
     time.sleep(3)
