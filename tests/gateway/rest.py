@@ -13,9 +13,10 @@ def post(stack, path: str, body) -> requests.Response:
 
 
 def sse_events(response: requests.Response) -> list[dict]:
-    """The JSON events of a text/event-stream response."""
+    """The JSON events of a text/event-stream response (OpenAI's closing `data: [DONE]` left out)."""
     assert response.headers["content-type"].startswith("text/event-stream"), response.text
-    return [json.loads(line[len("data: ") :]) for line in response.text.splitlines() if line.startswith("data: ")]
+    data = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
+    return [json.loads(d) for d in data if d != "[DONE]"]
 
 
 def error_reason(response: requests.Response) -> str:

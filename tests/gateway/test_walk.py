@@ -108,12 +108,12 @@ def test_one_hop_chat_over_rest_and_sse(stack):
     assert answer.status_code == 200, answer.text
     assert "Paris" in answer.json()["choices"][0]["message"]["content"]
 
-    chunks = sse_events(post(stack, "/v1/chat/completions/stream", CHAT))
-    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-    assert "Paris" in text
-    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == [
-        "stop"
-    ]
+    for path, body in (("/v1/chat/completions/stream", CHAT), ("/v1/chat/completions", {**CHAT, "stream": True})):
+        chunks = sse_events(post(stack, path, body))
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        assert "Paris" in text, path
+        finished = [c["choices"][0].get("finish_reason") for c in chunks if c["choices"]]
+        assert [f for f in finished if f] == ["stop"], path
 
 
 def test_one_hop_chat_over_grpc(stack):
@@ -145,13 +145,13 @@ def test_one_hop_chat_stops_the_engine_at_a_stop_string(stack):
     answer = post(stack, "/v1/chat/completions", body)
     assert answer.status_code == 200, answer.text
     choice, usage = answer.json()["choices"][0], answer.json()["usage"]
-    assert choice["finish_reason"] == "stop" and choice["stop_str"] == " the"
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] == " the"
     assert " the" not in choice["message"]["content"]
     # The engine was aborted right after the match instead of running to max_tokens.
     assert usage["completion_tokens"] <= _generated_tokens(engine) - generated_before < 64
 
-    chunks = sse_events(post(stack, "/v1/chat/completions/stream", body))
-    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    chunks = sse_events(post(stack, "/v1/chat/completions", {**body, "stream": True}))
+    streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert streamed == choice["message"]["content"]
 
 
