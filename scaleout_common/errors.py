@@ -1,6 +1,6 @@
 """Typed errors: a gRPC status code plus google.rpc.Status details (ErrorInfo reason, BadRequest violations).
 
-Raise `ServiceError` (or one of the helpers) anywhere in a servicer; the error interceptor turns it into a
+Raise a `ServiceError` (`scaleout_common.reasons.fail` makes one from a reason) anywhere in a servicer; the error interceptor turns it into a
 rich status. Anything else escaping a servicer is a bug and becomes INTERNAL with reason INTERNAL_ERROR.
 """
 
@@ -80,32 +80,6 @@ class ServiceError(Exception):
         if status is not None:
             return cls.from_status(status)
         return cls(error.code(), error.code().name, error.details() or "")
-
-
-def invalid_argument(reason: str, message: str, field_path: str | None = None) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.INVALID_ARGUMENT, reason, message, [(field_path, message)] if field_path else []
-    )
-
-
-def out_of_range(reason: str, message: str, field_path: str | None = None) -> ServiceError:
-    return ServiceError(grpc.StatusCode.OUT_OF_RANGE, reason, message, [(field_path, message)] if field_path else [])
-
-
-def failed_precondition(reason: str, message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, reason, message)
-
-
-def resource_exhausted(reason: str, message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, reason, message)
-
-
-def unavailable(reason: str, message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.UNAVAILABLE, reason, message)
-
-
-def internal(message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INTERNAL, "INTERNAL_ERROR", message)
 
 
 assert grpc.StatusCode.INVALID_ARGUMENT.value[0] == code_pb2.INVALID_ARGUMENT

@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from scaleout_common.config import server_parser
-from scaleout_common.errors import invalid_argument
+from scaleout_common.errors import ServiceError
 from scaleout_common.server import serve
 
 SERVICE = "test.Toy"
@@ -32,7 +32,9 @@ class Toy:
     def register(self, server):
         async def echo(request: bytes, context) -> bytes:
             if request == b"bad":
-                raise invalid_argument("BAD_PAYLOAD", "payload must not be 'bad'", "payload")
+                raise ServiceError(
+                    grpc.StatusCode.INVALID_ARGUMENT, "BAD_PAYLOAD", "payload must not be 'bad'", [("payload", "bad")]
+                )
             if request == b"bug":
                 raise RuntimeError("boom")
             if request == b"slow":

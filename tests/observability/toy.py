@@ -20,7 +20,7 @@ from pipeline_svc import telemetry as _chat_readers  # noqa: F401  (ToyFront's a
 from scaleout.v1 import chat_pb2_grpc, common_pb2, derender_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser
-from scaleout_common.errors import invalid_argument
+from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
 from tests.serving import serving as shared_serving
 
@@ -51,7 +51,7 @@ class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
 
     async def Generate(self, request, context):
         if not request.token_ids:
-            raise invalid_argument("EMPTY_PROMPT", "token_ids is empty", "token_ids")
+            raise fail(Reason.EMPTY_PROMPT, "token_ids is empty", "token_ids")
         log.info("generating")
         report_engine_timing(queue_s=0.01, prefill_s=0.02)
         for i, tokens in enumerate(OUTPUT):
