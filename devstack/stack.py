@@ -182,6 +182,8 @@ class Stack:
         argv = [sys.executable, "-m", MODULES[role], "--host", cfg.host, "--port", str(port)]
         if self.authority is not None:
             argv += ["--tls-dir", str(self.authority.issue(f"{role}-{index}"))]
+            if role == "chat":  # its hops go through the gateway with its caller's key
+                argv += ["--forward-credentials"]
         if role == "chat":  # the one-hop service reaches the others through Envoy (balanced, health-checked)
             argv += [
                 "--render-target",

@@ -64,6 +64,12 @@ def server_parser(service: str, default_port: int, description: str | None) -> E
         "ca.crt, present tls.crt on outgoing calls",
     )
     parser.add_argument(
+        "--forward-credentials",
+        action="store_true",
+        help="pass each caller's API key (authorization, x-api-key) on to the calls made for it: the one-hop "
+        "service behind a gateway with API keys",
+    )
+    parser.add_argument(
         "--health-port", type=int, default=-1, help="with --tls-dir: plaintext grpc.health.v1 only, for probes"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level")

@@ -57,8 +57,25 @@ def caller(context) -> Caller:
     return Caller(client, admin=client is not None and metadata.get(ADMIN_HEADER) == "true")
 
 
+_forwarding = False
+
+
+def configure_forwarding(enabled: bool) -> None:
+    """Whether this process passes its callers' keys on (--forward-credentials: the one-hop service behind keys).
+
+    Off, nothing is remembered and no interceptor is installed on channels: it costs nothing."""
+    global _forwarding
+    _forwarding = enabled
+
+
+def forwarding() -> bool:
+    return _forwarding
+
+
 def remember_credentials(context) -> None:
     """Keep the caller's key for the calls this call makes (its own task's context: gone when it ends)."""
+    if not _forwarding:
+        return
     metadata = context.invocation_metadata() or ()
     _credentials.set(tuple((k, v) for k, v in metadata if k in CREDENTIAL_HEADERS))
 

@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import scaleout.v1
-from scaleout_common import tls
+from scaleout_common import identity, tls
 from scaleout_common.interceptors import ErrorInterceptor
 from scaleout_common.telemetry import logs
 from scaleout_common.telemetry.bootstrap import Telemetry
@@ -117,6 +117,7 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     reflected = [*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME, reflection.SERVICE_NAME]
     reflection.enable_server_reflection(list(dict.fromkeys(reflected)), server)
     credentials = tls.configure(getattr(args, "tls_dir", None))
+    identity.configure_forwarding(getattr(args, "forward_credentials", False))
     address = f"{args.host}:{args.port}"
     port = server.add_secure_port(address, credentials.server()) if credentials else server.add_insecure_port(address)
     if port == 0:
