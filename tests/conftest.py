@@ -1,20 +1,28 @@
-"""Test tiers: `slow` marks what starts Envoy and the whole stack or loads a real model's weights.
+"""Test tiers: `slow` marks what starts Envoy, the whole stack, or generates with a model (even a tiny one).
 
-`make check` runs `-m "not slow"` (the fast tier: units and single services on loopback with tiny models or
-the default tokenizer, under a minute); `make test` runs everything.
+`make check` runs `-m "not slow"`: the fast tier (units, parsers, templates and single CPU services on
+loopback with the default tokenizer), under a minute on two idle cores. `make test` runs everything.
 """
 
 from __future__ import annotations
 
 import pytest
 
-# Files (or folders) whose tests start the stack behind Envoy or load a real model.
+# Files (or folders) whose tests start the stack behind Envoy or generate with a model; the engine's are
+# measured in tens of seconds each on two cores.
 SLOW_PATHS = (
     "tests/gateway/",
     "tests/clients/",
     "tests/faults/",
     "tests/observability/test_stack_telemetry.py",
+    "tests/observability/test_plumbing.py",
     "tests/engine/test_parity.py",
+    "tests/engine/test_structured_outputs.py",
+    "tests/engine/test_prefix_cache.py",
+    "tests/engine/test_core_process.py",
+    "tests/engine/test_generate.py",
+    "tests/engine/test_cancel.py",
+    "tests/render/test_parity.py",
     "tests/test_models.py",
 )
 
