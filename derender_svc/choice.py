@@ -32,6 +32,7 @@ class ChoiceConfig:
     parallel_tool_calls: bool
     top_logprobs: int | None
     tools: tuple = ()  # the request's tools (proto messages): schema-typed tool formats read them
+    tool_fallback: str | None = None  # under tool_choice "required": the model's own tool parser
 
 
 @dataclass
@@ -92,7 +93,9 @@ class ChoiceProcessor:
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
         self.tools = None
         if config.tool_parser:
-            self.tools = make_tool_parser(config.tool_parser, state.get("t"), config.tool_function, config.tools)
+            self.tools = make_tool_parser(
+                config.tool_parser, state.get("t"), config.tool_function, config.tools, config.tool_fallback
+            )
         tags = {tag for parser in (self.reasoning, self.tools) if parser is not None for tag in parser.markers}
         # parser tags that are special tokens stay in the text when specials are skipped
         self.markers = {i: t for i, t in info.special_tokens.items() if t in tags} if config.skip_special_tokens else {}
@@ -130,7 +133,8 @@ class ChoiceProcessor:
         if final:
             self.finished = True
             delta.finish_reason = delta.finish_reason or ""
-            if self.tools_called and delta.finish_reason == "stop":
+            # A forced named function ends with "stop", as OpenAI's (and vLLM's) do; any other call: "tool_calls".
+            if self.tools_called and delta.finish_reason == "stop" and self.config.tool_parser != "named":
                 delta.finish_reason = "tool_calls"
         return delta
 

@@ -40,13 +40,15 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
     reasoning = _parser(
         context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "context.reasoning_parser"
     )
-    tool = None
+    tool = fallback = None
     wants_tools = context.tools and context.tool_choice != derender_pb2.TOOL_CHOICE_MODE_NONE
     if endpoint == derender_pb2.ENDPOINT_CHAT and wants_tools:
         if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_NAMED:
             tool = "named"
         else:
             tool = _parser(context.tool_parser or defaults.tool_parser, TOOL_PARSERS, "context.tool_parser")
+            if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_REQUIRED:  # render's JSON array of calls
+                tool, fallback = "required", tool
     return ChoiceConfig(
         response_id=context.id,
         skip_special_tokens=context.skip_special_tokens,
@@ -58,6 +60,7 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
         reasoning_started=context.reasoning_started,
         tool_parser=tool,
         tool_function=context.tool_choice_function,
+        tool_fallback=fallback,
         parallel_tool_calls=context.parallel_tool_calls,
         tools=tuple(context.tools),
         top_logprobs=context.top_logprobs if context.HasField("top_logprobs") else None,

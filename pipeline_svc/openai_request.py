@@ -4,8 +4,11 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 - a field the pipeline honours maps onto RenderChatRequest / RenderCompletionRequest (same names; render,
   the engine and derender act on it);
 - a field that changes nothing at its value is accepted (`store: false`, `modalities: ["text"]`,
-  `response_format: {"type": "text"}`, `service_tier: "auto"`, `best_of` equal to `n`); `user` and
-  `safety_identifier` go on the trace as the caller's identity;
+  `service_tier: "auto"`, `best_of` equal to `n`); `user` and `safety_identifier` go on the trace as the
+  caller's identity;
+- structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
+  vLLM's `structured_outputs`, `tool_choice` "required" or a named function; schemas travel to render as
+  JSON text, so the order of their properties (the order they are generated in) survives;
 - any other field, or any other value of those, is refused: UNSUPPORTED_FIELD (400) naming the field;
 - `null` means "not given", as in OpenAI's API; a malformed value is INVALID_REQUEST naming the field.
 """
@@ -36,7 +39,6 @@ REFUSED = {
 NO_OP_VALUES = {
     "store": (False,),
     "modalities": (["text"],),
-    "response_format": ({"type": "text"},),
     "service_tier": ("auto", "default"),
     "metadata": ({},),
 }
@@ -135,11 +137,21 @@ def _messages(messages) -> list:
 
 
 def _tool_choice(value) -> None:
-    if value in ("none", "auto"):
-        return
-    if value == "required" or isinstance(value, dict):
-        raise _unsupported("tool_choice", "= required or a named tool is not enforced yet; use auto or none")
+    if value in ("none", "auto", "required") or isinstance(value, dict):
+        return  # render checks a named tool against the tools and enforces required / named
     raise fail(Reason.INVALID_TOOL_CHOICE, "`tool_choice` must be none, auto, required or a named tool", "tool_choice")
+
+
+def _schemas_as_text(out: dict) -> None:
+    """JSON schemas as JSON text: a protobuf Struct would not keep their key order."""
+    fmt = out.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+        spec = fmt["json_schema"]
+        if isinstance(spec.get("schema"), dict):
+            out["response_format"] = {**fmt, "json_schema": {**spec, "schema": json.dumps(spec["schema"])}}
+    outputs = out.get("structured_outputs")
+    if isinstance(outputs, dict) and isinstance(outputs.get("json"), dict):
+        out["structured_outputs"] = {**outputs, "json": json.dumps(outputs["json"])}
 
 
 def chat_request(body: bytes) -> OpenAIRequest:
@@ -151,6 +163,7 @@ def chat_request(body: bytes) -> OpenAIRequest:
         out["messages"] = _messages(out["messages"])
     if "tool_choice" in out:
         _tool_choice(out["tool_choice"])
+    _schemas_as_text(out)
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]
     typed = _parse(out, render_pb2.RenderChatRequest())
@@ -172,6 +185,7 @@ def completion_request(body: bytes) -> OpenAIRequest:
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]
     out.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
+    _schemas_as_text(out)
     typed = _parse(out, render_pb2.RenderCompletionRequest())
     return OpenAIRequest(typed, stream, include_usage, continuous, identity)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from render_svc import context, routing
+from render_svc import context, routing, structured
 from render_svc.prompt import check_length, check_size, check_truncation, fill_generate_request, offsets_proto, truncate
 from render_svc.renderer import Renderer
 from scaleout.v1 import derender_pb2, render_pb2
@@ -46,6 +46,7 @@ def render_completion(
         raise fail(Reason.UNSUPPORTED_FIELD, "suffix is not supported", "suffix")
     keep = check_truncation(request, renderer.model.max_model_len)
     add_special_tokens = request.add_special_tokens if request.HasField("add_special_tokens") else True
+    constraint = structured.constraint(request)
     prompts = _prompts(renderer, request, add_special_tokens)
     identity = renderer.identity("cmpl", request.request_id)
     n = request.n if request.HasField("n") else 1
@@ -56,6 +57,7 @@ def render_completion(
         ids, offsets = truncate(ids, offsets, keep, request.truncation_side)
         check_length(ids, renderer.max_prompt_tokens, field)
         params = sampling_rules.resolve(request, len(ids), renderer.model_limits, chat=False, prompt_field="prompt")
+        structured.apply(params, constraint, request, model.tokenizer, None, "")
         tail_text = (
             text
             if text is not None

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from render_svc import context, convert, errors, routing
+from render_svc import context, convert, errors, routing, structured
 from render_svc.model import Model
 from render_svc.prompt import (
     Limits,
@@ -23,7 +23,7 @@ from render_svc.prompt import (
     truncate,
 )
 from render_svc.template import ChatTemplate, TemplateRenderer
-from scaleout.v1 import derender_pb2, render_pb2
+from scaleout.v1 import common_pb2, derender_pb2, render_pb2
 from scaleout_common import sampling_rules
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
@@ -57,6 +57,7 @@ class ChatJob:
     add_generation_prompt: bool
     add_special_tokens: bool
     keep: int | None  # truncate_prompt_tokens, resolved
+    constraint: common_pb2.StructuredOutputs | None = None  # structured outputs (render_svc/structured.py)
 
 
 class Renderer:
@@ -74,6 +75,7 @@ class Renderer:
         self.max_prompt_tokens = min(limits.max_prompt_tokens or model.max_model_len, model.max_model_len)
         self.special_tokens = {k: v for k, v in model.tokenizer.special_tokens_map.items() if isinstance(v, str)}
         self._default_sources: dict[bool, str | None] = {}
+        self.reasoning = structured.Reasoning(model.tokenizer, self.options.reasoning_parser)
 
     # --- shared checks -------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -161,6 +163,7 @@ class Renderer:
             add_generation_prompt=add_generation_prompt,
             add_special_tokens=request.add_special_tokens if request.HasField("add_special_tokens") else False,
             keep=keep,
+            constraint=structured.constraint(request, tools, tool_mode, tool_function),
         )
 
     def text(self, job: ChatJob) -> str:
@@ -199,6 +202,7 @@ class Renderer:
         ids, offsets = truncate(ids, offsets, job.keep, request.truncation_side)
         check_length(ids, self.max_prompt_tokens, "messages")
         params = sampling_rules.resolve(request, len(ids), self.model_limits, chat=True, prompt_field="messages")
+        structured.apply(params, job.constraint, request, self.model.tokenizer, self.reasoning, text)
         identity = self.identity(id_prefix, request.request_id)
         n = request.n if request.HasField("n") else 1
         last = job.messages[-1]

@@ -12,6 +12,7 @@ from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import PythonicToolParser
+from derender_svc.parsers.required import RequiredToolParser
 from derender_svc.parsers.think import (
     AppendThinkReasoningParser,
     DeepSeekR1ReasoningParser,
@@ -86,14 +87,16 @@ TOOL_PARSERS = {
     "openai": HarmonyToolParser,
     "gpt_oss": HarmonyToolParser,
 }
-# tool_choice naming a function picks this one; it cannot be asked for by name.
-ALL_TOOL_PARSERS = {**TOOL_PARSERS, "named": NamedToolParser}
+# tool_choice naming a function picks `named`, tool_choice "required" picks `required` (over the model's own
+# parser as its fallback); neither can be asked for by name.
+ALL_TOOL_PARSERS = {**TOOL_PARSERS, "named": NamedToolParser, "required": RequiredToolParser}
 NONE = "none"
 
 
-def make_tool_parser(name: str, state: dict | None = None, function: str = "", tools=()):
-    """The tool parser `name`, rebuilt from `state` or new; `tools` (the request's) type schema-typed formats."""
-    initial = {"function": function} if name == "named" else {}
+def make_tool_parser(name: str, state: dict | None = None, function: str = "", tools=(), fallback: str | None = None):
+    """The tool parser `name`, rebuilt from `state` or new; `tools` (the request's) type schema-typed formats;
+    `fallback` is the model's own parser under `required`."""
+    initial = {"function": function} if name == "named" else {"fallback": fallback or ""} if name == "required" else {}
     parser = ALL_TOOL_PARSERS[name](**(state if state is not None else initial))
     parser.tools = tuple(tools)
     return parser

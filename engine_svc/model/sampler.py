@@ -166,7 +166,10 @@ class Sampler:
             scores = scores.masked_fill(probs < random.min_ps * probs.amax(-1, keepdim=True), float("-inf"))
         bits = _hash32(random.keys[step][:, None] ^ self.column_hash[None, :]) >> 8
         uniform = (bits.float() + 0.5) * (1.0 / (1 << 24))
-        return (scores - torch.log(-torch.log(uniform))).argmax(dim=-1)
+        # The top 24-bit value rounds to exactly 1.0 in float32, whose noise is +inf: capped, so a disallowed
+        # (-inf) logit stays -inf instead of becoming NaN and winning the argmax (a grammar mask, allowed ids).
+        noise = (-torch.log(-torch.log(uniform))).clamp_(max=torch.finfo(torch.float32).max)
+        return (scores + noise).argmax(dim=-1)
 
     def _top_k_top_p(self, scores, top_ks, top_ps):
         sorted_scores, order = scores.sort(dim=-1, descending=True)

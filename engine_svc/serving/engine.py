@@ -8,9 +8,10 @@ the next step's compute.
 
 Structured outputs: a request with a constraint is added once its grammar is compiled (the servicer waits
 for that before admitting it; should the cache have dropped it since, the request waits off the step loop
-for a recompile). Its sequences get a `Guide`; a step that samples guided rows runs one step at a time,
-with their masks filled on a worker thread during the forward pass and applied before sampling. Steps
-without guided rows are untouched (decode runs, CUDA graphs).
+for a recompile). Its sequences get a `Guide`. A step that samples guided rows has their masks filled on a
+worker thread while the forward pass runs, and applied before sampling; in a decode run the device stays
+one step ahead as ever, except that a step's tokens are read before the next one samples (its masks need
+them), so CUDA graphs and decode runs serve guided batches too. Batches without guided rows are untouched.
 """
 
 from __future__ import annotations
@@ -297,9 +298,8 @@ class Engine(EngineFront):
 
     def _lookahead(self, chunks: list[Chunk]) -> int:
         """Decode steps to queue back to back: more than one only when every chunk is a plain decode whose
-        sampling needs no host-side logits processing or grammar, and blocks for every step are free."""
-        if self.guides and any(c.seq in self.guides for c in chunks):
-            return 1
+        sampling needs no host-side logits processing, and blocks for every step are free (grammars' masks are
+        applied inside the run)."""
         if self.decode_steps == 1 or any(
             c.num_tokens != 1 or not c.samples or c.seq.want_prompt_logprobs or c.seq.config.needs_processing
             for c in chunks
@@ -320,12 +320,23 @@ class Engine(EngineFront):
         (requests that arrive together, as closed-loop clients' do, then share one prefill step instead of
         breaking the run once each)."""
         seqs = [c.seq for c in chunks]
+        guided = bool(self.guides) and any(seq in self.guides for seq in seqs)
         forward = self.runner.decode_loop(chunks)
         batch = self.sampler.prepare(seqs, steps)
         queued: deque[Drawn] = deque()
         tokens = None
         for step in range(steps):
             logits, greedy = forward(tokens)
+            if guided:
+                # This step's masks need every earlier token in the guides: the step before is shipped now (its
+                # tokens reached the host while this one was queued), then the masks are filled while the device
+                # still computes this step, and applied before it samples.
+                while queued:
+                    self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
+                masks = self._masks(seqs)
+                if masks is not None:
+                    masks.apply(logits)
+                    greedy = None  # each row's argmax again, over what its grammar allows
             drawn = self.sampler.draw(logits, batch, step, greedy)
             tokens = drawn.tokens
             queued.append(drawn)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def build_engine(
             threads=args.grammar_compile_threads,
             cache=not args.no_grammar_cache,
         )
-        warm_up_masks(grammar_backend, device)
+        grammar_backend.warm_up(device)
     engine = Engine(
         runner,
         scheduler,
@@ -194,14 +195,11 @@ def make_grammar_backend(tokenizer, vocab_size: int, args):
         return None
     from engine_svc.structured.xgrammar_backend import XGrammarBackend
 
-    return XGrammarBackend.from_hf(tokenizer, vocab_size, threads=args.grammar_compile_threads)
-
-
-def warm_up_masks(backend, device: torch.device) -> None:
-    """Apply one mask before serving: on CUDA its kernel compiles here, not in the first constrained step."""
-    logits = torch.zeros((1, backend.vocab_size), dtype=torch.float32, device=device)
-    bitmask = backend.allocate_bitmask(1, pin=False).to(device)
-    backend.apply_bitmask(logits, bitmask, [0])
+    # Masks are filled while the forward pass runs: on CPU the model has every core, on CUDA they are free.
+    mask_threads = 1 if pick_device(args.device).type == "cpu" else min(8, max(1, (os.cpu_count() or 2) // 2))
+    return XGrammarBackend.from_hf(
+        tokenizer, vocab_size, threads=args.grammar_compile_threads, mask_threads=mask_threads
+    )
 
 
 def core_in_child_process(args) -> bool:

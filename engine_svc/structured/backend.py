@@ -52,8 +52,16 @@ class GrammarBackend(Protocol):
         """A matcher at the start of `grammar`; it ends with one of `stop_token_ids` (or by itself when empty)."""
         ...
 
+    def fill_rows(self, matchers: list[Matcher], bitmask: torch.Tensor, rows: list[int]) -> None:
+        """Each matcher's next allowed tokens into its row of a host bitmask (in parallel where it pays)."""
+        ...
+
     def allocate_bitmask(self, rows: int, pin: bool) -> torch.Tensor: ...
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
         """Set the disallowed logits of `rows` to -inf, in place (`bitmask` on the logits' device)."""
+        ...
+
+    def warm_up(self, device: torch.device) -> None:
+        """Run a mask on `device` before serving (kernels compile here, not in the first constrained step)."""
         ...

@@ -59,15 +59,19 @@ class Guide:
     def masked(self) -> bool:
         return self.mode != REASONING
 
-    def fill(self, bitmask: torch.Tensor, row: int) -> None:
-        """The tokens allowed next, into a host bitmask row (on the mask worker thread)."""
+    @property
+    def matched(self) -> bool:
+        """The matcher fills this row's mask (the grammar's tokens; UNDECIDED adds the start tags' after)."""
+        return self.mode in (CONTENT, UNDECIDED)
+
+    def adjust(self, bitmask: torch.Tensor, row: int) -> None:
+        """After the matcher filled the row (or not): the start tags' first ids (UNDECIDED), or only the next id
+        of the start tag under way (OPENING)."""
         if self.mode == CONTENT:
-            self.matcher.fill(bitmask, row)
             return
         assert self.gate is not None
         starts = self.gate.reasoning.start
         if self.mode == UNDECIDED:
-            self.matcher.fill(bitmask, row)
             allow(bitmask, row, {seq[0] for seq in starts})
             return
         prefix = tuple(self.opening)
@@ -115,7 +119,7 @@ class MaskJob:
 
     def apply(self, logits: torch.Tensor) -> None:
         self._filled.result()
-        bitmask = self.bitmask
+        bitmask = self.bitmask[: max(self.rows) + 1]
         if logits.device != bitmask.device:
             bitmask = bitmask.to(logits.device, non_blocking=True)
         self.masker.backend.apply_bitmask(logits, bitmask, self.rows)
@@ -142,10 +146,14 @@ class Masker:
                 max(need, 2 * self._buffers[self._turn].shape[0]), self._pin
             )
         bitmask = self._buffers[self._turn]
+        matched = [(row, guide.matcher) for row, guide in guided if guide.matched]
+        others = [(row, guide) for row, guide in guided if guide.mode != CONTENT]
 
         def fill() -> None:
-            for row, guide in guided:
-                guide.fill(bitmask, row)
+            if matched:
+                self.backend.fill_rows([m for _, m in matched], bitmask, [row for row, _ in matched])
+            for row, guide in others:
+                guide.adjust(bitmask, row)
 
         return MaskJob(self, bitmask, [row for row, _ in guided], self._worker.submit(fill))
 

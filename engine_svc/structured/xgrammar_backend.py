@@ -6,15 +6,17 @@ JSON schemas compile in strict mode (as vLLM's xgrammar backend does): `addition
 default to false where a schema leaves them out, so outputs hold only what the schema lists. Keywords xgrammar
 would accept but not enforce are refused (INVALID_GRAMMAR) rather than silently dropped: `not`,
 `if`/`then`/`else`, `dependentRequired`/`dependentSchemas`/`dependencies`, `uniqueItems: true`, `allOf` with
-more than one subschema, and string `format`s other than those it knows. `oneOf` is enforced as `anyOf`.
+more than one subschema, string `format`s other than those it knows, and `minLength`/`maxLength` beside a
+`pattern` (xgrammar would drop the lengths). `oneOf` is enforced as `anyOf`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import xgrammar as xgr
@@ -47,6 +49,9 @@ UNENFORCED = ("not", "if", "then", "else", "dependentRequired", "dependentSchema
 _ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems")
 _MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAP = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+log = logging.getLogger(__name__)
+
+BATCH_FILL_ROWS = 8  # fewer rows than this fill one by one (the thread hand-off costs more)
 _CPP_NOISE = re.compile(r"\[\d\d:\d\d:\d\d\] \S+:\d+: (Check failed: \(.*?\) is false: )?")
 
 
@@ -78,6 +83,8 @@ def unenforced_keywords(schema: Any) -> list[str]:
             found.append(f"{path}: allOf with {len(node['allOf'])} subschemas")
         if isinstance(node.get("format"), str) and node["format"] not in FORMATS:
             found.append(f"{path}: format {node['format']!r}")
+        if "pattern" in node and ("minLength" in node or "maxLength" in node):
+            found.append(f"{path}: minLength/maxLength together with pattern (bound the length in the pattern)")
     return found
 
 
@@ -97,19 +104,19 @@ def _clean(error: Exception) -> str:
 
 
 class _XGrammarMatcher:
-    __slots__ = ("_matcher",)
+    __slots__ = ("inner",)
 
     def __init__(self, matcher: xgr.GrammarMatcher):
-        self._matcher = matcher
+        self.inner = matcher
 
     def accept(self, token: int) -> bool:
-        return self._matcher.accept_token(token)
+        return self.inner.accept_token(token)
 
     def fill(self, bitmask: torch.Tensor, row: int) -> None:
-        self._matcher.fill_next_token_bitmask(bitmask, row)
+        self.inner.fill_next_token_bitmask(bitmask, row)
 
     def is_terminated(self) -> bool:
-        return self._matcher.is_terminated()
+        return self.inner.is_terminated()
 
 
 class XGrammarBackend:
@@ -117,16 +124,20 @@ class XGrammarBackend:
 
     name = "xgrammar"
 
-    def __init__(self, info: xgr.TokenizerInfo, threads: int = 2):
+    def __init__(self, info: xgr.TokenizerInfo, threads: int = 2, mask_threads: int = 1):
         self.info = info
         self.vocab_size = info.vocab_size
         # Our cache (compiler.py) keys compiled grammars by constraint and tokenizer; xgrammar's would double it.
         self._compiler = xgr.GrammarCompiler(info, max_threads=threads, cache_enabled=False)
+        # Many rows' masks are filled by xgrammar's own threads (on a GPU host the cores are otherwise idle).
+        self._batch = xgr.BatchGrammarMatcher(max_threads=mask_threads) if mask_threads > 1 else None
+        # xgrammar's pick (Triton on CUDA); warm_up() falls back to its plain torch ops
+        self.apply_kernel: Literal["auto", "torch_native"] = "auto"
 
     @classmethod
-    def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2) -> XGrammarBackend:
+    def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2, mask_threads: int = 1) -> XGrammarBackend:
         """For a transformers tokenizer; `vocab_size` is the model's (its logits may be wider than the vocab)."""
-        return cls(xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size), threads)
+        return cls(xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size), threads, mask_threads)
 
     @classmethod
     def from_vocab(cls, tokens: list[str], vocab_size: int, stop_token_ids: list[int], threads: int = 1):
@@ -179,9 +190,34 @@ class XGrammarBackend:
             xgr.GrammarMatcher(grammar, override_stop_tokens=stops or None, terminate_without_stop_token=not stops)
         )
 
+    def fill_rows(self, matchers: list[_XGrammarMatcher], bitmask: torch.Tensor, rows: list[int]) -> None:
+        if self._batch is not None and len(matchers) >= BATCH_FILL_ROWS:
+            self._batch.batch_fill_next_token_bitmask([m.inner for m in matchers], bitmask, rows)
+            return
+        for matcher, row in zip(matchers, rows):
+            matcher.inner.fill_next_token_bitmask(bitmask, row)
+
     def allocate_bitmask(self, rows: int, pin: bool) -> torch.Tensor:
         bitmask = xgr.allocate_token_bitmask(rows, self.vocab_size)
         return bitmask.pin_memory() if pin else bitmask
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
-        xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=self.vocab_size, indices=rows)
+        xgr.apply_token_bitmask_inplace(
+            logits, bitmask, vocab_size=self.vocab_size, indices=rows, backend=self.apply_kernel
+        )
+
+    def warm_up(self, device: torch.device) -> None:
+        """Apply a mask once before serving (on CUDA its kernel compiles here); if xgrammar's kernel does not
+        run on this device's Triton, its plain torch implementation takes over."""
+        for dtype in (torch.float32, torch.bfloat16) if device.type == "cuda" else (torch.float32,):
+            logits = torch.zeros((2, self.vocab_size), dtype=dtype, device=device)
+            bitmask = self.allocate_bitmask(2, pin=False).to(device)
+            bitmask[1].zero_()
+            try:
+                self.apply_bitmask(logits, bitmask, [1])
+            except Exception as error:  # a Triton too old or too new for xgrammar's kernel
+                log.warning("xgrammar's mask kernel failed on %s (%s): using torch ops", device, error)
+                self.apply_kernel = "torch_native"
+                self.apply_bitmask(logits, bitmask, [1])
+            if not (torch.isinf(logits[1]).all() and (logits[0] == 0).all()):
+                raise RuntimeError(f"the grammar mask kernel is wrong on {device}")

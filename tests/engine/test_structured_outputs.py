@@ -14,9 +14,13 @@ import re
 import grpc
 import jsonschema
 import pytest
+import torch
 from grpc_status import rpc_status
 
 from engine_svc.__main__ import make_parser
+from engine_svc.model.sampler import Sampler
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.loader import build_engine
 from engine_svc.serving.service import EngineService
 from engine_svc.structured.xgrammar_backend import XGrammarBackend
@@ -94,7 +98,7 @@ SCHEMAS = [
     {"type": "array", "items": {"type": "integer", "minimum": -5, "maximum": 5}, "minItems": 1, "maxItems": 3},
     {
         "type": "object",
-        "properties": {"s": {"type": "string", "maxLength": 4, "pattern": "^[a-c]*$"}},
+        "properties": {"s": {"type": "string", "pattern": "^[a-c]{0,4}$"}},
         "required": ["s"],
     },
     {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"n": {"const": 7}}, "required": ["n"]}]},
@@ -285,6 +289,7 @@ async def test_one_compile_per_constraint_and_cache_hits():
         ({"json_schema": "{not json"}, "INVALID_GRAMMAR", "sampling_params.structured_outputs.json_schema"),
         ({"json_schema": '{"type": "array", "uniqueItems": true}'}, "INVALID_GRAMMAR", None),
         ({"json_schema": '{"type": "string", "format": "color"}'}, "INVALID_GRAMMAR", None),
+        ({"json_schema": '{"type": "string", "pattern": "^a+$", "maxLength": 3}'}, "INVALID_GRAMMAR", None),
         ({"regex": "(unclosed"}, "INVALID_GRAMMAR", "sampling_params.structured_outputs.regex"),
         ({"grammar": 'root ::= "a" missing'}, "INVALID_GRAMMAR", None),
         ({"grammar": "start: /[a-z]+/"}, "INVALID_GRAMMAR", None),
@@ -337,3 +342,18 @@ async def test_an_engine_without_a_tokenizer_refuses_constraints():
         error = await refused(stub, constrained(PROMPTS[0], regex="a"))
     assert error.reason == "STRUCTURED_OUTPUTS_UNAVAILABLE"
     assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_disallowed_tokens_are_never_drawn_whatever_the_noise():
+    """A masked (-inf) logit stays out even where the counter-based noise is at its largest (+inf before the
+    cap: -inf + inf was NaN, which won the argmax once in a few thousand rows of a large vocabulary)."""
+    vocab = 49152
+    sampler = Sampler(vocab, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(3000):
+        seqs = [Sequence("r", 0, [1], SamplingConfig(temperature=0.8, top_p=0.9 if trial % 2 else 1.0, seed=trial))]
+        allowed = torch.randint(0, vocab, (5,), generator=generator)
+        logits = torch.full((1, vocab), float("-inf"))
+        logits[0, allowed] = torch.randn(5, generator=generator)
+        [token], _ = sampler.sample(logits, seqs)
+        assert token in allowed.tolist()

@@ -1,0 +1,94 @@
+"""tool_choice "required": the output is a JSON array of {"name": ..., "parameters": {...}} objects, the form
+render constrains it to (vLLM's). Each object becomes a call as soon as it closes (name, then its whole
+arguments); what follows the array is dropped. An output that does not open with `[{` (a caller that did not
+constrain it; pythonic calls open with `[name(`) goes to the model's own tool parser (`fallback`); one that ends before any call completed is
+content, as every parser treats text that is not a valid call."""
+
+from __future__ import annotations
+
+from derender_svc.parsers.arguments import call_from_object, emit, loads
+from derender_svc.parsers.base import StatefulParser, ToolCallDelta
+
+
+class RequiredToolParser(StatefulParser):
+    fallback: str  # the model's tool parser ("" or "none": none)
+    mode: str  # start | array | native
+    raw: str  # the output so far, until a call completes (content if none does)
+    item: str  # the current object's text
+    depth: int  # nesting inside the current object (0: between objects)
+    string: bool
+    escape: bool
+    calls: int
+    inner: dict | None  # the fallback parser's state
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {
+            "fallback": "",
+            "mode": "start",
+            "raw": "",
+            "item": "",
+            "depth": 0,
+            "string": False,
+            "escape": False,
+            "calls": 0,
+            "inner": None,
+        }
+
+    def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        if self.mode == "start":
+            self.raw += text
+            head = self.raw.lstrip()
+            inside = head[1:].lstrip() if head.startswith("[") else None
+            if not final and (not head or inside == ""):
+                return "", []
+            self.mode = "array" if inside is not None and inside.startswith("{") else "native"
+            text, self.raw = self.raw, "" if self.mode == "native" else self.raw
+        elif self.mode == "array" and not self.calls:
+            self.raw += text
+        if self.mode == "native":
+            return self._native(text, final)
+        deltas = self._scan(text)
+        if final and not self.calls:
+            return self.raw, deltas
+        return "", deltas
+
+    def _native(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        if self.fallback in ("", "none"):
+            return text, []
+        from derender_svc.parsers import make_tool_parser  # the registry imports this module
+
+        inner = make_tool_parser(self.fallback, self.inner, tools=getattr(self, "tools", ()))
+        content, deltas = inner.feed(text, final)
+        self.inner = inner.state()
+        return content, deltas
+
+    def _scan(self, text: str) -> list[ToolCallDelta]:
+        deltas: list[ToolCallDelta] = []
+        for char in text:
+            if self.depth == 0:
+                if char == "{":
+                    self.depth, self.item = 1, "{"
+                continue
+            self.item += char
+            if self.string:
+                if self.escape:
+                    self.escape = False
+                elif char == "\\":
+                    self.escape = True
+                elif char == '"':
+                    self.string = False
+            elif char == '"':
+                self.string = True
+            elif char in "{[":
+                self.depth += 1
+            elif char in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    call = call_from_object(loads(self.item))
+                    if call is not None:
+                        deltas += emit(self.calls, call)
+                        self.calls += 1
+                        self.raw = ""
+                    self.item = ""
+        return deltas

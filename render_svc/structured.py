@@ -1,0 +1,254 @@
+"""Structured outputs in render: what a request asks of its output, compiled into the GenerateRequest.
+
+Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM takes them:
+- `response_format`: {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": ...}} (`strict`
+  or not: the schema is always enforced), {"type": "structural_tag", ...}; {"type": "text"} asks nothing;
+- vLLM's `structured_outputs`: exactly one of json / regex / choice / grammar / json_object / structural_tag,
+  with its whitespace options;
+- a forced tool choice (chat): `required` becomes a JSON schema over a non-empty array of
+  {"name": <a tool's name>, "parameters": <its parameters>} objects (at most one with parallel_tool_calls
+  false), a named function its parameters' schema -- vLLM's forms, which derender parses back into tool calls.
+The result goes into SamplingParams.structured_outputs, checked by the contract's rules
+(scaleout_common.structured_output_rules); the engine compiles and enforces it.
+
+Reasoning: when render's reasoning parser (--reasoning-parser; unset: `think` if the tokenizer has <think> and
+</think> tokens) applies, the constraint starts after the reasoning: the parser's tags travel as token ids
+(ReasoningTokens) with `started` (the prompt opened the block), unless the prompt already closed it
+(`reasoning_ended`, e.g. a template that renders an empty block when thinking is off).
+
+`bad_words` become token id sequences as vLLM makes them: each word alone and after a space.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from render_svc.convert import value_to_py
+from scaleout.v1 import common_pb2, derender_pb2
+from scaleout_common import structured_output_rules as rules
+from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, reasoning_ids, to_proto
+from scaleout_common.reasons import Reason, fail
+
+NONE = "none"
+EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+
+
+def _json_text(value, field: str) -> str:
+    """A schema given as an object or as its JSON text, as JSON text."""
+    if isinstance(value, str):
+        rules.parse_json(value, field, "the schema")
+        return value
+    if isinstance(value, (dict, bool)):
+        return json.dumps(value, ensure_ascii=False)
+    raise fail(Reason.INVALID_REQUEST, "a JSON schema is an object (or its JSON text)", field)
+
+
+def from_structured_outputs(params) -> common_pb2.StructuredOutputs:
+    """vLLM's `structured_outputs` request field -> the contract's constraint."""
+    out = common_pb2.StructuredOutputs(
+        disable_any_whitespace=params.disable_any_whitespace,
+        disable_additional_properties=params.disable_additional_properties,
+        whitespace_pattern=params.whitespace_pattern,
+    )
+    given = []
+    json_value = value_to_py(params.json) if params.HasField("json") else None
+    if json_value is not None:
+        given.append("json")
+        out.json_schema = _json_text(json_value, "structured_outputs.json")
+    if params.regex:
+        given.append("regex")
+        out.regex = params.regex
+    if params.choice:
+        given.append("choice")
+        out.choice.values.extend(params.choice)
+    if params.grammar:
+        given.append("grammar")
+        out.grammar = params.grammar
+    if params.json_object:
+        given.append("json_object")
+        out.json_object = True
+    if params.structural_tag:
+        given.append("structural_tag")
+        out.structural_tag = params.structural_tag
+    if len(given) > 1:
+        raise fail(
+            Reason.CONFLICTING_OPTIONS,
+            f"structured_outputs takes one kind of constraint; got {', '.join(given)}",
+            "structured_outputs",
+        )
+    if not given:
+        raise fail(
+            Reason.INVALID_GRAMMAR,
+            "structured_outputs must set one of json, regex, choice, grammar, json_object, structural_tag",
+            "structured_outputs",
+        )
+    return out
+
+
+def from_response_format(value) -> common_pb2.StructuredOutputs | None:
+    """OpenAI's (and vLLM's) response_format -> the contract's constraint; None for {"type": "text"}."""
+    fmt = value_to_py(value)
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
+        raise fail(Reason.INVALID_REQUEST, 'response_format is an object with a "type"', "response_format")
+    kind = fmt["type"]
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return common_pb2.StructuredOutputs(json_object=True)
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or spec.get("schema") is None:
+            raise fail(
+                Reason.INVALID_REQUEST,
+                'response_format json_schema needs {"json_schema": {"name": ..., "schema": {...}}}',
+                "response_format.json_schema.schema",
+            )
+        return common_pb2.StructuredOutputs(
+            json_schema=_json_text(spec["schema"], "response_format.json_schema.schema")
+        )
+    if kind == "structural_tag":
+        return common_pb2.StructuredOutputs(structural_tag=json.dumps(fmt, ensure_ascii=False))
+    raise fail(
+        Reason.INVALID_REQUEST,
+        f"response_format type {kind!r} is not one of text, json_object, json_schema, structural_tag",
+        "response_format.type",
+    )
+
+
+def _hoist_defs(schema: Any, defs: dict) -> Any:
+    """A tool's parameters with their `$defs` moved to the root (`#/$defs/...` refers to the root once nested)."""
+    if isinstance(schema, dict) and isinstance(schema.get("$defs"), dict):
+        for name, definition in schema["$defs"].items():
+            if name in defs and defs[name] != definition:
+                raise fail(Reason.INVALID_TOOL, f"two tools define $defs/{name} differently; rename one", "tools")
+            defs[name] = definition
+        schema = {k: v for k, v in schema.items() if k != "$defs"}
+    return schema
+
+
+def tool_call_schema(tools: list[dict], mode: int, function: str, parallel: bool) -> dict | None:
+    """The JSON schema a forced tool choice puts on the output (vLLM's), or None for none / auto."""
+    if mode == derender_pb2.TOOL_CHOICE_MODE_NAMED:
+        tool = next(t for t in tools if t["function"]["name"] == function)
+        return tool["function"].get("parameters") or EMPTY_PARAMETERS
+    if mode != derender_pb2.TOOL_CHOICE_MODE_REQUIRED:
+        return None
+    defs: dict = {}
+    options = [
+        {
+            "properties": {
+                "name": {"type": "string", "enum": [t["function"]["name"]]},
+                "parameters": _hoist_defs(t["function"].get("parameters") or EMPTY_PARAMETERS, defs),
+            },
+            "required": ["name", "parameters"],
+        }
+        for t in tools
+    ]
+    schema: dict = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": options}}
+    if not parallel:
+        schema["maxItems"] = 1
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def constraint(request, tools: list[dict] | None = None, tool_mode: int = 0, tool_function: str = ""):
+    """The request's constraint (None: unconstrained), from whichever source it came, checked."""
+    found: list[tuple[str, common_pb2.StructuredOutputs]] = []
+    if request.HasField("structured_outputs"):
+        found.append(("structured_outputs", from_structured_outputs(request.structured_outputs)))
+    if request.HasField("response_format"):
+        fmt = from_response_format(request.response_format)
+        if fmt is not None:
+            found.append(("response_format", fmt))
+    if tools and tool_mode in (derender_pb2.TOOL_CHOICE_MODE_REQUIRED, derender_pb2.TOOL_CHOICE_MODE_NAMED):
+        parallel = request.parallel_tool_calls if request.HasField("parallel_tool_calls") else True
+        schema = tool_call_schema(tools, tool_mode, tool_function, parallel)
+        found.append(("tool_choice", common_pb2.StructuredOutputs(json_schema=json.dumps(schema, ensure_ascii=False))))
+    if not found:
+        return None
+    if len(found) > 1:
+        raise fail(
+            Reason.CONFLICTING_OPTIONS,
+            f"{' and '.join(name for name, _ in found)} each constrain the output; give one",
+            found[1][0],
+        )
+    source, message = found[0]
+    rules.check(message, prefix=source)
+    return message
+
+
+class Reasoning:
+    """The reasoning parser's tags as this tokenizer's ids, made once per parser name."""
+
+    def __init__(self, tokenizer, parser: str):
+        self.tokenizer = tokenizer
+        vocab = tokenizer.get_vocab()
+        self.name = parser or ("think" if "<think>" in vocab and "</think>" in vocab else NONE)
+        if self.name != NONE and self.name not in REASONING_TAGS:
+            self.name = NONE  # a parser this table does not know gates nothing (derender still parses it)
+        self._spec: ReasoningIds | None = None
+
+    def spec(self) -> ReasoningIds:
+        """The tags' ids: each tag as the tokenizer encodes it alone, and (plain-text tags of a byte-level
+        vocabulary) after a space, where the space merges into the tag's first token (`Ġ</` `think` `>`)."""
+        if self._spec is None:
+            encode = self._encode
+            blank = [ids[0] for ids in map(encode, (" ", "\n", "\n\n")) if len(ids) == 1]
+            spec = reasoning_ids(REASONING_TAGS[self.name], encode, blank)
+            spaced = {name: tuple(getattr(spec, name)) for name in ("start", "end", "ends_on")}
+            for name, tags in (("start", "START"), ("end", "END"), ("ends_on", "ENDS_ON")):
+                for tag in getattr(REASONING_TAGS[self.name], tags):
+                    alone, after = encode(tag), encode(" " + tag)
+                    if alone and after and after[0] != alone[0] and after[1:] == alone[1:]:
+                        spaced[name] += (tuple(after),)
+            self._spec = ReasoningIds(spaced["start"], spaced["end"], spaced["ends_on"], spec.forced, spec.blank)
+        return self._spec
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def gate(self, message: common_pb2.StructuredOutputs, prompt_text: str) -> None:
+        """Where in the output the constraint starts: after the reasoning, unless the prompt closed it."""
+        if self.name == NONE:
+            message.reasoning_ended = True
+            return
+        tags = REASONING_TAGS[self.name]
+        tail = prompt_text.rstrip()
+        if any(tail.endswith(end.rstrip()) for end in tags.END if end.strip()):
+            message.reasoning_ended = True  # the template closed the block (thinking turned off)
+            return
+        last_start = max((prompt_text.rfind(tag) for tag in tags.START), default=-1)
+        last_end = max((prompt_text.rfind(tag) for tag in tags.END), default=-1)
+        to_proto(self.spec(), last_start > last_end, message.reasoning)
+
+
+def bad_words(tokenizer, words) -> list[list[int]]:
+    """Token id sequences of `bad_words`, as vLLM makes them: each word alone, and after a space when that makes
+    a different first token of the same length."""
+    out: list[list[int]] = []
+    for word in words:
+        alone = tokenizer.encode(word.lstrip(), add_special_tokens=False)
+        if alone:
+            out.append(alone)
+        spaced = tokenizer.encode(" " + word.lstrip(), add_special_tokens=False)
+        if spaced and alone and spaced[0] != alone[0] and len(spaced) == len(alone):
+            out.append(spaced)
+    return out
+
+
+def apply(
+    params: common_pb2.SamplingParams, message, request, tokenizer, reasoning: Reasoning | None, prompt_text: str
+):
+    """Write the constraint (already checked) and the bad words into resolved SamplingParams."""
+    if message is not None:
+        if reasoning is not None:
+            reasoning.gate(message, prompt_text)
+        else:
+            message.reasoning_ended = True
+        params.structured_outputs.CopyFrom(message)
+    for ids in bad_words(tokenizer, request.bad_words):
+        params.bad_words.add(token_ids=ids)

@@ -1,0 +1,142 @@
+"""Render compiles response_format, structured_outputs and forced tool choices into the GenerateRequest's
+constraint (with the reasoning it starts after) and tokenizes bad_words; conflicting or malformed ones are
+refused with the contract's reasons."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import pytest_asyncio
+from google.protobuf import json_format
+
+from scaleout.v1 import render_pb2
+from scaleout_common.models import load_tokenizer, resolve_model
+from tests.render.calls import chat, expect
+from tests.render.conftest import render_server
+from tests.render.fixtures import CALC, TEMPLATES, WEATHER
+
+SCHEMA = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}, "required": ["a"]}
+
+
+def constraint_of(response: render_pb2.RenderChatResponse):
+    return response.generate_request.sampling_params.structured_outputs
+
+
+async def test_response_format_json_schema_and_json_object(stub):
+    fmt = {"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA, "strict": True}}
+    so = constraint_of(await stub.RenderChat(chat(response_format=fmt)))
+    assert json.loads(so.json_schema) == SCHEMA and so.reasoning_ended and not so.HasField("reasoning")
+    as_text = {"type": "json_schema", "json_schema": {"name": "thing", "schema": json.dumps(SCHEMA)}}
+    assert constraint_of(await stub.RenderChat(chat(response_format=as_text))).json_schema == json.dumps(SCHEMA)
+    assert constraint_of(await stub.RenderChat(chat(response_format={"type": "json_object"}))).json_object
+    plain = await stub.RenderChat(chat(response_format={"type": "text"}))
+    assert not plain.generate_request.sampling_params.HasField("structured_outputs")
+
+
+@pytest.mark.parametrize(
+    "given,kind,value",
+    [
+        ({"json": SCHEMA}, "json_schema", SCHEMA),
+        ({"regex": "[a-z]+"}, "regex", "[a-z]+"),
+        ({"choice": ["yes", "no"]}, "choice", ["yes", "no"]),
+        ({"grammar": 'root ::= "a"'}, "grammar", 'root ::= "a"'),
+        ({"json_object": True}, "json_object", True),
+    ],
+)
+async def test_vllm_structured_outputs(stub, given, kind, value):
+    so = constraint_of(await stub.RenderChat(chat(structured_outputs={**given, "disable_any_whitespace": True})))
+    assert so.WhichOneof("constraint") == kind and so.disable_any_whitespace
+    got = getattr(so, kind)
+    if kind == "json_schema":
+        got = json.loads(got)
+    elif kind == "choice":
+        got = list(got.values)
+    assert got == value
+
+
+async def test_forced_tool_choices_become_schemas_over_the_calls(stub):
+    tools = [WEATHER, CALC]
+    required = constraint_of(await stub.RenderChat(chat(tools=tools, tool_choice="required")))
+    schema = json.loads(required.json_schema)
+    assert schema["type"] == "array" and schema["minItems"] == 1 and "maxItems" not in schema
+    names = [o["properties"]["name"]["enum"] for o in schema["items"]["anyOf"]]
+    assert names == [["get_weather"], ["calculate"]]
+    assert schema["items"]["anyOf"][0]["properties"]["parameters"] == WEATHER["function"]["parameters"]
+    single = constraint_of(await stub.RenderChat(chat(tools=tools, tool_choice="required", parallel_tool_calls=False)))
+    assert json.loads(single.json_schema)["maxItems"] == 1
+    named = await stub.RenderChat(
+        chat(tools=tools, tool_choice={"type": "function", "function": {"name": "calculate"}})
+    )
+    assert json.loads(constraint_of(named).json_schema) == CALC["function"]["parameters"]
+    auto = await stub.RenderChat(chat(tools=tools, tool_choice="auto"))
+    assert not auto.generate_request.sampling_params.HasField("structured_outputs")
+
+
+async def test_completion_takes_structured_outputs_and_bad_words(stub):
+    request = json_format.ParseDict(
+        {"prompts": ["a", "b"], "structured_outputs": {"regex": "[0-9]+"}, "bad_words": ["hello"], "max_tokens": 5},
+        render_pb2.RenderCompletionRequest(),
+    )
+    response = await stub.RenderCompletion(request)
+    for item in response.prompts:
+        params = item.generate_request.sampling_params
+        assert params.structured_outputs.regex == "[0-9]+" and params.structured_outputs.reasoning_ended
+        assert [list(w.token_ids) for w in params.bad_words]
+
+
+async def test_bad_words_become_token_sequences_alone_and_after_a_space(stub):
+    tokenizer = load_tokenizer(resolve_model(None))
+    response = await stub.RenderChat(chat(bad_words=["world", " Paris"]))
+    words = [list(w.token_ids) for w in response.generate_request.sampling_params.bad_words]
+    assert tokenizer.encode("world", add_special_tokens=False) in words
+    assert tokenizer.encode(" world", add_special_tokens=False) in words
+    assert tokenizer.encode("Paris", add_special_tokens=False) in words
+
+
+@pytest.mark.parametrize(
+    "fields,code,reason",
+    [
+        (
+            {"response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}},
+            "INVALID_ARGUMENT",
+            "CONFLICTING_OPTIONS",
+        ),
+        ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "INVALID_ARGUMENT", "CONFLICTING_OPTIONS"),
+        ({"structured_outputs": {"disable_any_whitespace": True}}, "INVALID_ARGUMENT", "INVALID_GRAMMAR"),
+        ({"structured_outputs": {"json": "{not json"}}, "INVALID_ARGUMENT", "INVALID_GRAMMAR"),
+        ({"structured_outputs": {"regex": "a", "whitespace_pattern": " "}}, "INVALID_ARGUMENT", "UNSUPPORTED_FIELD"),
+        ({"response_format": {"type": "xml"}}, "INVALID_ARGUMENT", "INVALID_REQUEST"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+            "INVALID_ARGUMENT",
+            "INVALID_REQUEST",
+        ),
+        (
+            {"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}},
+            "INVALID_ARGUMENT",
+            "CONFLICTING_OPTIONS",
+        ),
+    ],
+)
+async def test_refusals(stub, fields, code, reason):
+    await expect(stub.RenderChat(chat(**fields)), code, reason)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def thinking_stub():
+    async with render_server("--chat-template", str(TEMPLATES / "qwen3.jinja"), "--reasoning-parser", "qwen3") as s:
+        yield s
+
+
+async def test_reasoning_gate_from_the_template(thinking_stub):
+    tokenizer = load_tokenizer(resolve_model(None))
+    fmt = {"type": "json_object"}
+    thinking = constraint_of(await thinking_stub.RenderChat(chat(response_format=fmt)))
+    assert not thinking.reasoning_ended
+    encoded = [tokenizer.encode(tag, add_special_tokens=False) for tag in ("</think>", " </think>")]
+    assert [list(s.token_ids) for s in thinking.reasoning.end] == encoded  # " </" is one token of its own
+    assert list(thinking.reasoning.ends_on[0].token_ids) == tokenizer.encode("<tool_call>", add_special_tokens=False)
+    assert not thinking.reasoning.started
+    off = await thinking_stub.RenderChat(chat(response_format=fmt, chat_template_kwargs={"enable_thinking": False}))
+    assert constraint_of(off).reasoning_ended  # the template closed the block in the prompt
