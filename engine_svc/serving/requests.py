@@ -32,37 +32,69 @@ class StepOutput:
     cached_tokens: int | None = None  # with the first token: prompt tokens served from the prefix cache
 
 
-class Outbox:
-    """A request's step outputs, appended on the event loop; cheaper than an asyncio.Queue per token.
+@dataclass(slots=True)
+class Ready:
+    """What a stream sends next: the choices due by the stream interval, and what rides with them."""
 
-    The consumer is woken only when it has something to send: `wake_tokens` new tokens (its stream
-    interval; unary calls wait for the end), a finished choice, prompt logprobs or an error.
+    deltas: list[ChoiceDelta]
+    prompt_logprobs: list[RowLogprobs] | None = None
+    cached_tokens: int | None = None
+    error: ServiceError | None = None
+
+
+class Outbox:
+    """A request's outputs on their way to the client, merged per choice; the one owner of the stream interval.
+
+    The step side `put`s each step's output (on the event loop; cheaper than an asyncio.Queue per token). A
+    choice is due once it holds `interval` tokens or has finished (unary calls use an interval no choice
+    reaches: they are due at the end); an error or prompt logprobs are due at once. The consumer is woken
+    only when something is due, and `take` hands over exactly that, so tokens that queued up while the
+    client was slow leave as one message.
     """
 
     def __init__(self) -> None:
-        self.items: list[StepOutput] = []
+        self.interval = 1
+        self.pending: dict[int, ChoiceDelta] = {}
+        self.extras = Ready([])
         self.waiter: asyncio.Future | None = None
-        self.wake_tokens = 1
-        self._tokens = 0
+
+    def _due(self, delta: ChoiceDelta) -> bool:
+        return bool(delta.finish_reason) or len(delta.token_ids) >= self.interval
 
     def put(self, item: StepOutput) -> None:
-        self.items.append(item)
+        due = item.error is not None or bool(item.prompt_logprobs)
         for delta in item.deltas:
-            self._tokens += len(delta.token_ids)
-            if delta.finish_reason:
-                self._tokens += self.wake_tokens
-        if item.error is not None or item.prompt_logprobs:
-            self._tokens += self.wake_tokens
-        if self._tokens >= self.wake_tokens and self.waiter is not None and not self.waiter.done():
+            held = self.pending.get(delta.index)
+            if held is None:
+                self.pending[delta.index] = held = delta  # the step side hands each delta over once: reuse it
+            else:
+                held.token_ids += delta.token_ids
+                held.logprobs += delta.logprobs
+                held.finish_reason, held.stop_token_id = delta.finish_reason, delta.stop_token_id
+            due = due or self._due(held)
+        extras = self.extras
+        extras.error = extras.error or item.error
+        extras.prompt_logprobs = item.prompt_logprobs or extras.prompt_logprobs
+        if item.cached_tokens is not None:
+            extras.cached_tokens = item.cached_tokens
+        if due and self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
-    async def take(self) -> list[StepOutput]:
-        """What arrived since the last take, once there is enough of it (or anything, if it is already there)."""
-        while not self.items:
+    def _take_due(self) -> Ready | None:
+        extras = self.extras
+        deltas = [self.pending.pop(i) for i in sorted(self.pending) if self._due(self.pending[i])]
+        if not deltas and extras.error is None and not extras.prompt_logprobs:
+            return None
+        self.extras = Ready([], cached_tokens=extras.cached_tokens)
+        extras.deltas = deltas
+        return extras
+
+    async def take(self) -> Ready:
+        """What is due, once something is (at once, if it already is)."""
+        while (ready := self._take_due()) is None:
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
-        items, self.items, self._tokens = self.items, [], 0
-        return items
+        return ready
 
 
 @dataclass(eq=False)

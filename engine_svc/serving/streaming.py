@@ -1,8 +1,8 @@
 """Turns a request's step outputs into GenerateResponse messages.
 
-Tokens of a choice are held until `stream_interval` of them are ready (or the choice finished). Outputs
-that queued up while the client was slow are merged into one message, so a busy server sends fewer,
-larger messages instead of falling behind. Prompt info rides on the first message; the last one has
+What is due to be sent, and when, is the request's Outbox's to decide (the stream interval, merging what
+queued up while the client was slow, so a busy server sends fewer, larger messages instead of falling
+behind); this module only shapes it. Prompt info rides on the first message; the last one has
 `finished` and usage; a failure after the start is an in-band terminal message with `error`.
 """
 
@@ -36,42 +36,27 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
 async def stream_responses(
     engine: EngineAPI, state: RequestState, interval: int
 ) -> AsyncIterator[engine_pb2.GenerateResponse]:
-    config = state.seqs[0].config
-    with_logprobs = config.logprobs is not None
+    with_logprobs = state.seqs[0].config.logprobs is not None
     prompt = engine_pb2.PromptInfo(num_tokens=state.num_prompt_tokens)
-    pending: dict[int, ChoiceDelta] = {}
     unfinished, completion, first = len(state.seqs), 0, True
-    state.outbox.wake_tokens = interval
+    state.outbox.interval = interval
     try:
         while True:
-            for out in await state.outbox.take():
-                if out.error is not None:
-                    yield engine_pb2.GenerateResponse(request_id=state.request_id, error=out.error.to_status())
-                    return
-                if out.prompt_logprobs:
-                    prompt.logprobs.CopyFrom(token_logprobs_pb(out.prompt_logprobs))
-                if out.cached_tokens is not None:
-                    prompt.cached_tokens = out.cached_tokens
-                for delta in out.deltas:
-                    completion += len(delta.token_ids)
-                    unfinished -= bool(delta.finish_reason)
-                    held = pending.get(delta.index)
-                    if held is None:
-                        pending[delta.index] = delta  # the step thread hands each delta over once: reuse it
-                        continue
-                    held.token_ids += delta.token_ids
-                    held.logprobs += delta.logprobs
-                    held.finish_reason, held.stop_token_id = delta.finish_reason, delta.stop_token_id
-            ready = [d for d in pending.values() if d.finish_reason or len(d.token_ids) >= interval]
-            if len(ready) > 1:
-                ready.sort(key=lambda d: d.index)
-            if not ready:
+            ready = await state.outbox.take()
+            if ready.error is not None:
+                yield engine_pb2.GenerateResponse(request_id=state.request_id, error=ready.error.to_status())
+                return
+            if ready.prompt_logprobs:
+                prompt.logprobs.CopyFrom(token_logprobs_pb(ready.prompt_logprobs))
+            if ready.cached_tokens is not None:
+                prompt.cached_tokens = ready.cached_tokens
+            if not ready.deltas:
                 continue
+            completion += sum(len(d.token_ids) for d in ready.deltas)
+            unfinished -= sum(bool(d.finish_reason) for d in ready.deltas)
             message = engine_pb2.GenerateResponse(
-                request_id=state.request_id, choices=[choice_pb(d, with_logprobs) for d in ready]
+                request_id=state.request_id, choices=[choice_pb(d, with_logprobs) for d in ready.deltas]
             )
-            for d in ready:
-                del pending[d.index]
             if first:
                 message.prompt.CopyFrom(prompt)
                 first = False
