@@ -4,7 +4,8 @@ the same streams unconstrained, and grammar compile times for the schema set wit
     python -m bench.structured                                          # CPU, default model, 8 streams
     python -m bench.structured --device cuda --shape llama-1b --streams 64 --prompt-len 128 --new-tokens 128
 
-Throughput: the engine in process (admission, the step loop, streaming: what a request pays but gRPC),
+Throughput: the engine in process (admission, the step loop, streaming: what a request pays but gRPC; with
+`--engine-flags "--engine-core process"` the step loop runs in an engine core process, as CUDA serving does),
 `--streams` closed-loop streams of `--rounds` requests each, random prompt ids, greedy, EOS ignored, every
 request `--new-tokens` long in both modes (the schema asks for more than that, so a constrained output never
 ends early): the two modes differ only in the masks. Modes alternate (`--repeats` times each) and the best of
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import platform
 import random
@@ -27,10 +29,12 @@ from pathlib import Path
 
 import torch
 
-from bench.engine.shapes import build_model
+from bench.engine.shapes import shape_vocab
+from bench.structured.engine import build
 from engine_svc.__main__ import make_parser
 from engine_svc.scheduling.admission import admit
-from engine_svc.serving.loader import build_engine, make_grammar_backend, pick_dtype
+from engine_svc.serving.core_process import EngineProcess
+from engine_svc.serving.loader import make_grammar_backend
 from engine_svc.serving.streaming import stream_responses
 from engine_svc.structured.compiler import GrammarCompiler
 from engine_svc.structured.spec import Constraint
@@ -65,7 +69,9 @@ LONG_SCHEMA = {
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--shape", default="default", help="default | llama-1b | llama-8b (random weights)")
+    parser.add_argument(
+        "--shape", default="default", help="default | llama-1b | llama-8b (random weights) | host-49k (CPU: host work)"
+    )
     parser.add_argument("--tokenizer", default="", help="tokenizer folder (default: the default model's)")
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--prompt-len", type=int, default=64)
@@ -164,7 +170,7 @@ def rejected(backend, outputs: list[list[int]]) -> int:
     return bad
 
 
-async def throughput(args, loaded) -> dict:
+async def throughput(args, loaded, backend) -> dict:
     loaded.engine.start(asyncio.get_running_loop())
     vocab = loaded.limits.vocab_size
     plain, guided = make_requests(args, vocab, False), make_requests(args, vocab, True)
@@ -182,7 +188,7 @@ async def throughput(args, loaded) -> dict:
             print(f"  {mode:>13}: {rate:9.1f} tok/s", flush=True)
     loaded.engine.stop()
     best = {mode: max(rates) for mode, rates in runs.items()}
-    bad = rejected(loaded.engine.grammars.backend, outputs)
+    bad = rejected(backend, outputs)
     assert bad == 0, f"{bad} constrained outputs left the schema"
     return {
         "runs": runs,
@@ -198,8 +204,8 @@ def main() -> None:
     engine_args = make_parser().parse_args(flags)
     device = torch.device(args.device)
     tokenizer = load_tokenizer(Path(args.tokenizer) if args.tokenizer else resolve_model(None))
-    model = build_model(args.shape, args.device, pick_dtype(engine_args.dtype, device))
-    backend = make_grammar_backend(tokenizer, model.config.vocab_size, engine_args)
+    vocab = 49152 if args.shape == "host-49k" else shape_vocab(args.shape)
+    backend = make_grammar_backend(tokenizer, vocab, engine_args)  # the compile numbers and the output check
     results: dict = {
         "args": vars(args),
         "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": torch.get_num_threads()},
@@ -209,8 +215,12 @@ def main() -> None:
     results["compile"] = compile_times(backend)
     print(json.dumps(results["compile"], indent=1), flush=True)
     if not args.skip_throughput:
-        loaded = build_engine(model, engine_args, model_name=args.shape, grammar_backend=backend)
-        results["throughput"] = asyncio.run(throughput(args, loaded))
+        builder = functools.partial(build, args, engine_args)
+        if engine_args.engine_core == "process":  # as CUDA serving runs: the step loop never waits for our GIL
+            loaded = EngineProcess.launch(builder, engine_args.stall_timeout_s)
+        else:
+            loaded = builder()
+        results["throughput"] = asyncio.run(throughput(args, loaded, backend))
         t = results["throughput"]
         print(
             f"{args.streams} streams: unconstrained {t['best']['unconstrained']:.1f} tok/s, "
