@@ -27,7 +27,6 @@ class AnthropicFrontDoor(anthropic_pb2_grpc.AnthropicServiceServicer):
             self.hops.render.RenderMessages,
             request,
             context,
-            "any or a named tool",
             anthropic_response.message,
             anthropic_response.MessageStream,
             _identity,

@@ -26,7 +26,6 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             self.hops.render.RenderResponses,
             request,
             context,
-            "required or a named function",
             responses_response.response,
             responses_response.ResponseStream,
             _identity,

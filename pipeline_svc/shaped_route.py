@@ -24,11 +24,9 @@ from opentelemetry import trace
 from pipeline_svc.hops import Hops, LiveGeneration
 from scaleout.v1 import derender_pb2, render_pb2
 from scaleout_common.errors import ServiceError
-from scaleout_common.reasons import Reason, fail
 
 JSON, SSE = "application/json", "text/event-stream"
 Event = tuple[str, dict]  # (SSE event name, JSON payload)
-UNENFORCED_TOOL_CHOICES = (derender_pb2.TOOL_CHOICE_MODE_REQUIRED, derender_pb2.TOOL_CHOICE_MODE_NAMED)
 
 
 class StreamShape(Protocol):
@@ -52,21 +50,11 @@ def _typed(error: Exception) -> ServiceError:
     return ServiceError.from_rpc_error(error) if isinstance(error, grpc.aio.AioRpcError) else error  # type: ignore[return-value]
 
 
-def refuse_unenforced_tool_choice(rendered: render_pb2.RenderChatResponse, names: str) -> None:
-    """Forcing a tool (any / required / a named one) needs guided decoding, which the one hop does not run yet
-    (the chat front door refuses `required` and named tools the same way)."""
-    if rendered.derender_context.tool_choice in UNENFORCED_TOOL_CHOICES:
-        raise fail(
-            Reason.UNSUPPORTED_FIELD, f"`tool_choice` = {names} is not enforced yet; use auto or none", "tool_choice"
-        )
-
-
 async def serve(
     hops: Hops,
     render_rpc,
     request: httpbody_pb2.HttpBody,
     context,
-    tool_choice_names: str,
     unary: Callable[[derender_pb2.ChatCompletion, render_pb2.RenderChatResponse, dict], dict],
     streamed: Callable[[render_pb2.RenderChatResponse, dict], StreamShape],
     identity: Callable[[dict], dict[str, str]],
@@ -76,7 +64,6 @@ async def serve(
         rendered = await render_rpc(request, timeout=context.time_remaining())
     except grpc.aio.AioRpcError as error:
         raise ServiceError.from_rpc_error(error) from None
-    refuse_unenforced_tool_choice(rendered, tool_choice_names)
     body = json.loads(request.data)  # render validated it
     span = trace.get_current_span()
     for name, value in identity(body).items():

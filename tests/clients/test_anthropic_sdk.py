@@ -165,11 +165,6 @@ def test_refusals_are_anthropic_errors(claude, model_id):
             model=model_id, max_tokens=8, messages=PARIS, thinking={"type": "enabled", "budget_tokens": 2048}
         )
     assert caught.value.body["error"]["param"] == "thinking.budget_tokens"
-    with pytest.raises(anthropic.BadRequestError) as caught:  # forcing a tool needs guided decoding
-        claude.messages.create(
-            model=model_id, max_tokens=8, messages=PARIS, tools=[WEATHER_TOOL], tool_choice={"type": "any"}
-        )
-    assert caught.value.body["error"]["param"] == "tool_choice"
     with pytest.raises(anthropic.NotFoundError) as caught:
         claude.messages.create(model="claude-opus-4-1", max_tokens=8, messages=PARIS)
     assert caught.value.body["type"] == "error" and caught.value.body["error"]["type"] == "not_found_error"
@@ -192,3 +187,14 @@ def test_gateway_refusals_under_messages_are_anthropic_errors(stack):
     assert answer.json()["type"] == "error" and answer.json()["error"]["type"] == "not_found_error"
     assert answer.json()["error"]["code"].startswith("GATEWAY_")
     assert "type" not in post(stack, "/v1/unknown", {}).json()
+
+
+def test_a_forced_tool_is_called_without_any_prompting(claude, model_id):
+    """tool_choice any / tool is enforced by the engine's grammar: the call comes even with no tool prompt."""
+    for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
+        message = claude.messages.create(
+            model=model_id, max_tokens=64, messages=PARIS, tools=[WEATHER_TOOL], tool_choice=choice, extra_body=GREEDY
+        )
+        strict_message(message)
+        call = _tool_use(message)
+        assert call.name == "get_weather" and isinstance(call.input.get("city"), str), choice

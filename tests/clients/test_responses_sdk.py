@@ -166,3 +166,19 @@ def test_stream_helper_accumulates_the_same_response(client, model_id):
         final = stream.get_final_response()
     [call] = final.output
     assert call.type == "function_call" and call.parsed_arguments == json.loads(unary.output[0].arguments)
+
+
+def test_a_forced_function_is_called_without_any_prompting(client, model_id):
+    """tool_choice required / a named function is enforced by the engine's grammar."""
+    for choice in ("required", {"type": "function", "name": "get_weather"}):
+        response = client.responses.create(
+            model=model_id,
+            input="Hello there!",
+            tools=[WEATHER_TOOL],
+            tool_choice=choice,
+            temperature=0,
+            max_output_tokens=64,
+        )
+        strict_response(response)
+        [call] = [item for item in response.output if item.type == "function_call"]
+        assert call.name == "get_weather" and isinstance(json.loads(call.arguments).get("city"), str), choice
