@@ -31,9 +31,10 @@ Responses (vLLM's `construct_input_messages`):
   `incomplete` is continued (continue_final_message).
 - tools of type function -> chat tools; tool_choice "none" / "auto" / "required" / {"type": "function", "name"}.
 - max_output_tokens -> max_tokens; `reasoning.effort` -> the template's `reasoning_effort`; `truncation: auto` ->
-  truncate_prompt_tokens = -1.
-- Refused: `previous_response_id`, `store: true`, `conversation`, `background: true`, `text.format` other than
-  text (structured output), hosted tools, encrypted reasoning and item references (no store).
+  truncate_prompt_tokens = -1; `text.format` json_object / json_schema -> the chat request's response_format
+  (enforced while decoding).
+- Refused: `previous_response_id`, `store: true`, `conversation`, `background: true`, hosted tools, encrypted
+  reasoning and item references (no store).
 """
 
 from __future__ import annotations
@@ -495,15 +496,29 @@ def _responses_tool_choice(value) -> Any:
     raise fail(Reason.INVALID_TOOL_CHOICE, "`tool_choice` is none, auto, required or a function", "tool_choice")
 
 
-def _responses_text(value) -> None:
+def _responses_text(value) -> dict | None:
+    """`text.format` as the chat request's response_format (None for plain text); the schema travels as JSON
+    text so that its key order survives."""
     text = Fields(value, "text")
     fmt = text.take("format", dict)
-    if fmt is not None and fmt.get("type") != "text":
-        raise _unsupported("text.format", '(structured output) is not supported yet; use {"type": "text"}')
-    if fmt is not None:
-        Fields(fmt, "text.format").take("type")
     text.allow("verbosity", "medium", why="is not supported: the model has one verbosity")
     text.done()
+    if fmt is None:
+        return None
+    spec = Fields(fmt, "text.format")
+    kind = spec.take("type", str, required=True)
+    if kind == "json_schema":
+        schema = {"name": spec.take("name", str, required=True)}
+        schema["schema"] = json.dumps(spec.take("schema", dict, required=True), ensure_ascii=False)
+        for key, key_kind in (("description", str), ("strict", bool)):
+            if spec.has(key):
+                schema[key] = spec.take(key, key_kind)
+        spec.done()
+        return {"type": "json_schema", "json_schema": schema}
+    spec.done()
+    if kind in ("text", "json_object"):
+        return None if kind == "text" else {"type": "json_object"}
+    raise _invalid("text.format.type", 'is "text", "json_object" or "json_schema"')
 
 
 def _responses_reasoning(value, kwargs: dict) -> None:
@@ -558,8 +573,8 @@ def responses_chat(data: dict) -> dict:
     if top.has("tool_choice"):
         chat["tool_choice"] = _responses_tool_choice(top.take("tool_choice"))
     kwargs: dict = {}
-    if top.has("text"):
-        _responses_text(top.take("text", dict))
+    if top.has("text") and (response_format := _responses_text(top.take("text", dict))):
+        chat["response_format"] = response_format
     if top.has("reasoning"):
         _responses_reasoning(top.take("reasoning", dict), kwargs)
     if kwargs:

@@ -36,7 +36,7 @@ STREAM_EVENT = TypeAdapter(ResponseStreamEvent)
 
 
 def strict_response(response: BaseModel) -> Response:
-    return Response.model_validate(response.model_dump(), strict=True)
+    return Response.model_validate(response.model_dump(by_alias=True), strict=True)
 
 
 def strict_events(events: list) -> list[str]:
@@ -182,3 +182,23 @@ def test_a_forced_function_is_called_without_any_prompting(client, model_id):
         strict_response(response)
         [call] = [item for item in response.output if item.type == "function_call"]
         assert call.name == "get_weather" and isinstance(json.loads(call.arguments).get("city"), str), choice
+
+
+def test_text_format_json_schema_is_enforced(client, model_id):
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+    response = client.responses.create(
+        model=model_id,
+        input="Name a big city and its population.",
+        text={"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": True}},
+        temperature=0,
+        max_output_tokens=64,
+    )
+    strict_response(response)
+    if response.status == "completed":
+        answer = json.loads(response.output_text)
+        assert set(answer) == {"city", "population"} and isinstance(answer["population"], int)

@@ -291,6 +291,22 @@ CASES = [
     Case("sampling", req(STORY, temperature=0.7, top_p=0.95), chat([u(STORY)], temperature=0.7, top_p=0.95)),
     Case("text_format_text", req(STORY, text={"format": {"type": "text"}}), chat([u(STORY)])),
     Case(
+        "text_format_json_object",
+        req(STORY, text={"format": {"type": "json_object"}}),
+        chat([u(STORY)], response_format={"type": "json_object"}),
+    ),
+    Case(
+        "text_format_json_schema",
+        req(STORY, text={"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}, "strict": True}}),
+        chat(
+            [u(STORY)],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": '{"type": "object"}', "strict": True},
+            },
+        ),
+    ),
+    Case(
         "reasoning_effort",
         req("How much gold would it take to coat the Statue of Liberty?", reasoning={"effort": "low"}),
         chat(
@@ -403,10 +419,10 @@ REFUSED = [
     ),
     ("hosted_tool", req(STORY, tools=[{"type": "web_search_preview"}]), "UNSUPPORTED_FIELD", "tools[0].type"),
     (
-        "json_schema_format",
-        req(STORY, text={"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}),
-        "UNSUPPORTED_FIELD",
-        "text.format",
+        "unknown_format",
+        req(STORY, text={"format": {"type": "xml"}}),
+        "INVALID_REQUEST",
+        "text.format.type",
     ),
     (
         "reasoning_summary",
