@@ -176,7 +176,8 @@ def test_named_tool_choice_calls_exactly_that_function(client, model_id):
             messages=[{"role": "user", "content": "Help me plan my day in Berlin."}],
             tools=[WEATHER, TIME],
             tool_choice={"type": "function", "function": {"name": name}},
-            max_tokens=120,
+            temperature=0,
+            max_tokens=200,
         ).choices[0]
         assert choice.finish_reason == "stop"  # OpenAI's (and vLLM's) finish for a forced function
         [call] = choice.message.tool_calls
