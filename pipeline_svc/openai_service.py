@@ -22,26 +22,18 @@ from opentelemetry import trace
 from pipeline_svc import openai_request, openai_response
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
 from pipeline_svc.hops import Hops, LiveGeneration
+from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
 from scaleout_common.telemetry.call_summary import observe_request, observe_response
 
-JSON, SSE = "application/json", "text/event-stream"
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
-
-
-def _json_body(payload: dict) -> httpbody_pb2.HttpBody:
-    return httpbody_pb2.HttpBody(content_type=JSON, data=json.dumps(payload, ensure_ascii=False).encode())
 
 
 def _event(payload: dict) -> httpbody_pb2.HttpBody:
     data = b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
     return httpbody_pb2.HttpBody(content_type=SSE, data=data)
-
-
-def _typed(error: Exception) -> ServiceError:
-    return ServiceError.from_rpc_error(error) if isinstance(error, grpc.aio.AioRpcError) else error  # type: ignore[return-value]
 
 
 class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
@@ -60,7 +52,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     timeout=context.time_remaining(),
                 )
                 observe_response(completion)
-                yield _json_body(openai_response.chat_completion(completion))
+                yield json_body(openai_response.chat_completion(completion))
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
@@ -83,7 +75,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
                 )
                 observe_response(completion)
-                yield _json_body(openai_response.completion(completion, streamed=False))
+                yield json_body(openai_response.completion(completion, streamed=False))
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
@@ -115,7 +107,7 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
         elif parsed.include_usage and head:
             yield _event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
     except (grpc.aio.AioRpcError, ServiceError) as error:
-        yield _event(error_object(_typed(error)))
+        yield _event(error_object(ServiceError.of(error)))
     yield DONE
 
 

@@ -46,10 +46,6 @@ def sse(event: Event) -> httpbody_pb2.HttpBody:
     return httpbody_pb2.HttpBody(content_type=SSE, data=f"event: {name}\ndata: {data}\n\n".encode())
 
 
-def _typed(error: Exception) -> ServiceError:
-    return ServiceError.from_rpc_error(error) if isinstance(error, grpc.aio.AioRpcError) else error  # type: ignore[return-value]
-
-
 async def serve(
     hops: Hops,
     render_rpc,
@@ -92,7 +88,7 @@ async def serve(
         for event in events + shape.finish():
             yield sse(event)
     except (grpc.aio.AioRpcError, ServiceError) as error:
-        failure = _typed(error)
+        failure = ServiceError.of(error)
         if not started:
             raise failure from None
         # HTTP/1.1 clients never see trailers: the outcome travels in-band.

@@ -72,6 +72,14 @@ class ServiceError(Exception):
         return cls(code, reason, status.message, violations, metadata)
 
     @classmethod
+    def of(cls, error: Exception) -> ServiceError:
+        """A ServiceError as it is; a downstream call's grpc error with its code, reason and violations."""
+        if isinstance(error, ServiceError):
+            return error
+        assert isinstance(error, grpc.RpcError), error
+        return cls.from_rpc_error(error)
+
+    @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> ServiceError:
         """Keep a downstream service's typed error (code, reason, violations) when passing it on."""
         # grpc_status's stub asks for a grpc.Call, but from_call only reads code(), details() and
