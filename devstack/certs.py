@@ -2,7 +2,7 @@
 
 Each piece gets a directory with `tls.crt`, `tls.key` and the CA as `ca.crt` (the layout of a Kubernetes TLS
 Secret with its CA), valid for localhost and 127.0.0.1. `rotate()` replaces a directory's pair in place the way
-Kubernetes does (new files moved over the old), which Envoy picks up without a restart.
+Kubernetes does (new files moved over the old), which Envoy and the services pick up without a restart.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `run(service, args)` serves `service` with: grpc.health.v1 (liveness "" and readiness per service name,
 NOT_SERVING while loading and draining), reflection, keepalive that tolerates client pings, explicit message
-size limits, typed errors, mTLS when --tls-dir is set (scaleout_common.tls), and SIGTERM/SIGINT drain:
+size limits, typed errors, mTLS when --tls-dir is set (scaleout_common.tls, rotated live), and SIGTERM/SIGINT drain:
 readiness turns NOT_SERVING at once, calls are still served for --drain-delay-s (long enough for the gateway's
 health checks to take the replica out of rotation, so nothing is sent to a closing port), then new calls are
 refused (UNAVAILABLE DRAINING, which the gateway retries elsewhere) and in-flight ones get --drain-grace-s.
