@@ -104,6 +104,8 @@ class Stack:
         self.envoy: subprocess.Popen | None = None
         self.port = config.port or free_port(config.host)
         self.admin_port = config.admin_port or free_port(config.host)
+        # Envoy's listener for the one-hop service's hops (no per-key rate limit; mTLS with secure).
+        self.internal_port = free_port(config.host)
         self._workdir = Path(tempfile.mkdtemp(prefix="scaleout-"))
         self._stopping = threading.Event()
         self.failed: str | None = None  # set by the supervisor when a child keeps dying
@@ -185,14 +187,8 @@ class Stack:
             if role == "chat":  # its hops go through the gateway with its caller's key
                 argv += ["--forward-credentials"]
         if role == "chat":  # the one-hop service reaches the others through Envoy (balanced, health-checked)
-            argv += [
-                "--render-target",
-                self.gateway,
-                "--engine-target",
-                self.gateway,
-                "--derender-target",
-                self.gateway,
-            ]
+            internal = f"{cfg.host}:{self.internal_port}"
+            argv += ["--render-target", internal, "--engine-target", internal, "--derender-target", internal]
         elif cfg.model:
             argv += ["--model", cfg.model]
         argv += cfg.service_args.get(role, [])
@@ -258,6 +254,7 @@ class Stack:
                 admin_host=cfg.host,
                 edge=edge,
                 prefix_routing=cfg.prefix_routing,
+                internal_port=self.internal_port,
             )
         )
         envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
@@ -356,6 +353,7 @@ class Stack:
         lines = [
             f"gateway (REST + gRPC): {self.rest_url}",
             f"envoy admin:           http://{self.config.host}:{self.admin_port}",
+            f"internal listener:     {self.config.host}:{self.internal_port}  (the one-hop service's hops)",
         ]
         if self.config.secure:
             lines.append(f"CA certificate:        {self.ca_cert}  (TLS at the gateway, mTLS between every hop)")

@@ -7,6 +7,9 @@
   are still served (they authenticate with an API key).
 - mTLS to the services (`Mtls`): Envoy presents its client certificate to every replica and verifies the
   replica's against the CA; the services refuse any peer without a certificate from that CA.
+- The internal listener (`internal_socket`), where the one-hop service sends its hops: the gateway's
+  certificate, and a client certificate from the hops' CA required, so that only a hop reaches the listener
+  that charges no rate limit.
 - API keys (`ApiKeys`): gateway/api_keys.lua, keys re-read from their file while running.
 
 `sds_files()` are the small files Envoy watches for each certificate; whoever writes the config writes them
@@ -106,6 +109,25 @@ class Edge:
                 "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
                 "require_client_certificate": False,
                 "common_tls_context": common,
+            },
+        }
+
+    def internal_socket(self) -> dict | None:
+        """The internal listener's TLS: the gateway's certificate; a client certificate from the hops' CA required."""
+        if self.tls is None:
+            return None
+        if self.mtls is None:
+            raise ValueError("behind TLS, the internal listener verifies hops against the hops' CA: set --mtls-dir")
+        return {
+            "name": TLS_SOCKET,
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+                "require_client_certificate": True,
+                "common_tls_context": {
+                    "alpn_protocols": ["h2"],
+                    "tls_certificate_sds_secret_configs": [self._sds("gateway_cert")],
+                    "validation_context_sds_secret_config": self._sds("upstream_ca"),
+                },
             },
         }
 

@@ -142,6 +142,16 @@ class Upstream:
         ]
 
 
+@dataclass(frozen=True)
+class Listener:
+    """One of Envoy's listeners: the clients' (`gateway`) or the one-hop service's hops (`internal`)."""
+
+    name: str
+    port: int
+    socket: dict | None  # its transport socket (TLS), or None for plaintext
+    rate_limited: bool  # charges the per-key rate limit: a client's call is charged at the door, not at each hop
+
+
 @dataclass
 class Tracing:
     """Envoy's OpenTelemetry tracer: where its spans go (OTLP over gRPC, or HTTP to `path`)."""
@@ -175,23 +185,30 @@ def render_config(
     admin_host: str = "127.0.0.1",
     edge: Edge | None = None,
     prefix_routing: PrefixRouting | None = PrefixRouting(),  # frozen: safe to share
+    internal_port: int = 0,
 ) -> str:
     """The Envoy config; GET /openapi.json serves the document codegen writes beside `descriptor_set`.
 
     The admin interface (which can stop Envoy) listens on `admin_host`: loopback unless asked otherwise.
     `prefix_routing` balances the engine replicas on render's prefix hash (None: round robin).
+    `internal_port` (0: none) is a second listener for the one-hop service's hops, which the per-key rate limit
+    does not charge again (the client's call was charged once when it came in).
     """
     template = jinja2.Template(
         TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
     )
+    edge = edge or Edge()
+    listeners = [Listener("gateway", port, edge.downstream_socket(), rate_limited=True)]
+    if internal_port:
+        listeners.append(Listener("internal", internal_port, edge.internal_socket(), rate_limited=False))
     return template.render(
         host=host,
-        port=port,
+        listeners=listeners,
         admin_host=admin_host,
         admin_port=admin_port,
         limits=limits or Limits(),
         reply_mappers=REPLY_MAPPERS,
-        edge=edge or Edge(),
+        edge=edge,
         abort=_abort_route(upstreams),
         services=upstreams,
         descriptor_set=descriptor_set,
@@ -243,6 +260,13 @@ def main() -> None:
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--admin-port", type=int, default=9901)
+    parser.add_argument(
+        "--internal-port",
+        type=int,
+        default=0,
+        help="a listener for the one-hop service's hops: no per-key rate limit; behind TLS, it requires a client "
+        "certificate from the hops' CA (--mtls-dir). 0: none (the hops then pay the rate limit at every hop)",
+    )
     parser.add_argument("--admin-host", default="127.0.0.1", help="Envoy admin address (it can stop Envoy)")
     parser.add_argument("--descriptor-set", default=str(GENERATED / DESCRIPTOR_SET))
     parser.add_argument("--cors-origins", default="", help="comma-separated origins browsers may call from; * for any")
@@ -275,6 +299,7 @@ def main() -> None:
             admin_host=args.admin_host,
             edge=Edge.from_args(args),
             prefix_routing=PrefixRouting.from_args(args),
+            internal_port=args.internal_port,
         ),
         end="",
     )

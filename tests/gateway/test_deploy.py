@@ -37,6 +37,8 @@ COMMAND = [
     "50",
     "--max-heap-mb",
     "1024",
+    "--internal-port",
+    "8090",
 ]
 SDS_COMMAND = [
     sys.executable,
