@@ -38,7 +38,19 @@ def parser() -> EnvArgumentParser:
         help="characters a template may build",
     )
     p.add_argument(
-        "--template-timeout-s", type=float, default=Limits.template_timeout_s, help="time a template may run"
+        "--template-timeout-s",
+        type=float,
+        default=Limits.template_timeout_s,
+        help="time a request chat_template may run (compile, or one render) before its worker is killed",
+    )
+    p.add_argument(
+        "--template-memory-mb",
+        type=int,
+        default=Limits.template_memory_mb,
+        help="memory a request chat_template's worker process may use beyond its start-up size",
+    )
+    p.add_argument(
+        "--template-workers", type=int, default=Limits.template_workers, help="processes for request chat_templates"
     )
     p.add_argument("--max-request-bytes", type=int, default=Limits.max_request_bytes, help="bytes per conversation")
     p.add_argument(
@@ -67,11 +79,15 @@ def served_names(args) -> list[str] | None:
 
 
 def limits(args) -> Limits:
+    if args.template_workers < 1:
+        raise SystemExit("--template-workers must be at least 1")
     return Limits(
         max_messages=args.max_messages,
         max_prompt_tokens=args.max_prompt_tokens or None,
         max_template_output_chars=args.max_template_output_chars,
         template_timeout_s=args.template_timeout_s,
+        template_memory_mb=args.template_memory_mb,
+        template_workers=args.template_workers,
         max_request_bytes=args.max_request_bytes,
         max_batch_size=args.max_batch_size,
         max_logprobs=args.max_logprobs,

@@ -15,7 +15,9 @@ class Limits:
     max_messages: int = 4096
     max_prompt_tokens: int | None = None  # None: the model length
     max_template_output_chars: int = 4_000_000
-    template_timeout_s: float = 5.0
+    template_timeout_s: float = 5.0  # a request template's call, then its worker is killed
+    template_memory_mb: int = 256  # a request template's worker: memory above its start-up size
+    template_workers: int = 2  # processes that render request templates
     max_request_bytes: int = 16 * 1024 * 1024
     max_batch_size: int = 4096
     max_logprobs: int = 20

@@ -22,7 +22,7 @@ from render_svc.prompt import (
     offsets_proto,
     truncate,
 )
-from render_svc.template import ChatTemplate, TemplateRenderer
+from render_svc.template import Template, TemplateRenderer
 from scaleout.v1 import common_pb2, derender_pb2, render_pb2
 from scaleout_common import sampling_rules
 from scaleout_common.errors import ServiceError
@@ -52,7 +52,7 @@ class ChatJob:
     tools: list[dict] | None
     tool_mode: derender_pb2.ToolChoiceMode
     tool_function: str
-    template: ChatTemplate
+    template: Template
     template_kwargs: dict  # server defaults merged with the request's
     add_generation_prompt: bool
     add_special_tokens: bool
@@ -65,7 +65,7 @@ class Renderer:
         self.model = model
         self.limits = limits = limits or Limits()
         self.options = options or Options()
-        self.templates = TemplateRenderer(limits.max_template_output_chars, limits.template_timeout_s)
+        self.templates = TemplateRenderer(limits)
         self.model_limits = sampling_rules.ModelLimits(
             model.max_model_len,
             model.tokens.vocab_size,
@@ -106,19 +106,18 @@ class Renderer:
             raise fail(Reason.NO_CHAT_TEMPLATE, "the model has no chat template; pass --chat-template")
         return source
 
-    def template(self, request: render_pb2.RenderChatRequest, with_tools: bool) -> ChatTemplate:
-        if request.HasField("chat_template"):
-            if not self.options.trust_request_chat_template:
-                raise fail(
-                    Reason.CHAT_TEMPLATE_NOT_TRUSTED,
-                    "this server refuses request chat templates (start it with --trust-request-chat-template)",
-                )
-            source = request.chat_template
-        else:
-            source = self._template_source(with_tools)
-        return self.templates.compiled(source)
+    def template(self, request: render_pb2.RenderChatRequest, with_tools: bool) -> Template:
+        """The server's template, or the request's (which renders in the sandbox's worker processes)."""
+        if not request.HasField("chat_template"):
+            return self.templates.compiled(self._template_source(with_tools))
+        if not self.options.trust_request_chat_template:
+            raise fail(
+                Reason.CHAT_TEMPLATE_NOT_TRUSTED,
+                "this server refuses request chat templates (start it with --trust-request-chat-template)",
+            )
+        return self.templates.requested(request.chat_template)
 
-    def openai_content(self, template: ChatTemplate) -> bool:
+    def openai_content(self, template: Template) -> bool:
         content_format = self.options.content_format
         return template.openai_content if content_format == "auto" else content_format == "openai"
 

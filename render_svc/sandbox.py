@@ -1,163 +1,182 @@
-"""DoS guards for chat templates: an output cap inside the sandbox and a wall-clock timeout around it.
+"""Request-supplied chat templates run in worker processes: an address-space rlimit, a CPU rlimit, a hard kill.
 
-Templates run in Jinja's ImmutableSandboxedEnvironment with transformers' globals and filters (so output equals
-apply_chat_template's). On top of that:
-- size: `+ * ** %` are intercepted, and every call and filter is checked, so no string or list larger than the
-  cap is built, and no width/count argument above the cap is passed (`'x' * 10**9`, `x|center(10**9)`);
-  the rendered output itself is counted piece by piece.
-- time: a watchdog thread raises `TemplateTimeout` inside the rendering thread (PyThreadState_SetAsyncExc) once
-  the deadline passes, which stops pure-Python loops the sandbox cannot see (`{% for a in x %}{% for b in x %}`).
+Jinja's sandbox stops attribute escapes, not resource use, and counting allocations from inside it never ends
+(`~` doubling a string, `'{:>1000000000}'.format(1)`, `7 ** 99999999` computed while holding the GIL, so that
+no thread of the server runs until it is done). So a request template is compiled and rendered only in a
+worker process, which limits itself at start:
+- memory: RLIMIT_AS = its size after start-up + `memory_mb`, so an oversized value raises MemoryError there;
+- CPU: before each call RLIMIT_CPU = the CPU time used so far + the deadline + 1 s (SIGXCPU), a backstop should
+  the server not kill it (the kill is by wall clock, which a busy machine reaches first);
+- time: the caller waits on the pipe, without the GIL, and SIGKILLs the worker at the deadline.
+
+Outcomes: the worker's own typed error (TEMPLATE_ERROR, the output cap's TEMPLATE_OUTPUT_TOO_LARGE, a caught
+MemoryError as TEMPLATE_OUTPUT_TOO_LARGE); the deadline or SIGXCPU: TEMPLATE_TIMEOUT; any other death (memory
+exhausted inside C code, the kernel's OOM killer): TEMPLATE_OUTPUT_TOO_LARGE. A worker that was killed, died or
+ran out of memory is replaced by a fresh one on next use.
+
+Workers fork from multiprocessing's forkserver, which imports the template code once (`preload`): a fresh worker
+is ready in ~20 ms. (So, as with any forkserver or spawn use, a script that starts a pool imports its work under
+`if __name__ == "__main__":`.) Calls and replies are JSON: the reply comes from a process that ran the caller's code, so
+the server never unpickles it, and reads at most `max_reply_bytes` of it.
 """
 
 from __future__ import annotations
 
-import ctypes
-import re
+import json
+import math
+import multiprocessing
+import os
+import queue
+import resource
+import signal
 import threading
-import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
 
-from jinja2 import pass_context
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.utils import _PassArg
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
-
-class TemplateTimeout(BaseException):
-    """Raised asynchronously in a thread whose render passed its deadline. A BaseException, so that Jinja's own
-    `except Exception` (constant folding at compile time) cannot swallow it."""
-
-
-class TemplateTooLarge(BaseException):
-    """A BaseException for the same reason: a size bomb in a constant expression fails the compile."""
+STARTUP_S = 60.0  # a worker's start-up: the forkserver's first start imports transformers (~1 s on a busy VM)
+_READY = b"ready"
 
 
-# "%1000000s" % x: the width alone allocates.
-_BIG_FORMAT_WIDTH = re.compile(r"%[-+ #0]*(\d{7,}|\*)|%[-+ #0]*\d*\.(\d{7,}|\*)")
+def _limit(kind: int, soft: int) -> None:
+    hard = resource.getrlimit(kind)[1]
+    resource.setrlimit(kind, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
-def _check_args(args, kwargs, limit: int) -> None:
-    for value in (*args, *kwargs.values()):
-        if type(value) is int and value > limit:
-            raise TemplateTooLarge(f"argument {value} is above the template size limit ({limit})")
-
-
-def _check_size(value, limit: int):
-    if isinstance(value, (str, list, tuple)) and len(value) > limit:
-        raise TemplateTooLarge(f"the template built a value of {len(value)} items (limit {limit})")
-    return value
-
-
-class GuardedEnvironment(ImmutableSandboxedEnvironment):
-    """The sandbox, refusing to build values larger than `max_chars`."""
-
-    intercepted_binops = frozenset({"+", "*", "**", "%"})
-
-    def __init__(self, max_chars: int, **kwargs):
-        super().__init__(**kwargs)
-        self.max_chars = max_chars
-
-    def call_binop(self, context, operator, left, right):
-        limit = self.max_chars
-        if operator == "+":  # the hot path: templates concatenate a lot
-            result = left + right
-            if type(result) in (str, list) and len(result) > limit:
-                raise TemplateTooLarge(f"the template built a value of {len(result)} items (limit {limit})")
-            return result
-        if operator == "*":
-            for seq, count in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and type(count) is int and len(seq) * count > limit:
-                    raise TemplateTooLarge(f"repeating a value {count} times exceeds the template size limit ({limit})")
-        elif operator == "**":
-            if (
-                isinstance(left, int)
-                and isinstance(right, int)
-                and abs(left) > 1
-                and right * max(abs(left).bit_length(), 1) > 4096
-            ):
-                raise TemplateTooLarge("integer power too large for a template")
-        elif operator == "%" and isinstance(left, str) and _BIG_FORMAT_WIDTH.search(left):
-            raise TemplateTooLarge("format width too large for a template")
-        return _check_size(super().call_binop(context, operator, left, right), limit)
-
-    def call(__self, __context, __obj, *args, **kwargs):
-        _check_args(args, kwargs, __self.max_chars)
-        if getattr(__obj, "__name__", None) == "replace" and isinstance(getattr(__obj, "__self__", None), str) and args:
-            new = args[1] if len(args) > 1 else ""
-            if isinstance(new, str) and len(__obj.__self__) * (len(new) + 1) > __self.max_chars:
-                raise TemplateTooLarge("str.replace could exceed the template size limit")
-        return _check_size(super().call(__context, __obj, *args, **kwargs), __self.max_chars)
-
-
-def guard_filter(function, limit: int):
-    """A filter that refuses oversized arguments and results. It takes the template context, which also keeps
-    Jinja from running it at compile time on constant arguments (constant folding, outside every guard)."""
-    wants = _PassArg.from_obj(function)
-
-    @pass_context
-    def guarded(context, *args, **kwargs):
-        _check_args(args, kwargs, limit)
-        if wants is _PassArg.context:
-            args = (context, *args)
-        elif wants is _PassArg.eval_context:
-            args = (context.eval_ctx, *args)
-        elif wants is _PassArg.environment:
-            args = (context.environment, *args)
-        return _check_size(function(*args, **kwargs), limit)
-
-    guarded.__name__ = getattr(function, "__name__", "filter")
-    return guarded
-
-
-_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-
-
-class _Deadline:
-    __slots__ = ("at", "fired", "thread_id")
-
-    def __init__(self, thread_id: int, at: float):
-        self.thread_id, self.at, self.fired = thread_id, at, False
-
-
-class Watchdog:
-    """One thread that interrupts renders past their deadline (checked every `interval` seconds)."""
-
-    def __init__(self, interval: float = 0.02):
-        self.interval = interval
-        self._lock = threading.Lock()
-        self._active: dict[int, _Deadline] = {}
-        self._thread: threading.Thread | None = None
-
-    def run(self, seconds: float, function, *args):
-        """`function(*args)`, raising TemplateTimeout if it runs longer than `seconds`."""
-        deadline = _Deadline(threading.get_ident(), time.monotonic() + seconds)
-        key = id(deadline)
-        with self._lock:
-            self._active[key] = deadline
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="template-watchdog", daemon=True)
-                self._thread.start()
+def _serve(conn: Connection, setup: Callable[[], Callable[[list], object]], memory_bytes: int, cpu_s: int) -> None:
+    """The worker: limit itself, then answer calls until the server closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the server stops us
+    handle = setup()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU would dump a core
+    try:
+        with open("/proc/self/statm") as statm:
+            _limit(resource.RLIMIT_AS, int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + memory_bytes)
+    except FileNotFoundError:  # not Linux: time is still bounded
+        pass
+    conn.send_bytes(_READY)
+    while True:
         try:
-            try:
-                return function(*args)
-            finally:
-                with self._lock:
-                    self._active.pop(key, None)
-                    if deadline.fired:  # drop the exception if it is still pending
-                        _set_async_exc(ctypes.c_ulong(deadline.thread_id), None)
-        except TemplateTimeout:
-            with self._lock:
-                self._active.pop(key, None)
-            raise TemplateTimeout(f"template rendering took longer than {seconds:g} s") from None
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(self.interval)
-            now = time.monotonic()
-            with self._lock:
-                for deadline in self._active.values():
-                    if not deadline.fired and now > deadline.at:
-                        deadline.fired = True
-                        _set_async_exc(ctypes.c_ulong(deadline.thread_id), ctypes.py_object(TemplateTimeout))
+            call = json.loads(conn.recv_bytes())
+        except EOFError:  # the server closed the pipe, or exited
+            return
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        _limit(resource.RLIMIT_CPU, math.ceil(usage.ru_utime + usage.ru_stime) + cpu_s)
+        try:
+            reply = ["ok", handle(call)]
+        except ServiceError as error:
+            reply = ["error", error.reason, error.message, error.violations[0][0] if error.violations else None]
+        conn.send_bytes(json.dumps(reply).encode())
 
 
-#: The process's watchdog: one thread serves every renderer.
-WATCHDOG = Watchdog()
+@dataclass(eq=False)
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+
+    def stop(self) -> None:
+        if self.process.exitcode is None:
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+class SandboxPool:
+    """Up to `workers` worker processes, each started on first use, that run `setup()`'s handler on JSON calls."""
+
+    def __init__(
+        self,
+        setup: Callable[[], Callable[[list], object]],
+        *,
+        preload: str,
+        workers: int,
+        timeout_s: float,
+        memory_mb: int,
+        max_reply_bytes: int,
+    ):
+        self.setup, self.preload = setup, preload
+        self.timeout_s, self.memory_bytes, self.max_reply_bytes = timeout_s, memory_mb << 20, max_reply_bytes
+        self._context = multiprocessing.get_context("forkserver")
+        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()  # None: a slot to start a worker in
+        for _ in range(workers):
+            self._idle.put(None)
+        self._live: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def call(self, request: list) -> Any:
+        """The handler's JSON answer to `request` from a worker (blocks this thread, without the GIL, meanwhile)."""
+        worker, healthy = self._idle.get(), False
+        try:
+            if self._closed:
+                raise fail(Reason.DRAINING, "the server is shutting down")
+            if worker is not None and worker.process.exitcode is not None:  # died while idle (the OOM killer)
+                self._retire(worker)
+                worker = None
+            worker = worker or self._start()
+            status, *reply = self._exchange(worker, request)
+            # a MemoryError may leave the worker's heap fragmented: start afresh after one
+            healthy = (status == "ok" or reply[0] != Reason.TEMPLATE_OUTPUT_TOO_LARGE) and not self._closed
+        finally:
+            if worker is not None and not healthy:
+                self._retire(worker)
+            self._idle.put(worker if healthy else None)
+        if status == "ok":
+            return reply[0]
+        reason, message, field = reply
+        raise fail(Reason(reason), message, field)
+
+    def close(self) -> None:
+        """Kill every worker; calls waiting for one are refused."""
+        with self._lock:
+            self._closed, live = True, list(self._live)
+        for worker in live:
+            worker.process.kill()
+
+    def _start(self) -> _Worker:
+        # Takes effect when the forkserver first starts. "__main__" as well: a worker then finds it imported
+        # instead of running the server's entry script again (multiprocessing's spawn semantics).
+        self._context.set_forkserver_preload(["__main__", self.preload])
+        conn, child = self._context.Pipe()
+        cpu_s = math.ceil(self.timeout_s) + 1
+        process = self._context.Process(
+            target=_serve, args=(child, self.setup, self.memory_bytes, cpu_s), name="template-sandbox", daemon=True
+        )
+        process.start()
+        child.close()
+        worker = _Worker(process, conn)
+        with self._lock:
+            self._live.add(worker)
+        try:
+            if conn.poll(STARTUP_S) and conn.recv_bytes() == _READY:
+                return worker
+        except EOFError:
+            pass
+        self._retire(worker)
+        raise RuntimeError(f"a template sandbox worker did not start (exit code {process.exitcode})")
+
+    def _retire(self, worker: _Worker) -> None:
+        with self._lock:
+            self._live.discard(worker)
+        worker.stop()
+
+    def _exchange(self, worker: _Worker, request: list) -> list:
+        """The worker's reply (["ok", value] or ["error", reason, message, field]), or the typed error of its end."""
+        conn, data = worker.conn, json.dumps(request).encode()
+        try:
+            conn.send_bytes(data)
+            if not conn.poll(self.timeout_s):
+                raise fail(Reason.TEMPLATE_TIMEOUT, f"the template ran longer than {self.timeout_s:g} s")
+            return json.loads(conn.recv_bytes(self.max_reply_bytes))
+        except (EOFError, OSError):  # it died (OSError: a broken pipe, or a reply above max_reply_bytes)
+            worker.stop()
+        if worker.process.exitcode == -signal.SIGXCPU:
+            raise fail(Reason.TEMPLATE_TIMEOUT, f"the template used more than {self.timeout_s:g} s of CPU")
+        raise fail(
+            Reason.TEMPLATE_OUTPUT_TOO_LARGE,
+            f"the template exhausted its memory (its worker ended with exit code {worker.process.exitcode})",
+        )

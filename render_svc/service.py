@@ -61,6 +61,8 @@ class RenderService:
 
     async def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.renderer is not None:
+            self.renderer.templates.close()
 
     async def call(self, function, request, offload: bool):
         if not offload:

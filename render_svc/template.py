@@ -1,20 +1,29 @@
-"""A compiled chat template that renders exactly as transformers' apply_chat_template(tokenize=False).
+"""A chat template that renders exactly as transformers' apply_chat_template(tokenize=False).
 
-The template is compiled once (cached by source) in the guarded sandbox; rendering follows transformers'
-`render_jinja_template` step by step (reasoning-field aliases, the continue_final_message tag, the special
-tokens as variables) without its per-call copies, since our inputs are already plain JSON data.
+Templates compile once (cached by source) in transformers' sandboxed Jinja environment; rendering follows
+transformers' `render_jinja_template` step by step (reasoning-field aliases, the continue_final_message tag, the
+special tokens as variables) without its per-call copies, since our inputs are already plain JSON data. The
+output is capped at `max_chars` on every path (counted piece by piece).
+
+The server's own templates (the model's, --chat-template) are trusted and render here, in-process. A request's
+`chat_template` is not: it compiles and renders only in the sandbox's worker processes (render_svc/sandbox.py),
+which run this same code under memory, CPU and wall-clock limits.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
 
 import jinja2
 from jinja2 import nodes
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
-from render_svc.sandbox import WATCHDOG, GuardedEnvironment, TemplateTimeout, TemplateTooLarge, guard_filter
+from render_svc.prompt import Limits
+from render_svc.sandbox import SandboxPool
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
@@ -22,15 +31,16 @@ _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
-def _environment(max_chars: int) -> GuardedEnvironment:
-    """transformers' chat-template environment (globals, filters, extensions), guarded."""
-    base = _compile_jinja_template("").environment
-    env = GuardedEnvironment(
-        max_chars, trim_blocks=True, lstrip_blocks=True, extensions=[type(e) for e in base.extensions.values()]
-    )
-    env.globals.update(base.globals)
-    env.filters.update({name: guard_filter(f, max_chars) for name, f in base.filters.items()})
-    return env
+def _typed(function, *args):
+    """`function(*args)`, with whatever it raises turned into a typed error."""
+    try:
+        return function(*args)
+    except ServiceError:
+        raise
+    except MemoryError:
+        raise fail(Reason.TEMPLATE_OUTPUT_TOO_LARGE, "the template used too much memory") from None
+    except Exception as error:
+        raise fail(Reason.TEMPLATE_ERROR, f"chat template failed: {type(error).__name__}: {error}") from None
 
 
 def _loops_over_content(tree: nodes.Template) -> bool:
@@ -90,11 +100,22 @@ def _cut_at_tag(text: str, final: str) -> str:
     return text[:at] if text[at : at + len(_CONTINUE_TAG)] == _CONTINUE_TAG else text[:at].rstrip()
 
 
-class ChatTemplate:
-    """One compiled template plus what the renderer needs to know about it."""
+class Template(Protocol):
+    """A template the renderer can use: compiled here (`ChatTemplate`) or in the sandbox (`RequestTemplate`)."""
 
-    def __init__(self, source: str, env: GuardedEnvironment):
-        self.source = source
+    source: str
+    openai_content: bool  # does it loop over a message's content (vLLM's content-format detection)
+
+    def render(
+        self, messages, tools, documents, add_generation_prompt: bool, continue_final_message: bool, variables: dict
+    ) -> str: ...
+
+
+class ChatTemplate:
+    """One template compiled in this process."""
+
+    def __init__(self, source: str, env: jinja2.Environment, max_chars: int):
+        self.source, self.max_chars = source, max_chars
         try:
             self.template = env.from_string(source)
             self._globals = dict(self.template.globals)
@@ -103,15 +124,13 @@ class ChatTemplate:
             raise fail(Reason.TEMPLATE_ERROR, f"chat template does not compile: {error}", "chat_template") from None
 
     def render(
-        self,
-        messages,
-        tools,
-        documents,
-        add_generation_prompt: bool,
-        continue_final_message: bool,
-        variables: dict,
-        max_chars: int,
+        self, messages, tools, documents, add_generation_prompt: bool, continue_final_message: bool, variables: dict
     ) -> str:
+        return _typed(
+            self._render, messages, tools, documents, add_generation_prompt, continue_final_message, variables
+        )
+
+    def _render(self, messages, tools, documents, add_generation_prompt, continue_final_message, variables) -> str:
         chat = [_alias_reasoning(m) for m in messages]
         final = _tag_final_message(chat, self.source) if continue_final_message else None
         # Template.new_context, without re-reading the (static) globals ChainMap on every render.
@@ -133,43 +152,86 @@ class ChatTemplate:
         pieces, size = [], 0
         for piece in template.root_render_func(context):
             size += len(piece)
-            if size > max_chars:
-                raise TemplateTooLarge(f"the template rendered more than {max_chars} characters")
+            if size > self.max_chars:
+                raise fail(
+                    Reason.TEMPLATE_OUTPUT_TOO_LARGE, f"the template rendered more than {self.max_chars} characters"
+                )
             pieces.append(piece)
         text = "".join(pieces)
         return _cut_at_tag(text, final) if final is not None else text
 
 
-class TemplateRenderer:
-    """Compiles templates once (LRU by source) and renders them under the size and time limits."""
+class RequestTemplate:
+    """A request's template: compiled and rendered by the sandbox's workers only."""
 
-    def __init__(self, max_chars: int, timeout_s: float, cache_size: int = 32):
-        self.max_chars = max_chars
-        self.timeout_s = timeout_s
-        self._env = _environment(max_chars)
-        self._cache: OrderedDict[str, ChatTemplate] = OrderedDict()
+    def __init__(self, source: str, sandbox: SandboxPool):
+        self.source, self.sandbox = source, sandbox
+        self.openai_content = sandbox.call(["compile", source])
+
+    def render(
+        self, messages, tools, documents, add_generation_prompt: bool, continue_final_message: bool, variables: dict
+    ) -> str:
+        call = ["render", self.source, messages, tools, documents, add_generation_prompt, continue_final_message]
+        return self.sandbox.call([*call, variables])
+
+
+def _sandboxed(limits: Limits) -> Callable[[list], object]:
+    """A sandbox worker's handler: a RequestTemplate's calls, answered with this process's own templates."""
+    templates = TemplateRenderer(limits)
+
+    def handle(call: list):
+        kind, source, *args = call
+        template = templates.compiled(source)
+        return template.openai_content if kind == "compile" else template.render(*args)
+
+    return handle
+
+
+class TemplateRenderer:
+    """Templates by source (LRU caches): the server's compiled here, a request's in the sandbox."""
+
+    def __init__(self, limits: Limits, cache_size: int = 32):
+        self.max_chars = limits.max_template_output_chars
+        # transformers' own chat-template environment (sandboxed; its globals, filters and extensions)
+        self._env = _compile_jinja_template("").environment
+        self.sandbox = SandboxPool(
+            functools.partial(_sandboxed, limits),
+            preload=__name__,
+            workers=limits.template_workers,
+            timeout_s=limits.template_timeout_s,
+            memory_mb=limits.template_memory_mb,
+            max_reply_bytes=12 * self.max_chars + 4096,  # JSON escapes a character in at most 12 bytes
+        )
+        self._compiled: OrderedDict[str, ChatTemplate] = OrderedDict()
+        self._requested: OrderedDict[str, RequestTemplate] = OrderedDict()
         self._cache_size = cache_size
-        self._watchdog = WATCHDOG
         self._lock = threading.Lock()
 
     def compiled(self, source: str) -> ChatTemplate:
-        """The compiled template (thread-safe; a compile never holds the lock)."""
+        """A trusted template (the server's), compiled in this process."""
+        return self._cached(self._compiled, source, lambda: _typed(ChatTemplate, source, self._env, self.max_chars))
+
+    def requested(self, source: str) -> RequestTemplate:
+        """A request's template: the sandbox compiles it (and says whether it does) before it is cached."""
+        return self._cached(self._requested, source, lambda: RequestTemplate(source, self.sandbox))
+
+    def _cached(self, cache: OrderedDict, source: str, make: Callable):
+        """The cached template of `source`, else `make()` (thread-safe; making one never holds the lock)."""
         with self._lock:
-            template = self._cache.get(source)
+            template = cache.get(source)
             if template is not None:
-                self._cache.move_to_end(source)
+                cache.move_to_end(source)
                 return template
-        # Guarded filters are never folded at compile time, but compiling is bounded all the same.
-        template = self._guarded(ChatTemplate, source, self._env)
+        template = make()
         with self._lock:
-            self._cache[source] = template
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            cache[source] = template
+            if len(cache) > self._cache_size:
+                cache.popitem(last=False)
         return template
 
     def render(
         self,
-        template: ChatTemplate,
+        template: Template,
         messages,
         tools=None,
         documents=None,
@@ -178,26 +240,9 @@ class TemplateRenderer:
         continue_final_message=False,
         variables=None,
     ) -> str:
-        return self._guarded(
-            template.render,
-            messages,
-            tools,
-            documents,
-            add_generation_prompt,
-            continue_final_message,
-            variables or {},
-            self.max_chars,
+        return template.render(
+            messages, tools, documents, add_generation_prompt, continue_final_message, variables or {}
         )
 
-    def _guarded(self, function, *args):
-        """`function(*args)` under the time limit, with whatever it raises turned into a typed error."""
-        try:
-            return self._watchdog.run(self.timeout_s, function, *args)
-        except TemplateTimeout as error:
-            raise fail(Reason.TEMPLATE_TIMEOUT, str(error)) from None
-        except (TemplateTooLarge, MemoryError) as error:
-            raise fail(Reason.TEMPLATE_OUTPUT_TOO_LARGE, str(error) or "the template used too much memory") from None
-        except ServiceError:
-            raise
-        except Exception as error:
-            raise fail(Reason.TEMPLATE_ERROR, f"chat template failed: {type(error).__name__}: {error}") from None
+    def close(self) -> None:
+        self.sandbox.close()

@@ -34,11 +34,18 @@ def renderers():
 
 
 @contextlib.asynccontextmanager
-async def render_server(*argv: str):
-    """A real render server on loopback started with `argv`; yields its stub."""
+async def render_channel(*argv: str):
+    """A real render server on loopback started with `argv`; yields a channel to it."""
     parser = flags.parser()
     service = RenderService(parser.parse_args(list(argv)))
-    async with serving(service, parser) as target, grpc.aio.insecure_channel(target) as channel:
+    async with serving(service, parser, *argv) as target, grpc.aio.insecure_channel(target) as channel:
+        yield channel
+
+
+@contextlib.asynccontextmanager
+async def render_server(*argv: str):
+    """A real render server on loopback started with `argv`; yields its stub."""
+    async with render_channel(*argv) as channel:
         yield render_pb2_grpc.RenderServiceStub(channel)
 
 
@@ -67,5 +74,7 @@ async def stub():
 
 @pytest_asyncio.fixture(scope="session")
 async def trusting_stub():
-    async with render_server("--trust-request-chat-template", "--template-timeout-s", "0.5") as render_stub:
+    async with render_server(
+        "--trust-request-chat-template", "--template-timeout-s", "0.5", "--template-memory-mb", "64"
+    ) as render_stub:
         yield render_stub
