@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import jinja2
 
 from gateway.edge import Edge
@@ -16,6 +17,7 @@ from gateway.limits import REPLY_MAPPERS, Limits
 from scaleout.v1 import anthropic_pb2, chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2, responses_pb2
 from scaleout_common import openai_errors, prefix_hash
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
+from scaleout_common.errors import untyped_reason
 from scaleout_common.identity import ABORTED_HEADER
 from scaleout_common.reasons import Reason
 from scaleout_common.telemetry import tracing
@@ -215,7 +217,10 @@ def render_config(
         openapi=str(Path(descriptor_set).with_name(OPENAPI)),
         openai_errors_lua=OPENAI_ERRORS_LUA.read_text()
         .replace("{{ error_types }}", openai_errors.lua_table())
-        .replace("{{ untyped_reason }}", Reason.UPSTREAM_ERROR.value)
+        .replace(
+            "{{ untyped_reasons }}", openai_errors.lua_table({c.value[0]: untyped_reason(c) for c in grpc.StatusCode})
+        )
+        .replace("{{ untyped_reason }}", untyped_reason(grpc.StatusCode.UNKNOWN))
         .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
         .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
         gateway_reason_prefix=Reason.GATEWAY_ERROR.value.removesuffix("ERROR"),

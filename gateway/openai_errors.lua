@@ -6,7 +6,8 @@
 -- violation, code = the ErrorInfo reason, details = the status details as they were. Envoy's own replies are
 -- already in the error shape (local_reply_config) with the HTTP status standing in for `type`, which is
 -- filled in here. TYPES is rendered from scaleout_common/openai_errors.py; a status without an ErrorInfo
--- (a failure no service typed) gets the reason {{ untyped_reason }}. JSON string literals are copied as they are, never unescaped and re-encoded.
+-- (a failure no service typed) gets the reason of its code (UNTYPED, from scaleout_common/errors.py
+-- untyped_reason). JSON string literals are copied as they are, never unescaped and re-encoded.
 -- Success responses are never touched (no body buffering on the streaming paths).
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
 -- {"type": "error", "error": {...}} with Anthropic's type names (ANTHROPIC_TYPES); the request marks itself.
@@ -14,6 +15,7 @@
 local TYPES = {{ error_types }}
 local ANTHROPIC_TYPES = {{ anthropic_error_types }}
 local ANTHROPIC_PREFIX = "{{ anthropic_prefix }}"
+local UNTYPED = {{ untyped_reasons }}
 
 local function error_type(status, anthropic)
   if anthropic then
@@ -64,7 +66,10 @@ function envoy_on_response(handle)
   local anthropic = marks ~= nil and marks["anthropic"] == true
   local shaped
   if text:sub(1, 8) == '{"code":' then
-    local reason = string_after(text, "reason") or '"{{ untyped_reason }}"'
+    local reason = string_after(text, "reason")
+    if reason == nil then
+      reason = '"' .. (UNTYPED[tonumber(text:match('^{"code":(%d+)'))] or "{{ untyped_reason }}") .. '"'
+    end
     shaped = '{"error":{"message":' .. (string_after(text, "message") or '""')
       .. ',"type":"' .. error_type(status, anthropic) .. '","param":' .. (string_after(text, "field") or "null")
       .. ',"code":' .. reason .. ',"details":' .. (text:match(',"details":(.*)}$') or "[]") .. "}}"

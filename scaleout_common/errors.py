@@ -2,12 +2,16 @@
 
 Raise a `ServiceError` (`scaleout_common.reasons.fail` makes one from a reason) anywhere in a servicer; the error interceptor turns it into a
 rich status. Anything else escaping a servicer is a bug and becomes INTERNAL with reason INTERNAL_ERROR.
+
+A downstream status without an ErrorInfo (Envoy's own UNAVAILABLE "no healthy upstream", a deadline, a reset)
+keeps its code and gets the table's reason for that code's family (`untyped_reason`): every reason passed on
+is one of the table, and `typed` says whether the downstream gave it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import grpc
 from google.protobuf import any_pb2
@@ -15,6 +19,9 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+if TYPE_CHECKING:
+    from scaleout_common.reasons import Reason
 
 DOMAIN = "scaleout.v1"
 
@@ -26,6 +33,7 @@ class ServiceError(Exception):
     message: str
     violations: list[tuple[str, str]] = field(default_factory=list)  # (field path, description)
     metadata: dict[str, str] = field(default_factory=dict)
+    typed: bool = True  # False: a downstream status that carried no reason; `reason` is untyped_reason(code)
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"
@@ -57,7 +65,7 @@ class ServiceError(Exception):
     def from_status(cls, status: status_pb2.Status) -> ServiceError:
         """Rebuild an error received in-band (a stream's terminal message) or from a downstream call."""
         code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
-        reason, violations, metadata = "UNKNOWN", [], {}
+        reason, violations, metadata = "", [], {}
         # protobuf's stubs type Message.DESCRIPTOR as `Descriptor | upb Descriptor` but Any.Is as taking only
         # the former; at runtime Is takes either.
         for detail in status.details:
@@ -69,6 +77,8 @@ class ServiceError(Exception):
                 bad = error_details_pb2.BadRequest()
                 detail.Unpack(bad)
                 violations = [(v.field, v.description) for v in bad.field_violations]
+        if not reason:
+            return cls(code, untyped_reason(code), status.message, violations, metadata, typed=False)
         return cls(code, reason, status.message, violations, metadata)
 
     @classmethod
@@ -87,7 +97,20 @@ class ServiceError(Exception):
         status = rpc_status.from_call(cast(grpc.Call, error))
         if status is not None:
             return cls.from_status(status)
-        return cls(error.code(), error.code().name, error.details() or "")
+        return cls(error.code(), untyped_reason(error.code()), error.details() or "", typed=False)
+
+
+def untyped_reason(code: grpc.StatusCode) -> Reason:
+    """The reason of a downstream status that carries none, by its code's family (the gateway's Lua filter gets
+    the same table: gateway/envoy_config.py)."""
+    # Imported here: the table's `fail` builds a ServiceError, so reasons imports this module.
+    from scaleout_common.reasons import Reason
+
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return Reason.UPSTREAM_UNAVAILABLE  # no healthy replica, a refused or reset connection
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Reason.UPSTREAM_TIMEOUT
+    return Reason.UPSTREAM_ERROR
 
 
 assert grpc.StatusCode.INVALID_ARGUMENT.value[0] == code_pb2.INVALID_ARGUMENT

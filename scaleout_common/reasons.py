@@ -152,7 +152,18 @@ class Reason(StrEnum):
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
     INVALID_MESSAGE = "INVALID_MESSAGE", C.INVALID_ARGUMENT, "request bytes that do not parse as the method's message"
     INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer (the log has it by incident)"
-    UPSTREAM_ERROR = "UPSTREAM_ERROR", C.UNKNOWN, "a downstream call failed without a typed status"
+    # A downstream status without a reason keeps its code and gets one of these three (errors.untyped_reason).
+    UPSTREAM_UNAVAILABLE = (
+        "UPSTREAM_UNAVAILABLE",
+        C.UNAVAILABLE,
+        "a downstream call failed UNAVAILABLE without a reason: no healthy replica, connection refused or reset",
+    )
+    UPSTREAM_TIMEOUT = "UPSTREAM_TIMEOUT", C.DEADLINE_EXCEEDED, "a downstream call ran past its deadline"
+    UPSTREAM_ERROR = (
+        "UPSTREAM_ERROR",
+        C.UNKNOWN,
+        "a downstream call failed with any other code and no reason (the status keeps its code)",
+    )
     # --- the gateway's own answers (gateway/envoy.yaml.j2) --------------------------------------------------
     REQUEST_BODY_TOO_LARGE = (
         "REQUEST_BODY_TOO_LARGE",
