@@ -4,8 +4,9 @@ the same streams unconstrained, and grammar compile times for the schema set wit
     python -m bench.structured                                          # CPU, default model, 8 streams
     python -m bench.structured --device cuda --shape llama-1b --streams 64 --prompt-len 128 --new-tokens 128
 
-Throughput: the engine in process (admission, the step loop, streaming: what a request pays but gRPC; with
-`--engine-flags "--engine-core process"` the step loop runs in an engine core process, as CUDA serving does),
+Throughput: the engine in process (admission, the step loop, streaming: what a request pays but gRPC; the step
+loop runs where serving runs it: in an engine core process on CUDA, in a thread on CPU; `--engine-core` in
+`--engine-flags` overrides),
 `--streams` closed-loop streams of `--rounds` requests each, random prompt ids, greedy, EOS ignored, every
 request `--new-tokens` long in both modes (the schema asks for more than that, so a constrained output never
 ends early): the two modes differ only in the masks. Modes alternate (`--repeats` times each) and the best of
@@ -13,6 +14,10 @@ each is reported. Random-weight shapes pair the default model's tokenizer with t
 
 Compile: each schema of tests/clients/structured_schemas.py (55 shapes) compiled cold (`--no-grammar-cache`
 path: the backend's compile) and then fetched from a warm GrammarCompiler (the cache the engine keeps).
+
+Masks: the host time of one step's grammar work for `--streams` rows (each matcher accepts a token, then every
+row's mask is filled), one row after another and with xgrammar's batch fill on 2, 4 and 8 threads (what
+`--grammar-mask-threads` picks between).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from bench.structured.engine import build
 from engine_svc.__main__ import make_parser
 from engine_svc.scheduling.admission import admit
 from engine_svc.serving.core_process import EngineProcess
-from engine_svc.serving.loader import make_grammar_backend
+from engine_svc.serving.loader import core_in_child_process, make_grammar_backend
 from engine_svc.serving.streaming import stream_responses
 from engine_svc.structured.compiler import GrammarCompiler
 from engine_svc.structured.spec import Constraint
@@ -115,6 +120,38 @@ def compile_times(backend) -> dict:
         "cold_ms": {k: v * 1e3 for k, v in percentiles(cold).items()},
         "cached_us": {k: v * 1e6 for k, v in percentiles(warm).items()},
     }
+
+
+def mask_step_times(backend, rows: int, steps: int = 64) -> dict:
+    """Host microseconds per step for `rows` matchers under LONG_SCHEMA: accept one token each, fill every mask."""
+    import xgrammar as xgr
+
+    grammar = backend.compile(Constraint("json_schema", json.dumps(LONG_SCHEMA)))
+    bitmask = backend.allocate_bitmask(rows, pin=False)
+    shifts = torch.arange(32, dtype=torch.int32)
+    fillers = {"rows": None, **{f"batch{t}": xgr.BatchGrammarMatcher(max_threads=t) for t in (2, 4, 8)}}
+    results = {}
+    for name, batch in fillers.items():
+        matchers = [backend.matcher(grammar, frozenset()).inner for _ in range(rows)]
+        rng = random.Random(0)
+        accept = fill = 0.0
+        for step in range(steps):
+            if step:  # every row takes the same token the grammar allows (a random one of row 0's mask)
+                allowed = torch.nonzero(((bitmask[0][:, None] >> shifts) & 1).flatten())[:, 0].tolist()
+                token = rng.choice(allowed)
+                start = time.perf_counter()
+                for matcher in matchers:
+                    matcher.accept_token(token)
+                accept += time.perf_counter() - start
+            start = time.perf_counter()
+            if batch is None:
+                for row, matcher in enumerate(matchers):
+                    matcher.fill_next_token_bitmask(bitmask, row)
+            else:
+                batch.batch_fill_next_token_bitmask(matchers, bitmask, list(range(rows)))
+            fill += time.perf_counter() - start
+        results[name] = {"accept": accept / (steps - 1) * 1e6, "fill": fill / steps * 1e6}
+    return results
 
 
 def make_requests(args, vocab: int, constrained: bool) -> list[engine_pb2.GenerateRequest]:
@@ -214,9 +251,11 @@ def main() -> None:
         results["machine"]["gpu"] = torch.cuda.get_device_name()
     results["compile"] = compile_times(backend)
     print(json.dumps(results["compile"], indent=1), flush=True)
+    results["mask_step_us"] = mask_step_times(backend, args.streams)
+    print("one step's grammar work (us):", json.dumps(results["mask_step_us"]), flush=True)
     if not args.skip_throughput:
         builder = functools.partial(build, args, engine_args)
-        if engine_args.engine_core == "process":  # as CUDA serving runs: the step loop never waits for our GIL
+        if core_in_child_process(engine_args):  # as CUDA serving runs: the step loop never waits for our GIL
             loaded = EngineProcess.launch(builder, engine_args.stall_timeout_s)
         else:
             loaded = builder()

@@ -25,6 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -47,6 +48,15 @@ ADMISSION_WINDOW_S = 0.005
 
 # Takes each step's outputs, on the step thread.
 Sink = Callable[[list[tuple[RequestState, StepOutput]]], object]
+
+
+@dataclass
+class Read:
+    """A decode step's tokens and logprobs, on the host."""
+
+    tokens: list[int]
+    logprobs: list
+    grammar_done: set[Sequence] | None = None  # a set: the guides have these tokens; whose grammar they completed
 
 
 class Engine(EngineFront):
@@ -287,14 +297,19 @@ class Engine(EngineFront):
                 c.seq.want_prompt_logprobs = False
         self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
 
-    def _masks(self, seqs: list[Sequence]) -> MaskJob | None:
-        """Start filling the token masks of the guided rows among `seqs` (the logits rows, in order)."""
+    def _masks(self, seqs: list[Sequence], now: bool = False) -> MaskJob | None:
+        """Start filling the token masks of the guided rows among `seqs` (the logits rows, in order) on the
+        worker thread, or fill them `now` in this one (when nothing would run beside it)."""
         guides = self.guides
-        guided = [(row, guide) for row, seq in enumerate(seqs) if (guide := guides.get(seq)) and guide.masked]
+        guided = [
+            (row, guide)
+            for row, seq in enumerate(seqs)
+            if (guide := guides.get(seq)) and guide.masked and not guide.done
+        ]
         if not guided:
             return None
         assert self.masker is not None
-        return self.masker.fill(guided)
+        return self.masker.fill(guided, now)
 
     def _lookahead(self, chunks: list[Chunk]) -> int:
         """Decode steps to queue back to back: more than one only when every chunk is a plain decode whose
@@ -318,22 +333,27 @@ class Engine(EngineFront):
         is step k's tokens, still on the device) before step k's tokens are read, checked and shipped. Stops
         queueing when every sequence finished, or when new requests or aborts have waited ADMISSION_WINDOW_S
         (requests that arrive together, as closed-loop clients' do, then share one prefill step instead of
-        breaking the run once each)."""
+        breaking the run once each).
+
+        With guided rows, step k's masks need step k-1's tokens in the guides. Only that sits between the two
+        steps: once step k is queued, step k-1's tokens are read (their sampling ran before this forward
+        pass), fed to the guides, and the masks filled and applied while the device computes step k; step
+        k-1's other bookkeeping and shipping wait until step k+1 is queued, so they overlap the device too."""
         seqs = [c.seq for c in chunks]
         guided = bool(self.guides) and any(seq in self.guides for seq in seqs)
         forward = self.runner.decode_loop(chunks)
         batch = self.sampler.prepare(seqs, steps)
-        queued: deque[Drawn] = deque()
+        queued: deque[Drawn] = deque()  # sampled, not read yet
+        read: deque[Read] = deque()  # read and fed to the guides, not shipped yet (guided runs)
         tokens = None
         for step in range(steps):
             logits, greedy = forward(tokens)
             if guided:
-                # This step's masks need every earlier token in the guides: the step before is shipped now (its
-                # tokens reached the host while this one was queued), then the masks are filled while the device
-                # still computes this step, and applied before it samples.
-                while queued:
-                    self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
-                masks = self._masks(seqs)
+                while read:
+                    self._ship(self._settle(seqs, read.popleft(), {}))
+                if queued:
+                    read.append(self._read_guided(seqs, queued.popleft()))
+                masks = self._masks(seqs, now=True)
                 if masks is not None:
                     masks.apply(logits)
                     greedy = None  # each row's argmax again, over what its grammar allows
@@ -341,33 +361,52 @@ class Engine(EngineFront):
             tokens = drawn.tokens
             queued.append(drawn)
             if len(queued) > 1:
-                self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
+                self._ship(self._settle(seqs, Read(*queued.popleft().result()), {}))
             if all(seq.finished for seq in seqs) or (
                 self._inbox and time.monotonic() - self._inbox_since >= ADMISSION_WINDOW_S
             ):
                 break
-        while len(queued) > 1:
-            self._ship(self._accept_drawn(seqs, queued.popleft(), {}))
-        self._accept_drawn(seqs, queued.popleft(), outputs)  # the step loop ships the last one
+        pending = [*read, *(Read(*drawn.result()) for drawn in queued)]
+        for item in pending[:-1]:
+            self._ship(self._settle(seqs, item, {}))
+        self._settle(seqs, pending[-1], outputs)  # the step loop ships the last one
 
-    def _accept_drawn(self, seqs: list[Sequence], drawn: Drawn, outputs):
-        tokens, logprobs = drawn.result()
+    def _read_guided(self, seqs: list[Sequence], drawn: Drawn) -> Read:
+        """A guided run's step, read: its tokens go to the guides at once (the next step's masks need them)."""
+        item = Read(*drawn.result())
+        live = [row for row, seq in enumerate(seqs) if not seq.finished]
+        item.grammar_done = self._advance_guides([seqs[r] for r in live], [item.tokens[r] for r in live])
+        return item
+
+    def _settle(self, seqs: list[Sequence], item: Read, outputs):
         live = [row for row, seq in enumerate(seqs) if not seq.finished]
         for row in live:
             self.scheduler.computed(seqs[row], 1)
-        self._accept([seqs[r] for r in live], [tokens[r] for r in live], [logprobs[r] for r in live], outputs)
+        tokens, logprobs = [item.tokens[r] for r in live], [item.logprobs[r] for r in live]
+        self._accept([seqs[r] for r in live], tokens, logprobs, outputs, item.grammar_done)
         return outputs
 
-    def _accept(self, seqs: list[Sequence], tokens: list[int], logprobs: list, outputs) -> None:
-        """Append each sequence's sampled token, detect stops and lengths, and retire what finished."""
+    def _advance_guides(self, seqs: list[Sequence], tokens: list[int]) -> set[Sequence]:
+        """Feed each guided sequence its new token; the sequences whose grammar is done with it (complete and
+        closed, or broken: nothing more may follow)."""
+        done = set()
+        for seq, token in zip(seqs, tokens):
+            guide = self.guides.get(seq)
+            if guide is not None and not guide.done:
+                guide.accept(token)
+                if guide.done:
+                    done.add(seq)
+        return done
+
+    def _accept(self, seqs: list[Sequence], tokens: list[int], logprobs: list, outputs, grammar_done=None) -> None:
+        """Append each sequence's sampled token, detect stops and lengths, and retire what finished.
+        `grammar_done`: the guides were fed these tokens already, and these sequences' grammars are done."""
         finished: set[Sequence] = set()
-        guides = self.guides
+        if grammar_done is None:
+            grammar_done = self._advance_guides(seqs, tokens) if self.guides else ()
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)
-            guide = guides.get(seq) if guides else None
-            if guide is not None:
-                guide.accept(token)
             first = state.first_token_at is None
             if first:
                 state.first_token_at = time.perf_counter()
@@ -377,8 +416,8 @@ class Engine(EngineFront):
                 delta.stop_token_id = token if token in seq.config.requested_stop_ids else None
             elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
                 delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
-            elif guide is not None and guide.done:  # the grammar is complete (it needs no stop token) or broke
-                if guide.rejected:
+            elif seq in grammar_done:  # the grammar is complete (it needs no stop token) or broke
+                if self.guides[seq].rejected:
                     log.warning("request %s: the grammar refused token %d (none was allowed)", seq.request_id, token)
                 delta.finish_reason = common_pb2.FINISH_REASON_STOP
             out = outputs.get(state) or outputs.setdefault(state, StepOutput())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,11 +194,7 @@ def make_grammar_backend(tokenizer, vocab_size: int, args):
         return None
     from engine_svc.structured.xgrammar_backend import XGrammarBackend
 
-    # Masks are filled while the forward pass runs: on CPU the model has every core, on CUDA they are free.
-    mask_threads = 1 if pick_device(args.device).type == "cpu" else min(8, max(1, (os.cpu_count() or 2) // 2))
-    return XGrammarBackend.from_hf(
-        tokenizer, vocab_size, threads=args.grammar_compile_threads, mask_threads=mask_threads
-    )
+    return XGrammarBackend.from_hf(tokenizer, vocab_size, threads=args.grammar_compile_threads)
 
 
 def core_in_child_process(args) -> bool:

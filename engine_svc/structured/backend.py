@@ -42,7 +42,7 @@ class Matcher(Protocol):
 
 class GrammarBackend(Protocol):
     name: str
-    vocab_size: int  # the model's logits width (the bitmask covers it; ids past the tokenizer are never allowed)
+    vocab_size: int  # the model's logits width (ids past the tokenizer's are never allowed)
 
     def compile(self, constraint: Constraint) -> CompiledGrammar:
         """Raises GrammarError for a bad constraint. May take long: call it off the step loop."""
@@ -53,13 +53,14 @@ class GrammarBackend(Protocol):
         ...
 
     def fill_rows(self, matchers: list[Matcher], bitmask: torch.Tensor, rows: list[int]) -> None:
-        """Each matcher's next allowed tokens into its row of a host bitmask (in parallel where it pays)."""
+        """Each matcher's next allowed tokens into its row of a host bitmask."""
         ...
 
     def allocate_bitmask(self, rows: int, pin: bool) -> torch.Tensor: ...
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
-        """Set the disallowed logits of `rows` to -inf, in place (`bitmask` on the logits' device)."""
+        """Set the disallowed logits of `rows` to -inf, in place (`bitmask` on the logits' device), the columns
+        past the tokenizer's vocabulary included."""
         ...
 
     def warm_up(self, device: torch.device) -> None:

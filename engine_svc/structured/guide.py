@@ -2,7 +2,9 @@
 
 A guided sequence's next token must keep its output inside the grammar. Each step that samples guided rows:
 1. before the forward pass, `Masker.fill` hands the rows' matchers to a worker thread, which writes each
-   row's allowed tokens into a host bitmask while the model runs (native code, without the GIL);
+   row's allowed tokens into a host bitmask while the model runs (native code; it holds the GIL, so this
+   pays beside a forward pass that releases it); in a decode run, where the device computes step k while
+   the host feeds step k-1's tokens to the guides, the step thread fills them itself;
 2. after the forward pass, `MaskJob.apply` copies the bitmask to the logits' device and sets every
    disallowed logit of those rows to -inf, before any sampling;
 3. once the tokens are on the host, each guide accepts its row's token.
@@ -137,8 +139,10 @@ class Masker:
         self._turn = 0
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="grammar-mask")
 
-    def fill(self, guided: list[tuple[int, Guide]]) -> MaskJob:
-        """Start filling the bitmask rows of `guided` ((logits row, guide) pairs) on the worker thread."""
+    def fill(self, guided: list[tuple[int, Guide]], now: bool = False) -> MaskJob:
+        """Start filling the bitmask rows of `guided` ((logits row, guide) pairs) on the worker thread, or fill
+        them `now` on this one (the matchers hold the GIL: a worker only helps beside a forward pass that
+        releases it)."""
         need = max(row for row, _ in guided) + 1
         self._turn ^= 1
         if self._buffers[self._turn].shape[0] < need:
@@ -155,7 +159,13 @@ class Masker:
             for row, guide in others:
                 guide.adjust(bitmask, row)
 
-        return MaskJob(self, bitmask, [row for row, _ in guided], self._worker.submit(fill))
+        rows = [row for row, _ in guided]
+        if now:
+            filled: Future = Future()
+            fill()
+            filled.set_result(None)
+            return MaskJob(self, bitmask, rows, filled)
+        return MaskJob(self, bitmask, rows, self._worker.submit(fill))
 
     def close(self) -> None:
         self._worker.shutdown(wait=False)

@@ -51,7 +51,6 @@ _MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAP = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 log = logging.getLogger(__name__)
 
-BATCH_FILL_ROWS = 8  # fewer rows than this fill one by one (the thread hand-off costs more)
 _CPP_NOISE = re.compile(r"\[\d\d:\d\d:\d\d\] \S+:\d+: (Check failed: \(.*?\) is false: )?")
 
 
@@ -120,30 +119,37 @@ class _XGrammarMatcher:
 
 
 class XGrammarBackend:
-    """A `GrammarBackend` for one tokenizer."""
+    """A `GrammarBackend` for one tokenizer.
+
+    Grammars cover the tokenizer's ids only; a model's logits may be wider (a vocabulary padded for its
+    kernels), and those columns are masked apart. xgrammar would treat every padded id as a special token,
+    which its matchers check on each accepted token: 79k padded ids (the default tokenizer under a 128k
+    vocabulary) made accepting a token 30x slower."""
 
     name = "xgrammar"
 
-    def __init__(self, info: xgr.TokenizerInfo, threads: int = 2, mask_threads: int = 1):
+    def __init__(self, info: xgr.TokenizerInfo, vocab_size: int, threads: int = 2):
         self.info = info
-        self.vocab_size = info.vocab_size
+        self.vocab_size = vocab_size  # the logits' width
+        self.words = info.vocab_size  # the tokenizer's ids: what the grammar masks
         # Our cache (compiler.py) keys compiled grammars by constraint and tokenizer; xgrammar's would double it.
         self._compiler = xgr.GrammarCompiler(info, max_threads=threads, cache_enabled=False)
-        # Many rows' masks are filled by xgrammar's own threads (on a GPU host the cores are otherwise idle).
-        self._batch = xgr.BatchGrammarMatcher(max_threads=mask_threads) if mask_threads > 1 else None
         # xgrammar's pick (Triton on CUDA); warm_up() falls back to its plain torch ops
         self.apply_kernel: Literal["auto", "torch_native"] = "auto"
 
     @classmethod
-    def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2, mask_threads: int = 1) -> XGrammarBackend:
+    def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2) -> XGrammarBackend:
         """For a transformers tokenizer; `vocab_size` is the model's (its logits may be wider than the vocab)."""
-        return cls(xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size), threads, mask_threads)
+        words = min(vocab_size, max(tokenizer.get_vocab().values()) + 1)
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=words)
+        return cls(info, vocab_size, threads)
 
     @classmethod
     def from_vocab(cls, tokens: list[str], vocab_size: int, stop_token_ids: list[int], threads: int = 1):
         """For a plain vocabulary: token i is the text tokens[i] (tests' tiny models)."""
-        info = xgr.TokenizerInfo(tokens, xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
-        return cls(info, threads)
+        words = min(vocab_size, len(tokens))
+        info = xgr.TokenizerInfo(tokens[:words], xgr.VocabType.RAW, vocab_size=words, stop_token_ids=stop_token_ids)
+        return cls(info, vocab_size, threads)
 
     def compile(self, constraint: Constraint):
         try:
@@ -191,20 +197,27 @@ class XGrammarBackend:
         )
 
     def fill_rows(self, matchers: list[_XGrammarMatcher], bitmask: torch.Tensor, rows: list[int]) -> None:
-        if self._batch is not None and len(matchers) >= BATCH_FILL_ROWS:
-            self._batch.batch_fill_next_token_bitmask([m.inner for m in matchers], bitmask, rows)
-            return
+        # One row after another: xgrammar's batch fill on 2-8 threads took 3-7x longer for 64 rows, on this
+        # 2-core machine and on an H200's 16-core host alike (bench/structured: "one step's grammar work").
         for matcher, row in zip(matchers, rows):
             matcher.inner.fill_next_token_bitmask(bitmask, row)
 
     def allocate_bitmask(self, rows: int, pin: bool) -> torch.Tensor:
-        bitmask = xgr.allocate_token_bitmask(rows, self.vocab_size)
+        bitmask = xgr.allocate_token_bitmask(rows, self.words)
         return bitmask.pin_memory() if pin else bitmask
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
+        every = rows == list(range(logits.shape[0]))
+        indices = None if every else rows
         xgr.apply_token_bitmask_inplace(
-            logits, bitmask, vocab_size=self.vocab_size, indices=rows, backend=self.apply_kernel
+            logits, bitmask, vocab_size=self.words, indices=indices, backend=self.apply_kernel
         )
+        if logits.shape[-1] > self.words:  # the padded columns: never a token
+            padded = logits[:, self.words :]
+            if every:
+                padded.fill_(float("-inf"))
+            else:
+                padded.index_fill_(0, torch.tensor(rows, device=logits.device), float("-inf"))
 
     def warm_up(self, device: torch.device) -> None:
         """Apply a mask once before serving (on CUDA its kernel compiles here); if xgrammar's kernel does not

@@ -123,10 +123,11 @@ async def test_json_schemas_hold_for_random_outputs(flags):
     assert stopped >= len(results) // 2
 
 
-async def test_regex_choice_json_object_and_grammar():
+@pytest.mark.parametrize("flags", [(), ("--decode-steps", "4")])
+async def test_regex_choice_json_object_and_grammar(flags):
     grammar = 'root ::= "(" item ("," item)* ")"\nitem ::= [0-9] | "x"'
     lark = 'start: pair\npair: "<" letter letter ">"\nletter: "a" | "b"'
-    async with guided_stub() as (stub, _):
+    async with guided_stub(*flags) as (stub, _):
         runs = await asyncio.gather(
             *[generate(stub, constrained(p, regex=r"[ab]{2,4}-\d\d")) for p in PROMPTS],
             *[generate(stub, constrained(p, choice=["red", "green", "blue sky"])) for p in PROMPTS],
@@ -168,6 +169,23 @@ async def test_unconstrained_neighbours_decode_exactly_as_alone(decode_steps):
         assert re.fullmatch(r"[a-z]{1,20}", text(tokens[0]))
 
 
+@pytest.mark.parametrize("decode_steps", ["1", "4"])
+async def test_a_grammar_without_stop_tokens_ends_on_its_last_token(decode_steps):
+    """With EOS ignored the grammar completes on its own: that token is the last one, in decode runs too (where
+    the guides see each step's tokens before its bookkeeping)."""
+    async with guided_stub("--decode-steps", decode_steps) as (stub, _):
+        jobs = []
+        for p in PROMPTS:
+            message = constrained(p, regex=r"[a-z]{3}-[0-9]{2}")
+            message.sampling_params.ignore_eos = True
+            jobs.append(generate(stub, message))
+        runs = await asyncio.gather(*jobs)
+    for messages, tokens in runs:
+        assert finish(messages) == common_pb2.FINISH_REASON_STOP
+        assert re.fullmatch(r"[a-z]{3}-[0-9]{2}", text(tokens[0])), text(tokens[0])
+        assert TINY_EOS not in tokens[0]
+
+
 async def test_greedy_constrained_outputs_repeat_and_n_choices_each_hold():
     async with guided_stub() as (stub, _):
         message = constrained(PROMPTS[0], regex=r"[0-9]{3}\.[0-9]")
@@ -191,8 +209,9 @@ def reasoning(started: bool) -> common_pb2.ReasoningTokens:
     return message
 
 
-async def test_reasoning_is_free_and_the_answer_is_constrained():
-    async with guided_stub() as (stub, _):
+@pytest.mark.parametrize("flags", [(), ("--decode-steps", "4")])
+async def test_reasoning_is_free_and_the_answer_is_constrained(flags):
+    async with guided_stub(*flags) as (stub, _):
         jobs = []
         for i, p in enumerate(PROMPTS * 3):
             message = constrained(p, regex=r"[0-9]{2}", reasoning=reasoning(started=True), max_tokens=30)
