@@ -14,7 +14,16 @@ import jinja2
 
 from gateway.edge import Edge
 from gateway.limits import REPLY_MAPPERS, Limits
-from scaleout.v1 import anthropic_pb2, chat_pb2, derender_pb2, engine_pb2, openai_pb2, render_pb2, responses_pb2
+from scaleout.v1 import (
+    anthropic_pb2,
+    chat_pb2,
+    derender_pb2,
+    engine_pb2,
+    engine_stream_pb2,
+    openai_pb2,
+    render_pb2,
+    responses_pb2,
+)
 from scaleout_common import openai_errors, prefix_hash
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
 from scaleout_common.errors import untyped_reason
@@ -35,6 +44,9 @@ SERVICES = {
         openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"],
         anthropic_pb2.DESCRIPTOR.services_by_name["AnthropicService"],
         responses_pb2.DESCRIPTOR.services_by_name["ResponsesService"],
+        # The engine's stream for REST clients (`/inference/v1/generate/stream`), relayed so that it ends in-band
+        # when its engine replica dies; native gRPC calls of EngineService.Generate go to the engine itself.
+        engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"],
     ),
 }
 

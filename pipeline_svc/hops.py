@@ -17,6 +17,7 @@ from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2_grpc, render
 from scaleout_common import prefix_hash
 from scaleout_common.channels import open_channel
 from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
 
 
 class Hops:
@@ -113,6 +114,15 @@ class LiveGeneration:
         finally:
             for task_or_call in (pump, self._engine_call, self._derender_call):
                 task_or_call.cancel()
+
+
+def broken_off(error: grpc.RpcError) -> ServiceError:
+    """A started stream's failed call as its in-band error: a status its service typed passes on as it is; an
+    untyped one (Envoy resets a stream whose replica died or whose connection broke) is UPSTREAM_LOST."""
+    failure = ServiceError.from_rpc_error(error)
+    if failure.typed:
+        return failure
+    return fail(Reason.UPSTREAM_LOST, f"the stream broke off after it started ({failure.code.name}: {failure.message})")
 
 
 def rpc_errors_typed(function):

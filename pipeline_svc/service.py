@@ -1,5 +1,6 @@
 """The pipeline server: ChatService (typed), OpenAIService (OpenAI's JSON), AnthropicService (Anthropic's
-Messages) and ResponsesService (OpenAI's Responses) over one set of hops.
+Messages), ResponsesService (OpenAI's Responses) and EngineStreamService (the engine's stream for REST clients)
+over one set of hops.
 
 It holds no model, so it loads in no time and scales on its own. The gateway sends grpc.reflection and
 grpc.health here too: `grpcurl list` against the gateway lists the whole contract.
@@ -11,6 +12,7 @@ import grpc
 
 from pipeline_svc.anthropic_service import AnthropicFrontDoor
 from pipeline_svc.chat import ChatPipeline
+from pipeline_svc.engine_stream import EngineStreamRelay
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.responses_service import ResponsesFrontDoor
@@ -19,6 +21,8 @@ from scaleout.v1 import (
     anthropic_pb2_grpc,
     chat_pb2,
     chat_pb2_grpc,
+    engine_stream_pb2,
+    engine_stream_pb2_grpc,
     openai_pb2,
     openai_pb2_grpc,
     responses_pb2,
@@ -34,6 +38,7 @@ class PipelineService:
         openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"].full_name,
         anthropic_pb2.DESCRIPTOR.services_by_name["AnthropicService"].full_name,
         responses_pb2.DESCRIPTOR.services_by_name["ResponsesService"].full_name,
+        engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"].full_name,
     )
     reflected_names = contract_service_names()
 
@@ -45,6 +50,7 @@ class PipelineService:
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(OpenAIFrontDoor(self.hops), server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
         responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops), server)
+        engine_stream_pb2_grpc.add_EngineStreamServiceServicer_to_server(EngineStreamRelay(self.hops), server)
 
     async def load(self) -> None:
         await self.hops.open()

@@ -164,6 +164,12 @@ class Reason(StrEnum):
         C.UNKNOWN,
         "a downstream call failed with any other code and no reason (the status keeps its code)",
     )
+    # A started stream whose downstream broke off without a reason ends in-band with this one (pipeline_svc/hops.py).
+    UPSTREAM_LOST = (
+        "UPSTREAM_LOST",
+        C.UNAVAILABLE,
+        "a stream's upstream broke off after it started (its replica died, the connection broke): in-band, retry",
+    )
     # --- the gateway's own answers (gateway/envoy.yaml.j2) --------------------------------------------------
     REQUEST_BODY_TOO_LARGE = (
         "REQUEST_BODY_TOO_LARGE",

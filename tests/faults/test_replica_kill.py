@@ -1,6 +1,7 @@
-"""An engine replica killed mid-stream: every stream ends loudly (an in-band error event, or for the raw engine
-stream, which no live hop can finish for it, a body cut short), never a 200 that simply stops; new requests
-go to the replica left."""
+"""An engine replica killed mid-stream: every stream ends loudly, with an in-band error event a client can
+parse, never a 200 that simply stops or is cut short (the raw REST engine stream too: the one-hop service relays
+it, pipeline_svc/engine_stream.py); native gRPC streams end with a status; new requests go to the replica
+left."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import requests
 
 from devstack.stack import Stack, StackConfig
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+from scaleout_common.reasons import Reason
 from tests.faults.conftest import post, sse_events
 
 LONG = {"max_tokens": 400, "ignore_eos": True}  # long enough to be mid-stream at the kill, short on CPU
@@ -39,8 +41,9 @@ def stack(tmp_path_factory):
         yield running
 
 
-def _outcome(stack, path, body) -> str:
-    """'complete', 'error event' or 'cut short' (a body that ended without its last chunk); else what it was."""
+def _outcome(stack, path, body, errors: list | None = None) -> str:
+    """'complete', 'error event' (its error object joins `errors`) or 'cut short' (a body that ended without its
+    last chunk); else what it was."""
     try:
         answer = post(stack, path, body, timeout=120, stream=True)
         text = "".join(chunk.decode() for chunk in answer.iter_content(chunk_size=None))
@@ -54,15 +57,40 @@ def _outcome(stack, path, body) -> str:
         last = events[-2] if len(events) > 1 else "{}"
     message = json.loads(last)
     if message.get("error"):
+        if errors is not None:
+            errors.append(message["error"])
         return "error event"
     if message.get("finished") or any(choice.get("finish_reason") for choice in message.get("choices", [])):
         return "complete"
     return f"silent end: {last[:200]}"
 
 
+def _engines_running(stack) -> dict[str, int]:
+    """Sequences running on each engine replica, asked of the replica itself."""
+    running = {}
+    for replica in (r for r in stack.replicas if r.name.startswith("engine-")):
+        with grpc.insecure_channel(f"127.0.0.1:{replica.port}") as channel:
+            load = engine_pb2_grpc.EngineServiceStub(channel).GetLoad(engine_pb2.GetLoadRequest(), timeout=10)
+        running[replica.name] = load.running
+    return running
+
+
 def test_every_stream_ends_loudly_when_its_engine_dies(stack):
     outcomes: dict[str, str] = {}
-    threads = []
+    # One raw REST stream starts alone, and the engine that runs it is the one killed: that route's in-band
+    # error is always exercised (the others land on either replica).
+    raw_errors: list[dict] = []
+
+    def pinned(path=STREAMS["raw engine stream"][0], body=STREAMS["raw engine stream"][1]):
+        outcomes["raw engine stream (on the victim)"] = _outcome(stack, path, body, raw_errors)
+
+    threads = [threading.Thread(target=pinned)]
+    threads[0].start()
+    deadline = time.monotonic() + 30
+    while not any((busy := _engines_running(stack)).values()):
+        assert time.monotonic() < deadline, "the raw stream never started"
+        time.sleep(0.05)
+    victim_name = next(name for name, count in busy.items() if count)
     for name, (path, body) in STREAMS.items():
         for copy in range(2):  # two of each: with two engines, some land on the victim
 
@@ -83,19 +111,22 @@ def test_every_stream_ends_loudly_when_its_engine_dies(stack):
                 grpc_outcomes.append(f"status {error.code().name}")
 
     threads += [threading.Thread(target=native) for _ in range(2)]
-    for thread in threads:
+    for thread in threads[1:]:
         thread.start()
     time.sleep(4)  # every stream has started generating
-    victim = next(r for r in stack.replicas if r.name == "engine-0")
+    victim = next(r for r in stack.replicas if r.name == victim_name)
     victim.process.kill()
     for thread in threads:
         thread.join(150)
     assert not any(t.is_alive() for t in threads), "a stream hung after its engine died"
     print(outcomes, grpc_outcomes)
     for key, outcome in outcomes.items():
-        allowed = {"error event"} if not key.startswith("raw engine") else {"cut short"}
-        assert outcome in allowed | {"complete"}, (key, outcome)
-    assert any(o != "complete" for o in outcomes.values()), "no stream was on the killed engine"
+        assert outcome in ("complete", "error event"), (key, outcome)
+    # The raw stream's last message is a GenerateResponse whose `error` is a google.rpc.Status with its reason.
+    assert outcomes["raw engine stream (on the victim)"] == "error event", outcomes
+    [error] = raw_errors
+    reasons = [d.get("reason") for d in error["details"] if d["@type"].endswith("google.rpc.ErrorInfo")]
+    assert error["code"] == Reason.UPSTREAM_LOST.code.value[0] and reasons == [Reason.UPSTREAM_LOST], error
     assert all(o == "complete" or o.startswith("status ") for o in grpc_outcomes), grpc_outcomes
     # The survivor takes new work once the gateway's health checks have ejected the dead replica.
     time.sleep(3)

@@ -3,6 +3,7 @@ gRPC, per-key rate limits, and admin RPCs scoped to the key that made the reques
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import time
@@ -181,3 +182,31 @@ def test_abort_reaches_the_owning_engine_and_only_for_its_owner(secure):
             assert list(own.aborted) == [request_id], trial
             last = list(call)[-1]
             assert last.finished and last.choices[0].finish_reason == common_pb2.FINISH_REASON_ABORT
+
+
+def test_a_rest_stream_runs_with_its_callers_key_so_its_owner_can_abort_it(secure):
+    """`/inference/v1/generate/stream` reaches the engine through the one-hop relay, with the caller's key: Abort
+    through the gateway finds it for that key, and not for another."""
+    request_id = f"rest-abort-{time.monotonic_ns()}"
+    body = {
+        "request_id": request_id,
+        "token_ids": [1, 2, 3],
+        "sampling_params": {"max_tokens": 4000, "ignore_eos": True},
+    }
+    with requests.post(
+        secure.rest_url + "/inference/v1/generate/stream",
+        json=body,
+        headers={"authorization": "Bearer sk-alice"},
+        verify=str(secure.ca_cert),
+        stream=True,
+        timeout=120,
+    ) as streamed:
+        assert streamed.status_code == 200
+        events = (json.loads(line[len(b"data: ") :]) for line in streamed.iter_lines() if line.startswith(b"data: "))
+        assert next(events)["request_id"] == request_id
+        other = _post(secure, "/inference/v1/abort_requests", {"request_ids": [request_id]}, "sk-bob").json()
+        assert other["aborted"] == [] and other["not_found"] == [request_id]
+        own = _post(secure, "/inference/v1/abort_requests", {"request_ids": [request_id]}, "sk-alice").json()
+        assert own["aborted"] == [request_id]
+        last = list(events)[-1]
+    assert last["finished"] and last["choices"][0]["finish_reason"] == "FINISH_REASON_ABORT", last

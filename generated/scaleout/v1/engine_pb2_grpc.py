@@ -69,7 +69,9 @@ class EngineServiceServicer:
     def Generate(self, request, context):
         """Streams delta token ids as they are sampled. Prompt info rides on the first message;
         each choice ends with a message carrying its finish_reason; the stream's last message
-        has `finished` set (or `error` when the request failed after it started).
+        has `finished` set (or `error` when the request failed after it started). Its REST route,
+        `/inference/v1/generate/stream`, is EngineStreamService.Generate (engine_stream.proto): a relay that also
+        ends the stream in-band when this call breaks off.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
