@@ -130,6 +130,14 @@ class SandboxPool:
         reason, message, field = reply
         raise fail(Reason(reason), message, field)
 
+    def warm(self) -> None:
+        """Start a worker now (the first also starts the forkserver, ~1 s) rather than in the first request."""
+        worker = self._idle.get()
+        try:
+            worker = worker or self._start()
+        finally:
+            self._idle.put(worker)
+
     def close(self) -> None:
         """Kill every worker; calls waiting for one are refused."""
         with self._lock:

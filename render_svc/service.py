@@ -48,6 +48,8 @@ class RenderService:
             args.trust_remote_code,
         )
         self.renderer = Renderer(model, flags.limits(args), flags.options(args))
+        if args.trust_request_chat_template:
+            await asyncio.to_thread(self.renderer.templates.sandbox.warm)
         log.info("render ready: %s (max_model_len %d, %s)", model.name, model.max_model_len, model.fingerprint)
 
     @property

@@ -84,7 +84,7 @@ class Reason(StrEnum):
     TEMPLATE_OUTPUT_TOO_LARGE = (
         "TEMPLATE_OUTPUT_TOO_LARGE",
         C.INVALID_ARGUMENT,
-        "the template built more than --max-template-output-chars",
+        "the template built more than --max-template-output-chars or --template-memory-mb",
     )
     TEMPLATE_NOT_BRIDGEABLE = (
         "TEMPLATE_NOT_BRIDGEABLE",
