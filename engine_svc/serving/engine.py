@@ -10,8 +10,8 @@ Structured outputs: a request with a constraint is added once its grammar is com
 for that before admitting it; should the cache have dropped it since, the request waits off the step loop
 for a recompile). Its sequences get a `Guide`. A step that samples guided rows has their masks filled on a
 worker thread while the forward pass runs, and applied before sampling; in a decode run the device stays
-one step ahead as ever, except that a step's tokens are read before the next one samples (its masks need
-them), so CUDA graphs and decode runs serve guided batches too. Batches without guided rows are untouched.
+one step ahead as ever, with only the guides' work between two steps (`_decode_ahead`), so CUDA graphs and
+decode runs serve guided batches too. Batches without guided rows are untouched.
 """
 
 from __future__ import annotations
