@@ -1,13 +1,16 @@
 """The engine's CUDA kernels against the torch / cuBLAS calls they replace, one kernel at a time (CUDA graph
 replay timing): skinny matmuls (plain, and with the norm and SwiGLU fused in), split-context attention,
-rope + K/V store, the row argmax.
+prefill attention (the per-row decode kernel, the prefill kernel and its configurations, SDPA), rope + K/V
+store, the row argmax.
 
     python -m bench.engine.kernels --shape llama-1b
+    python -m bench.engine.kernels --shape llama-8b --parts prefill
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 import torch
 import triton
@@ -19,6 +22,7 @@ from engine_svc.model.fused_ops import FusedOps, rope_split
 from engine_svc.model.triton_argmax import argmax_rows
 from engine_svc.model.triton_attention import paged_attention, pick_splits, rope_store
 from engine_svc.model.triton_linear import _gemv, _skinny_matmul, normed_gemv, skinny_matmul
+from engine_svc.model.triton_prefill import prefill_attention
 
 
 def timed(fn) -> float:
@@ -114,6 +118,55 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
             print(f"{'':<10}{rows:>5}{context:>8}{one:>12.2f}{splits:>7}{many:>10.2f}{error:>10.4f}", flush=True)
 
 
+def prefill(shape: dict, cases, block_size: int = 16) -> None:
+    """A step of `chunks` prefill chunks of `tokens` each after `context` cached tokens: the decode kernel row by
+    row (what prefill rows took before), the prefill kernel (default and best of a small sweep of
+    configurations), and SDPA over dense, already-gathered K/V (no paging: a bound, not a contender)."""
+    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    scale = dim**-0.5
+    print(
+        f"{'prefill':<8}{'chunks':>7}{'tokens':>7}{'context':>8}{'per-row us':>12}{'prefill us':>12}"
+        f"{'TFLOP/s':>9}{'best us':>9}{'SDPA us':>9}{'max diff':>10}  best (block_n, warps, stages)"
+    )
+    for chunks, tokens, context in cases:
+        total = context + tokens
+        width = -(-total // block_size)
+        cache = torch.randn(
+            chunks * width * block_size + block_size, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16
+        )
+        tables = (torch.randperm(chunks * width, device="cuda") + 1).view(chunks, width)
+        q = torch.randn(chunks * tokens, heads, dim, device="cuda", dtype=torch.bfloat16)
+        table = torch.tensor(
+            [[i * tokens, tokens, context, i * width] for i in range(chunks)], device="cuda", dtype=torch.int64
+        )
+        blocks = tables.flatten()
+        rows_index = torch.arange(chunks, device="cuda").repeat_interleave(tokens)
+        lengths = torch.arange(context + 1, total + 1, device="cuda").repeat(chunks)
+        per_row = lambda: paged_attention(q, cache, tables, lengths, block_size, scale, rows_index)  # noqa: E731
+        new = lambda **kw: prefill_attention(q, cache, blocks, table, tokens, block_size, scale, **kw)  # noqa: E731
+        slots = (tables[:, :, None] * block_size + torch.arange(block_size, device="cuda")).flatten(1)[:, :total]
+        k, v = (x.repeat_interleave(heads // kv_heads, 2).transpose(1, 2).contiguous() for x in cache[slots].unbind(2))
+        dense_q = q.view(chunks, tokens, heads, dim).transpose(1, 2)
+        causal = torch.arange(total, device="cuda")[None, :] <= torch.arange(context, total, device="cuda")[:, None]
+        sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+            dense_q, k, v, attn_mask=None if context == 0 else causal, is_causal=context == 0, scale=scale
+        )
+        error = (new().float() - per_row().float()).abs().max()
+        flops = 4 * heads * dim * chunks * sum(range(context + 1, total + 1))
+        configs = [(n, w, s) for n in (32, 64, 128) for w in (4, 8) for s in (2, 3)]
+        times = {}
+        for n, w, s in configs:
+            with contextlib.suppress(Exception):  # out of shared memory or registers: not a candidate
+                times[(n, w, s)] = timed(lambda: new(block_n=n, num_warps=w, num_stages=s))
+        best = min(times, key=times.__getitem__)
+        row, default, dense = timed(per_row), timed(new), timed(sdpa)
+        print(
+            f"{'':<8}{chunks:>7}{tokens:>7}{context:>8}{row:>12.1f}{default:>12.1f}{flops / default / 1e6:>9.0f}"
+            f"{times[best]:>9.1f}{dense:>9.1f}{error:>10.4f}  {best}",
+            flush=True,
+        )
+
+
 def rope(shape: dict, token_counts) -> None:
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
     compiled = torch.compile(rope_split, dynamic=True)
@@ -140,15 +193,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="llama-1b")
     parser.add_argument("--rows", default="1,4,8,16")
+    parser.add_argument("--parts", default="rope,attention,prefill,matmuls,normed,argmax")
     args = parser.parse_args()
-    shape = SHAPES[args.shape]
+    shape, parts = SHAPES[args.shape], args.parts.split(",")
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
-    rope(shape, [1, 8, 256, 2048])
-    attention(shape, [1, 8, 64, 256], [192, 1024])
-    rows = [int(r) for r in args.rows.split(",")]
-    matmuls(shape, rows)
-    normed(shape)
-    argmax([1, 8, 64, 256])
+    if "rope" in parts:
+        rope(shape, [1, 8, 256, 2048])
+    if "attention" in parts:
+        attention(shape, [1, 8, 64, 256], [192, 1024])
+    if "prefill" in parts:  # (chunks, tokens, context): fresh prompts, prefix-cache hits, short continuations
+        prefill(shape, [(8, 1024, 0), (1, 1024, 0), (8, 256, 768), (32, 64, 1000), (1, 2048, 0)])
+    if "matmuls" in parts:
+        matmuls(shape, [int(r) for r in args.rows.split(",")])
+    if "normed" in parts:
+        normed(shape)
+    if "argmax" in parts:
+        argmax([1, 8, 64, 256])
 
 
 if __name__ == "__main__":

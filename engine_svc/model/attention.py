@@ -46,11 +46,11 @@ class AttentionMetadata:
     decode_block_tables: torch.Tensor = field(default_factory=lambda: _no_rows(0, 0))  # [decodes, blocks]
     decode_context_lens: torch.Tensor = field(default_factory=lambda: _no_rows(0))  # [decodes], new token included
     prefills: list[PrefillChunk] = field(default_factory=list)
-    # Per-row view of a mixed or prefill step, for backends with `wants_row_tables` (each row attends to the
-    # first row_lengths[i] tokens of the blocks in row_tables[row_table_index[i]]).
-    row_tables: torch.Tensor | None = None
-    row_table_index: torch.Tensor | None = None
-    row_lengths: torch.Tensor | None = None
+    # Per-chunk view of a mixed or prefill step, for backends with `wants_prefill_table`: row i of prefill_table
+    # [chunks, 4] is chunk i's first row, token count, context start and the index in prefill_blocks of its
+    # sequence's first block (the others follow there in order).
+    prefill_table: torch.Tensor | None = None
+    prefill_blocks: torch.Tensor | None = None
     # Filled by the backend's prepare(), once per forward.
     decode_mask: torch.Tensor | None = None
     prefill_calls: list[PrefillCall] = field(default_factory=list)
@@ -60,7 +60,7 @@ class AttentionBackend:
     """Attention for a flat batch: q [tokens, heads, dim], kv [tokens, 2, kv_heads, dim] (this step's K/V,
     already written to kv_cache)."""
 
-    wants_row_tables = False
+    wants_prefill_table = False
     num_heads: int
     num_kv_heads: int
 

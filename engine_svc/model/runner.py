@@ -238,20 +238,13 @@ class ModelRunner:
         return slots
 
     @staticmethod
-    def _pack_row_tables(packed: PackedInputs, decodes, prefills, blocks, spans) -> None:
-        """For backends that attend row by row: each row's table index and context length, and one block table
-        per decode and per prefill chunk, padded to a common width."""
-        width = max([len(c.seq.block_ids) for c in decodes] + [count for _, _, count in spans])
-        index, lengths, tables = list(range(len(decodes))), [c.start + 1 for c in decodes], []
-        for c in decodes:
-            tables += c.seq.block_ids[:width] + [0] * (width - len(c.seq.block_ids[:width]))
-        for number, (c, (_, first, count)) in enumerate(zip(prefills, spans), start=len(decodes)):
-            index += [number] * c.num_tokens
-            lengths += range(c.start + 1, c.start + c.num_tokens + 1)
-            tables += blocks[first : first + count] + [0] * (width - count)
-        packed.add("row_table_index", index)
-        packed.add("row_lengths", lengths)
-        packed.add("row_tables", tables, shape=(len(decodes) + len(prefills), width))
+    def _pack_prefill_table(packed: PackedInputs, prefills, spans) -> None:
+        """For backends that attend chunk by chunk from the cache: each prefill chunk's first row, token count,
+        context start and first block in prefill_blocks."""
+        table: list[int] = []
+        for c, (row, first, _) in zip(prefills, spans):
+            table += (row, c.num_tokens, c.start, first)
+        packed.add("prefill_table", table, shape=(len(prefills), 4))
 
     def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
         """A mixed or prefill step, every input in one host-to-device copy: ids, positions and slots over all
@@ -279,16 +272,15 @@ class ModelRunner:
         self._pack_decodes(packed, (ids, positions, slots, lengths, tables), n, width)
         packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows)
         packed.add("prefill_blocks", blocks)
-        if self.backend.wants_row_tables:
-            self._pack_row_tables(packed, decodes, prefills, blocks, spans)
+        if self.backend.wants_prefill_table:
+            self._pack_prefill_table(packed, prefills, spans)
         inputs = packed.to(self.device)
         meta = self._metadata(inputs, n)
         prefill_blocks = inputs["prefill_blocks"]
         for c, (row, first, count) in zip(prefills, spans):
             meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, prefill_blocks[first : first + count]))
-        if self.backend.wants_row_tables:
-            meta.row_table_index, meta.row_lengths = inputs["row_table_index"], inputs["row_lengths"]
-            meta.row_tables = inputs["row_tables"]
+        if self.backend.wants_prefill_table:
+            meta.prefill_table, meta.prefill_blocks = inputs["prefill_table"], prefill_blocks
         return self.model(
             inputs["ids"],
             inputs["positions"],

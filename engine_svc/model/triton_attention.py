@@ -1,11 +1,10 @@
-"""Attention straight from the paged KV cache in one Triton kernel per layer (CUDA).
+"""Attention straight from the paged KV cache in Triton kernels (CUDA).
 
 The SDPA backend gathers every decode's blocks into a dense copy, builds masks and runs SDPA per group of
-prefill chunks: several kernels per layer and copies of the contexts. Here one program per (query row,
-KV head) walks its sequence's block table up to the row's own position, loads K/V rows in place and keeps
-an online softmax for the query heads that share that KV head (GQA). A row is a decode token or a prefill
-token (whose chunk's K/V were written to the cache just before), so a whole step's attention, causal
-masking included, is a single kernel with no intermediate copies.
+prefill chunks: several kernels per layer and copies of the contexts. Here one program per (decode row,
+KV head) walks its sequence's block table, loads K/V rows in place and keeps an online softmax for the
+query heads that share that KV head (GQA). A step's prefill chunks (their K/V written to the cache just
+before) take the FlashAttention-style kernel of `triton_prefill`, all of them in one launch.
 
 A decode step of a few rows has too few (row, KV head) programs to keep the GPU busy: its rows split their
 context over several programs (flash-decoding) and a second kernel combines the partial softmaxes. The
@@ -22,6 +21,7 @@ import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
+from engine_svc.model.triton_prefill import prefill_attention
 
 TOKENS_PER_TILE = 64
 SMS_TO_FILL = 132  # an H100 / H200: a few decode rows split their context until the programs cover it
@@ -248,16 +248,18 @@ def paged_attention(
     scale: float,
     table_index: torch.Tensor | None = None,
     splits: int = 1,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Row i of q [rows, heads, dim] attends to the first lengths[i] tokens of the sequence whose blocks are
     block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim].
-    `splits` > 1 (a power of two) splits each row's context over that many programs."""
+    `splits` > 1 (a power of two) splits each row's context over that many programs. `out`: where to write
+    (contiguous, like q; default a new tensor)."""
     rows, heads, dim = q.shape
     kv_heads = kv_cache.shape[2]
     group = heads // kv_heads
     group_pad = max(16, triton.next_power_of_2(group))
     q = q.contiguous()
-    out = torch.empty_like(q)
+    out = torch.empty_like(q) if out is None else out
     part = stats = out
     if splits > 1:
         part = torch.empty(rows * kv_heads * splits * group_pad * dim, dtype=torch.float32, device=q.device)
@@ -294,9 +296,10 @@ def paged_attention(
 
 
 class TritonBackend(AttentionBackend):
-    """Every row of a step, decode or prefill, through the paged kernel; K/V written by rope_store."""
+    """Decode rows through the paged kernel, a step's prefill chunks through the prefill kernel (one launch);
+    K/V written by rope_store."""
 
-    wants_row_tables = True
+    wants_prefill_table = True
 
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
         self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
@@ -321,11 +324,17 @@ class TritonBackend(AttentionBackend):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
-        tables, lengths = meta.row_tables, meta.row_lengths
-        if tables is None or lengths is None:  # a decode-only step (no row tables): row i is sequence i
-            tables = meta.decode_block_tables
-            splits = pick_splits(q.shape[0], self.num_kv_heads, tables.shape[1] * meta.block_size)
-            return paged_attention(
-                q, kv_cache, tables, meta.decode_context_lens, meta.block_size, self.scale, splits=splits
-            )
-        return paged_attention(q, kv_cache, tables, lengths, meta.block_size, self.scale, meta.row_table_index)
+        decodes, chunks, blocks = meta.num_decodes, meta.prefill_table, meta.prefill_blocks
+        if not meta.prefills or chunks is None or blocks is None:  # decode only (a graph's step): row i, sequence i
+            return self._decode(q, kv_cache, meta)
+        out = torch.empty_like(q)
+        if decodes:
+            self._decode(q[:decodes], kv_cache, meta, out[:decodes])
+        longest = max(c.num_tokens for c in meta.prefills)
+        return prefill_attention(q, kv_cache, blocks, chunks, longest, meta.block_size, self.scale, out=out)
+
+    def _decode(self, q, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
+        tables = meta.decode_block_tables
+        splits = pick_splits(q.shape[0], self.num_kv_heads, tables.shape[1] * meta.block_size)
+        lengths = meta.decode_context_lens
+        return paged_attention(q, kv_cache, tables, lengths, meta.block_size, self.scale, splits=splits, out=out)

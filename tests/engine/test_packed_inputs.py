@@ -91,7 +91,7 @@ def test_a_mixed_step_feeds_the_model_what_its_chunks_say(runner, monkeypatch):
     prefilling.want_prompt_logprobs = True
     model = Recorder()
     monkeypatch.setattr(runner, "model", model)
-    monkeypatch.setattr(runner.backend, "wants_row_tables", True)
+    monkeypatch.setattr(runner.backend, "wants_prefill_table", True)
     runner.execute([Chunk(decoding, 5, 1), Chunk(prefilling, 0, 6)])
 
     assert model.ids.tolist() == [10, 11, 12, 13, 14, 15, 16]
@@ -105,10 +105,10 @@ def test_a_mixed_step_feeds_the_model_what_its_chunks_say(runner, monkeypatch):
     assert model.logits_rows.tolist() == [0, 6, 1, 2, 3, 4, 5]
     [chunk] = meta.prefills
     assert (chunk.token_start, chunk.num_tokens, chunk.context_start, chunk.block_ids.tolist()) == (1, 6, 0, [2, 5])
-    assert meta.row_table_index.tolist() == [0, 1, 1, 1, 1, 1, 1]
-    assert meta.row_lengths.tolist() == [6, 1, 2, 3, 4, 5, 6]
-    assert meta.row_tables.tolist() == [[3, 7], [2, 5]]
-    storages = {t.untyped_storage().data_ptr() for t in (model.ids, model.logits_rows, meta.row_tables)}
+    assert meta.prefill_table is not None and meta.prefill_blocks is not None
+    assert meta.prefill_table.tolist() == [[1, 6, 0, 0]]
+    assert meta.prefill_blocks.tolist() == [2, 5]
+    storages = {t.untyped_storage().data_ptr() for t in (model.ids, model.logits_rows, meta.prefill_table)}
     assert len(storages) == 1  # one host-to-device copy
 
 

@@ -1,15 +1,24 @@
-"""The paged Triton attention kernel against a dense reference. CUDA only (Triton's CPU interpreter cannot run
-it): `python -m pytest tests/engine/test_triton_attention.py` on the GPU machine."""
+"""The Triton kernels against dense references. CUDA (`python -m pytest tests/engine/test_triton_attention.py` on
+the GPU machine, bf16), or on the CPU through Triton's interpreter with triton installed (float32: the interpreter
+mishandles bf16; about a minute on two cores): `TRITON_INTERPRET=1 python -m pytest tests/engine/test_triton_attention.py`.
+Skipped otherwise."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+import torch.nn.functional as F
 
-if not torch.cuda.is_available():
-    pytest.skip("the Triton kernel needs CUDA", allow_module_level=True)
+if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("the Triton kernels need CUDA (or TRITON_INTERPRET=1)", allow_module_level=True)
 triton_attention = pytest.importorskip("engine_svc.model.triton_attention")
+from engine_svc.model.attention import AttentionMetadata, PrefillChunk, SdpaBackend  # noqa: E402
+from engine_svc.model.triton_prefill import prefill_attention  # noqa: E402
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
 BLOCK_SIZE, NUM_BLOCKS, WIDTH = 16, 40, 9
 LENGTHS = [1, 15, 16, 17, 70, 144]  # inside one block, block edges, several tiles, a full table
 
@@ -17,7 +26,7 @@ LENGTHS = [1, 15, 16, 17, 70, 144]  # inside one block, block edges, several til
 def paged_cache(kv_heads: int, dim: int):
     """A random bf16 cache and block tables giving each sequence of LENGTHS distinct, shuffled blocks."""
     torch.manual_seed(0)
-    cache = torch.randn(NUM_BLOCKS * BLOCK_SIZE, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
+    cache = torch.randn(NUM_BLOCKS * BLOCK_SIZE, 2, kv_heads, dim, device=DEVICE, dtype=DTYPE)
     order = torch.randperm(NUM_BLOCKS - 1) + 1
     tables = torch.zeros(len(LENGTHS), WIDTH, dtype=torch.int64)
     used = 0
@@ -25,7 +34,7 @@ def paged_cache(kv_heads: int, dim: int):
         count = -(-length // BLOCK_SIZE)
         tables[row, :count] = order[used : used + count]
         used += count
-    return cache, tables.cuda()
+    return cache, tables.to(DEVICE)
 
 
 def reference(q, cache, tables, table_index, lengths):
@@ -44,8 +53,8 @@ def reference(q, cache, tables, table_index, lengths):
 @pytest.mark.parametrize("heads,kv_heads,dim", [(8, 2, 64), (4, 4, 16), (32, 8, 128)])
 def test_decode_rows(heads, kv_heads, dim):
     cache, tables = paged_cache(kv_heads, dim)
-    lengths = torch.tensor(LENGTHS, device="cuda")
-    q = torch.randn(len(LENGTHS), heads, dim, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.tensor(LENGTHS, device=DEVICE)
+    q = torch.randn(len(LENGTHS), heads, dim, device=DEVICE, dtype=DTYPE)
     got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5)
     expected = reference(q, cache, tables, torch.arange(len(LENGTHS)), lengths)
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
@@ -55,9 +64,9 @@ def test_decode_rows(heads, kv_heads, dim):
 def test_prefill_rows_see_their_own_prefix(heads, kv_heads, dim):
     cache, tables = paged_cache(kv_heads, dim)
     # Rows of chunks of sequences 4 (positions 0..69, a fresh prompt) and 5 (positions 100..143, continuing).
-    table_index = torch.tensor([4] * 70 + [5] * 44, device="cuda")
-    lengths = torch.tensor(list(range(1, 71)) + list(range(101, 145)), device="cuda")
-    q = torch.randn(len(table_index), heads, dim, device="cuda", dtype=torch.bfloat16)
+    table_index = torch.tensor([4] * 70 + [5] * 44, device=DEVICE)
+    lengths = torch.tensor(list(range(1, 71)) + list(range(101, 145)), device=DEVICE)
+    q = torch.randn(len(table_index), heads, dim, device=DEVICE, dtype=DTYPE)
     got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5, table_index)
     expected = reference(q, cache, tables, table_index, lengths)
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
@@ -66,8 +75,8 @@ def test_prefill_rows_see_their_own_prefix(heads, kv_heads, dim):
 @pytest.mark.parametrize("splits", [2, 4, 16])
 def test_split_context_equals_one_program(splits):
     cache, tables = paged_cache(8, 64)
-    lengths = torch.tensor(LENGTHS, device="cuda")
-    q = torch.randn(len(LENGTHS), 32, 64, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.tensor(LENGTHS, device=DEVICE)
+    q = torch.randn(len(LENGTHS), 32, 64, device=DEVICE, dtype=DTYPE)
     got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, 64**-0.5, splits=splits)
     expected = reference(q, cache, tables, torch.arange(len(LENGTHS)), lengths)
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
@@ -78,32 +87,32 @@ def test_rope_store_matches_rope_split_and_index_copy():
 
     heads, kv_heads, dim, tokens = 32, 8, 64, 5
     torch.manual_seed(1)
-    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device="cuda", dtype=torch.bfloat16)
-    angles = torch.rand(tokens, dim // 2, device="cuda") * 6
-    cos = torch.cat([angles.cos()] * 2, -1).to(torch.bfloat16)[:, None]
-    sin = torch.cat([angles.sin()] * 2, -1).to(torch.bfloat16)[:, None]
-    slots = torch.tensor([3, 17, 40, 41, 99], device="cuda")
-    expected_cache = torch.zeros(128, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device=DEVICE, dtype=DTYPE)
+    angles = torch.rand(tokens, dim // 2, device=DEVICE) * 6
+    cos = torch.cat([angles.cos()] * 2, -1).to(DTYPE)[:, None]
+    sin = torch.cat([angles.sin()] * 2, -1).to(DTYPE)[:, None]
+    slots = torch.tensor([3, 17, 40, 41, 99], device=DEVICE)
+    expected_cache = torch.zeros(128, 2, kv_heads, dim, device=DEVICE, dtype=DTYPE)
     expected_q, kv = rope_split(qkv.float(), cos.float(), sin.float(), heads, kv_heads)
-    expected_cache.index_copy_(0, slots, kv.to(torch.bfloat16))
+    expected_cache.index_copy_(0, slots, kv.to(DTYPE))
     cache = torch.zeros_like(expected_cache)
     q = triton_attention.rope_store(qkv, cos, sin, slots, cache, heads)
-    torch.testing.assert_close(q, expected_q.to(torch.bfloat16), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(q, expected_q.to(DTYPE), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(cache, expected_cache, atol=2e-2, rtol=2e-2)
 
 
 def test_advance_kernel_equals_torch_ops():
-    from engine_svc.model.attention import AttentionBackend, AttentionMetadata
+    from engine_svc.model.attention import AttentionBackend
 
-    tables = torch.randint(1, 50, (5, 4), device="cuda")
-    positions = torch.tensor([0, 14, 15, 47, 63], device="cuda")  # block edges, the last column, past it
+    tables = torch.randint(1, 50, (5, 4), device=DEVICE)
+    positions = torch.tensor([0, 14, 15, 47, 63], device=DEVICE)  # block edges, the last column, past it
     metas = []
     for _ in range(2):
         metas.append(
             (
                 positions.clone(),
                 AttentionMetadata(
-                    slot_mapping=torch.zeros(5, dtype=torch.int64, device="cuda"),
+                    slot_mapping=torch.zeros(5, dtype=torch.int64, device=DEVICE),
                     block_size=16,
                     num_decodes=5,
                     decode_block_tables=tables,
@@ -116,3 +125,121 @@ def test_advance_kernel_equals_torch_ops():
     (got_positions, got), (want_positions, want) = metas
     assert torch.equal(got_positions, want_positions) and torch.equal(got.slot_mapping, want.slot_mapping)
     assert torch.equal(got.decode_context_lens, want.decode_context_lens)
+
+
+# Prefill chunks as (context start, tokens): fresh and continuing, around block (16) and tile edges.
+CHUNKS = [(0, 1), (0, 300), (1, 16), (15, 17), (16, 64), (17, 33), (100, 129), (0, 15), (100, 2), (16, 1)]
+LEAD = 3  # rows before the chunks (a mixed step's decodes), which the prefill kernel leaves alone
+
+
+def prefill_step(kv_heads: int, dim: int, dtype, chunks=CHUNKS):
+    """A random cache, every chunk's sequence on distinct shuffled blocks; the flat block list and the prefill
+    table [chunks, 4] (first row, tokens, context start, first block) as the runner packs them."""
+    torch.manual_seed(0)
+    counts = [-(-(start + n) // BLOCK_SIZE) for start, n in chunks]
+    cache = torch.randn(sum(counts) * BLOCK_SIZE + BLOCK_SIZE, 2, kv_heads, dim, device=DEVICE, dtype=dtype)
+    blocks = (torch.randperm(sum(counts)) + 1).tolist()
+    table, row, first = [], LEAD, 0
+    for (start, n), count in zip(chunks, counts):
+        table.append([row, n, start, first])
+        row, first = row + n, first + count
+    return cache, torch.tensor(blocks, device=DEVICE), torch.tensor(table, device=DEVICE), row
+
+
+def reference_prefill(q, cache, blocks, table):
+    """Chunk by chunk: gather its sequence's K/V and run SDPA (every query head, float32) with an explicit
+    causal mask: token i of a chunk after `start` cached tokens sees keys 0..start + i."""
+    out = torch.zeros_like(q, dtype=torch.float32)
+    group = q.shape[1] // cache.shape[2]
+    for row, n, start, first in table.tolist():
+        slots = [blocks[first + t // BLOCK_SIZE].item() * BLOCK_SIZE + t % BLOCK_SIZE for t in range(start + n)]
+        k, v = (x.repeat_interleave(group, dim=1).transpose(0, 1) for x in cache[slots].float().unbind(1))
+        mask = torch.arange(start + n, device=q.device)[None, :] <= start + torch.arange(n, device=q.device)[:, None]
+        queries = q[row : row + n].float().transpose(0, 1)
+        attn = F.scaled_dot_product_attention(queries, k, v, attn_mask=mask, scale=q.shape[-1] ** -0.5)
+        out[row : row + n] = attn.transpose(0, 1)
+    return out.to(q.dtype)
+
+
+@pytest.mark.parametrize("group,dim", [(1, 64), (4, 128), (8, 64), (8, 128), (7, 64)])  # 7: a padded group
+def test_prefill_kernel_equals_dense_causal_attention(group, dim):
+    kv_heads = 2
+    cache, blocks, table, rows = prefill_step(kv_heads, dim, DTYPE)
+    q = torch.randn(rows, group * kv_heads, dim, device=DEVICE, dtype=DTYPE)
+    out = torch.full_like(q, 7.0)
+    longest = max(n for _, n in CHUNKS)
+    prefill_attention(q, cache, blocks, table, longest, BLOCK_SIZE, dim**-0.5, out=out)
+    assert torch.all(out[:LEAD] == 7.0)
+    expected = reference_prefill(q, cache, blocks, table)
+    torch.testing.assert_close(out[LEAD:], expected[LEAD:], atol=2e-2, rtol=2e-2)
+
+
+def test_prefill_kernel_in_float32():
+    cache, blocks, table, rows = prefill_step(2, 64, torch.float32, CHUNKS[:4])
+    q = torch.randn(rows, 8, 64, device=DEVICE)
+    got = prefill_attention(q, cache, blocks, table, 300, BLOCK_SIZE, 64**-0.5)
+    expected = reference_prefill(q, cache, blocks, table)
+    torch.testing.assert_close(got[LEAD:], expected[LEAD:], atol=1e-4, rtol=1e-4)
+
+
+def test_backend_mixed_step_equals_sdpa_backend():
+    """Decode rows (the decode kernel) and prefill chunks (the prefill kernel) of one step, against SdpaBackend."""
+    heads, kv_heads, dim = 8, 2, 64
+    cache, blocks, table, rows = prefill_step(kv_heads, dim, DTYPE, CHUNKS[4:])
+    # The LEAD decode rows: sequences of 1, 17 and 40 tokens on the chunks' blocks (any cached rows do).
+    decode_tables = blocks[:9].view(LEAD, 3)
+    decode_lens = torch.tensor([1, 17, 40], device=DEVICE)
+    slots = [
+        t[(n - 1) // BLOCK_SIZE].item() * BLOCK_SIZE + (n - 1) % BLOCK_SIZE for t, n in zip(decode_tables, decode_lens)
+    ]
+    prefills = []
+    for row, n, start, first in table.tolist():
+        count = -(-(start + n) // BLOCK_SIZE)
+        chunk_blocks = blocks[first : first + count]
+        prefills.append(PrefillChunk(row, n, start, chunk_blocks))
+        slots += [chunk_blocks[t // BLOCK_SIZE].item() * BLOCK_SIZE + t % BLOCK_SIZE for t in range(start, start + n)]
+    slot_mapping = torch.tensor(slots, device=DEVICE)
+    meta = AttentionMetadata(slot_mapping, BLOCK_SIZE, LEAD, decode_tables, decode_lens, prefills)
+    meta.prefill_table, meta.prefill_blocks = table, blocks
+    q = torch.randn(rows, heads, dim, device=DEVICE, dtype=DTYPE)
+    got = triton_attention.TritonBackend(heads, kv_heads, dim).forward(q, None, cache, meta)
+    sdpa = SdpaBackend(heads, kv_heads, dim)
+    sdpa.prepare(meta)
+    expected = sdpa.forward(q.float(), cache[slot_mapping].float(), cache.float(), meta)
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_runner_steps_equal_the_sdpa_backend():
+    """Through the model runner (its packed prefill table included): fresh, continuing, mixed and decode-only
+    steps of a 2-layer random Llama give the same logits and second-layer K/V with either backend."""
+    from bench.engine.shapes import build_model
+    from engine_svc.model.runner import ModelRunner
+    from engine_svc.scheduling.sampling import SamplingConfig
+    from engine_svc.scheduling.sequence import Chunk, Sequence
+
+    model = build_model("llama-tiny", DEVICE, DTYPE, max_len=8192)
+    runners = [
+        ModelRunner(model, block_size=16, num_blocks=64, max_num_seqs=8, max_model_len=512, cuda_graphs=False)
+        for _ in range(2)
+    ]
+    layer = runners[1].model.layer0
+    runners[1].backend = triton_attention.TritonBackend(layer.num_heads, layer.num_kv_heads, layer.head_dim)
+    g = torch.Generator().manual_seed(0)
+    a, b, c, d = (Sequence(name, 0, torch.randint(3, 500, (n,), generator=g).tolist(), SamplingConfig())
+                  for name, n in (("a", 70), ("b", 130), ("c", 33), ("d", 50)))  # fmt: skip
+    for seq, first in ((a, 1), (b, 10), (c, 30), (d, 40)):
+        seq.block_ids = list(range(first, first + -(-(seq.num_tokens + 1) // 16)))
+    steps = [  # (tokens sampled before the step, its chunks)
+        ([], [Chunk(a, 0, 40), Chunk(b, 0, 17)]),  # fresh chunks
+        ([], [Chunk(a, 40, 30), Chunk(b, 17, 100), Chunk(c, 0, 33)]),  # continuing after 40 and 17, and fresh
+        ([], [Chunk(b, 117, 13)]),  # continuing after 117
+        ([(a, 7), (b, 11), (c, 9)], [Chunk(a, 70, 1), Chunk(c, 33, 1), Chunk(b, 130, 1), Chunk(d, 0, 50)]),
+        ([(a, 8)], [Chunk(a, 71, 1)]),  # decode only
+    ]
+    for sampled, chunks in steps:
+        for seq, token in sampled:
+            seq.append(token)
+        logits = [runner.execute(chunks).float() for runner in runners]
+        torch.testing.assert_close(logits[1], logits[0], atol=5e-2, rtol=5e-2)
+        caches = [runner.kv_caches[-1].float() for runner in runners]
+        torch.testing.assert_close(caches[1], caches[0], atol=5e-2, rtol=5e-2)
