@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the chat's messages)
-from pipeline_svc.hops import Hops, LiveGeneration, rpc_errors_typed
+from pipeline_svc.hops import Hops, LiveGeneration, broken_off, rpc_errors_typed
 from scaleout.v1 import chat_pb2_grpc, derender_pb2
 from scaleout_common.errors import ServiceError
 
@@ -29,20 +29,16 @@ class ChatPipeline(chat_pb2_grpc.ChatServiceServicer):
             rendered = await self.hops.render.RenderChat(request, timeout=context.time_remaining())
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
-        live = LiveGeneration(self.hops, rendered, context)
         sent_any = False
         try:
-            async for answer in live.answers():
-                yield answer.chat
+            async for answer in LiveGeneration(self.hops, rendered, context).answers():
                 sent_any = True
-            if live.engine_error is not None:
-                yield error_chunk(rendered, live.engine_error)
-        except grpc.aio.AioRpcError as error:
-            failure = ServiceError.from_rpc_error(error)
+                yield answer.chat
+        except (grpc.aio.AioRpcError, ServiceError) as error:
             if not sent_any:
-                raise failure from None
+                raise ServiceError.of(error) from None
             # HTTP/1.1 clients never see trailers: the outcome travels in-band.
-            yield error_chunk(rendered, failure.to_status())
+            yield error_chunk(rendered, broken_off(error).to_status())
 
 
 def error_chunk(rendered, status) -> derender_pb2.ChatCompletionChunk:

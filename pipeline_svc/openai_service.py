@@ -6,8 +6,9 @@ With `stream_options.include_usage` every chunk has `"usage": null` and a last c
 carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on every chunk.
 
 An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
-status); after it, an in-band `data: {"error": ...}` event and `data: [DONE]`, because HTTP/1.1 clients never
-see trailers. Several completion prompts stream interleaved, each choice under its flat index.
+status); after it, an in-band `data: {"error": ...}` event (`hops.broken_off`: the upstream's typed status, or
+UPSTREAM_LOST) and `data: [DONE]`, because HTTP/1.1 clients never see trailers. Several completion prompts
+stream interleaved, each choice under its flat index.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from opentelemetry import trace
 
 from pipeline_svc import openai_request, openai_response
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
-from pipeline_svc.hops import Hops, LiveGeneration
+from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
@@ -86,9 +87,11 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
 
 
 async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration], shape):
-    """Every live generation's chunks as events, then the usage chunk (when asked for) and [DONE]."""
+    """Every live generation's chunks as events, then the usage chunk (when asked for) and [DONE]; a failure
+    before the first event is raised (an HTTP error), after it an error event (`hops.broken_off`) and [DONE]."""
     usage_per_prompt: dict[int, common_pb2.Usage] = {}
     head: dict = {}
+    started = False
     try:
         async for index, answer in _merged(lives):
             chunk = answer.chat if answer.HasField("chat") else answer.completion
@@ -100,14 +103,16 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
             if payload["choices"] or parsed.continuous_usage:
                 if parsed.continuous_usage:
                     payload["usage"] = openai_response.usage(_total(usage_per_prompt))
+                started = True
                 yield _event(payload)
-        failure = next((live.engine_error for live in lives if live.engine_error is not None), None)
-        if failure is not None:
-            yield _event(error_object(ServiceError.from_status(failure)))
-        elif parsed.include_usage and head:
+        if parsed.include_usage and head:
+            started = True
             yield _event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
     except (grpc.aio.AioRpcError, ServiceError) as error:
-        yield _event(error_object(ServiceError.of(error)))
+        if not started:
+            raise ServiceError.of(error) from None
+        # HTTP/1.1 clients never see trailers: the outcome travels in-band.
+        yield _event(error_object(broken_off(error)))
     yield DONE
 
 

@@ -13,8 +13,8 @@ Streamed: `response.created` and `response.in_progress`, then per item `response
 content part (`response.content_part.added`), the deltas (`response.output_text.delta`,
 `response.reasoning_text.delta`, `response.function_call_arguments.delta`), their `.done` events and
 `response.output_item.done`; an item closes when another kind of output starts. The stream ends with
-`response.completed` (or `response.incomplete`) carrying the whole Response. Every event has its
-`sequence_number`.
+`response.completed` (or `response.incomplete`) carrying the whole Response; one that fails after it
+started ends with `error` and `response.failed`. Every event has its `sequence_number`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from scaleout.v1 import common_pb2, derender_pb2, render_pb2
 from scaleout_common import finish_reasons
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
+from scaleout_common.reasons import HTTP_STATUS
 
 # Request fields echoed in the Response as the client sent them, and their value when absent.
 ECHOED = {
@@ -198,25 +199,33 @@ class ResponseStream:
             events.append(self._event("response.content_part.added", **self._where(), content_index=0, part=part))
         return events
 
+    def _whole(self, status: str) -> dict:
+        """The open item with its text so far."""
+        item, text = self.open, self.text
+        assert item is not None
+        if item["type"] == "message":
+            return _message_item(item["id"], text, status)
+        if item["type"] == "reasoning":
+            return _reasoning_item(item["id"], text, status)
+        return _call_item(item["id"], item["call_id"], item["name"], text, status)
+
     def _close(self) -> list[Event]:
         item = self.open
         if item is None:
             return []
         where, text, events = self._where(), self.text, []
         if item["type"] == "message":
-            done = _message_item(item["id"], text, "completed")
             events.append(self._event("response.output_text.done", **where, content_index=0, text=text, logprobs=[]))
             events.append(self._event("response.content_part.done", **where, content_index=0, part=_text_part(text)))
         elif item["type"] == "reasoning":
-            done = _reasoning_item(item["id"], text, "completed")
             part = {"type": "reasoning_text", "text": text}
             events.append(self._event("response.reasoning_text.done", **where, content_index=0, text=text))
             events.append(self._event("response.content_part.done", **where, content_index=0, part=part))
         else:
-            done = _call_item(item["id"], item["call_id"], item["name"], text, "completed")
             events.append(
                 self._event("response.function_call_arguments.done", **where, name=item["name"], arguments=text)
             )
+        done = self._whole("completed")
         events.append(self._event("response.output_item.done", output_index=where["output_index"], item=done))
         self.output.append(done)
         self.open = None
@@ -268,5 +277,13 @@ class ResponseStream:
         return events + [self._event(kind, response=final)]
 
     def error(self, failure: ServiceError) -> list[Event]:
+        """`error` (its `code` the stable reason), then `response.failed` ending the response's lifecycle: the
+        output so far (an item cut short is `incomplete`) and `error.code` one of the API's own codes."""
         error = error_object(failure)["error"]
-        return [self._event("error", code=error["code"], message=error["message"], param=error["param"])]
+        events = [self._event("error", code=error["code"], message=error["message"], param=error["param"])]
+        failed = self._response() | {"status": "failed", "usage": usage(self.usage)}
+        if self.open is not None:
+            failed["output"].append(self._whole("incomplete"))
+        code = "rate_limit_exceeded" if HTTP_STATUS.get(failure.code) == 429 else "server_error"
+        failed["error"] = {"code": code, "message": failure.message}
+        return events + [self._event("response.failed", response=failed)]

@@ -8,7 +8,7 @@ derender's typed ChatCompletion (unary) or ChatCompletionChunks (streamed) into 
 Unary: one `application/json` HttpBody. Streamed: one HttpBody per server-sent event (`event:` and `data:`
 lines), the first written together with the first output derender answers, so that a failure before it (a
 refused request, a full engine queue, a replica still loading) is still a typed status and an HTTP error. After the first byte, errors
-travel in-band as the API's error event.
+travel in-band as the API's error events (`hops.broken_off`: the upstream's typed status, or UPSTREAM_LOST).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import grpc
 from google.api import httpbody_pb2
 from opentelemetry import trace
 
-from pipeline_svc.hops import Hops, LiveGeneration
+from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from scaleout.v1 import derender_pb2, render_pb2
 from scaleout_common.errors import ServiceError
 
@@ -74,23 +74,19 @@ async def serve(
     shape = streamed(rendered, body)
     started = False
     try:
-        live = LiveGeneration(hops, rendered, context)
-        async for answer in live.answers():
+        async for answer in LiveGeneration(hops, rendered, context).answers():
             events = shape.chunk(answer.chat)
             if events and not started:  # a chunk without output (usage only) starts nothing yet
                 events, started = shape.start() + events, True
             for event in events:
                 yield sse(event)
-        if live.engine_error is not None:
-            raise ServiceError.from_status(live.engine_error)
         events = [] if started else shape.start()
         started = True
         for event in events + shape.finish():
             yield sse(event)
     except (grpc.aio.AioRpcError, ServiceError) as error:
-        failure = ServiceError.of(error)
         if not started:
-            raise failure from None
+            raise ServiceError.of(error) from None
         # HTTP/1.1 clients never see trailers: the outcome travels in-band.
-        for event in shape.error(failure):
+        for event in shape.error(broken_off(error)):
             yield sse(event)

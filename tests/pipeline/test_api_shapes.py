@@ -273,11 +273,31 @@ def test_responses_length_is_incomplete():
 
 
 def test_responses_in_band_error():
+    """`error` with the stable reason, then `response.failed` with the output so far (the open item incomplete)."""
     failure = ServiceError(grpc.StatusCode.INTERNAL, "ENGINE_STEP_FAILED", "a model step raised")
     shape = responses_response.ResponseStream(_rendered("resp_"), {"input": "hi"})
-    [(name, data)] = _wire(shape.error(failure))
-    RESPONSES_EVENT.validate_python(data, strict=True)
-    assert name == "error" and data["code"] == "ENGINE_STEP_FAILED" and data["sequence_number"] == 2
+    events = shape.start()
+    for chunk in _chunks("resp_", "reasoning_then_text")[:3]:  # the reasoning item, and the text item open
+        events += shape.chunk(chunk)
+    wire = _wire(events + shape.error(failure))
+    for number, (kind, data) in enumerate(wire):
+        RESPONSES_EVENT.validate_python(data, strict=True)
+        assert kind == data["type"] and data["sequence_number"] == number
+    (name, error), (last, failed) = wire[-2:]
+    assert name == "error" and error["code"] == "ENGINE_STEP_FAILED" and error["message"] == "a model step raised"
+    response = failed["response"]
+    Response.model_validate(response, strict=True)
+    assert last == "response.failed" and response["status"] == "failed"
+    assert response["error"] == {"code": "server_error", "message": "a model step raised"}
+    assert [(i["type"], i["status"]) for i in response["output"]] == [
+        ("reasoning", "completed"),
+        ("message", "incomplete"),
+    ]
+    assert response["output"][1]["content"][0]["text"] == "Paris."
+    queue_full = ServiceError(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL", "the queue is full")
+    fresh = responses_response.ResponseStream(_rendered("resp_"), {"input": "hi"})
+    [_, (_, data)] = _wire(fresh.start()[:0] + fresh.error(queue_full))
+    assert data["response"]["error"]["code"] == "rate_limit_exceeded" and data["response"]["output"] == []
 
 
 def test_finish_reason_names():
