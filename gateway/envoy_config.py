@@ -59,6 +59,14 @@ GATEWAY_GRPC = (
     "grpc.health.v1.Health",
 )
 GATEWAY_GRPC_ROLE = "chat"
+# The gateway's own refusals are GATEWAY_ + Envoy's response flags.
+GATEWAY_REASON_PREFIX = Reason.GATEWAY_ERROR.value.removesuffix("ERROR")
+# A call that came in as gRPC (the local replies' filters): the transcoder gives a REST call gRPC's content-type
+# and keeps the path it came with in x-envoy-original-path.
+NATIVE_GRPC = [
+    {"header_filter": {"header": {"name": "content-type", "string_match": {"prefix": "application/grpc"}}}},
+    {"header_filter": {"header": {"name": "x-envoy-original-path", "present_match": False}}},
+]
 # Envoy caps direct_response bodies at 4 KB by default; the OpenAPI document is ~100 KB.
 OPENAPI_MAX_BYTES = 4 * 1024 * 1024
 
@@ -222,6 +230,8 @@ def render_config(
         admin_port=admin_port,
         limits=limits or Limits(),
         reply_mappers=REPLY_MAPPERS,
+        gateway_mapper={"filter": {"response_flag_filter": {}}, "reason": f"{GATEWAY_REASON_PREFIX}%RESPONSE_FLAGS%"},
+        native_grpc=NATIVE_GRPC,
         edge=edge,
         abort=_abort_route(upstreams),
         services=upstreams,
@@ -235,7 +245,7 @@ def render_config(
         .replace("{{ untyped_reason }}", untyped_reason(grpc.StatusCode.UNKNOWN))
         .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
         .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
-        gateway_reason_prefix=Reason.GATEWAY_ERROR.value.removesuffix("ERROR"),
+        gateway_reason_prefix=GATEWAY_REASON_PREFIX,
         invalid_json_reason=Reason.INVALID_JSON.value,
         openapi_max_bytes=OPENAPI_MAX_BYTES,
         gateway_grpc=GATEWAY_GRPC,

@@ -3,11 +3,12 @@
 -- A service's failed call reaches here as the transcoder prints a google.rpc.Status:
 --   {"code":3,"message":"...","details":[{ErrorInfo},{BadRequest}]}
 -- (fields in proto order, compact). It becomes message = the status message, param = the first field
--- violation, code = the ErrorInfo reason, details = the status details as they were. Envoy's own replies are
--- already in the error shape (local_reply_config) with the HTTP status standing in for `type`, which is
--- filled in here. TYPES is rendered from scaleout_common/openai_errors.py; a status without an ErrorInfo
--- (a failure no service typed) gets the reason of its code (UNTYPED, from scaleout_common/errors.py
--- untyped_reason). JSON string literals are copied as they are, never unescaped and re-encoded.
+-- violation, code = the ErrorInfo reason, details = the status details as they were. Envoy's own replies to
+-- REST calls are already in the error shape (local_reply_config) with the HTTP status standing in for `type`,
+-- which is filled in here. gRPC replies (200, application/grpc; Envoy's own in plain words) pass untouched.
+-- TYPES is rendered from scaleout_common/openai_errors.py; a status without an ErrorInfo (a failure no service
+-- typed) gets the reason of its code (UNTYPED, from scaleout_common/errors.py untyped_reason). JSON string
+-- literals are copied as they are, never unescaped and re-encoded.
 -- Success responses are never touched (no body buffering on the streaming paths).
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
 -- {"type": "error", "error": {...}} with Anthropic's type names (ANTHROPIC_TYPES); the request marks itself.
