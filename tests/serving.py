@@ -11,6 +11,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scaleout_common.server import serve
 
 
+class NoLifecycle:
+    """A test service's lifecycle with nothing to load, drain or close (override what a service needs)."""
+
+    async def load(self) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
 @contextlib.asynccontextmanager
 async def serving(service, parser, *flags: str):
     """Start `service` (flags from `parser` with --port 0, then `flags`), wait until SERVING, yield "127.0.0.1:port"."""

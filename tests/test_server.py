@@ -13,6 +13,7 @@ from grpc_status import rpc_status
 from scaleout_common.config import server_parser
 from scaleout_common.errors import ServiceError
 from scaleout_common.server import serve
+from tests.serving import NoLifecycle
 
 SERVICE = "test.Toy"
 
@@ -21,7 +22,7 @@ def _identity(payload: bytes) -> bytes:
     return payload
 
 
-class Toy:
+class Toy(NoLifecycle):
     """A bare generic-handler service: loads when told to, echoes, fails on demand, can be slow."""
 
     service_names = (SERVICE,)
@@ -48,12 +49,6 @@ class Toy:
 
     async def load(self):
         await self.may_finish_loading.wait()
-
-    async def drain(self):
-        pass
-
-    async def close(self):
-        pass
 
 
 async def _health(channel, service=SERVICE):

@@ -20,6 +20,7 @@ from devstack.certs import CA, CERT, KEY, Authority
 from scaleout_common import channels, tls
 from scaleout_common.config import server_parser
 from scaleout_common.server import serve
+from tests.serving import NoLifecycle
 
 SERVICE = "test.Peer"
 WHO = f"/{SERVICE}/Who"
@@ -29,7 +30,7 @@ def _identity(payload: bytes) -> bytes:
     return payload
 
 
-class Peer:
+class Peer(NoLifecycle):
     """Answers with the certificate its caller presented (PEM); b"slow" answers after a while."""
 
     service_names = (SERVICE,)
@@ -44,15 +45,6 @@ class Peer:
             who, request_deserializer=_identity, response_serializer=_identity
         )
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {"Who": handler})])
-
-    async def load(self):
-        pass
-
-    async def drain(self):
-        pass
-
-    async def close(self):
-        pass
 
 
 @pytest.fixture(autouse=True)

@@ -13,13 +13,14 @@ from grpc_status import rpc_status
 from scaleout.v1 import render_pb2
 from scaleout_common.config import server_parser
 from scaleout_common.server import serve
+from tests.serving import NoLifecycle
 
 SERVICE = "test.Typed"
 CORRUPT = b"\xff\xff\xff\xff\x0f not a message"  # a varint tag past the end: protobuf's DecodeError
 Req = render_pb2.TokenizeRequest
 
 
-class Typed:
+class Typed(NoLifecycle):
     """Four methods, one of each kind, that take a real message type and echo the prompt."""
 
     service_names = (SERVICE,)
@@ -47,15 +48,6 @@ class Typed:
             "Bidi": grpc.stream_stream_rpc_method_handler(bidi, Req.FromString, Req.SerializeToString),
         }
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, kinds)])
-
-    async def load(self):
-        pass
-
-    async def drain(self):
-        pass
-
-    async def close(self):
-        pass
 
 
 def _reason(error: grpc.aio.AioRpcError) -> str:

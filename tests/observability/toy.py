@@ -22,13 +22,14 @@ from scaleout_common.channels import open_channel
 from scaleout_common.config import server_parser
 from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
+from tests.serving import NoLifecycle
 from tests.serving import serving as shared_serving
 
 OUTPUT = [[11], [12], [13, 14]]  # three messages, four tokens
 log = logging.getLogger("toy")
 
 
-class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
+class ToyEngine(engine_pb2_grpc.EngineServiceServicer, NoLifecycle):
     service_names = ("scaleout.v1.EngineService",)
 
     def __init__(self):
@@ -39,15 +40,6 @@ class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
 
     def watch_metrics(self, llm):
         llm.watch(queue_depth=lambda: self.waiting, running=lambda: self.running, kv_cache_usage=lambda: 0.25)
-
-    async def load(self):
-        pass
-
-    async def drain(self):
-        pass
-
-    async def close(self):
-        pass
 
     async def Generate(self, request, context):
         if not request.token_ids:
@@ -76,7 +68,7 @@ class ToyEngine(engine_pb2_grpc.EngineServiceServicer):
         return whole
 
 
-class ToyFront(chat_pb2_grpc.ChatServiceServicer):
+class ToyFront(chat_pb2_grpc.ChatServiceServicer, NoLifecycle):
     """CreateChatCompletion = one Generate stream on the engine, answered as a ChatCompletion."""
 
     service_names = ("scaleout.v1.ChatService",)
@@ -90,9 +82,6 @@ class ToyFront(chat_pb2_grpc.ChatServiceServicer):
     async def load(self):
         self.channel = open_channel(self.engine_target)
         self.engine = engine_pb2_grpc.EngineServiceStub(self.channel)
-
-    async def drain(self):
-        pass
 
     async def close(self):
         await self.channel.close()
