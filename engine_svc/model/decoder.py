@@ -54,18 +54,36 @@ class NormedProjection(nn.Module):
 
 
 class VocabHead(nn.Module):
-    """The vocabulary projection. On CPU, weight @ x^T runs the tall vocab matrix 2.4x faster than
-    x @ weight^T for a few rows (SmolLM2's 49152 x 576 head at 8 rows: 8.9 ms against 21.4 ms on a 2-core
-    machine)."""
+    """The vocabulary projection. On CPU, MKL runs the tall vocab matrix faster as weight @ x^T below 16 rows and
+    as x @ weight^T from 16 rows on (SmolLM2's 49152 x 576 head on a 2-core machine, weight @ x^T against
+    x @ weight^T: 8 rows 8.1 against 10.3 ms, 12 rows 8.7 against 15.2, 64 rows 25.2 against 15.6)."""
+
+    TRANSPOSED_BELOW_ROWS = 16
 
     def __init__(self, lm_head: nn.Linear):
         super().__init__()
         self.weight, self.bias = lm_head.weight, lm_head.bias  # the weight is the embedding's when tied
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.is_cuda or self.bias is not None:
+        if x.is_cuda or self.bias is not None or x.shape[0] >= self.TRANSPOSED_BELOW_ROWS:
             return nn.functional.linear(x, self.weight, self.bias)
         return torch.mm(self.weight, x.t()).t().contiguous()
+
+
+class SplitGateUp(nn.Module):
+    """A fused [gate; up] projection run as two matmuls over its halves, SwiGLU applied: silu(gate) * up. On CPU,
+    MKL takes a few rows through two 1536-wide matrices faster than through one 3072-wide (the default model's
+    30 layers: 16.1 against 20.5 ms at 8 rows, 34.6 against 37.7 at 64; the same at 2048)."""
+
+    def __init__(self, fused: Projection):
+        super().__init__()
+        self.weight, self.bias = fused.weight, fused.bias
+        self.width = self.weight.shape[0] // 2  # of each half
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate_bias, up_bias = (None, None) if self.bias is None else self.bias.split(self.width)
+        gate = nn.functional.linear(x, self.weight[: self.width], gate_bias)
+        return nn.functional.silu(gate).mul_(nn.functional.linear(x, self.weight[self.width :], up_bias))
 
 
 def _fused_linear(*linears: nn.Linear) -> nn.Linear:
@@ -143,6 +161,12 @@ class FusedDecoder(nn.Module):
                     setattr(layer, name, normed(part.norm, part.linear, part.gated))
         if self.head.linear.bias is None:
             self.head = normed(self.head.norm, self.head.linear)
+
+    def split_gate_up(self) -> None:
+        """Each layer's gate_up as two matmuls (SplitGateUp: faster on CPU), its SwiGLU with them."""
+        for layer in self.layers:
+            part = cast(NormedProjection, cast(DecoderLayer, layer).gate_up)
+            layer.gate_up = NormedProjection(part.norm, SplitGateUp(part.linear))
 
     @property
     def layer0(self) -> DecoderLayer:

@@ -68,6 +68,8 @@ class ModelRunner:
             from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection
 
             self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
+        if self.device.type == "cpu":
+            self.model.split_gate_up()
         shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)
         self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"

@@ -34,6 +34,7 @@ from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.serving.engine_api import EngineFront
+from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
 from engine_svc.structured.guide import Guide, Masker, MaskJob
@@ -104,6 +105,7 @@ class Engine(EngineFront):
         # The model and everything loaded with it stay for good: keep them out of the collector's full passes
         # (~0.2 s each over ~400k objects), which per-token garbage otherwise sets off every few seconds.
         gc.freeze()
+        release_thread_team()  # torch's OpenMP team is the step thread's alone (openmp.py says why)
         if sink is None:
             if loop is None:
                 raise TypeError("Engine.start needs the outboxes' event loop or a sink")

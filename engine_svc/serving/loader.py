@@ -17,6 +17,7 @@ from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
+from engine_svc.serving.openmp import release_thread_team
 from engine_svc.structured.compiler import GrammarCompiler
 from scaleout_common import structured_output_rules
 
@@ -157,6 +158,7 @@ def build_engine(
         decode_steps,
         pool.caching,
     )
+    release_thread_team()  # this thread is done with torch's parallel ops; the step thread runs them (openmp.py)
     return LoadedEngine(
         engine,
         limits,
