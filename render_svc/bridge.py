@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from render_svc import routing
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
 from scaleout_common import sampling_rules
@@ -42,6 +43,7 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
     sampling_rules.check_token_ids(completion, tokens.vocab_size, "completion_token_ids")
     if request.request.return_token_offsets:
         raise fail(Reason.UNSUPPORTED_FIELD, "BridgeChat does not return token offsets", "request.return_token_offsets")
+    key = routing.bridge_prefix_hash(request.prefix_hash, request.request.cache_salt, previous)
 
     probe = render_pb2.RenderChatRequest()
     probe.CopyFrom(request.request)
@@ -71,4 +73,6 @@ def bridge_chat(renderer: Renderer, request: render_pb2.BridgeChatRequest) -> re
     [delta] = tokens.encode([opened], add_special_tokens=False)  # no BOS in the middle of a sequence
     ids = previous + completion + delta
     text = tokens.decode(ids, skip_special_tokens=False) if probe.return_prompt_text else opened
-    return renderer.finish(job, text, ids, None)
+    response = renderer.finish(job, text, ids, None)
+    response.generate_request.prefix_hash = key
+    return response

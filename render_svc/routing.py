@@ -9,6 +9,9 @@ the engine's block hashes) of the part of the prompt that every turn of a conver
   key; two conversations behind one shared system prompt differ in their first user message, so they spread.
   A chat without a user message keys on its whole prompt.
 - a completion: its first COMPLETION_PREFIX_TOKENS tokens (a shared few-shot header routes together).
+- a bridged turn (BridgeChat): the key of the turn it continues, which the caller passes on from that turn's
+  GenerateRequest, so every turn of a conversation keeps its first turn's key; without it, its previous
+  prompt's ids keyed as a completion's (the messages that key a chat are not there to render).
 
 Callers send the key as the `x-scaleout-prefix-hash` header on EngineService calls; the gateway's consistent
 hash picks the replica from it (gateway/envoy.yaml.j2), and a request without it goes anywhere.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from render_svc import convert
 from scaleout_common import prefix_hash
+from scaleout_common.reasons import Reason, fail
 
 # Blocks the key is hashed in: the engine's default block size, so a key is also the engine's hash of the
 # prefix's last block when the prefix fills whole blocks (what an external router can match on).
@@ -46,3 +50,13 @@ def chat_prefix_hash(renderer, job, ids: list[int]) -> str:
 
 def completion_prefix_hash(cache_salt: str, ids: list[int]) -> str:
     return prefix_hash.prefix_key(cache_salt, ids[:COMPLETION_PREFIX_TOKENS], BLOCK_SIZE)
+
+
+def bridge_prefix_hash(previous_key: str, cache_salt: str, previous_ids: list[int]) -> str:
+    """The key of a bridged turn: `previous_key` (the continued turn's key) when given, else the completion key
+    of the previous prompt's ids."""
+    if not previous_key:
+        return completion_prefix_hash(cache_salt, previous_ids)
+    if not prefix_hash.is_key(previous_key):
+        raise fail(Reason.INVALID_PREFIX_HASH, "prefix_hash is not a key render makes (32 hex digits)", "prefix_hash")
+    return previous_key

@@ -48,6 +48,11 @@ def prefix_key(cache_salt: str, tokens: Sequence[int], block_size: int) -> str:
     return hashes[-1].hex()
 
 
+def is_key(text: str) -> bool:
+    """Whether `text` has the form of a key prefix_key makes: the block hash in lowercase hex."""
+    return len(text) == 2 * DIGEST_BYTES and all(c in "0123456789abcdef" for c in text)
+
+
 def routing_metadata(request) -> tuple[tuple[str, str], ...] | None:
     """gRPC metadata for an EngineService call carrying a GenerateRequest: its `prefix_hash` as the routing
     header (None when it has none: the gateway then picks any replica)."""

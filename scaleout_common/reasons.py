@@ -71,6 +71,7 @@ class Reason(StrEnum):
     MISSING_PROMPT = "MISSING_PROMPT", C.INVALID_ARGUMENT, "a completion request without any prompt"
     EMPTY_PROMPT = "EMPTY_PROMPT", C.INVALID_ARGUMENT, "a prompt of zero tokens"
     MISSING_PREVIOUS_PROMPT = "MISSING_PREVIOUS_PROMPT", C.INVALID_ARGUMENT, "BridgeChat without the previous ids"
+    INVALID_PREFIX_HASH = "INVALID_PREFIX_HASH", C.INVALID_ARGUMENT, "a prefix_hash that is not a key render makes"
     # --- templates ----------------------------------------------------------------------------------------
     RESERVED_TEMPLATE_KWARG = "RESERVED_TEMPLATE_KWARG", C.INVALID_ARGUMENT, "chat_template_kwargs names a reserved one"
     CHAT_TEMPLATE_NOT_TRUSTED = (

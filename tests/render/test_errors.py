@@ -160,6 +160,9 @@ async def test_bridge_errors(stub, trusting_stub):
     await expect(stub.BridgeChat(request), BAD, r.MISSING_PREVIOUS_PROMPT)
     request = render_pb2.BridgeChatRequest(previous_prompt_token_ids=[1], request=chat(chat_template=FORGETS_ASSISTANT))
     await expect(trusting_stub.BridgeChat(request), PRECONDITION, r.TEMPLATE_NOT_BRIDGEABLE)
+    request = render_pb2.BridgeChatRequest(previous_prompt_token_ids=[1], request=chat(), prefix_hash="not-a-key")
+    error = await expect(stub.BridgeChat(request), BAD, r.INVALID_PREFIX_HASH)
+    assert error.violations[0][0] == "prefix_hash"
 
 
 async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):

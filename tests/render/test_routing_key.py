@@ -1,9 +1,11 @@
-"""The routing key (GenerateRequest.prefix_hash): one per conversation, whatever its turn; salted; spread."""
+"""The routing key (GenerateRequest.prefix_hash): one per conversation, whatever its turn (bridged turns too);
+salted; spread."""
 
 from __future__ import annotations
 
 import pytest
 
+from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from scaleout.v1 import render_pb2
 from tests.render.calls import chat
@@ -51,3 +53,28 @@ def test_completions_key_on_their_first_tokens(renderers):
 
     assert key(header + "Q: 2+2?") == key(header + "Q: 3+3?")
     assert key("Q: 2+2?") != key("Q: 3+3?")
+
+
+def test_bridged_turns_keep_the_key_they_are_given_or_key_their_ids_as_a_completion(renderers):
+    renderer = renderers["default"]
+    first = renderer.render_chat(chat(_turns("What is 2+2?")[0])).generate_request
+    answer = renderer.model.tokens.encode(["Four."], add_special_tokens=False)[0]
+
+    def bridge(previous, prefix_hash="", cache_salt=""):
+        request = render_pb2.BridgeChatRequest(
+            previous_prompt_token_ids=previous.token_ids,
+            completion_token_ids=answer,
+            request=chat([{"role": "user", "content": "And 3+3?"}], cache_salt=cache_salt),
+            prefix_hash=prefix_hash,
+        )
+        return bridge_chat(renderer, request).generate_request
+
+    second = bridge(first, first.prefix_hash)
+    third = bridge(second, second.prefix_hash)
+    assert first.prefix_hash == second.prefix_hash == third.prefix_hash
+    unkeyed = bridge(first)
+    completion = render_completion(
+        renderer, render_pb2.RenderCompletionRequest(prompt_token_ids=[{"token_ids": first.token_ids}])
+    )
+    assert unkeyed.prefix_hash == completion.prompts[0].generate_request.prefix_hash
+    assert bridge(first, cache_salt="tenant-a").prefix_hash not in (unkeyed.prefix_hash, "")

@@ -162,14 +162,16 @@ class RenderChatBatchResponse(_message.Message):
     def __init__(self, responses: _Optional[_Iterable[_Union[RenderChatResponse, _Mapping]]] = ...) -> None: ...
 
 class BridgeChatRequest(_message.Message):
-    __slots__ = ("previous_prompt_token_ids", "completion_token_ids", "request")
+    __slots__ = ("previous_prompt_token_ids", "completion_token_ids", "request", "prefix_hash")
     PREVIOUS_PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_HASH_FIELD_NUMBER: _ClassVar[int]
     previous_prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     completion_token_ids: _containers.RepeatedScalarFieldContainer[int]
     request: RenderChatRequest
-    def __init__(self, previous_prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., request: _Optional[_Union[RenderChatRequest, _Mapping]] = ...) -> None: ...
+    prefix_hash: str
+    def __init__(self, previous_prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., request: _Optional[_Union[RenderChatRequest, _Mapping]] = ..., prefix_hash: _Optional[str] = ...) -> None: ...
 
 class RenderCompletionRequest(_message.Message):
     __slots__ = ("model", "prompts", "prompt_token_ids", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "allowed_token_ids", "min_tokens", "ignore_eos", "n", "stop", "stop_token_ids", "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens", "logprobs", "prompt_logprobs", "echo", "cache_salt", "priority", "kv_transfer_params", "request_id", "stream", "stream_options", "return_prompt_text", "return_token_offsets", "stream_interval", "suffix", "response_format", "structured_outputs", "bad_words")
