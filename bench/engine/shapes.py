@@ -28,6 +28,19 @@ SHAPES = {
         bos_token_id=1,
         eos_token_id=2,
     ),
+    # llama-host over the default model's 49,152-token vocabulary: a grammar's host work per step shows (bench.structured)
+    "host-49k": dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        tie_word_embeddings=True,
+        vocab_size=49152,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
     "llama-tiny": dict(
         hidden_size=256,
         intermediate_size=512,

@@ -241,7 +241,7 @@ def main() -> None:
     engine_args = make_parser().parse_args(flags)
     device = torch.device(args.device)
     tokenizer = load_tokenizer(Path(args.tokenizer) if args.tokenizer else resolve_model(None))
-    vocab = 49152 if args.shape == "host-49k" else shape_vocab(args.shape)
+    vocab = shape_vocab(args.shape)
     backend = make_grammar_backend(tokenizer, vocab, engine_args)  # the compile numbers and the output check
     results: dict = {
         "args": vars(args),
