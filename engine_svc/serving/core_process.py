@@ -134,7 +134,8 @@ def _pack(state: RequestState, out: StepOutput) -> tuple:
         for d in out.deltas
     ]
     prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
-    return state.request_id, deltas, prompt, out.cached_tokens, state.done, state.scheduled_at, state.first_token_at
+    stamps = state.scheduled_at, state.first_token_at, state.last_token_at
+    return state.request_id, deltas, prompt, out.cached_tokens, state.done, stamps
 
 
 def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None, cached_tokens: int | None) -> StepOutput:
@@ -270,7 +271,7 @@ class EngineProcess(EngineFront):
                 self._last_heard = time.monotonic()
                 if message[:1] == PICKLED:
                     for request_id, error in pickle.loads(message[1:]):
-                        self._deliver(request_id, StepOutput(error=error), True, None, None)
+                        self._deliver(request_id, StepOutput(error=error), True)
                     continue
                 if message[:1] == GRAMMAR:
                     token, error = pickle.loads(message[1:])
@@ -292,25 +293,25 @@ class EngineProcess(EngineFront):
                     self._load.prefix_cache_hit_tokens,
                 ) = load
                 self._submitted = 0
-                for request_id, deltas, prompt, cached, done, scheduled_at, first_token_at in rows:
+                for request_id, deltas, prompt, cached, done, stamps in rows:
                     if request_id in self.requests:
-                        output = _unpack_output(deltas, prompt, cached)
-                        self._deliver(request_id, output, done, scheduled_at, first_token_at)
+                        self._deliver(request_id, _unpack_output(deltas, prompt, cached), done, stamps)
         except (EOFError, OSError):
             loop.remove_reader(self._results.fileno())
             log.error("engine core process exited (code %s)", self._process.exitcode)
             failure = fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
             for request_id in list(self.requests):
-                self._deliver(request_id, StepOutput(error=failure), True, None, None)
+                self._deliver(request_id, StepOutput(error=failure), True)
             for answer in self._compiles.values():
                 if not answer.done():
                     answer.set_exception(failure)
 
-    def _deliver(self, request_id: str, output: StepOutput, done: bool, scheduled_at, first_token_at) -> None:
+    def _deliver(self, request_id: str, output: StepOutput, done: bool, stamps: tuple = (None, None, None)) -> None:
+        """`stamps`: the core's scheduled, first and latest token perf_counter() stamps (one clock per host)."""
         state = self.requests.get(request_id)
         if state is None:
             return
-        state.scheduled_at, state.first_token_at = scheduled_at, first_token_at
+        state.scheduled_at, state.first_token_at, state.last_token_at = stamps
         state.outbox.put(output)
         if done:
             state.done = True

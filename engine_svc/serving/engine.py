@@ -406,12 +406,14 @@ class Engine(EngineFront):
         finished: set[Sequence] = set()
         if grammar_done is None:
             grammar_done = self._advance_guides(seqs, tokens) if self.guides else ()
+        now = time.perf_counter()
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)
             first = state.first_token_at is None
+            state.last_token_at = now
             if first:
-                state.first_token_at = time.perf_counter()
+                state.first_token_at = now
             delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
             if token in seq.config.stop_token_ids and len(seq.output_ids) > seq.config.min_tokens:
                 delta.finish_reason = common_pb2.FINISH_REASON_STOP

@@ -105,14 +105,15 @@ class RequestState:
     num_prompt_tokens: int
     prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
     done: bool = False
-    # perf_counter() stamps for tracing and metrics: submitted, first scheduled, first token sampled.
+    # perf_counter() stamps for tracing and metrics: submitted, first scheduled, first and latest token sampled.
     submitted_at: float = field(default_factory=time.perf_counter)
     scheduled_at: float | None = None
     first_token_at: float | None = None
+    last_token_at: float | None = None
 
     def timings(self) -> dict[str, float]:
-        """Seconds in the queue and in prefill, and the first token's stamp (those known so far); telemetry's
-        call summary measures TTFT from it."""
+        """Seconds in the queue, in prefill and in decode (first to latest sampled token), and the first token's
+        stamp (those known so far); telemetry's call summary measures TTFT from it."""
         if self.scheduled_at is None:
             return {}
         if self.first_token_at is None:
@@ -120,5 +121,6 @@ class RequestState:
         return {
             "queue_s": self.scheduled_at - self.submitted_at,
             "prefill_s": self.first_token_at - self.scheduled_at,
+            "decode_s": (self.last_token_at or self.first_token_at) - self.first_token_at,
             "first_token_at": self.first_token_at,
         }

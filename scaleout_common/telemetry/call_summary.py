@@ -8,7 +8,7 @@ the first generated token crosses the service boundary (event gen_ai.first_token
 tokens all leave at the end, when the engine sampled it (its `report_engine_timing(first_token_at=...)`
 stamp: perf_counter is one monotonic clock for every process of the host, the engine core's included).
 Inter-token latency: one sample per token after the first, a message of k tokens spreading its gap over them
-(unary: the mean gap). What only the engine knows, time in queue and in prefill, it reports from its
+(unary: the mean gap). What only the engine knows, time in queue, in prefill and in decode, it reports from its
 Generate handler with `report_engine_timing`. A Generate call's numbers also feed the engine's histograms
 (TTFT, inter-token latency, end to end) and token counters.
 """
@@ -42,6 +42,7 @@ class CallSummary:
         self.first: float | None = None  # perf_counter() of the first streamed token
         self.last: float | None = None  # ... and of the latest
         self.ttft: float | None = None  # seconds
+        self.decode: float | None = None  # seconds from the first to the last sampled token, as the engine saw it
         self.attributes: dict[str, AttributeValue] = {}
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
@@ -117,20 +118,27 @@ class CallSummary:
         self.ttft = at - self.start
         return self.ttft
 
-    def engine_timing(self, queue_s: float | None, prefill_s: float | None, first_token_at: float | None) -> None:
+    def engine_timing(
+        self, queue_s: float | None, prefill_s: float | None, decode_s: float | None, first_token_at: float | None
+    ) -> None:
         if queue_s is not None:
             self.timing["time_in_queue"] = queue_s
             if self.llm is not None:
                 self.llm.queue_time.observe(queue_s)
         if prefill_s is not None:
             self.timing["time_in_model_prefill"] = prefill_s
+        self.decode = decode_s
         if first_token_at is not None and self.first is None:  # no token streamed: the engine's stamp
             self._first_token(first_token_at)
 
     def _latency(self, e2e: float) -> tuple[float, float] | None:
-        """(TTFT, time in decode) in seconds, once a first token was seen; unary: decode is the rest of the call."""
+        """(TTFT, time in decode) in seconds, once a first token was seen. Decode: the engine's own measure where
+        it reported one (tokens a slow reader got in one message were still sampled apart), else the first to the
+        last streamed token; unary: the rest of the call."""
         if self.ttft is None:
             return None
+        if self.decode is not None:
+            return self.ttft, self.decode
         if self.first is not None and self.last is not None:
             return self.ttft, self.last - self.first
         return self.ttft, max(0.0, e2e - self.ttft)
@@ -195,13 +203,16 @@ def observe_response(message) -> None:
 
 
 def report_engine_timing(
-    queue_s: float | None = None, prefill_s: float | None = None, first_token_at: float | None = None
+    queue_s: float | None = None,
+    prefill_s: float | None = None,
+    decode_s: float | None = None,
+    first_token_at: float | None = None,
 ) -> None:
-    """The engine's Generate/GenerateUnary handler: seconds this request waited for a slot and spent in prefill,
-    and the perf_counter() stamp of its first sampled token (the call's TTFT when no stream showed one).
+    """The engine's Generate/GenerateUnary handler: seconds this request waited for a slot, spent in prefill and in
+    decode (first to last sampled token), and the perf_counter() stamp of its first sampled token (the call's TTFT when no stream showed one).
 
     Lands on the request's span (gen_ai.latency.*) and histograms; a no-op without telemetry.
     """
     summary = _current.get()
     if summary is not None:
-        summary.engine_timing(queue_s, prefill_s, first_token_at)
+        summary.engine_timing(queue_s, prefill_s, decode_s, first_token_at)

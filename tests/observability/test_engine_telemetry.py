@@ -50,7 +50,8 @@ async def test_engine_spans_and_metrics(tiny_model, monkeypatch):  # noqa: F811
     queue, prefill = attributes["gen_ai.latency.time_in_queue"], attributes["gen_ai.latency.time_in_model_prefill"]
     ttft, e2e = attributes["gen_ai.latency.time_to_first_token"], attributes["gen_ai.latency.e2e"]
     assert queue >= 0 and prefill > 0 and queue + prefill <= ttft <= e2e
-    assert 0 < attributes["gen_ai.latency.time_in_model_decode"] <= e2e - ttft
+    decode = attributes["gen_ai.latency.time_in_model_decode"]  # the engine's: a stream may carry tokens together
+    assert decode > 0 and queue + prefill + decode <= e2e
 
     def moved(name):
         return after.get((name, ()), 0) - before.get((name, ()), 0)
