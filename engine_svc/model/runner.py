@@ -70,8 +70,9 @@ class ModelRunner:
             self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
         if self.device.type == "cpu":
             self.model.split_gate_up()
-        shape = (num_blocks * block_size, 2, layer.num_kv_heads, layer.head_dim)
-        self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
+        self.kv_caches: list[torch.Tensor] = []
+        if num_blocks:
+            self.allocate_kv(num_blocks)
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
@@ -79,6 +80,35 @@ class ModelRunner:
         if self.cuda_graphs:  # the graphs' inputs: room for the largest decode batch at the widest block table
             largest = self._decode_inputs([], self.batch_buckets[-1], self._width_bucket(self.max_blocks_per_seq))
             self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
+
+    def allocate_kv(self, num_blocks: int) -> None:
+        """The KV cache: `num_blocks` blocks per layer (block 0 is the scratch block), replacing any before."""
+        self._kv(num_blocks)
+        self.max_blocks_per_seq = min(self.max_blocks_per_seq, num_blocks - 1)
+
+    def _kv(self, num_blocks: int) -> None:
+        layer = self.model.layer0
+        shape = (num_blocks * self.block_size, 2, layer.num_kv_heads, layer.head_dim)
+        self.kv_caches = []  # the old cache goes before the new one is made
+        self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
+
+    @torch.inference_mode()
+    def step_peak_bytes(self, tokens: int, rows: int) -> int:
+        """CUDA: the most memory a step of `tokens` tokens that samples `rows` rows allocates beyond what is held
+        now (its activations and logits), measured by running one on a scratch cache; the KV cache is sized
+        after it, so the largest step the scheduler may build still fits. 0 elsewhere."""
+        if self.device.type != "cuda":
+            return 0
+        rows = max(1, min(rows, tokens))
+        self._kv(1 + -(-tokens // self.block_size) + rows)
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        held = torch.cuda.memory_allocated(self.device)
+        self._scratch_step(tokens, rows)
+        torch.cuda.synchronize(self.device)
+        peak = torch.cuda.max_memory_allocated(self.device) - held
+        self.kv_caches = []
+        return peak
 
     @staticmethod
     def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
@@ -199,11 +229,20 @@ class ModelRunner:
                 self._graph(rows, widths[0])
             for width in widths[1:]:
                 self._graph(1, width)
-        seq = Sequence("warm-up", 0, [1, 2], SamplingConfig())
-        seq.block_ids = [0] * -(-2 // self.block_size)  # block 0 is the scratch block
-        self._eager([Chunk(seq, 0, 2)])
+        self._scratch_step(2, 1)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
+
+    def _scratch_step(self, tokens: int, rows: int) -> None:
+        """A prefill step of `tokens` tokens over `rows` sequences, written to the cache from block 1 on (block 0
+        is the scratch block); before serving, when no block holds anything yet."""
+        chunks, block = [], 1
+        for i in range(rows):
+            seq = Sequence(f"scratch-{i}", 0, [1] * (tokens // rows + (i < tokens % rows)), SamplingConfig())
+            count = -(-len(seq.prompt_ids) // self.block_size)
+            seq.block_ids, block = list(range(block, block + count)), block + count
+            chunks.append(Chunk(seq, 0, len(seq.prompt_ids)))
+        self._eager(chunks)
 
     def _graph(self, rows: int, width: int):
         """The decode graph of (batch bucket, width bucket) and its logits buffer, captured on first use."""

@@ -63,14 +63,16 @@ def _eos_ids(model) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids)
 
 
-def _num_blocks(args, config, device, dtype, max_model_len: int) -> int:
+def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int) -> int:
+    """KV blocks: as many as the flags ask, else (CUDA) the given share of the memory left once the model is
+    loaded and the largest step's `step_bytes` are set aside, at most what max_num_seqs full sequences need."""
     if args.num_kv_blocks:
         return args.num_kv_blocks
     per_block = ModelRunner.kv_bytes_per_block(config, args.block_size, dtype)
     if device.type == "cuda":
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(device)
-        budget = int(free * args.kv_cache_memory_fraction)
+        budget = int(max(0, free - step_bytes) * args.kv_cache_memory_fraction)
     else:
         budget = CPU_KV_CACHE_BYTES
     wanted = args.max_num_seqs * -(-max_model_len // args.block_size) + 1
@@ -89,15 +91,14 @@ def build_engine(
     backend = args.backend
     if backend == "auto":
         backend = "paged" if supports_fast_path(config) else "transformers"
-    num_blocks = _num_blocks(args, config, device, dtype, max_model_len)
-    max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
-    pool = BlockPool(num_blocks, args.block_size)
+    max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
+    runner: ModelRunner | TransformersRunner
     if backend == "paged":
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         runner = ModelRunner(
             hf_model,
             block_size=args.block_size,
-            num_blocks=num_blocks,
+            num_blocks=0,  # sized below, once the model's own memory is known
             max_num_seqs=args.max_num_seqs,
             max_model_len=max_model_len,
             cuda_graphs=not args.no_cuda_graphs,
@@ -105,11 +106,17 @@ def build_engine(
             attention=pick_attention(args.attention, device, head_dim),
         )
         log.info("engine: decode attention %s", runner.attention)
+        step_bytes = 0 if args.num_kv_blocks else runner.step_peak_bytes(max_batched_tokens, args.max_num_seqs)
+        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, step_bytes)
+        runner.allocate_kv(num_blocks)
         runner.warm_up()
     else:
+        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, 0)
         runner = TransformersRunner(hf_model)
+    max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
+    pool = BlockPool(num_blocks, args.block_size)
     pool.caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
-    scheduler = Scheduler(pool, args.max_num_seqs, args.max_num_batched_tokens)
+    scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     grammars = None
     if grammar_backend is not None:
@@ -222,7 +229,10 @@ def add_engine_flags(parser) -> None:
         "--max-waiting", type=int, default=1024, help="most sequences waiting; beyond: RESOURCE_EXHAUSTED"
     )
     parser.add_argument(
-        "--max-num-batched-tokens", type=int, default=2048, help="tokens per step (prefill chunk budget)"
+        "--max-num-batched-tokens",
+        type=int,
+        default=0,
+        help="tokens per step (prefill chunk budget); 0: 8192 on CUDA, 2048 on CPU",
     )
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     parser.add_argument("--num-kv-blocks", type=int, default=0, help="KV cache blocks (0: size from free memory)")

@@ -1,0 +1,45 @@
+"""The KV cache is sized after the model and its largest step: a runner starts without a cache, a scratch step of
+the scheduler's budget measures its peak (CUDA), and the cache gets what is left."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine_svc.__main__ import make_parser
+from engine_svc.model.runner import ModelRunner
+from engine_svc.serving.loader import build_engine
+from tests.engine.conftest import tiny_llama
+
+BLOCK = 4
+
+
+def runner(device: str = "cpu") -> ModelRunner:
+    model = tiny_llama().to(device)
+    return ModelRunner(model, block_size=BLOCK, num_blocks=0, max_num_seqs=8, max_model_len=64, cuda_graphs=False)
+
+
+def test_a_scratch_step_fills_blocks_from_one_and_the_cache_is_replaced():
+    paged = runner()
+    assert paged.kv_caches == []
+    paged.allocate_kv(32)
+    paged._scratch_step(tokens=30, rows=4)  # 8, 8, 7, 7 tokens: blocks 1-2, 3-4, 5-6, 7-8
+    cache = paged.kv_caches[0]
+    assert cache[:BLOCK].abs().sum() == 0  # the scratch block stays untouched
+    assert cache[BLOCK : 9 * BLOCK].abs().sum(dim=(1, 2, 3)).count_nonzero() == 30
+    assert paged.max_blocks_per_seq == 16  # 64 tokens of 4: the cache is larger
+    paged.allocate_kv(6)
+    assert paged.kv_caches[0].shape[0] == 6 * BLOCK and paged.max_blocks_per_seq == 5
+
+
+def test_cpu_sets_nothing_aside_and_keeps_its_smaller_step():
+    assert runner().step_peak_bytes(2048, 256) == 0
+    loaded = build_engine(tiny_llama(), make_parser().parse_args([]), model_name="tiny")
+    assert loaded.engine.scheduler.max_batched_tokens == 2048
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="measures CUDA memory")
+def test_cuda_measures_the_largest_step_and_frees_its_scratch_cache():
+    paged = runner("cuda")
+    small, large = paged.step_peak_bytes(64, 8), paged.step_peak_bytes(4096, 8)
+    assert paged.kv_caches == [] and 0 < small < large
