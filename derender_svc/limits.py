@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import grpc
+
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common.reasons import Reason, fail
 from scaleout_common.sampling_rules import check_token_ids
+
+MAX_STATUS_CODE = max(code.value[0] for code in grpc.StatusCode)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,12 @@ def _check_count(value: int, limits: Limits, field: str) -> None:
 
 def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vocab_size: int, tokens_so_far) -> None:
     """`tokens_so_far(index)` is how many tokens that choice already has."""
+    if message.HasField("error") and not 0 < message.error.code <= MAX_STATUS_CODE:
+        raise fail(
+            Reason.INVALID_ERROR_STATUS,
+            f"an in-band error needs a gRPC status code from 1 to {MAX_STATUS_CODE} (got {message.error.code})",
+            "engine_output.error.code",
+        )
     if message.HasField("prompt"):
         _check_count(message.prompt.num_tokens, limits, "engine_output.prompt.num_tokens")
         _check_count(message.prompt.cached_tokens, limits, "engine_output.prompt.cached_tokens")

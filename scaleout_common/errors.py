@@ -64,7 +64,8 @@ class ServiceError(Exception):
     @classmethod
     def from_status(cls, status: status_pb2.Status) -> ServiceError:
         """Rebuild an error received in-band (a stream's terminal message) or from a downstream call."""
-        code = next((c for c in grpc.StatusCode if c.value[0] == status.code), grpc.StatusCode.UNKNOWN)
+        # OK is no error (gRPC refuses to end a call with it) and an unknown number no status: both are UNKNOWN.
+        code = next((c for c in grpc.StatusCode if c.value[0] == status.code and status.code), grpc.StatusCode.UNKNOWN)
         reason, violations, metadata = "", [], {}
         # protobuf's stubs type Message.DESCRIPTOR as `Descriptor | upb Descriptor` but Any.Is as taking only
         # the former; at runtime Is takes either.

@@ -146,6 +146,11 @@ class Reason(StrEnum):
     LOGPROBS_MISMATCH = "LOGPROBS_MISMATCH", C.INVALID_ARGUMENT, "logprob arrays not parallel to the token ids"
     INVALID_LOGPROB = "INVALID_LOGPROB", C.INVALID_ARGUMENT, "a logprob that is NaN or +infinity"
     UNKNOWN_PARSER = "UNKNOWN_PARSER", C.INVALID_ARGUMENT, "a reasoning or tool parser name that is not known"
+    INVALID_ERROR_STATUS = (
+        "INVALID_ERROR_STATUS",
+        C.INVALID_ARGUMENT,
+        "an engine message's in-band error whose code is OK or not a gRPC status code",
+    )
     # --- capacity and lifecycle (every service) -----------------------------------------------------------
     RENDER_QUEUE_FULL = "RENDER_QUEUE_FULL", C.RESOURCE_EXHAUSTED, "more than --max-pending-renders large renders"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS", C.RESOURCE_EXHAUSTED, "more open derender streams than --max-streams"

@@ -136,6 +136,16 @@ async def test_engine_error_ends_stream_in_band(stub, hf_tokenizer):
     assert responses[-1].chat.error.message == "kv cache full"
 
 
+@pytest.mark.parametrize("code", [code_pb2.OK, 17, -1])
+async def test_an_in_band_error_without_an_error_code_is_refused(stub, code):
+    """A unary call once re-raised it as a status OK, which gRPC cannot send: the call hung until a timeout."""
+    results = [*engine_messages([[42]])[:-1], engine_pb2.GenerateResponse(error=status_pb2.Status(code=code))]
+    request = derender_pb2.DerenderChatRequest(context=derender_pb2.DerenderContext(id="x"), results=results)
+    await expect_error(stub.DerenderChat(request, timeout=10), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ERROR_STATUS")
+    streamed = stream(stub, derender_pb2.DerenderContext(id="y"), results)
+    await expect_error(streamed, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ERROR_STATUS")
+
+
 async def expect_error(call, code, reason):
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
