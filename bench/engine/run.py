@@ -66,10 +66,13 @@ def make_requests(args, count: int, vocab: int) -> list[engine_pb2.GenerateReque
     ]
 
 
-def pick(prompts, worker: int, round_: int, concurrency: int, new_tokens: int | None):
-    """The request worker `worker` sends in round `round_` (a copy, with fewer new tokens for warm-ups)."""
+def pick(prompts, worker: int, round_: int, concurrency: int, new_tokens: int | None, salt: str):
+    """The request worker `worker` sends in round `round_` (a copy, with fewer new tokens for warm-ups). Every
+    pass over the prompts (a warm-up, a measured run, per stream count) has its own `salt`: the engine's prefix
+    cache never serves one pass's prompts from another's (the transformers baselines have no such cache)."""
     message = engine_pb2.GenerateRequest()
     message.CopyFrom(prompts[(round_ * concurrency + worker) % len(prompts)])
+    message.cache_salt = salt
     if new_tokens:
         message.sampling_params.max_tokens = new_tokens
     return message
@@ -94,8 +97,8 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
     results = {}
     try:
         for c in levels:
-            await closed_loop(c, 1, lambda w, r: one(w, r, c, new_tokens=8))  # warm-up (graph capture)
-            results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
+            await closed_loop(c, 1, lambda w, r: one(w, r, c, 8, f"warm-up {c}"))  # graph capture
+            results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c, salt=f"run {c}"))
             print(f"  in-process  c={c:<4d} {results[c]:10.1f} tok/s", flush=True)
     finally:
         release(loaded)
@@ -103,11 +106,11 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
 
 
 def in_process_request(loaded, prompts):
-    """`one(worker, round, concurrency, new_tokens=None)`: that request through the in-process engine, streamed;
-    returns its token count."""
+    """`one(worker, round, concurrency, new_tokens=None, salt="")`: that request through the in-process engine,
+    streamed; returns its token count."""
 
-    async def one(w, r, c, new_tokens=None):
-        rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens), loaded.limits)
+    async def one(w, r, c, new_tokens=None, salt=""):
+        rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens, salt), loaded.limits)
         count = 0
         async for m in stream_responses(loaded.engine, loaded.engine.submit(rid, seqs), interval):
             count += sum(len(ch.token_ids) for ch in m.choices)
@@ -166,9 +169,9 @@ async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict
 
             rates: list[float] = []
 
-            async def one(w, r, c, new_tokens=None):
+            async def one(w, r, c, new_tokens=None, salt=""):
                 count, first = 0, None
-                async for m in stub.Generate(pick(prompts, w, r, c, new_tokens)):
+                async for m in stub.Generate(pick(prompts, w, r, c, new_tokens, salt)):
                     count += sum(len(ch.token_ids) for ch in m.choices)
                     if first is None:
                         first, first_count = time.perf_counter(), count
@@ -177,9 +180,9 @@ async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict
                 return count
 
             for c in levels:
-                await closed_loop(c, 1, lambda w, r: one(w, r, c, new_tokens=8))
+                await closed_loop(c, 1, lambda w, r: one(w, r, c, 8, f"warm-up {c}"))
                 rates.clear()
-                results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
+                results[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c, salt=f"run {c}"))
                 decode[c] = sum(rates) / len(rates)
                 print(
                     f"  gRPC        c={c:<4d} {results[c]:10.1f} tok/s  (decode after the first token: "
@@ -190,7 +193,7 @@ async def bench_grpc(args, levels, vocab, coarse: dict[int, float], decode: dict
                 for message in prompts:
                     message.stream_interval = args.coarse_interval
                 for c in levels:
-                    coarse[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
+                    coarse[c] = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c, salt=f"coarse {c}"))
                     print(
                         f"  gRPC stream_interval={args.coarse_interval} c={c:<4d} {coarse[c]:10.1f} tok/s", flush=True
                     )

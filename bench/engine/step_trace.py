@@ -72,10 +72,10 @@ async def measure(model, flags: str, args, vocab: int) -> None:
     one = in_process_request(loaded, make_requests(args, max(args.streams) * args.rounds, vocab))
     try:
         for c in args.streams:
-            await closed_loop(c, 1, lambda w, r: one(w, r, c, new_tokens=8))  # warm-up (graph capture)
+            await closed_loop(c, 1, lambda w, r: one(w, r, c, 8, f"warm-up {c}"))  # graph capture
             trace = StepTrace(loaded.engine)
             start = time.perf_counter()
-            rate = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c))
+            rate = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c, salt=f"run {c}"))
             print(f"[{flags}] c={c}: {rate:.0f} tok/s\n{trace.report(time.perf_counter() - start)}", flush=True)
             trace.detach()
     finally:
