@@ -86,5 +86,6 @@ function envoy_on_response(handle)
     shaped = '{"type":"error",' .. shaped:sub(2)
   end
   body:setBytes(shaped)
-  headers:replace("content-type", "application/json")
+  -- A headers object taken before body() is out of scope once the body is buffered: take them again.
+  handle:headers():replace("content-type", "application/json")
 end

@@ -176,3 +176,11 @@ def test_bad_json_is_a_400_with_a_json_reason(stack, path):
     response = post(stack, path, '{"messages": [')
     assert response.status_code == 400, response.text
     assert error_reason(response) == "INVALID_JSON"
+
+
+def test_the_error_filter_runs_without_a_lua_error(stack):
+    """Its headers object went out of scope once it had buffered the body: every REST error logged a Lua error."""
+    response = post(stack, "/v1/chat/completions", {"model": "not-served", "messages": USER})
+    assert response.status_code == 404 and response.headers["content-type"] == "application/json"
+    assert error_reason(response) == "MODEL_NOT_FOUND"
+    assert "[lua]" not in (stack.config.log_dir / "envoy.log").read_text()
