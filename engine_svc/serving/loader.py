@@ -106,7 +106,13 @@ def build_engine(
             attention=pick_attention(args.attention, device, head_dim),
         )
         log.info("engine: decode attention %s", runner.attention)
-        step_bytes = 0 if args.num_kv_blocks else runner.step_peak_bytes(max_batched_tokens, args.max_num_seqs)
+        try:
+            step_bytes = 0 if args.num_kv_blocks else runner.step_peak_bytes(max_batched_tokens, args.max_num_seqs)
+        except torch.cuda.OutOfMemoryError as error:
+            raise RuntimeError(
+                f"a step of {max_batched_tokens} tokens does not fit beside the model: "
+                "lower --max-num-batched-tokens or --max-num-seqs"
+            ) from error
         num_blocks = _num_blocks(args, config, device, dtype, max_model_len, step_bytes)
         runner.allocate_kv(num_blocks)
         runner.warm_up()
