@@ -1,7 +1,9 @@
 """Where the step thread's time goes with many in-process streams (CUDA): cProfile of the step thread and of
-its steps, after a warm-up round (Python 3.12's cProfile allows one active profile per process).
+its steps, after a warm-up round (Python 3.12's cProfile allows one active profile per process). Every round's
+prompts are new (no prefix-cache hits).
 
     python -m bench.engine.profile_steps --shape llama-1b --streams 256
+    python -m bench.engine.profile_steps --shape llama-8b --streams 64 --prompt-len 1024 --new-tokens 128
 """
 
 from __future__ import annotations
@@ -28,16 +30,21 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--streams", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--prompt-len", type=int, default=128)
     parser.add_argument("--engine-flags", default="--max-model-len 2048")
     args = parser.parse_args()
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
     loaded = build_engine(model, make_parser().parse_args(args.engine_flags.split()), model_name=args.shape)
     g = torch.Generator().manual_seed(2)
     prompts = [
-        torch.randint(10, model.config.vocab_size - 10, (128,), generator=g).tolist() for _ in range(args.streams)
+        torch.randint(10, model.config.vocab_size - 10, (args.prompt_len,), generator=g).tolist()
+        for _ in range(args.streams)
     ]
-    asyncio.run(greedy(loaded, prompts, 8))
-    asyncio.run(greedy(loaded, prompts, 8))
+    fresh = lambda: [[len(runs)] + p[1:] for p in prompts]  # noqa: E731
+    runs: list[int] = []
+    for _ in range(2):
+        asyncio.run(greedy(loaded, fresh(), 8))
+        runs.append(0)
 
     step_profile, steps = cProfile.Profile(), []
     original = engine_module.Engine._step
@@ -62,8 +69,9 @@ def main() -> None:
 
     engine_module.Engine._step, engine_module.Engine._decode_ahead = profiled, timed_ahead
     start = time.perf_counter()
-    asyncio.run(greedy(loaded, prompts, args.new_tokens))
+    asyncio.run(greedy(loaded, fresh(), args.new_tokens))
     wall = time.perf_counter() - start
+    runs.append(0)
     engine_module.Engine._step, engine_module.Engine._decode_ahead = original, ahead_original
     steps_sorted = sorted(steps)
     print(
@@ -76,6 +84,10 @@ def main() -> None:
     text = io.StringIO()
     pstats.Stats(step_profile, stream=text).sort_stats("tottime").print_stats(25)
     print("--- step thread (by own time)\n" + "\n".join(text.getvalue().splitlines()[6:36]))
+    if torch.cuda.is_available():  # cudaMalloc/cudaFree under the steps: the caching allocator ran short
+        stats = torch.cuda.memory_stats()
+        keys = ("num_alloc_retries", "num_device_alloc", "num_device_free", "num_sync_all_streams")
+        print("--- CUDA allocator: " + ", ".join(f"{k} {stats.get(k, 0)}" for k in keys))
 
 
 if __name__ == "__main__":

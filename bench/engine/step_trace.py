@@ -5,6 +5,9 @@ mixed, prefill, single decode) with its device steps, rows, prefill tokens and t
         --configs "--max-model-len 2048;--max-model-len 2048 --max-num-batched-tokens 8192"
 
 Configurations are `;`-separated engine flag strings, measured one after another on the same model.
+`--profile K` (CUDA) also runs torch.profiler on the step thread until K mixed calls and K decode runs (after a
+few of each) were seen, and prints per kind the calls' wall time against the GPU's kernel time and the host
+calls that took the most time.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ class StepTrace:
     """Wraps an engine's scheduler and step so every step call leaves (kind, device steps, rows, prefill
     tokens, seconds)."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, profile: int = 0):
         self.records: list[tuple[str, int, int, int, float]] = []
         schedule, step, self.chunks = engine.scheduler.schedule, engine._step, []
+        self.profiles = {kind: StepProfile(profile) for kind in ("mixed", "decode run")} if profile else {}
 
         def traced_schedule():
             self.chunks = schedule()
@@ -36,8 +40,15 @@ class StepTrace:
 
         def traced_step(outputs):
             self.chunks, before, start = [], engine.steps, time.perf_counter()
-            step(outputs)
+            profiler = None
+            if not all(p.done for p in self.profiles.values()):  # on the step thread: the profiler records it
+                activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+                profiler = torch.profiler.profile(activities=activities)
+                profiler.__enter__()
+            step(outputs)  # a step call ends with its tokens read: the GPU is done with it
             seconds = time.perf_counter() - start
+            if profiler is not None:
+                profiler.__exit__(None, None, None)
             if not self.chunks:
                 return
             decodes = sum(c.num_tokens == 1 and c.samples for c in self.chunks)
@@ -45,11 +56,14 @@ class StepTrace:
             steps = engine.steps - before + 1
             kind = "decode run" if steps > 1 else "prefill" if not decodes else "mixed" if prefill else "decode"
             self.records.append((kind, steps, len(self.chunks), prefill, seconds))
+            if profiler is not None and kind in self.profiles:
+                self.profiles[kind].keep(profiler.key_averages(), seconds, steps)
 
         engine.scheduler.schedule, engine._step = traced_schedule, traced_step
         self.detach = lambda: (delattr(engine.scheduler, "schedule"), delattr(engine, "_step"))
 
     def report(self, wall: float) -> str:
+        profiles = [f"--- profile of {kind} calls: {p.report()}" for kind, p in self.profiles.items() if p.done]
         by_kind = defaultdict(lambda: [0, 0, 0, 0, 0.0])
         for kind, steps, rows, prefill, seconds in self.records:
             entry = by_kind[kind]
@@ -63,7 +77,42 @@ class StepTrace:
                 f"{seconds / steps * 1e3:>9.2f}"
             )
         lines.append(f"    step loop busy {busy:.2f} s of {wall:.2f} s wall")
-        return "\n".join(lines)
+        return "\n".join(lines + profiles)
+
+
+class StepProfile:
+    """What torch.profiler saw over step calls of one kind: kept after the first `skip`, up to `calls`."""
+
+    def __init__(self, calls: int, skip: int = 3):
+        self.calls, self.skip = calls, skip
+        self.seen, self.wall, self.steps = 0, 0.0, 0
+        self.events = []
+
+    @property
+    def done(self) -> bool:
+        return len(self.events) >= self.calls
+
+    def keep(self, averages, seconds: float, steps: int) -> None:
+        self.seen += 1
+        if self.seen > self.skip and not self.done:
+            self.events.append(averages)
+            self.wall += seconds
+            self.steps += steps
+
+    def report(self) -> str:
+        gpu = sum(
+            e.self_device_time_total for averages in self.events for e in averages if e.device_type.name == "CUDA"
+        )
+        host: dict[str, float] = {}
+        for averages in self.events:
+            for e in averages:
+                if e.device_type.name == "CPU":
+                    host[e.key] = host.get(e.key, 0.0) + e.self_cpu_time_total
+        top = sorted(host.items(), key=lambda kv: -kv[1])[:18]
+        return (
+            f"{len(self.events)} calls, {self.steps} steps: wall {self.wall * 1e3:.1f} ms, GPU kernels "
+            f"{gpu / 1e3:.1f} ms\n    host self time (ms): " + ", ".join(f"{name} {us / 1e3:.1f}" for name, us in top)
+        )
 
 
 async def measure(model, flags: str, args, vocab: int) -> None:
@@ -73,7 +122,7 @@ async def measure(model, flags: str, args, vocab: int) -> None:
     try:
         for c in args.streams:
             await closed_loop(c, 1, lambda w, r: one(w, r, c, 8, f"warm-up {c}"))  # graph capture
-            trace = StepTrace(loaded.engine)
+            trace = StepTrace(loaded.engine, args.profile)
             start = time.perf_counter()
             rate = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c, salt=f"run {c}"))
             print(f"[{flags}] c={c}: {rate:.0f} tok/s\n{trace.report(time.perf_counter() - start)}", flush=True)
@@ -91,6 +140,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--configs", default="--max-model-len 2048")
+    parser.add_argument("--profile", type=int, default=0, help="profile this many step calls of each kind (CUDA)")
     args = parser.parse_args()
     model = build_model(args.shape, args.device, pick_dtype("auto", torch.device(args.device)))
     for flags in args.configs.split(";"):

@@ -66,8 +66,10 @@ class ModelRunner:
         self.backend = make_backend(attention, layer.num_heads, layer.num_kv_heads, layer.head_dim)
         if attention == "triton":  # Triton is there: small decode batches may take the skinny matmuls
             from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection
+            from engine_svc.model.triton_silu import silu_mul
 
             self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
+            self.eager_ops.silu_mul = silu_mul  # one kernel, not torch's two over strided halves
         if self.device.type == "cpu":
             self.model.split_gate_up()
         self.kv_caches: list[torch.Tensor] = []
@@ -96,10 +98,12 @@ class ModelRunner:
     def step_peak_bytes(self, tokens: int, rows: int) -> int:
         """CUDA: the most memory a step of `tokens` tokens that samples `rows` rows allocates beyond what is held
         now (its activations and logits), measured by running one on a scratch cache; the KV cache is sized
-        after it, so the largest step the scheduler may build still fits. 0 elsewhere."""
+        after it, so the largest step the scheduler may build still fits (no row longer than the model's context:
+        fewer rows than `tokens` needs take less). 0 elsewhere."""
         if self.device.type != "cuda":
             return 0
         rows = max(1, min(rows, tokens))
+        tokens = min(tokens, rows * self.model.cos.shape[0])
         self._kv(1 + -(-tokens // self.block_size) + rows)
         torch.cuda.synchronize(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)

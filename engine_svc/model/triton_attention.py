@@ -249,11 +249,14 @@ def paged_attention(
     table_index: torch.Tensor | None = None,
     splits: int = 1,
     out: torch.Tensor | None = None,
+    tile: int = TOKENS_PER_TILE,
+    **launch,
 ) -> torch.Tensor:
     """Row i of q [rows, heads, dim] attends to the first lengths[i] tokens of the sequence whose blocks are
     block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim].
     `splits` > 1 (a power of two) splits each row's context over that many programs. `out`: where to write
-    (contiguous, like q; default a new tensor)."""
+    (contiguous, like q; default a new tensor). `tile` (context tokens per loop step) and `launch` (num_warps,
+    num_stages) are for tuning."""
     rows, heads, dim = q.shape
     kv_heads = kv_cache.shape[2]
     group = heads // kv_heads
@@ -284,9 +287,10 @@ def paged_attention(
         GROUP_PAD=group_pad,
         HEAD_DIM=dim,
         BLOCK_SIZE=block_size,
-        TILE=TOKENS_PER_TILE,
+        TILE=tile,
         INDEXED=table_index is not None,
         SPLITS=splits,
+        **launch,
     )
     if splits > 1:
         _combine_splits[(rows, kv_heads)](  # pyright: ignore[reportIndexIssue]
