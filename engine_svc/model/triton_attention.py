@@ -28,7 +28,9 @@ SMS_TO_FILL = 132  # an H100 / H200: a few decode rows split their context until
 MAX_SPLITS = 16
 
 
-@triton.jit
+# A decode batch's block-table width (stride_table) varies from step to step: compiling per width class at
+# serving time stalls a step for a second, so it is not a specialization.
+@triton.jit(do_not_specialize=["stride_table"])
 def _paged_attention(
     q_ptr,
     cache_ptr,
@@ -180,7 +182,7 @@ def _rope_store(
     tl.store(cache_row + HALF, y2, mask=in_cache)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows", "stride_table", "width"])
 def _advance(
     positions_ptr,
     lens_ptr,

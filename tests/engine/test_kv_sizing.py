@@ -45,4 +45,4 @@ def test_cuda_measures_the_largest_step_and_frees_its_scratch_cache():
     assert paged.kv_caches == [] and 0 < small < large
     # rows hold at most the model's 64 positions: a budget beyond rows x 64 measures rows x 64 tokens
     assert paged.step_peak_bytes(4096, 8) == pytest.approx(large, rel=0.1)
-    assert 0 < paged.step_peak_bytes(4096, 1) <= small * 1.1
+    assert paged.step_peak_bytes(4096, 1) > 0
