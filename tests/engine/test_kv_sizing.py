@@ -41,7 +41,9 @@ def test_cpu_sets_nothing_aside_and_keeps_its_smaller_step():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="measures CUDA memory")
 def test_cuda_measures_the_largest_step_and_frees_its_scratch_cache():
     paged = runner("cuda")
+    first = paged.step_peak_bytes(64, 8)  # the first step also allocates what stays (cuBLAS's workspace): counted
     small, large = paged.step_peak_bytes(64, 8), paged.step_peak_bytes(512, 8)
+    assert first >= small
     assert paged.kv_caches == [] and 0 < small < large
     # rows hold at most the model's 64 positions: a budget beyond rows x 64 measures rows x 64 tokens
     assert paged.step_peak_bytes(4096, 8) == pytest.approx(large, rel=0.1)
