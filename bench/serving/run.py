@@ -259,7 +259,7 @@ def model_shape(args, dtype: torch.dtype) -> roofline.ModelShape:
     return roofline.ModelShape.from_config(config, torch.empty((), dtype=dtype).element_size())
 
 
-async def main_async(args) -> list[dict]:
+async def main_async(args, save=lambda runs: None) -> list[dict]:
     from engine_svc.serving.loader import pick_device, pick_dtype
 
     dtype = pick_dtype(args.dtype, pick_device(args.device))
@@ -322,6 +322,7 @@ async def main_async(args) -> list[dict]:
                             "roofline": bound,
                         }
                     )
+                    save(runs)
                 await client.close()
             finally:
                 server.stop()
@@ -352,9 +353,12 @@ def compare(runs: list[dict]) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    runs = asyncio.run(main_async(args))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(
-            json.dumps({"command": sys.argv, "args": vars(args), "started": started, "runs": runs}, indent=1)
-        )
+
+    def save(runs: list[dict]) -> None:  # after every run: a run cut short by a time bound keeps what it measured
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(
+                json.dumps({"command": sys.argv, "args": vars(args), "started": started, "runs": runs}, indent=1)
+            )
+
+    asyncio.run(main_async(args, save))
