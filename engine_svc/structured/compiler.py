@@ -100,13 +100,17 @@ class GrammarCompiler:
         start = time.perf_counter()
         try:
             grammar = self.backend.compile(constraint)
-        except GrammarError as error:
-            raise fail(Reason.INVALID_GRAMMAR, str(error), f"{rules.FIELD}.{constraint.kind}") from None
-        finally:
+        except BaseException as error:
             with self._lock:
                 self._running.pop(key, None)
+            if isinstance(error, GrammarError):
+                raise fail(Reason.INVALID_GRAMMAR, str(error), f"{rules.FIELD}.{constraint.kind}") from None
+            raise
         elapsed = time.perf_counter() - start
         with self._lock:
+            # Leaves the running table in the same critical section as it enters the cache (or the too-slow list):
+            # a get() between the two would have found neither and compiled the constraint again.
+            self._running.pop(key, None)
             self.stats.compile_seconds = [*self.stats.compile_seconds[-1023:], elapsed]
             if elapsed > self.timeout_s:
                 log.warning(
