@@ -41,12 +41,17 @@ def stack(tmp_path_factory):
         yield running
 
 
-def _outcome(stack, path, body, errors: list | None = None) -> str:
+def _outcome(stack, path, body, errors: list | None = None, started: threading.Event | None = None) -> str:
     """'complete', 'error event' (its error object joins `errors`) or 'cut short' (a body that ended without its
-    last chunk); else what it was."""
+    last chunk); else what it was. `started` is set once the first bytes of the stream have come."""
     try:
         answer = post(stack, path, body, timeout=120, stream=True)
-        text = "".join(chunk.decode() for chunk in answer.iter_content(chunk_size=None))
+        chunks = []
+        for chunk in answer.iter_content(chunk_size=None):
+            chunks.append(chunk.decode())
+            if started is not None:
+                started.set()
+        text = "".join(chunks)
     except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError):
         return "cut short"
     events = sse_events(text)
@@ -81,8 +86,10 @@ def test_every_stream_ends_loudly_when_its_engine_dies(stack):
     # error is always exercised (the others land on either replica).
     raw_errors: list[dict] = []
 
+    started: list[threading.Event] = [threading.Event()]
+
     def pinned(path=STREAMS["raw engine stream"][0], body=STREAMS["raw engine stream"][1]):
-        outcomes["raw engine stream (on the victim)"] = _outcome(stack, path, body, raw_errors)
+        outcomes["raw engine stream (on the victim)"] = _outcome(stack, path, body, raw_errors, started[0])
 
     threads = [threading.Thread(target=pinned)]
     threads[0].start()
@@ -94,26 +101,37 @@ def test_every_stream_ends_loudly_when_its_engine_dies(stack):
     for name, (path, body) in STREAMS.items():
         for copy in range(2):  # two of each: with two engines, some land on the victim
 
-            def run(key=f"{name} #{copy}", path=path, body=body):
-                outcomes[key] = _outcome(stack, path, body)
+            def run(event: threading.Event, key=f"{name} #{copy}", path=path, body=body):
+                outcomes[key] = _outcome(stack, path, body, started=event)
 
-            threads.append(threading.Thread(target=run))
+            started.append(threading.Event())
+            threads.append(threading.Thread(target=run, args=(started[-1],)))
     grpc_outcomes = []
 
-    def native():
+    def native(event: threading.Event):
         with grpc.insecure_channel(stack.gateway) as channel:
             stub = engine_pb2_grpc.EngineServiceStub(channel)
             request = engine_pb2.GenerateRequest(token_ids=[1, 2, 3], sampling_params=common_pb2.SamplingParams(**LONG))
             try:
-                last = list(stub.Generate(request, timeout=120))[-1]
-                grpc_outcomes.append("complete" if last.finished else "silent end")
+                last = None
+                for message in stub.Generate(request, timeout=120):
+                    event.set()
+                    last = message
+                grpc_outcomes.append("complete" if last is not None and last.finished else "silent end")
             except grpc.RpcError as error:
                 grpc_outcomes.append(f"status {error.code().name}")
 
-    threads += [threading.Thread(target=native) for _ in range(2)]
+    started += [threading.Event(), threading.Event()]
+    threads += [threading.Thread(target=native, args=(event,)) for event in started[-2:]]
     for thread in threads[1:]:
         thread.start()
-    time.sleep(4)  # every stream has started generating
+    # Every stream is mid-stream at the kill: its first bytes have come (waited for, not assumed after a pause; on a
+    # loaded machine a stream could still be on its way in, and one the engine dies under before its first token
+    # gets a status, not an event: another case).
+    deadline = time.monotonic() + 60
+    while not all(event.is_set() for event in started):
+        assert time.monotonic() < deadline, "the streams never all started"
+        time.sleep(0.05)
     victim = next(r for r in stack.replicas if r.name == victim_name)
     victim.process.kill()
     for thread in threads:
