@@ -5,6 +5,8 @@ mixed, prefill, single decode) with its device steps, rows, prefill tokens and t
         --configs "--max-model-len 2048;--max-model-len 2048 --max-num-batched-tokens 8192"
 
 Configurations are `;`-separated engine flag strings, measured one after another on the same model.
+`--multiturn N` drives N four-turn conversations behind one shared 1,000-token system prompt instead (64-token
+user turns and answers, bench/serving's multi-turn set) and adds each turn's time in the queue and in prefill.
 `--profile K` (CUDA) also runs torch.profiler on the step thread until K mixed calls and K decode runs (after a
 few of each) were seen, and prints per kind the calls' wall time against the GPU's kernel time and the host
 calls that took the most time.
@@ -21,8 +23,13 @@ import torch
 
 from bench.engine.run import closed_loop, in_process_request, make_requests, release
 from bench.engine.shapes import build_model, shape_vocab
+from bench.serving.datasets import multi_turn
+from bench.serving.metrics import percentile
 from engine_svc.__main__ import make_parser
+from engine_svc.scheduling.admission import admit
 from engine_svc.serving.loader import build_engine, pick_dtype
+from engine_svc.serving.streaming import stream_responses
+from scaleout.v1 import common_pb2, engine_pb2
 
 
 class StepTrace:
@@ -115,6 +122,53 @@ class StepProfile:
         )
 
 
+async def conversations_loop(loaded, conversations, streams: int) -> list[dict]:
+    """Every conversation turn by turn through the in-process engine, `streams` at a time; each turn's timings."""
+    timings, queue = [], list(conversations)
+
+    async def stream():
+        while queue:
+            conversation = queue.pop()
+            history = list(conversation.system)
+            for turn in conversation.turns:
+                history += turn.user
+                params = common_pb2.SamplingParams(temperature=0.0, max_tokens=turn.output_len, ignore_eos=True)
+                rid, seqs, interval = admit(engine_pb2.GenerateRequest(token_ids=history, sampling_params=params),
+                                            loaded.limits)  # fmt: skip
+                state = loaded.engine.submit(rid, seqs)
+                async for m in stream_responses(loaded.engine, state, interval):
+                    history += [t for c in m.choices for t in c.token_ids]
+                timings.append(state.timings())
+
+    await asyncio.gather(*[stream() for _ in range(streams)])
+    return timings
+
+
+def describe(timings: list[dict]) -> str:
+    parts = []
+    for key in ("queue_s", "prefill_s"):
+        values = [t[key] for t in timings if key in t]
+        parts.append(f"{key[:-2]} ms mean {sum(values) / len(values) * 1e3:.1f} p50 {percentile(values, 50) * 1e3:.1f}")
+    return "    per turn: " + ", ".join(parts)
+
+
+async def measure_multiturn(model, flags: str, args, vocab: int) -> None:
+    loaded = build_engine(model, make_parser().parse_args(flags.split()), model_name=args.shape)
+    loaded.engine.start(asyncio.get_running_loop())
+    try:
+        for c in args.streams:
+            warm = multi_turn(4, 2, 1000, 64, 8, vocab, False, seed=1)
+            await conversations_loop(loaded, warm, min(c, 4))  # graph capture
+            trace = StepTrace(loaded.engine, args.profile)
+            start = time.perf_counter()
+            timings = await conversations_loop(loaded, multi_turn(args.multiturn, 4, 1000, 64, 64, vocab, False, 0), c)
+            wall = time.perf_counter() - start
+            print(f"[{flags}] multi-turn c={c}:\n{trace.report(wall)}\n{describe(timings)}", flush=True)
+            trace.detach()
+    finally:
+        release(loaded)
+
+
 async def measure(model, flags: str, args, vocab: int) -> None:
     loaded = build_engine(model, make_parser().parse_args(flags.split()), model_name=args.shape)
     loaded.engine.start(asyncio.get_running_loop())
@@ -141,10 +195,12 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--configs", default="--max-model-len 2048")
     parser.add_argument("--profile", type=int, default=0, help="profile this many step calls of each kind (CUDA)")
+    parser.add_argument("--multiturn", type=int, default=0, help="this many conversations instead of random prompts")
     args = parser.parse_args()
     model = build_model(args.shape, args.device, pick_dtype("auto", torch.device(args.device)))
     for flags in args.configs.split(";"):
-        asyncio.run(measure(model, flags, args, shape_vocab(args.shape)))
+        run = measure_multiturn if args.multiturn else measure
+        asyncio.run(run(model, flags, args, shape_vocab(args.shape)))
 
 
 if __name__ == "__main__":

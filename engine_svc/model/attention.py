@@ -82,7 +82,8 @@ class AttentionBackend:
         kv_cache.index_copy_(0, meta.slot_mapping, kv)
         return q, kv
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The attention output [tokens, heads, dim], written to `out` when given (and returned)."""
         raise NotImplementedError
 
 
@@ -136,11 +137,12 @@ class SdpaBackend(AttentionBackend):
         keys = torch.arange(total, device=device)
         return PrefillCall(slice(chunk.token_start, _end(chunk)), chunk.block_ids, keys[None, :] <= queries[:, None])
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
         decodes = meta.num_decodes
         if decodes == q.shape[0]:
-            return self._decode(q, kv_cache, meta)
-        out = torch.empty_like(q)
+            attn = self._decode(q, kv_cache, meta)
+            return attn if out is None else out.copy_(attn)
+        out = torch.empty_like(q) if out is None else out
         if decodes:
             out[:decodes] = self._decode(q[:decodes], kv_cache, meta)
         for call in meta.prefill_calls:

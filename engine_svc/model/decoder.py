@@ -120,10 +120,18 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend: AttentionBackend, ops):
         """(output, residual): each residual add is fused into the norm of the projection that follows it."""
+        q, kv, residual = self.before_attention(x, residual, cos, sin, kv_cache, meta, backend, ops)
+        return self.after_attention(backend.forward(q, kv, kv_cache, meta), residual, ops)
+
+    def before_attention(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend, ops):
+        """(q, kv, residual): the normed qkv projection, rotated, this step's K/V written to the cache."""
         qkv, residual = self.qkv(x, residual, ops)
         q, kv = backend.store(qkv, cos, sin, kv_cache, meta, ops)
-        attn = backend.forward(q, kv, kv_cache, meta)
-        mlp_in, residual = self.gate_up(self.o_proj(attn.reshape(x.shape[0], self.q_size)), residual, ops)
+        return q, kv, residual
+
+    def after_attention(self, attn: torch.Tensor, residual: torch.Tensor, ops):
+        """(output, residual) from the attention's output: o_proj, then the MLP."""
+        mlp_in, residual = self.gate_up(self.o_proj(attn.reshape(attn.shape[0], self.q_size)), residual, ops)
         return self.down(mlp_in), residual
 
 
@@ -177,14 +185,21 @@ class FusedDecoder(nn.Module):
         ops = ops or self.ops
         backend.prepare(meta)
         x, residual = self.embed(input_ids), None
-        cos = self.cos[positions].unsqueeze(1)
-        sin = self.sin[positions].unsqueeze(1)
+        cos, sin = self.rope(positions)
         for layer, kv_cache in zip(self.layers, kv_caches):
             x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, ops)
+        assert residual is not None  # set by the first layer, and every decoder has one
+        return self.logits(x, residual, logits_rows, ops)
+
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [tokens, 1, head_dim] of the tokens at `positions`."""
+        return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+
+    def logits(self, x, residual, logits_rows, ops) -> torch.Tensor:
+        """The vocabulary head over the last layer's output rows `logits_rows` (None: every row)."""
         if logits_rows is not None:
             if logits_rows.shape[0] == 0:  # no row samples this step (and no empty-shape kernel compiles)
                 return x.new_empty((0, self.head.linear.weight.shape[0]))
-            assert residual is not None  # set by the first layer, and every decoder has one
             x, residual = x[logits_rows], residual[logits_rows]
         return self.head(x, residual, ops)[0]
 

@@ -1,7 +1,8 @@
 """Runs scheduled chunks through the fused model and returns the logits rows that are needed.
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
-static input buffers; mixed or prefill steps run eagerly. `decode_loop` chains decode steps on the device
+static input buffers; mixed or prefill steps of up to 8,192 tokens replay piecewise graphs around eager
+attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode steps on the device
 (each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host;
 the graph advances positions and slots itself and leaves the greedy tokens as the next input.
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
@@ -19,6 +20,7 @@ from engine_svc.model.attention import AttentionMetadata, PrefillChunk, make_bac
 from engine_svc.model.decoder import FusedDecoder
 from engine_svc.model.fused_ops import FusedOps
 from engine_svc.model.packed_inputs import PackedInputs
+from engine_svc.model.piecewise import PiecewiseSteps
 from engine_svc.model.runner_api import DecodeStep
 from engine_svc.model.sampler import argmax_rows
 from engine_svc.scheduling.sampling import SamplingConfig
@@ -51,7 +53,10 @@ class ModelRunner:
         cuda_graphs: bool,
         compile_kernels: bool = False,
         attention: str = "sdpa",
+        mixed_step_graphs_up_to: int = 0,
     ):
+        """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 8,192) replay
+        piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
@@ -72,9 +77,6 @@ class ModelRunner:
             self.eager_ops.silu_mul = silu_mul  # one kernel, not torch's two over strided halves
         if self.device.type == "cpu":
             self.model.split_gate_up()
-        self.kv_caches: list[torch.Tensor] = []
-        if num_blocks:
-            self.allocate_kv(num_blocks)
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
@@ -82,6 +84,12 @@ class ModelRunner:
         if self.cuda_graphs:  # the graphs' inputs: room for the largest decode batch at the widest block table
             largest = self._decode_inputs([], self.batch_buckets[-1], self._width_bucket(self.max_blocks_per_seq))
             self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
+        self.pieces = None
+        if self.cuda_graphs and attention == "triton" and mixed_step_graphs_up_to:
+            self.pieces = PiecewiseSteps(self.model, self.backend, block_size, mixed_step_graphs_up_to)
+        self.kv_caches: list[torch.Tensor] = []
+        if num_blocks:
+            self.allocate_kv(num_blocks)
 
     def allocate_kv(self, num_blocks: int) -> None:
         """The KV cache: `num_blocks` blocks per layer (block 0 is the scratch block), replacing any before."""
@@ -91,6 +99,9 @@ class ModelRunner:
     def _kv(self, num_blocks: int) -> None:
         layer = self.model.layer0
         shape = (num_blocks * self.block_size, 2, layer.num_kv_heads, layer.head_dim)
+        self.graphs.clear()  # captured over the old cache
+        if self.pieces is not None:
+            self.pieces.forget()
         self.kv_caches = []  # the old cache goes before the new one is made
         self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
 
@@ -233,6 +244,10 @@ class ModelRunner:
                 self._graph(rows, widths[0])
             for width in widths[1:]:
                 self._graph(1, width)
+            if self.pieces is not None:
+                self.pieces.pool = self.graph_pool
+                self.pieces.capture_all(self.kv_caches)
+                self.graph_pool = self.pieces.pool
         self._scratch_step(2, 1)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -246,7 +261,7 @@ class ModelRunner:
             count = -(-len(seq.prompt_ids) // self.block_size)
             seq.block_ids, block = list(range(block, block + count)), block + count
             chunks.append(Chunk(seq, 0, len(seq.prompt_ids)))
-        self._eager(chunks)
+        self._eager(chunks, graphs=False)
 
     def _graph(self, rows: int, width: int):
         """The decode graph of (batch bucket, width bucket) and its logits buffer, captured on first use."""
@@ -291,10 +306,11 @@ class ModelRunner:
             table += (row, c.num_tokens, c.start, first)
         packed.add("prefill_table", table, shape=(len(prefills), 4))
 
-    def _eager(self, chunks: list[Chunk]) -> torch.Tensor:
+    def _eager(self, chunks: list[Chunk], graphs: bool = True) -> torch.Tensor:
         """A mixed or prefill step, every input in one host-to-device copy: ids, positions and slots over all
         tokens (decodes first), the decodes' context lengths and block tables, the logits rows, and the blocks
-        of every prefill chunk (`spans`: its first row, first block and block count)."""
+        of every prefill chunk (`spans`: its first row, first block and block count). With `graphs`, a step
+        that fits a piecewise bucket pads its ids, positions and slots to it and replays the pieces."""
         decodes = [c for c in chunks if self._is_decode(c)]
         prefills = [c for c in chunks if not self._is_decode(c)]
         n = len(decodes)
@@ -313,19 +329,28 @@ class ModelRunner:
             blocks += covering
             sample_row[id(c)] = row + c.num_tokens - 1
             logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
+        tokens = len(ids)
+        bucket = self.pieces.bucket(tokens) if graphs and self.pieces is not None else None
+        if bucket:  # padding rows: token 0 at position 0, written to the scratch slot
+            pad = [0] * (bucket - tokens)
+            ids, positions, slots = ids + pad, positions + pad, slots + pad
         packed = PackedInputs()
         self._pack_decodes(packed, (ids, positions, slots, lengths, tables), n, width)
         packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows)
         packed.add("prefill_blocks", blocks)
         if self.backend.wants_prefill_table:
             self._pack_prefill_table(packed, prefills, spans)
-        inputs = packed.to(self.device)
+        flat = packed.host().to(self.device)
+        inputs = packed.views(flat)
         meta = self._metadata(inputs, n)
         prefill_blocks = inputs["prefill_blocks"]
         for c, (row, first, count) in zip(prefills, spans):
             meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, prefill_blocks[first : first + count]))
         if self.backend.wants_prefill_table:
             meta.prefill_table, meta.prefill_blocks = inputs["prefill_table"], prefill_blocks
+        if bucket:
+            assert self.pieces is not None
+            return self.pieces.run(tokens, bucket, flat, meta, self.kv_caches, inputs["logits_rows"], self.eager_ops)
         return self.model(
             inputs["ids"],
             inputs["positions"],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 _MASK32 = 0xFFFFFFFF
+_BELOW_ONE = 1.0 - 2.0**-24  # the largest float32 below 1
 
 
 def _hash32(x):
@@ -165,10 +166,12 @@ class Sampler:
             probs = scores.softmax(dim=-1)
             scores = scores.masked_fill(probs < random.min_ps * probs.amax(-1, keepdim=True), float("-inf"))
         bits = _hash32(random.keys[step][:, None] ^ self.column_hash[None, :]) >> 8
-        uniform = (bits.float() + 0.5) * (1.0 / (1 << 24))
-        # The top 24-bit value rounds to exactly 1.0 in float32, whose noise is +inf: capped, so a disallowed
-        # (-inf) logit stays -inf instead of becoming NaN and winning the argmax (a grammar mask, allowed ids).
-        noise = (-torch.log(-torch.log(uniform))).clamp_(max=torch.finfo(torch.float32).max)
+        # The top 24-bit value's midpoint rounds to exactly 1.0 in float32, whose noise is +inf: it would outbid
+        # every finite score, its token drawn whatever the logits, temperature or logit_bias (~V/2**24 of draws).
+        # Held at the largest float32 below 1 instead, every noise is finite (at most ~16.6): a disallowed (-inf)
+        # logit stays -inf, and no token wins on noise alone.
+        uniform = ((bits.float() + 0.5) * (1.0 / (1 << 24))).clamp_(max=_BELOW_ONE)
+        noise = -torch.log(-torch.log(uniform))
         return (scores + noise).argmax(dim=-1)
 
     def _top_k_top_p(self, scores, top_ks, top_ps):

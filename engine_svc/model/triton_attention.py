@@ -329,11 +329,11 @@ class TritonBackend(AttentionBackend):
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
         decodes, chunks, blocks = meta.num_decodes, meta.prefill_table, meta.prefill_blocks
         if not meta.prefills or chunks is None or blocks is None:  # decode only (a graph's step): row i, sequence i
-            return self._decode(q, kv_cache, meta)
-        out = torch.empty_like(q)
+            return self._decode(q, kv_cache, meta, out)
+        out = torch.empty_like(q) if out is None else out
         if decodes:
             self._decode(q[:decodes], kv_cache, meta, out[:decodes])
         longest = max(c.num_tokens for c in meta.prefills)

@@ -45,8 +45,6 @@ from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
-ADMISSION_WINDOW_S = 0.005
-
 # Takes each step's outputs, on the step thread.
 Sink = Callable[[list[tuple[RequestState, StepOutput]]], object]
 
@@ -75,6 +73,7 @@ class Engine(EngineFront):
         stall_timeout_s: float = 60.0,
         decode_steps: int = 1,
         grammars: GrammarCompiler | None = None,
+        admission_window_s: float = 0.005,
     ):
         super().__init__(max_waiting)
         self.runner = runner
@@ -83,6 +82,7 @@ class Engine(EngineFront):
         self.max_model_len = max_model_len
         self.stall_timeout_s = stall_timeout_s
         self.decode_steps = decode_steps if runner.chains_decode_steps else 1
+        self.admission_window_s = admission_window_s
         self.steps = 0
         self._inbox: list[RequestState | list[str]] = []  # requests to add; ids of requests to abort
         self._inbox_since = 0.0  # when the inbox last went from empty to not empty
@@ -333,7 +333,7 @@ class Engine(EngineFront):
     def _decode_ahead(self, chunks: list[Chunk], steps: int, outputs) -> None:
         """Up to `steps` decode steps with the device one step ahead of the host: step k+1 is queued (its input
         is step k's tokens, still on the device) before step k's tokens are read, checked and shipped. Stops
-        queueing when every sequence finished, or when new requests or aborts have waited ADMISSION_WINDOW_S
+        queueing when every sequence finished, or when new requests or aborts have waited `admission_window_s`
         (requests that arrive together, as closed-loop clients' do, then share one prefill step instead of
         breaking the run once each).
 
@@ -365,7 +365,7 @@ class Engine(EngineFront):
             if len(queued) > 1:
                 self._ship(self._settle(seqs, Read(*queued.popleft().result()), {}))
             if all(seq.finished for seq in seqs) or (
-                self._inbox and time.monotonic() - self._inbox_since >= ADMISSION_WINDOW_S
+                self._inbox and time.monotonic() - self._inbox_since >= self.admission_window_s
             ):
                 break
         pending = [*read, *(Read(*drawn.result()) for drawn in queued)]

@@ -104,6 +104,7 @@ def build_engine(
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
             attention=pick_attention(args.attention, device, head_dim),
+            mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
         )
         log.info("engine: decode attention %s", runner.attention)
         try:
@@ -144,6 +145,7 @@ def build_engine(
         stall_timeout_s=args.stall_timeout_s,
         decode_steps=decode_steps,
         grammars=grammars,
+        admission_window_s=args.admission_window_ms / 1e3,
     )
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
@@ -259,8 +261,15 @@ def add_engine_flags(parser) -> None:
         choices=range(33),
         metavar="0..32",
         help="decode steps queued back to back while no request is prefilling (the device runs one "
-        "step ahead of the host; a run also ends once new requests have waited 5 ms); "
+        "step ahead of the host; a run also ends once new requests have waited --admission-window-ms); "
         "0: 32 on CUDA, 1 on CPU",
+    )
+    parser.add_argument(
+        "--admission-window-ms",
+        type=float,
+        default=5.0,
+        help="how long new requests may wait for a decode run to end: requests that arrive within it share "
+        "one prefill step (fewer broken runs) at the cost of up to this much TTFT",
     )
     parser.add_argument(
         "--engine-core",
@@ -305,7 +314,12 @@ def add_engine_flags(parser) -> None:
     parser.add_argument(
         "--no-grammar-cache", action="store_true", help="compile every constrained request's grammar anew (benches)"
     )
-    parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
+    parser.add_argument("--no-cuda-graphs", action="store_true", help="run every step eagerly on CUDA")
+    parser.add_argument(
+        "--no-mixed-step-graphs",
+        action="store_true",
+        help="run mixed and prefill steps eagerly on CUDA (default: piecewise graphs up to 8,192 tokens)",
+    )
     parser.add_argument(
         "--no-compile",
         action="store_true",

@@ -87,6 +87,22 @@ def unenforced_keywords(schema: Any) -> list[str]:
     return found
 
 
+def tag_schemas(node: Any) -> Iterator[Any]:
+    """The JSON schemas a structural tag holds (its `json_schema` formats; the first format's `schema`s)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from tag_schemas(item)
+    elif isinstance(node, dict):
+        if node.get("type") == "json_schema" and "json_schema" in node:
+            yield node["json_schema"]
+            return
+        if "begin" in node and "schema" in node:
+            yield node["schema"]
+            return
+        for value in node.values():
+            yield from tag_schemas(value)
+
+
 def _literal(text: str) -> str:
     """An EBNF string literal (xgrammar takes JSON-style escapes)."""
     return json.dumps(text, ensure_ascii=False)
@@ -162,9 +178,7 @@ class XGrammarBackend:
     def _compile(self, constraint: Constraint):
         kind, text, compiler = constraint.kind, constraint.text, self._compiler
         if kind == "json_schema":
-            bad = unenforced_keywords(json.loads(text))
-            if bad:
-                raise GrammarError(f"the schema uses keywords {self.name} cannot enforce: {'; '.join(bad[:5])}")
+            self._check_schemas([json.loads(text)])
             return compiler.compile_json_schema(text, any_whitespace=constraint.any_whitespace, strict_mode=True)
         if kind == "json_object":
             return compiler.compile_json_schema('{"type": "object"}', any_whitespace=constraint.any_whitespace)
@@ -181,6 +195,7 @@ class XGrammarBackend:
             return compiler.compile_grammar(text)
         if kind == "structural_tag":
             tag = json.loads(text)
+            self._check_schemas(tag_schemas(tag))
             if "structures" in tag:  # the first (vLLM <= 0.10) format: begin / schema / end items and triggers
                 items = [
                     xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
@@ -189,6 +204,11 @@ class XGrammarBackend:
                 return compiler.compile_structural_tag(items, tag.get("triggers", []))
             return compiler.compile_structural_tag(text)
         raise GrammarError(f"unknown constraint kind {kind!r}")
+
+    def _check_schemas(self, schemas) -> None:
+        bad = [found for schema in schemas for found in unenforced_keywords(schema)]
+        if bad:
+            raise GrammarError(f"the schema uses keywords {self.name} cannot enforce: {'; '.join(bad[:5])}")
 
     def matcher(self, grammar, stop_token_ids: frozenset[int]) -> _XGrammarMatcher:
         stops = sorted(stop_token_ids)

@@ -7,7 +7,7 @@ import weakref
 
 import torch
 
-from engine_svc.model.sampler import Sampler, argmax_rows, row_key
+from engine_svc.model.sampler import Sampler, _hash32, argmax_rows, row_key
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Sequence
 
@@ -34,3 +34,24 @@ def test_argmax_rows_writes_into_out_and_keeps_nothing_alive():
     alive = weakref.ref(logits)
     del logits
     assert alive() is None  # no cache holds a step's logits
+
+
+def test_no_token_wins_a_draw_on_its_noise_alone():
+    """A column whose hash takes the top 24-bit value has uniform (2**24 - 0.5) / 2**24, which rounds to 1.0 in
+    float32: its Gumbel noise was +inf (capped at the float32 maximum) and outbid every finite score, so about
+    one draw in V / 2**24 (~0.3% at 49k tokens) took that token whatever the logits: a +100 logit_bias ignored
+    (a CI flake of test_completion_field[logit_bias]: ' hung!!!' for '!!!!'). Seed 7's first draw is such a one."""
+    vocab, seed, target = 16384, 7, 17
+    sampler = Sampler(vocab, torch.device("cpu"))
+    bits = _hash32(torch.tensor([row_key(seed, 0, 0)]) ^ sampler.column_hash) >> 8
+    (hit,) = (bits == (1 << 24) - 1).nonzero().flatten().tolist()  # the case this test is about is there
+    assert hit != target
+
+    def draw(**config) -> int:
+        seq = Sequence("r", 0, [5, 6, 7], SamplingConfig(temperature=1.0, seed=seed, **config))
+        (token,), _ = sampler.sample(torch.zeros(1, vocab), [seq])
+        return token
+
+    assert draw(logit_bias={target: 100.0}) == target
+    assert draw(logit_bias={target: 100.0, hit: -100.0}) == target
+    assert draw(allowed_token_ids=[target, target + 1]) in (target, target + 1)  # -inf stays -inf

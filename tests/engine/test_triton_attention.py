@@ -207,6 +207,10 @@ def test_backend_mixed_step_equals_sdpa_backend():
     sdpa.prepare(meta)
     expected = sdpa.forward(q.float(), cache[slot_mapping].float(), cache.float(), meta)
     torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
+    # Into a given buffer (piecewise graphs read it): the same values, and that buffer returned.
+    out = torch.full_like(q, float("nan"))
+    assert triton_attention.TritonBackend(heads, kv_heads, dim).forward(q, None, cache, meta, out=out) is out
+    torch.testing.assert_close(out, got)
 
 
 def test_runner_steps_equal_the_sdpa_backend():
