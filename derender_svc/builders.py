@@ -67,12 +67,19 @@ def chat_logprobs(rendered: list[RenderedLogprob]) -> derender_pb2.ChatLogprobs:
     )
 
 
-def completion_logprobs(rendered: list[RenderedLogprob], offset: int) -> derender_pb2.CompletionLogprobs:
+def completion_logprobs(
+    rendered: list[RenderedLogprob], offset: int, echoed: list[RenderedLogprob] | None = None
+) -> derender_pb2.CompletionLogprobs:
+    """`offset`: where the output starts in the text; `echoed`: the echoed prompt's tokens, which come first (from
+    offset 0, the first of them unscored)."""
+    echoed = echoed or []
+    rows = echoed + rendered
     return derender_pb2.CompletionLogprobs(
-        tokens=[r.token for r in rendered],
-        token_logprobs=[r.logprob for r in rendered],
-        top_logprobs=[derender_pb2.CompletionTopLogprobs(entries=[_top(a) for a in r.top]) for r in rendered],
-        text_offset=[offset + r.offset for r in rendered],
+        tokens=[r.token for r in rows],
+        token_logprobs=[r.logprob for r in rows],
+        top_logprobs=[derender_pb2.CompletionTopLogprobs(entries=[_top(a) for a in r.top]) for r in rows],
+        text_offset=[r.offset for r in echoed] + [offset + r.offset for r in rendered],
+        unscored_tokens=1 if echoed else 0,
     )
 
 
@@ -120,8 +127,15 @@ def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> der
     return completion
 
 
-def completion(meta: ResponseMeta, deltas: list[ChoiceDelta], usage, flat_base: int = 0) -> derender_pb2.Completion:
-    """A completion chunk, or (with accumulated deltas) the whole completion; the echo goes first."""
+def completion(
+    meta: ResponseMeta,
+    deltas: list[ChoiceDelta],
+    usage,
+    flat_base: int = 0,
+    echo_logprobs: list[RenderedLogprob] | None = None,
+) -> derender_pb2.Completion:
+    """A completion chunk, or (with accumulated deltas) the whole completion; the echo goes first, and with
+    `echo_logprobs` (echo with logprobs) so do its tokens' logprobs."""
     out = derender_pb2.Completion(
         id=meta.id, object="text_completion", created=meta.created, model=meta.model, usage=usage
     )
@@ -130,7 +144,8 @@ def completion(meta: ResponseMeta, deltas: list[ChoiceDelta], usage, flat_base: 
         choice = out.choices.add(index=flat_base + delta.index, text=shown + delta.content)
         if delta.reasoning:
             choice.reasoning_content = delta.reasoning
-        if delta.logprobs is not None:
-            choice.logprobs.CopyFrom(completion_logprobs(delta.logprobs, len(meta.echo)))
+        echoed = echo_logprobs if delta.first else None
+        if delta.logprobs is not None or echoed is not None:
+            choice.logprobs.CopyFrom(completion_logprobs(delta.logprobs or [], len(meta.echo), echoed))
         _set_stop_reason(choice, delta)
     return out

@@ -9,7 +9,7 @@ import grpc
 
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common.reasons import Reason, fail
-from scaleout_common.sampling_rules import check_token_ids
+from scaleout_common.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS, check_token_ids
 
 MAX_STATUS_CODE = max(code.value[0] for code in grpc.StatusCode)
 
@@ -19,8 +19,8 @@ class Limits:
     max_choices: int = 128
     max_tokens_per_choice: int = 131072
     max_top_logprobs: int = 20
-    max_stop_strings: int = 16
-    max_stop_chars: int = 256
+    max_stop_strings: int = MAX_STOP_STRINGS
+    max_stop_chars: int = MAX_STOP_CHARS
     max_prompt_tail: int = 64
     max_state_bytes: int = 65536
     max_streams: int = 4096  # open DerenderStream calls; more are refused with RESOURCE_EXHAUSTED
@@ -68,6 +68,8 @@ def check_context(
         )
     check_token_ids(context.prompt_tail_token_ids, vocab_size, "context.prompt_tail_token_ids")
     _check_count(context.num_prompt_tokens, limits, "context.num_prompt_tokens")
+    _check_count(len(context.prompt_token_ids), limits, "context.prompt_token_ids")
+    check_token_ids(context.prompt_token_ids, vocab_size, "context.prompt_token_ids")
 
 
 def _check_count(value: int, limits: Limits, field: str) -> None:
@@ -86,6 +88,9 @@ def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vo
     if message.HasField("prompt"):
         _check_count(message.prompt.num_tokens, limits, "engine_output.prompt.num_tokens")
         _check_count(message.prompt.cached_tokens, limits, "engine_output.prompt.cached_tokens")
+        if message.prompt.HasField("logprobs"):
+            rows = message.prompt.logprobs
+            _check_logprobs(rows, len(rows.logprobs), vocab_size, "engine_output.prompt.logprobs")
     if message.HasField("usage"):
         for name in ("prompt_tokens", "completion_tokens", "cached_tokens"):
             _check_count(getattr(message.usage, name), limits, f"engine_output.usage.{name}")
@@ -105,22 +110,18 @@ def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vo
                 "engine_output.choices.token_ids",
             )
         if choice.HasField("logprobs"):
-            _check_logprobs(choice.logprobs, len(ids), vocab_size)
+            _check_logprobs(choice.logprobs, len(ids), vocab_size, "engine_output.choices.logprobs")
 
 
-def _check_logprobs(logprobs, count: int, vocab_size: int) -> None:
+def _check_logprobs(logprobs, count: int, vocab_size: int, field: str) -> None:
     if (logprobs.logprobs and len(logprobs.logprobs) != count) or len(logprobs.top) > count:
-        raise fail(Reason.LOGPROBS_MISMATCH, "logprobs must be parallel to token_ids", "engine_output.choices.logprobs")
+        raise fail(Reason.LOGPROBS_MISMATCH, "logprobs must be parallel to token_ids", field)
     for top in logprobs.top:
         if len(top.token_ids) != len(top.logprobs):
-            raise fail(
-                Reason.LOGPROBS_MISMATCH,
-                "top token_ids and logprobs differ in length",
-                "engine_output.choices.logprobs.top",
-            )
-        check_token_ids(top.token_ids, vocab_size, "engine_output.choices.logprobs.top")
-        _check_logprob_values(top.logprobs, "engine_output.choices.logprobs.top.logprobs")
-    _check_logprob_values(logprobs.logprobs, "engine_output.choices.logprobs.logprobs")
+            raise fail(Reason.LOGPROBS_MISMATCH, "top token_ids and logprobs differ in length", f"{field}.top")
+        check_token_ids(top.token_ids, vocab_size, f"{field}.top")
+        _check_logprob_values(top.logprobs, f"{field}.top.logprobs")
+    _check_logprob_values(logprobs.logprobs, f"{field}.logprobs")
 
 
 def _check_logprob_values(values, field: str) -> None:

@@ -79,7 +79,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             )
             totals = await asyncio.to_thread(_run, session, prompt.results)
             base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)
-            part = builders.completion(session.meta, totals, session.usage(), base)
+            part = session.completion(totals, session.usage(), base)
             if out is None:
                 out = part
             else:

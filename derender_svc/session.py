@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from derender_svc import builders
 from derender_svc.choice import ChoiceConfig, ChoiceDelta, ChoiceProcessor
 from derender_svc.limits import Limits, check_context, check_engine_output
+from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
@@ -91,6 +92,7 @@ class Session:
             context.model,
             context.prompt_text if context.echo else "",
         )
+        self.echo_logprobs: list[RenderedLogprob] | None = None  # echo with logprobs: the prompt's, once scored
         self.prompt_tokens = context.num_prompt_tokens or state.get("p", 0)
         self.cached_tokens = state.get("k", 0)
         self.done = state.get("z", False)
@@ -117,6 +119,8 @@ class Session:
         if message.HasField("prompt"):
             self.prompt_tokens = self.prompt_tokens or message.prompt.num_tokens
             self.cached_tokens = self.cached_tokens or message.prompt.cached_tokens
+            if self.context.prompt_token_ids and self.config.top_logprobs is not None:
+                self.echo_logprobs = self._score_echo(message.prompt.logprobs)
         if message.HasField("usage"):
             self.prompt_tokens = self.prompt_tokens or message.usage.prompt_tokens
             self.cached_tokens = self.cached_tokens or message.usage.cached_tokens
@@ -135,6 +139,24 @@ class Session:
                     deltas[index] = _merge(deltas.get(index), delta)
         self.stop_generation = self._engine_can_stop()
         return [deltas[i] for i in sorted(deltas)]
+
+    def _score_echo(self, scored: common_pb2.TokenLogprobs) -> list[RenderedLogprob]:
+        """The echoed prompt's tokens with the engine's logprobs for all but the first, which has none (it rides on
+        the engine's first message, with every choice's first tokens)."""
+        ids = list(self.context.prompt_token_ids)
+        if len(scored.logprobs) != len(ids) - 1:
+            raise fail(
+                Reason.LOGPROBS_MISMATCH,
+                f"the prompt's logprobs must cover its {len(ids) - 1} tokens after the first "
+                f"(got {len(scored.logprobs)})",
+                "engine_output.prompt.logprobs",
+            )
+        renderer = LogprobRenderer(self.defaults.info.token_bytes, self.config.top_logprobs or 0)
+        return renderer.render(ids[:1], common_pb2.TokenLogprobs(logprobs=[0.0])) + renderer.render(ids[1:], scored)
+
+    def completion(self, deltas: list[ChoiceDelta], usage, flat_base: int | None = None) -> derender_pb2.Completion:
+        base = self.flat_base() if flat_base is None else flat_base
+        return builders.completion(self.meta, deltas, usage, base, self.echo_logprobs)
 
     def _engine_can_stop(self) -> bool:
         """True once: every choice is done here and a stop string (which the engine cannot see) ended one."""
@@ -160,7 +182,7 @@ class Session:
         usage = self.usage() if show_usage else None
         deltas = [d for d in deltas if not d.is_empty()]
         if self.endpoint == derender_pb2.ENDPOINT_COMPLETION:
-            return builders.completion(self.meta, deltas, usage, self.flat_base())
+            return self.completion(deltas, usage)
         return builders.chat_chunk(self.meta, deltas, usage)
 
     def flat_base(self) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-from derender_svc.parsers import detect
+from scaleout_common import format_detect as detect
 from scaleout_common.models import tokenizer_fingerprint
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -67,7 +67,7 @@ class TokenizerInfo:
     special_tokens: dict[int, str]  # id -> content of the special tokens (those skip_special_tokens drops)
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
-    reasoning_format: str = "none"  # the reasoning parser the chat template suggests (parsers/detect.py)
+    reasoning_format: str = "none"  # the reasoning parser the chat template suggests (scaleout_common/format_detect.py)
 
     @classmethod
     def from_hf(cls, hf_tokenizer) -> TokenizerInfo:

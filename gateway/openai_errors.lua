@@ -11,7 +11,9 @@
 -- literals are copied as they are, never unescaped and re-encoded.
 -- Success responses are never touched (no body buffering on the streaming paths).
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
--- {"type": "error", "error": {...}} with Anthropic's type names (ANTHROPIC_TYPES); the request marks itself.
+-- {"type": "error", "error": {...}, "request_id": ...} with Anthropic's type names (ANTHROPIC_TYPES); the request
+-- marks itself, and every answer to it names the request in Anthropic's `request-id` header. Anthropic's beta
+-- form of these paths (`?beta=true`: the TypeScript SDK's beta.messages, Claude Code) is the same route.
 
 local TYPES = {{ error_types }}
 local ANTHROPIC_TYPES = {{ anthropic_error_types }}
@@ -26,8 +28,16 @@ local function error_type(status, anthropic)
 end
 
 function envoy_on_request(handle)
-  if (handle:headers():get(":path") or ""):sub(1, #ANTHROPIC_PREFIX) == ANTHROPIC_PREFIX then
-    handle:streamInfo():dynamicMetadata():set("scaleout", "anthropic", true)
+  local headers = handle:headers()
+  local path = headers:get(":path") or ""
+  if path:sub(1, #ANTHROPIC_PREFIX) == ANTHROPIC_PREFIX then
+    local marks = handle:streamInfo():dynamicMetadata()
+    marks:set("scaleout", "anthropic", true)
+    marks:set("scaleout", "request_id", headers:get("x-request-id") or "")
+    local bare = path:gsub("%?beta=true$", "", 1)
+    if bare ~= path then
+      headers:replace(":path", bare)
+    end
   end
 end
 
@@ -53,7 +63,12 @@ local function string_after(text, key)
 end
 
 function envoy_on_response(handle)
+  local marks = handle:streamInfo():dynamicMetadata():get("scaleout")
+  local anthropic = marks ~= nil and marks["anthropic"] == true
   local headers = handle:headers()
+  if anthropic then
+    headers:replace("request-id", marks["request_id"])
+  end
   local status = tonumber(headers:get(":status")) or 200
   if status < 400 or not (headers:get("content-type") or ""):find("json", 1, true) then
     return
@@ -63,8 +78,6 @@ function envoy_on_response(handle)
     return
   end
   local text = body:getBytes(0, body:length())
-  local marks = handle:streamInfo():dynamicMetadata():get("scaleout")
-  local anthropic = marks ~= nil and marks["anthropic"] == true
   local shaped
   if text:sub(1, 8) == '{"code":' then
     local reason = string_after(text, "reason")
@@ -83,7 +96,7 @@ function envoy_on_response(handle)
     return
   end
   if anthropic then
-    shaped = '{"type":"error",' .. shaped:sub(2)
+    shaped = '{"type":"error","request_id":"' .. marks["request_id"] .. '",' .. shaped:sub(2)
   end
   body:setBytes(shaped)
   -- A headers object taken before body() is out of scope once the body is buffered: take them again.

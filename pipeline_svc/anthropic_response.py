@@ -4,7 +4,8 @@ The content comes from the same parsed output the chat routes serve: reasoning -
 -> a `text` block, each tool call -> a `tool_use` block (`input` the parsed arguments; streamed as
 `input_json_delta`). stop_reason follows scaleout_common.finish_reasons (a matched stop string is
 `stop_sequence`, named in `stop_sequence`). Usage is Anthropic's split: `input_tokens` are the prompt tokens
-not read from the prefix cache, `cache_read_input_tokens` those that were.
+not read from the prefix cache, `cache_read_input_tokens` those that were; streamed, `message_start` has it from
+the engine's first output (`counted`), `message_delta` from the final usage.
 
 Streamed, a block opens when its kind of output first arrives and closes when another kind starts (as vLLM
 converts a chat stream): `message_start`, then `content_block_start` / `content_block_delta` /
@@ -18,22 +19,23 @@ import json
 from typing import Any
 
 from pipeline_svc.shaped_route import Event
-from scaleout.v1 import common_pb2, derender_pb2, render_pb2
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
 from scaleout_common import finish_reasons
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import anthropic_error_object
 
 
-def usage(total: common_pb2.Usage | None, prompt_tokens: int = 0) -> dict:
-    if total is None:
-        return {"input_tokens": prompt_tokens, "output_tokens": 0, "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0}  # fmt: skip
+def usage(prompt_tokens: int, cached_tokens: int = 0, output_tokens: int = 0) -> dict:
     return {
-        "input_tokens": total.prompt_tokens - total.cached_tokens,
-        "output_tokens": total.completion_tokens,
+        "input_tokens": prompt_tokens - cached_tokens,
+        "output_tokens": output_tokens,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": total.cached_tokens,
+        "cache_read_input_tokens": cached_tokens,
     }
+
+
+def total_usage(total: common_pb2.Usage) -> dict:
+    return usage(total.prompt_tokens, total.cached_tokens, total.completion_tokens)
 
 
 def tool_input(arguments: str) -> dict:
@@ -45,10 +47,13 @@ def tool_input(arguments: str) -> dict:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _stop(choice) -> tuple[str, str | None]:
-    """(stop_reason, stop_sequence) of a finished choice."""
+def _stop(choice, called: bool) -> tuple[str, str | None]:
+    """(stop_reason, stop_sequence) of a finished choice; `called`: its output has tool calls."""
     stop_sequence = choice.stop_str if choice.WhichOneof("stop_reason") == "stop_str" else None
     reason = finish_reasons.from_openai_name(choice.finish_reason)
+    if called and reason == common_pb2.FINISH_REASON_STOP and stop_sequence is None:
+        # A named tool_choice ends in "stop" (vLLM's convention); Anthropic says `tool_use` whenever a tool is called.
+        reason = common_pb2.FINISH_REASON_TOOL_CALLS
     name = finish_reasons.anthropic_name(reason, stop_sequence)
     return name, stop_sequence if name == finish_reasons.ANTHROPIC_STOP_SEQUENCE else None
 
@@ -71,7 +76,7 @@ def message(completion: derender_pb2.ChatCompletion, rendered=None, request: dic
                 "input": tool_input(call.function.arguments),
             }
         )
-    stop_reason, stop_sequence = _stop(choice)
+    stop_reason, stop_sequence = _stop(choice, bool(answer.tool_calls))
     return {
         "id": completion.id,
         "type": "message",
@@ -80,7 +85,7 @@ def message(completion: derender_pb2.ChatCompletion, rendered=None, request: dic
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": stop_sequence,
-        "usage": usage(completion.usage if completion.HasField("usage") else None),
+        "usage": total_usage(completion.usage) if completion.HasField("usage") else usage(0),
     }
 
 
@@ -89,16 +94,24 @@ class MessageStream:
 
     def __init__(self, rendered: render_pb2.RenderChatResponse, request: dict | None = None):
         ctx = rendered.derender_context
-        self.id, self.model, self.prompt_tokens = ctx.id, ctx.model, ctx.num_prompt_tokens
+        self.id, self.model = ctx.id, ctx.model
+        self.prompt = engine_pb2.PromptInfo(num_tokens=ctx.num_prompt_tokens)  # until `counted`
         self.index = -1  # the open block's index; -1: none yet
         self.kind: str | None = None  # the open block's type
         self.tool_blocks: dict[int, int] = {}  # tool call index -> its block index
         self.stop: tuple[str, str | None] = ("end_turn", None)
         self.usage: common_pb2.Usage | None = None
 
+    def counted(self, prompt: engine_pb2.PromptInfo) -> None:
+        """The prompt as the engine counted it (shaped_route.CountsPrompt): message_start's input usage."""
+        self.prompt = prompt
+
+    def _input_usage(self) -> dict:
+        return usage(self.prompt.num_tokens, self.prompt.cached_tokens)
+
     def start(self) -> list[Event]:
         head = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": []}
-        head |= {"stop_reason": None, "stop_sequence": None, "usage": usage(None, self.prompt_tokens)}
+        head |= {"stop_reason": None, "stop_sequence": None, "usage": self._input_usage()}
         return [("message_start", {"type": "message_start", "message": head})]
 
     def _open(self, block: dict) -> list[Event]:
@@ -141,13 +154,13 @@ class MessageStream:
                     partial = {"type": "input_json_delta", "partial_json": call.function.arguments}
                     events.append(self._delta(self.tool_blocks[call.index], partial))
             if choice.HasField("finish_reason"):
-                self.stop = _stop(choice)
+                self.stop = _stop(choice, bool(self.tool_blocks))
         return events
 
     def finish(self) -> list[Event]:
         stop_reason, stop_sequence = self.stop
         delta = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence}}
-        delta["usage"] = usage(self.usage, self.prompt_tokens)
+        delta["usage"] = total_usage(self.usage) if self.usage is not None else self._input_usage()
         return self._close() + [("message_delta", delta), ("message_stop", {"type": "message_stop"})]
 
     def error(self, failure: ServiceError) -> list[Event]:

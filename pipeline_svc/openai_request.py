@@ -97,6 +97,9 @@ def _stream_options(out: dict) -> tuple[bool, bool, bool]:
     options = options or {}
     if not isinstance(options, dict):
         raise fail(Reason.INVALID_REQUEST, "`stream_options` must be an object", "stream_options")
+    # Chunks never carry OpenAI's `obfuscation` padding: `false` asks for what we do, `true` for what we cannot.
+    if options.pop("include_obfuscation", None) not in (None, False):
+        raise _unsupported("stream_options.include_obfuscation", "= true is not supported: chunks carry no padding")
     include_usage = bool(options.get("include_usage"))
     return stream, include_usage, include_usage and bool(options.get("continuous_usage_stats"))
 

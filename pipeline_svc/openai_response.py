@@ -122,10 +122,12 @@ def _completion_logprobs(choice) -> dict | None:
     if not choice.HasField("logprobs"):
         return None
     lp = choice.logprobs
+    unscored = [None] * lp.unscored_tokens  # an echoed prompt's first token has no logprob: null, as OpenAI prints
     return {
         "tokens": list(lp.tokens),
-        "token_logprobs": list(lp.token_logprobs),
-        "top_logprobs": [{e.token: e.logprob for e in top.entries} for top in lp.top_logprobs],
+        "token_logprobs": unscored + list(lp.token_logprobs[lp.unscored_tokens :]),
+        "top_logprobs": unscored
+        + [{e.token: e.logprob for e in t.entries} for t in lp.top_logprobs[lp.unscored_tokens :]],
         "text_offset": list(lp.text_offset),
     }
 

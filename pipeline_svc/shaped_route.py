@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import grpc
 from google.api import httpbody_pb2
 from opentelemetry import trace
 
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
-from scaleout.v1 import derender_pb2, render_pb2
+from scaleout.v1 import derender_pb2, engine_pb2, render_pb2
 from scaleout_common.errors import ServiceError
 
 JSON, SSE = "application/json", "text/event-stream"
@@ -34,6 +34,14 @@ class StreamShape(Protocol):
     def chunk(self, chunk: derender_pb2.ChatCompletionChunk) -> list[Event]: ...
     def finish(self) -> list[Event]: ...
     def error(self, failure: ServiceError) -> list[Event]: ...
+
+
+@runtime_checkable
+class CountsPrompt(Protocol):
+    """A stream shape whose opening events report the prompt's tokens as the engine counted them (cached ones
+    included, which only the engine's first output carries: derender's chunks carry usage only at the end)."""
+
+    def counted(self, prompt: engine_pb2.PromptInfo) -> None: ...
 
 
 def json_body(payload: dict) -> httpbody_pb2.HttpBody:
@@ -74,13 +82,14 @@ async def serve(
     shape = streamed(rendered, body)
     started = False
     try:
-        async for answer in LiveGeneration(hops, rendered, context).answers():
+        live = LiveGeneration(hops, rendered, context)
+        async for answer in live.answers():
             events = shape.chunk(answer.chat)
             if events and not started:  # a chunk without output (usage only) starts nothing yet
-                events, started = shape.start() + events, True
+                events, started = _start(shape, live) + events, True
             for event in events:
                 yield sse(event)
-        events = [] if started else shape.start()
+        events = [] if started else _start(shape, live)
         started = True
         for event in events + shape.finish():
             yield sse(event)
@@ -90,3 +99,10 @@ async def serve(
         # HTTP/1.1 clients never see trailers: the outcome travels in-band.
         for event in shape.error(broken_off(error)):
             yield sse(event)
+
+
+def _start(shape: StreamShape, live: LiveGeneration) -> list[Event]:
+    """The shape's opening events, written once derender answered: the engine's first output came before."""
+    if isinstance(shape, CountsPrompt) and live.outputs:
+        shape.counted(live.outputs[0].prompt)
+    return shape.start()

@@ -58,6 +58,9 @@ def render_completion(
         check_length(ids, renderer.max_prompt_tokens, field)
         params = sampling_rules.resolve(request, len(ids), renderer.model_limits, chat=False, prompt_field="prompt")
         structured.apply(params, constraint, request, model.tokenizer, None, "")
+        echo_logprobs = request.echo and params.HasField("logprobs")
+        if echo_logprobs and not params.HasField("prompt_logprobs"):
+            params.prompt_logprobs = params.logprobs  # the echoed prompt is scored like the output
         tail_text = (
             text
             if text is not None
@@ -88,6 +91,8 @@ def render_completion(
             text or "",
             index,
         )
+        if echo_logprobs:
+            item.derender_context.prompt_token_ids.extend(ids)
         if request.return_prompt_text:
             item.prompt_text = text
         if offsets is not None:

@@ -70,7 +70,9 @@ def check_length(ids: list[int], max_prompt_tokens: int, field_path: str) -> Non
     if len(ids) > max_prompt_tokens:
         raise fail(
             Reason.PROMPT_TOO_LONG,
-            f"the prompt has {len(ids)} tokens, more than the limit of {max_prompt_tokens}",
+            # OpenAI's and vLLM's wording, which clients match to trim a conversation
+            f"This model's maximum context length is {max_prompt_tokens} tokens for a prompt. However, your request "
+            f"has {len(ids)} input tokens. Please reduce the length of the input.",
             field_path,
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from render_svc import context, convert, errors, routing, structured
@@ -24,7 +25,7 @@ from render_svc.prompt import (
 )
 from render_svc.template import Template, TemplateRenderer
 from scaleout.v1 import common_pb2, derender_pb2, render_pb2
-from scaleout_common import sampling_rules
+from scaleout_common import format_detect, sampling_rules
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
@@ -76,6 +77,9 @@ class Renderer:
         self.special_tokens = {k: v for k, v in model.tokenizer.special_tokens_map.items() if isinstance(v, str)}
         self._default_sources: dict[bool, str | None] = {}
         self.reasoning = structured.Reasoning(model.tokenizer, self.options.reasoning_parser)
+        # the tool-call format the output is parsed in (derender's default when --tool-parser is unset)
+        template = getattr(model.tokenizer, "chat_template", None)
+        self.tool_format = self.options.tool_parser or format_detect.tool_parser_for(template)
 
     # --- shared checks -------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -162,7 +166,7 @@ class Renderer:
             add_generation_prompt=add_generation_prompt,
             add_special_tokens=request.add_special_tokens if request.HasField("add_special_tokens") else False,
             keep=keep,
-            constraint=structured.constraint(request, tools, tool_mode, tool_function),
+            constraint=structured.constraint(request, tools, tool_mode, tool_function, self.tool_format),
         )
 
     def text(self, job: ChatJob) -> str:
@@ -237,12 +241,18 @@ class Renderer:
         return response
 
     def render_chat(
-        self, request: render_pb2.RenderChatRequest, id_prefix: str = "chatcmpl"
+        self,
+        request: render_pb2.RenderChatRequest,
+        id_prefix: str = "chatcmpl",
+        check_prompt: Callable[[list[int]], None] | None = None,
     ) -> render_pb2.RenderChatResponse:
-        """`id_prefix` names the response id for the API the request came from ("msg_", "resp_")."""
+        """`id_prefix` names the response id for the API the request came from ("msg_", "resp_"); `check_prompt`
+        sees the prompt's token ids before the shared limits do (an API's own wording of them)."""
         job = self.prepare(request)
         text = self.text(job)
         [(ids, offsets)] = self.encode([job], [text])
+        if check_prompt is not None:
+            check_prompt(ids)
         response = self.finish(job, text, ids, offsets, id_prefix)
         response.generate_request.prefix_hash = routing.chat_prefix_hash(self, job, ids)
         return response

@@ -17,7 +17,7 @@ from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
-from render_svc.to_chat import render_messages, render_responses
+from render_svc.to_chat import count_message_tokens, render_messages, render_responses
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail
@@ -101,6 +101,9 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
     async def RenderMessages(self, request, context):
         return await self._service.call(render_messages, request, self._service.is_large(request))
 
+    async def CountMessageTokens(self, request, context):
+        return await self._service.call(count_message_tokens, request, self._service.is_large(request))
+
     async def RenderResponses(self, request, context):
         return await self._service.call(render_responses, request, self._service.is_large(request))
 
@@ -114,7 +117,7 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
         return await self._service.call(detokenize, request, self._service.is_large(request))
 
     async def ListModels(self, request, context):
-        return list_models(self._service.loaded_renderer)
+        return list_models(self._service.loaded_renderer, request)
 
     async def GetModel(self, request, context):
         return get_model(self._service.loaded_renderer, request)

@@ -7,7 +7,12 @@ Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM 
   with its whitespace options;
 - a forced tool choice (chat): `required` becomes a JSON schema over a non-empty array of
   {"name": <a tool's name>, "parameters": <its parameters>} objects (at most one with parallel_tool_calls
-  false), a named function its parameters' schema -- vLLM's forms, which derender parses back into tool calls.
+  false), a named function its parameters' schema -- vLLM's forms, which derender parses back into tool calls;
+- strict tools (`tools[].function.strict: true`) under tool_choice auto: a structural tag in the tool parser's
+  format (hermes only: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`), free text until a call opens,
+  then one of the tools by name with a strict tool's arguments held to its schema (a non-strict tool's: any JSON
+  object). With response_format json_schema / json_object too, the output is that answer or one or more calls.
+  Another format, or another source of constraint, is refused (the tool's `strict` named).
 The result goes into SamplingParams.structured_outputs, checked by the contract's rules
 (scaleout_common.structured_output_rules); the engine compiles and enforces it.
 
@@ -25,6 +30,7 @@ import json
 from typing import Any
 
 from render_svc.convert import value_to_py
+from render_svc.to_chat import Fields
 from scaleout.v1 import common_pb2, derender_pb2
 from scaleout_common import structured_output_rules as rules
 from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, reasoning_ids, to_proto
@@ -32,6 +38,8 @@ from scaleout_common.reasons import Reason, fail
 
 NONE = "none"
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+HERMES = "hermes"  # the one tool-call format strict tools under tool_choice auto are enforced in
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
 def _json_text(value, field: str) -> str:
@@ -86,6 +94,19 @@ def from_structured_outputs(params) -> common_pb2.StructuredOutputs:
     return out
 
 
+# The keys each response_format type takes (OpenAI's; `description` guides the model there and constrains
+# nothing, `strict: false` asks for less than the schema is held to here). Any other key is refused.
+RESPONSE_FORMAT_KEYS = {"text": {"type"}, "json_object": {"type"}, "json_schema": {"type", "json_schema"}}
+JSON_SCHEMA_KEYS = {"name", "description", "schema", "strict"}
+
+
+def _refuse_unknown(given: dict, known: set[str], path: str) -> None:
+    fields = Fields(given, path)
+    for key in known:
+        fields.take(key)
+    fields.done()
+
+
 def from_response_format(value) -> common_pb2.StructuredOutputs | None:
     """OpenAI's (and vLLM's) response_format -> the contract's constraint; None for {"type": "text"}."""
     fmt = value_to_py(value)
@@ -94,6 +115,10 @@ def from_response_format(value) -> common_pb2.StructuredOutputs | None:
     if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
         raise fail(Reason.INVALID_REQUEST, 'response_format is an object with a "type"', "response_format")
     kind = fmt["type"]
+    if kind in RESPONSE_FORMAT_KEYS:
+        _refuse_unknown(fmt, RESPONSE_FORMAT_KEYS[kind], "response_format")
+    if kind == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+        _refuse_unknown(fmt["json_schema"], JSON_SCHEMA_KEYS, "response_format.json_schema")
     if kind == "text":
         return None
     if kind == "json_object":
@@ -155,8 +180,71 @@ def tool_call_schema(tools: list[dict], mode: int, function: str, parallel: bool
     return schema
 
 
-def constraint(request, tools: list[dict] | None = None, tool_mode: int = 0, tool_function: str = ""):
-    """The request's constraint (None: unconstrained), from whichever source it came, checked."""
+def _hermes_call_tags(tools: list[dict]) -> list[dict]:
+    """One structural-tag `tag` per tool (the call object opening on the same line as `<tool_call>` or the
+    next): its name fixed, a strict tool's arguments held to its parameters, another's any JSON object."""
+    tags = []
+    for tool in tools:
+        function = tool["function"]
+        strict = function.get("strict") is True
+        schema = (function.get("parameters") or EMPTY_PARAMETERS) if strict else {"type": "object"}
+        head = '{"name": ' + json.dumps(function["name"], ensure_ascii=False) + ', "arguments": '
+        for gap in ("", "\n"):
+            tags.append(
+                {
+                    "type": "tag",
+                    "begin": CALL_OPEN + gap + head,
+                    "content": {"type": "json_schema", "json_schema": schema},
+                    "end": ["}" + CALL_CLOSE, "}\n" + CALL_CLOSE],
+                }
+            )
+    return tags
+
+
+def first_strict(tools: list[dict]) -> int | None:
+    return next((i for i, tool in enumerate(tools) if tool["function"].get("strict") is True), None)
+
+
+def strict_auto_tag(tools: list[dict], tool_format: str, parallel: bool, answer: dict | None) -> dict | None:
+    """The structural tag that enforces strict tools under tool_choice auto (None: no tool is strict). `answer`:
+    the response_format's content as a structural-tag format (the output is then it or calls, no free text)."""
+    first = first_strict(tools)
+    if first is None:
+        return None
+    if tool_format != HERMES:
+        raise fail(
+            Reason.UNSUPPORTED_FIELD,
+            f"strict tools under tool_choice auto are enforced in the hermes tool-call format only; this model's "
+            f"is {tool_format!r}: set tool_choice to required or to the tool, or strict to false",
+            f"tools[{first}].function.strict",
+        )
+    tags = _hermes_call_tags(tools)
+    if answer is None:
+        form = {"type": "triggered_tags", "triggers": [CALL_OPEN], "tags": tags, "stop_after_first": not parallel}
+    else:
+        calls = {"type": "tags_with_separator", "tags": tags, "separator": "\n", "at_least_one": True}
+        form = {"type": "or", "elements": [answer, {**calls, "stop_after_first": not parallel}]}
+    return {"type": "structural_tag", "format": form}
+
+
+def _answer_format(message: common_pb2.StructuredOutputs) -> dict | None:
+    """A response_format constraint as a structural-tag format, None where it has no such form."""
+    if message.WhichOneof("constraint") == "json_schema":
+        return {"type": "json_schema", "json_schema": json.loads(message.json_schema)}
+    if message.WhichOneof("constraint") == "json_object":
+        return {"type": "json_schema", "json_schema": {"type": "object"}}
+    return None
+
+
+def constraint(
+    request,
+    tools: list[dict] | None = None,
+    tool_mode: int = 0,
+    tool_function: str = "",
+    tool_format: str = HERMES,
+):
+    """The request's constraint (None: unconstrained), from whichever source it came, checked. `tool_format`:
+    the tool parser that reads the output's calls (strict tools under auto are enforced in it)."""
     found: list[tuple[str, common_pb2.StructuredOutputs]] = []
     if request.HasField("structured_outputs"):
         found.append(("structured_outputs", from_structured_outputs(request.structured_outputs)))
@@ -168,6 +256,17 @@ def constraint(request, tools: list[dict] | None = None, tool_mode: int = 0, too
         parallel = request.parallel_tool_calls if request.HasField("parallel_tool_calls") else True
         schema = tool_call_schema(tools, tool_mode, tool_function, parallel)
         found.append(("tool_choice", common_pb2.StructuredOutputs(json_schema=json.dumps(schema, ensure_ascii=False))))
+    if tools and tool_mode == derender_pb2.TOOL_CHOICE_MODE_AUTO:
+        parallel = request.parallel_tool_calls if request.HasField("parallel_tool_calls") else True
+        answer = None
+        if len(found) == 1 and found[0][0] == "response_format":
+            answer = _answer_format(found[0][1])
+        tag = strict_auto_tag(tools, tool_format, parallel, answer)
+        if tag is not None:
+            if answer is not None:
+                rules.check(found.pop()[1], prefix="response_format")
+            field = f"tools[{first_strict(tools)}].function.strict"
+            found.append((field, common_pb2.StructuredOutputs(structural_tag=json.dumps(tag, ensure_ascii=False))))
     if not found:
         return None
     if len(found) > 1:

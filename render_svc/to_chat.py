@@ -14,10 +14,11 @@ Anthropic (vLLM's `AnthropicServingMessages._convert_anthropic_to_openai_request
 - text blocks -> the content (one block: a string; several: text parts); `thinking` -> the message's
   reasoning; `tool_use` -> tool_calls (arguments = json.dumps(input)); `tool_result` (in a user turn) -> a tool
   message before the user's own text, its content joined by "\\n"; a user turn of only tool results adds no
-  user message.
+  user message, and one with neither text nor tool results is refused (Anthropic refuses it too).
 - tools' `input_schema` -> `parameters` (`{"type": "object"}` when it names no type); tool_choice auto / any /
   tool / none -> auto / required / named / none; `disable_parallel_tool_use` -> parallel_tool_calls = false.
-- max_tokens, stop_sequences, temperature, top_p, top_k -> the chat fields of the same meaning.
+- max_tokens, stop_sequences, temperature, top_p, top_k -> the chat fields of the same meaning; a prompt over
+  the limits is refused in Anthropic's words (`_anthropic_context`).
 - Unlike vLLM, a conversation ending with an assistant turn is continued (Anthropic's prefill:
   continue_final_message), `thinking` / `output_config.effort` reach the template as `enable_thinking` /
   `reasoning_effort`, and blocks vLLM drops silently (redacted_thinking, server tools, tool_use in a user turn,
@@ -40,6 +41,7 @@ Responses (vLLM's `construct_input_messages`):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import json_format
@@ -201,14 +203,21 @@ def _anthropic_tool_result(block: Fields) -> dict:
     return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
+def _empty_turn(message: Fields) -> ServiceError:
+    return _invalid(message.name("content"), "is empty: a user message needs text or a tool_result")
+
+
 def _anthropic_message(message: Fields, role: str, out: list[dict]) -> None:
     """Append the chat messages of one Anthropic user or assistant message to `out` (vLLM's _convert_messages)."""
     content = message.take("content", str, list, required=True)
     message.done()
     chat: dict[str, Any] = {"role": role}
     if isinstance(content, str):
+        if role == "user" and not content:
+            raise _empty_turn(message)
         out.append(chat | {"content": content})
         return
+    before = len(out)  # this turn's tool_result blocks append tool messages
     parts: list[dict] = []
     tool_calls: list[dict] = []
     reasoning: list[str] = []
@@ -245,8 +254,10 @@ def _anthropic_message(message: Fields, role: str, out: list[dict]) -> None:
         chat["tool_calls"] = tool_calls
     if parts:
         chat["content"] = parts[0]["text"] if len(parts) == 1 else parts
-    if not (role == "user" and "content" not in chat):
+    if role == "assistant" or "content" in chat:
         out.append(chat)
+    elif len(out) == before:  # neither text nor a tool_result
+        raise _empty_turn(message)
 
 
 def _anthropic_messages(messages: list, system) -> list[dict]:
@@ -621,11 +632,50 @@ def _renamed(error: ServiceError, names: dict[str, str]) -> ServiceError:
     return error
 
 
+def _anthropic_context(renderer, max_tokens: int) -> Callable[[list[int]], None]:
+    """The context limits in Anthropic's words, which clients parse (Claude Code retries with a smaller
+    `max_tokens`, LiteLLM raises its context-window error): checked on the prompt's tokens before the shared
+    limits (render_svc/prompt.py, scaleout_common/sampling_rules.py) would refuse it in OpenAI's words."""
+
+    def check(ids: list[int]) -> None:
+        prompt, most, limit = len(ids), renderer.max_prompt_tokens, renderer.model.max_model_len
+        if prompt > most:
+            raise fail(Reason.PROMPT_TOO_LONG, f"prompt is too long: {prompt} tokens > {most} maximum", "messages")
+        if prompt + max_tokens > limit:
+            raise fail(
+                Reason.MAX_TOKENS_TOO_LARGE,
+                f"input length and `max_tokens` exceed context limit: {prompt} + {max_tokens} > {limit}, "
+                "decrease input length or `max_tokens` and try again",
+                "max_tokens",
+            )
+
+    return check
+
+
 def render_messages(renderer, body) -> render_pb2.RenderChatResponse:
     """RenderService.RenderMessages: an Anthropic request (HttpBody) rendered as its chat form."""
-    request = typed(messages_chat(load_object(body.data)))
+    return _render_messages(renderer, load_object(body.data))
+
+
+# What Anthropic's count_tokens takes: what shapes the prompt.
+COUNT_TOKENS_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+
+
+def count_message_tokens(renderer, body) -> render_pb2.CountMessageTokensResponse:
+    """RenderService.CountMessageTokens: the prompt an Anthropic request (without max_tokens) renders to."""
+    data = load_object(body.data)
+    fields = Fields(data, "")
+    for name in COUNT_TOKENS_FIELDS:
+        fields.take(name)
+    fields.done()
+    rendered = _render_messages(renderer, data | {"max_tokens": 1})  # the prompt does not depend on it
+    return render_pb2.CountMessageTokensResponse(input_tokens=len(rendered.generate_request.token_ids))
+
+
+def _render_messages(renderer, data: dict) -> render_pb2.RenderChatResponse:
+    request = typed(messages_chat(data))
     try:
-        return renderer.render_chat(request, id_prefix="msg_")
+        return renderer.render_chat(request, "msg_", _anthropic_context(renderer, request.max_tokens))
     except ServiceError as error:
         raise _renamed(error, ANTHROPIC_FIELD_NAMES) from None
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from render_svc import errors
 from render_svc.prompt import offsets_proto
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
 from scaleout_common import sampling_rules
 from scaleout_common.reasons import Reason, fail
+
+MAX_MODELS_PAGE = 1000  # Anthropic's largest `limit`
 
 
 def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_pb2.TokenizeResponse:
@@ -49,22 +53,43 @@ def detokenize(renderer: Renderer, request: render_pb2.DetokenizeRequest) -> ren
     return render_pb2.DetokenizeResponse(prompt=renderer.model.tokens.decode(request.tokens, skip_special_tokens=skip))
 
 
-def list_models(renderer: Renderer) -> render_pb2.ListModelsResponse:
+def _card(renderer: Renderer, name: str) -> render_pb2.ModelCard:
     model = renderer.model
+    created = datetime.fromtimestamp(model.created, UTC).isoformat().replace("+00:00", "Z")
+    return render_pb2.ModelCard(
+        id=name,
+        object="model",
+        created=model.created,
+        owned_by="scaleout",
+        root=str(model.folder),
+        max_model_len=model.max_model_len,
+        tokenizer_fingerprint=model.fingerprint,
+        type="model",
+        display_name=name,
+        created_at=created,
+    )
+
+
+def list_models(renderer: Renderer, request: render_pb2.ListModelsRequest) -> render_pb2.ListModelsResponse:
+    """OpenAI's list of every served name, which is also Anthropic's page (`limit`, `after_id`, `before_id`)."""
+    names = list(renderer.model.names)
+    for field in ("after_id", "before_id"):
+        bound = getattr(request, field)
+        if bound and bound not in names:
+            raise fail(Reason.INVALID_REQUEST, f"{field} {bound!r} is not a served model", field)
+    if request.HasField("limit") and not 1 <= request.limit <= MAX_MODELS_PAGE:
+        raise fail(Reason.INVALID_REQUEST, f"limit must be from 1 to {MAX_MODELS_PAGE}", "limit")
+    start = names.index(request.after_id) + 1 if request.after_id else 0
+    end = names.index(request.before_id) if request.before_id else len(names)
+    limit = request.limit if request.HasField("limit") else len(names)
+    window = names[start:end]
+    page = window[-limit:] if request.before_id else window[:limit]
     return render_pb2.ListModelsResponse(
         object="list",
-        data=[
-            render_pb2.ModelCard(
-                id=name,
-                object="model",
-                created=model.created,
-                owned_by="scaleout",
-                root=str(model.folder),
-                max_model_len=model.max_model_len,
-                tokenizer_fingerprint=model.fingerprint,
-            )
-            for name in model.names
-        ],
+        data=[_card(renderer, name) for name in page],
+        has_more=len(page) < len(window),
+        first_id=page[0] if page else "",
+        last_id=page[-1] if page else "",
     )
 
 
@@ -72,4 +97,4 @@ def get_model(renderer: Renderer, request: render_pb2.GetModelRequest) -> render
     """OpenAI's `GET /v1/models/{model}`: the card of one served name, MODEL_NOT_FOUND (404) for any other."""
     if request.model not in renderer.model.names:
         raise errors.model_not_found(request.model, renderer.model.names)
-    return next(card for card in list_models(renderer).data if card.id == request.model)
+    return _card(renderer, request.model)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import HTTP_STATUS
 
-# HTTP status -> OpenAI's error `type`; other 4xx are invalid_request_error, 5xx server_error.
+# HTTP status -> OpenAI's error `type`; other 4xx (404 too: OpenAI's unknown model or path) are
+# invalid_request_error, 5xx server_error.
 TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     403: "permission_error",
-    404: "not_found_error",
     409: "conflict_error",
     413: "invalid_request_error",
     429: "rate_limit_error",

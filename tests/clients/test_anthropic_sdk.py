@@ -9,6 +9,7 @@ This SDK no longer takes `temperature`, so requests pass it in `extra_body` (gre
 from __future__ import annotations
 
 import json
+import re
 
 import anthropic
 import pytest
@@ -101,6 +102,24 @@ def test_raw_stream_events(claude, model_id):
     assert delta.delta.stop_reason == "end_turn" and delta.usage.output_tokens == unary.usage.output_tokens
 
 
+def test_message_start_reports_the_cached_prompt(stack, claude, model_id):
+    """message_start carries the input usage as the engine counted it, a repeated prompt's cached tokens included
+    (consumers take input usage from it and output usage from message_delta), the same split as the answer's."""
+    asked = dict(model=model_id, max_tokens=8, messages=PARIS, extra_body=GREEDY)
+    claude.messages.create(**asked)  # the same prompt again below: served from the prefix cache
+    unary = claude.messages.create(**asked).usage
+    events = list(claude.messages.create(**asked, stream=True))
+    strict_events(events)
+    start, final = events[0].message.usage, events[-2].usage
+    assert start.cache_read_input_tokens and start.cache_read_input_tokens > 0
+    for answer in (unary, final):
+        assert start.input_tokens == answer.input_tokens
+        assert start.cache_read_input_tokens == answer.cache_read_input_tokens
+    prompt = post(stack, "/tokenize", {"model": model_id, "messages": PARIS}).json()["count"]
+    assert unary.input_tokens + (unary.cache_read_input_tokens or 0) == prompt
+    assert start.input_tokens + start.cache_read_input_tokens + (start.cache_creation_input_tokens or 0) == prompt
+
+
 def test_stream_helper_text(claude, model_id):
     unary = claude.messages.create(model=model_id, max_tokens=32, messages=PARIS, extra_body=GREEDY)
     with claude.messages.stream(model=model_id, max_tokens=32, messages=PARIS, extra_body=GREEDY) as stream:
@@ -190,11 +209,58 @@ def test_gateway_refusals_under_messages_are_anthropic_errors(stack):
 
 
 def test_a_forced_tool_is_called_without_any_prompting(claude, model_id):
-    """tool_choice any / tool is enforced by the engine's grammar: the call comes even with no tool prompt."""
+    """tool_choice any / tool is enforced by the engine's grammar: the call comes even with no tool prompt, and
+    stops with `tool_use` (a named tool too, though the chat form ends it with "stop"), unary and streamed."""
     for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
-        message = claude.messages.create(
-            model=model_id, max_tokens=64, messages=PARIS, tools=[WEATHER_TOOL], tool_choice=choice, extra_body=GREEDY
-        )
+        asked = dict(model=model_id, max_tokens=64, messages=PARIS, tools=[WEATHER_TOOL], tool_choice=choice)
+        message = claude.messages.create(**asked, extra_body=GREEDY)
         strict_message(message)
         call = _tool_use(message)
         assert call.name == "get_weather" and isinstance(call.input.get("city"), str), choice
+        assert message.stop_reason == "tool_use", choice
+        raw = list(claude.messages.create(**asked, stream=True, extra_body=GREEDY))
+        kinds = strict_events(raw)
+        assert raw[kinds.index("message_delta")].delta.stop_reason == "tool_use", choice
+
+
+def _error(call) -> dict:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        call()
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    return body["error"]
+
+
+def test_context_overflow_in_anthropics_words(stack, claude, model_id):
+    """The two context-limit errors word for word as Anthropic writes them: Claude Code parses the first to retry
+    with a smaller max_tokens, and clients match "prompt is too long" to compact the conversation."""
+    counted = post(stack, "/tokenize", {"model": model_id, "messages": PARIS}).json()
+    prompt, limit = counted["count"], counted["max_model_len"]
+    error = _error(lambda: claude.messages.create(model=model_id, max_tokens=100000, messages=PARIS))
+    assert error["code"] == "MAX_TOKENS_TOO_LARGE" and error["param"] == "max_tokens"
+    assert error["message"] == (
+        f"input length and `max_tokens` exceed context limit: {prompt} + 100000 > {limit}, "
+        "decrease input length or `max_tokens` and try again"
+    )
+    # Claude Code's own pattern, with the numbers it shrinks max_tokens by
+    found = re.search(r"input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+)", error["message"])
+    assert found and [int(n) for n in found.groups()] == [prompt, 100000, limit]
+    long = [{"role": "user", "content": "hello " * 9000}]
+    prompt = post(stack, "/tokenize", {"model": model_id, "messages": long}).json()["count"]
+    error = _error(lambda: claude.messages.create(model=model_id, max_tokens=5, messages=long))
+    assert error["code"] == "PROMPT_TOO_LONG" and error["param"] == "messages"
+    assert error["message"] == f"prompt is too long: {prompt} tokens > {limit} maximum"
+
+
+def test_an_empty_user_turn_is_refused(claude, model_id):
+    """Anthropic refuses a message with no content (only a final assistant turn may be empty); an empty last user
+    turn is not dropped, which would turn the request into a continuation of the assistant's text."""
+    history = [*PARIS, {"role": "assistant", "content": "The capital of France"}]
+    for empty in ([], [{"type": "text", "text": ""}], ""):
+        messages = [*history, {"role": "user", "content": empty}]
+        error = _error(lambda: claude.messages.create(model=model_id, max_tokens=8, messages=messages))
+        assert error["code"] == "INVALID_REQUEST" and error["param"] == "messages[2].content", empty
+    error = _error(
+        lambda: claude.messages.create(model=model_id, max_tokens=8, messages=[{"role": "user", "content": []}])
+    )
+    assert error["param"] == "messages[0].content"

@@ -61,6 +61,16 @@ def test_models_list_and_retrieve(client, model_id):
 # ------------------------------------------------------------------------------------------------------ chat
 
 
+def test_every_answer_names_its_request(client, model_id):
+    """x-request-id on every response, as OpenAI sends it: the SDK hands it on as `_request_id`."""
+    raw = client.chat.completions.with_raw_response.create(model=model_id, messages=SHORT, max_tokens=2)
+    assert raw.headers["x-request-id"] and raw.parse()._request_id == raw.headers["x-request-id"]
+    with client.chat.completions.with_streaming_response.create(
+        model=model_id, messages=SHORT, max_tokens=2, stream=True
+    ) as streamed:
+        assert streamed.headers["x-request-id"] not in ("", raw.headers["x-request-id"])
+
+
 def test_chat_unary_text(client, model_id):
     answer = client.chat.completions.create(model=model_id, messages=COUNT, max_tokens=8, temperature=0)
     strict(ChatCompletion, answer)
@@ -96,6 +106,18 @@ def test_chat_stream_include_usage(client, model_id):
     assert last.choices == [] and last.usage is not None
     assert _counts(last.usage) == _counts(unary.usage)
     assert tokens and all(c.choices and c.usage is None for c in tokens)
+
+
+def test_stream_obfuscation_off_is_what_we_do_and_on_is_refused(client, model_id):
+    request = dict(model=model_id, messages=COUNT, max_tokens=3, temperature=0)
+    chunks = _stream(client, stream_options={"include_usage": True, "include_obfuscation": False}, **request)
+    assert chunks[-1].usage is not None
+    error = _error(lambda: _stream(client, stream_options={"include_obfuscation": True}, **request))
+    assert (error.status_code, error.code, error.param) == (
+        400,
+        "UNSUPPORTED_FIELD",
+        "stream_options.include_obfuscation",
+    )
 
 
 def test_chat_stream_helper_assembles_text(client, model_id):
@@ -282,6 +304,35 @@ def test_completions_logprobs(client, model_id):
     assert all(len(top) == 2 and top[token] == pytest.approx(lp) for token, lp, top in _rows(logprobs))
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_completions_echo_scores_the_prompt(client, model_id, stack, stream):
+    """echo with logprobs scores the echoed prompt too, as OpenAI and vLLM do (lm-evaluation-harness reads a
+    loglikelihood as sum(token_logprobs[ctxlen:-1])): the prompt's tokens come first, the very first with null."""
+    ids = _token_ids(stack, PROMPT)
+    request = dict(model=model_id, prompt=PROMPT, max_tokens=1, temperature=0, logprobs=1, echo=True)
+    if stream:
+        chunks = list(client.completions.create(stream=True, **request))
+        text = "".join(c.choices[0].text for c in chunks)
+        logprobs = chunks[0].choices[0].logprobs
+        assert len(logprobs.tokens) == len(ids) + 1  # the echo and the first token arrive together
+    else:
+        # Not `strict`: the SDK types token_logprobs as floats, while OpenAI and vLLM send the first echoed one as
+        # null (which the SDK hands on as None).
+        answer = client.completions.create(**request)
+        text, logprobs = answer.choices[0].text, answer.choices[0].logprobs
+    assert text.startswith(PROMPT) and "".join(logprobs.tokens) == text
+    assert len(logprobs.tokens) == len(logprobs.token_logprobs) == len(logprobs.top_logprobs) == len(ids) + 1
+    assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None
+    assert all(lp <= 0 for lp in logprobs.token_logprobs[1:]) and all(len(t) >= 1 for t in logprobs.top_logprobs[1:])
+    assert logprobs.text_offset[0] == 0 and logprobs.text_offset[len(ids)] == len(PROMPT)
+    assert logprobs.text_offset == sorted(logprobs.text_offset)
+    # The prompt's last token scored as if sampled after the rest: the same logprob as a generation sees.
+    before = client.completions.create(model=model_id, prompt=ids[:-1], max_tokens=1, temperature=0, logprobs=5)
+    alternatives = before.choices[0].logprobs.top_logprobs[0]
+    last = logprobs.tokens[len(ids) - 1]
+    assert last in alternatives and logprobs.token_logprobs[len(ids) - 1] == pytest.approx(alternatives[last], abs=2e-3)
+
+
 def _rows(logprobs):
     return zip(logprobs.tokens, logprobs.token_logprobs, logprobs.top_logprobs)
 
@@ -297,6 +348,7 @@ def _error(call) -> openai.APIStatusError:
     assert {"message", "type", "param", "code"} <= set(body) and body["message"]
     assert (error.code, error.param, error.type) == (body["code"], body["param"], body["type"])
     assert error.message == f"Error code: {error.status_code} - {body['message']}"
+    assert error.request_id and error.request_id == error.response.headers["x-request-id"]
     return error
 
 
@@ -349,7 +401,7 @@ def test_error_unknown_model(client, route):
         404,
         "MODEL_NOT_FOUND",
         "model",
-        "not_found_error",
+        "invalid_request_error",  # as OpenAI types an unknown model
     )
 
 
@@ -366,4 +418,4 @@ def test_error_suffix(client, model_id):
 def test_error_from_envoy_itself(client):
     """A path no route serves: Envoy's own reply, in the same shape."""
     error = _error(lambda: client.get("/no/such/path", cast_to=object))
-    assert isinstance(error, openai.NotFoundError) and error.type == "not_found_error"
+    assert isinstance(error, openai.NotFoundError) and error.type == "invalid_request_error"

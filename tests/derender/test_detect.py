@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from derender_svc.parsers import REASONING_PARSERS, TOOL_PARSERS
-from derender_svc.parsers.detect import reasoning_parser_for, tool_parser_for
+from scaleout_common.format_detect import reasoning_parser_for, tool_parser_for
 
 
 @pytest.mark.parametrize(

@@ -126,6 +126,31 @@ async def test_logprobs_repair_partial_characters(stub, hf_tokenizer):
     assert len(logprobs.top_logprobs[0].entries) == 1
 
 
+async def test_echo_with_logprobs_scores_the_prompt_first(stub, hf_tokenizer):
+    prompt_ids = hf_tokenizer.encode("Say hi", add_special_tokens=False)
+    context = derender_pb2.DerenderContext(
+        id="cmpl-echo", endpoint=derender_pb2.ENDPOINT_COMPLETION, echo=True, prompt_text="Say hi", top_logprobs=1
+    )
+    context.prompt_token_ids.extend(prompt_ids)
+    results = engine_messages([hf_tokenizer.encode(" there", add_special_tokens=False)], logprobs=True)
+    scored = results[0].prompt.logprobs
+    scored.logprobs.extend([-1.5] * (len(prompt_ids) - 1))
+    for token_id in prompt_ids[1:]:
+        scored.top.add(token_ids=[token_id], logprobs=[-1.5])
+    prompt = derender_pb2.CompletionResult(context=context, results=results)
+    choice = (await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(prompts=[prompt]))).choices[0]
+    logprobs = choice.logprobs
+    assert choice.text == "Say hi there" and "".join(logprobs.tokens) == choice.text
+    assert logprobs.unscored_tokens == 1 and not logprobs.top_logprobs[0].entries
+    assert list(logprobs.token_logprobs) == [0.0] + [-1.5] * (len(prompt_ids) - 1) + [-0.25]
+    assert logprobs.text_offset[0] == 0 and logprobs.text_offset[len(prompt_ids)] == len("Say hi")
+    del scored.logprobs[-1], scored.top[-1]  # one row short of the prompt: refused, never misaligned
+    prompt = derender_pb2.CompletionResult(context=context, results=results)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(prompts=[prompt]))
+    assert ServiceError.from_rpc_error(caught.value).reason == "LOGPROBS_MISMATCH"
+
+
 async def test_engine_error_ends_stream_in_band(stub, hf_tokenizer):
     context = derender_pb2.DerenderContext(id="chatcmpl-err")
     error = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="kv cache full")

@@ -140,6 +140,15 @@ def test_invalid_values_are_invalid_sampling_param(fields, field):
     assert caught.value.violations[0][0] == field
 
 
+@pytest.mark.parametrize("stop", [["s"] * 17, ["x" * 257]])
+def test_stop_strings_within_derenders_bounds(stop):
+    """Refused here, naming the caller's field, not later by derender naming its context's."""
+    with pytest.raises(ServiceError) as caught:
+        resolve(chat(stop=stop))
+    assert (caught.value.reason, caught.value.violations[0][0]) == ("TOO_MANY_STOP_STRINGS", "stop")
+    resolve(chat(stop=["s"] * 16, max_tokens=4))  # at the bound: served
+
+
 def test_min_tokens_above_max_tokens_is_invalid():
     with pytest.raises(ServiceError) as caught:
         resolve(chat(min_tokens=20, max_tokens=10))

@@ -107,6 +107,12 @@ async def test_bad_words_become_token_sequences_alone_and_after_a_space(stub):
         ({"structured_outputs": {"json": "{not json"}}, "INVALID_ARGUMENT", "INVALID_GRAMMAR"),
         ({"structured_outputs": {"regex": "a", "whitespace_pattern": " "}}, "INVALID_ARGUMENT", "UNSUPPORTED_FIELD"),
         ({"response_format": {"type": "xml"}}, "INVALID_ARGUMENT", "INVALID_REQUEST"),
+        ({"response_format": {"type": "json_object", "schema": {}}}, "INVALID_ARGUMENT", "UNSUPPORTED_FIELD"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}, "min": 1}}},
+            "INVALID_ARGUMENT",
+            "UNSUPPORTED_FIELD",
+        ),
         (
             {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
             "INVALID_ARGUMENT",
@@ -121,6 +127,12 @@ async def test_bad_words_become_token_sequences_alone_and_after_a_space(stub):
 )
 async def test_refusals(stub, fields, code, reason):
     await expect(stub.RenderChat(chat(**fields)), code, reason)
+
+
+async def test_json_schema_takes_openais_keys(stub):
+    spec = {"name": "x", "description": "an object", "strict": False, "schema": SCHEMA}
+    so = constraint_of(await stub.RenderChat(chat(response_format={"type": "json_schema", "json_schema": spec})))
+    assert json.loads(so.json_schema) == SCHEMA
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -140,3 +152,44 @@ async def test_reasoning_gate_from_the_template(thinking_stub):
     assert not thinking.reasoning.started
     off = await thinking_stub.RenderChat(chat(response_format=fmt, chat_template_kwargs={"enable_thinking": False}))
     assert constraint_of(off).reasoning_ended  # the template closed the block in the prompt
+
+
+STRICT_WEATHER = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
+
+
+async def test_strict_tools_under_auto_carry_a_triggered_structural_tag(stub):
+    for fields in ({}, {"tool_choice": "auto"}):
+        so = constraint_of(await stub.RenderChat(chat(tools=[STRICT_WEATHER, CALC], **fields)))
+        tag = json.loads(so.structural_tag)
+        form = tag["format"]
+        assert tag["type"] == "structural_tag" and form["type"] == "triggered_tags" and so.reasoning_ended
+        assert form["triggers"] == ["<tool_call>"] and not form["stop_after_first"]
+        by_begin = {t["begin"]: t for t in form["tags"]}
+        strict = by_begin['<tool_call>{"name": "get_weather", "arguments": ']
+        assert strict["content"]["json_schema"] == WEATHER["function"]["parameters"]
+        assert strict["end"] == ["}</tool_call>", "}\n</tool_call>"]
+        loose = by_begin['<tool_call>\n{"name": "calculate", "arguments": ']
+        assert loose["content"]["json_schema"] == {"type": "object"}  # not strict: any JSON object
+    single = constraint_of(await stub.RenderChat(chat(tools=[STRICT_WEATHER], parallel_tool_calls=False)))
+    assert json.loads(single.structural_tag)["format"]["stop_after_first"]
+    without = await stub.RenderChat(chat(tools=[WEATHER, CALC]))  # no strict tool: unconstrained
+    assert not without.generate_request.sampling_params.HasField("structured_outputs")
+
+
+async def test_strict_tools_under_auto_with_a_response_format_answer_or_call(stub):
+    fmt = {"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA}}
+    so = constraint_of(await stub.RenderChat(chat(tools=[STRICT_WEATHER], response_format=fmt)))
+    answer, calls = json.loads(so.structural_tag)["format"]["elements"]
+    assert answer == {"type": "json_schema", "json_schema": SCHEMA}
+    assert calls["type"] == "tags_with_separator" and calls["at_least_one"]
+    fields = {"tools": [STRICT_WEATHER], "structured_outputs": {"regex": "a"}}
+    error = await expect(stub.RenderChat(chat(**fields)), "INVALID_ARGUMENT", "CONFLICTING_OPTIONS")
+    assert error.violations[0][0] == "tools[0].function.strict"
+
+
+async def test_strict_tools_under_auto_in_another_format_are_refused_naming_strict():
+    async with render_server("--tool-parser", "mistral") as other:
+        call = other.RenderChat(chat(tools=[CALC, STRICT_WEATHER]))
+        error = await expect(call, "INVALID_ARGUMENT", "UNSUPPORTED_FIELD")
+        assert error.violations[0][0] == "tools[1].function.strict" and "hermes" in error.message
+        assert await other.RenderChat(chat(tools=[STRICT_WEATHER], tool_choice="required"))

@@ -35,7 +35,7 @@ TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
 TOOL_CHOICE_MODE_NAMED: ToolChoiceMode
 
 class DerenderContext(_message.Message):
-    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n")
+    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids")
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class DerenderContext(_message.Message):
     CONTINUOUS_USAGE_STATS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_INDEX_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     endpoint: Endpoint
     model: str
     id: str
@@ -88,7 +89,8 @@ class DerenderContext(_message.Message):
     continuous_usage_stats: bool
     prompt_index: int
     n: int
-    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ...) -> None: ...
+    prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DerenderChatRequest(_message.Message):
     __slots__ = ("context", "results")
@@ -311,16 +313,18 @@ class CompletionChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., reasoning_content: _Optional[str] = ...) -> None: ...
 
 class CompletionLogprobs(_message.Message):
-    __slots__ = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+    __slots__ = ("tokens", "token_logprobs", "top_logprobs", "text_offset", "unscored_tokens")
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     TEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    UNSCORED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     tokens: _containers.RepeatedScalarFieldContainer[str]
     token_logprobs: _containers.RepeatedScalarFieldContainer[float]
     top_logprobs: _containers.RepeatedCompositeFieldContainer[CompletionTopLogprobs]
     text_offset: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, tokens: _Optional[_Iterable[str]] = ..., token_logprobs: _Optional[_Iterable[float]] = ..., top_logprobs: _Optional[_Iterable[_Union[CompletionTopLogprobs, _Mapping]]] = ..., text_offset: _Optional[_Iterable[int]] = ...) -> None: ...
+    unscored_tokens: int
+    def __init__(self, tokens: _Optional[_Iterable[str]] = ..., token_logprobs: _Optional[_Iterable[float]] = ..., top_logprobs: _Optional[_Iterable[_Union[CompletionTopLogprobs, _Mapping]]] = ..., text_offset: _Optional[_Iterable[int]] = ..., unscored_tokens: _Optional[int] = ...) -> None: ...
 
 class CompletionTopLogprobs(_message.Message):
     __slots__ = ("entries",)

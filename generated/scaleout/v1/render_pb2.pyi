@@ -141,6 +141,12 @@ class RenderChatResponse(_message.Message):
     token_offsets: _containers.RepeatedCompositeFieldContainer[TokenOffset]
     def __init__(self, generate_request: _Optional[_Union[_engine_pb2.GenerateRequest, _Mapping]] = ..., derender_context: _Optional[_Union[_derender_pb2.DerenderContext, _Mapping]] = ..., prompt_text: _Optional[str] = ..., token_offsets: _Optional[_Iterable[_Union[TokenOffset, _Mapping]]] = ...) -> None: ...
 
+class CountMessageTokensResponse(_message.Message):
+    __slots__ = ("input_tokens",)
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ...) -> None: ...
+
 class TokenOffset(_message.Message):
     __slots__ = ("start", "end")
     START_FIELD_NUMBER: _ClassVar[int]
@@ -369,8 +375,14 @@ class DetokenizeResponse(_message.Message):
     def __init__(self, prompt: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("limit", "after_id", "before_id")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_ID_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    after_id: str
+    before_id: str
+    def __init__(self, limit: _Optional[int] = ..., after_id: _Optional[str] = ..., before_id: _Optional[str] = ...) -> None: ...
 
 class GetModelRequest(_message.Message):
     __slots__ = ("model",)
@@ -379,15 +391,21 @@ class GetModelRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
-    __slots__ = ("object", "data")
+    __slots__ = ("object", "data", "has_more", "first_id", "last_id")
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ID_FIELD_NUMBER: _ClassVar[int]
     object: str
     data: _containers.RepeatedCompositeFieldContainer[ModelCard]
-    def __init__(self, object: _Optional[str] = ..., data: _Optional[_Iterable[_Union[ModelCard, _Mapping]]] = ...) -> None: ...
+    has_more: bool
+    first_id: str
+    last_id: str
+    def __init__(self, object: _Optional[str] = ..., data: _Optional[_Iterable[_Union[ModelCard, _Mapping]]] = ..., has_more: _Optional[bool] = ..., first_id: _Optional[str] = ..., last_id: _Optional[str] = ...) -> None: ...
 
 class ModelCard(_message.Message):
-    __slots__ = ("id", "object", "created", "owned_by", "root", "max_model_len", "tokenizer_fingerprint")
+    __slots__ = ("id", "object", "created", "owned_by", "root", "max_model_len", "tokenizer_fingerprint", "type", "display_name", "created_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -395,6 +413,9 @@ class ModelCard(_message.Message):
     ROOT_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -402,4 +423,7 @@ class ModelCard(_message.Message):
     root: str
     max_model_len: int
     tokenizer_fingerprint: str
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ...) -> None: ...
+    type: str
+    display_name: str
+    created_at: str
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., type: _Optional[str] = ..., display_name: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...

@@ -56,6 +56,11 @@ class RenderServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
                 _registered_method=True)
+        self.CountMessageTokens = channel.unary_unary(
+                '/scaleout.v1.RenderService/CountMessageTokens',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.CountMessageTokensResponse.FromString,
+                _registered_method=True)
         self.RenderResponses = channel.unary_unary(
                 '/scaleout.v1.RenderService/RenderResponses',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -123,6 +128,15 @@ class RenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountMessageTokens(self, request, context):
+        """Anthropic `POST /v1/messages/count_tokens`: the prompt's token count, rendered as RenderMessages renders it.
+        The body is a Messages request without `max_tokens`; fields that do not shape the prompt (sampling, stop,
+        stream, metadata) are refused with 400 naming them, as Anthropic refuses them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RenderResponses(self, request, context):
         """OpenAI Responses `POST /v1/responses/render` (stateless): `input` items (messages, function calls and
         their outputs, reasoning) and `instructions` converted to the chat form as vLLM converts them, then
@@ -185,6 +199,11 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.RenderMessages,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
+            ),
+            'CountMessageTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountMessageTokens,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.CountMessageTokensResponse.SerializeToString,
             ),
             'RenderResponses': grpc.unary_unary_rpc_method_handler(
                     servicer.RenderResponses,
@@ -326,6 +345,33 @@ class RenderService:
             '/scaleout.v1.RenderService/RenderMessages',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountMessageTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/CountMessageTokens',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            scaleout_dot_v1_dot_render__pb2.CountMessageTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
-"""Which parsers a chat template implies, from tags only that format writes (most specific first: Qwen3-Coder's
+"""Which parsers a chat template implies (render, to know the tool-call format it constrains; derender, its
+default parsers), from tags only that format writes (most specific first: Qwen3-Coder's
 template also names `<tool_call>`, so `<function=` is looked for before it). Without a telling tag: hermes
 for tools, no reasoning parser."""
 
