@@ -18,6 +18,7 @@ class EngineClient:
     """Token ids straight to EngineService.Generate; the history grows by the sampled ids."""
 
     def __init__(self, target: str):
+        self.target = target
         self.channel = grpc.aio.insecure_channel(target, options=OPTIONS)
         self.stub = engine_pb2_grpc.EngineServiceStub(self.channel)
 
@@ -65,6 +66,7 @@ class GatewayChatClient:
     then the engine (routed on render's prefix hash), then derender. The history grows by the answer's text."""
 
     def __init__(self, target: str):
+        self.target = target
         self.channel = grpc.aio.insecure_channel(target, options=OPTIONS)
         self.stub = chat_pb2_grpc.ChatServiceStub(self.channel)
 

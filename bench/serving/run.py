@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
-import math
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,10 @@ import torch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.engine.shapes import SHAPES, shape_vocab
-from bench.serving import datasets, roofline
+from bench.serving import datasets, engine_view, roofline
 from bench.serving.clients import OPTIONS, EngineClient, GatewayChatClient
-from bench.serving.metrics import RequestResult, summarize
+from bench.serving.load import Load, run_load
+from bench.serving.metrics import summarize
 
 
 def parse_args(argv=None):
@@ -63,6 +64,9 @@ def parse_args(argv=None):
     parser.add_argument("--turn-output-len", type=int, default=32, help="multiturn: tokens per answer")
     parser.add_argument("--concurrency", type=int, default=4, help="closed loop: streams (0: use --request-rate)")
     parser.add_argument("--request-rate", type=float, default=0.0, help="Poisson arrivals per second (inf: all)")
+    parser.add_argument(
+        "--client-processes", default="1", help="load-generator processes the streams are split over (comma list: each)"
+    )
     parser.add_argument("--caching", default="on,off", help="prefix caching settings to run: on, off or on,off")
     parser.add_argument("--engine-flags", default="", help="extra engine flags, e.g. '--max-num-seqs 256'")
     parser.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput: TTFT at most this")
@@ -98,16 +102,17 @@ class EngineServer:
 
     def __init__(self, args, flags: list[str]):
         command = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", args.device]
-        command += ["--dtype", args.dtype, "--port", "0", "--metrics-port", "-1", "--log-level", "WARNING"]
+        command += ["--dtype", args.dtype, "--port", "0", "--log-level", "WARNING"]
         self.process = subprocess.Popen(
             command + flags, stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1")
         )
-        line = ""
-        while not line.startswith("LISTENING"):
+        lines = {}
+        while "METRICS" not in lines:  # printed right after LISTENING
             line = self.process.stdout.readline()  # type: ignore[union-attr]
             if not line and self.process.poll() is not None:
                 raise RuntimeError("engine server exited before listening")
-        self.target = line.split()[-1]
+            lines[line.split(" ", 1)[0]] = line.split()[-1] if line.strip() else ""
+        self.target, self.metrics = lines["LISTENING"], lines["METRICS"]
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -131,36 +136,10 @@ class GatewayStack:
         self.stack = Stack(config)
         self.stack.start()
         self.target = self.stack.gateway
+        self.metrics = next((r.metrics_url for r in self.stack.replicas if r.name.startswith("engine")), "") or ""
 
     def stop(self) -> None:
         self.stack.stop()
-
-
-# ---- load ---------------------------------------------------------------------------------------------------
-
-
-async def drive(client, conversations, concurrency: int, rate: float, seed: int, salt: str) -> tuple[list, float]:
-    """Every conversation through `client`: closed loop of `concurrency` streams, or Poisson arrivals."""
-    results: list[RequestResult] = []
-    start = time.perf_counter()
-    if concurrency > 0:
-        queue = list(reversed(conversations))
-
-        async def stream():
-            while queue:
-                results.extend(await client.conversation(queue.pop(), salt))
-
-        await asyncio.gather(*[stream() for _ in range(concurrency)])
-    else:
-        rng = random.Random(seed)
-        tasks = []
-        for conversation in conversations:
-            tasks.append(asyncio.create_task(client.conversation(conversation, salt)))
-            if math.isfinite(rate):
-                await asyncio.sleep(rng.expovariate(rate))
-        for done in await asyncio.gather(*tasks):
-            results.extend(done)
-    return results, time.perf_counter() - start
 
 
 def parse_spec(spec: str, args) -> tuple[str, int, int, int]:
@@ -244,6 +223,17 @@ def report(label: str, summary: dict, bound: dict) -> None:
         f"prompt tokens   {prompt} ({summary['cached_tokens']} from the prefix cache: "
         f"{summary['cached_tokens'] / max(prompt, 1):.1%}), output tokens {summary['output_tokens']}"
     )
+    view = summary["engine_view"]
+    if view:
+        print(
+            f"in the engine   TTFT mean {_ms(view.get('ttft_s', float('nan')))} ms (from its Generate call's start), "
+            f"of which {_ms(view.get('queue_s', float('nan'))).strip()} ms waiting to be scheduled"
+        )
+    busiest = summary["client_busiest"]
+    print(
+        f"load generator  {summary['client_processes']} process(es), the busiest at {busiest:.0%} of a core"
+        + ("  (near 100%: these figures time the client; try --client-processes)" if busiest > 0.85 else "")
+    )
 
 
 def model_shape(args, dtype: torch.dtype) -> roofline.ModelShape:
@@ -259,6 +249,45 @@ def model_shape(args, dtype: torch.dtype) -> roofline.ModelShape:
     return roofline.ModelShape.from_config(config, torch.empty((), dtype=dtype).element_size())
 
 
+async def _scrape(server) -> dict:
+    """The engine's timing histograms (off the event loop: an HTTP round trip); none without a metrics port."""
+    return await asyncio.to_thread(engine_view.scrape, server.metrics) if server.metrics else {}
+
+
+@dataclass
+class Bench:
+    shape: roofline.ModelShape
+    machine: roofline.Machine
+    vocab: int
+
+
+async def measure(args, bench: Bench, server, client, caching: str, spec: str, index: int, processes: int) -> dict:
+    """One dataset through a running server, from `processes` load-generator processes: reported and returned."""
+    target = "gateway" if isinstance(server, GatewayStack) else "engine"
+    name, input_len, output_len, streams = parse_spec(spec, args)
+    seed = args.seed + 1000 * index
+    text = target == "gateway"
+    conversations = build_dataset(args, name, bench.vocab, text, input_len, output_len, streams, seed)
+    if streams:
+        streams = min(streams, len(conversations))
+    before = await _scrape(server)
+    driven = await run_load(client, conversations, Load(streams, args.request_rate, args.seed), processes)
+    after = await _scrape(server)
+    results = driven.results
+    summary = summarize(results, driven.duration_s, args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3)
+    summary["client_processes"], summary["client_busiest"] = driven.processes, driven.busiest
+    summary["engine_view"] = engine_view.difference(before, after)
+    done = max(len(results) - summary["failed"], 1)
+    concurrency = streams or max(1, round(args.request_rate * summary["ttft_s"]["mean"]))
+    per_request = (summary[key] / done for key in ("prompt_tokens", "cached_tokens", "output_tokens"))
+    bound = roofline.bounds(bench.shape, bench.machine, concurrency, *per_request)
+    how = f"closed loop c={streams}" if streams else f"{args.request_rate} req/s"
+    lengths = f" {input_len}/{output_len}" if name == "random" else ""
+    label = f"{target} | {name}{lengths} | caching {caching} | {how} | {args.shape} on {args.device}"
+    report(label, summary, bound)
+    return {"target": target, "dataset": spec, "caching": caching, "label": label, **summary, "roofline": bound}
+
+
 async def main_async(args, save=lambda runs: None) -> list[dict]:
     from engine_svc.serving.loader import pick_device, pick_dtype
 
@@ -271,6 +300,7 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
         f"{shape.weight_bytes / 1e9:.2f} GB read per decode step, {shape.kv_bytes_per_token / 1024:.1f} KiB KV/token"
     )
     vocab = shape_vocab(args.shape)
+    bench = Bench(shape, machine, vocab)
     runs = []
     for target in args.target.split(","):
         if target == "gateway" and args.shape != "default":
@@ -285,43 +315,11 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
                     f"\n[{target} with caching {caching} serving after {time.perf_counter() - began:.0f} s]", flush=True
                 )
                 client = EngineClient(server.target) if target == "engine" else GatewayChatClient(server.target)
-                text = target == "gateway"
-                warm = datasets.random_lengths(args.warmup, 16, 4, vocab, text, seed=args.seed + 999)
-                await drive(client, warm, 1, 0.0, args.seed, salt="warm-up")
-                for index, spec in enumerate(args.dataset.split(",")):
-                    name, input_len, output_len, streams = parse_spec(spec, args)
-                    seed = args.seed + 1000 * index  # no two datasets share a prompt
-                    conversations = build_dataset(args, name, vocab, text, input_len, output_len, streams, seed)
-                    if streams:
-                        streams = min(streams, len(conversations))
-                    results, duration = await drive(
-                        client, conversations, streams, args.request_rate, args.seed, salt=""
-                    )
-                    summary = summarize(results, duration, args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3)
-                    done = max(len(results) - summary["failed"], 1)
-                    concurrency = streams or max(1, round(args.request_rate * summary["ttft_s"]["mean"]))
-                    bound = roofline.bounds(
-                        shape,
-                        machine,
-                        concurrency,
-                        summary["prompt_tokens"] / done,
-                        summary["cached_tokens"] / done,
-                        summary["output_tokens"] / done,
-                    )
-                    load = f"closed loop c={streams}" if streams else f"{args.request_rate} req/s"
-                    lengths = f" {input_len}/{output_len}" if name == "random" else ""
-                    label = f"{target} | {name}{lengths} | caching {caching} | {load} | {args.shape} on {args.device}"
-                    report(label, summary, bound)
-                    runs.append(
-                        {
-                            "target": target,
-                            "dataset": spec,
-                            "caching": caching,
-                            "label": label,
-                            **summary,
-                            "roofline": bound,
-                        }
-                    )
+                warm = datasets.random_lengths(args.warmup, 16, 4, vocab, target == "gateway", seed=args.seed + 999)
+                await run_load(client, warm, Load(1, 0.0, args.seed, salt="warm-up"))
+                sweep = itertools.product(args.dataset.split(","), map(int, args.client_processes.split(",")))
+                for index, (spec, processes) in enumerate(sweep):  # each run its own prompts: none cached by another
+                    runs.append(await measure(args, bench, server, client, caching, spec, index, processes))
                     save(runs)
                 await client.close()
             finally:
@@ -334,13 +332,13 @@ def compare(runs: list[dict]) -> None:
     """Caching on against off for each (target, dataset) that ran both."""
     pairs = {}
     for run in runs:
-        pairs.setdefault((run["target"], run["dataset"]), {})[run["caching"]] = run
+        pairs.setdefault((run["target"], run["dataset"], run["client_processes"]), {})[run["caching"]] = run
     lines = []
-    for (target, dataset), both in pairs.items():
+    for (target, dataset, processes), both in pairs.items():
         if {"on", "off"} <= both.keys():
             on, off = both["on"], both["off"]
             lines.append(
-                f"{target:8s} {dataset:22s} TTFT p50 {off['ttft_s']['p50'] * 1e3:8.1f} -> {on['ttft_s']['p50'] * 1e3:8.1f} ms "
+                f"{target:8s} {dataset:22s} {processes} client(s)  TTFT p50 {off['ttft_s']['p50'] * 1e3:8.1f} -> {on['ttft_s']['p50'] * 1e3:8.1f} ms "
                 f"({off['ttft_s']['p50'] / on['ttft_s']['p50']:5.2f}x)   output tok/s {off['output_tok_per_s']:8.1f} -> "
                 f"{on['output_tok_per_s']:8.1f} ({on['output_tok_per_s'] / off['output_tok_per_s']:5.2f}x)   "
                 f"cached {on['cached_tokens'] / max(on['prompt_tokens'], 1):.0%} of prompt tokens"
