@@ -45,11 +45,14 @@ def arguments_json(value) -> str | None:
     return dumps(value)
 
 
-def call_from_object(obj) -> tuple[str, str] | None:
-    """(name, arguments JSON) of a `{"name": ..., "arguments"|"parameters": ...}` object, or None."""
+def call_from_object(obj, keyed: bool = False) -> tuple[str, str] | None:
+    """(name, arguments JSON) of a `{"name": ..., "arguments"|"parameters": ...}` object, or None; `keyed`: the
+    arguments key is required (an untagged `{"name": "Ada"}` is more likely data than a call)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
         return None
     key = next((k for k in _ARGUMENT_KEYS if k in obj), None)
+    if keyed and key is None:
+        return None
     args = arguments_json(obj[key] if key else None)
     return None if args is None else (obj["name"], args)
 

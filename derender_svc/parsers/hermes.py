@@ -12,11 +12,12 @@ from derender_svc.parsers.block import BlockToolParser, Call
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
-def json_calls(text: str) -> list[Call] | None:
-    """Calls of a JSON call object, or of a non-empty list of them; None unless every one is valid."""
+def json_calls(text: str, keyed: bool = False) -> list[Call] | None:
+    """Calls of a JSON call object, or of a non-empty list of them; None unless every one is valid (`keyed`:
+    see `call_from_object`)."""
     value = loads(text.strip())
     objects = value if isinstance(value, list) and value else [value]
-    calls = [call_from_object(obj) for obj in objects]
+    calls = [call_from_object(obj, keyed) for obj in objects]
     valid = [call for call in calls if call is not None]
     return valid if len(valid) == len(calls) else None
 

@@ -1,5 +1,6 @@
 """Llama 3.1-3.3 JSON tool calls: `{"name": ..., "parameters": {...}}` objects (`;`-separated, optionally after
-`<|python_tag|>`), also after text and as one JSON list. A JSON object that is not a call stays text."""
+`<|python_tag|>`), also after text and as one JSON list. A JSON object that is not a call stays text; untagged,
+an object needs its arguments key to be a call (as in vLLM)."""
 
 from __future__ import annotations
 
@@ -18,4 +19,4 @@ class Llama3JsonToolParser(BlockToolParser):
     GAP = ";"
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
-        return json_calls(body) if closed else None
+        return json_calls(body, keyed=opener != PYTHON_TAG) if closed else None

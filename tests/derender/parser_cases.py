@@ -94,6 +94,14 @@ def llama3_cases():
         ('{"name": "t", "parameters": {"a": 1e999}}', '{"name": "t", "parameters": {"a": 1e999}}', []),
         ('[{"name": "a", "parameters": {}}, {"name": "b", "parameters": {"x": 2}}]', "", [("a", {}), ("b", {"x": 2})]),
         ('{"type": "function", "name": "t", "parameters": {"a": 1}}', "", [("t", {"a": 1})]),
+        # untagged, no arguments key: data, not a call (vLLM too); the tag makes it one
+        ('{"name": "Ada"}', '{"name": "Ada"}', []),
+        (
+            'Result: [{"name": "Ada"}, {"name": "b", "parameters": {}}]',
+            'Result: [{"name": "Ada"}, {"name": "b", "parameters": {}}]',
+            [],
+        ),
+        ('<|python_tag|>{"name": "now"}', "", [("now", {})]),
     ]
     return cases
 
@@ -136,6 +144,11 @@ def mistral_cases():
         ('[TOOL_CALLS]cut[ARGS]{"a": [1', '[TOOL_CALLS]cut[ARGS]{"a": [1', []),
         ('[TOOL_CALLS]f[ARGS]{"a": 1e999}', '[TOOL_CALLS]f[ARGS]{"a": 1e999}', []),
         ('[TOOL_CALLS]f[ARGS]{"a": 1} and text', " and text", [("f", {"a": 1})]),
+        # `[ARGS]` skipped as a special token: the name runs up to the JSON
+        ('[TOOL_CALLS]add{"a": 3.5}[TOOL_CALLS]mul{"b": [6]}', "", [("add", {"a": 3.5}), ("mul", {"b": [6]})]),
+        ('x{y[TOOL_CALLS]sh{"cmd": "re(r\'{}\')"} ok', "x{y ok", [("sh", {"cmd": "re(r'{}')"})]),
+        ('[TOOL_CALLS]cut{"a": "b', '[TOOL_CALLS]cut{"a": "b', []),
+        ('[TOOL_CALLS]two words{"a": 1}', '[TOOL_CALLS]two words{"a": 1}', []),
     ]
     return cases
 
