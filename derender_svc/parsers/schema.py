@@ -31,6 +31,11 @@ def parameter_types(tools, function: str) -> dict[str, str] | None:
     return None
 
 
+def tool_names(tools) -> list[str]:
+    """The function names of `tools`, in order."""
+    return [tool.get("function", tool).get("name") if isinstance(tool, dict) else tool.function.name for tool in tools]
+
+
 def _type_of(prop: dict) -> str:
     kind = prop.get("type")
     if isinstance(kind, list):

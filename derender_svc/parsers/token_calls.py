@@ -4,7 +4,9 @@
   ARGS\\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`;
 - `deepseek_v31` (DeepSeek-V3.1/V3.2-Exp): `...<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>...`;
 - `kimi_k2` (Kimi-K2): `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>
-  ARGS<|tool_call_end|>...<|tool_calls_section_end|>` (also the singular `<|tool_call_section_begin|>`).
+  ARGS<|tool_call_end|>...<|tool_calls_section_end|>` (also the singular `<|tool_call_section_begin|>`); an id
+  without its `:N` counter is no call, and a bare counter (`0`) names the one tool whose parameters cover the
+  arguments, as in vLLM.
 The bars are U+FF5C and the spaces U+2581, as in DeepSeek's vocabulary. Both DeepSeek bodies are accepted by
 either name, since the tokens are the same."""
 
@@ -14,6 +16,7 @@ import re
 
 from derender_svc.parsers.arguments import arguments_json, loads
 from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.schema import parameter_types, tool_names
 
 DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
 DS_CALL = ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>")
@@ -23,7 +26,7 @@ KIMI_SECTION = (("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"),
                 ("<|tool_calls_section_end|>", "<|tool_call_section_end|>"))  # fmt: skip
 KIMI_CALL = ("<|tool_call_begin|>", "<|tool_call_end|>")
 KIMI_ARGS = "<|tool_call_argument_begin|>"
-_KIMI_ID = re.compile(r"^\s*(?:functions\.)?(.+?)(?::\d+)?\s*$", re.DOTALL)
+_KIMI_ID = re.compile(r"^\s*(?:(?:functions\.)?(.+?):)?\d+\s*$", re.DOTALL)
 
 
 def _json_args(text: str) -> str | None:
@@ -59,4 +62,13 @@ class KimiK2ToolParser(BlockToolParser):
         function_id, args = body.split(KIMI_ARGS, 1)
         match = _KIMI_ID.match(function_id)
         args = _json_args(args)
-        return [(match.group(1), args)] if match and args is not None else None
+        name = (match.group(1) or self._by_arguments(args)) if match else None
+        return [(name, args)] if name and args is not None else None
+
+    def _by_arguments(self, args: str | None) -> str | None:
+        """The tool a bare counter means: the only one, or the only one whose parameters cover the arguments."""
+        names = tool_names(self.tools)
+        value = loads(args) if args is not None and len(names) > 1 else None
+        if isinstance(value, dict):
+            names = [name for name in names if set(value) <= set(parameter_types(self.tools, name) or ())]
+        return names[0] if len(names) == 1 and args is not None else None

@@ -130,5 +130,11 @@ def kimi_k2_cases():
             (f"{K[0]}{K[1]}functions.f:0{K[2]}{{oops{K[3]}{K[4]}", f"{K[0]}{K[1]}functions.f:0{K[2]}{{oops{K[3]}"
              f"{K[4]}", []),
             (f"{K[0]}{K[1]}get_weather:3{K[2]}{{\"c\": 1}}{K[3]}{K[4]}", "", [("get_weather", {"c": 1})]),
+            # an id without its counter is no call; a bare counter names the one tool that fits the arguments
+            (f"{K[0]}{K[1]}functions.f.0 {K[2]}{{}}{K[3]}{K[1]}functions.g:1 {K[2]}{{}}{K[3]}{K[4]}", "",
+             [("g", {})]),
+            (f"Checking. {K[0]}{K[1]}0 {K[2]}{{\"code\": \"7\", \"on\": true}}{K[3]}{K[4]}", "Checking. ",
+             [("zip", {"code": "7", "on": True})]),
+            (f"{K[0]}{K[1]}0{K[2]}{{\"x\": 1}}{K[3]}{K[4]}", f"{K[0]}{K[1]}0{K[2]}{{\"x\": 1}}{K[3]}{K[4]}", []),
         ],
     )  # fmt: skip
