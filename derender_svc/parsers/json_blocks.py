@@ -15,6 +15,8 @@ from derender_svc.parsers.arguments import call_from_object
 from derender_svc.parsers.block import BlockToolParser, Call
 from derender_svc.parsers.hermes import json_calls
 
+BARE = "[{"  # Granite's bare list, recognised only at the start of the output
+
 
 def json_objects(text: str) -> list[Call] | None:
     """Calls of a JSON list of call objects, or of call objects one after another."""
@@ -38,11 +40,27 @@ def json_objects(text: str) -> list[Call] | None:
 
 
 class GraniteToolParser(BlockToolParser):
-    CALLS = (("<|tool_call|>", ()), ("<tool_call>", ("</tool_call>",)), ("[{", ()))
-    KEEP_OPENER = ("[{",)
+    CALLS = (("<|tool_call|>", ()), ("<tool_call>", ("</tool_call>",)), (BARE, ()))
+    KEEP_OPENER = (BARE,)
     TRACK = "json"
     VALUE_ENDS = True
     DROP_AFTER = ("</tool_call>",)
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "lead": True}  # before the first call or text: a bare list may open
+
+    def _openers(self) -> tuple[str, ...]:
+        return tuple(opener for opener in super()._openers() if self.lead or opener != BARE)
+
+    def _after_call(self, text: str, final: bool) -> str | None:
+        rest = super()._after_call(text, final)
+        if rest is not None and self.lead:
+            self.lead = False
+            if rest.startswith(BARE):  # opened here: later on, a bracketed list in prose is prose
+                self._open(BARE)
+                return rest[len(BARE) :]
+        return rest
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         return json_calls(body) if closed else None

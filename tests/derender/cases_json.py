@@ -24,6 +24,12 @@ def granite_cases():
             ('<|tool_call|>[{"name": "f", "arguments": {"a": 1}}', '<|tool_call|>[{"name": "f", "arguments": {"a": 1}}',
              []),
             ('<|tool_call|>[{"arguments": {}}]', '<|tool_call|>[{"arguments": {}}]', []),
+            # a bare list is a call only at the start; later it is prose
+            ('The list: [{"name": "f", "arguments": {}}]', 'The list: [{"name": "f", "arguments": {}}]', []),
+            (' [{"name": "f", "arguments": {}}] and [{"name": "g", "arguments": {}}]',
+             ' and [{"name": "g", "arguments": {}}]', [("f", {})]),
+            ('[{"name": "f", "arguments": {}}]\n<|tool_call|>[{"name": "g", "arguments": {}}]', "",
+             [("f", {}), ("g", {})]),
         ],
     )  # fmt: skip
 
