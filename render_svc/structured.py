@@ -310,19 +310,35 @@ class Reasoning:
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def gate(self, message: common_pb2.StructuredOutputs, prompt_text: str) -> None:
-        """Where in the output the constraint starts: after the reasoning, unless the prompt closed it."""
+    def started(self, prompt_text: str) -> bool | None:
+        """Whether the prompt opened the block; None when the output cannot reason (no reasoning format, or
+        the template closed the block: thinking turned off)."""
         if self.name == NONE:
-            message.reasoning_ended = True
-            return
+            return None
         tags = REASONING_TAGS[self.name]
         tail = prompt_text.rstrip()
         if any(tail.endswith(end.rstrip()) for end in tags.END if end.strip()):
-            message.reasoning_ended = True  # the template closed the block (thinking turned off)
-            return
+            return None
         last_start = max((prompt_text.rfind(tag) for tag in tags.START), default=-1)
         last_end = max((prompt_text.rfind(tag) for tag in tags.END), default=-1)
-        to_proto(self.spec(), last_start > last_end, message.reasoning)
+        return last_start > last_end
+
+    def gate(self, message: common_pb2.StructuredOutputs, prompt_text: str) -> None:
+        """Where in the output the constraint starts: after the reasoning, unless the prompt closed it."""
+        started = self.started(prompt_text)
+        if started is None:
+            message.reasoning_ended = True
+        else:
+            to_proto(self.spec(), started, message.reasoning)
+
+    def cap(self, params: common_pb2.SamplingParams, budget: int, prompt_text: str) -> None:
+        """The thinking budget, where the output can reason (elsewhere nothing is reasoned: nothing to cap)."""
+        if budget < 0:
+            raise fail(Reason.INVALID_SAMPLING_PARAM, "thinking_token_budget must be >= 0", "thinking_token_budget")
+        started = self.started(prompt_text)
+        if started is not None and self.spec().end:
+            params.thinking_budget.max_tokens = budget
+            to_proto(self.spec(), started, params.thinking_budget.reasoning)
 
 
 def bad_words(tokenizer, words) -> list[list[int]]:
@@ -342,7 +358,10 @@ def bad_words(tokenizer, words) -> list[list[int]]:
 def apply(
     params: common_pb2.SamplingParams, message, request, tokenizer, reasoning: Reasoning | None, prompt_text: str
 ):
-    """Write the constraint (already checked) and the bad words into resolved SamplingParams."""
+    """Write the constraint (already checked), the thinking budget and the bad words into resolved
+    SamplingParams."""
+    if reasoning is not None and request.HasField("thinking_token_budget"):
+        reasoning.cap(params, request.thinking_token_budget, prompt_text)
     if message is not None:
         if reasoning is not None:
             reasoning.gate(message, prompt_text)

@@ -148,6 +148,13 @@ class ReasoningWatch:
         self._base: int | None = None  # where end tags may start, once the opening is decided
         self.done = False
 
+    @property
+    def reasoned(self) -> int | None:
+        """Tokens inside the block so far (its opening tag not counted); None while it is not known to be open."""
+        if self._base is not None:
+            return len(self.ids) - self._base
+        return 0 if (self.started or self.spec.forced) and not self.ids else None
+
     def feed(self, token: int) -> list[int] | None:
         if self.done:
             return [token]

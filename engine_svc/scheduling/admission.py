@@ -65,6 +65,7 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
         {"min_tokens": fields.get("min_tokens", 0), "max_tokens": max_tokens}, rules, "sampling_params."
     )
     constraint, gate = structured(params, limits)
+    budget = thinking_budget(params, limits)
     config: SamplingConfig = resolve(
         params,
         default_temperature=limits.default_temperature,
@@ -72,6 +73,7 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
         eos_token_ids=limits.eos_token_ids,
         constraint=constraint,
         gate=gate,
+        thinking_budget=budget,
     )
     request_id = request.request_id or uuid.uuid4().hex
     n = request.n if request.HasField("n") else 1
@@ -98,3 +100,35 @@ def structured(params, limits: EngineLimits) -> tuple[spec.Constraint | None, sp
         )
     structured_output_rules.check(params.structured_outputs, max_bytes=limits.max_grammar_bytes)
     return spec.from_proto(params.structured_outputs)
+
+
+def thinking_budget(params, limits: EngineLimits) -> spec.Budget | None:
+    """The request's checked thinking budget (None: the reasoning is not capped)."""
+    if not params.HasField("thinking_budget"):
+        return None
+    field = "sampling_params.thinking_budget"
+    budget = params.thinking_budget
+    if budget.max_tokens < 0:
+        raise fail(Reason.INVALID_SAMPLING_PARAM, f"{field}.max_tokens must be >= 0", f"{field}.max_tokens")
+    if not any(seq.token_ids for seq in budget.reasoning.end):
+        raise fail(
+            Reason.INVALID_SAMPLING_PARAM,
+            f"{field}.reasoning.end is empty: the engine forces the block's end tag when the budget is spent",
+            f"{field}.reasoning.end",
+        )
+    ids = [t for name in ("start", "end", "ends_on") for seq in getattr(budget.reasoning, name) for t in seq.token_ids]
+    bad = [t for t in [*ids, *budget.reasoning.blank] if not 0 <= t < limits.vocab_size]
+    if bad:
+        raise fail(
+            Reason.TOKEN_ID_OUT_OF_VOCAB,
+            f"{field}.reasoning holds token id {bad[0]}, outside [0, {limits.vocab_size})",
+            f"{field}.reasoning",
+        )
+    if not limits.structured_outputs:
+        raise fail(
+            Reason.STRUCTURED_OUTPUTS_UNAVAILABLE,
+            "this engine has no tokenizer, so it cannot force the end of a reasoning block (serve a model folder "
+            "that holds one)",
+            field,
+        )
+    return spec.budget_from_proto(budget)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from engine_svc.structured.spec import Constraint, Gate
+from engine_svc.structured.spec import Budget, Constraint, Gate
 
 
 @dataclass
@@ -32,6 +32,7 @@ class SamplingConfig:
     bad_words: tuple[tuple[int, ...], ...] = ()  # token id sequences never to complete
     constraint: Constraint | None = None  # structured outputs: what the output must follow
     gate: Gate | None = None  # ... from the token after this reasoning ends (None: from the first token)
+    thinking_budget: Budget | None = None  # the most tokens the reasoning block may hold
 
     def __post_init__(self) -> None:
         # Read for every row of every step: computed once.
@@ -57,6 +58,7 @@ def resolve(
     eos_token_ids: list[int],
     constraint: Constraint | None = None,
     gate: Gate | None = None,
+    thinking_budget: Budget | None = None,
 ) -> SamplingConfig:
     """Fold a validated SamplingParams message into a SamplingConfig (absent fields take server defaults)."""
 
@@ -87,4 +89,5 @@ def resolve(
         bad_words=tuple(tuple(word.token_ids) for word in params.bad_words if word.token_ids),
         constraint=constraint,
         gate=gate,
+        thinking_budget=thinking_budget,
     )

@@ -219,10 +219,13 @@ class Engine(EngineFront):
                         self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
 
     def _guide(self, state: RequestState, outputs) -> bool:
-        """Give a constrained request's sequences their guides; False while its grammar is still compiling
-        (the request comes back through the inbox when it is done) or when it failed to compile."""
-        constraint = state.seqs[0].config.constraint
+        """Give a constrained request's sequences (or one with a thinking budget) their guides; False while its
+        grammar is still compiling (the request comes back through the inbox when it is done) or when it failed
+        to compile."""
+        constraint, budget = state.seqs[0].config.constraint, state.seqs[0].config.thinking_budget
         if constraint is None:
+            for seq in state.seqs if budget is not None else ():
+                self.guides[seq] = Guide(None, budget=budget)
             return True
         error: BaseException | None
         if self.grammars is None:
@@ -237,7 +240,7 @@ class Engine(EngineFront):
                 grammar = compiled.result()
                 for seq in state.seqs:
                     matcher = self.grammars.backend.matcher(grammar, seq.config.stop_token_ids)
-                    self.guides[seq] = Guide(matcher, seq.config.gate)
+                    self.guides[seq] = Guide(matcher, seq.config.gate, budget)
                 return True
         if not isinstance(error, ServiceError):
             error = fail(Reason.INVALID_GRAMMAR, f"the grammar failed to compile: {error}")

@@ -11,7 +11,9 @@ A guided sequence's next token must keep its output inside the grammar. Each ste
 Rows of unguided sequences are never touched. A guide whose constraint starts after the reasoning passes
 its tokens to a `ReasoningWatch` until the reasoning ends, then feeds the content ids after the end tag to
 its matcher: until then its rows are not masked. When the output may or may not open a reasoning block, its
-first token is the grammar's or the first id of a start tag: either way the output stays valid.
+first token is the grammar's or the first id of a start tag: either way the output stays valid. A thinking
+budget (`Budget`) counts the block's tokens; once they reach it, the rows allow only the end tag's next id
+until the tag is out. A guide may have a budget and no matcher: then only the forced ids are ever masked.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import torch
 
 from engine_svc.structured.backend import GrammarBackend, Matcher
-from engine_svc.structured.spec import Gate
+from engine_svc.structured.spec import Budget, Gate
 from scaleout_common.reasoning_ids import ReasoningWatch
 
 CONTENT, REASONING, UNDECIDED, OPENING = range(4)  # a guide's modes
@@ -37,38 +39,57 @@ def allow(bitmask: torch.Tensor, row: int, ids) -> None:
 
 
 class Guide:
-    """One constrained sequence: its matcher, and where the constraint starts.
+    """One constrained sequence: its matcher (None: a thinking budget alone), where the constraint starts,
+    and the budget.
 
     Modes: CONTENT (the grammar applies), REASONING (free until the reasoning ends; a `ReasoningWatch`
     decides), UNDECIDED (the first token: the grammar's tokens or the first id of a start tag, which opens
     the reasoning), OPENING (inside a start tag of several ids: only its next id)."""
 
-    __slots__ = ("gate", "matcher", "mode", "opening", "rejected", "watch")
+    __slots__ = ("budget", "forcing", "gate", "matcher", "mode", "opening", "rejected", "watch")
 
-    def __init__(self, matcher: Matcher, gate: Gate | None = None):
-        self.matcher, self.gate = matcher, gate
+    def __init__(self, matcher: Matcher | None, gate: Gate | None = None, budget: Budget | None = None):
+        if gate is None and budget is not None:
+            gate = budget.gate
+        self.matcher, self.gate, self.budget = matcher, gate, budget
         self.watch: ReasoningWatch | None = None
         self.opening: list[int] = []  # start-tag ids so far (UNDECIDED / OPENING)
+        self.forcing: list[int] = []  # the end tag's ids still to come, once the budget is spent
         self.rejected = False  # a token the grammar did not allow got through (no token was allowed)
         if gate is None:
             self.mode = CONTENT
-        elif gate.started or gate.reasoning.forced:
-            self.mode, self.watch = REASONING, ReasoningWatch(gate.reasoning, gate.started)
+        elif gate.started or gate.reasoning.forced or matcher is None:  # no grammar: the watch tells openings
+            self._reason(ReasoningWatch(gate.reasoning, gate.started))
         else:
             self.mode = UNDECIDED if gate.reasoning.start else CONTENT
 
+    def _reason(self, watch: ReasoningWatch) -> None:
+        self.mode, self.watch = REASONING, watch
+        self._spend()
+
+    def _spend(self) -> None:
+        """Start forcing the end tag once the block holds the budget's tokens (once: the budget is then gone)."""
+        assert self.watch is not None
+        reasoned = self.watch.reasoned
+        if self.budget is not None and reasoned is not None and reasoned >= self.budget.tokens:
+            self.forcing, self.budget = list(self.budget.force), None
+
     @property
     def masked(self) -> bool:
-        return self.mode != REASONING
+        return bool(self.forcing) or (self.mode != REASONING and self.matcher is not None)
 
     @property
     def matched(self) -> bool:
         """The matcher fills this row's mask (the grammar's tokens; UNDECIDED adds the start tags' after)."""
-        return self.mode in (CONTENT, UNDECIDED)
+        return self.mode in (CONTENT, UNDECIDED) and self.matcher is not None
 
     def adjust(self, bitmask: torch.Tensor, row: int) -> None:
-        """After the matcher filled the row (or not): the start tags' first ids (UNDECIDED), or only the next id
-        of the start tag under way (OPENING)."""
+        """After the matcher filled the row (or not): the start tags' first ids (UNDECIDED), only the next id
+        of the start tag under way (OPENING), or of the end tag a spent budget forces."""
+        if self.forcing:
+            bitmask[row].zero_()
+            allow(bitmask, row, self.forcing[:1])
+            return
         if self.mode == CONTENT:
             return
         assert self.gate is not None
@@ -82,7 +103,8 @@ class Guide:
 
     def accept(self, token: int) -> None:
         if self.mode == CONTENT:
-            self.rejected |= not self.matcher.accept(token)
+            if self.matcher is not None:
+                self.rejected |= not self.matcher.accept(token)
             return
         if self.mode in (UNDECIDED, OPENING):
             assert self.gate is not None
@@ -92,25 +114,32 @@ class Guide:
                 self.opening = list(prefix)
                 self.mode = OPENING
                 if prefix in starts:  # the block is open: the watch takes it from here
-                    self.mode, self.watch = REASONING, ReasoningWatch(self.gate.reasoning, False)
+                    watch = ReasoningWatch(self.gate.reasoning, False)
                     for t in prefix:
-                        self.watch.feed(t)
+                        watch.feed(t)
+                    self._reason(watch)
                 return
             self.mode = CONTENT  # no start tag: the whole output is the answer
+            assert self.matcher is not None  # (UNDECIDED is a grammar's mode)
             for t in prefix:
                 self.rejected |= not self.matcher.accept(t)
             return
         assert self.watch is not None
         content = self.watch.feed(token)
-        if content is not None:
-            self.mode = CONTENT
+        if self.forcing:
+            self.forcing.pop(0)
+        if content is None:
+            self._spend()
+            return
+        self.mode, self.forcing = CONTENT, []
+        if self.matcher is not None:
             for t in content:
                 self.rejected |= not self.matcher.accept(t)
 
     @property
     def done(self) -> bool:
         """Nothing more may follow: the grammar is complete and closed, or it was broken."""
-        return self.rejected or (self.mode == CONTENT and self.matcher.is_terminated())
+        return self.rejected or (self.mode == CONTENT and self.matcher is not None and self.matcher.is_terminated())
 
 
 class MaskJob:
@@ -150,7 +179,7 @@ class Masker:
                 max(need, 2 * self._buffers[self._turn].shape[0]), self._pin
             )
         bitmask = self._buffers[self._turn]
-        matched = [(row, guide.matcher) for row, guide in guided if guide.matched]
+        matched = [(row, matcher) for row, guide in guided if guide.matched and (matcher := guide.matcher) is not None]
         others = [(row, guide) for row, guide in guided if guide.mode != CONTENT]
 
         def fill() -> None:

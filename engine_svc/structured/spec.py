@@ -1,8 +1,8 @@
 """A request's structured-output constraint as the engine keeps it: what to compile, and when it starts.
 
 `Constraint` is what a grammar is compiled from (its `key` names the compiled grammar in the cache);
-`Gate` says where in the output the constraint starts (after the reasoning). Both are plain frozen data:
-they travel with a sequence to an engine core process.
+`Gate` says where in the output the constraint starts (after the reasoning); `Budget` caps the reasoning.
+All are plain frozen data: they travel with a sequence to an engine core process.
 """
 
 from __future__ import annotations
@@ -37,6 +37,21 @@ class Gate:
 
     reasoning: ReasoningIds
     started: bool  # the prompt opened the block
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Once the reasoning block holds `tokens` tokens, its end tag `force` is the only choice, id by id."""
+
+    tokens: int
+    gate: Gate
+    force: tuple[int, ...]
+
+
+def budget_from_proto(message) -> Budget:
+    """A checked `ThinkingBudget` message -> what to enforce."""
+    spec, started = reasoning_from_proto(message.reasoning)
+    return Budget(message.max_tokens, Gate(spec, started), spec.end[0])
 
 
 def from_proto(message) -> tuple[Constraint, Gate | None]:

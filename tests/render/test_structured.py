@@ -154,6 +154,22 @@ async def test_reasoning_gate_from_the_template(thinking_stub):
     assert constraint_of(off).reasoning_ended  # the template closed the block in the prompt
 
 
+async def test_a_thinking_budget_carries_the_reasoning_tags(thinking_stub, stub):
+    tokenizer = load_tokenizer(resolve_model(None))
+    rendered = await thinking_stub.RenderChat(chat(thinking_token_budget=50))
+    budget = rendered.generate_request.sampling_params.thinking_budget
+    assert budget.max_tokens == 50 and not budget.reasoning.started
+    assert list(budget.reasoning.end[0].token_ids) == tokenizer.encode("</think>", add_special_tokens=False)
+    off = await thinking_stub.RenderChat(
+        chat(thinking_token_budget=50, chat_template_kwargs={"enable_thinking": False})
+    )
+    plain = await stub.RenderChat(chat(thinking_token_budget=50))  # SmolLM2's template: no reasoning to cap
+    for unreasoned in (off, plain):
+        assert not unreasoned.generate_request.sampling_params.HasField("thinking_budget")
+    error = await expect(stub.RenderChat(chat(thinking_token_budget=-1)), "INVALID_ARGUMENT", "INVALID_SAMPLING_PARAM")
+    assert error.violations[0][0] == "thinking_token_budget"
+
+
 STRICT_WEATHER = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
 
 
