@@ -73,7 +73,12 @@ RESPONSES_EXTENSIONS = (
 )
 # Error fields named as the chat request names them -> as the Responses request does.
 RESPONSES_FIELD_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
-ANTHROPIC_FIELD_NAMES = {"stop": "stop_sequences"}
+ANTHROPIC_FIELD_NAMES = {
+    "stop": "stop_sequences",
+    "thinking_token_budget": "thinking.budget_tokens",
+    "response_format.json_schema.schema": "output_config.format.schema",
+    "response_format": "output_config.format",
+}
 
 
 # --- reading the client's JSON ---------------------------------------------------------------------------------
@@ -316,19 +321,43 @@ def _anthropic_tool_choice(value, chat: dict) -> None:
     choice.done()
 
 
-def _anthropic_thinking(value, kwargs: dict) -> None:
+def _anthropic_thinking(value, kwargs: dict, max_tokens: int | None) -> int | None:
+    """`thinking` -> the template's `enable_thinking`, and the budget of `enabled` (Anthropic's rules: at
+    least 1,024 and below `max_tokens`, which count_tokens does not take)."""
     thinking = Fields(value, "thinking")
     kind = thinking.take("type", str, required=True)
-    thinking.refuse("budget_tokens", 'is not enforced by this deployment: use {"type": "adaptive"}')
-    if kind not in ("disabled", "adaptive"):
-        raise _unsupported("thinking.type", f'= {kind!r} is not supported: use "adaptive" or "disabled"')
+    if kind not in ("enabled", "adaptive", "disabled"):
+        raise _invalid("thinking.type", f'= {kind!r}: use "enabled", "adaptive" or "disabled"')
+    budget = thinking.take("budget_tokens", int, required=kind == "enabled")
+    if kind != "enabled" and budget is not None:
+        raise _invalid("thinking.budget_tokens", f'applies to {{"type": "enabled"}}, not {kind!r}')
+    if budget is not None and budget < MIN_THINKING_BUDGET:
+        raise _invalid("thinking.budget_tokens", f"must be at least {MIN_THINKING_BUDGET}")
+    if budget is not None and max_tokens is not None and budget >= max_tokens:
+        raise _invalid("thinking.budget_tokens", f"({budget}) must be less than `max_tokens` ({max_tokens})")
     thinking.allow("display", "summarized", why="is not supported: thinking comes back whole")
     thinking.done()
-    kwargs["enable_thinking"] = kind == "adaptive"
+    kwargs["enable_thinking"] = kind != "disabled"
+    return budget
 
 
-def messages_chat(data: dict) -> dict:
-    """An Anthropic Messages request (parsed JSON) -> the equivalent chat request (JSON form)."""
+MIN_THINKING_BUDGET = 1024
+
+
+def _anthropic_format(fmt: Fields) -> dict:
+    """Structured outputs (`output_config.format`, what the SDK's `messages.parse` sends) -> OpenAI's strict
+    `response_format`: the answer's text is JSON that follows the schema, enforced while decoding."""
+    kind = fmt.take("type", str, required=True)
+    if kind != "json_schema":
+        raise _invalid(fmt.name("type"), f'= {kind!r}: the only format is "json_schema"')
+    schema = fmt.take("schema", dict, required=True)
+    fmt.done()
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+
+
+def messages_chat(data: dict, counting: bool = False) -> dict:
+    """An Anthropic Messages request (parsed JSON) -> the equivalent chat request (JSON form); `counting`:
+    count_tokens's, which has no `max_tokens`."""
     top = Fields(data, "")
     chat: dict[str, Any] = {"model": top.take("model", str, required=True)}
     chat["max_tokens"] = top.take("max_tokens", int, required=True)
@@ -365,11 +394,15 @@ def messages_chat(data: dict) -> dict:
         metadata.done()
     thinking = top.take("thinking", dict)
     if thinking is not None:
-        _anthropic_thinking(thinking, kwargs)
+        budget = _anthropic_thinking(thinking, kwargs, None if counting else chat["max_tokens"])
+        if budget is not None:
+            chat["thinking_token_budget"] = budget
     output_config = top.take("output_config", dict)
     if output_config is not None:
         config = Fields(output_config, "output_config")
-        config.refuse("format", "(structured output) is not supported yet")
+        output_format = config.take("format", dict)
+        if output_format is not None:
+            chat["response_format"] = _anthropic_format(Fields(output_format, "output_config.format"))
         effort = config.take("effort", str)
         if effort is not None:
             kwargs["reasoning_effort"] = effort
@@ -627,8 +660,16 @@ def typed(chat: dict) -> render_pb2.RenderChatRequest:
 
 
 def _renamed(error: ServiceError, names: dict[str, str]) -> ServiceError:
-    """The chat render's error with its fields named as the client's API names them."""
-    error.violations = [(names.get(field, field), description) for field, description in error.violations]
+    """The chat render's error with its fields named as the client's API names them (a renamed field's
+    dotted sub-fields too)."""
+
+    def rename(field: str) -> str:
+        for ours, theirs in names.items():
+            if field == ours or field.startswith(ours + "."):
+                return theirs + field[len(ours) :]
+        return field
+
+    error.violations = [(rename(field), description) for field, description in error.violations]
     return error
 
 
@@ -668,12 +709,12 @@ def count_message_tokens(renderer, body) -> render_pb2.CountMessageTokensRespons
     for name in COUNT_TOKENS_FIELDS:
         fields.take(name)
     fields.done()
-    rendered = _render_messages(renderer, data | {"max_tokens": 1})  # the prompt does not depend on it
+    rendered = _render_messages(renderer, data | {"max_tokens": 1}, counting=True)  # the prompt does not need it
     return render_pb2.CountMessageTokensResponse(input_tokens=len(rendered.generate_request.token_ids))
 
 
-def _render_messages(renderer, data: dict) -> render_pb2.RenderChatResponse:
-    request = typed(messages_chat(data))
+def _render_messages(renderer, data: dict, counting: bool = False) -> render_pb2.RenderChatResponse:
+    request = typed(messages_chat(data, counting))
     try:
         return renderer.render_chat(request, "msg_", _anthropic_context(renderer, request.max_tokens))
     except ServiceError as error:

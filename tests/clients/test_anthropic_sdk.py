@@ -189,6 +189,46 @@ def test_refusals_are_anthropic_errors(claude, model_id):
     assert caught.value.body["type"] == "error" and caught.value.body["error"]["type"] == "not_found_error"
 
 
+def test_extended_thinking_with_a_budget(claude, model_id):
+    """`{"type": "enabled", "budget_tokens": N}` as Anthropic's docs use it; SmolLM2 does not reason, so the
+    answer is text alone. Anthropic's bounds on the budget are kept (at least 1,024, below max_tokens)."""
+    message = claude.messages.create(
+        model=model_id,
+        max_tokens=1100,
+        messages=PARIS,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        extra_body=GREEDY,
+    )
+    assert [block.type for block in message.content] == ["text"] and "Paris" in message.content[0].text
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model=model_id, max_tokens=4096, messages=PARIS, thinking={"type": "enabled", "budget_tokens": 100}
+        )
+    assert caught.value.body["error"]["param"] == "thinking.budget_tokens"
+
+
+class Capital(BaseModel):
+    country: str
+    capital: str
+
+
+def test_structured_output_through_messages_parse(claude, model_id):
+    """The SDK's `messages.parse(output_format=<a pydantic model>)` sends `output_config.format`; the answer is
+    held to the schema while decoding, so the SDK's own parse succeeds whatever the small model would write."""
+    message = claude.messages.parse(
+        model=model_id, max_tokens=64, messages=PARIS, output_format=Capital, extra_body=GREEDY
+    )
+    assert isinstance(message.parsed_output, Capital) and message.stop_reason == "end_turn"
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model=model_id,
+            max_tokens=8,
+            messages=PARIS,
+            output_config={"format": {"type": "json_schema", "schema": {"type": "no-such-type"}}},
+        )
+    assert caught.value.body["error"]["param"].startswith("output_config.format")
+
+
 def test_render_route_speaks_anthropic_errors_too(claude, model_id):
     rendered = claude.post(
         "/v1/messages/render", cast_to=object, body={"model": model_id, "max_tokens": 8, "messages": PARIS}

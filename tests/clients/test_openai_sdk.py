@@ -382,6 +382,20 @@ def test_error_unknown_field(client, model_id):
     )
 
 
+def test_thinking_token_budget_is_vllms_and_checked(client, model_id):
+    """vLLM's extra field: SmolLM2 has no reasoning format, so nothing is reasoned and the cap holds as is."""
+    answer = client.chat.completions.create(
+        model=model_id, messages=COUNT, max_tokens=2, extra_body={"thinking_token_budget": 8}
+    )
+    assert answer.choices[0].message.content
+    error = _error(
+        lambda: client.chat.completions.create(
+            model=model_id, messages=COUNT, max_tokens=2, extra_body={"thinking_token_budget": -1}
+        )
+    )
+    assert (error.status_code, error.code, error.param) == (400, "INVALID_SAMPLING_PARAM", "thinking_token_budget")
+
+
 @pytest.mark.parametrize("route", ["chat", "chat stream", "completions", "completions stream", "models"])
 def test_error_unknown_model(client, route):
     calls = {

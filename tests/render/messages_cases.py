@@ -20,6 +20,14 @@ class Case:
     note: str = ""
 
 
+CITY_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
 def req(messages, max_tokens=1024, **more) -> dict:
     return {"model": MODEL, "max_tokens": max_tokens, "messages": messages, **more}
 
@@ -432,6 +440,29 @@ CASES = [
         note="vLLM drops `thinking`; here it switches the template's thinking",
     ),
     Case(
+        "thinking_enabled_with_a_budget",
+        req([u("Prove it.")], max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 1024}),
+        chat(
+            [u("Prove it.")],
+            max_tokens=4096,
+            chat_template_kwargs={"enable_thinking": True},
+            thinking_token_budget=1024,
+        ),
+        note="vLLM drops `thinking`; here the budget caps the reasoning (the engine forces its end tag)",
+    ),
+    Case(
+        "structured_output",
+        req([u("Name a city.")], output_config={"format": {"type": "json_schema", "schema": CITY_SCHEMA}}),
+        chat(
+            [u("Name a city.")],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": CITY_SCHEMA, "strict": True},
+            },
+        ),
+        note="vLLM drops `output_config.format`; here it is enforced while decoding",
+    ),
+    Case(
         "thinking_disabled",
         req([u("Just answer.")], thinking={"type": "disabled"}),
         chat([u("Just answer.")], chat_template_kwargs={"enable_thinking": False}),
@@ -590,16 +621,41 @@ REFUSED = [
         "messages[1].content[0].type",
     ),
     (
-        "thinking_budget",
+        "thinking_budget_not_below_max_tokens",
         req([u("Hi")], thinking={"type": "enabled", "budget_tokens": 10000}),
-        "UNSUPPORTED_FIELD",
+        "INVALID_REQUEST",
         "thinking.budget_tokens",
     ),
     (
-        "structured_output",
-        req([u("Hi")], output_config={"format": {"type": "json_schema", "schema": {"type": "object"}}}),
-        "UNSUPPORTED_FIELD",
-        "output_config.format",
+        "thinking_budget_below_1024",
+        req([u("Hi")], max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 512}),
+        "INVALID_REQUEST",
+        "thinking.budget_tokens",
+    ),
+    (
+        "thinking_enabled_without_budget",
+        req([u("Hi")], thinking={"type": "enabled"}),
+        "INVALID_REQUEST",
+        "thinking.budget_tokens",
+    ),
+    (
+        "thinking_budget_when_adaptive",
+        req([u("Hi")], max_tokens=4096, thinking={"type": "adaptive", "budget_tokens": 2048}),
+        "INVALID_REQUEST",
+        "thinking.budget_tokens",
+    ),
+    ("thinking_type_unknown", req([u("Hi")], thinking={"type": "sometimes"}), "INVALID_REQUEST", "thinking.type"),
+    (
+        "output_format_not_json_schema",
+        req([u("Hi")], output_config={"format": {"type": "regex", "schema": {"type": "object"}}}),
+        "INVALID_REQUEST",
+        "output_config.format.type",
+    ),
+    (
+        "output_format_without_schema",
+        req([u("Hi")], output_config={"format": {"type": "json_schema"}}),
+        "INVALID_REQUEST",
+        "output_config.format.schema",
     ),
     (
         "citations",
