@@ -7,6 +7,7 @@ derender's chat output shaped by anthropic_response. `metadata.user_id` goes on 
 from __future__ import annotations
 
 from pipeline_svc import anthropic_response
+from pipeline_svc.client_fields import ANTHROPIC, named
 from pipeline_svc.hops import Hops
 from pipeline_svc.shaped_route import serve
 from scaleout.v1 import anthropic_pb2_grpc
@@ -22,7 +23,7 @@ class AnthropicFrontDoor(anthropic_pb2_grpc.AnthropicServiceServicer):
         self.hops = hops
 
     async def CreateMessage(self, request, context):
-        async for body in serve(
+        route = serve(
             self.hops,
             self.hops.render.RenderMessages,
             request,
@@ -30,5 +31,6 @@ class AnthropicFrontDoor(anthropic_pb2_grpc.AnthropicServiceServicer):
             anthropic_response.message,
             anthropic_response.MessageStream,
             _identity,
-        ):
+        )
+        async for body in named(route, request.data, ANTHROPIC):
             yield body

@@ -22,6 +22,7 @@ from opentelemetry import trace
 
 from pipeline_svc import openai_request, openai_response
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
+from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
@@ -42,6 +43,14 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         self.hops = hops
 
     async def ChatCompletions(self, request, context):
+        async for event in named(self._chat(request, context), request.data, OPENAI_CHAT):
+            yield event
+
+    async def Completions(self, request, context):
+        async for event in named(self._completions(request, context), request.data, OPENAI_COMPLETION):
+            yield event
+
+    async def _chat(self, request, context):
         parsed = openai_request.chat_request(request.data)
         _observe_request(parsed)
         try:
@@ -61,7 +70,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         async for event in _sse(parsed, [live], lambda answer, usage: openai_response.chat_chunk(answer.chat, usage)):
             yield event
 
-    async def Completions(self, request, context):
+    async def _completions(self, request, context):
         parsed = openai_request.completion_request(request.data)
         _observe_request(parsed)
         try:

@@ -7,6 +7,7 @@ is derender's chat output shaped by responses_response. `user` / `safety_identif
 from __future__ import annotations
 
 from pipeline_svc import responses_response
+from pipeline_svc.client_fields import RESPONSES, named
 from pipeline_svc.hops import Hops
 from pipeline_svc.shaped_route import serve
 from scaleout.v1 import responses_pb2_grpc
@@ -21,7 +22,7 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
         self.hops = hops
 
     async def CreateResponse(self, request, context):
-        async for body in serve(
+        route = serve(
             self.hops,
             self.hops.render.RenderResponses,
             request,
@@ -29,5 +30,6 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             responses_response.response,
             responses_response.ResponseStream,
             _identity,
-        ):
+        )
+        async for body in named(route, request.data, RESPONSES):
             yield body

@@ -243,6 +243,7 @@ def test_a_bad_schema_is_a_400_naming_the_field(client, model_id):
             max_tokens=5,
         )
     assert caught.value.code == "INVALID_GRAMMAR"
+    assert caught.value.param == "response_format"  # the client's field, not the engine's path
 
 
 @pytest.fixture(scope="module")
