@@ -41,6 +41,7 @@ ECHOED = {
     "safety_identifier": None,
     "prompt_cache_key": None,
     "text": {"format": {"type": "text"}},
+    "max_tool_calls": None,
 }
 
 

@@ -346,13 +346,15 @@ MIN_THINKING_BUDGET = 1024
 
 def _anthropic_format(fmt: Fields) -> dict:
     """Structured outputs (`output_config.format`, what the SDK's `messages.parse` sends) -> OpenAI's strict
-    `response_format`: the answer's text is JSON that follows the schema, enforced while decoding."""
+    `response_format`: the answer's text is JSON that follows the schema, enforced while decoding (the schema
+    travels as JSON text, so its key order, the order properties are generated in, survives)."""
     kind = fmt.take("type", str, required=True)
     if kind != "json_schema":
         raise _invalid(fmt.name("type"), f'= {kind!r}: the only format is "json_schema"')
     schema = fmt.take("schema", dict, required=True)
     fmt.done()
-    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+    text = json.dumps(schema, ensure_ascii=False)
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": text, "strict": True}}
 
 
 def messages_chat(data: dict, counting: bool = False) -> dict:
@@ -583,7 +585,7 @@ def responses_chat(data: dict) -> dict:
     top.allow("store", False, why="is not supported: this deployment stores nothing (send store: false)")
     top.allow("background", False, why="is not supported: responses are answered in the call")
     top.refuse("prompt", "(stored prompt templates) is not supported")
-    top.refuse("max_tool_calls", "is not enforced by this deployment")
+    top.take("max_tool_calls", int)  # caps built-in (hosted) tool calls: with those refused here, it always holds
     top.allow("include", [], why="is not supported by this deployment")
     top.allow("top_logprobs", 0, why="is not supported by this deployment")
     chat: dict[str, Any] = {}

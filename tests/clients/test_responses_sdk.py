@@ -54,6 +54,15 @@ def test_create_text(client, model_id):
     assert [item.type for item in response.output] == ["message"]
     assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
     assert response.temperature == 0 and response.max_output_tokens == 32 and response.store is False
+    assert response.max_tool_calls is None
+
+
+def test_max_tool_calls_caps_hosted_tools_so_it_holds(client, model_id):
+    """It counts hosted (built-in) tool calls, and hosted tools are refused here: accepted and echoed."""
+    response = client.responses.create(
+        model=model_id, input=QUESTION, temperature=0, max_output_tokens=8, max_tool_calls=2
+    )
+    assert response.max_tool_calls == 2 and response.output_text
 
 
 def test_instructions_and_an_incomplete_answer(client, model_id):

@@ -457,7 +457,7 @@ CASES = [
             [u("Name a city.")],
             response_format={
                 "type": "json_schema",
-                "json_schema": {"name": "output", "schema": CITY_SCHEMA, "strict": True},
+                "json_schema": {"name": "output", "schema": json.dumps(CITY_SCHEMA), "strict": True},
             },
         ),
         note="vLLM drops `output_config.format`; here it is enforced while decoding",
