@@ -4,8 +4,10 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 - a field the pipeline honours maps onto RenderChatRequest / RenderCompletionRequest (same names; render,
   the engine and derender act on it);
 - a field that changes nothing at its value is accepted (`store: false`, `modalities: ["text"]`,
-  `service_tier: "auto"`, `best_of` equal to `n`); `user` and `safety_identifier` go on the trace as the
-  caller's identity;
+  `service_tier: "auto"`, `verbosity: "medium"`, `best_of` equal to `n`); `user` and `safety_identifier` go on
+  the trace as the caller's identity;
+- `reasoning_effort` reaches the chat template as its `reasoning_effort` (vLLM's merge: it wins over a
+  `chat_template_kwargs` entry), as Responses' `reasoning.effort` and Anthropic's `output_config.effort` do;
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, `tool_choice` "required" or a named function; schemas travel to render as
   JSON text, so the order of their properties (the order they are generated in) survives;
@@ -41,6 +43,7 @@ NO_OP_VALUES = {
     "modalities": (["text"],),
     "service_tier": ("auto", "default"),
     "metadata": ({},),
+    "verbosity": ("medium",),  # the default; as Responses' `text.verbosity`
 }
 IDENTITY_FIELDS = ("user", "safety_identifier")
 PIPELINE_FIELDS = ("stream", "stream_options")  # read here, then forwarded
@@ -157,9 +160,22 @@ def _schemas_as_text(out: dict) -> None:
         out["structured_outputs"] = {**outputs, "json": json.dumps(outputs["json"])}
 
 
+def _reasoning_effort(data: dict) -> None:
+    effort = data.pop("reasoning_effort", None)
+    if effort is None:
+        return
+    if not isinstance(effort, str):
+        raise fail(Reason.INVALID_REQUEST, "`reasoning_effort` must be a string", "reasoning_effort")
+    kwargs = data.get("chat_template_kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise fail(Reason.INVALID_REQUEST, "`chat_template_kwargs` must be an object", "chat_template_kwargs")
+    data["chat_template_kwargs"] = {**kwargs, "reasoning_effort": effort}
+
+
 def chat_request(body: bytes) -> OpenAIRequest:
     data, identity = _load(body), {}
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
+    _reasoning_effort(data)
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
     if "messages" in out:
