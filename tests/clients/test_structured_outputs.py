@@ -301,3 +301,23 @@ def test_the_grammar_constrains_only_the_answer_after_the_reasoning(thinking_cli
         extra_body={"chat_template_kwargs": {"enable_thinking": False}},
     )
     jsonschema.validate(json.loads(thinking_off.choices[0].message.content), schema)
+
+
+def test_a_thinking_budget_closes_the_block_and_the_answer_follows(thinking_client):
+    """vLLM's `thinking_token_budget` end to end: left alone this small model never closes its block; with a budget of 6 the engine forces `</think>` (three ids here, forced one by one) after 6
+    tokens, derender splits the reasoning there, and the answer follows."""
+    client, model_id = thinking_client
+    messages = [
+        {"role": "user", "content": "What is two plus two?"},
+        {"role": "assistant", "content": "<think>\nTwo plus two"},
+    ]
+    common = dict(model=model_id, messages=messages, max_tokens=40, temperature=0, stream=False)
+    continued = {"continue_final_message": True, "add_generation_prompt": False}
+    free = client.chat.completions.create(**common, extra_body=continued)
+    capped = client.chat.completions.create(**common, extra_body={**continued, "thinking_token_budget": 6})
+    free_message, capped_message = free.choices[0].message, capped.choices[0].message
+    assert not free_message.content  # it ends (EOS or the cap) still inside the block
+    reasoning = getattr(capped_message, "reasoning_content", None) or getattr(capped_message, "reasoning", None)
+    free_reasoning = getattr(free_message, "reasoning_content", None) or getattr(free_message, "reasoning", None)
+    assert reasoning and free_reasoning.startswith(reasoning.rstrip())  # the same 6 tokens, then cut
+    assert capped_message.content  # the answer after the forced end
