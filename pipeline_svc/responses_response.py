@@ -4,7 +4,8 @@ Output items come from the same parsed output the chat routes serve, in vLLM's o
 `reasoning` item (its text as `reasoning_text` content), content -> an assistant `message` item with one
 `output_text` part, each tool call -> a `function_call` item (`call_id` is the call's id, which the client
 sends back with its `function_call_output`). `status` follows scaleout_common.finish_reasons (`length` is
-`incomplete` with `incomplete_details.reason = "max_output_tokens"`). The request's settings are echoed
+`incomplete` with `incomplete_details.reason = "max_output_tokens"`, and the item it cut short `incomplete`, as
+OpenAI marks it). The request's settings are echoed
 (instructions, tools, tool_choice, metadata, ...) with the sampling values render resolved; nothing is
 stored (`store: false`, `previous_response_id: null`). Reasoning tokens are not counted apart
 (`output_tokens_details.reasoning_tokens` is 0).
@@ -123,9 +124,13 @@ def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: st
     return out
 
 
-def _finished(out: dict, choice, total: common_pb2.Usage | None) -> dict:
+def _status(choice) -> tuple[str, str | None]:
     reason = finish_reasons.from_openai_name(choice.finish_reason if choice is not None else "")
-    status, incomplete = finish_reasons.responses_status(reason)
+    return finish_reasons.responses_status(reason)
+
+
+def _finished(out: dict, choice, total: common_pb2.Usage | None) -> dict:
+    status, incomplete = _status(choice)
     out["status"] = status
     out["incomplete_details"] = {"reason": incomplete} if incomplete else None
     out["usage"] = usage(total)
@@ -147,7 +152,10 @@ def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.Rende
         output.append(_call_item(item_id, call.id, call.function.name, call.function.arguments, "completed"))
     out = _envelope(rendered, request, "completed")
     out["output"] = output
-    return _finished(out, choice, completion.usage if completion.HasField("usage") else None)
+    out = _finished(out, choice, completion.usage if completion.HasField("usage") else None)
+    if output and out["status"] == "incomplete":  # the last item is the one cut short
+        output[-1]["status"] = "incomplete"
+    return out
 
 
 class ResponseStream:
@@ -210,7 +218,7 @@ class ResponseStream:
             return _reasoning_item(item["id"], text, status)
         return _call_item(item["id"], item["call_id"], item["name"], text, status)
 
-    def _close(self) -> list[Event]:
+    def _close(self, status: str = "completed") -> list[Event]:
         item = self.open
         if item is None:
             return []
@@ -226,7 +234,7 @@ class ResponseStream:
             events.append(
                 self._event("response.function_call_arguments.done", **where, name=item["name"], arguments=text)
             )
-        done = self._whole("completed")
+        done = self._whole(status)
         events.append(self._event("response.output_item.done", output_index=where["output_index"], item=done))
         self.output.append(done)
         self.open = None
@@ -272,7 +280,7 @@ class ResponseStream:
         return events
 
     def finish(self) -> list[Event]:
-        events = self._close()
+        events = self._close(_status(self.choice)[0])  # `incomplete`: the open item was cut short
         final = _finished(self._response(), self.choice, self.usage)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
         return events + [self._event(kind, response=final)]

@@ -72,6 +72,20 @@ def test_instructions_and_an_incomplete_answer(client, model_id):
     strict_response(response)
     assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
     assert response.instructions == "Answer in one word." and response.usage.output_tokens == 2
+    assert [item.status for item in response.output] == ["incomplete"]  # the item cut short, as OpenAI marks it
+
+
+def test_stream_marks_the_item_cut_short_incomplete(client, model_id):
+    """An item a max_output_tokens cut ends is `incomplete` in its `output_item.done` and in the final Response
+    (the Agents SDK and litellm read item status; found with the OpenAI Agents SDK)."""
+    events = list(
+        client.responses.create(model=model_id, input=QUESTION, temperature=0, max_output_tokens=2, stream=True)
+    )
+    kinds = strict_events(events)
+    assert kinds[-1] == "response.incomplete"
+    (done,) = [event for event in events if event.type == "response.output_item.done"]
+    assert done.item.status == "incomplete"
+    assert [item.status for item in events[-1].response.output] == ["incomplete"]
 
 
 def test_stream_text(client, model_id):
