@@ -5,7 +5,8 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   the engine and derender act on it);
 - a field that changes nothing at its value is accepted (`store: false`, `modalities: ["text"]`,
   `service_tier: "auto"`, `verbosity: "medium"`, `best_of` equal to `n`); `user` and `safety_identifier` go on
-  the trace as the caller's identity;
+  the trace as the caller's identity, and `metadata` (OpenAI's bounds: 16 string pairs) as its attributes, the
+  one place this deployment, which stores nothing, keeps anything;
 - `reasoning_effort` reaches the chat template as its `reasoning_effort` (vLLM's merge: it wins over a
   `chat_template_kwargs` entry), as Responses' `reasoning.effort` and Anthropic's `output_config.effort` do;
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
@@ -42,7 +43,6 @@ NO_OP_VALUES = {
     "store": (False,),
     "modalities": (["text"],),
     "service_tier": ("auto", "default"),
-    "metadata": ({},),
     "verbosity": ("medium",),  # the default; as Responses' `text.verbosity`
 }
 IDENTITY_FIELDS = ("user", "safety_identifier")
@@ -68,6 +68,19 @@ def _load(body: bytes) -> dict:
 
 def _unsupported(name: str, why: str) -> ServiceError:
     return fail(Reason.UNSUPPORTED_FIELD, f"`{name}` {why}", name)
+
+
+def _metadata(value, identity: dict[str, str]) -> None:
+    """Chat's `metadata`, checked as OpenAI checks it, onto the trace."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise fail(Reason.INVALID_REQUEST, "`metadata` must map strings to strings", "metadata")
+    if len(value) > 16 or any(len(k) > 64 or len(v) > 512 for k, v in value.items()):
+        raise fail(
+            Reason.INVALID_REQUEST,
+            "`metadata` holds at most 16 pairs, keys <= 64 and values <= 512 characters",
+            "metadata",
+        )
+    identity.update({f"metadata.{key}": text for key, text in value.items()})
 
 
 def _policy(data: dict, known: set[str], identity: dict[str, str]) -> dict:
@@ -176,6 +189,8 @@ def chat_request(body: bytes) -> OpenAIRequest:
     data, identity = _load(body), {}
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
     _reasoning_effort(data)
+    if data.get("metadata") is not None:
+        _metadata(data.pop("metadata"), identity)
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
     if "messages" in out:

@@ -193,7 +193,7 @@ def usage_chunk_last(walk: Walker, _: dict) -> None:
 
 
 def accepted(walk: Walker, answer: dict) -> None:
-    """Nothing to see in the response: `user` / `safety_identifier` go on the request's trace span."""
+    """Nothing to see in the response: `user` / `safety_identifier` / `metadata` go on the request's trace span."""
     assert answer["choices"]
 
 
@@ -279,7 +279,7 @@ CHAT_CASES: dict[str, Case] = {
     "logprobs": Case(True, chat_logprobs),
     "max_completion_tokens": Case(3, counts_tokens, extra=GREEDY),
     "max_tokens": Case(3, counts_tokens, extra=GREEDY),
-    "metadata": Case({"team": "search"}, REFUSED),
+    "metadata": Case({"team": "search"}, accepted),  # on the request's trace span
     "modalities": Case(["text", "audio"], REFUSED),
     "moderation": Case({"model": "omni-moderation-latest"}, REFUSED),
     "n": Case(2, n_choices),
@@ -447,6 +447,8 @@ def test_a_value_of_the_wrong_type_is_a_400_naming_the_field(walkers, field, val
         ("messages", [{"role": 5, "content": "hi"}]),
         ("stream_options", {"include_usage": True, "unknown": 1}),
         ("reasoning_effort", 1),
+        ("metadata", {"team": 1}),
+        ("metadata", {f"k{i}": "v" for i in range(17)}),
     ],
 )
 def test_the_request_policy_names_a_malformed_field(field, value):
@@ -455,3 +457,8 @@ def test_the_request_policy_names_a_malformed_field(field, value):
     with pytest.raises(ServiceError) as caught:
         openai_request.chat_request(json.dumps(body).encode())
     assert [f for f, _ in caught.value.violations] == [field]
+
+
+def test_metadata_goes_on_the_trace():
+    parsed = openai_request.chat_request(json.dumps({"messages": COUNT, "metadata": {"team": "search"}}).encode())
+    assert parsed.identity == {"metadata.team": "search"}
