@@ -5,7 +5,9 @@ Output items come from the same parsed output the chat routes serve, in vLLM's o
 `output_text` part, each tool call -> a `function_call` item (`call_id` is the call's id, which the client
 sends back with its `function_call_output`). `status` follows scaleout_common.finish_reasons (`length` is
 `incomplete` with `incomplete_details.reason = "max_output_tokens"`, and the item it cut short `incomplete`, as
-OpenAI marks it). The request's settings are echoed
+OpenAI marks it). With `include: ["message.output_text.logprobs"]` (or `top_logprobs`) the output_text carries
+the logprobs of the tokens that wrote it (`text_logprobs`), and so does each of its deltas. The request's
+settings are echoed
 (instructions, tools, tool_choice, metadata, ...) with the sampling values render resolved; nothing is
 stored (`store: false`, `previous_response_id: null`). Reasoning tokens are not counted apart
 (`output_tokens_details.reasoning_tokens` is 0).
@@ -78,13 +80,39 @@ def _reasoning_item(item_id: str, text: str, status: str) -> dict:
     }
 
 
-def _text_part(text: str) -> dict:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def _text_part(text: str, logprobs: list[dict] | None = None) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
-def _message_item(item_id: str, text: str | None, status: str) -> dict:
-    content = [_text_part(text)] if text is not None else []
+def _message_item(item_id: str, text: str | None, status: str, logprobs: list[dict] | None = None) -> dict:
+    content = [_text_part(text, logprobs)] if text is not None else []
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
+def _logprob(entry: derender_pb2.ChatLogprob) -> dict:
+    top = [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in entry.top_logprobs]
+    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.bytes), "top_logprobs": top}
+
+
+def text_logprobs(logprobs: derender_pb2.ChatLogprobs, text: str, alone: bool) -> list[dict]:
+    """The logprobs of the tokens that wrote `text` (an output_text's), among an output's (or a chunk's) tokens,
+    which may also hold reasoning, tags, tool calls and the stop token: those whose characters overlap where
+    `text` sits in the tokens' joined text. `alone`: nothing else but a stop token was written, so where the
+    tokens do not spell the text (byte tokens) they are all its."""
+    entries = list(logprobs.content)
+    if not entries or not text:
+        return []
+    joined = "".join(e.token for e in entries)
+    needle = text.strip() or text
+    start = joined.rfind(needle)
+    if start < 0:
+        return [_logprob(e) for e in entries] if alone else []
+    end, at, out = start + len(needle), 0, []
+    for entry in entries:
+        if at < end and at + len(entry.token) > start:
+            out.append(_logprob(entry))
+        at += len(entry.token)
+    return out
 
 
 def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
@@ -117,7 +145,7 @@ def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: st
         "store": False,
         "background": False,
         "service_tier": "default",
-        "top_logprobs": 0,
+        "top_logprobs": request.get("top_logprobs") or 0,
         "usage": None,
     }
     out |= {name: default if request.get(name) is None else request[name] for name, default in ECHOED.items()}
@@ -146,7 +174,9 @@ def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.Rende
     if answer.HasField("reasoning") and answer.reasoning:
         output.append(_reasoning_item(items.id("rs", len(output)), answer.reasoning, "completed"))
     if answer.HasField("content") and answer.content:
-        output.append(_message_item(items.id("msg", len(output)), answer.content, "completed"))
+        alone = not answer.reasoning and not answer.tool_calls
+        logprobs = text_logprobs(choice.logprobs, answer.content, alone)
+        output.append(_message_item(items.id("msg", len(output)), answer.content, "completed", logprobs))
     for call in answer.tool_calls:
         item_id = items.id("fc", len(output))
         output.append(_call_item(item_id, call.id, call.function.name, call.function.arguments, "completed"))
@@ -168,6 +198,7 @@ class ResponseStream:
         self.output: list[dict] = []  # finished items
         self.open: dict | None = None  # the item being streamed
         self.text = ""  # the open item's text (or arguments)
+        self.logprobs: list[dict] = []  # the open message's text logprobs
         self.calls: dict[int, int] = {}  # tool call index -> its output index
         self.choice = None  # the finishing chunk's choice
         self.usage: common_pb2.Usage | None = None
@@ -197,7 +228,7 @@ class ResponseStream:
         """Close the open item, then open `make(item id)` at the next output index."""
         events = self._close()
         item = make(self.items.id(prefix, len(self.output)))
-        self.open, self.text = item, ""
+        self.open, self.text, self.logprobs = item, "", []
         events.append(self._event("response.output_item.added", output_index=len(self.output), item=item))
         if item["type"] == "message":
             events.append(
@@ -213,7 +244,7 @@ class ResponseStream:
         item, text = self.open, self.text
         assert item is not None
         if item["type"] == "message":
-            return _message_item(item["id"], text, status)
+            return _message_item(item["id"], text, status, self.logprobs)
         if item["type"] == "reasoning":
             return _reasoning_item(item["id"], text, status)
         return _call_item(item["id"], item["call_id"], item["name"], text, status)
@@ -224,8 +255,12 @@ class ResponseStream:
             return []
         where, text, events = self._where(), self.text, []
         if item["type"] == "message":
-            events.append(self._event("response.output_text.done", **where, content_index=0, text=text, logprobs=[]))
-            events.append(self._event("response.content_part.done", **where, content_index=0, part=_text_part(text)))
+            logprobs = self.logprobs
+            events.append(
+                self._event("response.output_text.done", **where, content_index=0, text=text, logprobs=logprobs)
+            )
+            part = _text_part(text, logprobs)
+            events.append(self._event("response.content_part.done", **where, content_index=0, part=part))
         elif item["type"] == "reasoning":
             part = {"type": "reasoning_text", "text": text}
             events.append(self._event("response.reasoning_text.done", **where, content_index=0, text=text))
@@ -258,10 +293,13 @@ class ResponseStream:
                 if self.open is None or self.open["type"] != "message":
                     events += self._open("msg", lambda i: _message_item(i, None, "in_progress"))
                 self.text += delta.content
+                alone = not (delta.HasField("reasoning") and delta.reasoning) and not delta.tool_calls
+                logprobs = text_logprobs(choice.logprobs, delta.content, alone)
+                self.logprobs += logprobs
                 where = self._where()
                 events.append(
                     self._event(
-                        "response.output_text.delta", **where, content_index=0, delta=delta.content, logprobs=[]
+                        "response.output_text.delta", **where, content_index=0, delta=delta.content, logprobs=logprobs
                     )
                 )
             for call in delta.tool_calls:

@@ -567,6 +567,23 @@ def _responses_text(value) -> dict | None:
     raise _invalid("text.format.type", 'is "text", "json_object" or "json_schema"')
 
 
+RESPONSES_INCLUDE_LOGPROBS = "message.output_text.logprobs"
+
+
+def _responses_logprobs(top: Fields, chat: dict) -> None:
+    """`include: ["message.output_text.logprobs"]` and `top_logprobs` -> chat's logprobs (their output_text
+    tokens'); any other `include` is refused."""
+    include = top.take("include", list) or []
+    for i, item in enumerate(include):
+        if item != RESPONSES_INCLUDE_LOGPROBS:
+            raise _unsupported(f"include[{i}]", f"= {json.dumps(item)} is not supported by this deployment")
+    top_logprobs = top.take("top_logprobs", int)
+    if include or top_logprobs:
+        chat["logprobs"] = True
+    if top_logprobs is not None:
+        chat["top_logprobs"] = top_logprobs
+
+
 def _responses_reasoning(value, kwargs: dict) -> None:
     reasoning = Fields(value, "reasoning")
     effort = reasoning.take("effort", str)
@@ -586,9 +603,8 @@ def responses_chat(data: dict) -> dict:
     top.allow("background", False, why="is not supported: responses are answered in the call")
     top.refuse("prompt", "(stored prompt templates) is not supported")
     top.take("max_tool_calls", int)  # caps built-in (hosted) tool calls: with those refused here, it always holds
-    top.allow("include", [], why="is not supported by this deployment")
-    top.allow("top_logprobs", 0, why="is not supported by this deployment")
     chat: dict[str, Any] = {}
+    _responses_logprobs(top, chat)
     model = top.take("model", str)
     if model is not None:
         chat["model"] = model

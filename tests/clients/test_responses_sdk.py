@@ -57,6 +57,30 @@ def test_create_text(client, model_id):
     assert response.max_tool_calls is None
 
 
+def test_output_text_logprobs_unary_and_streamed(client, model_id):
+    """What the Agents SDK sends for `ModelSettings(top_logprobs=2)`: the output_text's tokens with their
+    logprobs and 2 alternatives each, spelling its text; the stream's deltas carry the same entries."""
+    asked = dict(
+        model=model_id,
+        input=QUESTION,
+        temperature=0,
+        max_output_tokens=8,
+        include=["message.output_text.logprobs"],
+        top_logprobs=2,
+    )
+    response = client.responses.create(**asked)
+    part = response.output[0].content[0]
+    assert part.logprobs and "".join(entry.token for entry in part.logprobs) == part.text
+    assert all(len(entry.top_logprobs) == 2 and entry.logprob <= 0 for entry in part.logprobs)
+    assert response.top_logprobs == 2
+    events = list(client.responses.create(**asked, stream=True))
+    deltas = [e for e in events if e.type == "response.output_text.delta"]
+    streamed = [entry for e in deltas for entry in e.logprobs]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in part.logprobs]
+    done = next(e for e in events if e.type == "response.output_text.done")
+    assert len(done.logprobs) == len(part.logprobs)
+
+
 def test_max_tool_calls_caps_hosted_tools_so_it_holds(client, model_id):
     """It counts hosted (built-in) tool calls, and hosted tools are refused here: accepted and echoed."""
     response = client.responses.create(

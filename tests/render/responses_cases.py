@@ -105,6 +105,11 @@ def input_text(t):
 CASES = [
     Case("string_input", req(STORY), chat([u(STORY)])),
     Case(
+        "include_logprobs",
+        req(STORY, include=["message.output_text.logprobs"], top_logprobs=3),
+        chat([u(STORY)], logprobs=True, top_logprobs=3),
+    ),
+    Case(
         "instructions",
         req("Are semicolons optional in JavaScript?", instructions="Talk like a pirate."),
         chat([s("Talk like a pirate."), u("Are semicolons optional in JavaScript?")]),
@@ -433,8 +438,13 @@ REFUSED = [
     ("unknown_field", req(STORY, frobnicate=True), "UNSUPPORTED_FIELD", "frobnicate"),
     ("hosted_tool_choice", req(STORY, tool_choice={"type": "web_search_preview"}), "UNSUPPORTED_FIELD", "tool_choice"),
     ("prompt_template", req(STORY, prompt={"id": "pmpt_123"}), "UNSUPPORTED_FIELD", "prompt"),
-    ("include_logprobs", req(STORY, include=["message.output_text.logprobs"]), "UNSUPPORTED_FIELD", "include"),
-    ("top_logprobs", req(STORY, top_logprobs=5), "UNSUPPORTED_FIELD", "top_logprobs"),
+    (
+        "include_encrypted_reasoning",
+        req(STORY, include=["message.output_text.logprobs", "reasoning.encrypted_content"]),
+        "UNSUPPORTED_FIELD",
+        "include[1]",
+    ),
+    ("top_logprobs_out_of_range", req(STORY, top_logprobs=21), "INVALID_SAMPLING_PARAM", "top_logprobs"),
     (
         "obfuscation",
         req(STORY, stream=True, stream_options={"include_obfuscation": True}),
