@@ -410,6 +410,7 @@ def messages_chat(data: dict, counting: bool = False) -> dict:
             kwargs["reasoning_effort"] = effort
         config.done()
     top.allow("service_tier", "auto", "standard_only")
+    top.allow("speed", "standard", why="is not supported: this deployment has one speed")
     top.allow("cache_control")  # automatic prompt caching: prefix caching is always on here
     top.refuse("kv_transfer_params", "needs disaggregated prefill, which this deployment does not run")
     top.done()
@@ -717,7 +718,17 @@ def render_messages(renderer, body) -> render_pb2.RenderChatResponse:
 
 
 # What Anthropic's count_tokens takes: what shapes the prompt.
-COUNT_TOKENS_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+COUNT_TOKENS_FIELDS = (
+    "model",
+    "messages",
+    "system",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "output_config",  # its effort reaches the template
+    "cache_control",
+    "speed",
+)
 
 
 def count_message_tokens(renderer, body) -> render_pb2.CountMessageTokensResponse:

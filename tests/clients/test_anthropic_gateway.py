@@ -56,6 +56,10 @@ def test_count_tokens_counts_the_prompt_messages_renders(claude, model_id):
     assert claude.beta.messages.count_tokens(model=model_id, system=system, messages=PARIS).input_tokens == (
         counted.input_tokens
     )
+    options = dict(cache_control={"type": "ephemeral"}, speed="standard", output_config={"effort": "low"})
+    assert claude.messages.count_tokens(model=model_id, system=system, messages=PARIS, **options).input_tokens == (
+        counted.input_tokens  # the SDK's other count_tokens fields, which do not change SmolLM2's prompt
+    )
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude.messages.count_tokens(model=model_id, messages=PARIS, extra_body={"max_tokens": 8})
     assert caught.value.body["error"]["param"] == "max_tokens"
