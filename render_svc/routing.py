@@ -9,6 +9,8 @@ the engine's block hashes) of the part of the prompt that every turn of a conver
   key; two conversations behind one shared system prompt differ in their first user message, so they spread.
   A chat without a user message keys on its whole prompt.
 - a completion: its first COMPLETION_PREFIX_TOKENS tokens (a shared few-shot header routes together).
+- a chat with OpenAI's `prompt_cache_key`: that key (salted), whatever the prompt: the caller groups its
+  requests itself.
 - a bridged turn (BridgeChat): the key of the turn it continues, which the caller passes on from that turn's
   GenerateRequest, so every turn of a conversation keeps its first turn's key; without it, its previous
   prompt's ids keyed as a completion's (the messages that key a chat are not there to render).
@@ -33,6 +35,8 @@ def chat_prefix_hash(renderer, job, ids: list[int]) -> str:
     """The key of a rendered chat (`job`: render_svc.renderer.ChatJob, its prompt `ids`)."""
     first_user = next((i for i, m in enumerate(job.messages) if m["role"] == "user"), None)
     salt = job.request.cache_salt
+    if job.request.prompt_cache_key:
+        return prefix_hash.named_key(salt, job.request.prompt_cache_key)
     if first_user is None:
         return prefix_hash.prefix_key(salt, ids, BLOCK_SIZE)
     documents = [convert.struct_to_py(d) for d in job.request.documents] or None

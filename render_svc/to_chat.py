@@ -658,8 +658,11 @@ def responses_chat(data: dict) -> dict:
     metadata = top.take("metadata", dict)
     if metadata is not None and not all(isinstance(v, str) for v in metadata.values()):
         raise _invalid("metadata", "must map strings to strings")
-    for name in ("user", "safety_identifier", "prompt_cache_key"):  # identity; a caching hint (caching is automatic)
+    for name in ("user", "safety_identifier"):  # the caller's identity: on the trace, echoed
         top.take(name, str)
+    cache_key = top.take("prompt_cache_key", str)
+    if cache_key:  # routes the request with the others that share it (render_svc/routing.py)
+        chat["prompt_cache_key"] = cache_key
     top.allow("service_tier", "auto", "default")
     for name in RESPONSES_EXTENSIONS:
         if top.has(name):

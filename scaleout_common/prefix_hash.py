@@ -48,6 +48,11 @@ def prefix_key(cache_salt: str, tokens: Sequence[int], block_size: int) -> str:
     return hashes[-1].hex()
 
 
+def named_key(cache_salt: str, name: str) -> str:
+    """Hex routing key for a caller's own name of a group of requests (OpenAI's `prompt_cache_key`)."""
+    return hashlib.blake2b(root(cache_salt) + b"name\0" + name.encode(), digest_size=DIGEST_BYTES).hexdigest()
+
+
 def is_key(text: str) -> bool:
     """Whether `text` has the form of a key prefix_key makes: the block hash in lowercase hex."""
     return len(text) == 2 * DIGEST_BYTES and all(c in "0123456789abcdef" for c in text)

@@ -286,7 +286,7 @@ CHAT_CASES: dict[str, Case] = {
     "parallel_tool_calls": Case(False, chat_one_tool_call_only),
     "prediction": Case({"type": "content", "content": "1, 2, 3"}, REFUSED),
     "presence_penalty": Case(2.0, changes_greedy_output("presence_penalty", 2.0, messages=POEM)),
-    "prompt_cache_key": Case("user-42-counting", REFUSED),
+    "prompt_cache_key": Case("user-42-counting", accepted),  # the routing key (tests/render/test_routing_key.py)
     "prompt_cache_options": Case({}, REFUSED),
     "prompt_cache_retention": Case("24h", REFUSED),
     "reasoning_effort": Case("low", chat_reasoning_effort, extra=GREEDY),

@@ -326,7 +326,7 @@ CASES = [
     Case(
         "identity_fields",
         req(STORY, user="user-1234", safety_identifier="sid-9", prompt_cache_key="story-cache"),
-        chat([u(STORY)]),
+        chat([u(STORY)], prompt_cache_key="story-cache"),
     ),
     Case("stream", req(STORY, stream=True), chat([u(STORY)], stream=True, stream_options={"include_usage": True})),
     Case(

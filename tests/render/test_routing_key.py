@@ -43,6 +43,21 @@ def test_the_salt_changes_the_key_and_batch_render_gives_the_same_keys(renderers
     assert [r.generate_request.prefix_hash for r in batch.responses] == [plain, salted]
 
 
+def test_a_prompt_cache_key_routes_its_requests_together(renderers):
+    """OpenAI's prompt_cache_key: the caller's own grouping replaces the prompt's key (salted as it is)."""
+    renderer = renderers["default"]
+
+    def key(question: str, **fields) -> str:
+        return renderer.render_chat(chat(_turns(question)[0], **fields)).generate_request.prefix_hash
+
+    grouped = {key(q, prompt_cache_key="user-42") for q in ("What is 2+2?", "Name a colour.")}
+    assert len(grouped) == 1 and len(grouped.pop()) == 32
+    assert key("What is 2+2?", prompt_cache_key="user-42") != key("What is 2+2?", prompt_cache_key="user-43")
+    assert key("What is 2+2?", prompt_cache_key="user-42") != key(
+        "What is 2+2?", prompt_cache_key="user-42", cache_salt="tenant-a"
+    )
+
+
 def test_completions_key_on_their_first_tokens(renderers):
     renderer = renderers["default"]
     header = "Q: 1+1? A: 2. " * 60  # longer than COMPLETION_PREFIX_TOKENS
