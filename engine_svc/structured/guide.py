@@ -49,7 +49,7 @@ class Guide:
     __slots__ = ("budget", "forcing", "gate", "matcher", "mode", "opening", "rejected", "watch")
 
     def __init__(self, matcher: Matcher | None, gate: Gate | None = None, budget: Budget | None = None):
-        if gate is None and budget is not None:
+        if gate is None and budget is not None and matcher is None:  # (a grammar from the first token: no block)
             gate = budget.gate
         self.matcher, self.gate, self.budget = matcher, gate, budget
         self.watch: ReasoningWatch | None = None
