@@ -296,6 +296,9 @@ def _anthropic_tools(tools: list) -> list[dict]:
         schema.setdefault("type", "object")
         strict = tool.take("strict", bool)
         tool.allow("cache_control")
+        # the Vercel AI SDK's streamed requests: input streams as derender emits it (per token under a named
+        # tool_choice, else whole when the call's block closes: valid JSON, never taken back); false is refused
+        tool.allow("eager_input_streaming", True, why="is not supported: a call's input is streamed as it is parsed")
         tool.done()
         function: dict[str, Any] = {"name": name, "parameters": schema}
         if description is not None:

@@ -263,6 +263,25 @@ def test_a_forced_tool_is_called_without_any_prompting(claude, model_id):
         assert raw[kinds.index("message_delta")].delta.stop_reason == "tool_use", choice
 
 
+def test_eager_input_streaming_is_how_calls_stream(claude, model_id):
+    """`eager_input_streaming: true` on a tool (the Vercel AI SDK sends it on every streamed request with tools)
+    is accepted: a call's input streams as derender emits it (token by token under a named tool_choice, whole
+    per call where a tool parser reads it). `false` (buffer the input) is refused, naming it."""
+    eager = {**WEATHER_TOOL, "eager_input_streaming": True}
+    named = {"type": "tool", "name": "get_weather"}
+    for choice, pieces in ((named, range(2, 64)), ({"type": "any"}, [1])):
+        asked = dict(model=model_id, max_tokens=64, messages=PARIS, tool_choice=choice, extra_body=GREEDY)
+        raw = list(claude.messages.create(tools=[eager], stream=True, **asked))
+        kinds = strict_events(raw)
+        partial = [e.delta.partial_json for e in raw if e.type == "content_block_delta"]
+        assert len(partial) in pieces and isinstance(json.loads("".join(partial)).get("city"), str), choice
+        assert raw[kinds.index("message_delta")].delta.stop_reason == "tool_use", choice
+    asked = dict(model=model_id, max_tokens=64, messages=PARIS, extra_body=GREEDY)
+    buffered = {**WEATHER_TOOL, "eager_input_streaming": False}
+    error = _error(lambda: claude.messages.create(tools=[buffered], **asked))
+    assert (error["code"], error["param"]) == ("UNSUPPORTED_FIELD", "tools[0].eager_input_streaming")
+
+
 def _error(call) -> dict:
     with pytest.raises(anthropic.BadRequestError) as caught:
         call()
