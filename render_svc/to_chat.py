@@ -497,7 +497,11 @@ def _responses_item(index: int, value, out: list[dict]) -> None:
         else:
             out.append({"role": "assistant", "reasoning_content": reasoning})
     elif kind == "item_reference":
-        raise _unsupported(item.path, "refers to a stored item, and this deployment stores nothing")
+        raise _unsupported(
+            item.path,
+            "refers to a stored item, and this deployment stores nothing: send the item itself (clients such as the"
+            " Vercel AI SDK do with store: false)",
+        )
     elif kind is None:
         raise _invalid(item.name("type"), "is required (or a `role`, for a message)")
     else:

@@ -189,6 +189,12 @@ def test_stateful_fields_are_refused(client, model_id):
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=model_id, input=[{"role": "user", "content": [image]}])
     assert caught.value.code == "INVALID_CONTENT" and caught.value.param == "input[0].content[0]"
+    # the Vercel AI SDK's second turn unless store is false: the error says what to send instead
+    reference = {"type": "item_reference", "id": "msg_123"}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=model_id, input=[{"role": "user", "content": "Hi"}, reference])
+    assert caught.value.code == "UNSUPPORTED_FIELD" and caught.value.param == "input[1]"
+    assert "send the item itself" in caught.value.message and "store: false" in caught.value.message
 
 
 def test_render_route(client, model_id):
