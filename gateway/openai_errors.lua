@@ -11,7 +11,8 @@
 -- literals are copied as they are, never unescaped and re-encoded.
 -- Success responses are never touched (no body buffering on the streaming paths).
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
--- {"type": "error", "error": {...}, "request_id": ...} with Anthropic's type names (ANTHROPIC_TYPES); the request
+-- {"type": "error", "error": {...}, "request_id": ...} with Anthropic's type names (ANTHROPIC_TYPES) and the status
+-- details as `status_details` (Anthropic's SDKs read an `error.details` object of their own); the request
 -- marks itself, and every answer to it names the request in Anthropic's `request-id` header. Anthropic's beta
 -- form of these paths (`?beta=true`: the TypeScript SDK's beta.messages, Claude Code) is the same route.
 
@@ -86,7 +87,8 @@ function envoy_on_response(handle)
     end
     shaped = '{"error":{"message":' .. (string_after(text, "message") or '""')
       .. ',"type":"' .. error_type(status, anthropic) .. '","param":' .. (string_after(text, "field") or "null")
-      .. ',"code":' .. reason .. ',"details":' .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
+      .. ',"code":' .. reason .. ',"' .. (anthropic and "status_details" or "details") .. '":'
+      .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
   elseif text:find('"type":"?%d%d%d"?') then
     shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status, anthropic) .. '"', 1)
     -- Some of Envoy's replies have no text of their own (no route): say what happened.

@@ -178,6 +178,8 @@ def test_refusals_are_anthropic_errors(claude, model_id):
         claude.messages.create(model=model_id, max_tokens=8, messages=[{"role": "user", "content": [image]}])
     body = caught.value.body
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    # The google.rpc details under a name of their own: the SDKs read `error.details` as their own object.
+    assert "details" not in body["error"] and body["error"]["status_details"][0]["reason"] == "INVALID_CONTENT"
     assert body["error"]["param"] == "messages[0].content[0]" and "image" in body["error"]["message"]
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude.messages.create(
