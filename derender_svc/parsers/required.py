@@ -1,13 +1,20 @@
 """tool_choice "required": the output is a JSON array of {"name": ..., "parameters": {...}} objects, the form
 render constrains it to (vLLM's). Each object becomes a call as soon as it closes (name, then its whole
 arguments); what follows the array is dropped. An output that does not open with `[{` (a caller that did not
-constrain it; pythonic calls open with `[name(`) goes to the model's own tool parser (`fallback`); one that ends before any call completed is
+constrain it; pythonic calls open with `[name(`) goes to the model's own tool parser (`fallback`). An object a
+length cut leaves open is still a call once its name is whole, with its arguments so far (not valid JSON), as
+OpenAI returns a cut call and as a named tool_choice's cut arguments read; an output cut before any name is
 content, as every parser treats text that is not a valid call."""
 
 from __future__ import annotations
 
+import re
+
 from derender_svc.parsers.arguments import call_from_object, emit, loads
 from derender_svc.parsers.base import StatefulParser, ToolCallDelta
+
+# The head of an object the constraint writes: its whole name, then (once written) the arguments key.
+_HEAD = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"(?P<key>\s*,\s*"(?:parameters|arguments)"\s*:\s*)?')
 
 
 class RequiredToolParser(StatefulParser):
@@ -49,9 +56,21 @@ class RequiredToolParser(StatefulParser):
         if self.mode == "native":
             return self._native(text, final)
         deltas = self._scan(text)
+        if final and self.depth:
+            deltas += self._cut_call()
         if final and not self.calls:
             return self.raw, deltas
         return "", deltas
+
+    def _cut_call(self) -> list[ToolCallDelta]:
+        """The object a length cut left open: its name and its arguments so far, or nothing before a whole name."""
+        head = _HEAD.match(self.item)
+        name = loads(f'"{head.group(1)}"') if head is not None else None
+        if head is None or not isinstance(name, str) or not name:
+            return []
+        arguments = self.item[head.end() :] if head.group("key") else ""
+        self.calls += 1
+        return [ToolCallDelta(self.calls - 1, name=name), ToolCallDelta(self.calls - 1, arguments=arguments)]
 
     def _native(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
         if self.fallback in ("", "none"):

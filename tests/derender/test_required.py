@@ -1,6 +1,7 @@
 """tool_choice "required": render constrains the output to a JSON array of {"name", "parameters"} objects;
 derender turns it into tool calls on every path (unary, stateful stream, stateless twin), falls back to the
-model's own format for an output that is not such an array, and shows an unfinished one as content."""
+model's own format for an output that is not such an array, and reads a call a length cut left open as
+OpenAI returns one (its name, its arguments so far)."""
 
 from __future__ import annotations
 
@@ -46,11 +47,25 @@ async def test_an_array_of_calls_is_tool_calls_on_every_path(stub, hf_tokenizer,
         ]
 
 
-async def test_an_array_cut_short_is_content(stub, hf_tokenizer):
-    text = '[{"name": "get_weather", "parameters": {"ci'
-    messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False)), finish=2)
-    unary = (await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context(), results=messages))).choices[0]
-    assert unary.message.content == text and not unary.message.tool_calls and unary.finish_reason == "length"
+async def test_an_array_cut_short_is_a_cut_call_once_its_name_is_whole(stub, hf_tokenizer):
+    """As OpenAI returns a call a length cut ends: its name and its arguments so far; before a whole name, the
+    text is content (nothing names a call yet)."""
+    for text, call in (
+        ('[{"name": "get_weather", "parameters": {"ci', ("get_weather", '{"ci')),
+        ('[\n{"name": "get_time"', ("get_time", "")),
+        ('[{"name": "get_wea', None),
+    ):
+        messages = engine_messages(chunks_of(hf_tokenizer.encode(text, add_special_tokens=False)), finish=2)
+        request = derender_pb2.DerenderChatRequest(context=context(), results=messages)
+        unary = (await stub.DerenderChat(request)).choices[0]
+        assert unary.finish_reason == "length"
+        if call is None:
+            assert unary.message.content == text and not unary.message.tool_calls
+            continue
+        assert [(c.function.name, c.function.arguments) for c in unary.message.tool_calls] == [call]
+        assert not unary.message.HasField("content")
+        for responses in (await stream(stub, context(), messages), await twin(stub, context(), messages)):
+            assert [(c["name"], c["arguments"]) for c in tool_calls(responses)] == [call]
 
 
 def test_calls_complete_as_each_object_closes():
