@@ -90,12 +90,18 @@ def check(message, *, max_bytes: int = MAX_GRAMMAR_BYTES, prefix: str = FIELD) -
 
 
 def check_token_ids_of(params, vocab_size: int) -> None:
-    """Reasoning tag ids and bad-word ids of a SamplingParams message must be inside the vocabulary."""
+    """Reasoning tag ids (the constraint's, the thinking budget's) and bad-word ids of a SamplingParams message
+    must be inside the vocabulary."""
     for i, word in enumerate(params.bad_words):
         check_token_ids(word.token_ids, vocab_size, f"sampling_params.bad_words[{i}].token_ids")
     if params.HasField("structured_outputs") and params.structured_outputs.HasField("reasoning"):
-        reasoning = params.structured_outputs.reasoning
-        for name in ("start", "end", "ends_on"):
-            for i, seq in enumerate(getattr(reasoning, name)):
-                check_token_ids(seq.token_ids, vocab_size, f"{FIELD}.reasoning.{name}[{i}].token_ids")
-        check_token_ids(reasoning.blank, vocab_size, f"{FIELD}.reasoning.blank")
+        _check_reasoning_ids(params.structured_outputs.reasoning, vocab_size, f"{FIELD}.reasoning")
+    if params.HasField("thinking_budget"):
+        _check_reasoning_ids(params.thinking_budget.reasoning, vocab_size, "sampling_params.thinking_budget.reasoning")
+
+
+def _check_reasoning_ids(reasoning, vocab_size: int, path: str) -> None:
+    for name in ("start", "end", "ends_on"):
+        for i, seq in enumerate(getattr(reasoning, name)):
+            check_token_ids(seq.token_ids, vocab_size, f"{path}.{name}[{i}].token_ids")
+    check_token_ids(reasoning.blank, vocab_size, f"{path}.blank")

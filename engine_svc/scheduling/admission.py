@@ -103,7 +103,8 @@ def structured(params, limits: EngineLimits) -> tuple[spec.Constraint | None, sp
 
 
 def thinking_budget(params, limits: EngineLimits) -> spec.Budget | None:
-    """The request's checked thinking budget (None: the reasoning is not capped)."""
+    """The request's checked thinking budget (None: the reasoning is not capped; its ids were checked with the
+    other token ids, `structured`)."""
     if not params.HasField("thinking_budget"):
         return None
     field = "sampling_params.thinking_budget"
@@ -115,14 +116,6 @@ def thinking_budget(params, limits: EngineLimits) -> spec.Budget | None:
             Reason.INVALID_SAMPLING_PARAM,
             f"{field}.reasoning.end is empty: the engine forces the block's end tag when the budget is spent",
             f"{field}.reasoning.end",
-        )
-    ids = [t for name in ("start", "end", "ends_on") for seq in getattr(budget.reasoning, name) for t in seq.token_ids]
-    bad = [t for t in [*ids, *budget.reasoning.blank] if not 0 <= t < limits.vocab_size]
-    if bad:
-        raise fail(
-            Reason.TOKEN_ID_OUT_OF_VOCAB,
-            f"{field}.reasoning holds token id {bad[0]}, outside [0, {limits.vocab_size})",
-            f"{field}.reasoning",
         )
     if not limits.structured_outputs:
         raise fail(

@@ -224,8 +224,8 @@ class Engine(EngineFront):
         to compile."""
         constraint, budget = state.seqs[0].config.constraint, state.seqs[0].config.thinking_budget
         if constraint is None:
-            for seq in state.seqs if budget is not None else ():
-                self.guides[seq] = Guide(None, budget=budget)
+            if budget is not None:
+                self.guides.update((seq, Guide(None, budget=budget)) for seq in state.seqs)
             return True
         error: BaseException | None
         if self.grammars is None:
