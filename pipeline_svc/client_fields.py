@@ -30,12 +30,12 @@ def _has(body: dict, path: str) -> bool:
     return True
 
 
-def in_client_terms(error: ServiceError, data: bytes | dict, sources: tuple[str, ...]) -> ServiceError:
-    """`error` with the engine's constraint field renamed to the source in the client's body `data`."""
+def in_client_terms(error: ServiceError, data: bytes, sources: tuple[str, ...]) -> ServiceError:
+    """`error` with the engine's constraint field renamed to the source in the client's JSON body `data`."""
     if not any(field.startswith(ENGINE_CONSTRAINT) for field, _ in error.violations):
         return error
     try:
-        body = data if isinstance(data, dict) else json.loads(data)
+        body = json.loads(data)
     except ValueError:
         return error
     source = next((path for path in sources if _has(body, path)), None)

@@ -41,22 +41,16 @@ def _tool_call(call: common_pb2.ToolCall, streamed: bool) -> dict:
     return out | {"function": function}
 
 
+def logprob_entry(lp) -> dict:
+    """One token's logprob as OpenAI writes it (chat's `logprobs.content`, Responses' output_text `logprobs`)."""
+    top = [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in lp.top_logprobs]
+    return {"token": lp.token, "logprob": lp.logprob, "bytes": list(lp.bytes), "top_logprobs": top}
+
+
 def _logprobs(choice) -> dict | None:
     if not choice.HasField("logprobs"):
         return None
-    return {
-        "content": [
-            {
-                "token": lp.token,
-                "logprob": lp.logprob,
-                "bytes": list(lp.bytes),
-                "top_logprobs": [
-                    {"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in lp.top_logprobs
-                ],
-            }
-            for lp in choice.logprobs.content
-        ]
-    }
+    return {"content": [logprob_entry(lp) for lp in choice.logprobs.content]}
 
 
 def _message(message, streamed: bool) -> dict:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_svc.openai_response import logprob_entry
 from pipeline_svc.shaped_route import Event
 from scaleout.v1 import common_pb2, derender_pb2, render_pb2
 from scaleout_common import finish_reasons
@@ -89,11 +90,6 @@ def _message_item(item_id: str, text: str | None, status: str, logprobs: list[di
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
-def _logprob(entry: derender_pb2.ChatLogprob) -> dict:
-    top = [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in entry.top_logprobs]
-    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.bytes), "top_logprobs": top}
-
-
 def text_logprobs(logprobs: derender_pb2.ChatLogprobs, text: str, alone: bool) -> list[dict]:
     """The logprobs of the tokens that wrote `text` (an output_text's), among an output's (or a chunk's) tokens,
     which may also hold reasoning, tags, tool calls and the stop token: those whose characters overlap where
@@ -106,11 +102,11 @@ def text_logprobs(logprobs: derender_pb2.ChatLogprobs, text: str, alone: bool) -
     needle = text.strip() or text
     start = joined.rfind(needle)
     if start < 0:
-        return [_logprob(e) for e in entries] if alone else []
+        return [logprob_entry(e) for e in entries] if alone else []
     end, at, out = start + len(needle), 0, []
     for entry in entries:
         if at < end and at + len(entry.token) > start:
-            out.append(_logprob(entry))
+            out.append(logprob_entry(entry))
         at += len(entry.token)
     return out
 
