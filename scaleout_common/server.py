@@ -56,6 +56,10 @@ class Service(Protocol):
     # step loop) until it returns True again.
     # `reflected_names: Sequence[str]`, more services that reflection lists besides its own (the
     # gateway sends reflection to the one-hop service, which lists `contract_service_names()`).
+    # `listening(port)`, called once the port is bound, before `load` (the engine's other API servers
+    # listen on the same one).
+    # `shares_port: bool`, True when other processes listen on this port too (SO_REUSEPORT); by default a
+    # port is one server's.
 
 
 def contract_service_names() -> tuple[str, ...]:
@@ -76,10 +80,11 @@ def channel_options(max_message_mb: int) -> list[tuple[str, int]]:
     ]
 
 
-def server_options(max_message_mb: int) -> list[tuple[str, int]]:
+def server_options(max_message_mb: int, shares_port: bool = False) -> list[tuple[str, int]]:
     return channel_options(max_message_mb) + [
-        # A port is one server's: never silently share it with another process (gRPC enables SO_REUSEPORT).
-        ("grpc.so_reuseport", 0),
+        # A port is one server's unless the service says otherwise: never silently share it with another
+        # process (gRPC enables SO_REUSEPORT).
+        ("grpc.so_reuseport", int(shares_port)),
         # Clients may ping every 10 s even with no call in flight (long prefills, idle pools) without a GOAWAY.
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.keepalive_timeout_ms", 10_000),
@@ -109,7 +114,8 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     names = list(service.service_names)
     telemetry = Telemetry(service, names, args.metrics_port)
     interceptors = [*telemetry.interceptors(), ErrorInterceptor(lambda: state.ready, lambda: state.draining)]
-    server = grpc.aio.server(interceptors=interceptors, options=server_options(args.max_message_mb))
+    options = server_options(args.max_message_mb, getattr(service, "shares_port", False))
+    server = grpc.aio.server(interceptors=interceptors, options=options)
     # The grpcio-health-checking stubs omit `health.aio` (the asyncio servicer the module re-exports).
     health_servicer = health.aio.HealthServicer()  # pyright: ignore[reportAttributeAccessIssue]
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -134,8 +140,9 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     # Machine-readable line for launchers and tests (port 0 picks a free port).
     print(f"LISTENING {names[0]} {args.host}:{port}", flush=True)
     telemetry.start(args.host)
-    if listening is not None:
-        listening(port)
+    for hook in (getattr(service, "listening", None), listening):
+        if hook is not None:
+            hook(port)
 
     if stop is None:
         stop = asyncio.Event()

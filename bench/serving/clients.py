@@ -3,6 +3,8 @@ Envoy, render, engine and derender). Each runs one conversation turn by turn and
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import time
 
 import grpc
@@ -14,16 +16,34 @@ from scaleout.v1 import chat_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc, 
 OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
 
 
-class EngineClient:
-    """Token ids straight to EngineService.Generate; the history grows by the sampled ids."""
+class _Connections:
+    """`connections` channels to `target`, each its own connection (the engine's API servers are dealt
+    connections, not calls); every turn takes the next."""
 
-    def __init__(self, target: str):
-        self.target = target
-        self.channel = grpc.aio.insecure_channel(target, options=OPTIONS)
-        self.stub = engine_pb2_grpc.EngineServiceStub(self.channel)
+    stub_class: type
+
+    def __init__(self, target: str, connections: int = 1):
+        self.target, self.connections = target, connections
+        options = OPTIONS + ([("grpc.use_local_subchannel_pool", 1)] if connections > 1 else [])
+        self.channels = [grpc.aio.insecure_channel(target, options=options) for _ in range(connections)]
+        self._stubs = itertools.cycle([self.stub_class(channel) for channel in self.channels])
+
+    @property
+    def stub(self):
+        return next(self._stubs)
+
+    async def ready(self) -> None:
+        await asyncio.gather(*[channel.channel_ready() for channel in self.channels])
 
     async def close(self) -> None:
-        await self.channel.close()
+        for channel in self.channels:
+            await channel.close()
+
+
+class EngineClient(_Connections):
+    """Token ids straight to EngineService.Generate; the history grows by the sampled ids."""
+
+    stub_class = engine_pb2_grpc.EngineServiceStub
 
     async def conversation(self, conversation: Conversation, salt: str = "") -> list[RequestResult]:
         history: list[int] = list(conversation.system)  # type: ignore[arg-type]
@@ -61,17 +81,11 @@ class EngineClient:
         return results
 
 
-class GatewayChatClient:
+class GatewayChatClient(_Connections):
     """OpenAI-shaped chat through the gateway's one hop (ChatService.StreamChatCompletion over gRPC): render,
     then the engine (routed on render's prefix hash), then derender. The history grows by the answer's text."""
 
-    def __init__(self, target: str):
-        self.target = target
-        self.channel = grpc.aio.insecure_channel(target, options=OPTIONS)
-        self.stub = chat_pb2_grpc.ChatServiceStub(self.channel)
-
-    async def close(self) -> None:
-        await self.channel.close()
+    stub_class = chat_pb2_grpc.ChatServiceStub
 
     async def conversation(self, conversation: Conversation, salt: str = "") -> list[RequestResult]:
         messages = []

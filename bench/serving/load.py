@@ -65,7 +65,7 @@ async def drive(client, conversations: list[Conversation], load: Load) -> list[R
 
 
 async def _timed(client, conversations: list[Conversation], load: Load, ready=None) -> tuple[list, float]:
-    await client.channel.channel_ready()  # connecting is not part of the first request's TTFT
+    await client.ready()  # connecting is not part of the first request's TTFT
     if ready is not None:
         ready.wait(timeout=300)  # every load-generator process starts at once
     cpu, wall = time.process_time(), time.perf_counter()
@@ -73,11 +73,11 @@ async def _timed(client, conversations: list[Conversation], load: Load, ready=No
     return results, (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-9)
 
 
-def _share(kind: str, target: str, conversations: list[Conversation], load: Load, ready, out) -> None:
-    """One load-generator process: its share of the conversations through its own channel."""
+def _share(kind: str, target: str, connections: int, conversations: list[Conversation], load: Load, ready, out) -> None:
+    """One load-generator process: its share of the conversations through its own connections."""
 
     async def run():
-        client = CLIENTS[kind](target)
+        client = CLIENTS[kind](target, connections)
         try:
             return await _timed(client, conversations, load, ready)
         finally:
@@ -100,7 +100,7 @@ async def run_load(client, conversations: list[Conversation], load: Load, proces
     for i in range(processes):
         streams = load.concurrency // processes + (i < load.concurrency % processes) if load.concurrency else 0
         share = Load(streams, load.rate / processes, load.seed + i, load.salt)
-        args = (kind, client.target, conversations[i::processes], share, ready, out)
+        args = (kind, client.target, client.connections, conversations[i::processes], share, ready, out)
         workers.append(context.Process(target=_share, args=args, daemon=True))
     for worker in workers:
         worker.start()

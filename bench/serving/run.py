@@ -67,6 +67,9 @@ def parse_args(argv=None):
     parser.add_argument(
         "--client-processes", default="1", help="load-generator processes the streams are split over (comma list: each)"
     )
+    parser.add_argument(
+        "--connections", type=int, default=1, help="connections of each load-generator process (turns take turns)"
+    )
     parser.add_argument("--caching", default="on,off", help="prefix caching settings to run: on, off or on,off")
     parser.add_argument("--engine-flags", default="", help="extra engine flags, e.g. '--max-num-seqs 256'")
     parser.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput: TTFT at most this")
@@ -314,7 +317,8 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
                 print(
                     f"\n[{target} with caching {caching} serving after {time.perf_counter() - began:.0f} s]", flush=True
                 )
-                client = EngineClient(server.target) if target == "engine" else GatewayChatClient(server.target)
+                kind = EngineClient if target == "engine" else GatewayChatClient
+                client = kind(server.target, args.connections)
                 warm = datasets.random_lengths(args.warmup, 16, 4, vocab, target == "gateway", seed=args.seed + 999)
                 await run_load(client, warm, Load(1, 0.0, args.seed, salt="warm-up"))
                 sweep = itertools.product(args.dataset.split(","), map(int, args.client_processes.split(",")))

@@ -10,6 +10,11 @@ from engine_svc.scheduling.sampling import SamplingConfig
 _ids = itertools.count()
 
 
+def next_arrival() -> int:
+    """The waiting queue's order among equal priorities (one count per process)."""
+    return next(_ids)
+
+
 @dataclass(eq=False)
 class Sequence:
     request_id: str
@@ -18,7 +23,7 @@ class Sequence:
     config: SamplingConfig
     priority: int = 0
     cache_salt: str = ""  # isolates this request's prefix-cache entries
-    arrival: int = field(default_factory=lambda: next(_ids))
+    arrival: int = field(default_factory=next_arrival)
     output_ids: list[int] = field(default_factory=list)
     block_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache

@@ -19,9 +19,11 @@ servicer's `compile_grammar` sends the constraint, the core compiles it on its c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import marshal
 import multiprocessing
+import multiprocessing.connection
 import pickle
 import signal
 import threading
@@ -29,7 +31,7 @@ import time
 from dataclasses import replace
 
 from engine_svc.model.sampler import RowLogprobs
-from engine_svc.scheduling.sequence import Sequence
+from engine_svc.scheduling.sequence import Sequence, next_arrival
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.loader import LoadedEngine
@@ -44,19 +46,37 @@ from scaleout_common.reasons import Reason, fail
 log = logging.getLogger(__name__)
 
 
-def _child(builder, commands, results) -> None:
-    """The engine core: build, report ready, then apply commands until told to stop (or the parent is gone)."""
+class _Front:
+    """One API server's pipes, as the core sees them: its commands, and its results under a lock (the step
+    thread and the command loop both send)."""
+
+    def __init__(self, commands, results) -> None:
+        self.commands, self.results = commands, results
+        self.sending = threading.Lock()
+
+    def send(self, message: bytes) -> None:
+        # OSError: the API server is gone; the command loop drops it when its commands pipe closes.
+        with self.sending, contextlib.suppress(OSError):
+            self.results.send_bytes(message)
+
+
+def _child(builder, pipes: list[tuple]) -> None:
+    """The engine core: build, report ready to every API server, then apply their commands until told to stop
+    (or until every API server is gone). `pipes`: one (commands, results) pair per API server."""
     # Shutdown is the parent's call (it drains first); a Ctrl-C or SIGTERM sent to the whole process group must
     # not end in-flight streams early. If the parent dies, the command pipe closes and the loop below ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    fronts = [_Front(commands, results) for commands, results in pipes]
     loaded = builder()
     engine = loaded.engine
     if not isinstance(engine, Engine):
         raise TypeError(f"the engine core runs an in-thread Engine; the builder made a {type(engine).__name__}")
     pool = engine.scheduler.pool
-    results.send_bytes(PICKLED + pickle.dumps((replace(loaded, engine=None), engine.load())))
-    sending = threading.Lock()  # the step thread and this one both send
+    ready = PICKLED + pickle.dumps((replace(loaded, engine=None), engine.load()))
+    for front in fronts:
+        front.send(ready)
+    owners: dict[str, tuple[_Front, str | None]] = {}  # live request id -> its API server and its client
 
     def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
         load = (
@@ -68,42 +88,65 @@ def _child(builder, commands, results) -> None:
             pool.queried_tokens,
             pool.hit_tokens,
         )
-        rows = [_pack(s, out) for s, out in outputs if out.error is None]
-        failed = [(s.request_id, out.error) for s, out in outputs if out.error is not None]
-        with sending:
-            results.send_bytes(MARSHALLED + marshal.dumps((rows, load, engine.healthy())))
-            if failed:
-                results.send_bytes(PICKLED + pickle.dumps(failed))
+        rows: dict[_Front, list] = {front: [] for front in fronts}  # every API server hears the load
+        failed: dict[_Front, list] = {}
+        for state, out in outputs:
+            front = owners[state.request_id][0] if state.request_id in owners else fronts[0]
+            if state.done:
+                owners.pop(state.request_id, None)
+            if out.error is None:
+                rows.setdefault(front, []).append(_pack(state, out))
+            else:
+                failed.setdefault(front, []).append((state.request_id, out.error))
+        healthy = engine.healthy()
+        for front, packed in rows.items():
+            front.send(MARSHALLED + marshal.dumps((packed, load, healthy)))
+        for front, errors in failed.items():
+            front.send(PICKLED + pickle.dumps(errors))
 
     engine.start(sink=forward)
     try:
-        while True:
-            try:
-                kind, payload = commands.recv()
-            except EOFError:
-                break
-            if kind == "stop":
-                break
-            if kind == "abort":
-                engine.abort(payload)
-                continue
-            if kind == "compile":
-                token, constraint = payload
-                _compile(engine, token, constraint, lambda reply: _send_locked(results, sending, GRAMMAR + reply))
-                continue
-            request_id, seqs = payload
-            try:
-                engine.submit(request_id, seqs)
-            except ServiceError as error:  # raced past the parent's checks: refuse in-band
-                with sending:
-                    results.send_bytes(PICKLED + pickle.dumps([(request_id, error)]))
+        while fronts:
+            for ready in multiprocessing.connection.wait([front.commands for front in fronts]):
+                front = next(f for f in fronts if f.commands is ready)
+                try:
+                    kind, payload = front.commands.recv()
+                except EOFError:  # that API server is gone: its requests have no reader
+                    fronts.remove(front)
+                    engine.abort([rid for rid, (f, _) in owners.items() if f is front])
+                    continue
+                if kind == "stop":
+                    return
+                _apply(engine, front, owners, kind, payload)
     finally:
         engine.stop()
 
 
-def _send_locked(results, sending: threading.Lock, message: bytes) -> None:
-    with sending:
-        results.send_bytes(message)
+def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> None:
+    """One command from an API server."""
+    if kind == "abort":
+        engine.abort(payload)
+    elif kind == "abort_any":  # ids the asking API server does not hold: abort those its caller owns
+        token, request_ids, client = payload
+        mine = [rid for rid in request_ids if rid in owners and client in (None, owners[rid][1])]
+        aborted, _ = engine.abort(mine) if mine else ([], [])
+        front.send(REPLY + pickle.dumps((token, aborted)))
+    elif kind == "compile":
+        token, constraint = payload
+        _compile(engine, token, constraint, lambda reply: front.send(REPLY + reply))
+    else:
+        request_id, seqs, client = payload
+        try:
+            if request_id in owners:  # held by another API server
+                raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {request_id!r} is already running")
+            owners[request_id] = front, client
+            for seq in seqs:  # each API server counts its own arrivals: the core's count orders them all
+                seq.arrival = next_arrival()
+            engine.submit(request_id, seqs)
+        except ServiceError as error:  # raced past the API server's checks: refuse in-band
+            if owners.get(request_id, (None,))[0] is front:
+                del owners[request_id]
+            front.send(PICKLED + pickle.dumps([(request_id, error)]))
 
 
 def _compile(engine: Engine, token: int, constraint, send) -> None:
@@ -121,7 +164,7 @@ def _compile(engine: Engine, token: int, constraint, send) -> None:
     engine.grammars.get(constraint).add_done_callback(reply)
 
 
-MARSHALLED, PICKLED, GRAMMAR = b"M", b"P", b"G"  # the first byte of every message from the core
+MARSHALLED, PICKLED, REPLY = b"M", b"P", b"R"  # the first byte of every message from the core
 
 
 def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
@@ -153,21 +196,25 @@ class EngineProcess(EngineFront):
     """The engine's interface to the server (an `EngineAPI`), backed by an engine core in a child process."""
 
     def __init__(self, process, commands, results, load: engine_pb2.GetLoadResponse, stall_timeout_s: float):
+        """`process`: the core, when this API server started it; None for the other API servers of a core."""
         super().__init__(load.max_waiting)
         self._process, self._commands, self._results = process, commands, results
+        self._gone = False  # the core's results pipe closed
+        self.other_api_servers: list[tuple] = []  # the (commands, results) pipes for the other API servers
         self._load = load
         self._healthy = True
         self._submitted = 0  # sequences sent since the child last reported its load
         self.stall_timeout_s = stall_timeout_s
         self._last_heard = time.monotonic()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._compiles: dict[int, asyncio.Future] = {}  # grammar compiles the core has not answered yet
-        self._next_compile = 0
+        self._replies: dict[int, asyncio.Future] = {}  # compiles and aborts the core has not answered yet
+        self._next_token = 0
         self.grammar_timeout_s = structured_output_rules.COMPILE_TIMEOUT_S
 
     @classmethod
-    def launch(cls, builder, stall_timeout_s: float) -> LoadedEngine:
-        """Start the child, wait until its engine is built, and return its description with this as the engine."""
+    def launch(cls, builder, stall_timeout_s: float, api_servers: int = 1) -> LoadedEngine:
+        """Start the child, wait until its engine is built, and return its description with this as the engine.
+        With several API servers, the engine's `other_api_servers` are the pipes to hand the others."""
         try:
             pickle.dumps(builder)
         except (pickle.PicklingError, AttributeError, TypeError) as error:
@@ -176,20 +223,31 @@ class EngineProcess(EngineFront):
                 f"a module-level function or a functools.partial of one ({error})"
             ) from None
         context = multiprocessing.get_context("spawn")
-        commands_read, commands_write = context.Pipe(duplex=False)
-        results_read, results_write = context.Pipe(duplex=False)
-        process = context.Process(
-            target=_child, args=(builder, commands_read, results_write), daemon=True, name="engine-core"
-        )
+        core_ends, ours = [], []
+        for _ in range(api_servers):
+            commands_read, commands_write = context.Pipe(duplex=False)
+            results_read, results_write = context.Pipe(duplex=False)
+            core_ends.append((commands_read, results_write))
+            ours.append((commands_write, results_read))
+        process = context.Process(target=_child, args=(builder, core_ends), daemon=True, name="engine-core")
         process.start()
-        commands_read.close()
-        results_write.close()
+        for commands_read, results_write in core_ends:
+            commands_read.close()
+            results_write.close()
         try:
-            described, load = pickle.loads(results_read.recv_bytes()[1:])
+            commands, results = ours[0]
+            loaded = cls.attach(commands, results, stall_timeout_s, process)
         except EOFError:
             process.join()
             raise RuntimeError(f"the engine core exited while loading (exit code {process.exitcode})") from None
-        engine = cls(process, commands_write, results_read, load, stall_timeout_s)
+        loaded.engine.other_api_servers = ours[1:]  # type: ignore[attr-defined]
+        return loaded
+
+    @classmethod
+    def attach(cls, commands, results, stall_timeout_s: float, process=None) -> LoadedEngine:
+        """This API server's face of a core: waits for the core's description on `results`."""
+        described, load = pickle.loads(results.recv_bytes()[1:])
+        engine = cls(process, commands, results, load, stall_timeout_s)
         engine.grammar_timeout_s = described.limits.grammar_timeout_s
         return replace(described, engine=engine)
 
@@ -200,12 +258,18 @@ class EngineProcess(EngineFront):
         loop.add_reader(self._results.fileno(), self._receive, loop)
 
     def stop(self) -> None:
-        if self._loop is not None:
+        if self._loop is not None and not self._gone:
             self._loop.remove_reader(self._results.fileno())
+        if self._process is None:  # the core is the first API server's to stop
+            self._commands.close()
+            return
         self._send("stop", None)
         self._process.join(30)
         if self._process.is_alive():
             self._process.kill()
+
+    def _alive(self) -> bool:
+        return not self._gone and (self._process is None or self._process.is_alive())
 
     def load(self) -> engine_pb2.GetLoadResponse:
         load = engine_pb2.GetLoadResponse()
@@ -221,11 +285,11 @@ class EngineProcess(EngineFront):
     def num_waiting(self) -> int:
         return self._load.waiting + self._submitted
 
-    def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
-        if not self._process.is_alive():
+    def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
+        if not self._alive():
             raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
         state = self._register(request_id, seqs)
-        if not self._send("add", (request_id, seqs)):
+        if not self._send("add", (request_id, seqs, owner)):
             del self.requests[request_id]
             raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
         self._submitted += len(seqs)
@@ -234,18 +298,30 @@ class EngineProcess(EngineFront):
     def _send_abort(self, request_ids: list[str]) -> None:
         self._send("abort", request_ids)  # a core that is gone runs nothing
 
+    async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:
+        """Of ids this API server does not hold, abort those another API server of the core runs for `owner`
+        (None: any caller's); the ids aborted."""
+        if not request_ids or not self._alive():
+            return []
+        return await self._ask("abort_any", request_ids, owner)
+
     async def compile_grammar(self, constraint: Constraint) -> None:
         """The grammar is compiled and cached in the core, where the step loop uses it."""
-        token, self._next_compile = self._next_compile, self._next_compile + 1
-        answer = self._compiles[token] = asyncio.get_running_loop().create_future()
         try:
-            if not self._send("compile", (token, constraint)):
-                raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
-            await asyncio.wait_for(asyncio.shield(answer), self.grammar_timeout_s)
+            await asyncio.wait_for(self._ask("compile", constraint), self.grammar_timeout_s)
         except TimeoutError:
             raise too_slow(constraint, self.grammar_timeout_s) from None
+
+    async def _ask(self, kind: str, *payload):
+        """Send a command the core answers (REPLY with this call's token) and wait for the answer."""
+        token, self._next_token = self._next_token, self._next_token + 1
+        answer = self._replies[token] = asyncio.get_running_loop().create_future()
+        try:
+            if not self._send(kind, (token, *payload)):
+                raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
+            return await asyncio.shield(answer)
         finally:
-            self._compiles.pop(token, None)
+            self._replies.pop(token, None)
 
     def _send(self, kind: str, payload) -> bool:
         """False when the child is gone (stopped, or exited on its own)."""
@@ -257,7 +333,7 @@ class EngineProcess(EngineFront):
 
     def healthy(self) -> bool:
         """False when the child died, reports a stalled step loop, or has gone silent with work pending."""
-        if not self._process.is_alive():
+        if not self._alive():
             return False
         silent = time.monotonic() - self._last_heard
         return self._healthy and (not self.requests or silent < self.stall_timeout_s)
@@ -273,14 +349,14 @@ class EngineProcess(EngineFront):
                     for request_id, error in pickle.loads(message[1:]):
                         self._deliver(request_id, StepOutput(error=error), True)
                     continue
-                if message[:1] == GRAMMAR:
-                    token, error = pickle.loads(message[1:])
-                    answer = self._compiles.get(token)
+                if message[:1] == REPLY:
+                    token, answered = pickle.loads(message[1:])
+                    answer = self._replies.get(token)
                     if answer is not None and not answer.done():
-                        if error is None:
-                            answer.set_result(None)
+                        if isinstance(answered, BaseException):
+                            answer.set_exception(answered)
                         else:
-                            answer.set_exception(error)
+                            answer.set_result(answered)
                     continue
                 rows, load, self._healthy = marshal.loads(memoryview(message)[1:])
                 (
@@ -297,12 +373,13 @@ class EngineProcess(EngineFront):
                     if request_id in self.requests:
                         self._deliver(request_id, _unpack_output(deltas, prompt, cached), done, stamps)
         except (EOFError, OSError):
+            self._gone = True
             loop.remove_reader(self._results.fileno())
-            log.error("engine core process exited (code %s)", self._process.exitcode)
+            log.error("engine core process exited (code %s)", self._process.exitcode if self._process else "?")
             failure = fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
             for request_id in list(self.requests):
                 self._deliver(request_id, StepOutput(error=failure), True)
-            for answer in self._compiles.values():
+            for answer in self._replies.values():
                 if not answer.done():
                     answer.set_exception(failure)
 

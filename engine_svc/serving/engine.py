@@ -148,7 +148,7 @@ class Engine(EngineFront):
     def num_waiting(self) -> int:
         return self.scheduler.num_waiting + sum(len(p.seqs) for p in self._inbox if isinstance(p, RequestState))
 
-    def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
+    def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
         state = self._register(request_id, seqs)
         self._post(state)
         return state

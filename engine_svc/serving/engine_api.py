@@ -44,8 +44,9 @@ class EngineAPI(Protocol):
         STRUCTURED_OUTPUTS_UNAVAILABLE."""
         ...
 
-    def submit(self, request_id: str, seqs: list[Sequence]) -> RequestState:
-        """Queue an admitted request; refuses fast when the id is taken or the waiting queue is full."""
+    def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
+        """Queue an admitted request (`owner`: the keyed client that sent it, None when trusted); refuses fast
+        when the id is taken or the waiting queue is full."""
         ...
 
     def abort(self, request_ids: list[str]) -> tuple[list[str], list[str]]:

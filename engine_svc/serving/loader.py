@@ -216,8 +216,8 @@ def make_grammar_backend(tokenizer, vocab_size: int, args):
 
 def core_in_child_process(args) -> bool:
     """Whether the step loop runs in a child process (auto: on CUDA, where the GIL would set the pace)."""
-    if args.engine_core != "auto":
-        return args.engine_core == "process"
+    if args.engine_core != "auto" or args.api_servers > 1:
+        return args.engine_core != "thread"
     return args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
 
 
@@ -277,6 +277,13 @@ def add_engine_flags(parser) -> None:
         choices=["auto", "thread", "process"],
         help="where the step loop runs: a thread of the server, or a child process that never waits "
         "for the server's GIL; auto: process on CUDA, thread on CPU",
+    )
+    parser.add_argument(
+        "--api-servers",
+        type=int,
+        default=1,
+        help="gRPC server processes on the one port over the one engine core (the core runs in a process): "
+        "more take bursts of new calls faster (engine_svc/serving/api_servers.py)",
     )
     parser.add_argument(
         "--attention",

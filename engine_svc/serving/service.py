@@ -11,6 +11,7 @@ import grpc
 
 from engine_svc.scheduling.admission import admit, structured
 from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
+from engine_svc.serving.api_servers import ApiServers
 from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
@@ -54,7 +55,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         who = caller(context)
         self.owners.admit(who, request)
         request_id, seqs, interval = admit(request, self.loaded.limits)
-        state = self.engine.submit(request_id, seqs)
+        state = self.engine.submit(request_id, seqs, who.client)
         self.owners.add(request_id, who)
         return state, interval, request_id
 
@@ -81,10 +82,16 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     async def Abort(self, request, context):
         if not request.request_ids:
             raise fail(Reason.MISSING_REQUEST_IDS, "request_ids must name at least one request", "request_ids")
-        allowed, hidden = self.owners.split(caller(context), list(request.request_ids))
+        who = caller(context)
+        allowed, hidden = self.owners.split(who, list(request.request_ids))
         aborted, not_found = self.engine.abort(allowed) if allowed else ([], [])
+        not_found += hidden
+        if self.service.args.api_servers > 1:  # ids this server does not hold may run on another of the core's
+            elsewhere = [rid for rid in not_found if rid not in self.engine.requests]  # type: ignore[attr-defined]
+            aborted += await self.engine.abort_elsewhere(elsewhere, who.client)  # type: ignore[attr-defined]
+            not_found = [rid for rid in not_found if rid not in aborted]
         await context.send_initial_metadata(((ABORTED_HEADER, str(len(aborted))),))
-        return engine_pb2.AbortResponse(aborted=aborted, not_found=[*not_found, *hidden])
+        return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
 
     async def GetModelInfo(self, request, context):
         loaded, limits = self.loaded, self.loaded.limits
@@ -108,19 +115,41 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 class EngineService:
     service_names: Sequence[str] = ("scaleout.v1.EngineService",)
 
-    def __init__(self, args, build=None):
+    def __init__(self, args, build=None, attach: tuple | None = None):
         """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,
-        picklable (a module-level function or a partial of one) when the engine core runs in a child process."""
+        picklable (a module-level function or a partial of one) when the engine core runs in a child process.
+        `attach`: (commands, results, ready) of an API server after the first (api_servers.py), which serves
+        the first's core and sets `ready` once it does."""
+        if args.api_servers < 1 or (args.api_servers > 1 and args.engine_core == "thread"):
+            raise SystemExit("--api-servers: at least 1, and more than 1 only with the engine core in a process")
         self.args = args
         self._build = build or functools.partial(load_engine, args)
+        self._attach = attach
         self.loaded: LoadedEngine | None = None
+        self.port = 0
+        self.api_servers = ApiServers()
+
+    @property
+    def shares_port(self) -> bool:
+        return self.args.api_servers > 1
+
+    def listening(self, port: int) -> None:
+        self.port = port
 
     def register(self, server: grpc.aio.Server) -> None:
         engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
 
     async def load(self) -> None:
-        if core_in_child_process(self.args):
-            self.loaded = await asyncio.to_thread(EngineProcess.launch, self._build, self.args.stall_timeout_s)
+        if self._attach is not None:
+            commands, results, ready = self._attach
+            self.loaded = await asyncio.to_thread(EngineProcess.attach, commands, results, self.args.stall_timeout_s)
+            ready.set()
+        elif core_in_child_process(self.args):
+            self.loaded = await asyncio.to_thread(
+                EngineProcess.launch, self._build, self.args.stall_timeout_s, self.args.api_servers
+            )
+            others = self.loaded.engine.other_api_servers  # type: ignore[attr-defined]
+            self.api_servers = await asyncio.to_thread(ApiServers.start, self.args, others, self.port)
         else:
             self.loaded = await asyncio.to_thread(self._build)
         self.loaded.engine.start(asyncio.get_running_loop())
@@ -155,8 +184,12 @@ class EngineService:
         return self.loaded is None or self.loaded.engine.healthy()
 
     async def drain(self) -> None:
-        """In-flight streams keep running during the server's grace period; new calls are refused by the server."""
+        """In-flight streams keep running during the server's grace period; new calls are refused by the server.
+        The other API servers drain alongside."""
+        self.api_servers.drain()
 
     async def close(self) -> None:
+        """The other API servers end (their streams done) before the core stops."""
+        await asyncio.to_thread(self.api_servers.stop, self.args.drain_delay_s + self.args.drain_grace_s + 5)
         if self.loaded is not None:
             self.loaded.engine.stop()
