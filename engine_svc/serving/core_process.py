@@ -53,6 +53,7 @@ class _Front:
     def __init__(self, commands, results) -> None:
         self.commands, self.results = commands, results
         self.sending = threading.Lock()
+        self.told_at = 0.0  # when it last heard the load (monotonic)
 
     def send(self, message: bytes) -> None:
         # OSError: the API server is gone; the command loop drops it when its commands pipe closes.
@@ -72,23 +73,17 @@ def _child(builder, pipes: list[tuple]) -> None:
     engine = loaded.engine
     if not isinstance(engine, Engine):
         raise TypeError(f"the engine core runs an in-thread Engine; the builder made a {type(engine).__name__}")
-    pool = engine.scheduler.pool
     ready = PICKLED + pickle.dumps((replace(loaded, engine=None), engine.load()))
     for front in fronts:
         front.send(ready)
     owners: dict[str, tuple[_Front, str | None]] = {}  # live request id -> its API server and its client
 
     def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
-        load = (
-            engine.num_running,
-            engine.num_waiting,
-            pool.num_used,
-            pool.num_free,
-            pool.num_cached,
-            pool.queried_tokens,
-            pool.hit_tokens,
-        )
-        rows: dict[_Front, list] = {front: [] for front in fronts}  # every API server hears the load
+        load = _load_of(engine)
+        # An API server with nothing in this step hears the load too (its GetLoad, its waiting bound, its stall
+        # check): every LOAD_EVERY_S at most, and whenever the engine is left idle.
+        now, idle = time.monotonic(), load[0] == load[1] == 0
+        rows: dict[_Front, list] = {f: [] for f in fronts if idle or now - f.told_at >= LOAD_EVERY_S}
         failed: dict[_Front, list] = {}
         for state, out in outputs:
             front = owners[state.request_id][0] if state.request_id in owners else fronts[0]
@@ -100,6 +95,7 @@ def _child(builder, pipes: list[tuple]) -> None:
                 failed.setdefault(front, []).append((state.request_id, out.error))
         healthy = engine.healthy()
         for front, packed in rows.items():
+            front.told_at = now
             front.send(MARSHALLED + marshal.dumps((packed, load, healthy)))
         for front, errors in failed.items():
             front.send(PICKLED + pickle.dumps(errors))
@@ -147,6 +143,21 @@ def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> N
             if owners.get(request_id, (None,))[0] is front:
                 del owners[request_id]
             front.send(PICKLED + pickle.dumps([(request_id, error)]))
+            front.send(MARSHALLED + marshal.dumps(([], _load_of(engine), engine.healthy())))  # never queued
+
+
+def _load_of(engine: Engine) -> tuple[int, ...]:
+    """The load figures an API server keeps (EngineProcess._receive reads them in this order)."""
+    pool = engine.scheduler.pool
+    return (
+        engine.num_running,
+        engine.num_waiting,
+        pool.num_used,
+        pool.num_free,
+        pool.num_cached,
+        pool.queried_tokens,
+        pool.hit_tokens,
+    )
 
 
 def _compile(engine: Engine, token: int, constraint, send) -> None:
@@ -165,6 +176,7 @@ def _compile(engine: Engine, token: int, constraint, send) -> None:
 
 
 MARSHALLED, PICKLED, REPLY = b"M", b"P", b"R"  # the first byte of every message from the core
+LOAD_EVERY_S = 0.05
 
 
 def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
