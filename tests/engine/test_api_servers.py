@@ -77,7 +77,10 @@ async def test_many_connections_share_one_core(tiny_model):
     assert (load.running, load.waiting, load.kv_blocks_used) == (0, 0, 0)
 
 
-async def test_sigterm_drains_every_api_server_then_all_end():
+@contextlib.asynccontextmanager
+async def engine_process():
+    """`python -m engine_svc` with 3 API servers on the default model, in its own session; yields (process, port)
+    once SERVING, and makes sure no process of its session outlives the test."""
     command = [sys.executable, "-m", "engine_svc", "--engine-core", "process", "--api-servers", "3"]
     server = subprocess.Popen(
         [*command, "--port", "0", "--metrics-port", "-1", "--drain-delay-s", "0.2", "--log-level", "WARNING"],
@@ -92,20 +95,38 @@ async def test_sigterm_drains_every_api_server_then_all_end():
             readiness = health_pb2.HealthCheckRequest(service="scaleout.v1.EngineService")
             while (await health.Check(readiness)).status != health_pb2.HealthCheckResponse.SERVING:
                 await asyncio.sleep(0.2)  # the first server is ready once every other one is
-        async with connections(port) as stubs:
-            calls = [s.Generate(request([1, 5, 7], temperature=0, max_tokens=48, ignore_eos=True)) for s in stubs]
-            for call in calls:
-                await call.read()
-            server.send_signal(signal.SIGTERM)  # the first server alone: it drains the others
-            rests = [await _rest(call) for call in calls]
-        assert server.wait(60) == 0
-        with contextlib.suppress(ProcessLookupError):
-            for _ in range(50):  # the others and the core leave with it
-                os.killpg(server.pid, 0)
-                await asyncio.sleep(0.1)
-            raise AssertionError("processes of the engine outlived it")
+        yield server, port
     finally:
-        if server.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
+
+
+async def _session_ends(server, within_s: float) -> bool:
+    """Whether every process of the server's session is gone within `within_s`."""
+    for _ in range(int(within_s * 10)):
+        try:
+            os.killpg(server.pid, 0)
+        except ProcessLookupError:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def test_sigterm_drains_every_api_server_then_all_end():
+    async with engine_process() as (server, port), connections(port) as stubs:
+        calls = [s.Generate(request([1, 5, 7], temperature=0, max_tokens=48, ignore_eos=True)) for s in stubs]
+        for call in calls:
+            await call.read()
+        server.send_signal(signal.SIGTERM)  # the first server alone: it drains the others
+        rests = [await _rest(call) for call in calls]
+        assert server.wait(60) == 0
+        assert await _session_ends(server, 5), "processes of the engine outlived it"
     for rest in rests:
         assert rest[-1].finished and not rest[-1].HasField("error")
+
+
+async def test_the_others_drain_and_end_when_the_first_is_killed():
+    async with engine_process() as (server, _):
+        server.kill()  # SIGKILL: nothing of the first server's shutdown runs
+        server.wait()
+        assert await _session_ends(server, 15), "API servers or the core outlived the first server"
