@@ -13,7 +13,10 @@ Anything else (the engine's description, in-band errors) is pickled.
 
 Structured outputs' grammars are compiled and cached in the core, where the step loop uses them: the
 servicer's `compile_grammar` sends the constraint, the core compiles it on its compile workers and answers
-(`GRAMMAR` messages); the request that follows finds it in the core's cache.
+(`REPLY` messages); the request that follows finds it in the core's cache.
+
+Several API servers (api_servers.py) may share one core, each over its own pair of pipes: the core sends each
+request's outputs to the server that submitted it and the load figures to all of them.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def _child(builder, pipes: list[tuple]) -> None:
     """The engine core: build, report ready to every API server, then apply their commands until told to stop
     (or until every API server is gone). `pipes`: one (commands, results) pair per API server."""
     # Shutdown is the parent's call (it drains first); a Ctrl-C or SIGTERM sent to the whole process group must
-    # not end in-flight streams early. If the parent dies, the command pipe closes and the loop below ends.
+    # not end in-flight streams early. An API server that dies closes its command pipe: its requests are
+    # aborted, and the loop below ends with the last of them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fronts = [_Front(commands, results) for commands, results in pipes]
