@@ -5,7 +5,8 @@ One Python asyncio gRPC client tops out at some tens of thousands of streamed me
 of a 1-2 ms decode step it is the client, not the server, that sets TTFT and ITL. So the bench reports how busy
 its busiest load-generator process was (CPU time over wall time: near 100% means the figures time the
 client), and `--client-processes N` splits the streams (or the request rate) over N processes that start
-together. Timings are perf_counter stamps: one monotonic clock for every process of the host.
+together, each over `--connections` connections of its own (an engine with `--api-servers` is dealt
+connections, not calls). Timings are perf_counter stamps: one monotonic clock for every process of the host.
 """
 
 from __future__ import annotations
