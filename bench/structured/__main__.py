@@ -256,7 +256,7 @@ def main() -> None:
     if not args.skip_throughput:
         builder = functools.partial(build, args, engine_args)
         if core_in_child_process(engine_args):  # as CUDA serving runs: the step loop never waits for our GIL
-            loaded = EngineProcess.launch(builder, engine_args.stall_timeout_s)
+            loaded, _ = EngineProcess.launch(builder, engine_args.stall_timeout_s)
         else:
             loaded = builder()
         results["throughput"] = asyncio.run(throughput(args, loaded, backend))

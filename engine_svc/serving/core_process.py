@@ -211,12 +211,15 @@ def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None, cached_token
 class EngineProcess(EngineFront):
     """The engine's interface to the server (an `EngineAPI`), backed by an engine core in a child process."""
 
-    def __init__(self, process, commands, results, load: engine_pb2.GetLoadResponse, stall_timeout_s: float):
-        """`process`: the core, when this API server started it; None for the other API servers of a core."""
+    def __init__(
+        self, process, commands, results, load: engine_pb2.GetLoadResponse, stall_timeout_s: float, shared: bool
+    ):
+        """`process`: the core, when this API server started it; None for the other API servers of a core.
+        `shared`: other API servers use the core too."""
         super().__init__(load.max_waiting)
         self._process, self._commands, self._results = process, commands, results
+        self._shared = shared
         self._gone = False  # the core's results pipe closed
-        self.other_api_servers: list[tuple] = []  # the (commands, results) pipes for the other API servers
         self._load = load
         self._healthy = True
         self._submitted = 0  # sequences sent since the child last reported its load
@@ -228,9 +231,9 @@ class EngineProcess(EngineFront):
         self.grammar_timeout_s = structured_output_rules.COMPILE_TIMEOUT_S
 
     @classmethod
-    def launch(cls, builder, stall_timeout_s: float, api_servers: int = 1) -> LoadedEngine:
-        """Start the child, wait until its engine is built, and return its description with this as the engine.
-        With several API servers, the engine's `other_api_servers` are the pipes to hand the others."""
+    def launch(cls, builder, stall_timeout_s: float, api_servers: int = 1) -> tuple[LoadedEngine, list[tuple]]:
+        """Start the child, wait until its engine is built, and return its description with this as the engine,
+        and the (commands, results) pipes to hand the other `api_servers - 1` API servers."""
         try:
             pickle.dumps(builder)
         except (pickle.PicklingError, AttributeError, TypeError) as error:
@@ -252,18 +255,17 @@ class EngineProcess(EngineFront):
             results_write.close()
         try:
             commands, results = ours[0]
-            loaded = cls.attach(commands, results, stall_timeout_s, process)
+            loaded = cls.attach(commands, results, stall_timeout_s, process, shared=api_servers > 1)
         except EOFError:
             process.join()
             raise RuntimeError(f"the engine core exited while loading (exit code {process.exitcode})") from None
-        loaded.engine.other_api_servers = ours[1:]  # type: ignore[attr-defined]
-        return loaded
+        return loaded, ours[1:]
 
     @classmethod
-    def attach(cls, commands, results, stall_timeout_s: float, process=None) -> LoadedEngine:
+    def attach(cls, commands, results, stall_timeout_s: float, process=None, shared: bool = True) -> LoadedEngine:
         """This API server's face of a core: waits for the core's description on `results`."""
         described, load = pickle.loads(results.recv_bytes()[1:])
-        engine = cls(process, commands, results, load, stall_timeout_s)
+        engine = cls(process, commands, results, load, stall_timeout_s, shared)
         engine.grammar_timeout_s = described.limits.grammar_timeout_s
         return replace(described, engine=engine)
 
@@ -315,11 +317,11 @@ class EngineProcess(EngineFront):
         self._send("abort", request_ids)  # a core that is gone runs nothing
 
     async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:
-        """Of ids this API server does not hold, abort those another API server of the core runs for `owner`
-        (None: any caller's); the ids aborted."""
-        if not request_ids or not self._alive():
+        """Of these ids, those another API server of the core runs for `owner` (None: any caller's), aborted."""
+        elsewhere = [rid for rid in request_ids if rid not in self.requests]
+        if not self._shared or not elsewhere or not self._alive():
             return []
-        return await self._ask("abort_any", request_ids, owner)
+        return await self._ask("abort_any", elsewhere, owner)
 
     async def compile_grammar(self, constraint: Constraint) -> None:
         """The grammar is compiled and cached in the core, where the step loop uses it."""

@@ -53,6 +53,11 @@ class EngineAPI(Protocol):
         """(the ids of live requests, now being aborted; the ids unknown or already finished)."""
         ...
 
+    async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:
+        """Of ids this server does not hold, abort those another API server of the same engine runs for `owner`
+        (None: any caller's); the ids aborted."""
+        ...
+
     def healthy(self) -> bool:
         """False when work is pending and the step loop has stopped making progress."""
         ...
@@ -78,6 +83,9 @@ class EngineFront(ABC):
         if known:
             self._send_abort(known)
         return known, [rid for rid in request_ids if rid not in known]
+
+    async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:
+        return []  # this server is the engine's only one
 
     def _register(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         """The state of an admitted request, now live; refused when the id is taken or the queue is full."""

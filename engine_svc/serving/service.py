@@ -85,11 +85,8 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         who = caller(context)
         allowed, hidden = self.owners.split(who, list(request.request_ids))
         aborted, not_found = self.engine.abort(allowed) if allowed else ([], [])
-        not_found += hidden
-        if self.service.args.api_servers > 1:  # ids this server does not hold may run on another of the core's
-            elsewhere = [rid for rid in not_found if rid not in self.engine.requests]  # type: ignore[attr-defined]
-            aborted += await self.engine.abort_elsewhere(elsewhere, who.client)  # type: ignore[attr-defined]
-            not_found = [rid for rid in not_found if rid not in aborted]
+        aborted += await self.engine.abort_elsewhere([*not_found, *hidden], who.client)
+        not_found = [rid for rid in [*not_found, *hidden] if rid not in aborted]
         await context.send_initial_metadata(((ABORTED_HEADER, str(len(aborted))),))
         return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
 
@@ -145,10 +142,9 @@ class EngineService:
             self.loaded = await asyncio.to_thread(EngineProcess.attach, commands, results, self.args.stall_timeout_s)
             ready.set()
         elif core_in_child_process(self.args):
-            self.loaded = await asyncio.to_thread(
+            self.loaded, others = await asyncio.to_thread(
                 EngineProcess.launch, self._build, self.args.stall_timeout_s, self.args.api_servers
             )
-            others = self.loaded.engine.other_api_servers  # type: ignore[attr-defined]
             self.api_servers = await asyncio.to_thread(ApiServers.start, self.args, others, self.port)
         else:
             self.loaded = await asyncio.to_thread(self._build)
