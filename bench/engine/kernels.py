@@ -16,7 +16,7 @@ import torch
 import triton
 from triton.testing import do_bench_cudagraph
 
-from bench.engine.shapes import SHAPES
+from bench.engine.shapes import SHAPES, projection_sizes
 from engine_svc.model.decoder import NormedProjection, RMSNorm
 from engine_svc.model.fused_ops import FusedOps, rope_split
 from engine_svc.model.triton_argmax import argmax_rows
@@ -33,15 +33,7 @@ def timed(fn) -> float:
 
 
 def matmuls(shape: dict, rows_list) -> None:
-    hidden, inter = shape["hidden_size"], shape["intermediate_size"]
-    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
-    weights = {
-        "qkv": ((heads + 2 * kv_heads) * dim, hidden),
-        "o_proj": (heads * dim, hidden),
-        "gate_up": (2 * inter, hidden),
-        "down": (hidden, inter),
-        "lm_head": (128256, hidden),
-    }
+    weights = {**projection_sizes(shape), "lm_head": (128256, shape["hidden_size"])}
     print(
         f"{'matmul':<9}{'rows':>5}{'cuBLAS us':>11}{'TB/s':>7}{'skinny us':>11}{'TB/s':>7}{'mv us':>8}  skinny config"
     )

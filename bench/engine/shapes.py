@@ -104,3 +104,15 @@ def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 1310
     finally:
         torch.set_default_dtype(previous)
     return model.eval()
+
+
+def projection_sizes(shape: dict) -> dict[str, tuple[int, int]]:
+    """(out, in) of each projection of one layer of a shape in SHAPES, with the layers' fused qkv and gate_up."""
+    hidden, inter = shape["hidden_size"], shape["intermediate_size"]
+    heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    return {
+        "qkv": ((heads + 2 * kv_heads) * dim, hidden),
+        "o_proj": (heads * dim, hidden),
+        "gate_up": (2 * inter, hidden),
+        "down": (hidden, inter),
+    }

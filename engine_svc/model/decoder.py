@@ -158,17 +158,24 @@ class FusedDecoder(nn.Module):
 
     def use_skinny_kernels(self, linear, normed) -> None:
         """Replace each bias-free plain projection by linear(projection) and each bias-free normed one (the
-        vocabulary head's included) by normed(norm, projection, gated)."""
+        vocabulary head's included) by normed(norm, projection, gated); fp8 projections stay as they are."""
         for layer in self.layers:
             for name in ("o_proj", "down"):
-                if getattr(layer, name).bias is None:
+                if _plain(getattr(layer, name)):
                     setattr(layer, name, linear(getattr(layer, name)))
             for name in ("qkv", "gate_up"):
                 part = getattr(layer, name)
-                if part.linear.bias is None:
+                if _plain(part.linear):
                     setattr(layer, name, normed(part.norm, part.linear, part.gated))
         if self.head.linear.bias is None:
             self.head = normed(self.head.norm, self.head.linear)
+
+    def quantize_projections(self, quantized) -> None:
+        """Each layer's four projections as quantized(linear) (the vocabulary head keeps the model's dtype)."""
+        for layer in cast(list[DecoderLayer], list(self.layers)):  # ModuleList's items are typed as Module
+            layer.o_proj, layer.down = quantized(layer.o_proj), quantized(layer.down)
+            for part in (layer.qkv, layer.gate_up):
+                part.linear = quantized(part.linear)
 
     def split_gate_up(self) -> None:
         """Each layer's gate_up as two matmuls (SplitGateUp: faster on CPU), its SwiGLU with them."""
@@ -202,6 +209,11 @@ class FusedDecoder(nn.Module):
                 return x.new_empty((0, self.head.linear.weight.shape[0]))
             x, residual = x[logits_rows], residual[logits_rows]
         return self.head(x, residual, ops)[0]
+
+
+def _plain(projection) -> bool:
+    """A bias-free projection in a floating dtype the skinny kernels read."""
+    return projection.bias is None and projection.weight.dtype.is_floating_point and projection.weight.itemsize > 1
 
 
 def supports_fast_path(config) -> bool:

@@ -18,6 +18,7 @@ import torch
 
 from engine_svc.model.attention import AttentionMetadata, PrefillChunk, make_backend
 from engine_svc.model.decoder import FusedDecoder
+from engine_svc.model.fp8_linear import Fp8Linear, quantize_rows
 from engine_svc.model.fused_ops import FusedOps
 from engine_svc.model.packed_inputs import PackedInputs
 from engine_svc.model.piecewise import PiecewiseSteps
@@ -54,10 +55,15 @@ class ModelRunner:
         compile_kernels: bool = False,
         attention: str = "sdpa",
         mixed_step_graphs_up_to: int = 0,
+        quantization: str = "none",
     ):
         """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 8,192) replay
-        piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly."""
+        piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
+        `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
+        if quantization == "fp8":
+            quantize = torch.compile(quantize_rows, dynamic=True) if compile_kernels else quantize_rows
+            self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize))
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
         self.eager_ops = FusedOps(False)
@@ -75,7 +81,7 @@ class ModelRunner:
 
             self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
             self.eager_ops.silu_mul = silu_mul  # one kernel, not torch's two over strided halves
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and quantization == "none":
             self.model.split_gate_up()
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})

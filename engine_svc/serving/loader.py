@@ -10,6 +10,7 @@ import torch
 
 from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import supports_fast_path
+from engine_svc.model.fp8_linear import supports_fp8
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.admission import EngineLimits
@@ -35,6 +36,7 @@ class LoadedEngine:
     dtype: str
     device: str
     backend: str
+    quantization: str = ""  # "" (weights in `dtype`) or "fp8"
 
 
 def pick_device(name: str) -> torch.device:
@@ -92,6 +94,7 @@ def build_engine(
     if backend == "auto":
         backend = "paged" if supports_fast_path(config) else "transformers"
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
+    _check_quantization(args.quantization, backend, device, dtype)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -105,6 +108,7 @@ def build_engine(
             compile_kernels=device.type == "cuda" and not args.no_compile,
             attention=pick_attention(args.attention, device, head_dim),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
+            quantization=args.quantization,
         )
         log.info("engine: decode attention %s", runner.attention)
         try:
@@ -162,11 +166,12 @@ def build_engine(
         grammar_timeout_s=args.grammar_compile_timeout_s,
     )
     log.info(
-        "engine: %s backend=%s device=%s dtype=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d prefix_caching=%s",
+        "engine: %s backend=%s device=%s dtype=%s quantization=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d prefix_caching=%s",
         model_name,
         backend,
         device,
         dtype,
+        args.quantization,
         num_blocks,
         args.block_size,
         max_model_len,
@@ -182,7 +187,17 @@ def build_engine(
         str(dtype).removeprefix("torch."),
         str(device),
         backend,
+        "" if args.quantization == "none" else args.quantization,
     )
+
+
+def _check_quantization(quantization: str, backend: str, device: torch.device, dtype: torch.dtype) -> None:
+    if quantization == "none":
+        return
+    if backend != "paged":
+        raise ValueError(f"--quantization {quantization} needs the paged backend (Llama and Qwen2 families)")
+    if reason := supports_fp8(device, dtype):
+        raise ValueError(f"--quantization {quantization}: {reason}")
 
 
 def load_engine(args) -> LoadedEngine:
@@ -231,6 +246,12 @@ def add_engine_flags(parser) -> None:
         default="auto",
         choices=["auto", "paged", "transformers"],
         help="model runner: paged (fast path, Llama/Qwen2 family) or transformers (any causal LM)",
+    )
+    parser.add_argument(
+        "--quantization",
+        default="none",
+        choices=["none", "fp8"],
+        help="fp8: the layers' projections in float8 e4m3, per-row scales (CUDA: Ada or Hopper; the paged backend)",
     )
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
     parser.add_argument(

@@ -102,6 +102,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             dtype=loaded.dtype,
             device=loaded.device,
             backend=loaded.backend,
+            quantization=loaded.quantization,
         )
 
     async def GetLoad(self, request, context):

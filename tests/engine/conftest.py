@@ -16,6 +16,21 @@ from engine_svc.serving.service import EngineService
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from tests.serving import serving
 
+QUESTIONS = [  # chat prompts for output checks on the default model
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Explain gravity to a child.",
+    "List three prime numbers.",
+    "Who wrote Hamlet?",
+    "Translate 'good morning' into Spanish.",
+    "What is 12 times 12?",
+    "Give me a tip for learning Python.",
+    "Why is the sky blue?",
+    "Name a famous painting.",
+    "Describe a cat in one sentence.",
+    "What does a CPU do?",
+]
+
 TINY_VOCAB = 256
 TINY_EOS = 2
 

@@ -9,24 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from scaleout_common.models import load_tokenizer, resolve_model, tokenizer_fingerprint
-from tests.engine.conftest import engine_stub, generate, request
+from tests.engine.conftest import QUESTIONS, engine_stub, generate, request
 
 pytestmark = pytest.mark.slow
-
-QUESTIONS = [
-    "What is the capital of France?",
-    "Write a haiku about the sea.",
-    "Explain gravity to a child.",
-    "List three prime numbers.",
-    "Who wrote Hamlet?",
-    "Translate 'good morning' into Spanish.",
-    "What is 12 times 12?",
-    "Give me a tip for learning Python.",
-    "Why is the sky blue?",
-    "Name a famous painting.",
-    "Describe a cat in one sentence.",
-    "What does a CPU do?",
-]
 
 
 async def test_greedy_matches_transformers_generate_on_the_default_model():

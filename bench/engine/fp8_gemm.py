@@ -1,0 +1,50 @@
+"""The layers' projections in bf16 against fp8 (engine_svc/model/fp8_linear.py: e4m3, a scale per token and per
+weight row, on Hopper's fp8 tensor cores), at the shape's sizes and several token counts: the matmul alone and
+with the activations' quantization (what the engine runs), and the fp8 result's error against bf16.
+
+    python -m bench.engine.fp8_gemm --shape llama-8b --rows 256,512,2304,8192
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch import nn
+
+from bench.engine.kernels import timed
+from bench.engine.shapes import SHAPES, projection_sizes
+from engine_svc.model.fp8_linear import Fp8Linear, quantize_rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", default="llama-8b")
+    parser.add_argument("--rows", default="256,512,2304,8192")
+    args = parser.parse_args()
+    quantize = torch.compile(quantize_rows, dynamic=True)
+    print(
+        f"{'matmul':<9}{'rows':>6}{'bf16 us':>10}{'TFLOP/s':>9}{'fp8 mm us':>11}{'+quant us':>11}{'TFLOP/s':>9}  error"
+    )
+    for name, (n, k) in projection_sizes(SHAPES[args.shape]).items():
+        linear = nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
+        fp8 = Fp8Linear(linear, quantize)
+        for rows in map(int, args.rows.split(",")):
+            x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
+            prequantized = quantize(x)
+            fp8.quantize = lambda _: prequantized  # the matmul alone
+            mm_only = timed(lambda: fp8(x))
+            fp8.quantize = quantize
+            bf16, both = timed(lambda: linear(x)), timed(lambda: fp8(x))
+            ref = linear(x).float()
+            error = ((fp8(x).float() - ref).norm() / ref.norm()).item()
+            flops = 2 * rows * n * k
+            print(
+                f"{name:<9}{rows:>6}{bf16:>10.1f}{flops / bf16 / 1e6:>9.0f}{mm_only:>11.1f}{both:>11.1f}"
+                f"{flops / both / 1e6:>9.0f}  {error:.4f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""FP8 (e4m3) projections: weights quantized once at load, activations per token at run time.
+
+The scheme is the dynamic one of vLLM's `--quantization fp8` with finer scales: each weight row (output
+feature) and each activation row (token) gets its own scale, max |value| / 448, so one outlier scales only
+its own row. `torch._scaled_mm` multiplies the e4m3 operands on the tensor cores (Hopper and Ada run them at
+twice the bf16 rate, reading half the weight bytes) and applies both scales on the way out, in the model's
+dtype. The vocabulary head, norms, attention and the KV cache stay in the model's dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max
+MIN_SCALE = 1e-12  # an all-zero row stays zero instead of dividing by zero
+
+
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x / scale as e4m3, scale [rows, 1] float32) with each row's largest magnitude mapped to FP8_MAX."""
+    scale = x.abs().amax(dim=-1, keepdim=True).float().clamp(min=MIN_SCALE) / FP8_MAX
+    return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8), scale
+
+
+class Fp8Linear(nn.Module):
+    """A bias-optional linear layer over an e4m3 weight with per-output-feature scales."""
+
+    scale: torch.Tensor  # [1, out] float32, registered below
+
+    def __init__(self, linear: nn.Linear, quantize):
+        """`quantize`: quantize_rows, or a compiled version of it (one fused kernel on CUDA)."""
+        super().__init__()
+        weight, scale = quantize_rows(linear.weight.detach())
+        self.weight = nn.Parameter(weight, requires_grad=False)  # [out, in], read transposed (column-major)
+        self.register_buffer("scale", scale.t().contiguous(), persistent=False)  # [1, out]
+        self.bias = linear.bias
+        self.quantize = quantize
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        q, scale = self.quantize(flat)
+        out = torch._scaled_mm(  # pyright: ignore[reportPrivateImportUsage] (public in all but name since 2.1)
+            q, self.weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=x.dtype
+        )
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def supports_fp8(device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why fp8 matmuls cannot run here, or None when they can: on CPU, and on CUDA from compute capability 8.9
+    (Ada, Hopper) with a bfloat16 model (cuBLAS applies per-row scales only into bfloat16 outputs)."""
+    if device.type != "cuda":
+        return None
+    if torch.cuda.get_device_capability(device) < (8, 9):
+        return f"fp8 matmuls need compute capability 8.9 or later (Ada, Hopper); {torch.cuda.get_device_name(device)} has less"
+    if dtype != torch.bfloat16:
+        return f"on CUDA the model must be bfloat16 (--dtype bfloat16), not {str(dtype).removeprefix('torch.')}"
+    return None

@@ -1,0 +1,72 @@
+"""`--quantization fp8`: e4m3 projections with per-row scales, their error bounds, and the default model served."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM
+
+from engine_svc.model.fp8_linear import FP8_MAX, Fp8Linear, quantize_rows
+from engine_svc.serving.loader import build_engine
+from scaleout.v1 import engine_pb2
+from scaleout_common.models import load_tokenizer, resolve_model, tokenizer_fingerprint
+from tests.engine.conftest import QUESTIONS, engine_args, engine_stub, generate, request, tiny_llama
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+def test_a_row_maps_its_largest_magnitude_to_the_e4m3_maximum_and_a_zero_row_stays_zero():
+    x = torch.tensor([[1.0, -4.0, 2.0], [0.0, 0.0, 0.0]])
+    q, scale = quantize_rows(x)
+    assert q.dtype == torch.float8_e4m3fn
+    assert q[0].float().abs().max().item() == FP8_MAX
+    assert torch.equal(q[1].float(), torch.zeros(3)) and scale[1].item() > 0
+    assert torch.allclose(q.float() * scale, x, rtol=0.07)
+
+
+def test_fp8_linear_stays_within_e4m3_error_and_one_outlier_token_costs_the_others_nothing():
+    torch.manual_seed(0)
+    linear = nn.Linear(256, 128, bias=True)
+    x = torch.randn(8, 256)
+    x[3] *= 1000  # a token with huge activations: per-token scales keep it from crushing the others
+    out, ref = Fp8Linear(linear, quantize_rows)(x), linear(x)
+    assert out.shape == ref.shape
+    for row in range(8):
+        assert relative_error(out[row], ref[row]) < 0.08, row
+
+
+def test_fp8_needs_the_paged_backend():
+    with pytest.raises(ValueError, match="--quantization fp8 needs the paged backend"):
+        build_engine(tiny_llama(), engine_args("--quantization", "fp8", "--backend", "transformers"), model_name="t")
+
+
+@pytest.mark.slow
+async def test_the_default_model_served_in_fp8_answers_as_the_unquantized_one_starts_and_knows_as_the_unquantized_one():
+    folder = resolve_model(None)
+    tokenizer = load_tokenizer(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    prompts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        for q in QUESTIONS
+    ]
+    answers = {}
+    for quantization in ("none", "fp8"):
+        async with engine_stub(model, "--quantization", quantization, fingerprint=fingerprint) as (stub, _):
+            info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
+            assert info.quantization == ("" if quantization == "none" else "fp8")
+            results = await asyncio.gather(*[generate(stub, request(p, temperature=0, max_tokens=8)) for p in prompts])
+            answers[quantization] = [tokens[0] for _, tokens in results]
+    # A 135M model's greedy path forks at the first close call (fp8's answers read as well: "Gravity is like a
+    # big hug."), so the answers agree in how they start and in plain facts, not token for token.
+    same_first = sum(a[0] == b[0] for a, b in zip(answers["none"], answers["fp8"]))
+    assert same_first >= len(QUESTIONS) - 1, answers
+    assert "Paris" in tokenizer.decode(answers["fp8"][0])
+    assert all(len(tokens) == 8 for tokens in answers["fp8"])
