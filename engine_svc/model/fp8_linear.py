@@ -4,7 +4,8 @@ The scheme is the dynamic one of vLLM's `--quantization fp8` with finer scales: 
 feature) and each activation row (token) gets its own scale, max |value| / 448, so one outlier scales only
 its own row. `torch._scaled_mm` multiplies the e4m3 operands on the tensor cores (Hopper and Ada run them at
 twice the bf16 rate, reading half the weight bytes) and applies both scales on the way out, in the model's
-dtype. The vocabulary head, norms, attention and the KV cache stay in the model's dtype.
+dtype. The vocabulary head, norms, attention and the KV cache stay in the model's dtype. On CPU the same
+numbers come from float32 matmuls over the e4m3 values (parity and tests; no speed to gain there).
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ class Fp8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         q, scale = self.quantize(flat)
-        out = torch._scaled_mm(  # pyright: ignore[reportPrivateImportUsage] (public in all but name since 2.1)
-            q, self.weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=x.dtype
-        )
+        if q.is_cuda:
+            out = torch._scaled_mm(  # pyright: ignore[reportPrivateImportUsage] (public in all but name since 2.1)
+                q, self.weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=x.dtype
+            )
+        else:  # the same products in float32 (CPU fp8 matmuls take per-row scales only from torch 2.13 on)
+            out = ((q.float() @ self.weight.float().t()) * scale * self.scale).to(x.dtype)
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], out.shape[-1])

@@ -45,8 +45,23 @@ def test_fp8_needs_the_paged_backend():
         build_engine(tiny_llama(), engine_args("--quantization", "fp8", "--backend", "transformers"), model_name="t")
 
 
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9), reason="fp8 needs CUDA 8.9+"
+)
+async def test_fp8_projections_serve_under_cuda_graphs():
+    model = tiny_llama().to("cuda", torch.bfloat16)
+    async with engine_stub(model, "--quantization", "fp8", "--max-model-len", "256") as (stub, _):
+        info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
+        assert info.quantization == "fp8"
+        prompts = [[1, *range(10, 10 + n)] for n in (3, 40, 100, 7)]
+        results = await asyncio.gather(
+            *[generate(stub, request(p, temperature=0, max_tokens=24, ignore_eos=True)) for p in prompts]
+        )
+    assert [len(tokens[0]) for _, tokens in results] == [24] * 4
+
+
 @pytest.mark.slow
-async def test_the_default_model_served_in_fp8_answers_as_the_unquantized_one_starts_and_knows_as_the_unquantized_one():
+async def test_the_default_model_in_fp8_starts_its_answers_and_keeps_its_facts_as_unquantized():
     folder = resolve_model(None)
     tokenizer = load_tokenizer(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
