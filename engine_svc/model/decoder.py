@@ -170,12 +170,14 @@ class FusedDecoder(nn.Module):
         if self.head.linear.bias is None:
             self.head = normed(self.head.norm, self.head.linear)
 
-    def quantize_projections(self, quantized) -> None:
-        """Each layer's four projections as quantized(linear) (the vocabulary head keeps the model's dtype)."""
+    def quantize_projections(self, linear, normed) -> None:
+        """Each layer's plain projections as linear(projection), its normed ones as normed(norm, linear(projection),
+        gated) (the vocabulary head keeps the model's dtype)."""
         for layer in cast(list[DecoderLayer], list(self.layers)):  # ModuleList's items are typed as Module
-            layer.o_proj, layer.down = quantized(layer.o_proj), quantized(layer.down)
-            for part in (layer.qkv, layer.gate_up):
-                part.linear = quantized(part.linear)
+            layer.o_proj, layer.down = linear(layer.o_proj), linear(layer.down)
+            for name in ("qkv", "gate_up"):
+                part = getattr(layer, name)
+                setattr(layer, name, normed(part.norm, linear(part.linear), part.gated))
 
     def split_gate_up(self) -> None:
         """Each layer's gate_up as two matmuls (SplitGateUp: faster on CPU), its SwiGLU with them."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from engine_svc.model.decoder import NormedProjection
+
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
 MIN_SCALE = 1e-12  # an all-zero row stays zero instead of dividing by zero
@@ -25,7 +27,8 @@ def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class Fp8Linear(nn.Module):
-    """A bias-optional linear layer over an e4m3 weight with per-output-feature scales."""
+    """A bias-optional linear layer over an e4m3 weight with per-output-feature scales. It takes activations in
+    the model's dtype (and quantizes them itself) or already quantized, as (e4m3 rows, scales)."""
 
     scale: torch.Tensor  # [1, out] float32, registered below
 
@@ -36,20 +39,33 @@ class Fp8Linear(nn.Module):
         self.weight = nn.Parameter(weight, requires_grad=False)  # [out, in], read transposed (column-major)
         self.register_buffer("scale", scale.t().contiguous(), persistent=False)  # [1, out]
         self.bias = linear.bias
+        self.out_dtype = linear.weight.dtype
         self.quantize = quantize
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1])
-        q, scale = self.quantize(flat)
+    def forward(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        q, scale = x if isinstance(x, tuple) else self.quantize(x)
         if q.is_cuda:
             out = torch._scaled_mm(  # pyright: ignore[reportPrivateImportUsage] (public in all but name since 2.1)
-                q, self.weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=x.dtype
+                q, self.weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=self.out_dtype
             )
         else:  # the same products in float32 (CPU fp8 matmuls take per-row scales only from torch 2.13 on)
-            out = ((q.float() @ self.weight.float().t()) * scale * self.scale).to(x.dtype)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], out.shape[-1])
+            out = ((q.float() @ self.weight.float().t()) * scale * self.scale).to(self.out_dtype)
+        return out if self.bias is None else out + self.bias
+
+
+class Fp8NormedProjection(NormedProjection):
+    """A NormedProjection over an Fp8Linear, the activations' quantization fused into the norm before it (and,
+    gated, into the SwiGLU after it: its output goes to the down projection quantized)."""
+
+    linear: Fp8Linear
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
+        if residual is None:
+            quantized, residual = ops.rms_norm_quant(x, self.norm.weight, self.norm.eps), x
+        else:
+            *quantized, residual = ops.add_rms_norm_quant(x, residual, self.norm.weight, self.norm.eps)
+        out = self.linear(tuple(quantized))
+        return (ops.silu_mul_quant(out) if self.gated else out), residual
 
 
 def supports_fp8(device: torch.device, dtype: torch.dtype) -> str | None:

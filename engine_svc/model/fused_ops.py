@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from engine_svc.model.fp8_linear import quantize_rows
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],), weight, eps)
@@ -40,6 +42,22 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
+def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float):
+    """rms_norm(x) as fp8 rows and their scales (fp8_linear.py)."""
+    return quantize_rows(rms_norm(x, weight, eps))
+
+
+def add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
+    """(fp8 rows of rms_norm(x + residual), their scales, x + residual)."""
+    normed, total = add_rms_norm(x, residual, weight, eps)
+    return *quantize_rows(normed), total
+
+
+def silu_mul_quant(gate_up: torch.Tensor):
+    """silu(gate) * up as fp8 rows and their scales."""
+    return quantize_rows(silu_mul(gate_up))
+
+
 class FusedOps:
     """The functions above, compiled (dynamic shapes: one compile serves every batch size) or eager."""
 
@@ -49,3 +67,6 @@ class FusedOps:
         self.add_rms_norm = wrap(add_rms_norm)
         self.rope_split = wrap(rope_split)
         self.silu_mul = wrap(silu_mul)
+        self.rms_norm_quant = wrap(rms_norm_quant)
+        self.add_rms_norm_quant = wrap(add_rms_norm_quant)
+        self.silu_mul_quant = wrap(silu_mul_quant)

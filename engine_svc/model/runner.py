@@ -18,7 +18,7 @@ import torch
 
 from engine_svc.model.attention import AttentionMetadata, PrefillChunk, make_backend
 from engine_svc.model.decoder import FusedDecoder
-from engine_svc.model.fp8_linear import Fp8Linear, quantize_rows
+from engine_svc.model.fp8_linear import Fp8Linear, Fp8NormedProjection, quantize_rows
 from engine_svc.model.fused_ops import FusedOps
 from engine_svc.model.packed_inputs import PackedInputs
 from engine_svc.model.piecewise import PiecewiseSteps
@@ -63,7 +63,7 @@ class ModelRunner:
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
         if quantization == "fp8":
             quantize = torch.compile(quantize_rows, dynamic=True) if compile_kernels else quantize_rows
-            self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize))
+            self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize), Fp8NormedProjection)
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
         self.eager_ops = FusedOps(False)

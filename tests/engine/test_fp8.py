@@ -50,7 +50,10 @@ def test_fp8_needs_the_paged_backend():
 )
 async def test_fp8_projections_serve_under_cuda_graphs():
     model = tiny_llama().to("cuda", torch.bfloat16)
-    async with engine_stub(model, "--quantization", "fp8", "--max-model-len", "256") as (stub, _):
+    async with engine_stub(model, "--quantization", "fp8", "--max-model-len", "256", "--engine-core", "thread") as (
+        stub,
+        _,
+    ):
         info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
         assert info.quantization == "fp8"
         prompts = [[1, *range(10, 10 + n)] for n in (3, 40, 100, 7)]
@@ -77,7 +80,9 @@ async def test_the_default_model_in_fp8_starts_its_answers_and_keeps_its_facts_a
         async with engine_stub(model, "--quantization", quantization, fingerprint=fingerprint) as (stub, _):
             info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
             assert info.quantization == ("" if quantization == "none" else "fp8")
-            results = await asyncio.gather(*[generate(stub, request(p, temperature=0, max_tokens=8)) for p in prompts])
+            results = await asyncio.gather(
+                *[generate(stub, request(p, temperature=0, max_tokens=8, ignore_eos=True)) for p in prompts]
+            )
             answers[quantization] = [tokens[0] for _, tokens in results]
     # A 135M model's greedy path forks at the first close call (fp8's answers read as well: "Gravity is like a
     # big hug."), so the answers agree in how they start and in plain facts, not token for token.
