@@ -15,7 +15,7 @@ def build(args):
     """The engine on a bench model (module level: the engine core process builds it from a pickle)."""
     device = pick_device(args.device)
     model = build_model(args.shape, str(device), pick_dtype(args.dtype, device))
-    return build_engine(model, args, model_name=args.shape)
+    return build_engine(model, args, model_name=args.shape, owns_model=True)
 
 
 def main() -> None:

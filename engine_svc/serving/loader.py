@@ -82,10 +82,12 @@ def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int
 
 
 def build_engine(
-    hf_model, args, *, model_name: str, tokenizer_fingerprint: str = "", grammar_backend=None
+    hf_model, args, *, model_name: str, tokenizer_fingerprint: str = "", grammar_backend=None, owns_model=False
 ) -> LoadedEngine:
     """Wrap a loaded transformers model in an engine according to the flags; `grammar_backend` (it needs the
-    tokenizer's vocabulary) enables structured outputs."""
+    tokenizer's vocabulary) enables structured outputs. `owns_model`: nothing else uses `hf_model`, so the fast
+    path takes its decoder layers away once it has fused them (their unfused weights free memory for the KV
+    cache, and under --quantization fp8 all of the bf16 projections go)."""
     config = hf_model.config
     device = next(hf_model.parameters()).device
     dtype = next(hf_model.parameters()).dtype
@@ -111,6 +113,8 @@ def build_engine(
             quantization=args.quantization,
         )
         log.info("engine: decode attention %s", runner.attention)
+        if owns_model:
+            hf_model.model.layers = None  # what the fused decoder did not take goes before the cache is sized
         try:
             step_bytes = 0 if args.num_kv_blocks else runner.step_peak_bytes(max_batched_tokens, args.max_num_seqs)
         except torch.cuda.OutOfMemoryError as error:
@@ -217,6 +221,7 @@ def load_engine(args) -> LoadedEngine:
         model_name=model_name(folder),
         tokenizer_fingerprint=fingerprint,
         grammar_backend=grammar_backend,
+        owns_model=True,
     )
 
 

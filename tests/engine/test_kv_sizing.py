@@ -3,11 +3,15 @@ the scheduler's budget measures its peak (CUDA), and the cache gets what is left
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 import torch
 
 from engine_svc.__main__ import make_parser
 from engine_svc.model.runner import ModelRunner
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.serving.loader import build_engine
 from tests.engine.conftest import tiny_llama
 
@@ -48,3 +52,16 @@ def test_cuda_measures_the_largest_step_and_frees_its_scratch_cache():
     # rows hold at most the model's 64 positions: a budget beyond rows x 64 measures rows x 64 tokens
     assert paged.step_peak_bytes(4096, 8) == pytest.approx(large, rel=0.1)
     assert paged.step_peak_bytes(4096, 1) > 0
+
+
+def test_an_engine_that_owns_its_model_drops_the_unfused_layers_and_computes_the_same():
+    args = make_parser().parse_args(["--quantization", "fp8"])
+    owner, borrower = tiny_llama(), tiny_llama()
+    engines = [build_engine(model, args, model_name="tiny", owns_model=model is owner) for model in (owner, borrower)]
+    assert owner.model.layers is None and len(borrower.model.layers) == 2
+    logits = []
+    for loaded in engines:
+        seq = Sequence("a", 0, [5, 9, 13, 200, 7, 31], SamplingConfig())
+        seq.block_ids = [1]
+        logits.append(cast(ModelRunner, loaded.engine.runner).execute([Chunk(seq, 0, 6)]))
+    torch.testing.assert_close(logits[0], logits[1], atol=0, rtol=0)
