@@ -68,9 +68,21 @@ class Fp8NormedProjection(NormedProjection):
         return (ops.silu_mul_quant(out) if self.gated else out), residual
 
 
-def supports_fp8(device: torch.device, dtype: torch.dtype) -> str | None:
-    """Why fp8 matmuls cannot run here, or None when they can: on CPU, and on CUDA from compute capability 8.9
-    (Ada, Hopper) with a bfloat16 model (cuBLAS applies per-row scales only into bfloat16 outputs)."""
+def fp8_problem(config, device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why fp8 projections cannot serve this model here, or None when they can: every projection's sizes must
+    be multiples of 16 (cuBLAS's fp8 layouts; checked on CPU too, so what starts there starts on a GPU), and on
+    CUDA the GPU needs compute capability 8.9 (Ada, Hopper) and the model bfloat16 (per-row scales come out
+    only into bfloat16)."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    sizes = {
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "query width": config.num_attention_heads * head_dim,
+        "key/value width": kv_heads * head_dim,
+    }
+    if odd := [f"{name} {size}" for name, size in sizes.items() if size % 16]:
+        return f"fp8 matmuls need sizes that are multiples of 16; this model has {', '.join(odd)}"
     if device.type != "cuda":
         return None
     if torch.cuda.get_device_capability(device) < (8, 9):

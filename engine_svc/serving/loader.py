@@ -10,7 +10,7 @@ import torch
 
 from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import supports_fast_path
-from engine_svc.model.fp8_linear import supports_fp8
+from engine_svc.model.fp8_linear import fp8_problem
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.admission import EngineLimits
@@ -96,7 +96,7 @@ def build_engine(
     if backend == "auto":
         backend = "paged" if supports_fast_path(config) else "transformers"
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
-    _check_quantization(args.quantization, backend, device, dtype)
+    _check_quantization(args.quantization, backend, config, device, dtype)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -195,12 +195,12 @@ def build_engine(
     )
 
 
-def _check_quantization(quantization: str, backend: str, device: torch.device, dtype: torch.dtype) -> None:
+def _check_quantization(quantization: str, backend: str, config, device: torch.device, dtype: torch.dtype) -> None:
     if quantization == "none":
         return
     if backend != "paged":
         raise ValueError(f"--quantization {quantization} needs the paged backend (Llama and Qwen2 families)")
-    if reason := supports_fp8(device, dtype):
+    if reason := fp8_problem(config, device, dtype):
         raise ValueError(f"--quantization {quantization}: {reason}")
 
 

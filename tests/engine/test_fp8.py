@@ -45,6 +45,13 @@ def test_fp8_needs_the_paged_backend():
         build_engine(tiny_llama(), engine_args("--quantization", "fp8", "--backend", "transformers"), model_name="t")
 
 
+def test_fp8_refuses_a_model_whose_sizes_cuBLAS_cannot_lay_out():
+    model = tiny_llama()
+    model.config.intermediate_size = 120
+    with pytest.raises(ValueError, match="multiples of 16; this model has intermediate_size 120"):
+        build_engine(model, engine_args("--quantization", "fp8"), model_name="t")
+
+
 @pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9), reason="fp8 needs CUDA 8.9+"
 )
