@@ -139,14 +139,20 @@ class FusedDecoder(nn.Module):
     cos: torch.Tensor  # [max_model_len, head_dim] buffers, registered below
     sin: torch.Tensor
 
-    def __init__(self, hf_model, max_model_len: int, ops):
+    def __init__(self, hf_model, max_model_len: int, ops, consume: bool = False):
+        """`consume`: nothing else uses `hf_model`: each of its decoder layers leaves it once fused, so loading
+        holds one layer's unfused weights beside the fused model, not all of them."""
         super().__init__()
         self.ops = ops
         config = hf_model.config
         inner = hf_model.model
         self.config = config
         self.embed = inner.embed_tokens
-        self.layers = nn.ModuleList(DecoderLayer(layer, config, i) for i, layer in enumerate(inner.layers))
+        self.layers = nn.ModuleList()
+        for i in range(len(inner.layers)):
+            self.layers.append(DecoderLayer(inner.layers[i], config, i))
+            if consume:
+                inner.layers[i] = nn.Identity()
         self.head = NormedProjection(RMSNorm(inner.norm.weight, config.rms_norm_eps), VocabHead(hf_model.lm_head))
         rotary = inner.rotary_emb
         positions = torch.arange(max_model_len, dtype=torch.float32, device=rotary.inv_freq.device)

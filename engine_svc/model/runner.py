@@ -56,11 +56,13 @@ class ModelRunner:
         attention: str = "sdpa",
         mixed_step_graphs_up_to: int = 0,
         quantization: str = "none",
+        consume_model: bool = False,
     ):
         """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 8,192) replay
         piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
-        `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype."""
-        self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels))
+        `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype.
+        `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""
+        self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels), consume_model)
         if quantization == "fp8":
             quantize = torch.compile(quantize_rows, dynamic=True) if compile_kernels else quantize_rows
             self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize), Fp8NormedProjection)

@@ -86,8 +86,8 @@ def build_engine(
 ) -> LoadedEngine:
     """Wrap a loaded transformers model in an engine according to the flags; `grammar_backend` (it needs the
     tokenizer's vocabulary) enables structured outputs. `owns_model`: nothing else uses `hf_model`, so the fast
-    path takes its decoder layers away once it has fused them (their unfused weights free memory for the KV
-    cache, and under --quantization fp8 all of the bf16 projections go)."""
+    path takes its decoder layers away one by one as it fuses them: loading peaks one layer above the model, and
+    the unfused weights (under --quantization fp8, every bf16 projection) leave memory to the KV cache."""
     config = hf_model.config
     device = next(hf_model.parameters()).device
     dtype = next(hf_model.parameters()).dtype
@@ -111,10 +111,9 @@ def build_engine(
             attention=pick_attention(args.attention, device, head_dim),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
             quantization=args.quantization,
+            consume_model=owns_model,
         )
         log.info("engine: decode attention %s", runner.attention)
-        if owns_model:
-            hf_model.model.layers = None  # what the fused decoder did not take goes before the cache is sized
         try:
             step_bytes = 0 if args.num_kv_blocks else runner.step_peak_bytes(max_batched_tokens, args.max_num_seqs)
         except torch.cuda.OutOfMemoryError as error:

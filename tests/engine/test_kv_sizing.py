@@ -58,7 +58,8 @@ def test_an_engine_that_owns_its_model_drops_the_unfused_layers_and_computes_the
     args = make_parser().parse_args(["--quantization", "fp8"])
     owner, borrower = tiny_llama(), tiny_llama()
     engines = [build_engine(model, args, model_name="tiny", owns_model=model is owner) for model in (owner, borrower)]
-    assert owner.model.layers is None and len(borrower.model.layers) == 2
+    layer_weights = [sum(p.numel() for p in model.model.layers.parameters()) for model in (owner, borrower)]
+    assert layer_weights[0] == 0 and layer_weights[1] > 0
     logits = []
     for loaded in engines:
         seq = Sequence("a", 0, [5, 9, 13, 200, 7, 31], SamplingConfig())
