@@ -14,7 +14,8 @@ from torch import nn
 
 from bench.engine.kernels import timed
 from bench.engine.shapes import SHAPES, projection_sizes
-from engine_svc.model.fp8_linear import Fp8Linear, quantize_rows
+from engine_svc.model.fp8_linear import Fp8Linear
+from engine_svc.model.fused_ops import FusedOps
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     parser.add_argument("--shape", default="llama-8b")
     parser.add_argument("--rows", default="256,512,2304,8192")
     args = parser.parse_args()
-    quantize = torch.compile(quantize_rows, dynamic=True)
+    quantize = FusedOps(compile_kernels=True).quantize_rows
     print(
         f"{'matmul':<9}{'rows':>6}{'bf16 us':>10}{'TFLOP/s':>9}{'fp8 mm us':>11}{'+quant us':>11}{'TFLOP/s':>9}  error"
     )

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from engine_svc.model.decoder import head_dim
+
 
 @dataclass
 class Machine:
@@ -82,14 +84,13 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config, dtype_bytes: int) -> ModelShape:
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         return cls(
             config.num_hidden_layers,
             config.hidden_size,
             config.intermediate_size,
             config.num_attention_heads,
             getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-            head_dim,
+            head_dim(config),
             config.vocab_size,
             bool(getattr(config, "tie_word_embeddings", False)),
             dtype_bytes,

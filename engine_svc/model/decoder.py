@@ -102,7 +102,7 @@ class DecoderLayer(nn.Module):
         attn, mlp = hf_layer.self_attn, hf_layer.mlp
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        self.head_dim = head_dim(config)
         self.layer_index = layer_index
         self.qkv = NormedProjection(
             RMSNorm(hf_layer.input_layernorm.weight, config.rms_norm_eps),
@@ -220,8 +220,13 @@ class FusedDecoder(nn.Module):
 
 
 def _plain(projection) -> bool:
-    """A bias-free projection in a floating dtype the skinny kernels read."""
-    return projection.bias is None and projection.weight.dtype.is_floating_point and projection.weight.itemsize > 1
+    """A bias-free projection in a dtype the skinny kernels read (not fp8's one byte)."""
+    return projection.bias is None and projection.weight.itemsize > 1
+
+
+def head_dim(config) -> int:
+    """Each attention head's width: the config's own, or the hidden size split over the heads."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def supports_fast_path(config) -> bool:

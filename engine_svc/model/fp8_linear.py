@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine_svc.model.decoder import NormedProjection
+from engine_svc.model.decoder import NormedProjection, head_dim
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
@@ -33,7 +33,7 @@ class Fp8Linear(nn.Module):
     scale: torch.Tensor  # [1, out] float32, registered below
 
     def __init__(self, linear: nn.Linear, quantize):
-        """`quantize`: quantize_rows, or a compiled version of it (one fused kernel on CUDA)."""
+        """`quantize`: quantize_rows, or a compiled version of it (FusedOps.quantize_rows: one kernel on CUDA)."""
         super().__init__()
         weight, scale = quantize_rows(linear.weight.detach())
         self.weight = nn.Parameter(weight, requires_grad=False)  # [out, in], read transposed (column-major)
@@ -73,13 +73,13 @@ def fp8_problem(config, device: torch.device, dtype: torch.dtype) -> str | None:
     be multiples of 16 (cuBLAS's fp8 layouts; checked on CPU too, so what starts there starts on a GPU), and on
     CUDA the GPU needs compute capability 8.9 (Ada, Hopper) and the model bfloat16 (per-row scales come out
     only into bfloat16)."""
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    width = head_dim(config)
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     sizes = {
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
-        "query width": config.num_attention_heads * head_dim,
-        "key/value width": kv_heads * head_dim,
+        "query width": config.num_attention_heads * width,
+        "key/value width": kv_heads * width,
     }
     if odd := [f"{name} {size}" for name, size in sizes.items() if size % 16]:
         return f"fp8 matmuls need sizes that are multiples of 16; this model has {', '.join(odd)}"

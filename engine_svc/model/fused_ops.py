@@ -67,6 +67,7 @@ class FusedOps:
         self.add_rms_norm = wrap(add_rms_norm)
         self.rope_split = wrap(rope_split)
         self.silu_mul = wrap(silu_mul)
+        self.quantize_rows = wrap(quantize_rows)
         self.rms_norm_quant = wrap(rms_norm_quant)
         self.add_rms_norm_quant = wrap(add_rms_norm_quant)
         self.silu_mul_quant = wrap(silu_mul_quant)

@@ -17,8 +17,8 @@ import logging
 import torch
 
 from engine_svc.model.attention import AttentionMetadata, PrefillChunk, make_backend
-from engine_svc.model.decoder import FusedDecoder
-from engine_svc.model.fp8_linear import Fp8Linear, Fp8NormedProjection, quantize_rows
+from engine_svc.model.decoder import FusedDecoder, head_dim
+from engine_svc.model.fp8_linear import Fp8Linear, Fp8NormedProjection
 from engine_svc.model.fused_ops import FusedOps
 from engine_svc.model.packed_inputs import PackedInputs
 from engine_svc.model.piecewise import PiecewiseSteps
@@ -64,7 +64,7 @@ class ModelRunner:
         `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels), consume_model)
         if quantization == "fp8":
-            quantize = torch.compile(quantize_rows, dynamic=True) if compile_kernels else quantize_rows
+            quantize = self.model.ops.quantize_rows
             self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize), Fp8NormedProjection)
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
@@ -135,9 +135,8 @@ class ModelRunner:
 
     @staticmethod
     def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        per_token = 2 * config.num_hidden_layers * kv_heads * head_dim
+        per_token = 2 * config.num_hidden_layers * kv_heads * head_dim(config)
         return per_token * block_size * torch.empty((), dtype=dtype).element_size()
 
     def forget(self, seq: Sequence) -> None:

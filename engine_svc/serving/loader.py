@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from engine_svc.model.attention import pick_attention
-from engine_svc.model.decoder import supports_fast_path
+from engine_svc.model.decoder import head_dim, supports_fast_path
 from engine_svc.model.fp8_linear import fp8_problem
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner
@@ -99,7 +99,6 @@ def build_engine(
     _check_quantization(args.quantization, backend, config, device, dtype)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         runner = ModelRunner(
             hf_model,
             block_size=args.block_size,
@@ -108,7 +107,7 @@ def build_engine(
             max_model_len=max_model_len,
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
-            attention=pick_attention(args.attention, device, head_dim),
+            attention=pick_attention(args.attention, device, head_dim(config)),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
             quantization=args.quantization,
             consume_model=owns_model,
