@@ -63,12 +63,17 @@ class ModelRunner:
         `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype.
         `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels), consume_model)
-        if quantization == "fp8":
-            quantize = self.model.ops.quantize_rows
-            self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize), Fp8NormedProjection)
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
         self.eager_ops = FusedOps(False)
+        if quantization == "fp8":
+            if attention == "triton":  # Triton is there: one kernel per quantization, not Inductor's two or three
+                from engine_svc.model import triton_fp8
+
+                for ops in (self.model.ops, self.eager_ops):
+                    ops.quantize_rows, ops.silu_mul_quant = triton_fp8.quantize_rows, triton_fp8.silu_mul_quant
+            quantize = self.model.ops.quantize_rows
+            self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize), Fp8NormedProjection)
         layer = self.model.layer0
         weight = self.model.embed.weight
         self.device, self.dtype = weight.device, weight.dtype
