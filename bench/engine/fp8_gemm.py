@@ -1,6 +1,7 @@
 """The layers' projections in bf16 against fp8 (engine_svc/model/fp8_linear.py: e4m3, a scale per token and per
 weight row, on Hopper's fp8 tensor cores), at the shape's sizes and several token counts: the matmul alone and
-with the activations' quantization (what the engine runs), and the fp8 result's error against bf16.
+with the activations' quantization (what the engine runs), and the fp8 result's error against bf16; then the matmul
+alone with the tensor cores' fast accumulation (no float32 promotion of partial sums) and its error.
 
     python -m bench.engine.fp8_gemm --shape llama-8b --rows 256,512,2304,8192
 """
@@ -26,6 +27,7 @@ def main() -> None:
     quantize = FusedOps(compile_kernels=True).quantize_rows
     print(
         f"{'matmul':<9}{'rows':>6}{'bf16 us':>10}{'TFLOP/s':>9}{'fp8 mm us':>11}{'+quant us':>11}{'TFLOP/s':>9}  error"
+        f"{'fast mm us':>12}{'TFLOP/s':>9}  error"
     )
     for name, (n, k) in projection_sizes(SHAPES[args.shape]).items():
         linear = nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
@@ -39,10 +41,14 @@ def main() -> None:
             bf16, both = timed(lambda: linear(x)), timed(lambda: fp8(x))
             ref = linear(x).float()
             error = ((fp8(x).float() - ref).norm() / ref.norm()).item()
+            fp8.quantize, fp8.fast_accum = (lambda _: prequantized), True
+            fast = timed(lambda: fp8(x))
+            fast_error = ((fp8(x).float() - ref).norm() / ref.norm()).item()
+            fp8.quantize, fp8.fast_accum = quantize, False
             flops = 2 * rows * n * k
             print(
                 f"{name:<9}{rows:>6}{bf16:>10.1f}{flops / bf16 / 1e6:>9.0f}{mm_only:>11.1f}{both:>11.1f}"
-                f"{flops / both / 1e6:>9.0f}  {error:.4f}",
+                f"{flops / both / 1e6:>9.0f}  {error:.4f}{fast:>12.1f}{flops / fast / 1e6:>9.0f}  {fast_error:.4f}",
                 flush=True,
             )
 

@@ -107,18 +107,24 @@ class StepProfile:
             self.steps += steps
 
     def report(self) -> str:
-        gpu = sum(
-            e.self_device_time_total for averages in self.events for e in averages if e.device_type.name == "CUDA"
-        )
         host: dict[str, float] = {}
+        kernels: dict[str, float] = {}
         for averages in self.events:
             for e in averages:
                 if e.device_type.name == "CPU":
                     host[e.key] = host.get(e.key, 0.0) + e.self_cpu_time_total
-        top = sorted(host.items(), key=lambda kv: -kv[1])[:18]
+                elif e.device_type.name == "CUDA":
+                    kernels[e.key] = kernels.get(e.key, 0.0) + e.self_device_time_total
+
+        def top(times: dict[str, float], n: int) -> str:
+            return ", ".join(
+                f"{name[:60]} {us / 1e3:.1f}" for name, us in sorted(times.items(), key=lambda kv: -kv[1])[:n]
+            )
+
         return (
             f"{len(self.events)} calls, {self.steps} steps: wall {self.wall * 1e3:.1f} ms, GPU kernels "
-            f"{gpu / 1e3:.1f} ms\n    host self time (ms): " + ", ".join(f"{name} {us / 1e3:.1f}" for name, us in top)
+            f"{sum(kernels.values()) / 1e3:.1f} ms\n    host self time (ms): {top(host, 18)}"
+            f"\n    GPU kernels (ms): {top(kernels, 10)}"
         )
 
 

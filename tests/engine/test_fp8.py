@@ -52,9 +52,33 @@ def test_fp8_refuses_a_model_whose_sizes_cuBLAS_cannot_lay_out():
         build_engine(model, engine_args("--quantization", "fp8"), model_name="t")
 
 
-@pytest.mark.skipif(
+needs_fp8_gpu = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9), reason="fp8 needs CUDA 8.9+"
 )
+
+
+@needs_fp8_gpu
+def test_a_product_of_few_tiles_splits_its_inner_dimension_in_a_cuda_graph_as_in_one_piece():
+    torch.manual_seed(0)
+    linear = nn.Linear(1024, 512, bias=False, device="cuda", dtype=torch.bfloat16)
+    fp8 = Fp8Linear(linear, quantize_rows)
+    x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
+    assert fp8.splits_inner(256) and not fp8.splits_inner(64 * 128)
+    split = fp8(x)
+    fp8.sms = 0  # one piece
+    whole = fp8(x)
+    torch.testing.assert_close(split, whole, rtol=1e-2, atol=1e-2)
+    fp8.sms = torch.cuda.get_device_properties(0).multi_processor_count
+    fp8(x)  # the side stream's first use outside the capture (as the runner's warm-up does)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = fp8(x)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.testing.assert_close(captured, fp8(x), rtol=0, atol=0)
+
+
+@needs_fp8_gpu
 async def test_fp8_projections_serve_under_cuda_graphs():
     model = tiny_llama().to("cuda", torch.bfloat16)
     async with engine_stub(model, "--quantization", "fp8", "--max-model-len", "256", "--engine-core", "thread") as (
