@@ -17,7 +17,7 @@ import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.fp8_linear import FP8, FP8_MAX, MIN_SCALE
-from engine_svc.model.triton_silu import _silu
+from engine_svc.model.triton_silu import swiglu
 
 MAX_ONE_PASS = 16384  # the widest row a program keeps in registers (Llama-8B's 14,336-wide SwiGLU fits)
 
@@ -26,7 +26,7 @@ MAX_ONE_PASS = 16384  # the widest row a program keeps in registers (Llama-8B's 
 def _values(in_ptr, cols, width, SILU: tl.constexpr):
     """The row's values at `cols` (float32; 0 past `width`): the input itself, or silu(gate) * up."""
     if SILU:
-        return _silu(in_ptr, cols, width)
+        return swiglu(in_ptr, cols, width)
     return tl.load(in_ptr + cols, mask=cols < width, other=0.0).to(tl.float32)
 
 

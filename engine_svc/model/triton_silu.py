@@ -18,7 +18,7 @@ BLOCK = 1024
 
 
 @triton.jit
-def _silu(gate_up_ptr, cols, width):
+def swiglu(gate_up_ptr, cols, width):
     """silu(gate) * up at `cols` of one row (float32; 0 past `width`)."""
     inside = cols < width
     gate = tl.load(gate_up_ptr + cols, mask=inside, other=0.0).to(tl.float32)
@@ -30,7 +30,7 @@ def _silu(gate_up_ptr, cols, width):
 def _silu_mul(gate_up_ptr, out_ptr, width, stride_in, stride_out, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    out = _silu(gate_up_ptr + row * stride_in, cols, width)
+    out = swiglu(gate_up_ptr + row * stride_in, cols, width)
     tl.store(out_ptr + row * stride_out + cols, out.to(out_ptr.dtype.element_ty), mask=cols < width)
 
 
