@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 
 import torch
 import triton
@@ -92,8 +93,13 @@ def argmax(rows_list, vocab: int = 128256) -> None:
 
 
 def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
+    """The decode kernel at one split and at pick_splits' count, the cache's read rate at the chosen count, and
+    the best of a sweep of launches (tile, warps, stages, KV heads as the grid's first axis, splits) with its rate."""
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
-    print(f"{'attention':<10}{'rows':>5}{'context':>8}{'1 split us':>12}{'splits':>7}{'split us':>10}{'max diff':>10}")
+    print(
+        f"{'attention':<10}{'rows':>5}{'context':>8}{'1 split us':>12}{'splits':>7}{'split us':>10}{'TB/s':>6}"
+        f"{'max diff':>10}{'best us':>9}{'TB/s':>6}  best (tile, warps, stages, heads first, splits)"
+    )
     for context in contexts:
         width = -(-context // block_size)
         for rows in batches:
@@ -104,10 +110,25 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
             lengths = torch.full((rows,), context, device="cuda")
             q = torch.randn(rows, heads, dim, device="cuda", dtype=torch.bfloat16)
             splits = pick_splits(rows, kv_heads, width * block_size)
-            run = lambda s: paged_attention(q, cache, tables, lengths, block_size, dim**-0.5, splits=s)  # noqa: E731
+            run = lambda s, **kw: paged_attention(q, cache, tables, lengths, block_size, dim**-0.5, splits=s, **kw)  # noqa: E731
             one, many = timed(lambda: run(1)), timed(lambda: run(splits))
             error = (run(1).float() - run(splits).float()).abs().max()
-            print(f"{'':<10}{rows:>5}{context:>8}{one:>12.2f}{splits:>7}{many:>10.2f}{error:>10.4f}", flush=True)
+            times = {}
+            launches = [(32, 2), (32, 4), (64, 2), (64, 4), (64, 8), (128, 4), (128, 8)]  # (tile, warps)
+            for (tile, warps), stages, first, count in itertools.product(
+                launches, (1, 2, 3), (False, True), (splits, 2 * splits)
+            ):
+                with contextlib.suppress(Exception):  # out of shared memory or registers: not a candidate
+                    times[(tile, warps, stages, first, count)] = timed(
+                        lambda: run(count, tile=tile, num_warps=warps, num_stages=stages, heads_first=first)
+                    )
+            best = min(times, key=times.__getitem__)
+            gb = rows * context * kv_heads * dim * 2 * 2 / 1e9
+            print(
+                f"{'':<10}{rows:>5}{context:>8}{one:>12.2f}{splits:>7}{many:>10.2f}{gb / many * 1e3:>6.2f}"
+                f"{error:>10.4f}{times[best]:>9.2f}{gb / times[best] * 1e3:>6.2f}  {best}",
+                flush=True,
+            )
 
 
 def prefill(shape: dict, cases, block_size: int = 16) -> None:
@@ -186,13 +207,19 @@ def main() -> None:
     parser.add_argument("--shape", default="llama-1b")
     parser.add_argument("--rows", default="1,4,8,16")
     parser.add_argument("--parts", default="rope,attention,prefill,matmuls,normed,argmax")
+    parser.add_argument("--attention-rows", default="1,8,64,256")
+    parser.add_argument("--attention-contexts", default="192,1024")
     args = parser.parse_args()
     shape, parts = SHAPES[args.shape], args.parts.split(",")
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
     if "rope" in parts:
         rope(shape, [1, 8, 256, 2048])
     if "attention" in parts:
-        attention(shape, [1, 8, 64, 256], [192, 1024])
+        attention(
+            shape,
+            [int(r) for r in args.attention_rows.split(",")],
+            [int(c) for c in args.attention_contexts.split(",")],
+        )
     if "prefill" in parts:  # (chunks, tokens, context): fresh prompts, prefix-cache hits, short continuations
         prefill(shape, [(8, 1024, 0), (1, 1024, 0), (8, 256, 768), (32, 64, 1000), (1, 2048, 0)])
     if "matmuls" in parts:

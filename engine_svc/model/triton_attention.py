@@ -54,9 +54,12 @@ def _paged_attention(
     TILE: tl.constexpr,
     INDEXED: tl.constexpr,
     SPLITS: tl.constexpr,
+    HEADS_FIRST: tl.constexpr,
 ):
-    seq = tl.program_id(0)  # the query row
-    kv_head = tl.program_id(1)
+    if HEADS_FIRST:  # a row's KV heads run side by side: together they read each token's whole cache row
+        kv_head, seq, kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
+    else:
+        seq, kv_head, kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     split = tl.program_id(2)
     table = tl.load(index_ptr + seq) if INDEXED else seq
     group = tl.arange(0, GROUP_PAD)
@@ -96,7 +99,7 @@ def _paged_attention(
         out = acc / total[:, None]
         tl.store(out_ptr + q_offsets, out.to(out_ptr.dtype.element_ty), mask=real)
     else:  # this split's unnormalised output, running max and sum, for _combine_splits
-        part = (seq * tl.num_programs(1) + kv_head) * SPLITS + split
+        part = (seq * kv_heads + kv_head) * SPLITS + split
         tl.store(part_ptr + (part * GROUP_PAD + group[:, None]) * HEAD_DIM + dims[None, :], acc)
         tl.store(stats_ptr + (part * 2) * GROUP_PAD + group, best)
         tl.store(stats_ptr + (part * 2 + 1) * GROUP_PAD + group, total)
@@ -252,13 +255,15 @@ def paged_attention(
     splits: int = 1,
     out: torch.Tensor | None = None,
     tile: int = TOKENS_PER_TILE,
+    heads_first: bool = False,
     **launch,
 ) -> torch.Tensor:
     """Row i of q [rows, heads, dim] attends to the first lengths[i] tokens of the sequence whose blocks are
     block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim].
     `splits` > 1 (a power of two) splits each row's context over that many programs. `out`: where to write
-    (contiguous, like q; default a new tensor). `tile` (context tokens per loop step) and `launch` (num_warps,
-    num_stages) are for tuning."""
+    (contiguous, like q; default a new tensor). `tile` (context tokens per loop step), `heads_first` (the grid's
+    first axis runs over KV heads, so a row's heads run side by side) and `launch` (num_warps, num_stages) are
+    for tuning."""
     rows, heads, dim = q.shape
     kv_heads = kv_cache.shape[2]
     group = heads // kv_heads
@@ -269,7 +274,8 @@ def paged_attention(
     if splits > 1:
         part = torch.empty(rows * kv_heads * splits * group_pad * dim, dtype=torch.float32, device=q.device)
         stats = torch.empty(rows * kv_heads * splits * 2 * group_pad, dtype=torch.float32, device=q.device)
-    _paged_attention[(rows, kv_heads, splits)](  # pyright: ignore[reportIndexIssue]
+    grid = (kv_heads, rows, splits) if heads_first else (rows, kv_heads, splits)
+    _paged_attention[grid](  # pyright: ignore[reportIndexIssue]
         q,
         kv_cache,
         block_tables,
@@ -292,6 +298,7 @@ def paged_attention(
         TILE=tile,
         INDEXED=table_index is not None,
         SPLITS=splits,
+        HEADS_FIRST=heads_first,
         **launch,
     )
     if splits > 1:

@@ -79,6 +79,17 @@ def test_a_product_of_few_tiles_splits_its_inner_dimension_in_a_cuda_graph_as_in
 
 
 @needs_fp8_gpu
+def test_large_products_accumulate_fast_within_the_precise_products_error():
+    torch.manual_seed(0)
+    linear = nn.Linear(4096, 2048, bias=False, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(1024, 4096, device="cuda", dtype=torch.bfloat16)
+    fast, precise = Fp8Linear(linear, quantize_rows), Fp8Linear(linear, quantize_rows, fast_accum_rows=1 << 30)
+    assert not fast.splits_inner(1024)  # 128 tiles: one piece, fast accumulation
+    ref = linear(x)
+    assert relative_error(fast(x), ref) < 1.1 * relative_error(precise(x), ref) < 0.05
+
+
+@needs_fp8_gpu
 async def test_fp8_projections_serve_under_cuda_graphs():
     model = tiny_llama().to("cuda", torch.bfloat16)
     async with engine_stub(model, "--quantization", "fp8", "--max-model-len", "256", "--engine-core", "thread") as (

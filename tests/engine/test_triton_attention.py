@@ -72,12 +72,14 @@ def test_prefill_rows_see_their_own_prefix(heads, kv_heads, dim):
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("splits", [2, 4, 16])
-def test_split_context_equals_one_program(splits):
+@pytest.mark.parametrize("splits,heads_first", [(2, False), (4, False), (16, False), (1, True), (4, True)])
+def test_split_context_and_heads_first_grid_equal_one_program(splits, heads_first):
     cache, tables = paged_cache(8, 64)
     lengths = torch.tensor(LENGTHS, device=DEVICE)
     q = torch.randn(len(LENGTHS), 32, 64, device=DEVICE, dtype=DTYPE)
-    got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, 64**-0.5, splits=splits)
+    got = triton_attention.paged_attention(
+        q, cache, tables, lengths, BLOCK_SIZE, 64**-0.5, splits=splits, heads_first=heads_first
+    )
     expected = reference(q, cache, tables, torch.arange(len(LENGTHS)), lengths)
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
 
