@@ -3,8 +3,9 @@
 # The decode attention kernel's launches swept at 256 rows (tile, warps, stages, grid order, splits); the fp8
 # products with and without cuBLAS's fast accumulation from decode to prefill sizes; the step loop in process with
 # fast accumulation (FAST_ACCUM_ROWS) against the 14th session's 21,315 tok/s (h200_trace_fp8_step_budget.log, same
-# command), then with torch.profiler over 3 mixed calls and 3 decode runs (wall against GPU kernel time, the host's
-# top calls). Results in $OUT.
+# command), also at a step budget of 8,448 tokens (a group of 64 fresh 128-token prompts and 192 decodes in one
+# step, piecewise graphs to 16,384 tokens); then with torch.profiler over 3 mixed calls and 3 decode runs (wall
+# against GPU kernel time, the host's top calls). Results in $OUT.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -15,10 +16,10 @@ timeout 100 python3 -m bench.engine.fp8_gemm --shape llama-8b --rows 64,256,1024
   | tee $OUT/h200_fp8_gemm_fast_8b.log
 echo "tests and matmuls: ${SECONDS} s"
 flags="--max-model-len 2048 --quantization fp8"
-timeout 220 python3 -m bench.engine.step_trace --device cuda --shape llama-8b --streams 256 --rounds 5 --prompt-len 128 \
-  --new-tokens 128 --configs "$flags" 2>&1 | quiet | tee $OUT/h200_trace_fp8_fast_accum.log
+timeout 300 python3 -m bench.engine.step_trace --device cuda --shape llama-8b --streams 256 --rounds 5 --prompt-len 128 \
+  --new-tokens 128 --configs "$flags;$flags --max-num-batched-tokens 8448" 2>&1 | quiet | tee $OUT/h200_trace_fp8_fast_accum.log
 echo "after the trace: ${SECONDS} s"
-timeout 150 python3 -m bench.engine.kernels --shape llama-8b --parts attention --attention-rows 256 \
-  --attention-contexts 192,1152 2>&1 | quiet | tee $OUT/h200_attention_sweep_8b.log
+timeout 100 python3 -m bench.engine.kernels --shape llama-8b --parts attention --attention-rows 256 \
+  --attention-contexts 192 2>&1 | quiet | tee $OUT/h200_attention_sweep_8b.log
 timeout 200 python3 -m bench.engine.step_trace --device cuda --shape llama-8b --streams 256 --rounds 2 --prompt-len 128 \
   --new-tokens 128 --profile 3 --configs "$flags" 2>&1 | quiet | tee $OUT/h200_trace_fp8_profile.log

@@ -31,8 +31,8 @@ from engine_svc.model.decoder import DecoderLayer, FusedDecoder
 log = logging.getLogger(__name__)
 
 # Token buckets: a step pads to the smallest that holds it. 512 apart from 2,048 on, so a large step pads by
-# under 7% (a full step, the usual large one, not at all).
-BUCKETS = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, *range(2048, 8192 + 1, 512))
+# under 7% (a full step, the usual large one, not at all); only those up to the step budget are captured.
+BUCKETS = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, *range(2048, 16384 + 1, 512))
 
 
 class PiecewiseSteps:

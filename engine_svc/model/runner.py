@@ -1,8 +1,8 @@
 """Runs scheduled chunks through the fused model and returns the logits rows that are needed.
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
-static input buffers; mixed or prefill steps of up to 8,192 tokens replay piecewise graphs around eager
-attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode steps on the device
+static input buffers; mixed or prefill steps of up to the step budget (16,384 tokens at most) replay piecewise
+graphs around eager attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode steps on the device
 (each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host;
 the graph advances positions and slots itself and leaves the greedy tokens as the next input.
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
@@ -58,7 +58,7 @@ class ModelRunner:
         quantization: str = "none",
         consume_model: bool = False,
     ):
-        """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 8,192) replay
+        """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 16,384) replay
         piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
         `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype.
         `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""

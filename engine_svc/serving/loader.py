@@ -349,7 +349,7 @@ def add_engine_flags(parser) -> None:
     parser.add_argument(
         "--no-mixed-step-graphs",
         action="store_true",
-        help="run mixed and prefill steps eagerly on CUDA (default: piecewise graphs up to 8,192 tokens)",
+        help="run mixed and prefill steps eagerly on CUDA (default: piecewise graphs up to the step budget, 16,384 tokens at most)",
     )
     parser.add_argument(
         "--no-compile",
