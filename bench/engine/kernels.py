@@ -94,7 +94,8 @@ def argmax(rows_list, vocab: int = 128256) -> None:
 
 def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
     """The decode kernel at one split and at pick_splits' count, the cache's read rate at the chosen count, and
-    the best of a sweep of launches (tile, warps, stages, KV heads as the grid's first axis, splits) with its rate."""
+    the best of a sweep of launches (tile, warps, stages, KV heads as the grid's first axis, splits) with its rate,
+    and the next three."""
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
     print(
         f"{'attention':<10}{'rows':>5}{'context':>8}{'1 split us':>12}{'splits':>7}{'split us':>10}{'TB/s':>6}"
@@ -122,11 +123,13 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
                     times[(tile, warps, stages, first, count)] = timed(
                         lambda: run(count, tile=tile, num_warps=warps, num_stages=stages, heads_first=first)
                     )
-            best = min(times, key=times.__getitem__)
+            ranked = sorted(times, key=times.__getitem__)
+            best = ranked[0]
             gb = rows * context * kv_heads * dim * 2 * 2 / 1e9
             print(
                 f"{'':<10}{rows:>5}{context:>8}{one:>12.2f}{splits:>7}{many:>10.2f}{gb / many * 1e3:>6.2f}"
-                f"{error:>10.4f}{times[best]:>9.2f}{gb / times[best] * 1e3:>6.2f}  {best}",
+                f"{error:>10.4f}{times[best]:>9.2f}{gb / times[best] * 1e3:>6.2f}  {best}; next "
+                + ", ".join(f"{launch} {times[launch]:.2f}" for launch in ranked[1:4]),
                 flush=True,
             )
 
