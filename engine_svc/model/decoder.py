@@ -36,6 +36,16 @@ class Projection(Protocol):
     def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
+class PartialSums(tuple):
+    """A projection's output as two terms not yet added (fp8_linear's products split over their inner dimension):
+    the residual add after the projection adds them too, one kernel instead of two."""
+
+
+def whole(x: torch.Tensor | PartialSums) -> torch.Tensor:
+    """x, its terms added where it is a PartialSums."""
+    return x[0] + x[1] if isinstance(x, PartialSums) else x
+
+
 class NormedProjection(nn.Module):
     """A projection of rms_norm(x + residual), returned with x + residual (the next residual; x itself when
     residual is None). `gated`: the projection is [gate; up] and the result silu(gate) * up."""
@@ -212,6 +222,7 @@ class FusedDecoder(nn.Module):
 
     def logits(self, x, residual, logits_rows, ops) -> torch.Tensor:
         """The vocabulary head over the last layer's output rows `logits_rows` (None: every row)."""
+        x = whole(x)
         if logits_rows is not None:
             if logits_rows.shape[0] == 0:  # no row samples this step (and no empty-shape kernel compiles)
                 return x.new_empty((0, self.head.linear.weight.shape[0]))

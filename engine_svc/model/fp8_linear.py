@@ -9,8 +9,9 @@ numbers come from float32 matmuls over the e4m3 values (parity and tests; no spe
 
 A product whose 128 x 128 output tiles would fill at most half the SMs (an 8B model's o_proj and down at 256 rows:
 64 tiles for the H200's 132 SMs) runs as two products over the halves of the inner dimension, side by side on two
-streams (CUDA graphs capture the fork), summed: on the H200 down at 256 rows 39.4 -> 30.8 us, at one row
-42.5 -> 32.7 us.
+streams (CUDA graphs capture the fork): on the H200 down at 256 rows 39.4 -> 30.8 us, at one row 42.5 -> 32.7 us.
+The halves leave as PartialSums, added by the residual add + RMSNorm kernel after them (where nothing follows,
+`whole` adds them).
 
 Products of FAST_ACCUM_ROWS rows or more (and not split) let the tensor cores accumulate in their own precision
 instead of promoting partial sums to float32 along the inner dimension (cuBLAS's fast accumulation, what torchao's
@@ -23,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine_svc.model.decoder import NormedProjection, head_dim
+from engine_svc.model.decoder import NormedProjection, PartialSums, head_dim, whole
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
@@ -59,7 +60,8 @@ class Fp8Linear(nn.Module):
         self.fast_accum_rows = fast_accum_rows
         self.sms = torch.cuda.get_device_properties(weight.device).multi_processor_count if weight.is_cuda else 0
 
-    def forward(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | PartialSums:
+        """The product; split (`splits_inner`) and bias-free, its two halves as PartialSums."""
         q, scale = x if isinstance(x, tuple) else self.quantize(x)
         if not q.is_cuda:  # the same products in float32 (CPU fp8 matmuls take per-row scales only from torch 2.13 on)
             out = ((q.float() @ self.weight.float().t()) * scale * self.scale).to(self.out_dtype)
@@ -67,7 +69,7 @@ class Fp8Linear(nn.Module):
             out = self._halves(q, scale)
         else:
             out = self._mm(q, self.weight, scale, fast=q.shape[0] >= self.fast_accum_rows)
-        return out if self.bias is None else out + self.bias
+        return out if self.bias is None else whole(out) + self.bias
 
     def splits_inner(self, rows: int) -> bool:
         """Whether `rows` rows take the inner dimension in two halves side by side: when the product's output
@@ -82,9 +84,9 @@ class Fp8Linear(nn.Module):
             q, weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=self.out_dtype, use_fast_accum=fast, out=out,
         )  # fmt: skip
 
-    def _halves(self, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        """The product as two over the halves of the inner dimension, the second on a side stream, summed: the
-        per-row and per-column scales factor out of the inner sum, so each half carries them whole."""
+    def _halves(self, q: torch.Tensor, scale: torch.Tensor) -> PartialSums:
+        """The product as two over the halves of the inner dimension, the second on a side stream: the per-row
+        and per-column scales factor out of the inner sum, so each half carries them whole."""
         half = self.weight.shape[1] // 2
         main = torch.cuda.current_stream(q.device)
         side = _side_streams.get(q.device) or _side_streams.setdefault(q.device, torch.cuda.Stream(q.device))
@@ -94,7 +96,7 @@ class Fp8Linear(nn.Module):
             self._mm(q[:, half:], self.weight[:, half:], scale, out=second)
         first = self._mm(q[:, :half], self.weight[:, :half], scale)
         main.wait_stream(side)
-        return first.add_(second)
+        return PartialSums((first, second))
 
 
 class Fp8NormedProjection(NormedProjection):
@@ -103,12 +105,15 @@ class Fp8NormedProjection(NormedProjection):
 
     linear: Fp8Linear
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
+    def forward(self, x: torch.Tensor | PartialSums, residual: torch.Tensor | None, ops):
         if residual is None:
-            quantized, residual = ops.rms_norm_quant(x, self.norm.weight, self.norm.eps), x
+            residual = whole(x)  # the first layer's input: the embeddings, one tensor
+            quantized = ops.rms_norm_quant(residual, self.norm.weight, self.norm.eps)
+        elif isinstance(x, PartialSums):
+            *quantized, residual = ops.add_rms_norm_quant(x[0], residual, self.norm.weight, self.norm.eps, x[1])
         else:
             *quantized, residual = ops.add_rms_norm_quant(x, residual, self.norm.weight, self.norm.eps)
-        out = self.linear(tuple(quantized))
+        out = whole(self.linear(tuple(quantized)))  # what follows (rope and the K/V store, SwiGLU) takes one tensor
         return (ops.silu_mul_quant(out) if self.gated else out), residual
 
 

@@ -47,9 +47,12 @@ def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float):
     return quantize_rows(rms_norm(x, weight, eps))
 
 
-def add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
-    """(fp8 rows of rms_norm(x + residual), their scales, x + residual)."""
-    normed, total = add_rms_norm(x, residual, weight, eps)
+def add_rms_norm_quant(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, partner: torch.Tensor | None = None
+):
+    """(fp8 rows of rms_norm(x + residual), their scales, x + residual); `partner` (x's other half, when x came
+    as PartialSums) is added to x first, in the same kernel."""
+    normed, total = add_rms_norm(x if partner is None else x + partner, residual, weight, eps)
     return *quantize_rows(normed), total
 
 

@@ -26,7 +26,7 @@ import logging
 import torch
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
-from engine_svc.model.decoder import DecoderLayer, FusedDecoder
+from engine_svc.model.decoder import DecoderLayer, FusedDecoder, whole
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class PiecewiseSteps:
                 x, res = layers[index - 1].after_attention(attn, residual, ops)
             if index == len(layers):
                 assert res is not None  # the last piece follows a layer
-                x_out.copy_(x)
+                x_out.copy_(whole(x))
                 residual.copy_(res)
                 return
             layer_q, _, res = layers[index].before_attention(

@@ -9,7 +9,9 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
-from engine_svc.model.fp8_linear import FP8_MAX, Fp8Linear, quantize_rows
+from engine_svc.model.decoder import PartialSums, RMSNorm, whole
+from engine_svc.model.fp8_linear import FP8_MAX, Fp8Linear, Fp8NormedProjection, quantize_rows
+from engine_svc.model.fused_ops import FusedOps
 from engine_svc.serving.loader import build_engine
 from scaleout.v1 import engine_pb2
 from scaleout_common.models import load_tokenizer, resolve_model, tokenizer_fingerprint
@@ -40,6 +42,19 @@ def test_fp8_linear_stays_within_e4m3_error_and_one_outlier_token_costs_the_othe
         assert relative_error(out[row], ref[row]) < 0.08, row
 
 
+def test_a_split_products_halves_are_added_with_the_residual_as_their_sum_would_be():
+    torch.manual_seed(0)
+    linear = nn.Linear(64, 96, bias=False)
+    normed = Fp8NormedProjection(RMSNorm(torch.rand(64) + 0.5, 1e-6), Fp8Linear(linear, quantize_rows))
+    first, second, residual = torch.randn(3, 5, 64).unbind()
+    ops = FusedOps(compile_kernels=False)
+    (out, next_residual) = normed(PartialSums((first, second)), residual, ops)
+    (ref, ref_residual) = normed(first + second, residual, ops)
+    torch.testing.assert_close(next_residual, ref_residual)
+    torch.testing.assert_close(out, ref)
+    assert torch.equal(whole(PartialSums((first, second))), first + second) and whole(first) is first
+
+
 def test_fp8_needs_the_paged_backend():
     with pytest.raises(ValueError, match="--quantization fp8 needs the paged backend"):
         build_engine(tiny_llama(), engine_args("--quantization", "fp8", "--backend", "transformers"), model_name="t")
@@ -65,17 +80,17 @@ def test_a_product_of_few_tiles_splits_its_inner_dimension_in_a_cuda_graph_as_in
     x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
     assert fp8.splits_inner(256) and not fp8.splits_inner(64 * 128)
     split = fp8(x)
+    assert isinstance(split, PartialSums)
     fp8.sms = 0  # one piece
-    whole = fp8(x)
-    torch.testing.assert_close(split, whole, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(whole(split), fp8(x), rtol=1e-2, atol=1e-2)
     fp8.sms = torch.cuda.get_device_properties(0).multi_processor_count
     fp8(x)  # the side stream's first use outside the capture (as the runner's warm-up does)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        captured = fp8(x)
+        captured = whole(fp8(x))
     x.copy_(torch.randn_like(x))
     graph.replay()
-    torch.testing.assert_close(captured, fp8(x), rtol=0, atol=0)
+    torch.testing.assert_close(captured, whole(fp8(x)), rtol=0, atol=0)
 
 
 @needs_fp8_gpu
