@@ -13,11 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from render_svc import flags
 from render_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of render's messages)
+from render_svc.anthropic_chat import count_message_tokens, render_messages
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
-from render_svc.to_chat import count_message_tokens, render_messages, render_responses
+from render_svc.responses_chat import render_responses
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail

@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from render_svc.client_json import Fields
 from render_svc.convert import value_to_py
-from render_svc.to_chat import Fields
 from scaleout.v1 import common_pb2, derender_pb2
 from scaleout_common import structured_output_rules as rules
 from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, reasoning_ids, to_proto

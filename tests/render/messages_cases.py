@@ -1,5 +1,5 @@
 """Anthropic Messages requests (written from the examples in Anthropic's API docs) and, for each, the chat
-request vLLM's AnthropicServingMessages converts it to, written out by hand (`render_svc.to_chat` must produce
+request vLLM's AnthropicServingMessages converts it to, written out by hand (`render_svc.anthropic_chat` must produce
 exactly it, and render must give both the same token ids). Where this deployment converts differently on
 purpose (a final assistant turn is continued; `thinking` and `output_config.effort` reach the template), the
 case says so in `note`."""

@@ -1,5 +1,5 @@
 """OpenAI Responses requests (written from the examples in OpenAI's Responses API docs) and, for each, the chat
-request vLLM's construct_input_messages converts it to, written out by hand (`render_svc.to_chat` must produce
+request vLLM's construct_input_messages converts it to, written out by hand (`render_svc.responses_chat` must produce
 exactly it, and render must give both the same token ids)."""
 
 from __future__ import annotations
