@@ -4,10 +4,7 @@
 # products, piecewise graphs and attention kernels; the step loop in process (5 rounds, 8,448-token budget: 23,225
 # tok/s before, results/h200_trace_fp8_fast_accum.log); the Llama-8B shape served (21,991 before,
 # results/h200_serving_fp8_fast_8b.log). Results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_fp8.py tests/engine/test_triton_attention.py \
   tests/engine/test_piecewise_graphs.py -k "not default_model" 2>&1 | grep -v Warning | tail -4 | tee $OUT/h200_tests_folded.log
 flags="--max-model-len 2048 --quantization fp8 --max-num-batched-tokens 8448"

@@ -1,10 +1,7 @@
 #!/bin/bash
 # issue 16, one device call (carry .whl): the fp8 tests and piecewise graphs on CUDA, then the Llama-8B shape served
 # with --quantization fp8 after the quantization moved into the norms and SwiGLU. Results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_fp8.py tests/engine/test_piecewise_graphs.py 2>&1 \
   | quiet | tail -25 | tee $OUT/h200_tests_fp8.log
 timeout 300 python3 -m bench.serving --device cuda --shape llama-8b --caching on \

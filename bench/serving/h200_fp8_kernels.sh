@@ -2,10 +2,7 @@
 # issue 16, 14th session, one device call (carry .whl): the fp8 quantizations as one Triton kernel each
 # (engine_svc/model/triton_fp8.py): their CUDA tests, the kernels of a Llama-8B fp8 decode step and mixed step,
 # and the three 8B loads served with --quantization fp8 over 4 API servers. Results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_fp8.py tests/engine/test_triton_silu.py \
   tests/engine/test_fp8.py -k "not default_model" 2>&1 | grep -v Warning | tail -25 | tee $OUT/h200_tests_triton_fp8.log
 timeout 150 python3 -m bench.engine.step_kernels --shape llama-8b --decode 256x192 --mixed 64x192+63x128 \

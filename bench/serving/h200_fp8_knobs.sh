@@ -2,10 +2,7 @@
 # issue 16, 16th session, third device call (carry .whl): the engine's host-side knobs on the Llama-8B fp8 128 / 128
 # @256 load in process (decode steps a run: 32, --decode-steps' most, or 16; admission window 5 or 1 ms), then the
 # kernels of a decode and a mixed step after the 16th session's changes (attention launch, split halves in the norm).
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 f="--max-model-len 2048 --quantization fp8 --max-num-batched-tokens 8448"
 timeout 260 python3 -m bench.engine.step_trace --device cuda --shape llama-8b --streams 256 --rounds 5 --prompt-len 128 \
   --new-tokens 128 --configs "$f;$f --decode-steps 16;$f --admission-window-ms 1" \

@@ -6,10 +6,7 @@
 # command), also at a step budget of 8,448 tokens (a group of 64 fresh 128-token prompts and 192 decodes in one
 # step, piecewise graphs to 16,384 tokens); then with torch.profiler over 3 mixed calls and 3 decode runs (wall
 # against GPU kernel time, the host's top calls). Results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/engine/test_fp8.py tests/engine/test_triton_attention.py \
   -k "not default_model" 2>&1 | grep -v Warning | tail -5 | tee $OUT/h200_tests_fast_accum.log
 timeout 100 python3 -m bench.engine.fp8_gemm --shape llama-8b --rows 64,256,1024,7168 2>&1 | quiet \

@@ -3,10 +3,7 @@
 # cut them at 60 s), the decode attention's launches swept at 64 / 256 rows over 192- and 1,152-token contexts
 # (the next three launches printed beside the best), then the Llama-8B shape served through gRPC with fast
 # accumulation and an 8,448-token step budget, the 14th session's command otherwise. Results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_fp8.py tests/engine/test_triton_attention.py \
   -k "not default_model" 2>&1 | grep -v Warning | tail -5 | tee $OUT/h200_tests_fast_accum.log
 timeout 90 python3 -m bench.engine.kernels --shape llama-8b --parts attention --attention-rows 64,256 \

@@ -3,10 +3,7 @@
 # Llama-8B shape at 256 rows: 64 tiles on 132 SMs) split their inner dimension over two streams
 # (Fp8Linear.splits_inner): the CUDA tests, the matmuls alone (fast accumulation beside), and the 8B 128 / 128 @256
 # load served. Results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+source bench/serving/h200_env.sh
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/engine/test_fp8.py -k "not default_model" 2>&1 \
   | grep -v Warning | tail -25 | tee $OUT/h200_tests_fp8_split.log
 timeout 40 python3 -m bench.engine.fp8_gemm --shape llama-8b --rows 1,256 2>&1 | quiet | tee $OUT/h200_fp8_gemm_split_8b.log
