@@ -92,21 +92,23 @@ def argmax(rows_list, vocab: int = 128256) -> None:
         )
 
 
-def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
+def random_cache(slots: int, kv_heads: int, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(slots, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16).to(dtype)
+
+
+def attention(shape: dict, batches, contexts, kv_dtype: torch.dtype, sweep: bool, block_size: int = 16) -> None:
     """The decode kernel at one split and at pick_splits' count, the cache's read rate at the chosen count, and
     the best of a sweep of launches (tile, warps, stages, KV heads as the grid's first axis, splits) with its rate,
-    and the next three."""
+    and the next three (with `sweep`; each launch compiles: a minute a row); over a cache of `kv_dtype`."""
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
     print(
-        f"{'attention':<10}{'rows':>5}{'context':>8}{'1 split us':>12}{'splits':>7}{'split us':>10}{'TB/s':>6}"
+        f"{'attention ' + str(kv_dtype).removeprefix('torch.'):<10}{'rows':>5}{'context':>8}{'1 split us':>12}{'splits':>7}{'split us':>10}{'TB/s':>6}"
         f"{'max diff':>10}{'best us':>9}{'TB/s':>6}  best (tile, warps, stages, heads first, splits)"
     )
     for context in contexts:
         width = -(-context // block_size)
         for rows in batches:
-            cache = torch.randn(
-                rows * width * block_size + block_size, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16
-            )
+            cache = random_cache(rows * width * block_size + block_size, kv_heads, dim, kv_dtype)
             tables = (torch.randperm(rows * width, device="cuda") + 1).view(rows, width)
             lengths = torch.full((rows,), context, device="cuda")
             q = torch.randn(rows, heads, dim, device="cuda", dtype=torch.bfloat16)
@@ -115,7 +117,7 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
             one, many = timed(lambda: run(1)), timed(lambda: run(splits))
             error = (run(1).float() - run(splits).float()).abs().max()
             times = {}
-            launches = [(32, 2), (32, 4), (64, 2), (64, 4), (64, 8), (128, 4), (128, 8)]  # (tile, warps)
+            launches = [(32, 2), (32, 4), (64, 2), (64, 4), (64, 8), (128, 4), (128, 8)] if sweep else []
             for (tile, warps), stages, first, count in itertools.product(
                 launches, (1, 2, 3), (False, True), (splits, 2 * splits)
             ):
@@ -123,9 +125,11 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
                     times[(tile, warps, stages, first, count)] = timed(
                         lambda: run(count, tile=tile, num_warps=warps, num_stages=stages, heads_first=first)
                     )
+            if not times:  # no sweep: the defaults at pick_splits' count
+                times[("defaults", splits)] = many
             ranked = sorted(times, key=times.__getitem__)
             best = ranked[0]
-            gb = rows * context * kv_heads * dim * 2 * 2 / 1e9
+            gb = rows * context * kv_heads * dim * 2 * cache.element_size() / 1e9
             print(
                 f"{'':<10}{rows:>5}{context:>8}{one:>12.2f}{splits:>7}{many:>10.2f}{gb / many * 1e3:>6.2f}"
                 f"{error:>10.4f}{times[best]:>9.2f}{gb / times[best] * 1e3:>6.2f}  {best}; next "
@@ -134,22 +138,21 @@ def attention(shape: dict, batches, contexts, block_size: int = 16) -> None:
             )
 
 
-def prefill(shape: dict, cases, block_size: int = 16) -> None:
+def prefill(shape: dict, cases, kv_dtype: torch.dtype, sweep: bool, block_size: int = 16) -> None:
     """A step of `chunks` prefill chunks of `tokens` each after `context` cached tokens: the decode kernel row by
     row (what prefill rows took before), the prefill kernel (default and best of a small sweep of
-    configurations), and SDPA over dense, already-gathered K/V (no paging: a bound, not a contender)."""
+    configurations), and SDPA over dense, already-gathered K/V (no paging: a bound, not a contender); over a
+    cache of `kv_dtype`."""
     heads, kv_heads, dim = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
     scale = dim**-0.5
     print(
-        f"{'prefill':<8}{'chunks':>7}{'tokens':>7}{'context':>8}{'per-row us':>12}{'prefill us':>12}"
+        f"{'prefill ' + str(kv_dtype).removeprefix('torch.'):<8}{'chunks':>7}{'tokens':>7}{'context':>8}{'per-row us':>12}{'prefill us':>12}"
         f"{'TFLOP/s':>9}{'best us':>9}{'SDPA us':>9}{'max diff':>10}  best (block_n, warps, stages)"
     )
     for chunks, tokens, context in cases:
         total = context + tokens
         width = -(-total // block_size)
-        cache = torch.randn(
-            chunks * width * block_size + block_size, 2, kv_heads, dim, device="cuda", dtype=torch.bfloat16
-        )
+        cache = random_cache(chunks * width * block_size + block_size, kv_heads, dim, kv_dtype)
         tables = (torch.randperm(chunks * width, device="cuda") + 1).view(chunks, width)
         q = torch.randn(chunks * tokens, heads, dim, device="cuda", dtype=torch.bfloat16)
         table = torch.tensor(
@@ -161,7 +164,8 @@ def prefill(shape: dict, cases, block_size: int = 16) -> None:
         per_row = lambda: paged_attention(q, cache, tables, lengths, block_size, scale, rows_index)  # noqa: E731
         new = lambda **kw: prefill_attention(q, cache, blocks, table, tokens, block_size, scale, **kw)  # noqa: E731
         slots = (tables[:, :, None] * block_size + torch.arange(block_size, device="cuda")).flatten(1)[:, :total]
-        k, v = (x.repeat_interleave(heads // kv_heads, 2).transpose(1, 2).contiguous() for x in cache[slots].unbind(2))
+        gathered = cache.view(torch.uint8)[slots].view(cache.dtype).to(torch.bfloat16)
+        k, v = (x.repeat_interleave(heads // kv_heads, 2).transpose(1, 2).contiguous() for x in gathered.unbind(2))
         dense_q = q.view(chunks, tokens, heads, dim).transpose(1, 2)
         causal = torch.arange(total, device="cuda")[None, :] <= torch.arange(context, total, device="cuda")[:, None]
         sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
@@ -169,7 +173,7 @@ def prefill(shape: dict, cases, block_size: int = 16) -> None:
         )
         error = (new().float() - per_row().float()).abs().max()
         flops = 4 * heads * dim * chunks * sum(range(context + 1, total + 1))
-        configs = [(n, w, s) for n in (32, 64, 128) for w in (4, 8) for s in (2, 3)]
+        configs = [(n, w, s) for n in (32, 64, 128) for w in (4, 8) for s in (2, 3)] if sweep else [(64, None, 2)]
         times = {}
         for n, w, s in configs:
             with contextlib.suppress(Exception):  # out of shared memory or registers: not a candidate
@@ -212,19 +216,27 @@ def main() -> None:
     parser.add_argument("--parts", default="rope,attention,prefill,matmuls,normed,argmax")
     parser.add_argument("--attention-rows", default="1,8,64,256")
     parser.add_argument("--attention-contexts", default="192,1024")
+    parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="attention launches")
+    parser.add_argument("--kv-cache-dtypes", default="bf16", help="caches the attention parts run over: bf16, fp8")
     args = parser.parse_args()
+    kv_dtypes = [{"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[d] for d in args.kv_cache_dtypes.split(",")]
     shape, parts = SHAPES[args.shape], args.parts.split(",")
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
     if "rope" in parts:
         rope(shape, [1, 8, 256, 2048])
-    if "attention" in parts:
-        attention(
-            shape,
-            [int(r) for r in args.attention_rows.split(",")],
-            [int(c) for c in args.attention_contexts.split(",")],
-        )
-    if "prefill" in parts:  # (chunks, tokens, context): fresh prompts, prefix-cache hits, short continuations
-        prefill(shape, [(8, 1024, 0), (1, 1024, 0), (8, 256, 768), (32, 64, 1000), (1, 2048, 0)])
+    for kv_dtype in kv_dtypes:
+        if "attention" in parts:
+            attention(
+                shape,
+                [int(r) for r in args.attention_rows.split(",")],
+                [int(c) for c in args.attention_contexts.split(",")],
+                kv_dtype,
+                args.sweep,
+            )
+        if "prefill" in parts:  # (chunks, tokens, context): fresh prompts, prefix-cache hits, short continuations
+            prefill(
+                shape, [(8, 1024, 0), (1, 1024, 0), (8, 256, 768), (32, 64, 1000), (1, 2048, 0)], kv_dtype, args.sweep
+            )
     if "matmuls" in parts:
         matmuls(shape, [int(r) for r in args.rows.split(",")])
     if "normed" in parts:

@@ -79,7 +79,10 @@ class AttentionBackend:
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         """Rotates this step's q and k, writes K/V to kv_cache at the slot mapping; returns (q, kv)."""
         q, kv = ops.rope_split(qkv, cos, sin, self.num_heads, self.num_kv_heads)
-        kv_cache.index_copy_(0, meta.slot_mapping, kv)
+        if kv_cache.dtype == kv.dtype:
+            kv_cache.index_copy_(0, meta.slot_mapping, kv)
+        else:  # an fp8 cache: narrowed, written as bytes (index_copy_ has no float8 kernel on CPU)
+            kv_cache.view(torch.uint8).index_copy_(0, meta.slot_mapping, kv.to(kv_cache.dtype).view(torch.uint8))
         return q, kv
 
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -150,7 +153,7 @@ class SdpaBackend(AttentionBackend):
                 context = kv[call.rows]
             else:
                 assert call.mask is not None  # a continuing chunk's call always has its mask, one column per key
-                context = self._gather(kv_cache, call.block_ids, meta.block_size)[: call.mask.shape[1]]
+                context = self._gather(kv_cache, call.block_ids, meta.block_size, q.dtype)[: call.mask.shape[1]]
             # Contiguous K/V with every query head (no enable_gqa) keeps SDPA on its fast kernels (cuDNN /
             # flash / memory-efficient, masked or not); with enable_gqa or strided K/V it falls back to the
             # slow math path on CUDA.
@@ -166,17 +169,20 @@ class SdpaBackend(AttentionBackend):
             out[call.rows] = attn[0].transpose(0, 1)
         return out
 
-    def _gather(self, cache, block_ids, block_size):
-        """Rows of the given blocks, in order: [..., blocks * block_size, 2, kv_heads, dim]. index_select copies
+    def _gather(self, cache, block_ids, block_size, dtype):
+        """Rows of the given blocks, in order: [..., blocks * block_size, 2, kv_heads, dim], as `dtype` (an fp8
+        cache widens). index_select copies
         whole blocks; indexing with the table copied element by element (CPU, 64 decode rows of 128 tokens: 37
         against 54 ms a step over the default model's 30 layers)."""
         blocks = cache.view(-1, block_size, 2, self.num_kv_heads, self.head_dim).index_select(0, block_ids.flatten())
-        return blocks.view(*block_ids.shape[:-1], -1, 2, self.num_kv_heads, self.head_dim)
+        blocks = blocks.view(*block_ids.shape[:-1], -1, 2, self.num_kv_heads, self.head_dim)
+        return blocks.to(dtype)
 
     def _decode(self, q, kv_cache, meta):
         # The query heads that share a KV head become that head's "query rows": no K/V repetition needed.
         decodes = q.shape[0]
-        keys, values = self._gather(kv_cache, meta.decode_block_tables, meta.block_size).transpose(-4, -2).unbind(-3)
+        gathered = self._gather(kv_cache, meta.decode_block_tables, meta.block_size, q.dtype)
+        keys, values = gathered.transpose(-4, -2).unbind(-3)
         queries = q.view(decodes, self.num_kv_heads, self.group, self.head_dim)
         attn = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask, scale=self.scale)
         return attn.reshape(decodes, self.num_heads, self.head_dim)

@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 DecodeColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
 
 
+def kv_cache_torch_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
+    """--kv-cache-dtype: auto (the model's dtype) or fp8 (float8 e4m3)."""
+    return torch.float8_e4m3fn if name == "fp8" else model_dtype
+
+
 def _next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
@@ -56,12 +61,14 @@ class ModelRunner:
         attention: str = "sdpa",
         mixed_step_graphs_up_to: int = 0,
         quantization: str = "none",
+        kv_cache_dtype: str = "auto",
         consume_model: bool = False,
     ):
         """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 16,384) replay
         piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
         `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype.
-        `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""
+        `kv_cache_dtype`: "fp8" stores K/V as e4m3 (unscaled, as vLLM's default: half the bytes, twice the tokens),
+        "auto" in the model's dtype. `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels), consume_model)
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
@@ -77,6 +84,7 @@ class ModelRunner:
         layer = self.model.layer0
         weight = self.model.embed.weight
         self.device, self.dtype = weight.device, weight.dtype
+        self.kv_dtype = kv_cache_torch_dtype(kv_cache_dtype, self.dtype)
         self.vocab_size = hf_model.config.vocab_size
         self.block_size = block_size
         self.max_blocks_per_seq = -(-max_model_len // block_size)
@@ -116,7 +124,7 @@ class ModelRunner:
         if self.pieces is not None:
             self.pieces.forget()
         self.kv_caches = []  # the old cache goes before the new one is made
-        self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.model.layers]
+        self.kv_caches = [torch.zeros(shape, dtype=self.kv_dtype, device=self.device) for _ in self.model.layers]
 
     @torch.inference_mode()
     def step_peak_bytes(self, tokens: int, rows: int) -> int:

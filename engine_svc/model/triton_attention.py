@@ -55,6 +55,7 @@ def _paged_attention(
     INDEXED: tl.constexpr,
     SPLITS: tl.constexpr,
     HEADS_FIRST: tl.constexpr,
+    KV_FP8: tl.constexpr,
 ):
     if HEADS_FIRST:  # a row's KV heads run side by side: together they read each token's whole cache row
         kv_head, seq, kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
@@ -68,6 +69,8 @@ def _paged_attention(
     real = (group < GROUP)[:, None]
     q_offsets = seq * stride_q_seq + heads[:, None] * stride_q_head + dims[None, :]
     q = tl.load(q_ptr + q_offsets, mask=real, other=0.0)
+    if KV_FP8:  # e4m3 widens to float16 in one instruction (cvt.rn.f16x2.e4m3x2): q goes to float16 too
+        q = q.to(tl.float16)
     length = tl.load(lens_ptr + seq)
     per_split = tl.cdiv(tl.cdiv(length, TILE), SPLITS) * TILE
     lo = split * per_split
@@ -87,6 +90,8 @@ def _paged_attention(
         )
         k = tl.load(rows, mask=valid[:, None], other=0.0)
         v = tl.load(rows + stride_kv, mask=valid[:, None], other=0.0)
+        if KV_FP8:
+            k, v = k.to(tl.float16), v.to(tl.float16)
         scores = tl.dot(q, tl.trans(k)) * scale
         scores = tl.where(valid[None, :], scores, float("-inf"))
         new_best = tl.maximum(best, tl.max(scores, 1))
@@ -169,20 +174,20 @@ def _rope_store(
     sin1 = tl.load(sin_ptr + token * stride_rope + dims).to(tl.float32)[None, :]
     sin2 = tl.load(sin_ptr + token * stride_rope + HALF + dims).to(tl.float32)[None, :]
     rotate = (heads < NUM_HEADS + NUM_KV_HEADS)[:, None]  # q and k turn, v does not
-    y1 = tl.where(rotate, x1 * cos1 - x2 * sin1, x1).to(q_ptr.dtype.element_ty)
-    y2 = tl.where(rotate, x2 * cos2 + x1 * sin2, x2).to(q_ptr.dtype.element_ty)
+    y1 = tl.where(rotate, x1 * cos1 - x2 * sin1, x1)
+    y2 = tl.where(rotate, x2 * cos2 + x1 * sin2, x2)
     is_q = (heads < NUM_HEADS)[:, None]
     q_row = q_ptr + token * stride_q_seq + heads[:, None] * (2 * HALF) + dims[None, :]
-    tl.store(q_row, y1, mask=is_q)
-    tl.store(q_row + HALF, y2, mask=is_q)
+    tl.store(q_row, y1.to(q_ptr.dtype.element_ty), mask=is_q)
+    tl.store(q_row + HALF, y2.to(q_ptr.dtype.element_ty), mask=is_q)
     slot = tl.load(slots_ptr + token)
     kv = tl.where(heads < NUM_HEADS + NUM_KV_HEADS, 0, 1)[:, None]  # cache [slot, K or V, kv head, dim]
     kv_head = tl.where(kv == 0, heads[:, None] - NUM_HEADS, heads[:, None] - NUM_HEADS - NUM_KV_HEADS)
     in_cache = present & (heads >= NUM_HEADS)[:, None]
     kv_head = tl.where(in_cache, kv_head, 0)
     cache_row = cache_ptr + slot * stride_slot + kv * stride_kv + kv_head * (2 * HALF) + dims[None, :]
-    tl.store(cache_row, y1, mask=in_cache)
-    tl.store(cache_row + HALF, y2, mask=in_cache)
+    tl.store(cache_row, y1.to(cache_ptr.dtype.element_ty), mask=in_cache)  # an fp8 cache: rounded once, from fp32
+    tl.store(cache_row + HALF, y2.to(cache_ptr.dtype.element_ty), mask=in_cache)
 
 
 @triton.jit(do_not_specialize=["rows", "stride_table", "width"])
@@ -260,7 +265,8 @@ def paged_attention(
     num_stages: int = 2,
 ) -> torch.Tensor:
     """Row i of q [rows, heads, dim] attends to the first lengths[i] tokens of the sequence whose blocks are
-    block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim].
+    block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim]
+    (the model's dtype, or float8 e4m3: K/V widened to float16 after each load, q with them).
     `splits` > 1 (a power of two) splits each row's context over that many programs. `out`: where to write
     (contiguous, like q; default a new tensor). `tile` (context tokens per loop step), `heads_first` (the grid's
     first axis runs over KV heads, so a row's heads run side by side), `num_warps` and `num_stages` are for
@@ -302,6 +308,7 @@ def paged_attention(
         INDEXED=table_index is not None,
         SPLITS=splits,
         HEADS_FIRST=heads_first,
+        KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
         num_warps=num_warps,
         num_stages=num_stages,
     )

@@ -36,7 +36,7 @@ LOG2E = 1.4426950408889634
 def _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, seq_end, lo, hi, limit, qk_scale,
             stride_slot, stride_kv, stride_cache_head,
             HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-            IEEE: tl.constexpr):  # fmt: skip
+            IEEE: tl.constexpr, KV_FP8: tl.constexpr):  # fmt: skip
     """Keys lo..hi-1 (a multiple of BLOCK_N apart) into the running softmax; CAUSAL: row r sees keys <= limit[r],
     and keys from `seq_end` on (past the last row's) are not read."""
     dims = tl.arange(0, HEAD_DIM)
@@ -59,6 +59,8 @@ def _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, se
         else:
             k = tl.load(rows)
             v = tl.load(rows + stride_kv)
+        if KV_FP8:
+            k, v = k.to(q.dtype), v.to(q.dtype)
         if IEEE:
             scores = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
         else:
@@ -85,7 +87,7 @@ def _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, se
 def _paged_prefill(q_ptr, cache_ptr, tables_ptr, chunks_ptr, out_ptr, qk_scale,
                    stride_q_seq, stride_q_head, stride_slot, stride_kv, stride_cache_head,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr):  # fmt: skip
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, KV_FP8: tl.constexpr):  # fmt: skip
     tile = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest tiles (latest rows) first
     chunk = tl.program_id(1)
     kv_head = tl.program_id(2)
@@ -102,6 +104,8 @@ def _paged_prefill(q_ptr, cache_ptr, tables_ptr, chunks_ptr, out_ptr, qk_scale,
     offsets = (first_row + token) * stride_q_seq + (kv_head * GROUP + head) * stride_q_head
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + offsets[:, None] + dims[None, :], mask=real[:, None], other=0.0)
+    if KV_FP8 and not IEEE:  # an fp8 cache widens to float16 in one instruction: q goes to float16 too
+        q = q.to(tl.float16)
     limit = context + token  # the last key row r sees
     first_limit = context + tile * BLOCK_M
     end = tl.minimum(context + tile * BLOCK_M + BLOCK_M, context + num_tokens)  # keys past the tile's last row
@@ -111,10 +115,10 @@ def _paged_prefill(q_ptr, cache_ptr, tables_ptr, chunks_ptr, out_ptr, qk_scale,
     acc = tl.zeros([BLOCK_M * GROUP_PAD, HEAD_DIM], tl.float32)
     acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, 0, full, limit,
                                qk_scale, stride_slot, stride_kv, stride_cache_head,
-                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, IEEE)  # fmt: skip
+                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, IEEE, KV_FP8)  # fmt: skip
     acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, full, end, limit,
                                qk_scale, stride_slot, stride_kv, stride_cache_head,
-                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, IEEE)  # fmt: skip
+                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, IEEE, KV_FP8)  # fmt: skip
     out = acc / total[:, None]
     tl.store(out_ptr + offsets[:, None] + dims[None, :], out.to(out_ptr.dtype.element_ty), mask=real[:, None])
 
@@ -132,8 +136,8 @@ def prefill_attention(
     num_warps: int | None = None,
     num_stages: int = 2,
 ) -> torch.Tensor:
-    """Causal attention of prefill chunks over kv_cache [slots, 2 (K, V), kv_heads, dim], their own K/V already
-    written there. chunks [n, 4] (int64): per chunk its first row in q [rows, heads, dim], its token count, the
+    """Causal attention of prefill chunks over kv_cache [slots, 2 (K, V), kv_heads, dim] (the model's dtype, or
+    float8 e4m3: widened after each load, to float16 with q), their own K/V already written there. chunks [n, 4] (int64): per chunk its first row in q [rows, heads, dim], its token count, the
     tokens of its sequence cached before it (context start), and the index in `blocks` of the first of its
     sequence's blocks (which follow in order). `max_tokens`: the largest token count (a host int, for the grid).
     Writes the chunks' rows of `out` (default: a new tensor like q; other rows left as they are)."""
@@ -165,6 +169,7 @@ def prefill_attention(
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         IEEE=q.dtype == torch.float32,
+        KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
         num_warps=num_warps or (8 if dim >= 128 else 4),
         num_stages=num_stages,
     )

@@ -12,7 +12,7 @@ from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import head_dim, supports_fast_path
 from engine_svc.model.fp8_linear import fp8_problem
 from engine_svc.model.hf_runner import TransformersRunner
-from engine_svc.model.runner import ModelRunner
+from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler
@@ -37,6 +37,7 @@ class LoadedEngine:
     device: str
     backend: str
     quantization: str = ""  # "" (weights in `dtype`) or "fp8"
+    kv_cache_dtype: str = ""  # "" (the cache in `dtype`) or "fp8"
 
 
 def pick_device(name: str) -> torch.device:
@@ -70,7 +71,9 @@ def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int
     loaded and the largest step's `step_bytes` are set aside, at most what max_num_seqs full sequences need."""
     if args.num_kv_blocks:
         return args.num_kv_blocks
-    per_block = ModelRunner.kv_bytes_per_block(config, args.block_size, dtype)
+    per_block = ModelRunner.kv_bytes_per_block(
+        config, args.block_size, kv_cache_torch_dtype(args.kv_cache_dtype, dtype)
+    )
     if device.type == "cuda":
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(device)
@@ -97,6 +100,7 @@ def build_engine(
         backend = "paged" if supports_fast_path(config) else "transformers"
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     _check_quantization(args.quantization, backend, config, device, dtype)
+    _check_kv_cache_dtype(args.kv_cache_dtype, backend, device)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
         runner = ModelRunner(
@@ -110,6 +114,7 @@ def build_engine(
             attention=pick_attention(args.attention, device, head_dim(config)),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
             quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
             consume_model=owns_model,
         )
         log.info("engine: decode attention %s", runner.attention)
@@ -168,12 +173,14 @@ def build_engine(
         grammar_timeout_s=args.grammar_compile_timeout_s,
     )
     log.info(
-        "engine: %s backend=%s device=%s dtype=%s quantization=%s kv_blocks=%d x %d max_model_len=%d decode_steps=%d prefix_caching=%s",
+        "engine: %s backend=%s device=%s dtype=%s quantization=%s kv_cache_dtype=%s kv_blocks=%d x %d "
+        "max_model_len=%d decode_steps=%d prefix_caching=%s",
         model_name,
         backend,
         device,
         dtype,
         args.quantization,
+        args.kv_cache_dtype,
         num_blocks,
         args.block_size,
         max_model_len,
@@ -190,6 +197,7 @@ def build_engine(
         str(device),
         backend,
         "" if args.quantization == "none" else args.quantization,
+        "" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
     )
 
 
@@ -200,6 +208,18 @@ def _check_quantization(quantization: str, backend: str, config, device: torch.d
         raise ValueError(f"--quantization {quantization} needs the paged backend (Llama and Qwen2 families)")
     if reason := fp8_problem(config, device, dtype):
         raise ValueError(f"--quantization {quantization}: {reason}")
+
+
+def _check_kv_cache_dtype(kv_cache_dtype: str, backend: str, device: torch.device) -> None:
+    if kv_cache_dtype == "auto":
+        return
+    if backend != "paged":
+        raise ValueError(f"--kv-cache-dtype {kv_cache_dtype} needs the paged backend (Llama and Qwen2 families)")
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        name = torch.cuda.get_device_name(device)
+        raise ValueError(
+            f"--kv-cache-dtype {kv_cache_dtype} needs compute capability 8.9 or later (Ada, Hopper); {name} has less"
+        )
 
 
 def load_engine(args) -> LoadedEngine:
@@ -255,6 +275,13 @@ def add_engine_flags(parser) -> None:
         default="none",
         choices=["none", "fp8"],
         help="fp8: the layers' projections in float8 e4m3, per-row scales (CUDA: Ada or Hopper; the paged backend)",
+    )
+    parser.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=["auto", "fp8"],
+        help="fp8: keys and values cached as float8 e4m3, unscaled (half the bytes a token: twice the tokens, "
+        "half the attention's reads; the paged backend); auto: the model's dtype",
     )
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
     parser.add_argument(

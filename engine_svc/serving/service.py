@@ -103,6 +103,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             device=loaded.device,
             backend=loaded.backend,
             quantization=loaded.quantization,
+            kv_cache_dtype=loaded.kv_cache_dtype,
         )
 
     async def GetLoad(self, request, context):

@@ -249,3 +249,81 @@ def test_runner_steps_equal_the_sdpa_backend():
         torch.testing.assert_close(logits[1], logits[0], atol=5e-2, rtol=5e-2)
         caches = [runner.kv_caches[-1].float() for runner in runners]
         torch.testing.assert_close(caches[1], caches[0], atol=5e-2, rtol=5e-2)
+
+
+FP8 = torch.float8_e4m3fn
+# Triton's interpreter rounds float32 to e4m3 wrongly where rounding up crosses a power of two (1.99 -> 1.0).
+needs_e4m3_rounding = pytest.mark.skipif(DEVICE == "cpu", reason="the interpreter's e4m3 rounding is wrong")
+
+
+def test_decode_and_prefill_kernels_over_an_fp8_cache():
+    """An e4m3 cache (--kv-cache-dtype fp8): both kernels widen what they load and match the references over
+    the same cache widened to float32 (q and the softmax weights go through float16 on the way)."""
+    heads, kv_heads, dim = 32, 8, 128
+    cache, tables = paged_cache(kv_heads, dim)
+    cache = cache.to(FP8)
+    lengths = torch.tensor(LENGTHS, device=DEVICE)
+    q = torch.randn(len(LENGTHS), heads, dim, device=DEVICE, dtype=DTYPE)
+    for splits in (1, 4):
+        got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5, splits=splits)
+        expected = reference(q, cache.float(), tables, torch.arange(len(LENGTHS)), lengths)
+        torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+    cache, blocks, table, rows = prefill_step(2, 128, DTYPE)
+    cache = cache.to(FP8)
+    q = torch.randn(rows, 8, 128, device=DEVICE, dtype=DTYPE)
+    got = prefill_attention(q, cache, blocks, table, max(n for _, n in CHUNKS), BLOCK_SIZE, 128**-0.5)
+    expected = reference_prefill(q, cache.float(), blocks, table)
+    torch.testing.assert_close(got[LEAD:], expected[LEAD:], atol=2e-2, rtol=2e-2)
+
+
+@needs_e4m3_rounding
+def test_rope_store_rounds_into_an_fp8_cache_once():
+    from engine_svc.model.fused_ops import rope_split
+
+    heads, kv_heads, dim, tokens = 8, 2, 64, 4
+    torch.manual_seed(2)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device=DEVICE, dtype=DTYPE) * 4
+    angles = torch.rand(tokens, dim // 2, device=DEVICE) * 6
+    cos = torch.cat([angles.cos()] * 2, -1).to(DTYPE)[:, None]
+    sin = torch.cat([angles.sin()] * 2, -1).to(DTYPE)[:, None]
+    slots = torch.tensor([1, 5, 16, 30], device=DEVICE)
+    _, kv = rope_split(qkv.float(), cos.float(), sin.float(), heads, kv_heads)
+    cache = torch.zeros(32, 2, kv_heads, dim, device=DEVICE, dtype=FP8)
+    triton_attention.rope_store(qkv, cos, sin, slots, cache, heads)
+    written = cache[slots].float()
+    # Within half an e4m3 step of the float32 value (3 mantissa bits), and unwritten rows untouched.
+    torch.testing.assert_close(written, kv.to(FP8).float(), atol=2e-3, rtol=1 / 16)
+    assert not cache.float()[[0, 2, 31]].any()
+
+
+@needs_e4m3_rounding
+def test_runner_over_an_fp8_cache_equals_the_sdpa_backend():
+    """--kv-cache-dtype fp8 through the runner: the Triton kernels and SdpaBackend (which narrows on the write and
+    widens on the gather) agree, and both stay near the full-precision cache."""
+    from bench.engine.shapes import build_model
+    from engine_svc.model.runner import ModelRunner
+    from engine_svc.scheduling.sampling import SamplingConfig
+    from engine_svc.scheduling.sequence import Chunk, Sequence
+
+    model = build_model("llama-tiny", DEVICE, DTYPE, max_len=8192)
+    sizes = dict(block_size=16, num_blocks=32, max_num_seqs=4, max_model_len=256, cuda_graphs=False)
+    runners = [ModelRunner(model, **sizes, kv_cache_dtype=kv) for kv in ("fp8", "fp8", "auto")]
+    assert runners[0].kv_caches[0].dtype == FP8 and runners[2].kv_caches[0].dtype == DTYPE
+    layer = runners[1].model.layer0
+    runners[1].backend = triton_attention.TritonBackend(layer.num_heads, layer.num_kv_heads, layer.head_dim)
+    g = torch.Generator().manual_seed(0)
+    a, b = (Sequence(name, 0, torch.randint(3, 500, (n,), generator=g).tolist(), SamplingConfig())
+            for name, n in (("a", 40), ("b", 70)))  # fmt: skip
+    a.block_ids, b.block_ids = [1, 2, 3], [4, 5, 6, 7, 8]
+    steps = [  # fresh chunks (a's ends and samples), b continuing to its end, one decode row each
+        lambda: [Chunk(a, 0, 40), Chunk(b, 0, 30)],
+        lambda: [Chunk(b, 30, 40)],
+        lambda: [Chunk(a, 40, 1), Chunk(b, 70, 1)],
+    ]
+    for step in steps:
+        chunks = step()
+        sdpa, kernels, full = (runner.execute(chunks).float() for runner in runners)
+        torch.testing.assert_close(kernels, sdpa, atol=5e-2, rtol=5e-2)
+        torch.testing.assert_close(sdpa, full, atol=1e-1, rtol=1e-1)
+        for row, chunk in enumerate(c for c in chunks if c.samples):
+            chunk.seq.append(int(full[row].argmax()))
