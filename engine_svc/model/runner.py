@@ -67,8 +67,9 @@ class ModelRunner:
         """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 16,384) replay
         piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
         `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype.
-        `kv_cache_dtype`: "fp8" stores K/V as e4m3 (unscaled, as vLLM's default: half the bytes, twice the tokens),
-        "auto" in the model's dtype. `consume_model`: the fused model takes `hf_model`'s decoder layers away (nothing else uses them)."""
+        `kv_cache_dtype`: "fp8" caches K/V as e4m3 (unscaled, as vLLM's default: half the bytes, twice the
+        tokens), "auto" in the model's dtype. `consume_model`: the fused model takes `hf_model`'s decoder layers
+        away (nothing else uses them)."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels), consume_model)
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
