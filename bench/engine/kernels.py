@@ -116,7 +116,7 @@ def attention(shape: dict, batches, contexts, kv_dtype: torch.dtype, sweep: bool
             run = lambda s, **kw: paged_attention(q, cache, tables, lengths, block_size, dim**-0.5, splits=s, **kw)  # noqa: E731
             one, many = timed(lambda: run(1)), timed(lambda: run(splits))
             error = (run(1).float() - run(splits).float()).abs().max()
-            times = {}
+            times = {("defaults", splits): many}
             launches = [(32, 2), (32, 4), (64, 2), (64, 4), (64, 8), (128, 4), (128, 8)] if sweep else []
             for (tile, warps), stages, first, count in itertools.product(
                 launches, (1, 2, 3), (False, True), (splits, 2 * splits)
@@ -125,8 +125,6 @@ def attention(shape: dict, batches, contexts, kv_dtype: torch.dtype, sweep: bool
                     times[(tile, warps, stages, first, count)] = timed(
                         lambda: run(count, tile=tile, num_warps=warps, num_stages=stages, heads_first=first)
                     )
-            if not times:  # no sweep: the defaults at pick_splits' count
-                times[("defaults", splits)] = many
             ranked = sorted(times, key=times.__getitem__)
             best = ranked[0]
             gb = rows * context * kv_heads * dim * 2 * cache.element_size() / 1e9
@@ -173,13 +171,13 @@ def prefill(shape: dict, cases, kv_dtype: torch.dtype, sweep: bool, block_size: 
         )
         error = (new().float() - per_row().float()).abs().max()
         flops = 4 * heads * dim * chunks * sum(range(context + 1, total + 1))
-        configs = [(n, w, s) for n in (32, 64, 128) for w in (4, 8) for s in (2, 3)] if sweep else [(64, None, 2)]
-        times = {}
+        row, default, dense = timed(per_row), timed(new), timed(sdpa)
+        configs = [(n, w, s) for n in (32, 64, 128) for w in (4, 8) for s in (2, 3)] if sweep else []
+        times = {("defaults",): default}
         for n, w, s in configs:
             with contextlib.suppress(Exception):  # out of shared memory or registers: not a candidate
                 times[(n, w, s)] = timed(lambda: new(block_n=n, num_warps=w, num_stages=s))
         best = min(times, key=times.__getitem__)
-        row, default, dense = timed(per_row), timed(new), timed(sdpa)
         print(
             f"{'':<8}{chunks:>7}{tokens:>7}{context:>8}{row:>12.1f}{default:>12.1f}{flops / default / 1e6:>9.0f}"
             f"{times[best]:>9.1f}{dense:>9.1f}{error:>10.4f}  {best}",

@@ -117,6 +117,13 @@ class Fp8NormedProjection(NormedProjection):
         return (ops.silu_mul_quant(out) if self.gated else out), residual
 
 
+def fp8_device_problem(device: torch.device) -> str | None:
+    """Why e4m3 cannot run on `device` (a CUDA GPU before compute capability 8.9), or None: CPUs convert in torch."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        return f"need compute capability 8.9 or later (Ada, Hopper); {torch.cuda.get_device_name(device)} has less"
+    return None
+
+
 def fp8_problem(config, device: torch.device, dtype: torch.dtype) -> str | None:
     """Why fp8 projections cannot serve this model here, or None when they can: every projection's sizes must
     be multiples of 16 (cuBLAS's fp8 layouts; checked on CPU too, so what starts there starts on a GPU), and on
@@ -132,10 +139,8 @@ def fp8_problem(config, device: torch.device, dtype: torch.dtype) -> str | None:
     }
     if odd := [f"{name} {size}" for name, size in sizes.items() if size % 16]:
         return f"fp8 matmuls need sizes that are multiples of 16; this model has {', '.join(odd)}"
-    if device.type != "cuda":
-        return None
-    if torch.cuda.get_device_capability(device) < (8, 9):
-        return f"fp8 matmuls need compute capability 8.9 or later (Ada, Hopper); {torch.cuda.get_device_name(device)} has less"
-    if dtype != torch.bfloat16:
+    if reason := fp8_device_problem(device):
+        return f"fp8 matmuls {reason}"
+    if device.type == "cuda" and dtype != torch.bfloat16:
         return f"on CUDA the model must be bfloat16 (--dtype bfloat16), not {str(dtype).removeprefix('torch.')}"
     return None

@@ -10,7 +10,7 @@ import torch
 
 from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import head_dim, supports_fast_path
-from engine_svc.model.fp8_linear import fp8_problem
+from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.scheduling.admission import EngineLimits
@@ -99,8 +99,7 @@ def build_engine(
     if backend == "auto":
         backend = "paged" if supports_fast_path(config) else "transformers"
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
-    _check_quantization(args.quantization, backend, config, device, dtype)
-    _check_kv_cache_dtype(args.kv_cache_dtype, backend, device)
+    _check_fp8_flags(args, backend, config, device, dtype)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
         runner = ModelRunner(
@@ -201,25 +200,17 @@ def build_engine(
     )
 
 
-def _check_quantization(quantization: str, backend: str, config, device: torch.device, dtype: torch.dtype) -> None:
-    if quantization == "none":
-        return
-    if backend != "paged":
-        raise ValueError(f"--quantization {quantization} needs the paged backend (Llama and Qwen2 families)")
-    if reason := fp8_problem(config, device, dtype):
-        raise ValueError(f"--quantization {quantization}: {reason}")
-
-
-def _check_kv_cache_dtype(kv_cache_dtype: str, backend: str, device: torch.device) -> None:
-    if kv_cache_dtype == "auto":
-        return
-    if backend != "paged":
-        raise ValueError(f"--kv-cache-dtype {kv_cache_dtype} needs the paged backend (Llama and Qwen2 families)")
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
-        name = torch.cuda.get_device_name(device)
-        raise ValueError(
-            f"--kv-cache-dtype {kv_cache_dtype} needs compute capability 8.9 or later (Ada, Hopper); {name} has less"
-        )
+def _check_fp8_flags(args, backend: str, config, device: torch.device, dtype: torch.dtype) -> None:
+    """--quantization fp8 and --kv-cache-dtype fp8: the paged backend only, and only where e4m3 runs."""
+    quantized, fp8_cache = args.quantization != "none", args.kv_cache_dtype != "auto"
+    for flag, value, on in (("--quantization", args.quantization, quantized),
+                            ("--kv-cache-dtype", args.kv_cache_dtype, fp8_cache)):  # fmt: skip
+        if on and backend != "paged":
+            raise ValueError(f"{flag} {value} needs the paged backend (Llama and Qwen2 families)")
+    if quantized and (reason := fp8_problem(config, device, dtype)):
+        raise ValueError(f"--quantization {args.quantization}: {reason}")
+    if fp8_cache and (reason := fp8_device_problem(device)):
+        raise ValueError(f"--kv-cache-dtype {args.kv_cache_dtype}: float8 caches {reason}")
 
 
 def load_engine(args) -> LoadedEngine:

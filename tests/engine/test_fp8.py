@@ -72,9 +72,11 @@ async def test_an_fp8_kv_cache_serves_and_says_so():
     prompts = [[1, *range(10, 10 + n)] for n in (3, 40, 100)]
     firsts = {}
     for kv in ("auto", "fp8"):
-        async with engine_stub(tiny_llama(), "--kv-cache-dtype", kv, "--engine-core", "thread") as (stub, _):
+        async with engine_stub(tiny_llama(), "--kv-cache-dtype", kv, "--engine-core", "thread") as (stub, service):
             info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
             assert info.kv_cache_dtype == ("" if kv == "auto" else "fp8")
+            cache = service.loaded.engine.runner.kv_caches[0]
+            assert cache.dtype == (torch.float32 if kv == "auto" else torch.float8_e4m3fn)
             results = await asyncio.gather(
                 *[generate(stub, request(p, temperature=0, max_tokens=12, ignore_eos=True)) for p in prompts]
             )
