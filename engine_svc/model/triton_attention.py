@@ -28,6 +28,25 @@ SMS_TO_FILL = 132  # an H100 / H200: a few decode rows split their context until
 MAX_SPLITS = 16
 
 
+@triton.jit
+def _widen_e4m3(x, ASM: tl.constexpr):
+    """float8 e4m3 -> float16, two per instruction (cvt.rn.f16x2.e4m3x2). Triton moves a plain `.to(float16)`
+    of a dot operand past the operand's layout change, so the 8-bit values are read from shared memory one byte
+    at a time (128 ld.shared.b8 a tile: V's tokens, the dot's reduction axis, are 256 B apart); inline asm with
+    side effects stays where it is, and the widened values reach the dot as 16-bit (ldmatrix.trans). ASM False:
+    Triton's CPU interpreter, which runs no PTX."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            "{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $2; cvt.rn.f16x2.e4m3x2 $0, lo; cvt.rn.f16x2.e4m3x2 $1, hi; }",
+            "=r,=r,r",
+            [x.to(tl.uint8, bitcast=True)],
+            dtype=tl.float16,
+            is_pure=False,
+            pack=4,
+        )
+    return x.to(tl.float16)
+
+
 # A decode batch's block-table width (stride_table) varies from step to step: compiling per width class at
 # serving time stalls a step for a second, so it is not a specialization.
 @triton.jit(do_not_specialize=["stride_table"])
@@ -56,6 +75,7 @@ def _paged_attention(
     SPLITS: tl.constexpr,
     HEADS_FIRST: tl.constexpr,
     KV_FP8: tl.constexpr,
+    WIDEN_ASM: tl.constexpr,
 ):
     if HEADS_FIRST:  # a row's KV heads run side by side: together they read each token's whole cache row
         kv_head, seq, kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
@@ -91,7 +111,7 @@ def _paged_attention(
         k = tl.load(rows, mask=valid[:, None], other=0.0)
         v = tl.load(rows + stride_kv, mask=valid[:, None], other=0.0)
         if KV_FP8:
-            k, v = k.to(tl.float16), v.to(tl.float16)
+            k, v = k.to(tl.float16), _widen_e4m3(v, WIDEN_ASM)
         scores = tl.dot(q, tl.trans(k)) * scale
         scores = tl.where(valid[None, :], scores, float("-inf"))
         new_best = tl.maximum(best, tl.max(scores, 1))
@@ -309,6 +329,7 @@ def paged_attention(
         SPLITS=splits,
         HEADS_FIRST=heads_first,
         KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
+        WIDEN_ASM=not triton.knobs.runtime.interpret,  # pyright: ignore[reportAttributeAccessIssue]
         num_warps=num_warps,
         num_stages=num_stages,
     )
