@@ -7,16 +7,15 @@ twice the bf16 rate, reading half the weight bytes) and applies both scales on t
 dtype. The vocabulary head, norms, attention and the KV cache stay in the model's dtype. On CPU the same
 numbers come from float32 matmuls over the e4m3 values (parity and tests; no speed to gain there).
 
-A product whose 128 x 128 output tiles would fill at most half the SMs (an 8B model's o_proj and down at 256 rows:
-64 tiles for the H200's 132 SMs) runs as two products over the halves of the inner dimension, side by side on two
-streams (CUDA graphs capture the fork): on the H200 down at 256 rows 39.4 -> 30.8 us, at one row 42.5 -> 32.7 us.
-The halves leave as PartialSums, added by the residual add + RMSNorm kernel after them (where nothing follows,
-`whole` adds them).
+On Hopper, a product whose 128 x 128 output tiles would fill at most half the SMs (an 8B model's o_proj and down
+at 256 rows: 64 tiles for the H200's 132 SMs) runs in a Triton kernel with a program per tile and half of the
+inner dimension (triton_fp8_mm.py, which gives the H200's figures). The halves leave as PartialSums, added by the residual add +
+RMSNorm kernel after them (where nothing follows, `whole` adds them).
 
 Products of FAST_ACCUM_ROWS rows or more (and not split) let the tensor cores accumulate in their own precision
 instead of promoting partial sums to float32 along the inner dimension (cuBLAS's fast accumulation, what torchao's
 fp8 inference and forward passes use): the same error against bf16 (3.7%, dominated by the e4m3 rounding), and
-on the H200 gate_up at 256 rows 64.9 -> 57.4 us; at one row, and split, it is slower.
+on the H200 gate_up at 256 rows 64.9 -> 57.4 us; at one row it is slower.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ FP8_MAX = torch.finfo(FP8).max
 MIN_SCALE = 1e-12  # an all-zero row stays zero instead of dividing by zero
 TILE = 128  # the output tiles' rows and columns in cuBLAS's fp8 kernels at decode sizes
 FAST_ACCUM_ROWS = 128
-_side_streams: dict[torch.device, torch.cuda.Stream] = {}
 
 
 def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,7 +56,12 @@ class Fp8Linear(nn.Module):
         self.out_dtype = linear.weight.dtype
         self.quantize = quantize
         self.fast_accum_rows = fast_accum_rows
-        self.sms = torch.cuda.get_device_properties(weight.device).multi_processor_count if weight.is_cuda else 0
+        self.sms = 0  # the SMs a split product fills: none where it does not run (CPU, before Hopper's TMA)
+        if weight.is_cuda and torch.cuda.get_device_capability(weight.device) >= (9, 0):
+            from engine_svc.model.triton_fp8_mm import INNER_MULTIPLE, split_fp8_mm  # CUDA builds of torch bring Triton
+
+            self.sms = torch.cuda.get_device_properties(weight.device).multi_processor_count
+            self.split_mm, self.inner_multiple = split_fp8_mm, INNER_MULTIPLE
 
     def forward(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | PartialSums:
         """The product; split (`splits_inner`) and bias-free, its two halves as PartialSums."""
@@ -66,37 +69,23 @@ class Fp8Linear(nn.Module):
         if not q.is_cuda:  # the same products in float32 (CPU fp8 matmuls take per-row scales only from torch 2.13 on)
             out = ((q.float() @ self.weight.float().t()) * scale * self.scale).to(self.out_dtype)
         elif self.splits_inner(q.shape[0]):
-            out = self._halves(q, scale)
+            out = PartialSums(self.split_mm(q, self.weight, scale, self.scale, self.out_dtype))
         else:
             out = self._mm(q, self.weight, scale, fast=q.shape[0] >= self.fast_accum_rows)
         return out if self.bias is None else whole(out) + self.bias
 
     def splits_inner(self, rows: int) -> bool:
-        """Whether `rows` rows take the inner dimension in two halves side by side: when the product's output
+        """Whether `rows` rows take the inner dimension in two halves (triton_fp8_mm.py): when the product's output
         tiles fill at most half the GPU's SMs (o_proj and down of an 8B model at 256 rows: 64 tiles, 132 SMs),
-        and each half stays a multiple of 16."""
+        and each half is a whole number of the kernel's inner tiles."""
         out_features, in_features = self.weight.shape
         tiles = -(-rows // TILE) * -(-out_features // TILE)
-        return 2 * tiles <= self.sms and in_features % 32 == 0
+        return 2 * tiles <= self.sms and in_features % self.inner_multiple == 0
 
-    def _mm(self, q, weight, scale, out: torch.Tensor | None = None, fast: bool = False) -> torch.Tensor:
+    def _mm(self, q, weight, scale, fast: bool = False) -> torch.Tensor:
         return torch._scaled_mm(  # pyright: ignore[reportPrivateImportUsage] (public in all but name since 2.1)
-            q, weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=self.out_dtype, use_fast_accum=fast, out=out,
-        )  # fmt: skip
-
-    def _halves(self, q: torch.Tensor, scale: torch.Tensor) -> PartialSums:
-        """The product as two over the halves of the inner dimension, the second on a side stream: the per-row
-        and per-column scales factor out of the inner sum, so each half carries them whole."""
-        half = self.weight.shape[1] // 2
-        main = torch.cuda.current_stream(q.device)
-        side = _side_streams.get(q.device) or _side_streams.setdefault(q.device, torch.cuda.Stream(q.device))
-        second = torch.empty(q.shape[0], self.weight.shape[0], dtype=self.out_dtype, device=q.device)
-        side.wait_stream(main)
-        with torch.cuda.stream(side):
-            self._mm(q[:, half:], self.weight[:, half:], scale, out=second)
-        first = self._mm(q[:, :half], self.weight[:, :half], scale)
-        main.wait_stream(side)
-        return PartialSums((first, second))
+            q, weight.t(), scale_a=scale, scale_b=self.scale, out_dtype=self.out_dtype, use_fast_accum=fast
+        )
 
 
 class Fp8NormedProjection(NormedProjection):
