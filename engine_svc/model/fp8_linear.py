@@ -9,8 +9,8 @@ numbers come from float32 matmuls over the e4m3 values (parity and tests; no spe
 
 On Hopper, a product whose 128 x 128 output tiles would fill at most half the SMs (an 8B model's o_proj and down
 at 256 rows: 64 tiles for the H200's 132 SMs) runs in a Triton kernel with a program per tile and half of the
-inner dimension (triton_fp8_mm.py, which gives the H200's figures). The halves leave as PartialSums, added by the residual add +
-RMSNorm kernel after them (where nothing follows, `whole` adds them).
+inner dimension (triton_fp8_mm.py, which gives the H200's figures). The halves leave as PartialSums, added by
+the residual add + RMSNorm kernel after them (where nothing follows, `whole` adds them).
 
 Products of FAST_ACCUM_ROWS rows or more (and not split) let the tensor cores accumulate in their own precision
 instead of promoting partial sums to float32 along the inner dimension (cuBLAS's fast accumulation, what torchao's
