@@ -6,10 +6,11 @@ tile takes one program per half of the inner dimension, so twice the programs fi
 scaled (per row of q times per row of the weight: the scales factor out of the inner sum) as a bf16 partial
 sum, and the residual add + RMSNorm kernel after the projection adds the two. It replaced cuBLAS over the two
 halves side by side on two streams. On the H200 (bench/engine/results/h200_fp8_gemm_triton_8b.log, the sweep at
-256 rows, the product alone): o_proj 8.7 us against cuBLAS's 12.8 in one piece; down 27.4 (5 stages; this launch takes 4) against 38.4.
-In the engine's projection with the halves' add (h200_fp8_gemm_split_mm_8b.log against h200_fp8_gemm_split_8b.log):
-o_proj 11.2 us against 11.7 for cuBLAS's halves at 256 rows and 8.7 against 10.7 at one row; down 31.0 against
-30.8 and 24.8 against 32.7; the 8B decode step at 256 rows 6.85 -> 6.76 ms.
+256 rows, the product alone): o_proj 8.7 us against cuBLAS's 12.8 in one piece; down 27.4 (5 stages; this
+launch takes 4) against 38.4. In the engine's projection with the halves' add (h200_fp8_gemm_split_mm_8b.log
+against h200_fp8_gemm_split_8b.log): o_proj 11.2 us against 11.7 for cuBLAS's halves at 256 rows and 8.7
+against 10.7 at one row; down 31.0 against 30.8 and 24.8 against 32.7; the 8B decode step at 256 rows
+6.85 -> 6.76 ms.
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
