@@ -137,9 +137,10 @@ def prefill_attention(
     num_stages: int = 2,
 ) -> torch.Tensor:
     """Causal attention of prefill chunks over kv_cache [slots, 2 (K, V), kv_heads, dim] (the model's dtype, or
-    float8 e4m3: widened after each load, to float16 with q), their own K/V already written there. chunks [n, 4] (int64): per chunk its first row in q [rows, heads, dim], its token count, the
-    tokens of its sequence cached before it (context start), and the index in `blocks` of the first of its
-    sequence's blocks (which follow in order). `max_tokens`: the largest token count (a host int, for the grid).
+    float8 e4m3: widened after each load, to float16 with q), their own K/V already written there. chunks [n, 4]
+    (int64): per chunk its first row in q [rows, heads, dim], its token count, the tokens of its sequence cached
+    before it (context start), and the index in `blocks` of the first of its sequence's blocks (which follow in
+    order). `max_tokens`: the largest token count (a host int, for the grid).
     Writes the chunks' rows of `out` (default: a new tensor like q; other rows left as they are)."""
     heads, dim = q.shape[1], q.shape[2]
     kv_heads = kv_cache.shape[2]
