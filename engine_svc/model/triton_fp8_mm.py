@@ -60,8 +60,9 @@ def split_fp8_mm(
 ) -> tuple[torch.Tensor, ...]:
     """q [M, K] e4m3 (contiguous; scale_q [M, 1]) times weight [N, K] e4m3 (scale_w [1, N]) transposed, as
     `parts` partial sums [M, N] over equal parts of K (each a multiple of BLOCK_K), in `out_dtype`. The default
-    launch won the sweep of `python -m bench.engine.fp8_gemm_triton` on the H200 at 256 rows (o_proj and down of
-    the 8B shape; the row tile block_m is 64 under 128 rows); the others are for that sweep."""
+    launch is o_proj's best in the sweep of `python -m bench.engine.fp8_gemm_triton` on the H200 at 256 rows of
+    the 8B shape (down's best took 5 stages, 27.4 us; the row tile block_m is 64 under 128 rows); the other
+    arguments are for that sweep."""
     rows, inner = q.shape
     block_m = block_m or (128 if rows >= 128 else 64)
     out = torch.empty(parts, rows, weight.shape[0], dtype=out_dtype, device=q.device)
