@@ -2,7 +2,7 @@
 dimension in parts, each a bf16 partial sum) swept over launches (row and column tiles, parts, stages, warps)
 against cuBLAS's `torch._scaled_mm` in one piece, precise and with fast accumulation, at the shape's projections.
 
-    python -m bench.engine.fp8_gemm_triton --shape llama-8b --rows 256
+    python -m bench.engine.fp8_gemm_triton --shape llama-8b --rows 256 [--matmuls gate_up,down] [--block-m 256]
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from bench.engine.shapes import SHAPES, projection_sizes
 from engine_svc.model.fp8_linear import quantize_rows
 from engine_svc.model.triton_fp8_mm import BLOCK_K, split_fp8_mm
 
+WARPS = {64: (4,), 128: (4, 8), 256: (8, 16)}  # a warp group (4 warps) per 64 rows of the tile, or twice that
 LAUNCHES = [  # (block_m, block_n, parts, stages, warps)
     launch
-    for launch in itertools.product((64, 128), (64, 128, 256), (1, 2, 4), (3, 4, 5), (4, 8))
-    if (launch[0] + launch[1]) * BLOCK_K * launch[3] <= 220 * 1024 and not (launch[0] == 64 and launch[4] == 8)
+    for launch in itertools.product((64, 128, 256), (64, 128, 256), (1, 2, 4), (3, 4, 5), (4, 8, 16))
+    if (launch[0] + launch[1]) * BLOCK_K * launch[3] <= 220 * 1024 and launch[4] in WARPS[launch[0]]
 ]
 
 
@@ -29,12 +30,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", default="llama-8b")
     parser.add_argument("--rows", default="256")
+    parser.add_argument("--matmuls", help="these projections only (comma-separated), default all")
+    parser.add_argument("--block-m", help="launches of these row tiles only (comma-separated), default all")
     args = parser.parse_args()
+    block_ms = {int(b) for b in args.block_m.split(",")} if args.block_m else {64, 128, 256}
+    launches = [launch for launch in LAUNCHES if launch[0] in block_ms]
     print(
         f"{'matmul':<9}{'rows':>5}{'cuBLAS':>8}{'fast':>8}{'TFLOP/s':>9}{'default':>9}{'best':>8}{'TFLOP/s':>9}"
         "  error  best (block_m, block_n, parts, stages, warps); next"
     )
     for name, (n, k) in projection_sizes(SHAPES[args.shape]).items():
+        if args.matmuls and name not in args.matmuls.split(","):
+            continue
         weight, scale_w = quantize_rows(torch.randn(n, k, device="cuda", dtype=torch.bfloat16))
         scale_w = scale_w.t().contiguous()
         for rows in map(int, args.rows.split(",")):
@@ -47,7 +54,7 @@ def main() -> None:
             run = lambda **kw: split_fp8_mm(q, weight, scale_q, scale_w, torch.bfloat16, **kw)  # noqa: E731
             default = timed(run) if k % (2 * BLOCK_K) == 0 else float("nan")
             times, errors = {}, {}
-            for launch in LAUNCHES:
+            for launch in launches:
                 block_m, block_n, parts, stages, warps = launch
                 if k % (parts * BLOCK_K):
                     continue

@@ -9,7 +9,8 @@ Configurations are `;`-separated engine flag strings, measured one after another
 user turns and answers, bench/serving's multi-turn set) and adds each turn's time in the queue and in prefill.
 `--profile K` (CUDA) also runs torch.profiler on the step thread until K mixed calls and K decode runs (after a
 few of each) were seen, and prints per kind the calls' wall time against the GPU's kernel time and the host
-calls that took the most time.
+calls that took the most time; `--trace-dir D` also writes the first profiled call of each kind as a Chrome trace
+(D/mixed.json, D/decode_run.json: chrome://tracing or Perfetto show where the GPU waits).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class StepTrace:
     """Wraps an engine's scheduler and step so every step call leaves (kind, device steps, rows, prefill
     tokens, seconds)."""
 
-    def __init__(self, engine, profile: int = 0):
+    def __init__(self, engine, profile: int = 0, trace_dir: str | None = None):
         self.records: list[tuple[str, int, int, int, float]] = []
         schedule, step, self.chunks = engine.scheduler.schedule, engine._step, []
         self.profiles = {kind: StepProfile(profile) for kind in ("mixed", "decode run")} if profile else {}
@@ -64,7 +65,9 @@ class StepTrace:
             kind = "decode run" if steps > 1 else "prefill" if not decodes else "mixed" if prefill else "decode"
             self.records.append((kind, steps, len(self.chunks), prefill, seconds))
             if profiler is not None and kind in self.profiles:
-                self.profiles[kind].keep(profiler.key_averages(), seconds, steps)
+                kept = self.profiles[kind].keep(profiler.key_averages(), seconds, steps)
+                if kept == "first" and trace_dir:
+                    profiler.export_chrome_trace(f"{trace_dir}/{kind.replace(' ', '_')}.json")
 
         engine.scheduler.schedule, engine._step = traced_schedule, traced_step
         self.detach = lambda: (delattr(engine.scheduler, "schedule"), delattr(engine, "_step"))
@@ -99,12 +102,15 @@ class StepProfile:
     def done(self) -> bool:
         return len(self.events) >= self.calls
 
-    def keep(self, averages, seconds: float, steps: int) -> None:
+    def keep(self, averages, seconds: float, steps: int) -> str:
+        """Counts the call and keeps it when its turn has come: "first" (the first kept), "kept" or "skipped"."""
         self.seen += 1
-        if self.seen > self.skip and not self.done:
-            self.events.append(averages)
-            self.wall += seconds
-            self.steps += steps
+        if self.seen <= self.skip or self.done:
+            return "skipped"
+        self.events.append(averages)
+        self.wall += seconds
+        self.steps += steps
+        return "first" if len(self.events) == 1 else "kept"
 
     def report(self) -> str:
         host: dict[str, float] = {}
@@ -165,7 +171,7 @@ async def measure_multiturn(model, flags: str, args, vocab: int) -> None:
         for c in args.streams:
             warm = multi_turn(4, 2, 1000, 64, 8, vocab, False, seed=1)
             await conversations_loop(loaded, warm, min(c, 4))  # graph capture
-            trace = StepTrace(loaded.engine, args.profile)
+            trace = StepTrace(loaded.engine, args.profile, args.trace_dir)
             start = time.perf_counter()
             timings = await conversations_loop(loaded, multi_turn(args.multiturn, 4, 1000, 64, 64, vocab, False, 0), c)
             wall = time.perf_counter() - start
@@ -182,7 +188,7 @@ async def measure(model, flags: str, args, vocab: int) -> None:
     try:
         for c in args.streams:
             await closed_loop(c, 1, lambda w, r: one(w, r, c, 8, f"warm-up {c}"))  # graph capture
-            trace = StepTrace(loaded.engine, args.profile)
+            trace = StepTrace(loaded.engine, args.profile, args.trace_dir)
             start = time.perf_counter()
             rate = await closed_loop(c, args.rounds, lambda w, r: one(w, r, c, salt=f"run {c}"))
             print(f"[{flags}] c={c}: {rate:.0f} tok/s\n{trace.report(time.perf_counter() - start)}", flush=True)
@@ -201,6 +207,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--configs", default="--max-model-len 2048")
     parser.add_argument("--profile", type=int, default=0, help="profile this many step calls of each kind (CUDA)")
+    parser.add_argument("--trace-dir", help="with --profile: write each kind's first profiled call here (Chrome)")
     parser.add_argument("--multiturn", type=int, default=0, help="this many conversations instead of random prompts")
     args = parser.parse_args()
     model = build_model(args.shape, args.device, pick_dtype("auto", torch.device(args.device)))

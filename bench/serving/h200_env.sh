@@ -5,3 +5,15 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - \|Loading weights\|UserWarning\|_warn_once"; }
+# The 8B fp8 128 / 128 @256 load of the 18th and 19th sessions, each to $OUT/NAME.log (and .json): `trace_8b_128 NAME
+# [step_trace flags]` runs the step loop in process (5 rounds), `served_8b_128 NAME` the load served through gRPC.
+f8="--max-model-len 2048 --quantization fp8 --max-num-batched-tokens 8448 --kv-cache-dtype fp8"
+trace_8b_128() {
+  timeout 150 python3 -m bench.engine.step_trace --device cuda --shape llama-8b --streams 256 --rounds 5 \
+    --prompt-len 128 --new-tokens 128 --configs "$f8" "${@:2}" 2>&1 | quiet | tee "$OUT/$1.log"
+}
+served_8b_128() {
+  timeout 240 python3 -m bench.serving --device cuda --shape llama-8b --caching on --dataset random:128x128@256 \
+    --prompts-per-stream 3 --client-processes 4 --connections 2 --engine-flags "$f8 --api-servers 4" \
+    --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/$1.json" 2>&1 | quiet | tee "$OUT/$1.log"
+}

@@ -7,12 +7,7 @@ timeout 90 python3 -m pytest -q -p no:cacheprovider tests/engine/test_fp8.py -k 
   | tee $OUT/h200_tests_split_mm.log
 timeout 60 python3 -m bench.engine.fp8_gemm --shape llama-8b --rows 1,64,256 2>&1 | quiet | tee $OUT/h200_fp8_gemm_split_mm_8b.log
 echo "tests and products: ${SECONDS} s"
-f="--max-model-len 2048 --quantization fp8 --max-num-batched-tokens 8448 --kv-cache-dtype fp8"
-timeout 100 python3 -m bench.engine.step_trace --device cuda --shape llama-8b --streams 256 --rounds 5 --prompt-len 128 \
-  --new-tokens 128 --configs "$f" 2>&1 | quiet | tee $OUT/h200_trace_split_mm.log
+trace_8b_128 h200_trace_split_mm
 echo "trace: ${SECONDS} s"
-timeout 200 python3 -m bench.serving --device cuda --shape llama-8b --caching on \
-  --dataset random:128x128@256 --prompts-per-stream 3 --client-processes 4 --connections 2 \
-  --engine-flags "$f --api-servers 4" --slo-ttft-ms 2000 --slo-tpot-ms 100 \
-  --json "$OUT/h200_serving_split_mm_8b.json" 2>&1 | quiet | tee "$OUT/h200_serving_split_mm_8b.log"
+served_8b_128 h200_serving_split_mm_8b
 echo "total: ${SECONDS} s"

@@ -76,6 +76,11 @@ class AttentionBackend:
         blocks = tables.gather(1, columns[:, None])[:, 0]
         torch.add(positions % meta.block_size, blocks, alpha=meta.block_size, out=meta.slot_mapping)
 
+    def decode_width_free(self, rows: int, max_len: int) -> bool:
+        """Whether a decode step of `rows` rows does the same work whatever its block tables' width (up to
+        `max_len` tokens): then one CUDA graph serves every width. Not here: the decode gathers whole tables."""
+        return False
+
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         """Rotates this step's q and k, writes K/V to kv_cache at the slot mapping; returns (q, kv)."""
         q, kv = ops.rope_split(qkv, cos, sin, self.num_heads, self.num_kv_heads)

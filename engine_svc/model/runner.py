@@ -1,7 +1,8 @@
 """Runs scheduled chunks through the fused model and returns the logits rows that are needed.
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
-static input buffers; mixed or prefill steps of up to the step budget (16,384 tokens at most) replay piecewise
+static input buffers (one width, the widest, where the attention's work does not depend on it: every batch
+bucket's graph is then captured before serving, instead of stalling a step when a new width first appears); mixed or prefill steps of up to the step budget (16,384 tokens at most) replay piecewise
 graphs around eager attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode steps on the device
 (each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host;
 the graph advances positions and slots itself and leaves the greedy tokens as the next input.
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # A decode batch's host values: ids, positions, slots, context lengths, block tables (flattened).
 DecodeColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
+# Decode batches of up to this many rows get a graph at every table width before serving (their logits are small).
+WARM_EVERY_WIDTH_ROWS = 16
 
 
 def kv_cache_torch_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
@@ -104,8 +107,11 @@ class ModelRunner:
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.graph_pool = None
         if self.cuda_graphs:  # the graphs' inputs: room for the largest decode batch at the widest block table
-            largest = self._decode_inputs([], self.batch_buckets[-1], self._width_bucket(self.max_blocks_per_seq))
+            widest = self._width_bucket(self.max_blocks_per_seq)
+            largest = self._decode_inputs([], self.batch_buckets[-1], widest)
             self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
+            # The block tables the graphs read, a row every `widest` values: a graph of any width reads its columns.
+            self.static_tables = torch.zeros(self.batch_buckets[-1], widest, dtype=torch.int64, device=self.device)
         self.pieces = None
         if self.cuda_graphs and attention == "triton" and mixed_step_graphs_up_to:
             self.pieces = PiecewiseSteps(self.model, self.backend, block_size, mixed_step_graphs_up_to)
@@ -161,6 +167,13 @@ class ModelRunner:
 
     def _width_bucket(self, blocks: int) -> int:
         return min(_next_power_of_two(blocks), self.max_blocks_per_seq)
+
+    def _graph_width(self, rows: int, width: int) -> int:
+        """The block-table width of the decode graph that runs `rows` rows whose tables are `width` wide: the
+        widest where the attention backend's work at that many rows does not depend on it (one graph serves
+        every width: each row reads only its own blocks, and the columns past `width` go unread)."""
+        widest = self._width_bucket(self.max_blocks_per_seq)
+        return widest if self.backend.decode_width_free(rows, widest * self.block_size) else width
 
     @staticmethod
     def _is_decode(c: Chunk) -> bool:
@@ -236,8 +249,9 @@ class ModelRunner:
         width = self._width_bucket(widest) if graphs else widest
         packed = self._decode_inputs(chunks, rows, width, back=1)
         if graphs:
-            graph, logits = self._graph(rows, width)
+            graph, logits = self._graph(rows, self._graph_width(rows, width))
             inputs = packed.copy_into(self.static)
+            self.static_tables[:rows, :width].copy_(inputs["block_tables"])
         else:
             inputs = packed.to(self.device)
         ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
@@ -261,10 +275,9 @@ class ModelRunner:
         first requests that need them."""
         if self.cuda_graphs:
             widths = sorted({self._width_bucket(1 << i) for i in range(self.max_blocks_per_seq.bit_length())})
-            for rows in self.batch_buckets:
-                self._graph(rows, widths[0])
-            for width in widths[1:]:
-                self._graph(1, width)
+            for rows in self.batch_buckets:  # every width for a few rows; larger batches' width is the widest, or
+                for width in widths if rows <= WARM_EVERY_WIDTH_ROWS else widths[:1]:  # (SDPA) taken at first use
+                    self._graph(rows, self._graph_width(rows, width))
             if self.pieces is not None:
                 self.pieces.pool = self.graph_pool
                 self.pieces.capture_all(self.kv_caches)
@@ -293,6 +306,8 @@ class ModelRunner:
         flat = self.static[: packed.size]
         flat.zero_()
         inputs = packed.views(flat)
+        inputs["block_tables"] = self.static_tables[:rows, :width]
+        inputs["block_tables"].zero_()
         ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
         run = lambda: self._decode_step(ids, positions, meta)  # noqa: E731
         side = torch.cuda.Stream()

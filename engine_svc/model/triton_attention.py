@@ -365,6 +365,10 @@ class TritonBackend(AttentionBackend):
             ROWS_PAD=triton.next_power_of_2(rows),
         )
 
+    def decode_width_free(self, rows: int, max_len: int) -> bool:
+        """Each row walks its own blocks up to its length; only the context splits follow the width."""
+        return pick_splits(rows, self.num_kv_heads, max_len) == 1
+
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
