@@ -3,17 +3,11 @@
 # (carry .whl, as h200.sh): the multi-turn waves (caching on vs off, same run) and 1B 128 / 128 at 256 streams,
 # load generators with several connections each (the kernel deals connections, not calls, to the servers).
 # Ran as three device calls in the 12th session (the budget's shape); results in $OUT.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD:$PWD/generated PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-quiet() { grep -v "leaked\|nanobind\|skipped remainder\|refleaks\|^ - "; }
-multiturn() {  # api servers, load generators, connections each
-  timeout 280 python3 -m bench.serving --shape llama-1b --device cuda --caching on,off --dataset multiturn@32 \
-    --conversations 64 --turns 4 --system-len 1000 --user-len 64 --turn-output-len 64 --client-processes $2 \
-    --connections $3 --engine-flags "--max-model-len 2048 --api-servers $1" --slo-ttft-ms 500 --slo-tpot-ms 50 \
-    --json "$OUT/h200_multiturn_api_servers_$1_$2x$3.json" 2>&1 | quiet | tee "$OUT/h200_multiturn_api_servers_$1_$2x$3.log"
-}
-multiturn 4 4 2; multiturn 1 4 2; multiturn 1 2 1; multiturn 4 2 2
+source bench/serving/h200_env.sh
+for run in "4 4 2" "1 4 2" "1 2 1" "4 2 2"; do
+  set -- $run
+  multiturn_1b "h200_multiturn_api_servers_$1_$2x$3" "$1" "$2" "$3"
+done
 for s in 4 1; do
   timeout 150 python3 -m bench.serving --shape llama-1b --device cuda --caching on --dataset random:128x128@256 \
     --prompts-per-stream 3 --client-processes 4 --connections 2 --engine-flags "--max-model-len 2048 --api-servers $s" \

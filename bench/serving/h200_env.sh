@@ -17,3 +17,12 @@ served_8b_128() {
     --prompts-per-stream 3 --client-processes 4 --connections 2 --engine-flags "$f8 --api-servers 4" \
     --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/$1.json" 2>&1 | quiet | tee "$OUT/$1.log"
 }
+# `multiturn_1b NAME SERVERS GENERATORS CONNECTIONS`: the 1B multi-turn set (64 four-turn conversations behind one
+# shared 1,000-token system prompt, 32 streams), caching on then off in the same run, through SERVERS API servers
+# and GENERATORS load generators of CONNECTIONS connections each, to $OUT/NAME.log and .json.
+multiturn_1b() {
+  timeout 280 python3 -m bench.serving --shape llama-1b --device cuda --caching on,off --dataset multiturn@32 \
+    --conversations 64 --turns 4 --system-len 1000 --user-len 64 --turn-output-len 64 --client-processes "$3" \
+    --connections "$4" --engine-flags "--max-model-len 2048 --api-servers $2" --slo-ttft-ms 500 --slo-tpot-ms 50 \
+    --json "$OUT/$1.json" 2>&1 | quiet | tee "$OUT/$1.log"
+}
