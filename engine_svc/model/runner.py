@@ -1,9 +1,10 @@
 """Runs scheduled chunks through the fused model and returns the logits rows that are needed.
 
 Decode-only steps on CUDA replay a CUDA graph captured per (batch bucket, block-table width bucket) with
-static input buffers (one width, the widest, where the attention's work does not depend on it: every batch
-bucket's graph is then captured before serving, instead of stalling a step when a new width first appears); mixed or prefill steps of up to the step budget (16,384 tokens at most) replay piecewise
-graphs around eager attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode steps on the device
+static input buffers; where the attention's work does not depend on the width, a batch bucket has one graph, at
+the widest, so warm-up captures it and no step under load stalls for a capture when a new width first appears.
+Mixed or prefill steps of up to the step budget (16,384 tokens at most) replay piecewise graphs around eager
+attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode steps on the device
 (each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host;
 the graph advances positions and slots itself and leaves the greedy tokens as the next input.
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
@@ -275,8 +276,10 @@ class ModelRunner:
         first requests that need them."""
         if self.cuda_graphs:
             widths = sorted({self._width_bucket(1 << i) for i in range(self.max_blocks_per_seq.bit_length())})
-            for rows in self.batch_buckets:  # every width for a few rows; larger batches' width is the widest, or
-                for width in widths if rows <= WARM_EVERY_WIDTH_ROWS else widths[:1]:  # (SDPA) taken at first use
+            for rows in self.batch_buckets:
+                # A few rows at every width; more at one: the widest where it serves every width (Triton), else
+                # the narrowest, the wider ones captured at first use (SDPA).
+                for width in widths if rows <= WARM_EVERY_WIDTH_ROWS else widths[:1]:
                     self._graph(rows, self._graph_width(rows, width))
             if self.pieces is not None:
                 self.pieces.pool = self.graph_pool

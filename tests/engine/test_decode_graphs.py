@@ -44,7 +44,7 @@ def batch(count: int, shortest: int, first_block: int) -> list[Sequence]:
     return made
 
 
-def test_warm_up_leaves_no_decode_graph_to_capture_while_serving():
+def test_warm_up_captures_every_width_of_few_rows_and_one_wide_graph_of_many():
     graphs, _ = runners()
     graphs.warm_up()
     for rows in graphs.batch_buckets:
