@@ -10,7 +10,8 @@ user turns and answers, bench/serving's multi-turn set) and adds each turn's tim
 `--profile K` (CUDA) also runs torch.profiler on the step thread until K mixed calls and K decode runs (after a
 few of each) were seen, and prints per kind the calls' wall time against the GPU's kernel time and the host
 calls that took the most time; `--trace-dir D` also writes the first profiled call of each kind as a Chrome trace
-(D/mixed.json, D/decode_run.json: chrome://tracing or Perfetto show where the GPU waits).
+(D/mixed.json, D/decode_run.json, a later configuration's in their place: chrome://tracing or Perfetto show
+where the GPU waits).
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class StepTrace:
             kind = "decode run" if steps > 1 else "prefill" if not decodes else "mixed" if prefill else "decode"
             self.records.append((kind, steps, len(self.chunks), prefill, seconds))
             if profiler is not None and kind in self.profiles:
-                kept = self.profiles[kind].keep(profiler.key_averages(), seconds, steps)
-                if kept == "first" and trace_dir:
+                first = self.profiles[kind].keep(profiler.key_averages(), seconds, steps)
+                if first and trace_dir:
                     profiler.export_chrome_trace(f"{trace_dir}/{kind.replace(' ', '_')}.json")
 
         engine.scheduler.schedule, engine._step = traced_schedule, traced_step
@@ -102,15 +103,15 @@ class StepProfile:
     def done(self) -> bool:
         return len(self.events) >= self.calls
 
-    def keep(self, averages, seconds: float, steps: int) -> str:
-        """Counts the call and keeps it when its turn has come: "first" (the first kept), "kept" or "skipped"."""
+    def keep(self, averages, seconds: float, steps: int) -> bool:
+        """Counts the call and keeps it when its turn has come; whether it is the first kept."""
         self.seen += 1
         if self.seen <= self.skip or self.done:
-            return "skipped"
+            return False
         self.events.append(averages)
         self.wall += seconds
         self.steps += steps
-        return "first" if len(self.events) == 1 else "kept"
+        return len(self.events) == 1
 
     def report(self) -> str:
         host: dict[str, float] = {}
