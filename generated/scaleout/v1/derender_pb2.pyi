@@ -25,6 +25,12 @@ class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_CHOICE_MODE_AUTO: _ClassVar[ToolChoiceMode]
     TOOL_CHOICE_MODE_REQUIRED: _ClassVar[ToolChoiceMode]
     TOOL_CHOICE_MODE_NAMED: _ClassVar[ToolChoiceMode]
+
+class ReasoningDelivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASONING_DELIVERY_UNSPECIFIED: _ClassVar[ReasoningDelivery]
+    REASONING_DELIVERY_WHOLE: _ClassVar[ReasoningDelivery]
+    REASONING_DELIVERY_OMITTED: _ClassVar[ReasoningDelivery]
 ENDPOINT_UNSPECIFIED: Endpoint
 ENDPOINT_CHAT: Endpoint
 ENDPOINT_COMPLETION: Endpoint
@@ -33,9 +39,12 @@ TOOL_CHOICE_MODE_NONE: ToolChoiceMode
 TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
 TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
 TOOL_CHOICE_MODE_NAMED: ToolChoiceMode
+REASONING_DELIVERY_UNSPECIFIED: ReasoningDelivery
+REASONING_DELIVERY_WHOLE: ReasoningDelivery
+REASONING_DELIVERY_OMITTED: ReasoningDelivery
 
 class DerenderContext(_message.Message):
-    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids")
+    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids", "reasoning_delivery")
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +72,7 @@ class DerenderContext(_message.Message):
     PROMPT_INDEX_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     endpoint: Endpoint
     model: str
     id: str
@@ -90,7 +100,8 @@ class DerenderContext(_message.Message):
     prompt_index: int
     n: int
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    reasoning_delivery: ReasoningDelivery
+    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., reasoning_delivery: _Optional[_Union[ReasoningDelivery, str]] = ...) -> None: ...
 
 class DerenderChatRequest(_message.Message):
     __slots__ = ("context", "results")

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
+from scaleout.v1 import responses_pb2 as scaleout_dot_v1_dot_responses__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -26,15 +27,20 @@ if _version_not_supported:
 
 
 class ResponsesServiceStub:
-    """OpenAI's Responses API, stateless, as the `openai` SDK (`client.responses.create`) and agent frameworks
-    speak it. The request body is the Responses JSON as sent; render_svc converts it to the chat form
+    """OpenAI's Responses API, as the `openai` SDK (`client.responses.create`, `retrieve`, `delete`) and agent
+    frameworks speak it. The request body is the Responses JSON as sent; render_svc converts it to the chat form
     (RenderService.RenderResponses, the same conversion `/v1/responses/render` serves), then the pipeline runs
     render -> generate -> derender and shapes derender's ChatCompletion / ChatCompletionChunk as a Response
     object. With `"stream": true` the answer is the Responses events on the same path (`response.created`,
     `response.output_item.added`, `response.output_text.delta`, `response.function_call_arguments.delta`, ...,
-    `response.completed` or `response.incomplete`). Nothing is stored: `store: true` and `previous_response_id`
-    are refused with 400 naming the field. Errors before the first byte are OpenAI's error object (the
+    `response.completed` or `response.incomplete`). Errors before the first byte are OpenAI's error object (the
     gateway prints it); after it, an in-band `error` event.
+
+    Stored responses: `store` (absent: true, as OpenAI's) keeps the finished Response and its conversation in the
+    memory of the pipeline replica that answered, bounded in count, bytes and age (oldest evicted first; limits in
+    docs/anthropic_responses.md). Its id names that replica, so any replica finds it: `previous_response_id`
+    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE answer
+    for it, asking the owner over ResponseStoreService when it is another replica.
     """
 
     def __init__(self, channel):
@@ -48,22 +54,52 @@ class ResponsesServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.GetResponse = channel.unary_unary(
+                '/scaleout.v1.ResponsesService/GetResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.DeleteResponse = channel.unary_unary(
+                '/scaleout.v1.ResponsesService/DeleteResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.DeleteResponseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class ResponsesServiceServicer:
-    """OpenAI's Responses API, stateless, as the `openai` SDK (`client.responses.create`) and agent frameworks
-    speak it. The request body is the Responses JSON as sent; render_svc converts it to the chat form
+    """OpenAI's Responses API, as the `openai` SDK (`client.responses.create`, `retrieve`, `delete`) and agent
+    frameworks speak it. The request body is the Responses JSON as sent; render_svc converts it to the chat form
     (RenderService.RenderResponses, the same conversion `/v1/responses/render` serves), then the pipeline runs
     render -> generate -> derender and shapes derender's ChatCompletion / ChatCompletionChunk as a Response
     object. With `"stream": true` the answer is the Responses events on the same path (`response.created`,
     `response.output_item.added`, `response.output_text.delta`, `response.function_call_arguments.delta`, ...,
-    `response.completed` or `response.incomplete`). Nothing is stored: `store: true` and `previous_response_id`
-    are refused with 400 naming the field. Errors before the first byte are OpenAI's error object (the
+    `response.completed` or `response.incomplete`). Errors before the first byte are OpenAI's error object (the
     gateway prints it); after it, an in-band `error` event.
+
+    Stored responses: `store` (absent: true, as OpenAI's) keeps the finished Response and its conversation in the
+    memory of the pipeline replica that answered, bounded in count, bytes and age (oldest evicted first; limits in
+    docs/anthropic_responses.md). Its id names that replica, so any replica finds it: `previous_response_id`
+    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE answer
+    for it, asking the owner over ResponseStoreService when it is another replica.
     """
 
     def CreateResponse(self, request, context):
         """OpenAI `POST /v1/responses`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetResponse(self, request, context):
+        """OpenAI `GET /v1/responses/{response_id}`: the stored Response; NOT_FOUND (RESPONSE_NOT_FOUND, 404) for an id
+        no replica holds (never stored, deleted, evicted or expired).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteResponse(self, request, context):
+        """OpenAI `DELETE /v1/responses/{response_id}`: `{"id", "object": "response.deleted", "deleted": true}`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -77,6 +113,16 @@ def add_ResponsesServiceServicer_to_server(servicer, server):
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
+            'GetResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'DeleteResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.DeleteResponseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'scaleout.v1.ResponsesService', rpc_method_handlers)
@@ -86,15 +132,20 @@ def add_ResponsesServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ResponsesService:
-    """OpenAI's Responses API, stateless, as the `openai` SDK (`client.responses.create`) and agent frameworks
-    speak it. The request body is the Responses JSON as sent; render_svc converts it to the chat form
+    """OpenAI's Responses API, as the `openai` SDK (`client.responses.create`, `retrieve`, `delete`) and agent
+    frameworks speak it. The request body is the Responses JSON as sent; render_svc converts it to the chat form
     (RenderService.RenderResponses, the same conversion `/v1/responses/render` serves), then the pipeline runs
     render -> generate -> derender and shapes derender's ChatCompletion / ChatCompletionChunk as a Response
     object. With `"stream": true` the answer is the Responses events on the same path (`response.created`,
     `response.output_item.added`, `response.output_text.delta`, `response.function_call_arguments.delta`, ...,
-    `response.completed` or `response.incomplete`). Nothing is stored: `store: true` and `previous_response_id`
-    are refused with 400 naming the field. Errors before the first byte are OpenAI's error object (the
+    `response.completed` or `response.incomplete`). Errors before the first byte are OpenAI's error object (the
     gateway prints it); after it, an in-band `error` event.
+
+    Stored responses: `store` (absent: true, as OpenAI's) keeps the finished Response and its conversation in the
+    memory of the pipeline replica that answered, bounded in count, bytes and age (oldest evicted first; limits in
+    docs/anthropic_responses.md). Its id names that replica, so any replica finds it: `previous_response_id`
+    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE answer
+    for it, asking the owner over ResponseStoreService when it is another replica.
     """
 
     @staticmethod
@@ -114,6 +165,183 @@ class ResponsesService:
             '/scaleout.v1.ResponsesService/CreateResponse',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.ResponsesService/GetResponse',
+            scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.ResponsesService/DeleteResponse',
+            scaleout_dot_v1_dot_responses__pb2.DeleteResponseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ResponseStoreServiceStub:
+    """Pipeline replica to pipeline replica (each replica's --response-peers), never through the gateway, so it has
+    no REST binding: a replica asked for a response another one stored fetches or deletes it at its owner.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.FetchStoredResponse = channel.unary_unary(
+                '/scaleout.v1.ResponseStoreService/FetchStoredResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.FetchStoredResponseRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_responses__pb2.StoredResponse.FromString,
+                _registered_method=True)
+        self.DeleteStoredResponse = channel.unary_unary(
+                '/scaleout.v1.ResponseStoreService/DeleteStoredResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseResponse.FromString,
+                _registered_method=True)
+
+
+class ResponseStoreServiceServicer:
+    """Pipeline replica to pipeline replica (each replica's --response-peers), never through the gateway, so it has
+    no REST binding: a replica asked for a response another one stored fetches or deletes it at its owner.
+    """
+
+    def FetchStoredResponse(self, request, context):
+        """The response as its owner stored it; NOT_FOUND (RESPONSE_NOT_FOUND) when it holds no such id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteStoredResponse(self, request, context):
+        """Forget it; NOT_FOUND (RESPONSE_NOT_FOUND) when it holds no such id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ResponseStoreServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'FetchStoredResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchStoredResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.FetchStoredResponseRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_responses__pb2.StoredResponse.SerializeToString,
+            ),
+            'DeleteStoredResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteStoredResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'scaleout.v1.ResponseStoreService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('scaleout.v1.ResponseStoreService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ResponseStoreService:
+    """Pipeline replica to pipeline replica (each replica's --response-peers), never through the gateway, so it has
+    no REST binding: a replica asked for a response another one stored fetches or deletes it at its owner.
+    """
+
+    @staticmethod
+    def FetchStoredResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.ResponseStoreService/FetchStoredResponse',
+            scaleout_dot_v1_dot_responses__pb2.FetchStoredResponseRequest.SerializeToString,
+            scaleout_dot_v1_dot_responses__pb2.StoredResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteStoredResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.ResponseStoreService/DeleteStoredResponse',
+            scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseRequest.SerializeToString,
+            scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseResponse.FromString,
             options,
             channel_credentials,
             insecure,
