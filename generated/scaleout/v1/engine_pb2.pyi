@@ -1,4 +1,5 @@
 from google.api import annotations_pb2 as _annotations_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.rpc import status_pb2 as _status_pb2
 from scaleout.v1 import common_pb2 as _common_pb2
@@ -151,3 +152,7 @@ class GetLoadResponse(_message.Message):
     prefix_cache_queried_tokens: int
     prefix_cache_hit_tokens: int
     def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_free: _Optional[int] = ..., kv_block_size: _Optional[int] = ..., max_running: _Optional[int] = ..., max_waiting: _Optional[int] = ..., prefix_caching: _Optional[bool] = ..., kv_blocks_cached: _Optional[int] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ...) -> None: ...
+
+class GetMetricsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from scaleout.v1 import engine_pb2 as scaleout_dot_v1_dot_engine__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -60,6 +61,11 @@ class EngineServiceStub:
                 request_serializer=scaleout_dot_v1_dot_engine__pb2.GetLoadRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_engine__pb2.GetLoadResponse.FromString,
                 _registered_method=True)
+        self.GetMetrics = channel.unary_unary(
+                '/scaleout.v1.EngineService/GetMetrics',
+                request_serializer=scaleout_dot_v1_dot_engine__pb2.GetMetricsRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -104,6 +110,15 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetMetrics(self, request, context):
+        """The engine's series under vLLM's names (`vllm:num_requests_waiting`, ...; engine_svc/serving/vllm_metrics.py
+        has the map), as Prometheus text: what a vLLM server's `/metrics` shows, for the whole engine whichever of
+        its API servers answers. The gateway's `GET /metrics` merges every replica's. Scoped as GetLoad.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -131,6 +146,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.GetLoad,
                     request_deserializer=scaleout_dot_v1_dot_engine__pb2.GetLoadRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_engine__pb2.GetLoadResponse.SerializeToString,
+            ),
+            'GetMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMetrics,
+                    request_deserializer=scaleout_dot_v1_dot_engine__pb2.GetMetricsRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,6 +289,33 @@ class EngineService:
             '/scaleout.v1.EngineService/GetLoad',
             scaleout_dot_v1_dot_engine__pb2.GetLoadRequest.SerializeToString,
             scaleout_dot_v1_dot_engine__pb2.GetLoadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineService/GetMetrics',
+            scaleout_dot_v1_dot_engine__pb2.GetMetricsRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,
