@@ -11,7 +11,7 @@ from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
-from scaleout.v1 import engine_pb2
+from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common import finish_reasons
 
 
@@ -33,6 +33,7 @@ class ChoiceConfig:
     top_logprobs: int | None
     tools: tuple = ()  # the request's tools (proto messages): schema-typed tool formats read them
     tool_fallback: str | None = None  # under tool_choice "required": the model's own tool parser
+    reasoning_delivery: int = derender_pb2.REASONING_DELIVERY_UNSPECIFIED  # streamed, whole or omitted
 
 
 @dataclass
@@ -87,6 +88,9 @@ class ChoiceProcessor:
         self.logprobs = LogprobRenderer(
             info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]), logprobs["o"]
         )
+        self.held_reasoning = state.get("w", "")  # REASONING_DELIVERY_WHOLE: the reasoning not sent yet
+        if not isinstance(self.held_reasoning, str):
+            raise TypeError("held reasoning")  # a state this service did not write (Session refuses it)
         self.reasoning = None
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
@@ -115,7 +119,9 @@ class ChoiceProcessor:
                 delta.stop_token_id = choice.stop_token_id
             elif which == "stop_str":
                 delta.stop_str = choice.stop_str
-        text_ids = ids[:-1] if delta.stop_token_id is not None and ids and ids[-1] == delta.stop_token_id else ids
+        # The stop token's text is output only when the matched stop is asked for (vLLM's include_stop_str_in_output).
+        trim = delta.stop_token_id is not None and not self.config.include_stop
+        text_ids = ids[:-1] if trim and ids and ids[-1] == delta.stop_token_id else ids
         text, used = self._text(text_ids, final)
         if self.stop.matched is not None:
             final, ids = True, ids[:used]  # tokens after the one completing the stop string do not count
@@ -125,7 +131,8 @@ class ChoiceProcessor:
             delta.logprobs = self.logprobs.render(ids, choice.logprobs)
         content = text
         if self.reasoning is not None:
-            delta.reasoning, content = self.reasoning.feed(text, final)
+            reasoning, content = self.reasoning.feed(text, final)
+            delta.reasoning = self._deliver(reasoning, bool(content) or final)
         if self.tools is not None:
             content, calls = self.tools.feed(content, final)
             delta.tool_calls = self._calls(calls)
@@ -162,6 +169,20 @@ class ChoiceProcessor:
                 start = at + 1
         return "".join(text) + self.detokenizer.step(ids[start:])
 
+    def _deliver(self, reasoning: str, closed: bool) -> str:
+        """The reasoning this delta carries (DerenderContext.reasoning_delivery). WHOLE holds it until the block is
+        closed: the parser let content through (the end tag passed) or the answer ended, as SGLang's
+        `stream_reasoning: false` buffers it until the end tag."""
+        delivery = self.config.reasoning_delivery
+        if delivery == derender_pb2.REASONING_DELIVERY_OMITTED:
+            return ""
+        if delivery == derender_pb2.REASONING_DELIVERY_WHOLE:
+            self.held_reasoning += reasoning
+            if not closed:
+                return ""
+            reasoning, self.held_reasoning = self.held_reasoning, ""
+        return reasoning
+
     def _calls(self, calls) -> list[ToolCallOut]:
         out = []
         for call in calls:
@@ -194,6 +215,8 @@ class ChoiceProcessor:
         }
         if self.reasoning is not None:
             state["r"] = self.reasoning.state()
+        if self.held_reasoning:
+            state["w"] = self.held_reasoning
         if self.tools is not None:
             state["t"] = self.tools.state()
         return state

@@ -65,6 +65,7 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
         parallel_tool_calls=context.parallel_tool_calls,
         tools=tuple(context.tools),
         top_logprobs=context.top_logprobs if context.HasField("top_logprobs") else None,
+        reasoning_delivery=context.reasoning_delivery,
     )
 
 

@@ -9,6 +9,9 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   one place this deployment, which stores nothing, keeps anything;
 - `reasoning_effort` reaches the chat template as its `reasoning_effort` (vLLM's merge: it wins over a
   `chat_template_kwargs` entry), as Responses' `reasoning.effort` and Anthropic's `output_config.effort` do;
+- SGLang's `separate_reasoning`, `stream_reasoning`, `no_stop_trim`, `return_hidden_states` and vLLM's
+  `include_reasoning` (vllm-router and SMG add them to the bodies they forward) are the typed request's own
+  fields: render maps them (render_svc/sglang_fields.py) and refuses `return_hidden_states: true`;
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, `tool_choice` "required" or a named function; schemas travel to render as
   JSON text, so the order of their properties (the order they are generated in) survives;

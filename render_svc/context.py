@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from render_svc import sglang_fields
 from scaleout.v1 import derender_pb2
 
 PROMPT_TAIL_TOKENS = 8
@@ -66,6 +67,7 @@ def fill(
     context.n = n
     if top_logprobs is not None:
         context.top_logprobs = top_logprobs
+    sglang_fields.apply(context, request)
 
 
 def add_chat_fields(

@@ -73,6 +73,24 @@ async def test_trailing_stop_token_is_not_text(stub, hf_tokenizer, info):
     assert unary.usage.completion_tokens == len(ids) and unary.usage.prompt_tokens == 7
 
 
+async def test_a_kept_stop_token_is_text(stub, hf_tokenizer, info):
+    """include_stop_str_in_output (SGLang's no_stop_trim) keeps the stop token's text too, as vLLM's detokenizer
+    does; special tokens skipped stay out of the text either way."""
+    ids = hf_tokenizer.encode("The end.", add_special_tokens=False) + [2]
+    messages = engine_messages([ids[:2], ids[2:]], stop_token_id=2)
+    for skip, content in (
+        (False, "The end." + info.tokenizer.decode([2], skip_special_tokens=False)),
+        (True, "The end."),
+    ):
+        context = derender_pb2.DerenderContext(
+            id="chatcmpl-eos", skip_special_tokens=skip, include_stop_str_in_output=True
+        )
+        for responses in (await stream(stub, context, messages), await twin(stub, context, messages)):
+            assert chat_text(responses)["content"] == content
+        unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
+        assert unary.choices[0].message.content == content
+
+
 async def test_stop_generation_waits_for_every_choice(stub, hf_tokenizer):
     """n=2: choice 0 hits a stop string early, choice 1 runs on; the engine may stop only when both are done."""
     words = [hf_tokenizer.encode(w, add_special_tokens=False) for w in ["one", " two", " STOP", " three", " four"]]
