@@ -189,6 +189,8 @@ class Stack:
         if role == "chat":  # the one-hop service reaches the others through Envoy (balanced, health-checked)
             internal = f"{cfg.host}:{self.internal_port}"
             argv += ["--render-target", internal, "--engine-target", internal, "--derender-target", internal]
+            # and every engine replica directly, for what concerns each one (pipeline_svc/fleet.py)
+            argv += ["--engines", ",".join(f"{cfg.host}:{r.bound_port}" for r in self._role("engine"))]
         elif cfg.model:
             argv += ["--model", cfg.model]
         argv += cfg.service_args.get(role, [])
@@ -216,14 +218,18 @@ class Stack:
             else:
                 sys.stdout.write(f"[{replica.name}] {line}")
 
+    def _role(self, role: str) -> list[Replica]:
+        return [r for r in self.replicas if r.name.startswith(role + "-")]
+
     def start(self) -> None:
         cfg = self.config
         deadline = time.monotonic() + cfg.start_timeout_s
+        # The one-hop service starts last: it is told the engine replicas' ports, which they report on binding.
         for role in ("render", "engine", "derender", "chat"):
+            if role == "chat":
+                self._wait_listening(self._role("engine"), deadline)
             self.replicas += [self._spawn(role, i) for i in range(cfg.replicas.get(role, 1))]
-        for replica in self.replicas:
-            while not replica.listening.wait(0.2):
-                self._check_alive(replica, deadline)
+        self._wait_listening(self.replicas, deadline)
         self._envoy_argv = self._write_envoy_config()
         self.envoy = self._start_envoy()
         for replica in self.replicas:
@@ -234,10 +240,7 @@ class Stack:
 
     def _write_envoy_config(self) -> list[str]:
         cfg = self.config
-        upstreams = [
-            Upstream(role, [Endpoint(cfg.host, r.bound_port) for r in self.replicas if r.name.startswith(role + "-")])
-            for role in SERVICES
-        ]
+        upstreams = [Upstream(role, [Endpoint(cfg.host, r.bound_port) for r in self._role(role)]) for role in SERVICES]
         config_path = self._workdir / "envoy.yaml"
         tracing = cfg.tracing or Tracing.from_env({**os.environ, **cfg.env})  # the services' own OTEL_* settings
         edge = self.edge()
@@ -300,6 +303,11 @@ class Stack:
         fresh = self._spawn(role, int(number), port=old.port or 0)
         fresh.restarts = old.restarts + 1
         self.replicas[index] = fresh
+
+    def _wait_listening(self, replicas: list[Replica], deadline: float) -> None:
+        for replica in replicas:
+            while not replica.listening.wait(0.2):
+                self._check_alive(replica, deadline)
 
     def _check_alive(self, replica: Replica, deadline: float) -> None:
         if replica.process.poll() is not None:

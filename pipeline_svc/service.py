@@ -13,6 +13,7 @@ import grpc
 from pipeline_svc.anthropic_service import AnthropicFrontDoor
 from pipeline_svc.chat import ChatPipeline
 from pipeline_svc.engine_stream import EngineStreamRelay
+from pipeline_svc.fleet import Engines, Fleet
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.responses_service import ResponsesFrontDoor
@@ -44,6 +45,7 @@ class PipelineService:
 
     def __init__(self, args):
         self.hops = Hops(args)
+        self.fleet = Fleet(Engines.parse(args.engines), args.max_message_mb)
 
     def register(self, server: grpc.aio.Server) -> None:
         chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
@@ -60,6 +62,7 @@ class PipelineService:
 
     async def close(self) -> None:
         await self.hops.close()
+        await self.fleet.close()
 
 
 def parser():
@@ -67,6 +70,12 @@ def parser():
     p.add_argument("--render-target", default="127.0.0.1:50051", help="render_svc address (or the gateway)")
     p.add_argument("--engine-target", default="127.0.0.1:50052", help="engine_svc address (or the gateway)")
     p.add_argument("--derender-target", default="127.0.0.1:50053", help="derender_svc address (or the gateway)")
+    p.add_argument(
+        "--engines",
+        default="127.0.0.1:50052",
+        help="every engine replica, called directly for what concerns each one (loads, cache resets): "
+        "host:port[,host:port...]; a host may resolve to many (a Kubernetes headless Service), re-resolved on use",
+    )
     return p
 
 

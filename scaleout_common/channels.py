@@ -29,12 +29,17 @@ CHECK_S = 1.0
 RETIRE_GRACE_S = 3600.0
 
 
-def open_channel(target: str, max_message_mb: int = 64) -> grpc.aio.Channel:
-    options = channel_options(max_message_mb) + [
+def open_channel(target: str, max_message_mb: int = 64, tls_name: str | None = None) -> grpc.aio.Channel:
+    """`tls_name`: the name the peer's certificate is checked against when `target` is an address (a replica
+    resolved from a headless Service's name); by default the target's own host."""
+    options: list[tuple[str, int | str]] = [
+        *channel_options(max_message_mb),
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
+    if tls_name:
+        options.append(("grpc.ssl_target_name_override", tls_name))
     # With tracing on, each call gets a CLIENT span and carries W3C traceparent downstream; every call carries
     # the API key of the call it is made for (scaleout_common.identity).
     interceptors = [*client_interceptors(target, channel_tracer()), *(credentials_forwarders() if forwarding() else ())]

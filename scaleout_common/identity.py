@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import grpc
 
+from scaleout_common.reasons import Reason, fail
+
 CLIENT_HEADER = "x-scaleout-client"
 ADMIN_HEADER = "x-scaleout-admin"
 # The metadata that carries a caller's key (OpenAI SDKs and gRPC clients send the first, Anthropic's the second).
@@ -50,11 +52,24 @@ class Caller:
     def owns(self, owner: str | None) -> bool:
         return self.trusted or owner == self.client
 
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """This identity as the headers the gateway sets, for a call the one-hop service makes straight to a
+        replica on its caller's behalf (pipeline_svc/fleet.py): the replica scopes it as the gateway's call."""
+        if self.client is None:
+            return ()
+        return ((CLIENT_HEADER, self.client), *(((ADMIN_HEADER, "true"),) if self.admin else ()))
+
 
 def caller(context) -> Caller:
     metadata = dict(context.invocation_metadata() or ())
     client = metadata.get(CLIENT_HEADER) or None
     return Caller(client, admin=client is not None and metadata.get(ADMIN_HEADER) == "true")
+
+
+def require_trusted(caller: Caller, what: str) -> None:
+    """Admin-scoped operations (the scheduler's load, control operations): an admin key, or no keys at all."""
+    if not caller.trusted:
+        raise fail(Reason.NOT_PERMITTED, f"{what} needs an admin key")
 
 
 _forwarding = False

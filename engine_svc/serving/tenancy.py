@@ -9,7 +9,7 @@ call reaches the replica that owns the request.
 
 from __future__ import annotations
 
-from scaleout_common.identity import ABORTED_HEADER, MIN_PRIORITY, Caller
+from scaleout_common.identity import ABORTED_HEADER, MIN_PRIORITY, Caller, require_trusted
 from scaleout_common.reasons import Reason, fail
 
 __all__ = ["ABORTED_HEADER", "Owners", "require_trusted"]
@@ -43,8 +43,3 @@ class Owners:
             return request_ids, []
         mine = [i for i in request_ids if self._by_id.get(i) == caller.client]
         return mine, [i for i in request_ids if self._by_id.get(i) != caller.client]
-
-
-def require_trusted(caller: Caller, what: str) -> None:
-    if not caller.trusted:
-        raise fail(Reason.NOT_PERMITTED, f"{what} needs an admin key")
