@@ -7,12 +7,12 @@ ErrorInfo metadata (`index`).
 
 from __future__ import annotations
 
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import ServiceError, quote
 from scaleout_common.reasons import Reason, fail
 
 
 def model_not_found(name: str, served: list[str]) -> ServiceError:
-    return fail(Reason.MODEL_NOT_FOUND, f"model {name!r} is not served here (serving {served})", "model")
+    return fail(Reason.MODEL_NOT_FOUND, f"model {quote(name)} is not served here (serving {served})", "model")
 
 
 def in_batch(error: ServiceError, index: int) -> ServiceError:

@@ -33,6 +33,7 @@ from render_svc.client_json import Fields
 from render_svc.convert import value_to_py
 from scaleout.v1 import common_pb2, derender_pb2
 from scaleout_common import structured_output_rules as rules
+from scaleout_common.errors import quote
 from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, reasoning_ids, to_proto
 from scaleout_common.reasons import Reason, fail
 
@@ -138,7 +139,7 @@ def from_response_format(value) -> common_pb2.StructuredOutputs | None:
         return common_pb2.StructuredOutputs(structural_tag=json.dumps(fmt, ensure_ascii=False))
     raise fail(
         Reason.INVALID_REQUEST,
-        f"response_format type {kind!r} is not one of text, json_object, json_schema, structural_tag",
+        f"response_format type {quote(kind)} is not one of text, json_object, json_schema, structural_tag",
         "response_format.type",
     )
 
@@ -215,7 +216,7 @@ def strict_auto_tag(tools: list[dict], tool_format: str, parallel: bool, answer:
         raise fail(
             Reason.UNSUPPORTED_FIELD,
             f"strict tools under tool_choice auto are enforced in the hermes tool-call format only; this model's "
-            f"is {tool_format!r}: set tool_choice to required or to the tool, or strict to false",
+            f"is {quote(tool_format)}: set tool_choice to required or to the tool, or strict to false",
             f"tools[{first}].function.strict",
         )
     tags = _hermes_call_tags(tools)

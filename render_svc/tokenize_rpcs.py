@@ -9,6 +9,7 @@ from render_svc.prompt import offsets_proto
 from render_svc.renderer import Renderer
 from scaleout.v1 import render_pb2
 from scaleout_common import sampling_rules
+from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
 MAX_MODELS_PAGE = 1000  # Anthropic's largest `limit`
@@ -76,7 +77,7 @@ def list_models(renderer: Renderer, request: render_pb2.ListModelsRequest) -> re
     for field in ("after_id", "before_id"):
         bound = getattr(request, field)
         if bound and bound not in names:
-            raise fail(Reason.INVALID_REQUEST, f"{field} {bound!r} is not a served model", field)
+            raise fail(Reason.INVALID_REQUEST, f"{field} {quote(bound)} is not a served model", field)
     if request.HasField("limit") and not 1 <= request.limit <= MAX_MODELS_PAGE:
         raise fail(Reason.INVALID_REQUEST, f"limit must be from 1 to {MAX_MODELS_PAGE}", "limit")
     start = names.index(request.after_id) + 1 if request.after_id else 0

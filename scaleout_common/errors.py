@@ -6,6 +6,12 @@ rich status. Anything else escaping a servicer is a bug and becomes INTERNAL wit
 A downstream status without an ErrorInfo (Envoy's own UNAVAILABLE "no healthy upstream", a deadline, a reset)
 keeps its code and gets the table's reason for that code's family (`untyped_reason`): every reason passed on
 is one of the table, and `typed` says whether the downstream gave it.
+
+No client value travels unbounded into an error: a message quotes a client's value through `quote` (its first
+100 characters and its length), and every text a `ServiceError` carries (message, violations, metadata, whoever
+built it, a downstream included) is cut to `MAX_TEXT_CHARS` here. gRPC sends the message and the details in
+trailers, which Envoy bounds: a 30,000-character `role` echoed twice once overflowed a header and reset the
+whole upstream connection, failing every tenant's request multiplexed on it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,23 @@ if TYPE_CHECKING:
     from scaleout_common.reasons import Reason
 
 DOMAIN = "scaleout.v1"
+QUOTE_CHARS = 100  # of a client's value quoted in a message
+MAX_TEXT_CHARS = 1000  # of a message, a violation's field or description, a metadata value
+
+
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """`text`, or its head and its length in at most `limit` characters (so clipping twice changes nothing)."""
+    if len(text) <= limit:
+        return text
+    suffix = f"… ({len(text)} characters)"
+    return text[: limit - len(suffix)] + suffix
+
+
+def quote(value: object) -> str:
+    """A client's value as an error message quotes it: its repr, of its first 100 characters when longer."""
+    if isinstance(value, (str, bytes)) and len(value) > QUOTE_CHARS:
+        return f"{value[:QUOTE_CHARS]!r}… ({len(value)} {'characters' if isinstance(value, str) else 'bytes'})"
+    return clip(repr(value), QUOTE_CHARS + 20)
 
 
 @dataclass
@@ -34,6 +57,11 @@ class ServiceError(Exception):
     violations: list[tuple[str, str]] = field(default_factory=list)  # (field path, description)
     metadata: dict[str, str] = field(default_factory=dict)
     typed: bool = True  # False: a downstream status that carried no reason; `reason` is untyped_reason(code)
+
+    def __post_init__(self) -> None:
+        self.message = clip(self.message)
+        self.violations = [(clip(f), clip(d)) for f, d in self.violations]
+        self.metadata = {clip(k): clip(v) for k, v in self.metadata.items()}
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"

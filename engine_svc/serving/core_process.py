@@ -43,7 +43,7 @@ from engine_svc.structured.compiler import too_slow
 from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
 from scaleout_common import structured_output_rules
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import ServiceError, quote
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> N
         request_id, seqs, client = payload
         try:
             if request_id in owners:  # held by another API server
-                raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {request_id!r} is already running")
+                raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(request_id)} is already running")
             owners[request_id] = front, client
             for seq in seqs:  # each API server counts its own arrivals: the core's count orders them all
                 seq.arrival = next_arrival()

@@ -16,6 +16,7 @@ from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.requests import Outbox, RequestState
 from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
+from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
 
@@ -90,7 +91,7 @@ class EngineFront(ABC):
     def _register(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         """The state of an admitted request, now live; refused when the id is taken or the queue is full."""
         if request_id in self.requests:
-            raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {request_id!r} is already running")
+            raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(request_id)} is already running")
         if self.num_waiting + len(seqs) > self.max_waiting:
             raise fail(
                 Reason.QUEUE_FULL,
