@@ -161,6 +161,14 @@ class CountMessageTokensResponse(_message.Message):
     input_tokens: int
     def __init__(self, input_tokens: _Optional[int] = ...) -> None: ...
 
+class CountResponseTokensResponse(_message.Message):
+    __slots__ = ("object", "input_tokens")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    object: str
+    input_tokens: int
+    def __init__(self, object: _Optional[str] = ..., input_tokens: _Optional[int] = ...) -> None: ...
+
 class TokenOffset(_message.Message):
     __slots__ = ("start", "end")
     START_FIELD_NUMBER: _ClassVar[int]

@@ -66,6 +66,11 @@ class RenderServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
                 _registered_method=True)
+        self.CountResponseTokens = channel.unary_unary(
+                '/scaleout.v1.RenderService/CountResponseTokens',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.CountResponseTokensResponse.FromString,
+                _registered_method=True)
         self.RenderCompletion = channel.unary_unary(
                 '/scaleout.v1.RenderService/RenderCompletion',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.RenderCompletionRequest.SerializeToString,
@@ -146,6 +151,15 @@ class RenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountResponseTokens(self, request, context):
+        """OpenAI Responses `POST /v1/responses/input_tokens` (`client.responses.input_tokens.count`): the prompt's token
+        count, rendered as RenderResponses renders it (the Responses twin of CountMessageTokens). Fields that do not
+        shape the prompt are not taken; `previous_response_id` and `conversation` are refused (render keeps nothing).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RenderCompletion(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -209,6 +223,11 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.RenderResponses,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
+            ),
+            'CountResponseTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountResponseTokens,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.CountResponseTokensResponse.SerializeToString,
             ),
             'RenderCompletion': grpc.unary_unary_rpc_method_handler(
                     servicer.RenderCompletion,
@@ -399,6 +418,33 @@ class RenderService:
             '/scaleout.v1.RenderService/RenderResponses',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountResponseTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/CountResponseTokens',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            scaleout_dot_v1_dot_render__pb2.CountResponseTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,
