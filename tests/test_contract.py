@@ -1,5 +1,5 @@
 """The contract: generated/ is fresh, buf lint and buf breaking pass, every non-bidi RPC has a REST binding (its
-own, or its relay's)."""
+own, its relay's, or its fleet-wide twin's)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,24 @@ import pytest
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
-from scaleout.v1 import chat_pb2, derender_pb2, engine_pb2, engine_stream_pb2, render_pb2
+from scaleout.v1 import (
+    chat_pb2,
+    control_pb2,
+    derender_pb2,
+    engine_pb2,
+    engine_stream_pb2,
+    fleet_pb2,
+    render_pb2,
+    sglang_server_pb2,
+    vllm_server_pb2,
+)
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, ROOT, stale_files
 
 BUF = shutil.which("buf", path=str(Path(sys.executable).parent)) or shutil.which("buf")
 # Streams REST reaches through a relay that ends them in-band when they break off (engine_stream.proto).
 RELAYED = {"scaleout.v1.EngineService.Generate": "scaleout.v1.EngineStreamService.Generate"}
+# One replica's control operations, which REST reaches on every replica at once (fleet.proto).
+FANNED_OUT = {"scaleout.v1.EngineControlService.ResetPrefixCache": "scaleout.v1.FleetService.ResetPrefixCache"}
 
 
 def test_generated_is_fresh():
@@ -52,7 +64,20 @@ def _has_http_binding(method) -> bool:
     return options.HasExtension(annotations_pb2.http)
 
 
-@pytest.mark.parametrize("module", [render_pb2, engine_pb2, derender_pb2, chat_pb2, engine_stream_pb2])
+@pytest.mark.parametrize(
+    "module",
+    [
+        render_pb2,
+        engine_pb2,
+        derender_pb2,
+        chat_pb2,
+        engine_stream_pb2,
+        control_pb2,
+        fleet_pb2,
+        sglang_server_pb2,
+        vllm_server_pb2,
+    ],
+)
 def test_every_non_bidi_rpc_has_an_http_binding(module):
     for service in module.DESCRIPTOR.services_by_name.values():
         for method in service.methods:
@@ -63,6 +88,10 @@ def test_every_non_bidi_rpc_has_an_http_binding(module):
                 relay = module.DESCRIPTOR.pool.FindMethodByName(RELAYED[method.full_name])
                 assert not _has_http_binding(method) and _has_http_binding(relay), method.full_name
                 assert (relay.input_type, relay.output_type) == (method.input_type, method.output_type)
+                continue
+            if method.full_name in FANNED_OUT:
+                twin = fleet_pb2.DESCRIPTOR.pool.FindMethodByName(FANNED_OUT[method.full_name])
+                assert not _has_http_binding(method) and _has_http_binding(twin), method.full_name
                 continue
             assert _has_http_binding(method), f"{method.full_name} has no google.api.http"
 
