@@ -181,20 +181,21 @@ class Renderer:
             variables={**self.special_tokens, **job.template_kwargs},
         )
 
-    def encode(self, jobs: list[ChatJob], texts: list[str]) -> list[tuple[list[int], list | None]]:
-        """Token ids (and offsets where asked) of every text, in as few batch calls as the options allow."""
+    def encode(self, jobs: list[ChatJob], texts: list[str]) -> list[tuple[list[int], list | None, int | None]]:
+        """Token ids, offsets where asked, and how many of the ids make the first turn (the routing key's,
+        render_svc/routing.py; None when the key does not need it) of every text, from one tokenization of each,
+        in as few batch calls as the options allow."""
         out: list = [None] * len(texts)
         groups: dict[tuple[bool, bool], list[int]] = {}
         for i, job in enumerate(jobs):
             groups.setdefault((job.add_special_tokens, job.request.return_token_offsets), []).append(i)
-        tokens = self.model.tokens
         for (special, offsets), members in groups.items():
             batch = [texts[i] for i in members]
-            if offsets:
-                results = tokens.encode_with_offsets(batch, special)
-            else:
-                results = [(ids, None) for ids in tokens.encode(batch, special)]
-            for i, result in zip(members, results):
+            cuts = [
+                None if jobs[i].request.prompt_cache_key else routing.first_turn_end(jobs[i].messages, texts[i])
+                for i in members
+            ]
+            for i, result in zip(members, self.model.tokens.encode_cut(batch, cuts, special, offsets)):
                 out[i] = result
         return out
 
@@ -250,11 +251,11 @@ class Renderer:
         sees the prompt's token ids before the shared limits do (an API's own wording of them)."""
         job = self.prepare(request)
         text = self.text(job)
-        [(ids, offsets)] = self.encode([job], [text])
+        [(ids, offsets, first_turn)] = self.encode([job], [text])
         if check_prompt is not None:
             check_prompt(ids)
         response = self.finish(job, text, ids, offsets, id_prefix)
-        response.generate_request.prefix_hash = routing.chat_prefix_hash(self, job, ids)
+        response.generate_request.prefix_hash = routing.chat_prefix_hash(request, ids, first_turn)
         return response
 
     def render_chat_batch(self, request: render_pb2.RenderChatBatchRequest) -> render_pb2.RenderChatBatchResponse:
@@ -274,10 +275,10 @@ class Renderer:
             jobs.append(job)
         encoded = self.encode(jobs, texts)
         responses = []
-        for i, (job, text, (ids, offsets)) in enumerate(zip(jobs, texts, encoded)):
+        for i, (job, text, (ids, offsets, first_turn)) in enumerate(zip(jobs, texts, encoded)):
             try:
                 responses.append(self.finish(job, text, ids, offsets))
-                responses[-1].generate_request.prefix_hash = routing.chat_prefix_hash(self, job, ids)
+                responses[-1].generate_request.prefix_hash = routing.chat_prefix_hash(job.request, ids, first_turn)
             except ServiceError as error:
                 raise errors.in_batch(error, i) from None
         return render_pb2.RenderChatBatchResponse(responses=responses)

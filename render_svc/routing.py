@@ -4,10 +4,13 @@ Requests that share a long prefix should reach the engine replica that caches it
 conversations spread over the replicas. The key is the prefix hash (`scaleout_common.prefix_hash`, salted like
 the engine's block hashes) of the part of the prompt that every turn of a conversation starts with:
 
-- a chat: its messages up to and including the first user message, rendered on their own (no generation
-  prompt) and tokenized. Turn 1 and turn 9 of a conversation render that part the same, so they get the same
-  key; two conversations behind one shared system prompt differ in their first user message, so they spread.
-  A chat without a user message keys on its whole prompt.
+- a chat: its prompt's tokens up to the end of its first user message's text. Turn 1 and turn 9 of a conversation
+  render that part the same, so they get the same key; two conversations behind one shared system prompt differ
+  in their first user message, so they spread. The count of those tokens comes from the request's one render
+  and tokenization: `first_turn_end` finds where the first user message's text ends in the rendered prompt
+  (each message's text is looked for in order, from where the previous one was found: templates render a
+  message's text as given, at most trimmed), and render_svc/tokens.py counts the tokens before it. A chat whose
+  first user text is not in its prompt as given (or that has no user message) keys on its whole prompt.
 - a completion: its first COMPLETION_PREFIX_TOKENS tokens (a shared few-shot header routes together).
 - a chat with OpenAI's `prompt_cache_key`: that key (salted), whatever the prompt: the caller groups its
   requests itself.
@@ -21,7 +24,6 @@ hash picks the replica from it (gateway/envoy.yaml.j2), and a request without it
 
 from __future__ import annotations
 
-from render_svc import convert
 from scaleout_common import prefix_hash
 from scaleout_common.reasons import Reason, fail
 
@@ -31,25 +33,38 @@ BLOCK_SIZE = 16
 COMPLETION_PREFIX_TOKENS = 256
 
 
-def chat_prefix_hash(renderer, job, ids: list[int]) -> str:
-    """The key of a rendered chat (`job`: render_svc.renderer.ChatJob, its prompt `ids`)."""
-    first_user = next((i for i, m in enumerate(job.messages) if m["role"] == "user"), None)
-    salt = job.request.cache_salt
-    if job.request.prompt_cache_key:
-        return prefix_hash.named_key(salt, job.request.prompt_cache_key)
-    if first_user is None:
-        return prefix_hash.prefix_key(salt, ids, BLOCK_SIZE)
-    documents = [convert.struct_to_py(d) for d in job.request.documents] or None
-    text = renderer.templates.render(
-        job.template,
-        job.messages[: first_user + 1],
-        job.tools,
-        documents,
-        add_generation_prompt=False,
-        variables={**renderer.special_tokens, **job.template_kwargs},
-    )
-    [opening] = renderer.model.tokens.encode([text], job.add_special_tokens)
-    return prefix_hash.prefix_key(salt, opening, BLOCK_SIZE)
+def first_turn_end(messages: list[dict], text: str) -> int | None:
+    """Where the first user message's text ends in `text`, the prompt rendered from `messages` (None: no user
+    message, or its text is not in the prompt as given)."""
+    at = 0
+    for message in messages:
+        user = message["role"] == "user"
+        for part in _texts(message["content"]):
+            found = text.find(part, at)
+            if found < 0 and user:  # a template that moved an earlier message (the system prompt) after it
+                found = text.find(part)
+            if found >= 0:
+                at = found + len(part)
+            elif user:
+                return None
+        if user:
+            return at
+    return None
+
+
+def chat_prefix_hash(request, ids: list[int], first_turn_tokens: int | None) -> str:
+    """The key of a rendered chat (`request`: its RenderChatRequest; `first_turn_tokens`: how many of its prompt
+    `ids` lie before the end of its first user message's text, None when unknown)."""
+    salt = request.cache_salt
+    if request.prompt_cache_key:
+        return prefix_hash.named_key(salt, request.prompt_cache_key)
+    return prefix_hash.prefix_key(salt, ids if first_turn_tokens is None else ids[:first_turn_tokens], BLOCK_SIZE)
+
+
+def _texts(content) -> list[str]:
+    """A message's texts as a template renders them (at most trimmed); empty ones find nothing."""
+    texts = [content] if isinstance(content, str) else [part["text"] for part in content or ()]
+    return [t for t in (text.strip() for text in texts) if t]
 
 
 def completion_prefix_hash(cache_salt: str, ids: list[int]) -> str:

@@ -32,7 +32,7 @@ def tokenize(renderer: Renderer, request: render_pb2.TokenizeRequest) -> render_
             if request.HasField(name):
                 setattr(chat, name, getattr(request, name))
         job = renderer.prepare(chat)
-        [(ids, offsets)] = renderer.encode([job], [renderer.text(job)])
+        [(ids, offsets, _)] = renderer.encode([job], [renderer.text(job)])
     else:
         special = request.add_special_tokens if request.HasField("add_special_tokens") else True
         if request.return_token_offsets:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from render_svc import routing
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
+from render_svc.tokens import _position_dependent
 from scaleout.v1 import render_pb2
+from scaleout_common import prefix_hash
 from tests.render.calls import chat
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
@@ -29,6 +32,38 @@ def test_every_turn_of_a_conversation_has_its_first_turns_key(renderers, family)
     other = [renderer.render_chat(chat(m)).generate_request.prefix_hash for m in _turns("Name a colour.")]
     assert len(set(keys)) == 1 and len(set(other)) == 1 and keys[0] != other[0]
     assert len(keys[0]) == 32  # 128-bit hex
+
+
+@pytest.mark.parametrize("family", ["default", "llama3", "qwen3"])
+def test_the_key_hashes_the_prompts_own_first_turn_from_its_one_tokenization(renderers, family):
+    """The first turn's token count comes from the prompt's one tokenization, cut where the first user text ends
+    (in two pieces at the special token there: the whole text's ids, and the count the offsets give)."""
+    renderer = renderers[family]
+    request = chat(_turns("What is 2+2?")[2], return_prompt_text=True)
+    response = renderer.render_chat(request)
+    text, ids = response.prompt_text, list(response.generate_request.token_ids)
+    cut = routing.first_turn_end(renderer.prepare(request).messages, text)
+    tokens = renderer.model.tokens
+    assert cut is not None and text[:cut].endswith("What is 2+2?")
+    # Llama 3's <|eot_id|> is plain text to this model's tokenizer: there the count comes from offsets
+    assert tokens.hard_boundary(text, cut) == (family != "llama3")
+    [(pieces, _, count)] = tokens.encode_cut([text], [cut], add_special_tokens=False, offsets=False)
+    [(whole, _, counted)] = tokens.encode_cut([text], [cut], add_special_tokens=False, offsets=True)
+    assert pieces == whole == ids and count == counted
+    # the tokens that end by the cut: with llama3, "?" starts a token that runs on into "<|eot_id|>"
+    head, past = (tokens.decode(ids[:n], skip_special_tokens=False) for n in (count, count + 1))
+    assert text.startswith(past) and len(head) <= cut < len(past)
+    assert response.generate_request.prefix_hash == prefix_hash.prefix_key("", ids[:count], routing.BLOCK_SIZE)
+
+
+def test_a_cut_is_hard_only_before_an_added_token_on_a_position_free_pipeline(renderers):
+    tokens = renderers["default"].model.tokens
+    assert tokens.hard_boundary("Hi<|im_end|>", 2)
+    assert not tokens.hard_boundary("Hi there", 2) and not tokens.hard_boundary("Hi<|im_end|>", 4)
+    assert _position_dependent(
+        {"type": "Sequence", "pretokenizers": [{"type": "Metaspace", "prepend_scheme": "first"}]}
+    )
+    assert not _position_dependent({"type": "ByteLevel", "add_prefix_space": True})
 
 
 def test_the_salt_changes_the_key_and_batch_render_gives_the_same_keys(renderers):
