@@ -40,11 +40,11 @@ def first_turn_end(messages: list[dict], text: str) -> int | None:
     for message in messages:
         user = message["role"] == "user"
         for part in _texts(message["content"]):
-            found = text.find(part, at)
+            found, length = _find(text, part, at)
             if found < 0 and user:  # a template that moved an earlier message (the system prompt) after it
-                found = text.find(part)
+                found, length = _find(text, part, 0)
             if found >= 0:
-                at = found + len(part)
+                at = found + length
             elif user:
                 return None
         if user:
@@ -62,9 +62,19 @@ def chat_prefix_hash(request, ids: list[int], first_turn_tokens: int | None) -> 
 
 
 def _texts(content) -> list[str]:
-    """A message's texts as a template renders them (at most trimmed); empty ones find nothing."""
+    """A message's texts; blank ones find nothing."""
     texts = [content] if isinstance(content, str) else [part["text"] for part in content or ()]
-    return [t for t in (text.strip() for text in texts) if t]
+    return [text for text in texts if text.strip()]
+
+
+def _find(text: str, part: str, start: int) -> tuple[int, int]:
+    """(where, length) of `part` in `text` from `start`: as given, else trimmed (templates that trim content);
+    (-1, 0) when not there. As given, the end of a message's text is where its turn's closing token starts."""
+    found = text.find(part, start)
+    if found >= 0:
+        return found, len(part)
+    part = part.strip()
+    return text.find(part, start), len(part)
 
 
 def completion_prefix_hash(cache_salt: str, ids: list[int]) -> str:
