@@ -106,6 +106,8 @@ class Stack:
         self.admin_port = config.admin_port or free_port(config.host)
         # Envoy's listener for the one-hop service's hops (no per-key rate limit; mTLS with secure).
         self.internal_port = free_port(config.host)
+        # The one-hop replicas' ports, picked ahead: each is told the others' (its Responses peers).
+        self._chat_ports = [free_port(config.host) for _ in range(config.replicas.get("chat", 1))]
         self._workdir = Path(tempfile.mkdtemp(prefix="scaleout-"))
         self._stopping = threading.Event()
         self.failed: str | None = None  # set by the supervisor when a child keeps dying
@@ -191,6 +193,9 @@ class Stack:
             argv += ["--render-target", internal, "--engine-target", internal, "--derender-target", internal]
             # and every engine replica directly, for what concerns each one (pipeline_svc/fleet.py)
             argv += ["--engines", ",".join(f"{cfg.host}:{r.bound_port}" for r in self._role("engine"))]
+            # and its peers, for the Responses each of them stored (pipeline_svc/response_peers.py)
+            peers = [f"{cfg.host}:{p}" for p in self._chat_ports]
+            argv += ["--response-peers", ",".join(peers), "--response-advertise", peers[index]]
         elif cfg.model:
             argv += ["--model", cfg.model]
         argv += cfg.service_args.get(role, [])
@@ -228,7 +233,8 @@ class Stack:
         for role in ("render", "engine", "derender", "chat"):
             if role == "chat":
                 self._wait_listening(self._role("engine"), deadline)
-            self.replicas += [self._spawn(role, i) for i in range(cfg.replicas.get(role, 1))]
+            ports = self._chat_ports if role == "chat" else [0] * cfg.replicas.get(role, 1)
+            self.replicas += [self._spawn(role, i, port) for i, port in enumerate(ports)]
         self._wait_listening(self.replicas, deadline)
         self._envoy_argv = self._write_envoy_config()
         self.envoy = self._start_envoy()

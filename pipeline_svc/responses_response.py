@@ -8,9 +8,9 @@ sends back with its `function_call_output`). `status` follows scaleout_common.fi
 OpenAI marks it). With `include: ["message.output_text.logprobs"]` (or `top_logprobs`) the output_text carries
 the logprobs of the tokens that wrote it (`text_logprobs`), and so does each of its deltas. The request's
 settings are echoed
-(instructions, tools, tool_choice, metadata, ...) with the sampling values render resolved; nothing is
-stored (`store: false`, `previous_response_id: null`). Reasoning tokens are not counted apart
-(`output_tokens_details.reasoning_tokens` is 0).
+(instructions, tools, tool_choice, metadata, `store`, `previous_response_id`, ...) with the sampling values render
+resolved. Reasoning tokens are not counted apart (`output_tokens_details.reasoning_tokens` is 0). The finished
+Response goes to `keep` (the stored responses, responses_turn.py) before it is answered.
 
 Streamed: `response.created` and `response.in_progress`, then per item `response.output_item.added`, its
 content part (`response.content_part.added`), the deltas (`response.output_text.delta`,
@@ -22,6 +22,7 @@ started ends with `error` and `response.failed`. Every event has its `sequence_n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pipeline_svc.openai_response import logprob_entry
@@ -46,6 +47,8 @@ ECHOED = {
     "prompt_cache_key": None,
     "text": {"format": {"type": "text"}},
     "max_tool_calls": None,
+    "previous_response_id": None,
+    "store": False,
 }
 
 
@@ -137,8 +140,6 @@ def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: st
         "temperature": sampling.temperature if sampling.HasField("temperature") else None,
         "top_p": sampling.top_p if sampling.HasField("top_p") else None,
         "max_output_tokens": sampling.max_tokens if sampling.HasField("max_tokens") else None,
-        "previous_response_id": None,
-        "store": False,
         "background": False,
         "service_tier": "default",
         "top_logprobs": request.get("top_logprobs") or 0,
@@ -187,7 +188,10 @@ def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.Rende
 class ResponseStream:
     """The Responses events for one streamed answer, fed derender's chunks in order."""
 
-    def __init__(self, rendered: render_pb2.RenderChatResponse, request: dict):
+    def __init__(
+        self, rendered: render_pb2.RenderChatResponse, request: dict, keep: Callable[[dict], None] | None = None
+    ):
+        self.keep = keep  # called with the finished Response
         self.envelope = _envelope(rendered, request, "in_progress")
         self.items = Items(self.envelope["id"])
         self.sequence = 0
@@ -316,6 +320,8 @@ class ResponseStream:
     def finish(self) -> list[Event]:
         events = self._close(_status(self.choice)[0])  # `incomplete`: the open item was cut short
         final = _finished(self._response(), self.choice, self.usage)
+        if self.keep is not None:
+            self.keep(final)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
         return events + [self._event(kind, response=final)]
 

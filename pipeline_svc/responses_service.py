@@ -1,16 +1,21 @@
-"""ResponsesService: `/v1/responses` (stateless) as the `openai` SDK speaks it (a Response, or its SSE events).
+"""ResponsesService: `/v1/responses` as the `openai` SDK speaks it (a Response, or its SSE events), and the stored
+responses behind `GET` / `DELETE /v1/responses/{id}` and `previous_response_id`.
 
-render_svc converts the request to the chat form (RenderResponses: the field policy lives there); the answer
-is derender's chat output shaped by responses_response. `user` / `safety_identifier` go on the request's span.
+render_svc converts the request to the chat form (RenderResponses: the field policy lives there) once
+responses_turn has taken `store` and `previous_response_id` out; the answer is derender's chat output shaped by
+responses_response, its id renamed for this replica (response_peers), and kept when `store` says so.
+`user` / `safety_identifier` go on the request's span.
 """
 
 from __future__ import annotations
 
-from pipeline_svc import responses_response
+from pipeline_svc import responses_response, responses_turn
 from pipeline_svc.client_fields import RESPONSES, named
 from pipeline_svc.hops import Hops
-from pipeline_svc.shaped_route import serve
+from pipeline_svc.response_peers import StoredResponses
+from pipeline_svc.shaped_route import json_body, serve
 from scaleout.v1 import responses_pb2_grpc
+from scaleout_common.reasons import Reason, fail
 
 
 def _identity(body: dict) -> dict[str, str]:
@@ -18,18 +23,47 @@ def _identity(body: dict) -> dict[str, str]:
 
 
 class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
-    def __init__(self, hops: Hops):
-        self.hops = hops
+    def __init__(self, hops: Hops, stored: StoredResponses):
+        self.hops, self.stored = hops, stored
 
     async def CreateResponse(self, request, context):
+        async for body in named(self._create(request, context), request.data, RESPONSES):
+            yield body
+
+    async def _create(self, request, context):
+        turn = await responses_turn.begin(request.data, self.stored, context.time_remaining())
+
+        async def render(body, **call):
+            rendered = await self.hops.render.RenderResponses(body, **call)
+            rendered.derender_context.id = self.stored.name(rendered.derender_context.id)
+            return rendered
+
+        def keep(response: dict) -> dict:
+            if turn.store:
+                self.stored.store.put(response, turn.input_items)
+            return response
+
         route = serve(
             self.hops,
-            self.hops.render.RenderResponses,
-            request,
+            render,
+            turn.render_body,
             context,
-            responses_response.response,
-            responses_response.ResponseStream,
+            lambda completion, rendered, body: keep(responses_response.response(completion, rendered, body)),
+            lambda rendered, body: responses_response.ResponseStream(rendered, body, keep),
             _identity,
+            turn.echo,
         )
-        async for body in named(route, request.data, RESPONSES):
+        async for body in route:
             yield body
+
+    async def GetResponse(self, request, context):
+        if request.stream:
+            raise fail(
+                Reason.UNSUPPORTED_FIELD, "`stream` = true (replaying a stored response) is not supported", "stream"
+            )
+        stored = await self.stored.find(request.response_id, "response_id", context.time_remaining())
+        return json_body(stored.response)
+
+    async def DeleteResponse(self, request, context):
+        await self.stored.forget(request.response_id, context.time_remaining())
+        return json_body({"id": request.response_id, "object": "response.deleted", "deleted": True})

@@ -1,9 +1,10 @@
 """The pipeline server: ChatService (typed), OpenAIService (OpenAI's JSON), AnthropicService (Anthropic's
 Messages), ResponsesService (OpenAI's Responses) and EngineStreamService (the engine's stream for REST clients)
-over one set of hops.
+over one set of hops; ResponseStoreService answers its peer replicas for the responses it stored.
 
 It holds no model, so it loads in no time and scales on its own. The gateway sends grpc.reflection and
-grpc.health here too: `grpcurl list` against the gateway lists the whole contract.
+grpc.health here too: `grpcurl list` against the gateway lists the whole contract, and a health check naming the
+render, engine or derender service is answered by that role (role_health.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from pipeline_svc.engine_stream import EngineStreamRelay
 from pipeline_svc.fleet import Engines, Fleet
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
+from pipeline_svc.response_peers import Peers, ResponseStoreFrontDoor, StoredResponses
+from pipeline_svc.response_store import ResponseStore
 from pipeline_svc.responses_service import ResponsesFrontDoor
+from pipeline_svc.role_health import role_health
 from scaleout.v1 import (
     anthropic_pb2,
     anthropic_pb2_grpc,
@@ -39,29 +43,43 @@ class PipelineService:
         openai_pb2.DESCRIPTOR.services_by_name["OpenAIService"].full_name,
         anthropic_pb2.DESCRIPTOR.services_by_name["AnthropicService"].full_name,
         responses_pb2.DESCRIPTOR.services_by_name["ResponsesService"].full_name,
+        responses_pb2.DESCRIPTOR.services_by_name["ResponseStoreService"].full_name,
         engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"].full_name,
     )
     reflected_names = contract_service_names()
 
     def __init__(self, args):
+        self.args = args
         self.hops = Hops(args)
+        store = ResponseStore(args.response_store_size, args.response_store_mb << 20, args.response_store_ttl_s)
+        peers = Peers(args.response_peers, args.max_message_mb)
+        self.stored = StoredResponses(store, peers, args.response_advertise)
         self.fleet = Fleet(Engines.parse(args.engines), args.max_message_mb)
 
     def register(self, server: grpc.aio.Server) -> None:
         chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(OpenAIFrontDoor(self.hops), server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
-        responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops), server)
+        responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
+        responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(ResponseStoreFrontDoor(self.stored.store), server)
         engine_stream_pb2_grpc.add_EngineStreamServiceServicer_to_server(EngineStreamRelay(self.hops), server)
+
+    def listening(self, port: int) -> None:
+        self.stored.listening(self.args.host, port)
 
     async def load(self) -> None:
         await self.hops.open()
+
+    async def health_elsewhere(self, name: str):
+        """Health checks naming another role's service: asked of that role (pipeline_svc/role_health.py)."""
+        return await role_health(self.hops.channels, name)
 
     async def drain(self) -> None:
         pass
 
     async def close(self) -> None:
         await self.hops.close()
+        await self.stored.peers.close()
         await self.fleet.close()
 
 
@@ -70,6 +88,22 @@ def parser():
     p.add_argument("--render-target", default="127.0.0.1:50051", help="render_svc address (or the gateway)")
     p.add_argument("--engine-target", default="127.0.0.1:50052", help="engine_svc address (or the gateway)")
     p.add_argument("--derender-target", default="127.0.0.1:50053", help="derender_svc address (or the gateway)")
+    p.add_argument(
+        "--response-store-size", type=int, default=1000, help="stored Responses kept (oldest evicted; 0: store none)"
+    )
+    p.add_argument("--response-store-mb", type=int, default=64, help="memory the stored Responses' JSON may take")
+    p.add_argument("--response-store-ttl-s", type=float, default=3600.0, help="how long a stored Response is kept")
+    p.add_argument(
+        "--response-peers",
+        default="",
+        help="every pipeline replica as host:port, comma-separated (a name stands for all its addresses, e.g. a "
+        "headless Service): where a stored Response another replica kept is fetched",
+    )
+    p.add_argument(
+        "--response-advertise",
+        default="",
+        help="this replica's host:port as --response-peers resolves it (default: --host and the bound port)",
+    )
     p.add_argument(
         "--engines",
         default="127.0.0.1:50052",

@@ -62,13 +62,15 @@ async def serve(
     unary: Callable[[derender_pb2.ChatCompletion, render_pb2.RenderChatResponse, dict], dict],
     streamed: Callable[[render_pb2.RenderChatResponse, dict], StreamShape],
     identity: Callable[[dict], dict[str, str]],
+    echo: dict | None = None,
 ):
-    """Render (the API's own render RPC), then the answer as one JSON body or the API's event stream."""
+    """Render (the API's own render RPC), then the answer as one JSON body or the API's event stream. The shapes
+    see `echo`, the request as the answer echoes it (default: the body as sent)."""
     try:
         rendered = await render_rpc(request, timeout=context.time_remaining())
     except grpc.aio.AioRpcError as error:
         raise ServiceError.from_rpc_error(error) from None
-    body = json.loads(request.data)  # render validated it
+    body = echo if echo is not None else json.loads(request.data)  # render validated it
     span = trace.get_current_span()
     for name, value in identity(body).items():
         span.set_attribute(name, value)

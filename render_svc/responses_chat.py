@@ -11,8 +11,9 @@ Responses (vLLM's `construct_input_messages`):
 - max_output_tokens -> max_tokens; `reasoning.effort` -> the template's `reasoning_effort`; `truncation: auto` ->
   truncate_prompt_tokens = -1; `text.format` json_object / json_schema -> the chat request's response_format
   (enforced while decoding).
-- Refused: `previous_response_id`, `store: true`, `conversation`, `background: true`, hosted tools, encrypted
-  reasoning and item references (no store).
+- `store` and `previous_response_id` are the one-hop route's (`/v1/responses` keeps responses and expands the
+  conversation before it calls render): render, which keeps nothing, refuses them here.
+- Refused: `conversation`, `background: true`, hosted tools, encrypted reasoning and item references.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ RESPONSES_EXTENSIONS = (
     "include_stop_str_in_output",
     "priority",
     "cache_salt",
+    "min_p",
 )
 # Error fields named as the chat request names them -> as the Responses request does.
 RESPONSES_FIELD_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
@@ -120,8 +122,8 @@ def _responses_item(index: int, value, out: list[dict]) -> None:
     elif kind == "item_reference":
         raise unsupported(
             item.path,
-            "refers to a stored item, and this deployment stores nothing: send the item itself (clients such as the"
-            " Vercel AI SDK do with store: false)",
+            "refers to a stored item by id, which this deployment does not look up: send the item itself (clients"
+            " such as the Vercel AI SDK do with store: false), or continue with previous_response_id",
         )
     elif kind is None:
         raise invalid(item.name("type"), "is required (or a `role`, for a message)")
@@ -226,9 +228,9 @@ def _responses_reasoning(value, kwargs: dict) -> None:
 def responses_chat(data: dict) -> dict:
     """A Responses request (parsed JSON) -> the equivalent chat request (JSON form)."""
     top = Fields(data, "")
-    top.refuse("previous_response_id", "needs stored responses, and this deployment stores nothing: send the input")
-    top.refuse("conversation", "needs stored conversations, and this deployment stores nothing: send the input")
-    top.allow("store", False, why="is not supported: this deployment stores nothing (send store: false)")
+    top.refuse("previous_response_id", "needs stored responses: POST /v1/responses keeps them, render does not")
+    top.refuse("conversation", "(the Conversations API) is not supported: chain with previous_response_id")
+    top.allow("store", False, why="is not supported here: POST /v1/responses stores responses, render does not")
     top.allow("background", False, why="is not supported: responses are answered in the call")
     top.refuse("prompt", "(stored prompt templates) is not supported")
     top.take("max_tool_calls", int)  # caps built-in (hosted) tool calls: with those refused here, it always holds

@@ -55,6 +55,11 @@ class Reason(StrEnum):
 
     # --- request shape (render, one hop) ------------------------------------------------------------------
     MODEL_NOT_FOUND = "MODEL_NOT_FOUND", C.NOT_FOUND, "`model` is set and is not a served model name"
+    RESPONSE_NOT_FOUND = (
+        "RESPONSE_NOT_FOUND",
+        C.NOT_FOUND,
+        "a Responses id no pipeline replica holds: never stored, deleted, evicted or expired",
+    )
     MISSING_MESSAGES = "MISSING_MESSAGES", C.INVALID_ARGUMENT, "a chat request without messages"
     INVALID_ROLE = "INVALID_ROLE", C.INVALID_ARGUMENT, "a role other than system/developer/user/assistant/tool"
     INVALID_CONTENT = "INVALID_CONTENT", C.INVALID_ARGUMENT, "content that is not a string, null or text parts"

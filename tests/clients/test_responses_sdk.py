@@ -53,7 +53,7 @@ def test_create_text(client, model_id):
     assert "Paris" in response.output_text
     assert [item.type for item in response.output] == ["message"]
     assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
-    assert response.temperature == 0 and response.max_output_tokens == 32 and response.store is False
+    assert response.temperature == 0 and response.max_output_tokens == 32 and response.store is True
     assert response.max_tool_calls is None
 
 
@@ -180,11 +180,14 @@ def test_stream_function_call(client, model_id):
     assert call.call_id == added.item.call_id
 
 
-def test_stateful_fields_are_refused(client, model_id):
-    for field, value in (("previous_response_id", "resp_123"), ("store", True)):
-        with pytest.raises(openai.BadRequestError) as caught:
-            client.responses.create(model=model_id, input=QUESTION, **{field: value})
-        assert caught.value.code == "UNSUPPORTED_FIELD" and caught.value.param == field
+def test_what_is_not_kept_is_refused(client, model_id):
+    """Stored responses are tests/two_pipelines' (store, retrieve, previous_response_id): here what is refused."""
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.responses.create(model=model_id, input=QUESTION, previous_response_id="resp_123")
+    assert caught.value.code == "RESPONSE_NOT_FOUND" and caught.value.param == "previous_response_id"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=model_id, input=QUESTION, conversation="conv_123")
+    assert caught.value.code == "UNSUPPORTED_FIELD" and caught.value.param == "conversation"
     image = {"type": "input_image", "image_url": "https://example.com/cat.png", "detail": "auto"}
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=model_id, input=[{"role": "user", "content": [image]}])
@@ -200,7 +203,7 @@ def test_stateful_fields_are_refused(client, model_id):
 def test_render_route(client, model_id):
     rendered = client.post("/responses/render", cast_to=object, body={"model": model_id, "input": QUESTION})
     chat = client.post(
-        "/chat/completions/render",
+        "/chat/completions/render/typed",
         cast_to=object,
         body={"model": model_id, "messages": [{"role": "user", "content": QUESTION}]},
     )

@@ -15,6 +15,8 @@ import grpc
 from google.api import httpbody_pb2
 
 from pipeline_svc.hops import Hops
+from pipeline_svc.response_peers import Peers, StoredResponses
+from pipeline_svc.response_store import ResponseStore
 from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
 from scaleout_common.errors import ServiceError
 
@@ -145,6 +147,11 @@ class Render:
             generate_request=one.generate_request, derender_context=one.derender_context
         )
         return render_pb2.RenderCompletionResponse(prompts=[prompt])
+
+
+def stored_responses() -> StoredResponses:
+    """A replica's stored Responses, alone (no peers)."""
+    return StoredResponses(ResponseStore(16, 1 << 20, 60.0), Peers("", 4), advertise="127.0.0.1:1")
 
 
 class Context:

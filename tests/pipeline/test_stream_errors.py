@@ -19,7 +19,7 @@ from pipeline_svc.responses_service import ResponsesFrontDoor
 from scaleout.v1 import engine_pb2, render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
-from tests.pipeline.fakes import OUTPUT, Context, Derender, Engine, body, ended, hops_over
+from tests.pipeline.fakes import OUTPUT, Context, Derender, Engine, body, ended, hops_over, stored_responses
 
 USER = [{"role": "user", "content": "hi"}]
 RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)
@@ -75,7 +75,9 @@ ROUTES = {
         lambda out: _anthropic(_events(out)),
     ),
     "responses": (
-        lambda hops: ResponsesFrontDoor(hops).CreateResponse(body({"input": "hi", "stream": True}), Context()),
+        lambda hops: ResponsesFrontDoor(hops, stored_responses()).CreateResponse(
+            body({"input": "hi", "stream": True}), Context()
+        ),
         lambda out: _responses(_events(out)),
     ),
     "typed chat": (

@@ -369,8 +369,8 @@ CASES = [
     ),
     Case(
         "vllm_extensions",
-        req(STORY, top_k=20, seed=7, stop="THE END", repetition_penalty=1.1),
-        chat([u(STORY)], top_k=20, seed=7, stop=["THE END"], repetition_penalty=1.1),
+        req(STORY, top_k=20, seed=7, stop="THE END", repetition_penalty=1.1, min_p=0.05),
+        chat([u(STORY)], top_k=20, seed=7, stop=["THE END"], repetition_penalty=1.1, min_p=0.05),
     ),
     Case("service_tier_and_include", req(STORY, service_tier="auto", include=[]), chat([u(STORY)])),
     Case("no_model", {"input": STORY}, {"messages": [u(STORY)]}),

@@ -1,0 +1,138 @@
+"""Stored responses across pipeline replicas: an id names the replica that stored it, and any replica finds it.
+
+A response id is `resp_` + the storing replica's tag (8 hex digits of the SHA-256 of its `ip:port` as its peers
+resolve it: --response-advertise, by default --host and the port it listens on) + render's random suffix. A
+replica asked for an id looks in its own store when the tag is its own; otherwise it looks the tag up among its
+peers (--response-peers, resolved as pipeline_svc/fleet.py resolves --engines: a name stands for every address
+it has, e.g. a Kubernetes headless Service's pods) and asks that replica over ResponseStoreService, which answers
+from its own store only. A tag no peer has (a replica gone, its memory with it) is RESPONSE_NOT_FOUND. Only
+listed peers are ever called, so an id cannot point a replica at an address of the client's choosing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import grpc
+
+from pipeline_svc.fleet import Engines, Fleet, Replica
+from pipeline_svc.response_store import ResponseStore, Stored
+from scaleout.v1 import responses_pb2, responses_pb2_grpc
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
+
+PREFIX, TAG_CHARS = "resp_", 8
+RESOLVE_EVERY_S = 1.0  # an unknown tag resolves the peers' names again, at most this often
+
+
+def tag_of(address: str) -> str:
+    return hashlib.sha256(address.encode()).hexdigest()[:TAG_CHARS]
+
+
+def not_found(response_id: str, field: str) -> ServiceError:
+    return fail(Reason.RESPONSE_NOT_FOUND, f"Response with id '{response_id}' not found.", field)
+
+
+class Peers:
+    """The pipeline replicas the --response-peers list resolves to (pipeline_svc/fleet.py), by tag."""
+
+    def __init__(self, spec: str, max_message_mb: int):
+        self.fleet = Fleet(Engines.parse(spec), max_message_mb)
+        self._by_tag: dict[str, Replica] = {}
+        self._resolved_at = -RESOLVE_EVERY_S
+
+    async def stub(self, tag: str) -> responses_pb2_grpc.ResponseStoreServiceStub | None:
+        if tag not in self._by_tag and time.monotonic() - self._resolved_at >= RESOLVE_EVERY_S:
+            self._resolved_at = time.monotonic()
+            replicas, _ = await self.fleet.replicas()
+            self._by_tag = {tag_of(replica.address): replica for replica in replicas}
+        replica = self._by_tag.get(tag)
+        return None if replica is None else self.fleet.stub(replica, responses_pb2_grpc.ResponseStoreServiceStub)
+
+    async def close(self) -> None:
+        await self.fleet.close()
+
+
+class StoredResponses:
+    """This replica's store and its peers': keep a response here, find or forget it wherever it was stored."""
+
+    def __init__(self, store: ResponseStore, peers: Peers, advertise: str = ""):
+        self.store, self.peers = store, peers
+        self.tag = tag_of(advertise) if advertise else ""
+
+    def listening(self, host: str, port: int) -> None:
+        """The replica's own tag, from the address it listens on unless --response-advertise named it."""
+        self.tag = self.tag or tag_of(f"{host}:{port}")
+
+    def name(self, render_id: str) -> str:
+        """Render's response id, renamed for this replica."""
+        suffix = render_id.removeprefix(PREFIX)
+        return PREFIX + self.tag + suffix[TAG_CHARS:]
+
+    async def find(self, response_id: str, field: str, time_left: float | None) -> Stored:
+        if self._mine(response_id):
+            stored = self.store.get(response_id)
+            if stored is None:
+                raise not_found(response_id, field)
+            return stored
+        stub = await self._owner(response_id, field)
+        try:
+            answer = await stub.FetchStoredResponse(
+                responses_pb2.FetchStoredResponseRequest(response_id=response_id), timeout=time_left
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _at_owner(error, response_id, field) from None
+        response, items = json.loads(answer.response_json), json.loads(answer.input_items_json)
+        return Stored(response, items, 0, 0.0)
+
+    async def forget(self, response_id: str, time_left: float | None) -> None:
+        if self._mine(response_id):
+            if not self.store.delete(response_id):
+                raise not_found(response_id, "response_id")
+            return
+        stub = await self._owner(response_id, "response_id")
+        request = responses_pb2.DeleteStoredResponseRequest(response_id=response_id)
+        try:
+            await stub.DeleteStoredResponse(request, timeout=time_left)
+        except grpc.aio.AioRpcError as error:
+            raise _at_owner(error, response_id, "response_id") from None
+
+    def _mine(self, response_id: str) -> bool:
+        return response_id.startswith(PREFIX + self.tag)
+
+    async def _owner(self, response_id: str, field: str) -> responses_pb2_grpc.ResponseStoreServiceStub:
+        tag = response_id.removeprefix(PREFIX)[:TAG_CHARS]
+        stub = await self.peers.stub(tag) if response_id.startswith(PREFIX) else None
+        if stub is None:
+            raise not_found(response_id, field)
+        return stub
+
+
+def _at_owner(error: grpc.aio.AioRpcError, response_id: str, field: str) -> ServiceError:
+    """The owner's answer in the caller's terms: its NOT_FOUND names the caller's field."""
+    if error.code() == grpc.StatusCode.NOT_FOUND:
+        return not_found(response_id, field)
+    return ServiceError.from_rpc_error(error)
+
+
+class ResponseStoreFrontDoor(responses_pb2_grpc.ResponseStoreServiceServicer):
+    """ResponseStoreService: what this replica itself stored (peers ask here; nothing is forwarded on)."""
+
+    def __init__(self, store: ResponseStore):
+        self.store = store
+
+    async def FetchStoredResponse(self, request, context):
+        stored = self.store.get(request.response_id)
+        if stored is None:
+            raise not_found(request.response_id, "response_id")
+        return responses_pb2.StoredResponse(
+            response_json=json.dumps(stored.response, ensure_ascii=False),
+            input_items_json=json.dumps(stored.input_items, ensure_ascii=False),
+        )
+
+    async def DeleteStoredResponse(self, request, context):
+        if not self.store.delete(request.response_id):
+            raise not_found(request.response_id, "response_id")
+        return responses_pb2.DeleteStoredResponseResponse()

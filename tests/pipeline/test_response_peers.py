@@ -1,0 +1,78 @@
+"""Two pipeline replicas over real gRPC (no model): a response one of them stored is found, answered and deleted
+through the other (ResponseStoreService between them), and an id no replica holds is NOT_FOUND on both."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import grpc
+import pytest
+
+from devstack.stack import free_port
+from pipeline_svc import responses_turn
+from pipeline_svc.service import PipelineService, parser
+from scaleout.v1 import responses_pb2, responses_pb2_grpc
+from scaleout_common.errors import ServiceError
+from tests.serving import serving
+
+
+@contextlib.asynccontextmanager
+async def two_replicas():
+    ports = [free_port(), free_port()]
+    peers = ",".join(f"127.0.0.1:{p}" for p in ports)
+    async with contextlib.AsyncExitStack() as stack:
+        replicas = []
+        for port in ports:
+            flags = ["--port", str(port), "--response-peers", peers]
+            service = PipelineService(parser().parse_args(flags))
+            target = await stack.enter_async_context(serving(service, parser(), *flags))
+            channel = await stack.enter_async_context(grpc.aio.insecure_channel(target))
+            replicas.append((service, responses_pb2_grpc.ResponsesServiceStub(channel)))
+        yield replicas
+
+
+def stored_on(service, text: str) -> dict:
+    output = [{"type": "reasoning", "content": [{"type": "reasoning_text", "text": text}]}]
+    response = {"id": service.stored.name("resp_" + "5" * 32), "object": "response", "output": output}
+    service.stored.store.put(response, [{"role": "user", "content": "hi"}])
+    return response
+
+
+async def test_either_replica_answers_for_the_other():
+    async with two_replicas() as [(first, first_stub), (second, second_stub)]:
+        assert first.stored.tag != second.stored.tag
+        response = stored_on(first, "from the first")
+        for stub in (first_stub, second_stub):
+            answer = await stub.GetResponse(responses_pb2.GetResponseRequest(response_id=response["id"]))
+            assert json.loads(answer.data) == response
+        # a turn on the second continues the first's conversation
+        body = json.dumps({"input": "and?", "previous_response_id": response["id"]}).encode()
+        turn = await responses_turn.begin(body, second.stored, 10.0)
+        assert turn.input_items == [
+            {"role": "user", "content": "hi"},
+            *response["output"],
+            {"role": "user", "content": "and?"},
+        ]
+        deleted = await second_stub.DeleteResponse(responses_pb2.DeleteResponseRequest(response_id=response["id"]))
+        assert json.loads(deleted.data) == {"id": response["id"], "object": "response.deleted", "deleted": True}
+        assert first.stored.store.get(response["id"]) is None
+        for stub in (first_stub, second_stub):
+            for call in (stub.GetResponse(responses_pb2.GetResponseRequest(response_id=response["id"])),
+                         stub.DeleteResponse(responses_pb2.DeleteResponseRequest(response_id=response["id"]))):  # fmt: skip
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await call
+                error = ServiceError.from_rpc_error(caught.value)
+                assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "RESPONSE_NOT_FOUND")
+
+
+async def test_ids_no_replica_holds_and_a_replay():
+    async with two_replicas() as [(first, stub), _]:
+        for response_id in ("resp_" + "f" * 32, "resp_", "chatcmpl-1", ""):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.GetResponse(responses_pb2.GetResponseRequest(response_id=response_id))
+            assert ServiceError.from_rpc_error(caught.value).reason == "RESPONSE_NOT_FOUND", response_id
+        response = stored_on(first, "x")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.GetResponse(responses_pb2.GetResponseRequest(response_id=response["id"], stream=True))
+        assert ServiceError.from_rpc_error(caught.value).violations[0][0] == "stream"
