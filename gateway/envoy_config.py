@@ -14,6 +14,7 @@ import jinja2
 
 from gateway.edge import Edge
 from gateway.limits import REPLY_MAPPERS, Limits
+from gateway.rest_routes import rest_routes
 from scaleout.v1 import (
     anthropic_pb2,
     chat_pb2,
@@ -220,6 +221,7 @@ def render_config(
         TEMPLATE.read_text(), trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined
     )
     edge = edge or Edge()
+    limits = limits or Limits()
     listeners = [Listener("gateway", port, edge.downstream_socket(), rate_limited=True)]
     if internal_port:
         listeners.append(Listener("internal", internal_port, edge.internal_socket(), rate_limited=False))
@@ -228,7 +230,8 @@ def render_config(
         listeners=listeners,
         admin_host=admin_host,
         admin_port=admin_port,
-        limits=limits or Limits(),
+        limits=limits,
+        rest_routes=rest_routes(((u.role, SERVICES[u.role]) for u in upstreams), limits),
         reply_mappers=REPLY_MAPPERS,
         gateway_mapper={"filter": {"response_flag_filter": {}}, "reason": f"{GATEWAY_REASON_PREFIX}%RESPONSE_FLAGS%"},
         native_grpc=NATIVE_GRPC,
@@ -247,6 +250,7 @@ def render_config(
         .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
         gateway_reason_prefix=GATEWAY_REASON_PREFIX,
         invalid_json_reason=Reason.INVALID_JSON.value,
+        invalid_http_reason=Reason.INVALID_HTTP.value,
         openapi_max_bytes=OPENAPI_MAX_BYTES,
         gateway_grpc=GATEWAY_GRPC,
         gateway_grpc_cluster=Upstream(GATEWAY_GRPC_ROLE).cluster,

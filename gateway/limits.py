@@ -7,9 +7,12 @@ gateway/envoy.yaml.j2 applies them. Envoy's own refusals get a reason of the con
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from scaleout_common.identity import CLIENT_HEADER
 from scaleout_common.reasons import Reason
+
+HEADER_LIMIT_LUA = Path(__file__).with_name("header_limit.lua")
 
 
 @dataclass
@@ -20,10 +23,15 @@ class Limits:
     max_connections: int = 10_000  # downstream connections, all listeners together
     max_concurrent_streams: int = 256  # per HTTP/2 connection
     max_body_mb: int = 64  # REST bodies both ways: the services' --max-message-mb (render_batch answers are large)
-    max_request_headers_kb: int = 64
+    max_one_hop_body_mb: int = 8  # REST bodies of the one-hop JSON routes (a conversation, not a batch)
+    max_request_headers_kb: int = 32  # under what the services take (gateway/header_limit.lua answers 431)
+    codec_request_headers_kb: int = 128  # Envoy's codec: one HTTP/2 header field up to this resets only its stream
     max_headers_count: int = 100
     request_headers_timeout_s: int = 10  # a client trickling its headers (slowloris)
-    connection_idle_timeout_s: int = 300
+    connect_timeout_s: int = 5  # a new connection's first byte (and TLS handshake): silent sockets are closed
+    connection_idle_timeout_s: int = 60  # no request in flight (HTTP/1.1 keep-alive, an idle HTTP/2 connection)
+    request_timeout_s: int = 60  # a request's headers and whole body, on every route (a stalled upload)
+    stream_idle_timeout_s: int = 300  # no byte either way, where a route sets none (scaled down as the heap fills)
     unary_idle_timeout_s: int = 60  # no byte either way on render's and derender's unary calls (see idle_roles)
     connection_buffer_kb: int = 1024
     upstream_max_requests: int = 4096  # per cluster: requests, pending requests and connections in flight
@@ -35,10 +43,22 @@ class Limits:
     # Roles whose unary calls get the idle timeout: quick CPU work. The engine's and the one-hop service's unary
     # calls generate (silently, until the whole answer is ready), so only the total timeout bounds them.
     idle_roles = ("render", "derender")
+    one_hop_role = "chat"  # its REST routes take max_one_hop_body_mb
 
     @property
     def rate_limit_bucket(self) -> int:
         return self.rate_limit_burst or 2 * self.rate_limit_rps
+
+    def header_limit_lua(self) -> str:
+        values = {
+            "max_bytes": str(self.max_request_headers_kb * 1024),
+            "reason": Reason.REQUEST_HEADERS_TOO_LARGE.value,
+            "grpc_code": str(Reason.REQUEST_HEADERS_TOO_LARGE.code.value[0]),
+        }
+        text = HEADER_LIMIT_LUA.read_text()
+        for name, value in values.items():
+            text = text.replace("{{ " + name + " }}", value)
+        return text
 
     @property
     def max_heap_bytes(self) -> int:
@@ -47,6 +67,15 @@ class Limits:
     @property
     def max_body_bytes(self) -> int:
         return self.max_body_mb * 1024 * 1024
+
+    @property
+    def min_body_bytes(self) -> int:
+        """The smallest route limit: what a body on a path no route takes may hold before its 404."""
+        return min(self.max_body_bytes, self.body_bytes(self.one_hop_role))
+
+    def body_bytes(self, role: str) -> int:
+        """A REST body's limit on a role's routes (gateway/rest_routes.py)."""
+        return (self.max_one_hop_body_mb if role == self.one_hop_role else self.max_body_mb) * 1024 * 1024
 
     @property
     def connection_buffer_bytes(self) -> int:
@@ -76,5 +105,6 @@ REPLY_MAPPERS = [
         (429, Reason.RATE_LIMITED),
         (413, Reason.REQUEST_BODY_TOO_LARGE),
         (431, Reason.REQUEST_HEADERS_TOO_LARGE),
+        (405, Reason.METHOD_NOT_ALLOWED),
     )
 ]

@@ -9,7 +9,9 @@
 -- TYPES is rendered from scaleout_common/openai_errors.py; a status without an ErrorInfo (a failure no service
 -- typed) gets the reason of its code (UNTYPED, from scaleout_common/errors.py untyped_reason). JSON string
 -- literals are copied as they are, never unescaped and re-encoded.
--- Success responses are never touched (no body buffering on the streaming paths).
+-- Success responses' bodies are never touched (no body buffering on the streaming paths); their headers lose the
+-- transcoder's gRPC internals (grpc-status, grpc-message, grpc-accept-encoding), and an event stream says
+-- `cache-control: no-cache`.
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
 -- {"type": "error", "error": {...}, "request_id": ...} with Anthropic's type names (ANTHROPIC_TYPES) and the status
 -- details as `status_details` (Anthropic's SDKs read an `error.details` object of their own); the request
@@ -71,7 +73,19 @@ function envoy_on_response(handle)
     headers:replace("request-id", marks["request_id"])
   end
   local status = tonumber(headers:get(":status")) or 200
-  if status < 400 or not (headers:get("content-type") or ""):find("json", 1, true) then
+  local content_type = headers:get("content-type") or ""
+  if content_type:sub(1, 16) ~= "application/grpc" then
+    -- A REST answer: a success carries none of the transcoder's gRPC internals, and a stream is never cached.
+    if status < 400 then
+      headers:remove("grpc-accept-encoding")
+      headers:remove("grpc-status")
+      headers:remove("grpc-message")
+    end
+    if content_type:find("text/event-stream", 1, true) then
+      headers:replace("cache-control", "no-cache")
+    end
+  end
+  if status < 400 or not content_type:find("json", 1, true) then
     return
   end
   local body = handle:body()

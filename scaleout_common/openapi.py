@@ -231,13 +231,14 @@ def openapi_path(template: str) -> str:
     return _PATH_VAR.sub(lambda match: "{" + match.group(1) + "}", template)
 
 
-def _bindings(rule: http_pb2.HttpRule) -> Iterable[http_pb2.HttpRule]:
+def http_bindings(rule: http_pb2.HttpRule) -> Iterable[http_pb2.HttpRule]:
+    """A method's google.api.http rule and its additional bindings (the gateway routes each)."""
     yield rule
     for extra in rule.additional_bindings:
-        yield from _bindings(extra)
+        yield from http_bindings(extra)
 
 
-def _verb_and_path(rule: http_pb2.HttpRule) -> tuple[str, str]:
+def verb_and_path(rule: http_pb2.HttpRule) -> tuple[str, str]:
     pattern = rule.WhichOneof("pattern")
     if pattern == "custom":
         return rule.custom.kind.lower(), rule.custom.path
@@ -282,8 +283,8 @@ def build(files: descriptor_pb2.FileDescriptorSet, contract_files: Iterable[str]
                 options = descriptor_pb2.MethodOptions.FromString(method.options.SerializeToString())
                 if not options.HasExtension(_HTTP):
                     continue
-                for n, rule in enumerate(_bindings(options.Extensions[_HTTP])):
-                    verb, template = _verb_and_path(rule)
+                for n, rule in enumerate(http_bindings(options.Extensions[_HTTP])):
+                    verb, template = verb_and_path(rule)
                     if verb not in _METHODS:
                         continue
                     path = openapi_path(template)

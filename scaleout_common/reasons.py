@@ -135,7 +135,6 @@ class Reason(StrEnum):
     QUEUE_FULL = "QUEUE_FULL", C.RESOURCE_EXHAUSTED, "the engine's waiting queue is full"
     ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
     ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
-    METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"
     # --- derender -----------------------------------------------------------------------------------------
     MISSING_CONTEXT = "MISSING_CONTEXT", C.INVALID_ARGUMENT, "a derender call without its context"
     DUPLICATE_CONTEXT = "DUPLICATE_CONTEXT", C.INVALID_ARGUMENT, "a stream message after the first with a context"
@@ -194,6 +193,18 @@ class Reason(StrEnum):
         C.RESOURCE_EXHAUSTED,
         "request headers above the gateway's size or count limit",
         431,
+    )
+    INVALID_HTTP = (
+        "INVALID_HTTP",
+        C.INVALID_ARGUMENT,
+        "HTTP the gateway refuses before any route (a header name with an underscore, an invalid header or framing); "
+        "the message names Envoy's detail",
+    )
+    METHOD_NOT_ALLOWED = (
+        "METHOD_NOT_ALLOWED",
+        C.UNIMPLEMENTED,
+        "an HTTP method a REST path does not take (GET on a POST route): Allow names the ones it does",
+        405,
     )
     INVALID_API_KEY = "INVALID_API_KEY", C.UNAUTHENTICATED, "no API key, or one the gateway's keys file does not hold"
     NOT_PERMITTED = (

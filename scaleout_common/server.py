@@ -72,6 +72,9 @@ def contract_service_names() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+METADATA_BYTES = 64 * 1024
+
+
 def channel_options(max_message_mb: int) -> list[tuple[str, int]]:
     size = max_message_mb * 1024 * 1024
     return [
@@ -91,6 +94,11 @@ def server_options(max_message_mb: int, shares_port: bool = False) -> list[tuple
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.http2.max_ping_strikes", 0),
+        # Every header the gateway lets through (at most its max_request_headers_kb, 32 KiB, plus its own) is
+        # taken: gRPC's default refuses metadata from 8 KiB (at random, always past 16 KiB) as RESOURCE_EXHAUSTED,
+        # which REST clients saw as a 429 and retried, where the gateway's own limit answers 431.
+        ("grpc.max_metadata_size", METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", METADATA_BYTES),
     ]
 
 

@@ -122,11 +122,11 @@ def test_the_config_bounds_memory_connections_streams_and_time(tmp_path):
     routes = manager["route_config"]["virtual_hosts"][0]["routes"]
     streaming = [r for r in routes if r["match"].get("path") == "/scaleout.v1.EngineService/Generate"]
     unary = [r for r in routes if r["match"].get("prefix") == "/scaleout.v1.RenderService/"]
-    assert streaming[0]["route"]["timeout"] == "0s" and "idle_timeout" not in streaming[0]["route"]
+    assert streaming[0]["route"]["timeout"] == "0s" and streaming[0]["route"]["idle_timeout"] == "0s"
     assert unary[0]["route"]["idle_timeout"] == f"{limits.unary_idle_timeout_s}s"
     generating = [r for r in routes if r["match"].get("prefix") == "/scaleout.v1.EngineService/"]
-    assert "idle_timeout" not in generating[0]["route"], "a unary generation sends nothing until it is done"
+    assert generating[0]["route"]["idle_timeout"] == "0s", "a unary generation sends nothing until it is done"
     filters = {f["name"]: f["typed_config"] for f in manager["http_filters"]}
-    assert filters["envoy.filters.http.buffer"]["max_request_bytes"] == limits.max_body_bytes
+    assert filters["envoy.filters.http.buffer"]["max_request_bytes"] == limits.min_body_bytes
     assert filters["envoy.filters.http.local_ratelimit"]["descriptors"][0]["token_bucket"]["tokens_per_fill"] == 7
     assert "envoy.filters.http.local_ratelimit" not in json.dumps(render_config([], 1, 2))

@@ -1,0 +1,62 @@
+"""The contract's REST paths as the gateway routes them before transcoding (gateway/envoy.yaml.j2).
+
+A REST call matches a route by its REST path only until the transcoder has turned it into its gRPC method's
+path. That first match decides two things:
+- the body limit (the buffer filter reads it per route): the one-hop JSON routes take `max_one_hop_body_mb`, the
+  services' own routes (long contexts, render_batch, derender's token arrays) the services' message size;
+- a method the path does not take (GET on /v1/chat/completions, a bare OPTIONS) is not transcoded, keeps its
+  REST path and is answered here: 405 with `Allow`, in OpenAI's error shape (METHOD_NOT_ALLOWED).
+Paths with variables (`/v1/models/{model=**}`) match through Envoy's URI template matcher, whose syntax is the
+annotations' own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from google.api import annotations_pb2
+from google.protobuf.descriptor import ServiceDescriptor
+
+from gateway.limits import Limits
+from scaleout_common.openapi import http_bindings, verb_and_path
+
+URI_TEMPLATE = {
+    "name": "envoy.path.match.uri_template.uri_template_matcher",
+    "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.path.match.uri_template.v3.UriTemplateMatchConfig",
+    },
+}
+
+
+@dataclass(frozen=True)
+class RestRoute:
+    path: str  # the annotation's template
+    methods: tuple[str, ...]  # what the transcoder takes on it (Allow)
+    max_body_bytes: int
+
+    @property
+    def match(self) -> dict:
+        if "{" not in self.path:
+            return {"path": self.path}
+        typed = {**URI_TEMPLATE["typed_config"], "path_template": self.path}
+        return {"path_match_policy": {**URI_TEMPLATE, "typed_config": typed}}
+
+    @property
+    def allow(self) -> str:
+        return ", ".join(self.methods)
+
+
+def rest_routes(roles: Iterable[tuple[str, tuple[ServiceDescriptor, ...]]], limits: Limits) -> list[RestRoute]:
+    """Every REST path the given roles' services bind, with the methods it takes and its body limit."""
+    paths: dict[str, tuple[set[str], int]] = {}
+    for role, services in roles:
+        for service in services:
+            for method in service.methods:
+                options = method.GetOptions()
+                if not options.HasExtension(annotations_pb2.http):
+                    continue
+                for rule in http_bindings(options.Extensions[annotations_pb2.http]):
+                    verb, path = verb_and_path(rule)
+                    paths.setdefault(path, (set(), limits.body_bytes(role)))[0].add(verb.upper())
+    return [RestRoute(path, tuple(sorted(verbs)), size) for path, (verbs, size) in paths.items()]
