@@ -135,6 +135,7 @@ class Reason(StrEnum):
     QUEUE_FULL = "QUEUE_FULL", C.RESOURCE_EXHAUSTED, "the engine's waiting queue is full"
     ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
     ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
+    METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"
     # --- derender -----------------------------------------------------------------------------------------
     MISSING_CONTEXT = "MISSING_CONTEXT", C.INVALID_ARGUMENT, "a derender call without its context"
     DUPLICATE_CONTEXT = "DUPLICATE_CONTEXT", C.INVALID_ARGUMENT, "a stream message after the first with a context"

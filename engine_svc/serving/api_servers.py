@@ -29,15 +29,18 @@ class ApiServers:
     processes: list = field(default_factory=list)
 
     @classmethod
-    def start(cls, args, pipes: list[tuple], port: int) -> ApiServers:
-        """One process per (commands, results) pair, each serving `port`; returns once all of them are ready."""
+    def start(cls, args, pipes: list[tuple], port: int, tallies=None) -> ApiServers:
+        """One process per (commands, results) pair, each serving `port`; returns once all of them are ready.
+        `tallies`: the first's shared metric tallies (vllm_metrics/), a row each."""
         context = multiprocessing.get_context("spawn")
         started = cls()
         readies = []
         for index, (commands, results) in enumerate(pipes, start=1):
             ready = context.Event()
             process = context.Process(
-                target=_serve, args=(args, index, port, commands, results, ready), name=f"api-server-{index}"
+                target=_serve,
+                args=(args, index, port, commands, results, ready, tallies),
+                name=f"api-server-{index}",
             )
             process.start()
             commands.close()
@@ -67,7 +70,7 @@ class ApiServers:
                 process.join()
 
 
-def _serve(args, index: int, port: int, commands, results, ready) -> None:
+def _serve(args, index: int, port: int, commands, results, ready, tallies) -> None:
     from engine_svc.serving.service import EngineService  # the child's imports, after spawn
     from scaleout_common.server import run
 
@@ -76,7 +79,7 @@ def _serve(args, index: int, port: int, commands, results, ready) -> None:
     args.health_port = -1
     if args.metrics_port > 0:
         args.metrics_port += index
-    run(EngineService(args, attach=(commands, results, ready)), args)
+    run(EngineService(args, attach=(commands, results, ready), tallies=(tallies, index)), args)
 
 
 def _drain_when_orphaned(parent: int) -> None:

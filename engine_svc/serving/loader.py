@@ -328,6 +328,12 @@ def add_engine_flags(parser) -> None:
         "more take bursts of new calls faster (engine_svc/serving/api_servers.py)",
     )
     parser.add_argument(
+        "--engine-id",
+        default="",
+        help="this replica's `engine` label on its vllm: series (default: host:port it serves, the machine's name "
+        "for a wildcard host)",
+    )
+    parser.add_argument(
         "--attention",
         default="auto",
         choices=["auto", "sdpa", "triton"],

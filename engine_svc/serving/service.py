@@ -1,13 +1,15 @@
-"""EngineService: the gRPC face of the engine (Generate, GenerateUnary, Abort, GetModelInfo, GetLoad)."""
+"""EngineService: the gRPC face of the engine (Generate, GenerateUnary, Abort, GetModelInfo, GetLoad, GetMetrics)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
+import socket
 from collections.abc import Sequence
 
 import grpc
+from google.api import httpbody_pb2
 
 from engine_svc.scheduling.admission import admit, structured
 from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
@@ -17,6 +19,7 @@ from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.tenancy import ABORTED_HEADER, Owners, require_trusted
+from engine_svc.serving.vllm_metrics import CONTENT_TYPE, VllmMetrics
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.identity import caller
 from scaleout_common.reasons import Reason, fail
@@ -110,15 +113,21 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         require_trusted(caller(context), "GetLoad")
         return self.engine.load()
 
+    async def GetMetrics(self, request, context):
+        require_trusted(caller(context), "GetMetrics")
+        if not self.service.observed:
+            raise fail(Reason.METRICS_OFF, "this engine keeps no metrics (--metrics-port -1)")
+        return httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=self.service.vllm.exposition())
+
 
 class EngineService:
     service_names: Sequence[str] = ("scaleout.v1.EngineService",)
 
-    def __init__(self, args, build=None, attach: tuple | None = None):
+    def __init__(self, args, build=None, attach: tuple | None = None, tallies: tuple | None = None):
         """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,
         picklable (a module-level function or a partial of one) when the engine core runs in a child process.
         `attach`: (commands, results, ready) of an API server after the first (api_servers.py), which serves
-        the first's core and sets `ready` once it does."""
+        the first's core and sets `ready` once it does; `tallies`: (the first's shared tallies, this one's row)."""
         if args.api_servers < 1 or (args.api_servers > 1 and args.engine_core == "thread"):
             raise SystemExit("--api-servers: at least 1, and more than 1 only with the engine core in a process")
         self.args = args
@@ -127,6 +136,9 @@ class EngineService:
         self.loaded: LoadedEngine | None = None
         self.port = 0
         self.api_servers = ApiServers()
+        self.vllm = VllmMetrics()
+        self._tallies = tallies or (None, 0)
+        self.observed = False  # the telemetry feeds the metrics (off with --metrics-port -1)
 
     @property
     def shares_port(self) -> bool:
@@ -134,6 +146,9 @@ class EngineService:
 
     def listening(self, port: int) -> None:
         self.port = port
+        host = self.args.host
+        host = socket.gethostname() if host in ("", "0.0.0.0", "::", "[::]") else host
+        self.vllm.engine_id = self.args.engine_id or f"{host}:{port}"
 
     def register(self, server: grpc.aio.Server) -> None:
         engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
@@ -142,14 +157,18 @@ class EngineService:
         if self._attach is not None:
             commands, results, ready = self._attach
             self.loaded = await asyncio.to_thread(EngineProcess.attach, commands, results, self.args.stall_timeout_s)
+            shared, row = self._tallies
+            self.vllm.bind(self.loaded, shared=shared, row=row)
             ready.set()
         elif core_in_child_process(self.args):
             self.loaded, others = await asyncio.to_thread(
                 EngineProcess.launch, self._build, self.args.stall_timeout_s, self.args.api_servers
             )
-            self.api_servers = await asyncio.to_thread(ApiServers.start, self.args, others, self.port)
+            tallies = self.vllm.bind(self.loaded, api_servers=self.args.api_servers)
+            self.api_servers = await asyncio.to_thread(ApiServers.start, self.args, others, self.port, tallies.shared)
         else:
             self.loaded = await asyncio.to_thread(self._build)
+            self.vllm.bind(self.loaded)
         self.loaded.engine.start(asyncio.get_running_loop())
 
     def watch_metrics(self, llm) -> None:
@@ -177,6 +196,12 @@ class EngineService:
             kv_cache_cached=read(kv_cached),
             prefix_cache_hit=read(prefix_hits),
         )
+        # The vllm: series see the same calls; they are engine-wide, so only the first API server's port shows
+        # them (a scrape of every port would count them once per API server).
+        llm.observers.append(self.vllm)
+        self.observed = True
+        if self._attach is None:
+            llm.registry.register(self.vllm)
 
     def healthy(self) -> bool:
         return self.loaded is None or self.loaded.engine.healthy()

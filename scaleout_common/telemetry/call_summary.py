@@ -22,7 +22,7 @@ from time import perf_counter
 from opentelemetry.util.types import AttributeValue
 
 from scaleout_common.telemetry import genai
-from scaleout_common.telemetry.metrics import LlmMetrics
+from scaleout_common.telemetry.metrics import FinishedCall, LlmMetrics
 
 # vLLM's span attribute names for request latencies (seconds).
 QUEUE_TIME = "gen_ai.latency.time_in_queue"
@@ -85,14 +85,13 @@ class CallSummary:
             ttft = self._first_token(now)
             gap, new = 0.0, new - 1
             if self.llm is not None:
-                self.llm.time_to_first_token.observe(ttft)
+                self.llm.first_token(ttft)
             if self.span is not None:
                 self.span.add_event(FIRST_TOKEN_EVENT)
         else:
             gap = (now - self.last) / new
-        if self.llm is not None:
-            for _ in range(new):
-                self.llm.inter_token_latency.observe(gap)
+        if self.llm is not None and new:
+            self.llm.token_gaps(gap, new)
         self.last = now
 
     def passed(self, tokens: int) -> None:
@@ -124,7 +123,7 @@ class CallSummary:
         if queue_s is not None:
             self.timing["time_in_queue"] = queue_s
             if self.llm is not None:
-                self.llm.queue_time.observe(queue_s)
+                self.llm.queued(queue_s)
         if prefill_s is not None:
             self.timing["time_in_model_prefill"] = prefill_s
         self.decode = decode_s
@@ -152,15 +151,22 @@ class CallSummary:
         if self.llm is not None and self.has_output:
             if self.first is None and latency is not None:  # unary: the engine's first token, the mean token gap
                 ttft, decode = latency
-                self.llm.time_to_first_token.observe(ttft)
+                self.llm.first_token(ttft)
                 gaps = output_tokens - 1
-                for _ in range(max(0, gaps)):
-                    self.llm.inter_token_latency.observe(decode / gaps)
-            self.llm.e2e_latency.observe(e2e)
-            self.llm.prompt_tokens.inc(self.input_tokens or 0)
-            self.llm.generation_tokens.inc(output_tokens)
-            for reason in reasons:
-                self.llm.finished.labels(reason).inc()
+                if gaps > 0:
+                    self.llm.token_gaps(decode / gaps, gaps)
+            self.llm.finished(
+                FinishedCall(
+                    e2e,
+                    self.input_tokens or 0,
+                    output_tokens,
+                    reasons,
+                    ttft=latency[0] if latency else None,
+                    queue=self.timing.get("time_in_queue"),
+                    prefill=self.timing.get("time_in_model_prefill"),
+                    decode=latency[1] if latency else None,
+                )
+            )
         if self.span is None:
             return
         attributes = self.attributes

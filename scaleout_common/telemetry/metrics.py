@@ -3,12 +3,15 @@
 RPC metrics (every service) are fed by the telemetry server interceptor. LLM metrics (the engine) are fed
 by each Generate call's summary at the service boundary (call_summary: TTFT, inter-token latency, end to
 end, tokens in and out) and by gauges that read the engine's scheduler when Prometheus scrapes (queue depth,
-running sequences, KV cache use).
+running sequences, KV cache use). The same observations reach the `LlmObserver`s a service adds (a face
+that exports them under another project's names: engine_svc/serving/vllm_metrics/).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -63,10 +66,38 @@ class RpcMetrics:
         duration.observe(seconds)
 
 
+@dataclass(slots=True)
+class FinishedCall:
+    """One Generate call's numbers at its end (seconds, tokens), as observers receive them."""
+
+    e2e: float
+    prompt_tokens: int
+    generation_tokens: int
+    finish_reasons: list[str]  # one per finished choice, by scaleout_common.finish_reasons' OpenAI names
+    ttft: float | None = None  # None: no token came
+    queue: float | None = None  # waiting for a slot, prefill and decode: as the engine measured them
+    prefill: float | None = None
+    decode: float | None = None
+
+
+class LlmObserver(Protocol):
+    """Another view of the engine's observations; called on the serving event loop, so it must be cheap."""
+
+    def first_token(self, ttft: float) -> None: ...
+
+    def token_gaps(self, gap: float, count: int) -> None:
+        """`count` tokens that each came `gap` seconds after the one before."""
+        ...
+
+    def finished(self, call: FinishedCall) -> None: ...
+
+
 class LlmMetrics:
-    """Generation metrics of an engine."""
+    """Generation metrics of an engine: what call_summary observes, into our histograms and to the observers."""
 
     def __init__(self, registry: CollectorRegistry):
+        self.registry = registry
+        self.observers: list[LlmObserver] = []
         self.queue_depth = Gauge("scaleout_engine_queue_depth", "Requests waiting to be scheduled", registry=registry)
         self.running = Gauge("scaleout_engine_running_sequences", "Sequences in the running batch", registry=registry)
         self.kv_cache_usage = Gauge(
@@ -96,12 +127,35 @@ class LlmMetrics:
         self.e2e_latency = histogram("e2e_request_latency", "From the Generate call's start to its last message")
         self.prompt_tokens = Counter("scaleout_engine_prompt_tokens", "Prompt tokens processed", registry=registry)
         self.generation_tokens = Counter("scaleout_engine_generation_tokens", "Tokens generated", registry=registry)
-        self.finished = Counter(
+        self.finished_requests = Counter(
             "scaleout_engine_requests_finished",
             "Requests finished, by finish reason",
             ["finish_reason"],
             registry=registry,
         )
+
+    def first_token(self, ttft: float) -> None:
+        self.time_to_first_token.observe(ttft)
+        for observer in self.observers:
+            observer.first_token(ttft)
+
+    def token_gaps(self, gap: float, count: int) -> None:
+        for _ in range(count):
+            self.inter_token_latency.observe(gap)
+        for observer in self.observers:
+            observer.token_gaps(gap, count)
+
+    def queued(self, seconds: float) -> None:
+        self.queue_time.observe(seconds)
+
+    def finished(self, call: FinishedCall) -> None:
+        self.e2e_latency.observe(call.e2e)
+        self.prompt_tokens.inc(call.prompt_tokens)
+        self.generation_tokens.inc(call.generation_tokens)
+        for reason in call.finish_reasons:
+            self.finished_requests.labels(reason).inc()
+        for observer in self.observers:
+            observer.finished(call)
 
     def watch(
         self,

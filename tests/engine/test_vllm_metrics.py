@@ -1,0 +1,205 @@
+"""The vllm: face (engine_svc/serving/vllm_metrics/): its table against vLLM 0.33's own source, and a real engine
+(tiny random Llama) answering GetMetrics with vLLM's series, types, labels and the numbers of the calls it served,
+counted once however many API servers served them."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import functools
+import importlib.util
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine_svc.__main__ import make_parser
+from engine_svc.serving.loader import build_engine
+from engine_svc.serving.service import EngineService
+from engine_svc.serving.vllm_metrics import series as vllm_metrics
+from scaleout.v1 import engine_pb2, engine_pb2_grpc
+from scaleout_common.reasons import Reason
+from tests.engine.conftest import build_tiny, engine_stub, generate, request, tiny_model  # noqa: F401  (fixture)
+from tests.engine.test_admission import reason_of
+from tests.observability.toy import serving
+
+VLLM = next(Path.home().glob(".cache/scaleout/peers/vllm-0.33.0/lib/python3*/site-packages/vllm"), None)
+PROMPT = [1, 5, 6, 7, 8, 9, 10, 11, 12]  # two whole blocks of 4 and one token: a repeat hits 8 tokens
+NEW_TOKENS = 6
+OLD_NAMES = {"vllm:time_per_output_token_seconds"}  # vLLM <= 0.10's; 0.33 no longer defines it
+
+
+def _vllm_source(relative: str) -> ast.Module:
+    if VLLM is None:
+        pytest.skip("vLLM 0.33.0 is not installed in ~/.cache/scaleout/peers (see /work/notes/HELPERS.md)")
+    return ast.parse((VLLM / relative).read_text())
+
+
+def _vllm_metrics() -> dict[str, dict]:
+    """Every metric vLLM's PrometheusStatLogger makes: name -> kind, help, labels, bucket family."""
+    tree = _vllm_source("v1/metrics/loggers.py")
+    families = {  # `ttft_buckets = histogram_buckets("time_to_first_token", ...)`: variable -> family
+        node.targets[0].id: node.value.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", "") == "histogram_buckets"
+    }
+    metrics = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in (
+            "_gauge_cls",
+            "_counter_cls",
+            "_histogram_cls",
+        ):
+            kw = {k.arg: k.value for k in node.keywords}
+            if not isinstance(kw.get("name"), ast.Constant):
+                continue  # cache_config_info: named by a variable
+            metrics[kw["name"].value] = {
+                "kind": node.func.attr.strip("_").removesuffix("_cls"),
+                "help": kw["documentation"].value,
+                "labels": ast.unparse(kw["labelnames"]),
+                "buckets": families.get(getattr(kw.get("buckets"), "id", None)),
+            }
+    return metrics
+
+
+def test_the_table_is_vllms():
+    theirs = _vllm_metrics()
+    for series in vllm_metrics.SERIES:
+        if series.name in OLD_NAMES:
+            continue
+        if series.name == vllm_metrics.CACHE_CONFIG_INFO:  # named through a variable in log_metrics_info
+            assert f"name = {series.name!r}" in ast.unparse(_vllm_source("v1/metrics/loggers.py"))
+            continue
+        vllm = theirs[series.name]
+        assert (series.kind, series.help) == (vllm["kind"], vllm["help"]), series.name
+        assert series.buckets == (vllm["buckets"] or ""), series.name
+        expected = {
+            vllm_metrics.REQUEST_SUCCESS: "labelnames + ['finished_reason']",
+            vllm_metrics.LORA_REQUESTS_INFO: "[self.labelname_max_lora, self.labelname_waiting_lora_adapters, "
+            "self.labelname_running_lora_adapters]",
+        }.get(series.name, "labelnames")
+        assert vllm["labels"] == expected, series.name
+    # vLLM's bucket bounds, finish reasons and CacheConfig field names, from its own modules.
+    spec = importlib.util.spec_from_file_location("vllm_buckets", VLLM / "v1/metrics/buckets.py")
+    buckets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(buckets)
+    for family, bounds in vllm_metrics.BUCKETS.items():
+        assert bounds == tuple(buckets.histogram_buckets(family)), family
+    for max_model_len in (1, 9, 100, 2048, 131072):
+        assert vllm_metrics.request_tokens_buckets(max_model_len) == tuple(buckets.build_1_2_5_buckets(max_model_len))
+    engine_init = ast.unparse(_vllm_source("v1/engine/__init__.py"))
+    assert f"FINISH_REASON_STRINGS = {vllm_metrics.FINISHED_REASONS!r}" in engine_init
+    cache = next(n for n in ast.walk(_vllm_source("config/cache.py")) if getattr(n, "name", "") == "CacheConfig")
+    fields = {n.target.id for n in cache.body if isinstance(n, ast.AnnAssign)}
+    assert set(vllm_metrics.cache_config(engine_pb2.GetLoadResponse(), "")) <= fields
+
+
+def test_docs_name_every_series():
+    docs = (Path(__file__).parents[2] / "docs" / "observability.md").read_text()
+    assert [s.name for s in vllm_metrics.SERIES if f"`{s.name}`" not in docs] == []
+
+
+def _families(text: str) -> dict:
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def _scrape(url: str) -> str:
+    return urllib.request.urlopen(url, timeout=5).read().decode()
+
+
+def _value(families, name: str, sample: str | None = None, **labels) -> float:
+    return next(
+        s.value
+        for s in families[name].samples
+        if s.name == (sample or name) and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+async def test_a_real_engine_reports_its_calls(tiny_model):  # noqa: F811
+    args = make_parser().parse_args(["--block-size", "4", "--engine-id", "replica-a"])
+    service = EngineService(args, build=lambda: build_engine(tiny_model, args, model_name="tiny"))
+    async with serving(service, metrics=True) as served, grpc.aio.insecure_channel(served.target) as channel:
+        stub = engine_pb2_grpc.EngineServiceStub(channel)
+        await generate(stub, request(PROMPT, temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True))
+        await stub.GenerateUnary(request(PROMPT, temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True))
+        await generate(stub, request(PROMPT[:3], temperature=0, max_tokens=1))
+        body = await stub.GetMetrics(engine_pb2.GetMetricsRequest())
+        load = await stub.GetLoad(engine_pb2.GetLoadRequest())
+        port = _families(await asyncio.to_thread(_scrape, served.metrics_url))
+    families = _families(body.data.decode())
+
+    assert body.content_type.startswith("text/plain")
+    for series in vllm_metrics.SERIES:
+        family = families[series.name]
+        assert family.type == series.kind and family.documentation == series.help, series.name
+        for sample in family.samples:
+            assert (sample.labels["model_name"], sample.labels["engine"]) == ("tiny", "replica-a"), sample
+    calls, prompt_tokens, new_tokens = 3, 2 * len(PROMPT) + 3, 2 * NEW_TOKENS + 1
+    assert _value(families, "vllm:time_to_first_token_seconds", "vllm:time_to_first_token_seconds_count") == calls
+    assert _value(families, "vllm:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds_count") == calls
+    assert _value(families, "vllm:request_queue_time_seconds", "vllm:request_queue_time_seconds_count") == calls
+    itl = _value(families, "vllm:inter_token_latency_seconds", "vllm:inter_token_latency_seconds_count")
+    assert itl == 2 * (NEW_TOKENS - 1)
+    assert _value(families, "vllm:time_per_output_token_seconds", "vllm:time_per_output_token_seconds_count") == itl
+    assert _value(families, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == prompt_tokens
+    assert _value(families, "vllm:generation_tokens", "vllm:generation_tokens_total") == new_tokens
+    assert _value(families, "vllm:request_prompt_tokens", "vllm:request_prompt_tokens_sum") == prompt_tokens
+    success = "vllm:request_success_total"
+    assert _value(families, "vllm:request_success", success, finished_reason="length") == calls
+    assert _value(families, "vllm:request_success", success, finished_reason="stop") == 0
+    # The repeated prompt found its two whole blocks cached; the three-token one none.
+    assert _value(families, "vllm:prefix_cache_queries", "vllm:prefix_cache_queries_total") == prompt_tokens
+    assert (
+        _value(families, "vllm:prefix_cache_hits", "vllm:prefix_cache_hits_total") == 8 == load.prefix_cache_hit_tokens
+    )
+    assert [_value(families, n) for n in ("vllm:num_requests_waiting", "vllm:num_requests_running")] == [0, 0]
+    assert _value(families, "vllm:kv_cache_usage_perc") == 0
+    (config,) = families["vllm:cache_config_info"].samples
+    assert config.value == 1 and config.labels["block_size"] == "4"
+    assert config.labels["num_gpu_blocks"] == str(load.kv_blocks_used + load.kv_blocks_free)
+    (lora,) = families["vllm:lora_requests_info"].samples
+    assert [lora.labels[k] for k in ("max_lora", "running_lora_adapters", "waiting_lora_adapters")] == ["0", "", ""]
+    assert abs(lora.value - time.time()) < 60
+    ttft = families["vllm:time_to_first_token_seconds"].samples
+    bounds = [float(s.labels["le"]) for s in ttft if s.name.endswith("_bucket")][:-1]
+    assert tuple(bounds) == vllm_metrics.BUCKETS["time_to_first_token"]
+    # The metrics port shows the same series beside ours, which keep their names.
+    assert set(families) <= set(port) and "scaleout_engine_time_to_first_token_seconds" in port
+    assert _value(port, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == prompt_tokens
+
+
+async def test_metrics_off_is_refused(tiny_model):  # noqa: F811
+    async with engine_stub(tiny_model) as (stub, _):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.GetMetrics(engine_pb2.GetMetricsRequest())
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert reason_of(refused.value) == Reason.METRICS_OFF
+
+
+async def test_api_servers_count_each_call_once():
+    """Calls over many connections land on both API servers; any of them answers for the whole engine."""
+    args = make_parser().parse_args(["--api-servers", "2", "--block-size", "4", "--metrics-port", "0"])
+    service = EngineService(args, build=functools.partial(build_tiny, args))
+    async with serving(service, metrics=True) as served:
+        channels = [
+            grpc.aio.insecure_channel(served.target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(16)
+        ]
+        stubs = [engine_pb2_grpc.EngineServiceStub(c) for c in channels]
+        message = request(PROMPT, temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
+        await asyncio.gather(*[generate(s, message) for s in stubs])
+        answers = [_families((await s.GetMetrics(engine_pb2.GetMetricsRequest())).data.decode()) for s in stubs]
+        first = _families(await asyncio.to_thread(_scrape, served.metrics_url))
+        for channel in channels:
+            await channel.close()
+    ours = _value(
+        first, "scaleout_engine_time_to_first_token_seconds", "scaleout_engine_time_to_first_token_seconds_count"
+    )
+    assert 0 < ours < len(stubs)  # the first API server served some of the calls, the other one the rest
+    for families in answers + [first]:
+        assert _value(families, "vllm:time_to_first_token_seconds", "vllm:time_to_first_token_seconds_count") == 16
+        assert _value(families, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == 16 * len(PROMPT)
