@@ -189,7 +189,7 @@ class ResponseStream:
     """The Responses events for one streamed answer, fed derender's chunks in order."""
 
     def __init__(
-        self, rendered: render_pb2.RenderChatResponse, request: dict, keep: Callable[[dict], None] | None = None
+        self, rendered: render_pb2.RenderChatResponse, request: dict, keep: Callable[[dict], object] | None = None
     ):
         self.keep = keep  # called with the finished Response
         self.envelope = _envelope(rendered, request, "in_progress")

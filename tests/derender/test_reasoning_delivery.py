@@ -13,7 +13,7 @@ TEXT = "<think>Two plus two makes four.</think>It is 4."
 WHOLE, OMITTED = derender_pb2.REASONING_DELIVERY_WHOLE, derender_pb2.REASONING_DELIVERY_OMITTED
 
 
-def _context(delivery: int) -> derender_pb2.DerenderContext:
+def _context(delivery: derender_pb2.ReasoningDelivery) -> derender_pb2.DerenderContext:
     return derender_pb2.DerenderContext(id="chatcmpl-deliver", reasoning_parser="think", reasoning_delivery=delivery)
 
 

@@ -61,7 +61,8 @@ def test_delete_and_replace():
     store = ResponseStore(max_count=10, max_bytes=1 << 20, ttl_s=60)
     store.put(response(1, "a"), ["first"])
     store.put(response(1, "bb"), ["second"])
-    assert len(store) == 1 and store.get(response(1)["id"]).input_items == ["second"]
+    kept = store.get(response(1)["id"])
+    assert len(store) == 1 and kept is not None and kept.input_items == ["second"]
     assert store.delete(response(1)["id"]) and not store.delete(response(1)["id"]) and store.bytes == 0
 
 
