@@ -65,6 +65,13 @@ def parser() -> EnvArgumentParser:
         help="large renders waiting for the pool; more are refused (RESOURCE_EXHAUSTED)",
     )
     p.add_argument(
+        "--token-cache-mb",
+        type=int,
+        default=64,
+        help="memory for the token ids of long prompt pieces (messages) already tokenized, so a conversation's "
+        "history is not tokenized again on every turn; 0 turns it off",
+    )
+    p.add_argument(
         "--inline-bytes",
         type=int,
         default=4096,
@@ -103,4 +110,5 @@ def options(args) -> Options:
         reasoning_parser=args.reasoning_parser,
         tool_parser=args.tool_parser,
         content_format=args.chat_template_content_format,
+        token_cache_mb=args.token_cache_mb,
     )

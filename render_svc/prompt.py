@@ -33,6 +33,7 @@ class Options:
     tool_parser: str = ""
     # "auto": detect from the template (does it loop over message content?), "string" or "openai" to force.
     content_format: str = "auto"
+    token_cache_mb: int = 64  # long prompt pieces' token ids kept (render_svc/piece_cache.py); 0: none
 
 
 TRUNCATION_SIDES = ("left", "right")

@@ -66,6 +66,7 @@ class Renderer:
         self.model = model
         self.limits = limits = limits or Limits()
         self.options = options or Options()
+        model.tokens.use_cache(self.options.token_cache_mb)
         self.templates = TemplateRenderer(limits)
         self.model_limits = sampling_rules.ModelLimits(
             model.max_model_len,

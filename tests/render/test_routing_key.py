@@ -8,7 +8,6 @@ import pytest
 from render_svc import routing
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
-from render_svc.tokens import _position_dependent
 from scaleout.v1 import render_pb2
 from scaleout_common import prefix_hash
 from tests.render.calls import chat
@@ -54,16 +53,6 @@ def test_the_key_hashes_the_prompts_own_first_turn_from_its_one_tokenization(ren
     head, past = (tokens.decode(ids[:n], skip_special_tokens=False) for n in (count, count + 1))
     assert text.startswith(past) and len(head) <= cut < len(past)
     assert response.generate_request.prefix_hash == prefix_hash.prefix_key("", ids[:count], routing.BLOCK_SIZE)
-
-
-def test_a_cut_is_hard_only_before_an_added_token_on_a_position_free_pipeline(renderers):
-    tokens = renderers["default"].model.tokens
-    assert tokens.hard_boundary("Hi<|im_end|>", 2)
-    assert not tokens.hard_boundary("Hi there", 2) and not tokens.hard_boundary("Hi<|im_end|>", 4)
-    assert _position_dependent(
-        {"type": "Sequence", "pretokenizers": [{"type": "Metaspace", "prepend_scheme": "first"}]}
-    )
-    assert not _position_dependent({"type": "ByteLevel", "add_prefix_space": True})
 
 
 def test_the_salt_changes_the_key_and_batch_render_gives_the_same_keys(renderers):
