@@ -7,6 +7,10 @@ peers (--response-peers, resolved as pipeline_svc/fleet.py resolves --engines: a
 it has, e.g. a Kubernetes headless Service's pods) and asks that replica over ResponseStoreService, which answers
 from its own store only. A tag no peer has (a replica gone, its memory with it) is RESPONSE_NOT_FOUND. Only
 listed peers are ever called, so an id cannot point a replica at an address of the client's choosing.
+
+Under API keys a response is its storing client's (and admins'): the call to the owner carries the caller's
+identity as the gateway set it (scaleout_common.identity), and another client's id is RESPONSE_NOT_FOUND, as if
+it did not exist.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pipeline_svc.fleet import Engines, Fleet, Replica
 from pipeline_svc.response_store import ResponseStore, Stored
 from scaleout.v1 import responses_pb2, responses_pb2_grpc
 from scaleout_common.errors import ServiceError
+from scaleout_common.identity import Caller, caller
 from scaleout_common.reasons import Reason, fail
 
 PREFIX, TAG_CHARS = "resp_", 8
@@ -71,31 +76,30 @@ class StoredResponses:
         suffix = render_id.removeprefix(PREFIX)
         return PREFIX + self.tag + suffix[TAG_CHARS:]
 
-    async def find(self, response_id: str, field: str, time_left: float | None) -> Stored:
+    async def find(self, response_id: str, field: str, who: Caller, time_left: float | None) -> Stored:
         if self._mine(response_id):
-            stored = self.store.get(response_id)
-            if stored is None:
-                raise not_found(response_id, field)
-            return stored
+            return owned(self.store, response_id, who, field)
         stub = await self._owner(response_id, field)
         try:
             answer = await stub.FetchStoredResponse(
-                responses_pb2.FetchStoredResponseRequest(response_id=response_id), timeout=time_left
+                responses_pb2.FetchStoredResponseRequest(response_id=response_id),
+                timeout=time_left,
+                metadata=who.metadata(),
             )
         except grpc.aio.AioRpcError as error:
             raise _at_owner(error, response_id, field) from None
         response, items = json.loads(answer.response_json), json.loads(answer.input_items_json)
         return Stored(response, items, 0, 0.0)
 
-    async def forget(self, response_id: str, time_left: float | None) -> None:
+    async def forget(self, response_id: str, who: Caller, time_left: float | None) -> None:
         if self._mine(response_id):
-            if not self.store.delete(response_id):
-                raise not_found(response_id, "response_id")
+            owned(self.store, response_id, who, "response_id")
+            self.store.delete(response_id)
             return
         stub = await self._owner(response_id, "response_id")
         request = responses_pb2.DeleteStoredResponseRequest(response_id=response_id)
         try:
-            await stub.DeleteStoredResponse(request, timeout=time_left)
+            await stub.DeleteStoredResponse(request, timeout=time_left, metadata=who.metadata())
         except grpc.aio.AioRpcError as error:
             raise _at_owner(error, response_id, "response_id") from None
 
@@ -108,6 +112,14 @@ class StoredResponses:
         if stub is None:
             raise not_found(response_id, field)
         return stub
+
+
+def owned(store: ResponseStore, response_id: str, who: Caller, field: str) -> Stored:
+    """The stored response, if `who` may see it."""
+    stored = store.get(response_id)
+    if stored is None or not who.owns(stored.owner):
+        raise not_found(response_id, field)
+    return stored
 
 
 def _at_owner(error: grpc.aio.AioRpcError, response_id: str, field: str) -> ServiceError:
@@ -124,15 +136,13 @@ class ResponseStoreFrontDoor(responses_pb2_grpc.ResponseStoreServiceServicer):
         self.store = store
 
     async def FetchStoredResponse(self, request, context):
-        stored = self.store.get(request.response_id)
-        if stored is None:
-            raise not_found(request.response_id, "response_id")
+        stored = owned(self.store, request.response_id, caller(context), "response_id")
         return responses_pb2.StoredResponse(
             response_json=json.dumps(stored.response, ensure_ascii=False),
             input_items_json=json.dumps(stored.input_items, ensure_ascii=False),
         )
 
     async def DeleteStoredResponse(self, request, context):
-        if not self.store.delete(request.response_id):
-            raise not_found(request.response_id, "response_id")
+        owned(self.store, request.response_id, caller(context), "response_id")
+        self.store.delete(request.response_id)
         return responses_pb2.DeleteStoredResponseResponse()

@@ -3,7 +3,8 @@
 At most `max_count` responses and `max_bytes` of their JSON (the Response and its conversation), each for at
 most `ttl_s`: adding one past a bound evicts the oldest first, and an expired one is gone when next looked at
 (or evicted with the oldest). A response larger than `max_bytes` alone is not kept. A replica's store dies with
-it: ids are not durable, and an id that is gone answers RESPONSE_NOT_FOUND like one never stored.
+it: ids are not durable, and an id that is gone answers RESPONSE_NOT_FOUND like one never stored. Each one
+remembers its owner (the caller's client name under API keys) for response_peers to scope it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Stored:
     input_items: list  # the conversation before its output (Responses input items)
     size: int  # bytes of the two as JSON
     expires: float  # on the store's clock
+    owner: str | None = None  # the client that stored it (None: no API keys)
 
 
 def json_size(value) -> int:
@@ -43,7 +45,7 @@ class ResponseStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, response: dict, input_items: list) -> bool:
+    def put(self, response: dict, input_items: list, owner: str | None = None) -> bool:
         """Keep `response` (by its id) with its conversation; False when it is larger than the whole store."""
         size = json_size(response) + json_size(input_items)
         if not self.enabled or size > self.max_bytes:
@@ -57,7 +59,7 @@ class ResponseStore:
             if not full and oldest.expires > now:
                 break
             self._drop(oldest.response["id"])
-        self._entries[response["id"]] = Stored(response, input_items, size, now + self.ttl_s)
+        self._entries[response["id"]] = Stored(response, input_items, size, now + self.ttl_s, owner)
         self.bytes += size
         return True
 

@@ -15,6 +15,7 @@ from pipeline_svc.hops import Hops
 from pipeline_svc.response_peers import StoredResponses
 from pipeline_svc.shaped_route import json_body, serve
 from scaleout.v1 import responses_pb2_grpc
+from scaleout_common.identity import caller
 from scaleout_common.reasons import Reason, fail
 
 
@@ -31,7 +32,8 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             yield body
 
     async def _create(self, request, context):
-        turn = await responses_turn.begin(request.data, self.stored, context.time_remaining())
+        who = caller(context)
+        turn = await responses_turn.begin(request.data, self.stored, who, context.time_remaining())
 
         async def render(body, **call):
             rendered = await self.hops.render.RenderResponses(body, **call)
@@ -40,7 +42,7 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
 
         def keep(response: dict) -> dict:
             if turn.store:
-                self.stored.store.put(response, turn.input_items)
+                self.stored.store.put(response, turn.input_items, who.client)
             return response
 
         route = serve(
@@ -61,9 +63,9 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             raise fail(
                 Reason.UNSUPPORTED_FIELD, "`stream` = true (replaying a stored response) is not supported", "stream"
             )
-        stored = await self.stored.find(request.response_id, "response_id", context.time_remaining())
+        stored = await self.stored.find(request.response_id, "response_id", caller(context), context.time_remaining())
         return json_body(stored.response)
 
     async def DeleteResponse(self, request, context):
-        await self.stored.forget(request.response_id, context.time_remaining())
+        await self.stored.forget(request.response_id, caller(context), context.time_remaining())
         return json_body({"id": request.response_id, "object": "response.deleted", "deleted": True})

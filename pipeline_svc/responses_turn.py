@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from google.api import httpbody_pb2
 
 from pipeline_svc.response_peers import StoredResponses
+from scaleout_common.identity import Caller
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
@@ -51,7 +52,7 @@ def _input_items(value) -> list | None:
     return value if isinstance(value, list) else None
 
 
-async def begin(data: bytes, stored: StoredResponses, time_left: float | None) -> Turn:
+async def begin(data: bytes, stored: StoredResponses, who: Caller, time_left: float | None) -> Turn:
     body = load_object(data)
     store = body.get("store")
     if store is None:
@@ -69,7 +70,7 @@ async def begin(data: bytes, stored: StoredResponses, time_left: float | None) -
         raise fail(Reason.INVALID_REQUEST, "`previous_response_id` must be a string", "previous_response_id")
     conversation = []
     if previous_id:
-        previous = await stored.find(previous_id, "previous_response_id", time_left)
+        previous = await stored.find(previous_id, "previous_response_id", who, time_left)
         conversation = previous.input_items + as_input(previous.response.get("output", []))
     request = {k: v for k, v in body.items() if k not in STATE_FIELDS}
     items = _input_items(body.get("input"))

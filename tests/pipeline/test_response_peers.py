@@ -14,6 +14,7 @@ from pipeline_svc import responses_turn
 from pipeline_svc.service import PipelineService, parser
 from scaleout.v1 import responses_pb2, responses_pb2_grpc
 from scaleout_common.errors import ServiceError
+from scaleout_common.identity import ADMIN_HEADER, CLIENT_HEADER, Caller
 from tests.serving import serving
 
 
@@ -32,10 +33,10 @@ async def two_replicas():
         yield replicas
 
 
-def stored_on(service, text: str) -> dict:
+def stored_on(service, text: str, owner: str | None = None) -> dict:
     output = [{"type": "reasoning", "content": [{"type": "reasoning_text", "text": text}]}]
     response = {"id": service.stored.name("resp_" + "5" * 32), "object": "response", "output": output}
-    service.stored.store.put(response, [{"role": "user", "content": "hi"}])
+    service.stored.store.put(response, [{"role": "user", "content": "hi"}], owner)
     return response
 
 
@@ -48,7 +49,7 @@ async def test_either_replica_answers_for_the_other():
             assert json.loads(answer.data) == response
         # a turn on the second continues the first's conversation
         body = json.dumps({"input": "and?", "previous_response_id": response["id"]}).encode()
-        turn = await responses_turn.begin(body, second.stored, 10.0)
+        turn = await responses_turn.begin(body, second.stored, Caller(None), 10.0)
         assert turn.input_items == [
             {"role": "user", "content": "hi"},
             *response["output"],
@@ -76,3 +77,20 @@ async def test_ids_no_replica_holds_and_a_replay():
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub.GetResponse(responses_pb2.GetResponseRequest(response_id=response["id"], stream=True))
         assert ServiceError.from_rpc_error(caught.value).violations[0][0] == "stream"
+
+
+async def test_under_api_keys_a_response_is_its_clients():
+    """The gateway's identity headers (scaleout_common.identity) travel to the owner: another client's id is not
+    found, on the replica that holds it and through the other one; an admin sees it."""
+    async with two_replicas() as [(first, first_stub), (_, second_stub)]:
+        response = stored_on(first, "bob's", owner="bob")
+        request = responses_pb2.GetResponseRequest(response_id=response["id"])
+        for stub in (first_stub, second_stub):
+            for metadata in (((CLIENT_HEADER, "bob"),), ((CLIENT_HEADER, "ops"), (ADMIN_HEADER, "true"))):
+                assert json.loads((await stub.GetResponse(request, metadata=metadata)).data) == response
+            delete = responses_pb2.DeleteResponseRequest(response_id=response["id"])
+            for call, asked in ((stub.GetResponse, request), (stub.DeleteResponse, delete)):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await call(asked, metadata=((CLIENT_HEADER, "alice"),))
+                assert ServiceError.from_rpc_error(caught.value).reason == "RESPONSE_NOT_FOUND"
+        assert first.stored.store.get(response["id"]) is not None

@@ -11,6 +11,9 @@ from pipeline_svc import responses_turn
 from pipeline_svc.response_peers import Peers, StoredResponses
 from pipeline_svc.response_store import ResponseStore, json_size
 from scaleout_common.errors import ServiceError
+from scaleout_common.identity import Caller
+
+ANYONE = Caller(None)  # no API keys
 
 
 class Clock:
@@ -91,7 +94,7 @@ async def test_a_turn_continues_the_stored_conversation():
     }
     here.store.put(first, [{"role": "user", "content": "I am Ada."}])
     body = {"input": "Who am I?", "previous_response_id": first["id"], "store": False, "instructions": "Be brief."}
-    turn = await responses_turn.begin(json.dumps(body).encode(), here, None)
+    turn = await responses_turn.begin(json.dumps(body).encode(), here, ANYONE, None)
     sent = json.loads(turn.render_body.data)
     assert "previous_response_id" not in sent and "store" not in sent and sent["instructions"] == "Be brief."
     assert sent["input"] == [
@@ -115,10 +118,10 @@ async def test_a_turn_continues_the_stored_conversation():
 )
 async def test_a_turn_refuses(body, size, reason, field):
     with pytest.raises(ServiceError) as caught:
-        await responses_turn.begin(json.dumps(body).encode(), stored(size), None)
+        await responses_turn.begin(json.dumps(body).encode(), stored(size), ANYONE, None)
     assert (caught.value.reason, caught.value.violations[0][0]) == (reason, field)
 
 
 async def test_storing_follows_the_store_being_on():
-    assert (await responses_turn.begin(b'{"input": "hi"}', stored(10), None)).store
-    assert not (await responses_turn.begin(b'{"input": "hi"}', stored(0), None)).store
+    assert (await responses_turn.begin(b'{"input": "hi"}', stored(10), ANYONE, None)).store
+    assert not (await responses_turn.begin(b'{"input": "hi"}', stored(0), ANYONE, None)).store
