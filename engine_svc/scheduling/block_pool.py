@@ -134,6 +134,29 @@ class BlockPool:
                 self.hash_of[seq.block_ids[i]] = hashes[i]
         seq.num_committed_blocks = full
 
+    def uncached_tokens(self, seq: Sequence) -> int:
+        """Of `seq`'s tokens, how many take_cached would leave to compute now (it takes no blocks)."""
+        if not self.caching or seq.block_ids or seq.want_prompt_logprobs:
+            return seq.num_tokens - seq.num_computed
+        hits = 0
+        for h in self._hashes(seq, (seq.num_tokens - 1) // self.block_size):
+            if h not in self.table:
+                break
+            hits += 1
+        return seq.num_tokens - hits * self.block_size
+
+    def reset_prefix_cache(self) -> int:
+        """Empty the prefix table: nothing computed so far is reused. A block nobody holds moves to the front of
+        the free list (it holds nothing reusable now); a held one stays with its holders. Returns how many blocks
+        were in the table."""
+        dropped = len(self.hash_of)
+        for block in self.hash_of:
+            if self.refs[block] == 0:
+                self.free.move_to_end(block, last=False)
+        self.table.clear()
+        self.hash_of.clear()
+        return dropped
+
     def _hashes(self, seq: Sequence, blocks: int) -> list[bytes]:
         """The prefix hashes of `seq`'s first `blocks` full blocks, computed once per sequence."""
         hashes, size = seq.block_hashes, self.block_size

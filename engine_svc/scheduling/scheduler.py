@@ -24,13 +24,21 @@ class Scheduler:
         self.running: list[Sequence] = []  # admission order
         self.waiting: list[tuple[int, int, Sequence]] = []  # heap of (priority, arrival, seq)
         self.num_preemptions = 0
+        self.waiting_uncached = 0  # the waiting sequences' num_uncached_queued, summed
 
     @property
     def num_waiting(self) -> int:
         return len(self.waiting)
 
     def add(self, seq: Sequence) -> None:
+        seq.num_uncached_queued = self.pool.uncached_tokens(seq)
+        self.waiting_uncached += seq.num_uncached_queued
         heapq.heappush(self.waiting, (seq.priority, seq.arrival, seq))
+
+    def pending_prefill_tokens(self) -> int:
+        """Tokens to compute before the next sample: the waiting sequences' (less the prefix each found cached when
+        queued) and the running ones' still prefilling. Readable from another thread (it only reads)."""
+        return self.waiting_uncached + sum(r for s in self.running if (r := s.remaining) > 1)
 
     def remove(self, seqs: set[Sequence]) -> None:
         """Drop finished or aborted sequences and free their blocks."""
@@ -38,6 +46,7 @@ class Scheduler:
             self.pool.release(seq)
         self.running = [s for s in self.running if s not in seqs]
         if any(entry[2] in seqs for entry in self.waiting):
+            self.waiting_uncached -= sum(entry[2].num_uncached_queued for entry in self.waiting if entry[2] in seqs)
             self.waiting = [entry for entry in self.waiting if entry[2] not in seqs]
             heapq.heapify(self.waiting)
 
@@ -77,6 +86,7 @@ class Scheduler:
                 break
             self.pool.admitted(seq)
             heapq.heappop(self.waiting)
+            self.waiting_uncached -= seq.num_uncached_queued
             self.running.append(seq)
             prefills.append(chunk)
             budget -= chunk.num_tokens

@@ -35,6 +35,7 @@ class Sequence:
     block_hashes: list[bytes] = field(default_factory=list)
     num_committed_blocks: int = 0
     num_cached_tokens: int | None = None
+    num_uncached_queued: int = 0  # while waiting: its tokens the prefix cache did not hold when it was queued
     num_tokens: int = field(init=False)  # prompt + output, kept up to date by append()
 
     def __post_init__(self) -> None:

@@ -7,13 +7,17 @@ builds the engine with a picklable builder, runs the step loop and sends each st
 pipe, where they fill the same per-request outboxes that the in-thread engine fills.
 
 Each step's outputs cross the pipe as marshalled plain tuples (one per request: its deltas, timings and
-whether it is done) with the load figures as seven integers: pickling dataclasses and protobuf messages
-per token cost the core and the server more host time than the decode step on the GPU at 256 streams.
+whether it is done) with the load figures as a tuple of numbers: pickling dataclasses and protobuf messages
+per token cost the core and the server more host time than the decode step on the GPU at 256 streams. The two
+figures that cost a pass over the running sequences or the rate's buckets (pending prefill tokens, tokens per
+second) are recomputed every LOAD_EVERY_S, not every step.
 Anything else (the engine's description, in-band errors) is pickled.
 
 Structured outputs' grammars are compiled and cached in the core, where the step loop uses them: the
 servicer's `compile_grammar` sends the constraint, the core compiles it on its compile workers and answers
 (`REPLY` messages); the request that follows finds it in the core's cache.
+A prefix-cache reset runs at the step loop's next turn; every API server hears the load figures after it
+before the one that asked gets its answer, so a GetLoad right after the reset sees the cache empty.
 
 Several API servers (api_servers.py) may share one core, each over its own pair of pipes: the core sends each
 request's outputs to the server that submitted it and the load figures to all of them.
@@ -37,8 +41,10 @@ from engine_svc.model.sampler import RowLogprobs
 from engine_svc.scheduling.sequence import Sequence, next_arrival
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
+from engine_svc.serving.load_figures import utilization
 from engine_svc.serving.loader import LoadedEngine
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
+from engine_svc.serving.tenancy import public_id, reaches
 from engine_svc.structured.compiler import too_slow
 from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
@@ -81,9 +87,10 @@ def _child(builder, pipes: list[tuple]) -> None:
     for front in fronts:
         front.send(ready)
     owners: dict[str, tuple[_Front, str | None]] = {}  # live request id -> its API server and its client
+    figures = _Figures()
 
     def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
-        load = _load_of(engine)
+        load = figures.of(engine)
         # An API server with nothing in this step hears the load too (its GetLoad, its waiting bound, its stall
         # check): every LOAD_EVERY_S at most, and whenever the engine is left idle.
         now, idle = time.monotonic(), load[0] == load[1] == 0
@@ -117,6 +124,9 @@ def _child(builder, pipes: list[tuple]) -> None:
                     continue
                 if kind == "stop":
                     return
+                if kind == "reset_prefix_cache":
+                    _reset(engine, front, list(fronts), figures, payload[0])
+                    continue
                 _apply(engine, front, owners, kind, payload)
     finally:
         engine.stop()
@@ -126,9 +136,10 @@ def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> N
     """One command from an API server."""
     if kind == "abort":
         engine.abort(payload)
-    elif kind == "abort_any":  # ids the asking API server does not hold: abort those its caller owns
-        token, request_ids, client = payload
-        mine = [rid for rid in request_ids if rid in owners and client in (None, owners[rid][1])]
+    elif kind == "abort_any":  # requests other API servers hold that the asking one's Abort reaches (tenancy.py)
+        token, wanted, client = payload
+        wanted = frozenset(wanted)
+        mine = [key for key, (holder, _) in owners.items() if holder is not front and reaches(key, wanted, client)]
         aborted, _ = engine.abort(mine) if mine else ([], [])
         front.send(REPLY + pickle.dumps((token, aborted)))
     elif kind == "compile":
@@ -138,7 +149,7 @@ def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> N
         request_id, seqs, client = payload
         try:
             if request_id in owners:  # held by another API server
-                raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(request_id)} is already running")
+                raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(public_id(request_id))} is already running")
             owners[request_id] = front, client
             for seq in seqs:  # each API server counts its own arrivals: the core's count orders them all
                 seq.arrival = next_arrival()
@@ -147,21 +158,45 @@ def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> N
             if owners.get(request_id, (None,))[0] is front:
                 del owners[request_id]
             front.send(PICKLED + pickle.dumps([(request_id, error)]))
-            front.send(MARSHALLED + marshal.dumps(([], _load_of(engine), engine.healthy())))  # never queued
+            front.send(MARSHALLED + marshal.dumps(([], _Figures().of(engine), engine.healthy())))  # never queued
 
 
-def _load_of(engine: Engine) -> tuple[int, ...]:
-    """The load figures an API server keeps (EngineProcess._receive reads them in this order)."""
-    pool = engine.scheduler.pool
-    return (
-        engine.num_running,
-        engine.num_waiting,
-        pool.num_used,
-        pool.num_free,
-        pool.num_cached,
-        pool.queried_tokens,
-        pool.hit_tokens,
-    )
+def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figures, token: int) -> None:
+    """Empty the prefix cache at the step loop's next turn; then every API server hears the load, then the asker
+    gets the blocks dropped."""
+
+    def done(future) -> None:
+        load = MARSHALLED + marshal.dumps(([], figures.of(engine, fresh=True), engine.healthy()))
+        for each in fronts:
+            each.send(load)
+        front.send(REPLY + pickle.dumps((token, future.result())))
+
+    engine.post_cache_reset().add_done_callback(done)
+
+
+class _Figures:
+    """The load figures an API server keeps (EngineProcess._receive reads them in this order); the two that cost
+    a pass are recomputed every LOAD_EVERY_S."""
+
+    def __init__(self) -> None:
+        self._at, self._pending, self._rate = float("-inf"), 0, 0.0
+
+    def of(self, engine: Engine, fresh: bool = False) -> tuple:
+        pool, now = engine.scheduler.pool, time.monotonic()
+        if fresh or now - self._at >= LOAD_EVERY_S:
+            self._at = now
+            self._pending, self._rate = engine.scheduler.pending_prefill_tokens(), engine.generated.per_second()
+        return (
+            engine.num_running,
+            engine.num_waiting,
+            pool.num_used,
+            pool.num_free,
+            pool.num_cached,
+            pool.queried_tokens,
+            pool.hit_tokens,
+            self._pending,
+            self._rate,
+        )
 
 
 def _compile(engine: Engine, token: int, constraint, send) -> None:
@@ -293,6 +328,7 @@ class EngineProcess(EngineFront):
         load = engine_pb2.GetLoadResponse()
         load.CopyFrom(self._load)
         load.waiting = self.num_waiting
+        load.utilization = utilization(load.running, load.max_running, load.kv_blocks_used, load.kv_blocks_free)
         return load
 
     @property
@@ -317,11 +353,14 @@ class EngineProcess(EngineFront):
         self._send("abort", request_ids)  # a core that is gone runs nothing
 
     async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:
-        """Of these ids, those another API server of the core runs for `owner` (None: any caller's), aborted."""
-        elsewhere = [rid for rid in request_ids if rid not in self.requests]
-        if not self._shared or not elsewhere or not self._alive():
+        """The requests other API servers of the core hold that an Abort naming `request_ids` for `owner` (None: a
+        trusted caller) reaches (tenancy.reaches), aborted: their engine keys."""
+        if not self._shared or not request_ids or not self._alive():
             return []
-        return await self._ask("abort_any", elsewhere, owner)
+        return await self._ask("abort_any", request_ids, owner)
+
+    async def reset_prefix_cache(self) -> int:
+        return await self._ask("reset_prefix_cache")
 
     async def compile_grammar(self, constraint: Constraint) -> None:
         """The grammar is compiled and cached in the core, where the step loop uses it."""
@@ -385,6 +424,8 @@ class EngineProcess(EngineFront):
                     self._load.kv_blocks_cached,
                     self._load.prefix_cache_queried_tokens,
                     self._load.prefix_cache_hit_tokens,
+                    self._load.pending_prefill_tokens,
+                    self._load.generated_tokens_per_s,
                 ) = load
                 self._submitted = 0
                 for request_id, deltas, prompt, cached, done, stamps in rows:

@@ -17,6 +17,7 @@ decode runs serve guided batches too. Batches without guided rows are untouched.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import gc
 import logging
@@ -34,6 +35,7 @@ from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.serving.engine_api import EngineFront
+from engine_svc.serving.load_figures import TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
@@ -84,7 +86,8 @@ class Engine(EngineFront):
         self.decode_steps = decode_steps if runner.chains_decode_steps else 1
         self.admission_window_s = admission_window_s
         self.steps = 0
-        self._inbox: list[RequestState | list[str]] = []  # requests to add; ids of requests to abort
+        # Requests to add; ids of requests to abort; prefix-cache resets, answered with the blocks dropped.
+        self._inbox: list[RequestState | list[str] | concurrent.futures.Future] = []
         self._inbox_since = 0.0  # when the inbox last went from empty to not empty
         self._cond = threading.Condition()
         self._stopping = False
@@ -93,6 +96,7 @@ class Engine(EngineFront):
         self.grammars = grammars  # None: no tokenizer, no structured outputs
         self.masker = Masker(grammars.backend, runner.device) if grammars is not None else None
         self.guides: dict[Sequence, Guide] = {}  # the live guided sequences (step thread only)
+        self.generated = TokenRate()  # tokens sampled (added on the step thread)
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -125,12 +129,13 @@ class Engine(EngineFront):
             self.grammars.close()
 
     def load(self) -> engine_pb2.GetLoadResponse:
-        pool = self.scheduler.pool
+        pool, running = self.scheduler.pool, self.num_running
+        used, free = pool.num_used, pool.num_free
         return engine_pb2.GetLoadResponse(
-            running=self.num_running,
+            running=running,
             waiting=self.num_waiting,
-            kv_blocks_used=pool.num_used,
-            kv_blocks_free=pool.num_free,
+            kv_blocks_used=used,
+            kv_blocks_free=free,
             kv_block_size=pool.block_size,
             max_running=self.scheduler.max_num_seqs,
             max_waiting=self.max_waiting,
@@ -138,7 +143,19 @@ class Engine(EngineFront):
             kv_blocks_cached=pool.num_cached,
             prefix_cache_queried_tokens=pool.queried_tokens,
             prefix_cache_hit_tokens=pool.hit_tokens,
+            generated_tokens_per_s=self.generated.per_second(),
+            pending_prefill_tokens=self.scheduler.pending_prefill_tokens(),
+            utilization=utilization(running, self.scheduler.max_num_seqs, used, free),
         )
+
+    def post_cache_reset(self) -> concurrent.futures.Future:
+        """Empty the prefix cache at the step loop's next turn; the future gets the blocks dropped (any thread)."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._post(done)
+        return done
+
+    async def reset_prefix_cache(self) -> int:
+        return await asyncio.wrap_future(self.post_cache_reset())
 
     @property
     def num_running(self) -> int:
@@ -168,7 +185,7 @@ class Engine(EngineFront):
         busy = self.scheduler.running or self.scheduler.waiting or self._inbox
         return not busy or time.monotonic() - self._last_progress < self.stall_timeout_s
 
-    def _post(self, item: RequestState | list[str]) -> None:
+    def _post(self, item: RequestState | list[str] | concurrent.futures.Future) -> None:
         with self._cond:
             if not self._inbox:
                 self._inbox_since = time.monotonic()
@@ -205,13 +222,15 @@ class Engine(EngineFront):
         if outputs:
             self._sink(list(outputs.items()))
 
-    def _take(self, inbox: list[RequestState | list[str]], outputs) -> None:
+    def _take(self, inbox: list[RequestState | list[str] | concurrent.futures.Future], outputs) -> None:
         for item in inbox:
             if isinstance(item, RequestState):
                 if item.done or not self._guide(item, outputs):
                     continue
                 for seq in item.seqs:
                     self.scheduler.add(seq)
+            elif isinstance(item, concurrent.futures.Future):
+                item.set_result(self.scheduler.pool.reset_prefix_cache())
             else:
                 for rid in item:
                     state = self.requests.get(rid)
@@ -410,6 +429,7 @@ class Engine(EngineFront):
         if grammar_done is None:
             grammar_done = self._advance_guides(seqs, tokens) if self.guides else ()
         now = time.perf_counter()
+        self.generated.add(len(tokens), now)
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)

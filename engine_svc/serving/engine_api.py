@@ -14,6 +14,7 @@ from typing import Protocol
 
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.requests import Outbox, RequestState
+from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
 from scaleout_common.errors import quote
@@ -22,6 +23,7 @@ from scaleout_common.reasons import Reason, fail
 
 class EngineAPI(Protocol):
     max_waiting: int
+    requests: dict[str, RequestState]  # the live requests this server holds, by engine key (tenancy.py)
 
     @property
     def num_running(self) -> int: ...
@@ -55,8 +57,12 @@ class EngineAPI(Protocol):
         ...
 
     async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:
-        """Of ids this server does not hold, abort those another API server of the same engine runs for `owner`
-        (None: any caller's); the ids aborted."""
+        """Abort the requests other API servers of the same engine hold that an Abort naming `request_ids` for
+        `owner` reaches (tenancy.abort_scope's, tenancy.reaches; None: a trusted caller); their engine keys."""
+        ...
+
+    async def reset_prefix_cache(self) -> int:
+        """Empty the prefix cache where the step loop runs (BlockPool.reset_prefix_cache); the blocks dropped."""
         ...
 
     def healthy(self) -> bool:
@@ -91,7 +97,7 @@ class EngineFront(ABC):
     def _register(self, request_id: str, seqs: list[Sequence]) -> RequestState:
         """The state of an admitted request, now live; refused when the id is taken or the queue is full."""
         if request_id in self.requests:
-            raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(request_id)} is already running")
+            raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(public_id(request_id))} is already running")
         if self.num_waiting + len(seqs) > self.max_waiting:
             raise fail(
                 Reason.QUEUE_FULL,

@@ -14,13 +14,14 @@ from google.api import httpbody_pb2
 from engine_svc.scheduling.admission import admit, structured
 from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
 from engine_svc.serving.api_servers import ApiServers
+from engine_svc.serving.control import EngineControlServicer
 from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.tenancy import ABORTED_HEADER, Owners, require_trusted
 from engine_svc.serving.vllm_metrics import CONTENT_TYPE, VllmMetrics
-from scaleout.v1 import engine_pb2, engine_pb2_grpc
+from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc
 from scaleout_common.identity import caller
 from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
@@ -94,7 +95,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
 
     async def GetModelInfo(self, request, context):
-        loaded, limits = self.loaded, self.loaded.limits
+        loaded, limits, load = self.loaded, self.loaded.limits, self.engine.load()
         return engine_pb2.GetModelInfoResponse(
             model=loaded.model_name,
             vocab_size=limits.vocab_size,
@@ -107,6 +108,9 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             backend=loaded.backend,
             quantization=loaded.quantization,
             kv_cache_dtype=loaded.kv_cache_dtype,
+            kv_block_size=load.kv_block_size,
+            num_kv_blocks=load.kv_blocks_used + load.kv_blocks_free,
+            max_running=load.max_running,
         )
 
     async def GetLoad(self, request, context):
@@ -121,7 +125,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
 
 class EngineService:
-    service_names: Sequence[str] = ("scaleout.v1.EngineService",)
+    service_names: Sequence[str] = ("scaleout.v1.EngineService", "scaleout.v1.EngineControlService")
 
     def __init__(self, args, build=None, attach: tuple | None = None, tallies: tuple | None = None):
         """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,
@@ -152,6 +156,7 @@ class EngineService:
 
     def register(self, server: grpc.aio.Server) -> None:
         engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
+        control_pb2_grpc.add_EngineControlServiceServicer_to_server(EngineControlServicer(self), server)
 
     async def load(self) -> None:
         if self._attach is not None:

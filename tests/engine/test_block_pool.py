@@ -115,6 +115,31 @@ def test_a_sequence_that_wants_prompt_logprobs_computes_its_prompt():
     assert pool.take_cached(wants) == 0
 
 
+def test_a_reset_drops_every_entry_and_frees_the_unheld_blocks_first():
+    pool = BlockPool(17, 4, caching=True)
+    held, released = seq(range(10, 26), rid="held"), seq(range(50, 66), rid="released")
+    for s in (held, released):
+        computed(pool, s)
+    blocks = set(released.block_ids)
+    pool.release(released)
+    assert pool.num_cached == 8 and pool.reset_prefix_cache() == 8
+    assert pool.num_cached == 0 and pool.take_cached(seq(range(10, 26))) == 0
+    # The released blocks hold nothing reusable now: handed out before any other free block.
+    assert set(list(pool.free)[:4]) == blocks
+    check_invariants(pool, [held])
+    pool.release(held)  # a held block leaves the table too: released, it is plain free
+    assert pool.num_cached == 0 and pool.num_free == 16
+
+
+def test_uncached_tokens_are_what_take_cached_would_leave():
+    pool = BlockPool(32, 4, caching=True)
+    computed(pool, seq(range(10, 30)))
+    probe = seq([*range(10, 24), 99, 98])
+    assert pool.uncached_tokens(probe) == 16 - 12 and probe.block_ids == []  # it takes nothing
+    assert pool.take_cached(probe) == 12 and probe.remaining == 4
+    assert BlockPool(32, 4, caching=False).uncached_tokens(seq(range(10, 30))) == 20
+
+
 def test_scheduler_preemption_and_random_churn_keep_the_counts_exact():
     rng = random.Random(3)
     pool = BlockPool(24, 4, caching=True)
@@ -134,6 +159,8 @@ def test_scheduler_preemption_and_random_churn_keep_the_counts_exact():
         scheduler.remove(done)
         live = [s for s in live if s not in done]
         check_invariants(pool, list(scheduler.running))
+        assert scheduler.waiting_uncached == sum(entry[2].num_uncached_queued for entry in scheduler.waiting)
     scheduler.remove(set(live))
     check_invariants(pool, [])
+    assert scheduler.waiting_uncached == 0 and scheduler.pending_prefill_tokens() == 0
     assert pool.num_used == 0 and pool.hit_tokens > 0 and scheduler.num_preemptions > 0

@@ -98,7 +98,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
-    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype")
+    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     EOS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,9 @@ class GetModelInfoResponse(_message.Message):
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     QUANTIZATION_FIELD_NUMBER: _ClassVar[int]
     KV_CACHE_DTYPE_FIELD_NUMBER: _ClassVar[int]
+    KV_BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_KV_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
     model: str
     vocab_size: int
     eos_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -121,7 +124,10 @@ class GetModelInfoResponse(_message.Message):
     backend: str
     quantization: str
     kv_cache_dtype: str
-    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ...) -> None: ...
+    kv_block_size: int
+    num_kv_blocks: int
+    max_running: int
+    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ...) -> None: ...
 
 class GetLoadRequest(_message.Message):
     __slots__ = ()
