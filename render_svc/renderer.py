@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from render_svc import context, convert, errors, routing, structured
+from render_svc import context, convert, errors, roles, routing, structured
 from render_svc.model import Model
 from render_svc.prompt import (
     Limits,
@@ -158,7 +158,9 @@ class Renderer:
         template = self.template(request, bool(tools))
         return ChatJob(
             request=request,
-            messages=convert.chat_messages(request.messages, self.openai_content(template)),
+            messages=roles.developer_as_system(
+                convert.chat_messages(request.messages, self.openai_content(template)), template.source
+            ),
             tools=tools,
             tool_mode=tool_mode,
             tool_function=tool_function,

@@ -20,6 +20,7 @@ from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.responses_chat import render_responses
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
+from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail
 
@@ -98,6 +99,14 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def BridgeChat(self, request, context):
         return await self._service.call(bridge_chat, request, self._service.offload_chat(request.request))
+
+    async def RenderChatVllm(self, request, context):
+        # a body that brings a chat_template renders in the pool, as RenderChat's does
+        offload = b'"chat_template"' in request.data or self._service.is_large(request)
+        return await self._service.call(render_chat_vllm, request, offload)
+
+    async def RenderCompletionVllm(self, request, context):
+        return await self._service.call(render_completion_vllm, request, self._service.is_large(request))
 
     async def RenderMessages(self, request, context):
         return await self._service.call(render_messages, request, self._service.is_large(request))

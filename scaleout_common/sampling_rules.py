@@ -6,7 +6,7 @@ sent (render's or a direct caller's). Both call `check` here, so the same bad kn
 one hop, and a value that passes render always passes the engine.
 
 Rules (vLLM's, made explicit):
-- Bounds: temperature >= 0; top_p in (0, 1]; top_k -1 or 0 (off) or positive; min_p in [0, 1];
+- Bounds: temperature in [0, 2]; top_p in (0, 1]; top_k -1 or 0 (off) or positive; min_p in [0, 1];
   repetition_penalty > 0; presence/frequency_penalty in [-2, 2]; n in [1, max_n]; min_tokens >= 0 and at
   most max_tokens; max_tokens >= 1; stream_interval >= 1; logprobs and prompt_logprobs in [0, max_logprobs];
   every float finite (NaN and infinities are refused, never clamped); token ids inside the vocabulary;
@@ -57,7 +57,7 @@ GREEDY_BELOW = 1e-5  # a temperature this small samples greedily
 
 # Float knobs: (valid?, the rule in words).
 FLOAT_RULES = {
-    "temperature": (lambda v: v >= 0, ">= 0"),
+    "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),
     "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "min_p": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "repetition_penalty": (lambda v: v > 0, "> 0"),

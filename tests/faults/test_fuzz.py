@@ -20,7 +20,9 @@ USER = [{"role": "user", "content": "hi"}]
 ROUTES = [
     ("/v1/chat/completions/render", {"messages": USER, "max_tokens": 4}),
     ("/v1/chat/completions/render_batch", {"requests": [{"messages": USER, "max_tokens": 4}]}),
-    ("/v1/completions/render", {"prompts": ["hi"], "max_tokens": 4}),
+    ("/v1/chat/completions/render/typed", {"messages": USER, "max_tokens": 4}),
+    ("/v1/completions/render", {"prompt": [[1, 2], [3]], "max_tokens": 4}),
+    ("/v1/completions/render/typed", {"prompts": ["hi"], "max_tokens": 4}),
     ("/tokenize", {"prompt": "hi"}),
     ("/detokenize", {"tokens": [1, 2]}),
     ("/inference/v1/generate", {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}}),

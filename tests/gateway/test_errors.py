@@ -24,9 +24,15 @@ USER = [{"role": "user", "content": "hi"}]
 
 # (REST path, gRPC stub class, method, request message class, malformed JSON body)
 CASES = [
-    ("/v1/chat/completions/render", render_pb2_grpc.RenderServiceStub, "RenderChat", render_pb2.RenderChatRequest, {}),
     (
-        "/v1/chat/completions/render",
+        "/v1/chat/completions/render/typed",
+        render_pb2_grpc.RenderServiceStub,
+        "RenderChat",
+        render_pb2.RenderChatRequest,
+        {},
+    ),
+    (
+        "/v1/chat/completions/render/typed",
         render_pb2_grpc.RenderServiceStub,
         "RenderChat",
         render_pb2.RenderChatRequest,
@@ -47,14 +53,14 @@ CASES = [
         {"previous_prompt_token_ids": [OUT_OF_VOCAB], "request": {"messages": USER}},
     ),
     (
-        "/v1/completions/render",
+        "/v1/completions/render/typed",
         render_pb2_grpc.RenderServiceStub,
         "RenderCompletion",
         render_pb2.RenderCompletionRequest,
         {},
     ),
     (
-        "/v1/completions/render",
+        "/v1/completions/render/typed",
         render_pb2_grpc.RenderServiceStub,
         "RenderCompletion",
         render_pb2.RenderCompletionRequest,

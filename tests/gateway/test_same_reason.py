@@ -1,6 +1,6 @@
 """The same malformed sampling input gets the same reason on every route that takes it (one owner per rule).
 
-Render's typed route, the engine's generate route and the one-hop OpenAI route all check sampling knobs with
+Render's typed and vLLM-shaped routes, the engine's generate route and the one-hop OpenAI route all check sampling knobs with
 scaleout_common.sampling_rules, so a client learns one reason whichever door it came through.
 """
 
@@ -28,7 +28,9 @@ BAD_KNOBS = [
 
 def _routes(knob: str, value) -> list[tuple[str, dict]]:
     return [
+        ("/v1/chat/completions/render/typed", {"messages": USER, "max_tokens": 4, knob: value}),
         ("/v1/chat/completions/render", {"messages": USER, "max_tokens": 4, knob: value}),
+        ("/v1/completions/render", {"prompt": "hi", "max_tokens": 4, knob: value}),
         ("/v1/chat/completions", {"messages": USER, "max_tokens": 4, knob: value}),
         ("/v1/completions", {"prompt": "hi", "max_tokens": 4, knob: value}),
         ("/inference/v1/generate", {"token_ids": PROMPT_IDS, "sampling_params": {"max_tokens": 4, knob: value}}),
@@ -49,6 +51,7 @@ def test_a_bad_knob_gets_one_reason_on_every_route(stack, knob, value):
 def test_an_out_of_vocab_token_gets_one_reason_on_every_route(stack):
     bias = {"10000000": 5}
     for path, body in [
+        ("/v1/chat/completions/render/typed", {"messages": USER, "logit_bias": bias}),
         ("/v1/chat/completions/render", {"messages": USER, "logit_bias": bias}),
         ("/v1/chat/completions", {"messages": USER, "max_tokens": 4, "logit_bias": bias}),
         ("/inference/v1/generate", {"token_ids": PROMPT_IDS, "sampling_params": {"logit_bias": bias}}),

@@ -49,7 +49,7 @@ def test_every_replica_is_serving_and_reflects_its_service(stack):
 
 
 def test_rest_walk_answers_paris(stack):
-    rendered = post(stack, "/v1/chat/completions/render", CHAT)
+    rendered = post(stack, "/v1/chat/completions/render/typed", CHAT)
     assert rendered.status_code == 200, rendered.text
     rendered = rendered.json()
     generate = rendered["generate_request"]
@@ -71,6 +71,25 @@ def test_rest_walk_answers_paris(stack):
     choice = derendered.json()["choices"][0]
     assert "Paris" in choice["message"]["content"]
     assert choice["finish_reason"] == "stop"
+
+
+def test_rest_walk_from_vllms_render_shape_answers_paris(stack):
+    """vLLM's render paths answer vLLM's shape (llm-d and vllm-router read `token_ids` there); ours rides along
+    under `scaleout`: our GenerateRequest (its token ids are the top-level ones) and DerenderContext."""
+    rendered = post(stack, "/v1/chat/completions/render", CHAT)
+    assert rendered.status_code == 200, rendered.text
+    rendered = rendered.json()
+    assert rendered["request_id"].startswith("chatcmpl-") and rendered["sampling_params"]["max_tokens"] == 32
+    generate = {**rendered["scaleout"]["generate_request"], "token_ids": rendered["token_ids"]}
+    events = sse_events(post(stack, "/inference/v1/generate/stream", generate))
+    context = rendered["scaleout"]["derender_context"]
+    derendered = post(stack, "/v1/chat/completions/derender", {"context": context, "results": events})
+    assert "Paris" in derendered.json()["choices"][0]["message"]["content"]
+    completions = post(stack, "/v1/completions/render", {"prompt": [[1, 504], [3575]]})
+    assert completions.status_code == 200, completions.text
+    assert [item["token_ids"] for item in completions.json()] == [[1, 504], [3575]]
+    refused = post(stack, "/v1/completions/render", {"prompt": "hi", "prompts": ["hi"]})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompts"
 
 
 def test_grpc_walk_through_the_gateway_answers_paris(stack):
@@ -127,7 +146,7 @@ def test_one_hop_chat_over_grpc(stack):
 
 def test_sampled_streams_repeat_with_a_seed(stack):
     body = {**CHAT, "temperature": 0.9, "seed": 1234, "max_tokens": 24}
-    generate = post(stack, "/v1/chat/completions/render", body).json()["generate_request"]
+    generate = post(stack, "/v1/chat/completions/render/typed", body).json()["generate_request"]
     runs = [sse_events(post(stack, "/inference/v1/generate/stream", generate)) for _ in range(2)]
     tokens = [[t for e in events for c in e["choices"] for t in c["token_ids"]] for events in runs]
     assert tokens[0] == tokens[1] and len(tokens[0]) > 0

@@ -80,8 +80,11 @@ class Case:
         ]
 
     def reference(self, tokenizer, template: str, tokenize: bool = True):
+        messages = self.messages
+        if "developer" not in template:  # vLLM renders a developer turn as the system turn then (a leading one here)
+            messages = [{**m, "role": "system"} if m["role"] == "developer" else m for m in messages]
         return tokenizer.apply_chat_template(
-            self.messages,
+            messages,
             tools=self.reference_tools(),
             chat_template=template,
             add_generation_prompt=self.add_generation_prompt,

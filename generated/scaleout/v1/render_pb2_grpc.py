@@ -41,6 +41,16 @@ class RenderServiceStub:
                 request_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
                 _registered_method=True)
+        self.RenderChatVllm = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderChatVllm',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.RenderCompletionVllm = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderCompletionVllm',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.RenderChatBatch = channel.unary_unary(
                 '/scaleout.v1.RenderService/RenderChatBatch',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatBatchRequest.SerializeToString,
@@ -103,7 +113,28 @@ class RenderServiceServicer:
     """
 
     def RenderChat(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The typed render. REST: `/v1/chat/completions/render/typed` (vLLM's path answers vLLM's shape: RenderChatVllm).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderChatVllm(self, request, context):
+        """vLLM's `POST /v1/chat/completions/render` (`vllm launch render`): the client's JSON as vLLM's
+        ChatCompletionRequest (every field honoured or refused with 400 naming it), rendered as RenderChat renders
+        it, answered as vLLM 0.33 answers: its GenerateRequest JSON (`token_ids`, `sampling_params`, `request_id`,
+        `parse_context`, ... at the top level), with our GenerateRequest and DerenderContext under `scaleout`.
+        The raw body both ways: the field policy has to see every key, and the answer is vLLM's JSON, not a message
+        of ours. The mapping: render_svc/vllm_render/.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderCompletionVllm(self, request, context):
+        """vLLM's `POST /v1/completions/render`: `prompt` in all four forms (a string, strings, token ids, lists of
+        them), answered as vLLM answers: a JSON list of its GenerateRequest, one per prompt (each with `scaleout`).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -161,7 +192,8 @@ class RenderServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RenderCompletion(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The typed completion render. REST: `/v1/completions/render/typed` (vLLM's path: RenderCompletionVllm).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -198,6 +230,16 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.RenderChat,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
+            ),
+            'RenderChatVllm': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderChatVllm,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'RenderCompletionVllm': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderCompletionVllm,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'RenderChatBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.RenderChatBatch,
@@ -283,6 +325,60 @@ class RenderService:
             '/scaleout.v1.RenderService/RenderChat',
             scaleout_dot_v1_dot_render__pb2.RenderChatRequest.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderChatVllm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderChatVllm',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderCompletionVllm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderCompletionVllm',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,
