@@ -21,6 +21,7 @@ from scaleout.v1 import (
     derender_pb2,
     engine_pb2,
     engine_stream_pb2,
+    fleet_metrics_pb2,
     openai_pb2,
     render_pb2,
     responses_pb2,
@@ -48,6 +49,8 @@ SERVICES = {
         # The engine's stream for REST clients (`/inference/v1/generate/stream`), relayed so that it ends in-band
         # when its engine replica dies; native gRPC calls of EngineService.Generate go to the engine itself.
         engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"],
+        # Every engine replica's vllm: series in one exposition, the gateway's `GET /metrics`.
+        fleet_metrics_pb2.DESCRIPTOR.services_by_name["FleetMetricsService"],
     ),
 }
 

@@ -15,6 +15,7 @@ from pipeline_svc.anthropic_service import AnthropicFrontDoor
 from pipeline_svc.chat import ChatPipeline
 from pipeline_svc.engine_stream import EngineStreamRelay
 from pipeline_svc.fleet import Engines, Fleet
+from pipeline_svc.fleet_metrics import FleetMetrics
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.response_peers import Peers, ResponseStoreFrontDoor, StoredResponses
@@ -28,6 +29,8 @@ from scaleout.v1 import (
     chat_pb2_grpc,
     engine_stream_pb2,
     engine_stream_pb2_grpc,
+    fleet_metrics_pb2,
+    fleet_metrics_pb2_grpc,
     openai_pb2,
     openai_pb2_grpc,
     responses_pb2,
@@ -45,6 +48,7 @@ class PipelineService:
         responses_pb2.DESCRIPTOR.services_by_name["ResponsesService"].full_name,
         responses_pb2.DESCRIPTOR.services_by_name["ResponseStoreService"].full_name,
         engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"].full_name,
+        fleet_metrics_pb2.DESCRIPTOR.services_by_name["FleetMetricsService"].full_name,
     )
     reflected_names = contract_service_names()
 
@@ -63,6 +67,7 @@ class PipelineService:
         responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
         responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(ResponseStoreFrontDoor(self.stored.store), server)
         engine_stream_pb2_grpc.add_EngineStreamServiceServicer_to_server(EngineStreamRelay(self.hops), server)
+        fleet_metrics_pb2_grpc.add_FleetMetricsServiceServicer_to_server(FleetMetrics(self.fleet), server)
 
     def listening(self, port: int) -> None:
         self.stored.listening(self.args.host, port)

@@ -111,9 +111,10 @@ class EngineServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMetrics(self, request, context):
-        """The engine's series under vLLM's names (`vllm:num_requests_waiting`, ...; engine_svc/serving/vllm_metrics.py
-        has the map), as Prometheus text: what a vLLM server's `/metrics` shows, for the whole engine whichever of
-        its API servers answers. The gateway's `GET /metrics` merges every replica's. Scoped as GetLoad.
+        """The engine's series under vLLM's names (`vllm:num_requests_waiting`, ...; the map:
+        engine_svc/serving/vllm_metrics/series.py), as Prometheus text: what a vLLM server's `/metrics` shows, for the
+        whole engine whichever of its API servers answers. The gateway's `GET /metrics` merges every replica's
+        (FleetMetricsService). Scoped as GetLoad.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
