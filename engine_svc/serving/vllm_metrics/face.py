@@ -57,6 +57,12 @@ class VllmMetrics:
                     width += len(bounds) + 2  # the buckets, +Inf, the sum
                 else:
                     width += len(FINISHED_REASONS) if series.name == REQUEST_SUCCESS else 1
+        for series in SERIES:
+            if series.same:  # an old name reads the tallies of the series it stands for
+                self._offset[series.name], self._bounds[series.name] = (
+                    self._offset[series.same],
+                    self._bounds[series.same],
+                )
         self._tallies = Tallies(width, api_servers, shared, row)
         self._row = self._tallies.row
 

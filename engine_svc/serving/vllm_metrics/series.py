@@ -99,14 +99,15 @@ class Series:
     call: Callable[[FinishedCall], float | None] | None = None  # tallied from each finished call (None: skip)
     on: str = ""  # or tallied from a streamed event: "first_token", "token_gaps"
     buckets: str = ""  # a histogram's bucket family
+    same: str = ""  # or the tallies of that series, written again under this name
 
     @property
     def tallied(self) -> bool:
         return self.call is not None or bool(self.on)
 
 
-def _histogram(name, doc, reads, buckets, call=None, on=""):
-    return Series(name, "histogram", doc, reads, call=call, on=on, buckets=buckets)
+def _histogram(name, doc, reads, buckets, call=None, on="", same=""):
+    return Series(name, "histogram", doc, reads, call=call, on=on, buckets=buckets, same=same)
 
 
 REQUEST_SUCCESS = "vllm:request_success"
@@ -184,7 +185,7 @@ SERIES: tuple[Series, ...] = (
         "Histogram of time per output token in seconds.",
         "the same samples: vLLM's name for them up to 0.10",
         "inter_token_latency",
-        on="token_gaps",
+        same="vllm:inter_token_latency_seconds",
     ),
     _histogram(
         "vllm:request_time_per_output_token_seconds",
