@@ -248,10 +248,12 @@ SERIES: tuple[Series, ...] = (
 
 def cache_config(load: GetLoadResponse, kv_cache_dtype: str) -> dict[str, str]:
     """vllm:cache_config_info's labels: the CacheConfig fields the engine has, as vLLM writes them (str())."""
+    blocks = load.kv_blocks_used + load.kv_blocks_free  # every KV block, on CPU too (vLLM's CPU backend says gpu)
     return {
         "block_size": str(load.kv_block_size),
         "cache_dtype": kv_cache_dtype or "auto",
         "enable_prefix_caching": str(load.prefix_caching),
-        "num_gpu_blocks": str(load.kv_blocks_used + load.kv_blocks_free),  # the KV blocks, on CPU too
+        "num_gpu_blocks": str(blocks),
         "num_cpu_blocks": "None",  # no blocks swapped out to the host
+        "kv_cache_size_tokens": str(blocks * load.kv_block_size),
     }
