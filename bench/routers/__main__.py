@@ -58,7 +58,9 @@ def _engines(stacks: list[Stack]) -> list[Replica]:
     return [r for stack in stacks for r in stack.replicas if r.name.startswith("engine-")]
 
 
-def _start(names: list[str], logs: Path, running: ExitStack) -> dict[str, tuple[str, list[Replica]]]:
+def _start(
+    names: list[str], engine_args: list[str], logs: Path, running: ExitStack
+) -> dict[str, tuple[str, list[Replica]]]:
     """Start what the configurations need; per name, (the URL clients talk to, the engines behind it)."""
     fleets = {CONFIGS[n].fleet for n in names}
     plan = {"pair": [("pair1", 1), ("pair2", 1)], "hashed": [("hashed", 2)]}
@@ -66,7 +68,8 @@ def _start(names: list[str], logs: Path, running: ExitStack) -> dict[str, tuple[
     for fleet in sorted(fleets):
         for name, engines in plan[fleet]:
             replicas = {"render": 1, "engine": engines, "derender": 1, "chat": 1}
-            stacks[name] = Stack(StackConfig(port=0, replicas=replicas, log_dir=logs / name))
+            config = StackConfig(port=0, replicas=replicas, log_dir=logs / name, service_args={"engine": engine_args})
+            stacks[name] = Stack(config)
             running.callback(stacks[name].stop)
     start_side_by_side(list(stacks.values()))
     targets = {}
@@ -140,6 +143,11 @@ def main() -> None:
     parser.add_argument("--system-len", type=int, default=256, help="words of the shared system prompt")
     parser.add_argument("--user-len", type=int, default=48, help="words per user turn")
     parser.add_argument("--output-len", type=int, default=16, help="tokens per answer (EOS ignored)")
+    parser.add_argument(
+        "--engine-args",
+        default="--num-kv-blocks 768",
+        help="every engine's flags (default: 12,288 tokens of KV, ~0.55 GB, so four engines fit a small machine)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here (e.g. bench/routers/results/cpu.json)")
     args = parser.parse_args()
     names = args.configs.split(",")
@@ -148,7 +156,7 @@ def main() -> None:
         parser.error(f"unknown configurations {unknown}; known: {', '.join(CONFIGS)}")
     command = "python -m bench.routers " + shlex.join(sys.argv[1:])
     with ExitStack() as running:
-        targets = _start(names, Path(tempfile.mkdtemp(prefix="bench-routers-")), running)
+        targets = _start(names, shlex.split(args.engine_args), Path(tempfile.mkdtemp(prefix="bench-routers-")), running)
         with urllib.request.urlopen(targets[names[0]][0] + "/v1/models", timeout=10) as answer:
             model = json.loads(answer.read())["data"][0]["id"]
         for url, _ in targets.values():  # warm-up: every engine's first steps, on no measured prefix

@@ -3,8 +3,8 @@ real scaleout stacks on the default model.
 
 The two stacks start once for the package, side by side (their start-up is most of the package's time); each
 router starts once per configuration (about a second) for the module that uses it and stops after it. Engines run
-at most 4 sequences each so that a few long streams queue on one of them (test_load_aware.py) and the KV cache
-stays small; single SDK calls never notice.
+at most 4 sequences of 4,096 tokens each, so that a few long streams queue on one of them (test_load_aware.py)
+and the KV cache stays small (1,025 blocks, ~0.75 GB a stack); single SDK calls never notice.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def stacks(tmp_path_factory) -> Iterator[list[Stack]]:
             config = StackConfig(
                 port=0,
                 log_dir=logs / f"stack{number}",
-                service_args={"engine": ["--max-num-seqs", str(MAX_NUM_SEQS)]},
+                service_args={"engine": ["--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len", "4096"]},
             )
             stack = Stack(config)
             running.callback(stack.stop)

@@ -68,7 +68,7 @@ class Saturation:
         for number in range(self.streams):
             # A different first token per stream: no stream finds another's prompt in the prefix cache.
             prompt = [100 + number] + [(number * 7919 + i) % 20000 + 200 for i in range(PROMPT_TOKENS - 1)]
-            params = common_pb2.SamplingParams(max_tokens=4000, ignore_eos=True, temperature=0)
+            params = common_pb2.SamplingParams(max_tokens=2000, ignore_eos=True, temperature=0)
             call = self.stub.Generate(engine_pb2.GenerateRequest(token_ids=prompt, sampling_params=params))
             self.calls.append(call)
             threading.Thread(target=self._drain, args=(call,), daemon=True).start()
