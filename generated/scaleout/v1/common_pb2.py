@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/common.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xd2\x06\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x11\n\x04seed\x18\x05 \x01(\x03H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12>\n\nlogit_bias\x18\t \x03(\x0b\x32*.scaleout.v1.SamplingParams.LogitBiasEntry\x12\x19\n\x11\x61llowed_token_ids\x18\n \x03(\x05\x12\x17\n\nmin_tokens\x18\x0b \x01(\x05H\x08\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x0c \x01(\x05H\t\x88\x01\x01\x12\x12\n\nignore_eos\x18\r \x01(\x08\x12\x16\n\x0estop_token_ids\x18\x0e \x03(\x05\x12\x15\n\x08logprobs\x18\x0f \x01(\x05H\n\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\x05H\x0b\x88\x01\x01\x12:\n\x12structured_outputs\x18\x11 \x01(\x0b\x32\x1e.scaleout.v1.StructuredOutputs\x12-\n\tbad_words\x18\x12 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x34\n\x0fthinking_budget\x18\x13 \x01(\x0b\x32\x1b.scaleout.v1.ThinkingBudget\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x08\n\x06_min_pB\x07\n\x05_seedB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\r\n\x0b_min_tokensB\r\n\x0b_max_tokensB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"U\n\x0eThinkingBudget\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12/\n\treasoning\x18\x02 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\"\"\n\rTokenSequence\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\"\x8d\x03\n\x11StructuredOutputs\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x37\n\x06\x63hoice\x18\x04 \x01(\x0b\x32%.scaleout.v1.StructuredOutputs.ChoiceH\x00\x12\x11\n\x07grammar\x18\x05 \x01(\tH\x00\x12\x18\n\x0estructural_tag\x18\x06 \x01(\tH\x00\x12\x17\n\x0freasoning_ended\x18\x07 \x01(\x08\x12/\n\treasoning\x18\x08 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\x12\x1e\n\x16\x64isable_any_whitespace\x18\t \x01(\x08\x12%\n\x1d\x64isable_additional_properties\x18\n \x01(\x08\x12\x1a\n\x12whitespace_pattern\x18\x0b \x01(\t\x1a\x18\n\x06\x43hoice\x12\x0e\n\x06values\x18\x01 \x03(\tB\x0c\n\nconstraint\"\xc2\x01\n\x0fReasoningTokens\x12)\n\x05start\x18\x01 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\'\n\x03\x65nd\x18\x02 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12+\n\x07\x65nds_on\x18\x03 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x0e\n\x06\x66orced\x18\x04 \x01(\x08\x12\x0f\n\x07started\x18\x05 \x01(\x08\x12\r\n\x05\x62lank\x18\x06 \x03(\x05\"W\n\rTokenLogprobs\x12\x10\n\x08logprobs\x18\x01 \x03(\x02\x12\r\n\x05ranks\x18\x02 \x03(\x05\x12%\n\x03top\x18\x03 \x03(\x0b\x32\x18.scaleout.v1.TopLogprobs\"2\n\x0bTopLogprobs\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\"f\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x15\n\rcached_tokens\x18\x04 \x01(\x05\"\xae\x01\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\'\n\x07\x63ontent\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0c\n\x04name\x18\x03 \x01(\t\x12)\n\ntool_calls\x18\x04 \x03(\x0b\x32\x15.scaleout.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x19\n\x11reasoning_content\x18\x06 \x01(\t\"z\n\x08ToolCall\x12\x0f\n\x02id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04type\x18\x02 \x01(\tH\x01\x88\x01\x01\x12+\n\x08\x66unction\x18\x03 \x01(\x0b\x32\x19.scaleout.v1.FunctionCall\x12\r\n\x05index\x18\x04 \x01(\x05\x42\x05\n\x03_idB\x07\n\x05_type\"=\n\x0c\x46unctionCall\x12\x11\n\x04name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\targuments\x18\x02 \x01(\tB\x07\n\x05_name\"G\n\x04Tool\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x31\n\x08\x66unction\x18\x02 \x01(\x0b\x32\x1f.scaleout.v1.FunctionDefinition\"\x84\x01\n\x12\x46unctionDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x06strict\x18\x04 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_strict*\xaf\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x1c\n\x18\x46INISH_REASON_TOOL_CALLS\x10\x04\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x05\x42\x8d\x01\n\x0f\x63om.scaleout.v1B\x0b\x43ommonProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/common.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x82\x07\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x11\n\x04seed\x18\x05 \x01(\x03H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12>\n\nlogit_bias\x18\t \x03(\x0b\x32*.scaleout.v1.SamplingParams.LogitBiasEntry\x12\x19\n\x11\x61llowed_token_ids\x18\n \x03(\x05\x12\x17\n\nmin_tokens\x18\x0b \x01(\x05H\x08\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x0c \x01(\x05H\t\x88\x01\x01\x12\x12\n\nignore_eos\x18\r \x01(\x08\x12\x16\n\x0estop_token_ids\x18\x0e \x03(\x05\x12\x15\n\x08logprobs\x18\x0f \x01(\x05H\n\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\x05H\x0b\x88\x01\x01\x12:\n\x12structured_outputs\x18\x11 \x01(\x0b\x32\x1e.scaleout.v1.StructuredOutputs\x12-\n\tbad_words\x18\x12 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x34\n\x0fthinking_budget\x18\x13 \x01(\x0b\x32\x1b.scaleout.v1.ThinkingBudget\x12\x0c\n\x04stop\x18\x14 \x03(\t\x12 \n\x18stop_keep_special_tokens\x18\x15 \x01(\x08\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x08\n\x06_min_pB\x07\n\x05_seedB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\r\n\x0b_min_tokensB\r\n\x0b_max_tokensB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"U\n\x0eThinkingBudget\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12/\n\treasoning\x18\x02 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\"\"\n\rTokenSequence\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\"\x8d\x03\n\x11StructuredOutputs\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x37\n\x06\x63hoice\x18\x04 \x01(\x0b\x32%.scaleout.v1.StructuredOutputs.ChoiceH\x00\x12\x11\n\x07grammar\x18\x05 \x01(\tH\x00\x12\x18\n\x0estructural_tag\x18\x06 \x01(\tH\x00\x12\x17\n\x0freasoning_ended\x18\x07 \x01(\x08\x12/\n\treasoning\x18\x08 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\x12\x1e\n\x16\x64isable_any_whitespace\x18\t \x01(\x08\x12%\n\x1d\x64isable_additional_properties\x18\n \x01(\x08\x12\x1a\n\x12whitespace_pattern\x18\x0b \x01(\t\x1a\x18\n\x06\x43hoice\x12\x0e\n\x06values\x18\x01 \x03(\tB\x0c\n\nconstraint\"\xc2\x01\n\x0fReasoningTokens\x12)\n\x05start\x18\x01 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\'\n\x03\x65nd\x18\x02 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12+\n\x07\x65nds_on\x18\x03 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x0e\n\x06\x66orced\x18\x04 \x01(\x08\x12\x0f\n\x07started\x18\x05 \x01(\x08\x12\r\n\x05\x62lank\x18\x06 \x03(\x05\"W\n\rTokenLogprobs\x12\x10\n\x08logprobs\x18\x01 \x03(\x02\x12\r\n\x05ranks\x18\x02 \x03(\x05\x12%\n\x03top\x18\x03 \x03(\x0b\x32\x18.scaleout.v1.TopLogprobs\"2\n\x0bTopLogprobs\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\"f\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x15\n\rcached_tokens\x18\x04 \x01(\x05\"\xae\x01\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\'\n\x07\x63ontent\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0c\n\x04name\x18\x03 \x01(\t\x12)\n\ntool_calls\x18\x04 \x03(\x0b\x32\x15.scaleout.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x19\n\x11reasoning_content\x18\x06 \x01(\t\"z\n\x08ToolCall\x12\x0f\n\x02id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04type\x18\x02 \x01(\tH\x01\x88\x01\x01\x12+\n\x08\x66unction\x18\x03 \x01(\x0b\x32\x19.scaleout.v1.FunctionCall\x12\r\n\x05index\x18\x04 \x01(\x05\x42\x05\n\x03_idB\x07\n\x05_type\"=\n\x0c\x46unctionCall\x12\x11\n\x04name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\targuments\x18\x02 \x01(\tB\x07\n\x05_name\"G\n\x04Tool\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x31\n\x08\x66unction\x18\x02 \x01(\x0b\x32\x1f.scaleout.v1.FunctionDefinition\"\x84\x01\n\x12\x46unctionDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x06strict\x18\x04 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_strict*\xaf\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x1c\n\x18\x46INISH_REASON_TOOL_CALLS\x10\x04\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x05\x42\x8d\x01\n\x0f\x63om.scaleout.v1B\x0b\x43ommonProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,36 +35,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.scaleout.v1B\013CommonProtoP\001Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\242\002\003SXX\252\002\013Scaleout.V1\312\002\013Scaleout\\V1\352\002\014Scaleout::V1'
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._loaded_options = None
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_options = b'8\001'
-  _globals['_FINISHREASON']._serialized_start=2462
-  _globals['_FINISHREASON']._serialized_end=2637
+  _globals['_FINISHREASON']._serialized_start=2510
+  _globals['_FINISHREASON']._serialized_end=2685
   _globals['_SAMPLINGPARAMS']._serialized_start=72
-  _globals['_SAMPLINGPARAMS']._serialized_end=922
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=690
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=738
-  _globals['_THINKINGBUDGET']._serialized_start=924
-  _globals['_THINKINGBUDGET']._serialized_end=1009
-  _globals['_TOKENSEQUENCE']._serialized_start=1011
-  _globals['_TOKENSEQUENCE']._serialized_end=1045
-  _globals['_STRUCTUREDOUTPUTS']._serialized_start=1048
-  _globals['_STRUCTUREDOUTPUTS']._serialized_end=1445
-  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_start=1407
-  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_end=1431
-  _globals['_REASONINGTOKENS']._serialized_start=1448
-  _globals['_REASONINGTOKENS']._serialized_end=1642
-  _globals['_TOKENLOGPROBS']._serialized_start=1644
-  _globals['_TOKENLOGPROBS']._serialized_end=1731
-  _globals['_TOPLOGPROBS']._serialized_start=1733
-  _globals['_TOPLOGPROBS']._serialized_end=1783
-  _globals['_USAGE']._serialized_start=1785
-  _globals['_USAGE']._serialized_end=1887
-  _globals['_CHATMESSAGE']._serialized_start=1890
-  _globals['_CHATMESSAGE']._serialized_end=2064
-  _globals['_TOOLCALL']._serialized_start=2066
-  _globals['_TOOLCALL']._serialized_end=2188
-  _globals['_FUNCTIONCALL']._serialized_start=2190
-  _globals['_FUNCTIONCALL']._serialized_end=2251
-  _globals['_TOOL']._serialized_start=2253
-  _globals['_TOOL']._serialized_end=2324
-  _globals['_FUNCTIONDEFINITION']._serialized_start=2327
-  _globals['_FUNCTIONDEFINITION']._serialized_end=2459
+  _globals['_SAMPLINGPARAMS']._serialized_end=970
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=738
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=786
+  _globals['_THINKINGBUDGET']._serialized_start=972
+  _globals['_THINKINGBUDGET']._serialized_end=1057
+  _globals['_TOKENSEQUENCE']._serialized_start=1059
+  _globals['_TOKENSEQUENCE']._serialized_end=1093
+  _globals['_STRUCTUREDOUTPUTS']._serialized_start=1096
+  _globals['_STRUCTUREDOUTPUTS']._serialized_end=1493
+  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_start=1455
+  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_end=1479
+  _globals['_REASONINGTOKENS']._serialized_start=1496
+  _globals['_REASONINGTOKENS']._serialized_end=1690
+  _globals['_TOKENLOGPROBS']._serialized_start=1692
+  _globals['_TOKENLOGPROBS']._serialized_end=1779
+  _globals['_TOPLOGPROBS']._serialized_start=1781
+  _globals['_TOPLOGPROBS']._serialized_end=1831
+  _globals['_USAGE']._serialized_start=1833
+  _globals['_USAGE']._serialized_end=1935
+  _globals['_CHATMESSAGE']._serialized_start=1938
+  _globals['_CHATMESSAGE']._serialized_end=2112
+  _globals['_TOOLCALL']._serialized_start=2114
+  _globals['_TOOLCALL']._serialized_end=2236
+  _globals['_FUNCTIONCALL']._serialized_start=2238
+  _globals['_FUNCTIONCALL']._serialized_end=2299
+  _globals['_TOOL']._serialized_start=2301
+  _globals['_TOOL']._serialized_end=2372
+  _globals['_FUNCTIONDEFINITION']._serialized_start=2375
+  _globals['_FUNCTIONDEFINITION']._serialized_end=2507
 # @@protoc_insertion_point(module_scope)
