@@ -28,8 +28,9 @@ from scaleout_common.identity import ADMIN_HEADER
 from scaleout_common.reasons import Reason
 
 API_KEYS_LUA = Path(__file__).with_name("api_keys.lua")
-# Anyone may reach these without a key: health checks (load balancers, kubelet) and the API document.
-OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/openapi.json")
+# Anyone may reach these without a key: health checks (load balancers, kubelet), the API document and the version
+# (`/health` and `/ping` are answered before the key is checked: gateway/envoy_config.py, PROBES).
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/openapi.json", "/version")
 CERT, KEY, CA = "tls.crt", "tls.key", "ca.crt"
 SDS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 TLS_SOCKET = "envoy.transport_sockets.tls"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,9 +23,12 @@ from scaleout.v1 import (
     engine_pb2,
     engine_stream_pb2,
     fleet_metrics_pb2,
+    fleet_pb2,
     openai_pb2,
     render_pb2,
     responses_pb2,
+    sglang_server_pb2,
+    vllm_server_pb2,
 )
 from scaleout_common import openai_errors, prefix_hash
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
@@ -32,6 +36,7 @@ from scaleout_common.errors import untyped_reason
 from scaleout_common.identity import ABORTED_HEADER
 from scaleout_common.reasons import Reason
 from scaleout_common.telemetry import tracing
+from scaleout_common.version import VERSION
 
 TEMPLATE = Path(__file__).with_name("envoy.yaml.j2")
 OPENAI_ERRORS_LUA = Path(__file__).with_name("openai_errors.lua")
@@ -51,8 +56,22 @@ SERVICES = {
         engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"],
         # Every engine replica's vllm: series in one exposition, the gateway's `GET /metrics`.
         fleet_metrics_pb2.DESCRIPTOR.services_by_name["FleetMetricsService"],
+        # Every engine replica at once (the one-hop service calls each directly), and the router faces on the
+        # routers' own paths (pipeline_svc/faces/).
+        fleet_pb2.DESCRIPTOR.services_by_name["FleetService"],
+        sglang_server_pb2.DESCRIPTOR.services_by_name["SGLangServerService"],
+        vllm_server_pb2.DESCRIPTOR.services_by_name["VllmServerService"],
     ),
 }
+
+# The readiness probes of load balancers and routers (vLLM's `GET /health`, and `/ping` as GET or POST), answered
+# by Envoy itself from its own active health checks: 200 while every role's cluster has a healthy replica, 503 when
+# one has none (Envoy's health_check filter; it reads the percentage as a whole number, so 1 is "at least one
+# healthy replica" for clusters of up to 100). No key is needed: they come before the API-key filter.
+PROBES = ({"name": "health", "methods": "GET|HEAD"}, {"name": "ping", "methods": "GET|HEAD|POST"})
+PROBE_MIN_HEALTHY_PERCENT = 1
+# vLLM's `GET /version`, answered by Envoy (no key needed: gateway/edge.py).
+VERSION_BODY = json.dumps({"version": VERSION})
 
 # gRPC services the gateway answers itself for grpcurl and health probes: all go to the one-hop service, whose
 # reflection lists the whole contract (pipeline_svc: reflected_names). grpcio-reflection serves v1alpha only, so
@@ -262,6 +281,9 @@ def render_config(
         unary_timeout_s=unary_timeout_s,
         health_interval_s=health_interval_s,
         prefix_routing=prefix_routing,
+        probes=PROBES,
+        probe_clusters={u.cluster: {"value": PROBE_MIN_HEALTHY_PERCENT} for u in upstreams},
+        version_body=VERSION_BODY,
     )
 
 

@@ -1,6 +1,8 @@
 """The pipeline server: ChatService (typed), OpenAIService (OpenAI's JSON), AnthropicService (Anthropic's
 Messages), ResponsesService (OpenAI's Responses) and EngineStreamService (the engine's stream for REST clients)
-over one set of hops; ResponseStoreService answers its peer replicas for the responses it stored.
+over one set of hops; ResponseStoreService answers its peer replicas for the responses it stored; FleetService
+(every engine replica's load and cache reset) over the fleet, and the router faces over both (SGLang's and vLLM's
+server routes, pipeline_svc/faces/).
 
 It holds no model, so it loads in no time and scales on its own. The gateway sends grpc.reflection and
 grpc.health here too: `grpcurl list` against the gateway lists the whole contract, and a health check naming the
@@ -14,8 +16,11 @@ import grpc
 from pipeline_svc.anthropic_service import AnthropicFrontDoor
 from pipeline_svc.chat import ChatPipeline
 from pipeline_svc.engine_stream import EngineStreamRelay
+from pipeline_svc.faces.sglang_server import SGLangServer
+from pipeline_svc.faces.vllm_server import VllmServer
 from pipeline_svc.fleet import Engines, Fleet
 from pipeline_svc.fleet_metrics import FleetMetrics
+from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.response_peers import Peers, ResponseStoreFrontDoor, StoredResponses
@@ -31,10 +36,16 @@ from scaleout.v1 import (
     engine_stream_pb2_grpc,
     fleet_metrics_pb2,
     fleet_metrics_pb2_grpc,
+    fleet_pb2,
+    fleet_pb2_grpc,
     openai_pb2,
     openai_pb2_grpc,
     responses_pb2,
     responses_pb2_grpc,
+    sglang_server_pb2,
+    sglang_server_pb2_grpc,
+    vllm_server_pb2,
+    vllm_server_pb2_grpc,
 )
 from scaleout_common.config import server_parser
 from scaleout_common.server import contract_service_names, run
@@ -49,6 +60,9 @@ class PipelineService:
         responses_pb2.DESCRIPTOR.services_by_name["ResponseStoreService"].full_name,
         engine_stream_pb2.DESCRIPTOR.services_by_name["EngineStreamService"].full_name,
         fleet_metrics_pb2.DESCRIPTOR.services_by_name["FleetMetricsService"].full_name,
+        fleet_pb2.DESCRIPTOR.services_by_name["FleetService"].full_name,
+        sglang_server_pb2.DESCRIPTOR.services_by_name["SGLangServerService"].full_name,
+        vllm_server_pb2.DESCRIPTOR.services_by_name["VllmServerService"].full_name,
     )
     reflected_names = contract_service_names()
 
@@ -68,6 +82,10 @@ class PipelineService:
         responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(ResponseStoreFrontDoor(self.stored.store), server)
         engine_stream_pb2_grpc.add_EngineStreamServiceServicer_to_server(EngineStreamRelay(self.hops), server)
         fleet_metrics_pb2_grpc.add_FleetMetricsServiceServicer_to_server(FleetMetrics(self.fleet), server)
+        fleet = FleetOperations(self.fleet)
+        fleet_pb2_grpc.add_FleetServiceServicer_to_server(fleet, server)
+        sglang_server_pb2_grpc.add_SGLangServerServiceServicer_to_server(SGLangServer(self.hops, fleet), server)
+        vllm_server_pb2_grpc.add_VllmServerServiceServicer_to_server(VllmServer(fleet), server)
 
     def listening(self, port: int) -> None:
         self.stored.listening(self.args.host, port)

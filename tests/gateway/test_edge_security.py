@@ -210,3 +210,30 @@ def test_a_rest_stream_runs_with_its_callers_key_so_its_owner_can_abort_it(secur
         assert own["aborted"] == [request_id]
         last = list(events)[-1]
     assert last["finished"] and last["choices"][0]["finish_reason"] == "FINISH_REASON_ABORT", last
+
+
+def test_router_probes_need_no_key_and_fleet_operations_an_admin_key(secure):
+    def call(method, path, key=None):
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        return requests.request(
+            method, secure.rest_url + path, headers=headers, verify=str(secure.ca_cert), timeout=120
+        )
+
+    for method, path in (("GET", "/health"), ("GET", "/ping"), ("POST", "/ping"), ("GET", "/version")):
+        assert call(method, path).status_code == 200, path
+    assert call("GET", "/get_model_info").status_code == 401 and call("GET", "/get_model_info", "sk-alice").ok
+    admin_only = [
+        ("GET", "/loads"),
+        ("GET", "/get_load"),
+        ("GET", "/inference/v1/loads"),
+        ("POST", "/flush_cache"),
+        ("POST", "/reset_prefix_cache"),
+        ("POST", "/inference/v1/reset_prefix_cache"),
+    ]
+    for method, path in admin_only:
+        assert call(method, path).status_code == 401, path
+        refused = call(method, path, "sk-alice")
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "NOT_PERMITTED", path
+        assert call(method, path, "sk-ops").status_code == 200, path
+    # The one-hop service reaches each engine replica directly, over mTLS.
+    assert len(call("GET", "/loads", "sk-ops").json()["loads"]) == 2

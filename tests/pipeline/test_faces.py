@@ -1,0 +1,125 @@
+"""The router faces' field mappings, row by row (pipeline_svc/faces/): each foreign field from known typed
+figures, the sections and filters SGLang's `/loads` takes, and the shapes' exact key sets."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_svc.faces import sglang_server, vllm_server
+from scaleout.v1 import engine_pb2, fleet_pb2, render_pb2
+from scaleout_common.errors import ServiceError
+from scaleout_common.version import VERSION
+
+LOAD = engine_pb2.GetLoadResponse(
+    running=3,
+    waiting=2,
+    kv_blocks_used=30,
+    kv_blocks_free=70,
+    kv_block_size=16,
+    max_running=8,
+    max_waiting=100,
+    prefix_caching=True,
+    kv_blocks_cached=12,
+    prefix_cache_queried_tokens=1000,
+    prefix_cache_hit_tokens=250,
+    generated_tokens_per_s=123.456,
+    pending_prefill_tokens=640,
+    utilization=0.375,
+)
+ENGINE = fleet_pb2.EngineLoad(engine="10.0.0.7:50052", load=LOAD)
+CARD = render_pb2.ModelCard(id="smol", root="/models/SmolLM2", max_model_len=8192)
+INFO = engine_pb2.GetModelInfoResponse(
+    architecture="LlamaForCausalLM", dtype="bfloat16", kv_block_size=16, num_kv_blocks=100, max_running=8
+)
+
+
+def test_sglang_load_entry_row_by_row():
+    entry = sglang_server.load_entry(ENGINE, 1, [])
+    assert entry == {
+        "worker": "10.0.0.7:50052",
+        "worker_type": "regular",
+        "dp_rank": 1,
+        "num_running_reqs": 3,
+        "num_waiting_reqs": 2,
+        "num_waiting_uncached_tokens": 640,
+        "num_total_reqs": 5,
+        "num_used_tokens": 480,
+        "num_total_tokens": 480 + 640,
+        "max_total_num_tokens": 1600,
+        "max_running_requests": 8,
+        "token_usage": 0.3,
+        "gen_throughput": 123.46,
+        "cache_hit_rate": 0.25,
+        "utilization": 0.375,
+    }
+
+
+def test_sglang_sections_are_sglangs_names_with_what_we_know_of_them():
+    assert sglang_server.sections("") == sglang_server.sections("all") == ["memory", "spec", "lora", "disagg", "queues"]
+    assert sglang_server.sections("core") == []
+    assert sglang_server.sections("core, disagg,queues,memory") == ["memory", "disagg", "queues"]
+    entry = sglang_server.load_entry(ENGINE, 0, sglang_server.sections("all"))
+    assert entry["memory"] is entry["speculative"] is entry["lora"] is entry["queues"] is None
+    assert entry["disaggregation"]["mode"] == "null" and entry["disaggregation"]["kv_transfer_latency_ms"] == 0.0
+    with pytest.raises(ServiceError) as refused:
+        sglang_server.sections("core,bogus")
+    assert refused.value.reason == "INVALID_REQUEST" and refused.value.violations[0][0] == "include"
+
+
+def test_sglang_loads_body_has_an_entry_per_engine_and_smgs_totals():
+    other = fleet_pb2.EngineLoad(engine="10.0.0.8:50052", load=engine_pb2.GetLoadResponse(running=1, max_running=8))
+    body = sglang_server.loads_body([ENGINE, other], [], None)
+    assert set(body) == {"timestamp", "version", "dp_rank_count", "loads", "aggregate"}
+    assert body["version"] == VERSION and body["dp_rank_count"] == 2
+    assert [e["dp_rank"] for e in body["loads"]] == [0, 1]
+    assert body["aggregate"] == {
+        "total_running_reqs": 4,
+        "total_waiting_reqs": 2,
+        "total_reqs": 6,
+        "avg_token_usage": 0.15,
+        "avg_throughput": 123.46 / 2,
+        "avg_utilization": 0.1875,
+    }
+    only = sglang_server.loads_body([ENGINE, other], [], 1)
+    assert [e["worker"] for e in only["loads"]] == ["10.0.0.8:50052"]
+    empty = sglang_server.loads_body([], [], None)
+    assert empty["loads"] == [] and empty["dp_rank_count"] == 0 and "aggregate" not in empty
+
+
+def test_sglang_model_and_server_info_row_by_row():
+    model = {name: value(CARD, INFO) for name, value in sglang_server.MODEL_INFO.items()}
+    assert model == {
+        "model_path": "/models/SmolLM2",
+        "tokenizer_path": "/models/SmolLM2",
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "architectures": ["LlamaForCausalLM"],
+    }
+    server = {name: value(CARD, INFO) for name, value in sglang_server.SERVER_INFO.items()}
+    assert server == {
+        "model_path": "/models/SmolLM2",
+        "tokenizer_path": "/models/SmolLM2",
+        "served_model_name": "smol",
+        "context_length": 8192,
+        "dtype": "bfloat16",
+        "kv_cache_dtype": "auto",
+        "page_size": 16,
+        "max_total_num_tokens": 1600,
+        "max_running_requests": 8,
+        "tp_size": 1,
+        "pp_size": 1,
+        "dp_size": 1,
+        "disaggregation_mode": "null",
+        "is_embedding": False,
+        "weight_version": "default",
+        "version": VERSION,
+    }
+
+
+def test_vllm_rows():
+    other = fleet_pb2.EngineLoad(engine="b", load=engine_pb2.GetLoadResponse(running=4, waiting=1))
+    assert {name: value([ENGINE, other]) for name, value in vllm_server.GET_LOAD.items()} == {"load": 10}
+    assert {name: value(7) for name, value in vllm_server.RESET.items()} == {"success": True}
