@@ -26,6 +26,7 @@ class EngineLimits:
     max_n: int = 64
     default_stream_interval: int = 1
     structured_outputs: bool = False  # a grammar backend (it needs the tokenizer's vocabulary) is loaded
+    stop_strings: bool = False  # a tokenizer to match stop strings with (stop_strings.py) is loaded
     max_grammar_bytes: int = structured_output_rules.MAX_GRAMMAR_BYTES
     grammar_timeout_s: float = structured_output_rules.COMPILE_TIMEOUT_S
 
@@ -65,6 +66,12 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
         {"min_tokens": fields.get("min_tokens", 0), "max_tokens": max_tokens}, rules, "sampling_params."
     )
     constraint, gate = structured(params, limits)
+    if params.stop and not limits.stop_strings:
+        raise fail(
+            Reason.UNSUPPORTED_FIELD,
+            "this engine has no tokenizer, so it cannot match stop strings (serve a model folder that holds one)",
+            "sampling_params.stop",
+        )
     budget = thinking_budget(params, limits)
     config: SamplingConfig = resolve(
         params,

@@ -27,6 +27,8 @@ class SamplingConfig:
     # The caller's own stop ids: the one that ends a choice is reported (`stop_token_id`); EOS is a plain stop,
     # as vLLM's stop_reason is null for it.
     requested_stop_ids: frozenset[int] = frozenset()
+    stop: tuple[str, ...] = ()  # stop strings the engine matches (stop_strings.py)
+    stop_keep_special: bool = False  # ... in text decoded with special tokens kept
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     bad_words: tuple[tuple[int, ...], ...] = ()  # token id sequences never to complete
@@ -84,6 +86,8 @@ def resolve(
         ignore_eos=params.ignore_eos,
         stop_token_ids=frozenset(stops),
         requested_stop_ids=frozenset(params.stop_token_ids),
+        stop=tuple(params.stop),
+        stop_keep_special=params.stop_keep_special_tokens,
         logprobs=opt("logprobs", None),
         prompt_logprobs=opt("prompt_logprobs", None),
         bad_words=tuple(tuple(word.token_ids) for word in params.bad_words if word.token_ids),

@@ -224,7 +224,7 @@ def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
 
 def _pack(state: RequestState, out: StepOutput) -> tuple:
     deltas = [
-        (d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason, d.stop_token_id)
+        (d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason, d.stop)
         for d in out.deltas
     ]
     prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None

@@ -34,6 +34,7 @@ from engine_svc.model.runner_api import Runner
 from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
+from engine_svc.scheduling.stop_strings import StopStrings, StopWatch
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.load_figures import TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
@@ -76,6 +77,7 @@ class Engine(EngineFront):
         decode_steps: int = 1,
         grammars: GrammarCompiler | None = None,
         admission_window_s: float = 0.005,
+        stop_strings: StopStrings | None = None,
     ):
         super().__init__(max_waiting)
         self.runner = runner
@@ -96,6 +98,8 @@ class Engine(EngineFront):
         self.grammars = grammars  # None: no tokenizer, no structured outputs
         self.masker = Masker(grammars.backend, runner.device) if grammars is not None else None
         self.guides: dict[Sequence, Guide] = {}  # the live guided sequences (step thread only)
+        self.stop_strings = stop_strings  # None: no tokenizer (admission refuses stop strings)
+        self.watches: dict[Sequence, StopWatch] = {}  # the live sequences with stop strings (step thread only)
         self.generated = TokenRate()  # tokens sampled (added on the step thread)
 
     # ---- asyncio side -------------------------------------------------------------------------------
@@ -227,6 +231,8 @@ class Engine(EngineFront):
             if isinstance(item, RequestState):
                 if item.done or not self._guide(item, outputs):
                     continue
+                if item.seqs[0].config.stop and self.stop_strings is not None:
+                    self.watches.update((seq, self.stop_strings.watch(seq.prompt_ids, seq.config)) for seq in item.seqs)
                 for seq in item.seqs:
                     self.scheduler.add(seq)
             elif isinstance(item, concurrent.futures.Future):
@@ -281,6 +287,8 @@ class Engine(EngineFront):
             self.runner.forget(seq)
             if self.guides:
                 self.guides.pop(seq, None)
+            if self.watches:
+                self.watches.pop(seq, None)
         self.scheduler.remove(seqs)
 
     def _close(self, state: RequestState) -> None:
@@ -430,6 +438,7 @@ class Engine(EngineFront):
             grammar_done = self._advance_guides(seqs, tokens) if self.guides else ()
         now = time.perf_counter()
         self.generated.add(len(tokens), now)
+        watches = self.watches
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]
             seq.append(token)
@@ -440,7 +449,9 @@ class Engine(EngineFront):
             delta = ChoiceDelta(seq.index, [token], [lp] if lp is not None else [])
             if token in seq.config.stop_token_ids and len(seq.output_ids) > seq.config.min_tokens:
                 delta.finish_reason = common_pb2.FINISH_REASON_STOP
-                delta.stop_token_id = token if token in seq.config.requested_stop_ids else None
+                delta.stop = token if token in seq.config.requested_stop_ids else None
+            elif watches and seq in watches and (matched := watches[seq].feed(token)) is not None:
+                delta.finish_reason, delta.stop = common_pb2.FINISH_REASON_STOP, matched
             elif len(seq.output_ids) >= seq.config.max_tokens or seq.num_tokens >= self.max_model_len:
                 delta.finish_reason = common_pb2.FINISH_REASON_LENGTH
             elif seq in grammar_done:  # the grammar is complete (it needs no stop token) or broke

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -16,8 +16,10 @@ from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler
+from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
+from engine_svc.serving.model_facts import ModelFacts
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.structured.compiler import GrammarCompiler
 from scaleout_common import structured_output_rules
@@ -38,6 +40,7 @@ class LoadedEngine:
     backend: str
     quantization: str = ""  # "" (weights in `dtype`) or "fp8"
     kv_cache_dtype: str = ""  # "" (the cache in `dtype`) or "fp8"
+    facts: ModelFacts = field(default_factory=ModelFacts)
 
 
 def pick_device(name: str) -> torch.device:
@@ -85,13 +88,23 @@ def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int
 
 
 def build_engine(
-    hf_model, args, *, model_name: str, tokenizer_fingerprint: str = "", grammar_backend=None, owns_model=False
+    hf_model,
+    args,
+    *,
+    model_name: str,
+    tokenizer_fingerprint: str = "",
+    grammar_backend=None,
+    owns_model=False,
+    stop_strings: StopStrings | None = None,
+    model_path: str = "",
 ) -> LoadedEngine:
     """Wrap a loaded transformers model in an engine according to the flags; `grammar_backend` (it needs the
-    tokenizer's vocabulary) enables structured outputs. `owns_model`: nothing else uses `hf_model`, so the fast
-    path takes its decoder layers away one by one as it fuses them: loading peaks one layer above the model, and
-    the unfused weights (under --quantization fp8, every bf16 projection) leave memory to the KV cache."""
+    tokenizer's vocabulary) enables structured outputs, `stop_strings` (the tokenizer's) stop strings; `model_path`
+    is where the model was loaded from (GetModelInfo, GetTokenizer). `owns_model`: nothing else uses `hf_model`,
+    so the fast path takes its decoder layers away one by one as it fuses them: loading peaks one layer above the
+    model, and the unfused weights (under --quantization fp8, every bf16 projection) leave memory to the KV cache."""
     config = hf_model.config
+    facts = ModelFacts.of(hf_model, model_path)  # before the fast path consumes the model
     device = next(hf_model.parameters()).device
     dtype = next(hf_model.parameters()).dtype
     max_model_len = min(args.max_model_len or config.max_position_embeddings, config.max_position_embeddings)
@@ -156,6 +169,7 @@ def build_engine(
         decode_steps=decode_steps,
         grammars=grammars,
         admission_window_s=args.admission_window_ms / 1e3,
+        stop_strings=stop_strings,
     )
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
@@ -168,6 +182,7 @@ def build_engine(
         max_n=args.max_num_seqs,
         default_stream_interval=args.stream_interval,
         structured_outputs=grammars is not None,
+        stop_strings=stop_strings is not None,
         max_grammar_bytes=args.max_grammar_bytes,
         grammar_timeout_s=args.grammar_compile_timeout_s,
     )
@@ -197,6 +212,7 @@ def build_engine(
         backend,
         "" if args.quantization == "none" else args.quantization,
         "" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
+        facts,
     )
 
 
@@ -219,11 +235,12 @@ def load_engine(args) -> LoadedEngine:
     folder = resolve_model(args.model)
     device = pick_device(args.device)
     hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code)
-    fingerprint, grammar_backend = "", None
+    fingerprint, grammar_backend, stop_strings = "", None, None
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
         tokenizer = load_tokenizer(folder, args.trust_remote_code, args.chat_template)
         fingerprint = tokenizer_fingerprint(tokenizer)
         grammar_backend = make_grammar_backend(tokenizer, hf_model.config.vocab_size, args)
+        stop_strings = StopStrings.of(tokenizer)
     return build_engine(
         hf_model,
         args,
@@ -231,6 +248,8 @@ def load_engine(args) -> LoadedEngine:
         tokenizer_fingerprint=fingerprint,
         grammar_backend=grammar_backend,
         owns_model=True,
+        stop_strings=stop_strings,
+        model_path=str(folder),
     )
 
 

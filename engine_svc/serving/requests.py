@@ -21,7 +21,7 @@ class ChoiceDelta:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[RowLogprobs] = field(default_factory=list)
     finish_reason: common_pb2.FinishReason = common_pb2.FINISH_REASON_UNSPECIFIED
-    stop_token_id: int | None = None
+    stop: int | str | None = None  # the caller's stop that ended the choice: a stop token id or a stop string
 
 
 @dataclass(slots=True)
@@ -70,7 +70,7 @@ class Outbox:
             else:
                 held.token_ids += delta.token_ids
                 held.logprobs += delta.logprobs
-                held.finish_reason, held.stop_token_id = delta.finish_reason, delta.stop_token_id
+                held.finish_reason, held.stop = delta.finish_reason, delta.stop
             due = due or self._due(held)
         extras = self.extras
         extras.error = extras.error or item.error

@@ -28,8 +28,10 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
     choice = engine_pb2.GenerateChoice(index=delta.index, token_ids=delta.token_ids, finish_reason=delta.finish_reason)
     if with_logprobs:
         choice.logprobs.CopyFrom(token_logprobs_pb(delta.logprobs))
-    if delta.stop_token_id is not None:
-        choice.stop_token_id = delta.stop_token_id
+    if isinstance(delta.stop, int):
+        choice.stop_token_id = delta.stop
+    elif delta.stop is not None:
+        choice.stop_str = delta.stop
     return choice
 
 

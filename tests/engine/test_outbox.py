@@ -24,9 +24,9 @@ async def test_a_choice_is_due_at_the_interval_and_queued_tokens_merge():
     outbox.put(_step(ChoiceDelta(0, [3])))
     ready = await asyncio.wait_for(outbox.take(), 1)
     assert [(d.index, d.token_ids) for d in ready.deltas] == [(0, [1, 2, 3])]
-    outbox.put(_step(ChoiceDelta(1, [13], finish_reason=STOP, stop_token_id=13)))
+    outbox.put(_step(ChoiceDelta(1, [13], finish_reason=STOP, stop=13)))
     ready = await asyncio.wait_for(outbox.take(), 1)
-    assert [(d.index, d.token_ids, d.stop_token_id) for d in ready.deltas] == [(1, [11, 12, 13], 13)]
+    assert [(d.index, d.token_ids, d.stop) for d in ready.deltas] == [(1, [11, 12, 13], 13)]
 
 
 async def test_the_consumer_sleeps_until_something_is_due():
