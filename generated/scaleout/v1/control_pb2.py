@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from scaleout.v1 import kv_events_pb2 as scaleout_dot_v1_dot_kv__events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19scaleout/v1/control.proto\x12\x0bscaleout.v1\"\x19\n\x17ResetPrefixCacheRequest\"2\n\x18ResetPrefixCacheResponse\x12\x16\n\x0e\x62locks_dropped\x18\x01 \x01(\x05\x32w\n\x14\x45ngineControlService\x12_\n\x10ResetPrefixCache\x12$.scaleout.v1.ResetPrefixCacheRequest\x1a%.scaleout.v1.ResetPrefixCacheResponseB\x8e\x01\n\x0f\x63om.scaleout.v1B\x0c\x43ontrolProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19scaleout/v1/control.proto\x12\x0bscaleout.v1\x1a\x1bscaleout/v1/kv_events.proto\"\x19\n\x17ResetPrefixCacheRequest\"2\n\x18ResetPrefixCacheResponse\x12\x16\n\x0e\x62locks_dropped\x18\x01 \x01(\x05\x32\xd0\x01\n\x14\x45ngineControlService\x12_\n\x10ResetPrefixCache\x12$.scaleout.v1.ResetPrefixCacheRequest\x1a%.scaleout.v1.ResetPrefixCacheResponse\x12W\n\x11SubscribeKvEvents\x12%.scaleout.v1.SubscribeKvEventsRequest\x1a\x19.scaleout.v1.KvEventBatch0\x01\x42\x8e\x01\n\x0f\x63om.scaleout.v1B\x0c\x43ontrolProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,10 +33,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scaleout.v1.control_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.scaleout.v1B\014ControlProtoP\001Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\242\002\003SXX\252\002\013Scaleout.V1\312\002\013Scaleout\\V1\352\002\014Scaleout::V1'
-  _globals['_RESETPREFIXCACHEREQUEST']._serialized_start=42
-  _globals['_RESETPREFIXCACHEREQUEST']._serialized_end=67
-  _globals['_RESETPREFIXCACHERESPONSE']._serialized_start=69
-  _globals['_RESETPREFIXCACHERESPONSE']._serialized_end=119
-  _globals['_ENGINECONTROLSERVICE']._serialized_start=121
-  _globals['_ENGINECONTROLSERVICE']._serialized_end=240
+  _globals['_RESETPREFIXCACHEREQUEST']._serialized_start=71
+  _globals['_RESETPREFIXCACHEREQUEST']._serialized_end=96
+  _globals['_RESETPREFIXCACHERESPONSE']._serialized_start=98
+  _globals['_RESETPREFIXCACHERESPONSE']._serialized_end=148
+  _globals['_ENGINECONTROLSERVICE']._serialized_start=151
+  _globals['_ENGINECONTROLSERVICE']._serialized_end=359
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from scaleout.v1 import kv_events_pb2 as _kv_events_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Optional as _Optional

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from scaleout.v1 import control_pb2 as scaleout_dot_v1_dot_control__pb2
+from scaleout.v1 import kv_events_pb2 as scaleout_dot_v1_dot_kv__events__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -42,6 +43,11 @@ class EngineControlServiceStub:
                 request_serializer=scaleout_dot_v1_dot_control__pb2.ResetPrefixCacheRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_control__pb2.ResetPrefixCacheResponse.FromString,
                 _registered_method=True)
+        self.SubscribeKvEvents = channel.unary_stream(
+                '/scaleout.v1.EngineControlService/SubscribeKvEvents',
+                request_serializer=scaleout_dot_v1_dot_kv__events__pb2.SubscribeKvEventsRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_kv__events__pb2.KvEventBatch.FromString,
+                _registered_method=True)
 
 
 class EngineControlServiceServicer:
@@ -58,6 +64,16 @@ class EngineControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubscribeKvEvents(self, request, context):
+        """The prefix cache's events: a snapshot of the whole cache (or, resuming, the batches missed), then every
+        batch as the engine closes it, so a consumer holds exactly the engine's prefix table without resetting it.
+        FAILED_PRECONDITION (KV_EVENTS_OFF) unless the engine runs with --kv-events. A consumer that falls far
+        behind is cut off (RESOURCE_EXHAUSTED) and resumes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -65,6 +81,11 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
                     servicer.ResetPrefixCache,
                     request_deserializer=scaleout_dot_v1_dot_control__pb2.ResetPrefixCacheRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_control__pb2.ResetPrefixCacheResponse.SerializeToString,
+            ),
+            'SubscribeKvEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeKvEvents,
+                    request_deserializer=scaleout_dot_v1_dot_kv__events__pb2.SubscribeKvEventsRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_kv__events__pb2.KvEventBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -97,6 +118,33 @@ class EngineControlService:
             '/scaleout.v1.EngineControlService/ResetPrefixCache',
             scaleout_dot_v1_dot_control__pb2.ResetPrefixCacheRequest.SerializeToString,
             scaleout_dot_v1_dot_control__pb2.ResetPrefixCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeKvEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/SubscribeKvEvents',
+            scaleout_dot_v1_dot_kv__events__pb2.SubscribeKvEventsRequest.SerializeToString,
+            scaleout_dot_v1_dot_kv__events__pb2.KvEventBatch.FromString,
             options,
             channel_credentials,
             insecure,
