@@ -30,7 +30,7 @@ from scaleout.v1 import (
     sglang_server_pb2,
     vllm_server_pb2,
 )
-from scaleout_common import openai_errors, prefix_hash
+from scaleout_common import health, openai_errors, prefix_hash
 from scaleout_common.codegen import DESCRIPTOR_SET, GENERATED, OPENAPI
 from scaleout_common.errors import untyped_reason
 from scaleout_common.identity import ABORTED_HEADER
@@ -74,8 +74,9 @@ PROBE_MIN_HEALTHY_PERCENT = 1
 VERSION_BODY = json.dumps({"version": VERSION})
 
 # gRPC services the gateway answers itself for grpcurl and health probes: all go to the one-hop service, whose
-# reflection lists the whole contract (pipeline_svc: reflected_names). grpcio-reflection serves v1alpha only, so
-# v1 answers UNIMPLEMENTED there and grpcurl falls back to v1alpha.
+# reflection (v1 and v1alpha, scaleout_common/reflection.py) lists the whole contract (pipeline_svc: reflected_names)
+# and which answers a health check naming another role's service by asking that role (pipeline_svc/role_health.py:
+# its call carries health.ROLE_HEADER, on which the gateway routes it to the role's replicas).
 GATEWAY_GRPC = (
     "grpc.reflection.v1.ServerReflection",
     "grpc.reflection.v1alpha.ServerReflection",
@@ -269,6 +270,7 @@ def render_config(
         )
         .replace("{{ untyped_reason }}", untyped_reason(grpc.StatusCode.UNKNOWN))
         .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
+        .replace("{{ anthropic_error_codes }}", openai_errors.lua_table(openai_errors.ANTHROPIC_ERROR_CODES))
         .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
         gateway_reason_prefix=GATEWAY_REASON_PREFIX,
         invalid_json_reason=Reason.INVALID_JSON.value,
@@ -276,6 +278,8 @@ def render_config(
         openapi_max_bytes=OPENAPI_MAX_BYTES,
         gateway_grpc=GATEWAY_GRPC,
         gateway_grpc_cluster=Upstream(GATEWAY_GRPC_ROLE).cluster,
+        gateway_grpc_role=GATEWAY_GRPC_ROLE,
+        health_role_header=health.ROLE_HEADER,
         cors=cors,
         tracing=tracing,
         unary_timeout_s=unary_timeout_s,

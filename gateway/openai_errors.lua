@@ -15,11 +15,13 @@
 -- Under {{ anthropic_prefix }} (Anthropic's Messages API) the same object is wrapped as Anthropic's
 -- {"type": "error", "error": {...}, "request_id": ...} with Anthropic's type names (ANTHROPIC_TYPES) and the status
 -- details as `status_details` (Anthropic's SDKs read an `error.details` object of their own); the request
--- marks itself, and every answer to it names the request in Anthropic's `request-id` header. Anthropic's beta
+-- marks itself, and every answer to it names the request in Anthropic's `request-id` header; a reason its SDKs
+-- act on gets Anthropic's `error.details.error_code` (ANTHROPIC_ERROR_CODES, e.g. thread_not_found). Anthropic's beta
 -- form of these paths (`?beta=true`: the TypeScript SDK's beta.messages, Claude Code) is the same route.
 
 local TYPES = {{ error_types }}
 local ANTHROPIC_TYPES = {{ anthropic_error_types }}
+local ANTHROPIC_ERROR_CODES = {{ anthropic_error_codes }}
 local ANTHROPIC_PREFIX = "{{ anthropic_prefix }}"
 local UNTYPED = {{ untyped_reasons }}
 
@@ -103,6 +105,10 @@ function envoy_on_response(handle)
       .. ',"type":"' .. error_type(status, anthropic) .. '","param":' .. (string_after(text, "field") or "null")
       .. ',"code":' .. reason .. ',"' .. (anthropic and "status_details" or "details") .. '":'
       .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
+    local error_code = anthropic and ANTHROPIC_ERROR_CODES[reason:sub(2, -2)]
+    if error_code then
+      shaped = shaped:sub(1, -3) .. ',"details":{"error_code":"' .. error_code .. '"}}}'
+    end
   elseif text:find('"type":"?%d%d%d"?') then
     shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status, anthropic) .. '"', 1)
     -- Some of Envoy's replies have no text of their own (no route): say what happened.

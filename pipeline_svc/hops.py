@@ -28,6 +28,7 @@ class Hops:
     def __init__(self, args):
         self._args = args
         self._channels: list[grpc.aio.Channel] = []
+        self.channels: dict[str, grpc.aio.Channel] = {}  # role -> its channel, once open
 
     def _channel(self, target: str) -> grpc.aio.Channel:
         channel = open_channel(target, self._args.max_message_mb)
@@ -35,9 +36,15 @@ class Hops:
         return channel
 
     async def open(self) -> None:
-        self.render = render_pb2_grpc.RenderServiceStub(self._channel(self._args.render_target))
-        self.engine = engine_pb2_grpc.EngineServiceStub(self._channel(self._args.engine_target))
-        self.derender = derender_pb2_grpc.DerenderServiceStub(self._channel(self._args.derender_target))
+        args = self._args
+        self.channels = {
+            "render": self._channel(args.render_target),
+            "engine": self._channel(args.engine_target),
+            "derender": self._channel(args.derender_target),
+        }
+        self.render = render_pb2_grpc.RenderServiceStub(self.channels["render"])
+        self.engine = engine_pb2_grpc.EngineServiceStub(self.channels["engine"])
+        self.derender = derender_pb2_grpc.DerenderServiceStub(self.channels["derender"])
 
     async def close(self) -> None:
         for channel in self._channels:

@@ -13,6 +13,10 @@ Anthropic (vLLM's `AnthropicServingMessages._convert_anthropic_to_openai_request
   tool / none -> auto / required / named / none; `disable_parallel_tool_use` -> parallel_tool_calls = false.
 - max_tokens, stop_sequences, temperature, top_p, top_k -> the chat fields of the same meaning; a prompt over
   the limits is refused in Anthropic's words (`_anthropic_context`).
+- `thread` (message threads: the SDKs' tool runners send it by default) is served statelessly: `{"type":
+  "create"}` is accepted (the request holds the whole conversation; nothing is kept), and `{"type": "continue"}`
+  is refused first, before anything else is read, with THREAD_NOT_FOUND (404, `error.details.error_code`
+  `thread_not_found`), on which the SDKs replay the whole conversation under a new thread.
 - Unlike vLLM, a conversation ending with an assistant turn is continued (Anthropic's prefill:
   continue_final_message), `thinking` / `output_config.effort` reach the template as `enable_thinking` /
   `reasoning_effort`, and blocks vLLM drops silently (redacted_thinking, server tools, tool_use in a user turn,
@@ -25,9 +29,19 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from render_svc.client_json import IMAGE_LIKE, Fields, invalid, not_text, renamed, text_parts, typed, unsupported
+from render_svc.client_json import (
+    IMAGE_LIKE,
+    Fields,
+    invalid,
+    not_text,
+    only,
+    renamed,
+    text_parts,
+    typed,
+    unsupported,
+)
 from scaleout.v1 import render_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import ServiceError, quote
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
@@ -110,11 +124,11 @@ def _anthropic_message(message: Fields, role: str, out: list[dict]) -> None:
         elif kind == "tool_result" and role == "user":
             out.append(_anthropic_tool_result(block))
         elif kind in ("tool_use", "tool_result"):
-            raise unsupported(block.name("type"), f"= {kind!r} does not belong in a {role} message")
+            raise unsupported(block.name("type"), f"= {quote(kind)} does not belong in a {role} message")
         elif kind == "redacted_thinking":
             raise unsupported(block.path, "is encrypted reasoning, which this deployment cannot read")
         else:
-            raise unsupported(block.name("type"), f"= {kind!r} is not a content block this deployment takes")
+            raise unsupported(block.name("type"), f"= {quote(kind)} is not a content block this deployment takes")
     if reasoning:
         chat["reasoning_content"] = "".join(reasoning)
     if tool_calls:
@@ -135,7 +149,9 @@ def _anthropic_messages(messages: list, system) -> list[dict]:
         role = message.take("role", str, required=True)
         role = "user" if role in ANTHROPIC_USER_ALIASES else role
         if role not in ANTHROPIC_ROLES:
-            raise fail(Reason.INVALID_ROLE, f"unknown role {role!r} (expected user or assistant)", message.name("role"))
+            raise fail(
+                Reason.INVALID_ROLE, f"unknown role {quote(role)} (expected user or assistant)", message.name("role")
+            )
         if role == "system":  # merged into the leading system message, in order
             system_texts += _system_blocks(message.take("content", str, list, required=True), message.name("content"))
             message.done()
@@ -192,10 +208,10 @@ def _anthropic_thinking(value, kwargs: dict, max_tokens: int | None) -> int | No
     thinking = Fields(value, "thinking")
     kind = thinking.take("type", str, required=True)
     if kind not in ("enabled", "adaptive", "disabled"):
-        raise invalid("thinking.type", f'= {kind!r}: use "enabled", "adaptive" or "disabled"')
+        raise invalid("thinking.type", f'= {quote(kind)}: use "enabled", "adaptive" or "disabled"')
     budget = thinking.take("budget_tokens", int, required=kind == "enabled")
     if kind != "enabled" and budget is not None:
-        raise invalid("thinking.budget_tokens", f'applies to {{"type": "enabled"}}, not {kind!r}')
+        raise invalid("thinking.budget_tokens", f'applies to {{"type": "enabled"}}, not {quote(kind)}')
     if budget is not None and budget < MIN_THINKING_BUDGET:
         raise invalid("thinking.budget_tokens", f"must be at least {MIN_THINKING_BUDGET}")
     if budget is not None and max_tokens is not None and budget >= max_tokens:
@@ -215,17 +231,38 @@ def _anthropic_format(fmt: Fields) -> dict:
     travels as JSON text, so its key order, the order properties are generated in, survives)."""
     kind = fmt.take("type", str, required=True)
     if kind != "json_schema":
-        raise invalid(fmt.name("type"), f'= {kind!r}: the only format is "json_schema"')
+        raise invalid(fmt.name("type"), f'= {quote(kind)}: the only format is "json_schema"')
     schema = fmt.take("schema", dict, required=True)
     fmt.done()
     text = json.dumps(schema, ensure_ascii=False)
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": text, "strict": True}}
 
 
+def _thread(value) -> None:
+    """Message threads on a server that keeps none: a `create` is the request itself; a `continue` names a thread
+    that is not here (the SDKs then replay the whole conversation with a `create`)."""
+    thread = Fields(value, "thread")
+    kind = thread.take("type", str, required=True)
+    if kind == "continue":
+        thread.take("previous_message_id", str, required=True)
+        raise fail(
+            Reason.THREAD_NOT_FOUND,
+            "no thread holds `thread.previous_message_id`: this deployment keeps no conversation between requests; "
+            'send the whole conversation with `thread: {"type": "create"}` (or none)',
+            "thread.previous_message_id",
+        )
+    if kind != "create":
+        raise invalid("thread.type", f'= {quote(kind)}: use "create" or "continue"')
+    thread.done()
+
+
 def messages_chat(data: dict, counting: bool = False) -> dict:
     """An Anthropic Messages request (parsed JSON) -> the equivalent chat request (JSON form); `counting`:
     count_tokens's, which has no `max_tokens`."""
     top = Fields(data, "")
+    thread = top.take("thread", dict)
+    if thread is not None:  # first: a `continue` leaves out what the thread would hold (system, tools, history)
+        _thread(thread)
     chat: dict[str, Any] = {"model": top.take("model", str, required=True)}
     chat["max_tokens"] = top.take("max_tokens", int, required=True)
     messages = top.take("messages", list, required=True)
@@ -326,11 +363,7 @@ COUNT_TOKENS_FIELDS = (
 
 def count_message_tokens(renderer, body) -> render_pb2.CountMessageTokensResponse:
     """RenderService.CountMessageTokens: the prompt an Anthropic request (without max_tokens) renders to."""
-    data = load_object(body.data)
-    fields = Fields(data, "")
-    for name in COUNT_TOKENS_FIELDS:
-        fields.take(name)
-    fields.done()
+    data = only(body, COUNT_TOKENS_FIELDS)
     rendered = _render_messages(renderer, data | {"max_tokens": 1}, counting=True)  # the prompt does not need it
     return render_pb2.CountMessageTokensResponse(input_tokens=len(rendered.generate_request.token_ids))
 

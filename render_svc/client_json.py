@@ -17,7 +17,8 @@ from typing import Any
 from google.protobuf import json_format
 
 from scaleout.v1 import render_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import ServiceError, quote
+from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 IMAGE_LIKE = ("image", "document", "input_image", "input_file", "input_audio", "image_url", "file", "audio")
@@ -34,7 +35,7 @@ def unsupported(field: str, why: str) -> ServiceError:
 def not_text(field: str, kind: str) -> ServiceError:
     return fail(
         Reason.INVALID_CONTENT,
-        f"unsupported content {kind!r}: this deployment serves a text-only model (no images, files or audio)",
+        f"unsupported content {quote(kind)}: this deployment serves a text-only model (no images, files or audio)",
         field,
     )
 
@@ -100,6 +101,17 @@ class Fields:
             raise unsupported(self.name(key), "is not a field this API takes")
 
 
+def only(body, names: tuple[str, ...]) -> dict:
+    """The client's JSON `body` (HttpBody), refused when it has a field other than `names` (count routes take only
+    what shapes the prompt)."""
+    data = load_object(body.data)
+    fields = Fields(data, "")
+    for name in names:
+        fields.take(name)
+    fields.done()
+    return data
+
+
 def text_parts(value, field: str, part_types: tuple[str, ...]) -> list[str]:
     """The texts of a string or a list of text parts (`{"type": <one of part_types>, "text": ...}`)."""
     if isinstance(value, str):
@@ -113,7 +125,7 @@ def text_parts(value, field: str, part_types: tuple[str, ...]) -> list[str]:
         if kind in IMAGE_LIKE:
             raise not_text(part.path, kind)
         if kind not in part_types:
-            raise unsupported(part.name("type"), f"= {kind!r} is not supported here (text only)")
+            raise unsupported(part.name("type"), f"= {quote(kind)} is not supported here (text only)")
         texts.append(part.take("text", str, required=True))
         part.allow("cache_control")  # a prompt-caching hint: prefix caching is automatic here
         part.allow("annotations", [])
@@ -132,8 +144,8 @@ def typed(chat: dict) -> render_pb2.RenderChatRequest:
 
 
 def renamed(error: ServiceError, names: dict[str, str]) -> ServiceError:
-    """The chat render's error with its fields named as the client's API names them (a renamed field's
-    dotted sub-fields too)."""
+    """The chat render's error with its fields named as the client's API names them: a renamed field's dotted
+    sub-fields too, and in the words, where they name it (quoted, or leading: "max_tokens must be ...")."""
 
     def rename(field: str) -> str:
         for ours, theirs in names.items():
@@ -141,5 +153,14 @@ def renamed(error: ServiceError, names: dict[str, str]) -> ServiceError:
                 return theirs + field[len(ours) :]
         return field
 
-    error.violations = [(rename(field), description) for field, description in error.violations]
+    def reword(text: str) -> str:
+        for ours, theirs in names.items():
+            for quote_mark in ("'", "`"):
+                text = text.replace(f"{quote_mark}{ours}{quote_mark}", f"{quote_mark}{theirs}{quote_mark}")
+            if text.startswith(ours + " "):
+                text = theirs + text[len(ours) :]
+        return text
+
+    error.message = reword(error.message)
+    error.violations = [(rename(field), reword(description)) for field, description in error.violations]
     return error

@@ -4,13 +4,17 @@ One owner for the shape every REST error takes: the pipeline writes it for in-ba
 gateway's Lua filter (gateway/openai_errors.lua, its `type` tables rendered from `TYPES` and `ANTHROPIC_TYPES`)
 writes it for every error status. `code` is the stable ErrorInfo reason; `param` the first field violation.
 Under `ANTHROPIC_PATH_PREFIX` (Anthropic's Messages API and its render route) the same object is wrapped as
-Anthropic's `{"type": "error", "error": {...}}`, its `type` named as Anthropic names error types.
+Anthropic's `{"type": "error", "error": {...}}`, its `type` named as Anthropic names error types, and a reason
+Anthropic's SDKs act on carries their `error.details.error_code` (`ANTHROPIC_ERROR_CODES`: `thread_not_found`
+makes a message thread replay the whole conversation under a new thread).
 """
 
 from __future__ import annotations
 
+import json
+
 from scaleout_common.errors import ServiceError
-from scaleout_common.reasons import HTTP_STATUS
+from scaleout_common.reasons import HTTP_STATUS, Reason
 
 # HTTP status -> OpenAI's error `type`; other 4xx (404 too: OpenAI's unknown model or path) are
 # invalid_request_error, 5xx server_error.
@@ -35,6 +39,8 @@ ANTHROPIC_TYPES = {
     529: "overloaded_error",
 }
 ANTHROPIC_PATH_PREFIX = "/v1/messages"
+# Reason -> Anthropic's `error.details.error_code`, which its SDKs recover by (anthropic/lib/threads/).
+ANTHROPIC_ERROR_CODES = {Reason.THREAD_NOT_FOUND.value: "thread_not_found"}
 
 
 def error_type(http: int) -> str:
@@ -55,9 +61,11 @@ def anthropic_error_object(failure: ServiceError) -> dict:
     """Anthropic's `{"type": "error", "error": {"type", "message", ...}}`, keeping `param` and `code`."""
     inner = error_object(failure)["error"]
     inner["type"] = anthropic_error_type(HTTP_STATUS.get(failure.code, 500))
+    if failure.reason in ANTHROPIC_ERROR_CODES:
+        inner["details"] = {"error_code": ANTHROPIC_ERROR_CODES[failure.reason]}
     return {"type": "error", "error": inner}
 
 
-def lua_table(types: dict[int, str] = TYPES) -> str:
-    """A status -> type table as a Lua table literal, for the gateway's filter."""
-    return "{" + ", ".join(f'[{status}] = "{kind}"' for status, kind in sorted(types.items())) + "}"
+def lua_table(table: dict[int, str] | dict[str, str] = TYPES) -> str:
+    """A status -> type (or reason -> error code) table as a Lua table literal, for the gateway's filter."""
+    return "{" + ", ".join(f"[{json.dumps(key)}] = {json.dumps(value)}" for key, value in sorted(table.items())) + "}"

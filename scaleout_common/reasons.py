@@ -77,6 +77,11 @@ class Reason(StrEnum):
     EMPTY_PROMPT = "EMPTY_PROMPT", C.INVALID_ARGUMENT, "a prompt of zero tokens"
     MISSING_PREVIOUS_PROMPT = "MISSING_PREVIOUS_PROMPT", C.INVALID_ARGUMENT, "BridgeChat without the previous ids"
     INVALID_PREFIX_HASH = "INVALID_PREFIX_HASH", C.INVALID_ARGUMENT, "a prefix_hash that is not a key render makes"
+    THREAD_NOT_FOUND = (
+        "THREAD_NOT_FOUND",
+        C.NOT_FOUND,
+        'an Anthropic `thread` {"type": "continue"}: no thread is kept here, so the SDK replays the whole conversation',
+    )
     # --- templates ----------------------------------------------------------------------------------------
     RESERVED_TEMPLATE_KWARG = "RESERVED_TEMPLATE_KWARG", C.INVALID_ARGUMENT, "chat_template_kwargs names a reserved one"
     CHAT_TEMPLATE_NOT_TRUSTED = (

@@ -1,7 +1,8 @@
 """gRPC server bootstrap shared by every service.
 
 `run(service, args)` serves `service` with: grpc.health.v1 (liveness "" and readiness per service name,
-NOT_SERVING while loading and draining), reflection, keepalive that tolerates client pings, explicit message
+NOT_SERVING while loading and draining; scaleout_common.health), reflection v1 and v1alpha
+(scaleout_common.reflection), keepalive that tolerates client pings, explicit message
 size limits, typed errors, mTLS when --tls-dir is set (scaleout_common.tls, rotated live), and SIGTERM/SIGINT drain:
 readiness turns NOT_SERVING at once, calls are still served for --drain-delay-s (long enough for the gateway's
 health checks to take the replica out of rotation, so nothing is sent to a closing port), then new calls are
@@ -22,10 +23,10 @@ from typing import Protocol
 import grpc
 import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 import scaleout.v1
-from scaleout_common import identity, tls
+from scaleout_common import identity, reflection, tls
+from scaleout_common.health import HealthServicer
 from scaleout_common.interceptors import ErrorInterceptor
 from scaleout_common.telemetry import logs
 from scaleout_common.telemetry.bootstrap import Telemetry
@@ -56,6 +57,8 @@ class Service(Protocol):
     # step loop) until it returns True again.
     # `reflected_names: Sequence[str]`, more services that reflection lists besides its own (the
     # gateway sends reflection to the one-hop service, which lists `contract_service_names()`).
+    # `health_elsewhere(name) -> ServingStatus | None`, awaited for a health check naming a service this server does
+    # not hold (the one-hop service answers for the roles behind the gateway; None: not found).
     # `listening(port)`, called once the port is bound, before `load` (the engine's other API servers
     # listen on the same one).
     # `shares_port: bool`, True when other processes listen on this port too (SO_REUSEPORT); by default a
@@ -124,12 +127,10 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     interceptors = [*telemetry.interceptors(), ErrorInterceptor(lambda: state.ready, lambda: state.draining)]
     options = server_options(args.max_message_mb, getattr(service, "shares_port", False))
     server = grpc.aio.server(interceptors=interceptors, options=options)
-    # The grpcio-health-checking stubs omit `health.aio` (the asyncio servicer the module re-exports).
-    health_servicer = health.aio.HealthServicer()  # pyright: ignore[reportAttributeAccessIssue]
+    health_servicer = HealthServicer(getattr(service, "health_elsewhere", None))
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     service.register(server)
-    reflected = [*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME, reflection.SERVICE_NAME]
-    reflection.enable_server_reflection(list(dict.fromkeys(reflected)), server)
+    reflection.enable([*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME], server)
     credentials = tls.configure(getattr(args, "tls_dir", None))
     identity.configure_forwarding(getattr(args, "forward_credentials", False))
     address = f"{args.host}:{args.port}"

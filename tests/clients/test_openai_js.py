@@ -1,25 +1,20 @@
 """The official `openai` npm package (Node) against the gateway: a streamed chat and errors as JS code reads them.
 
-Needs `node` and `npm` (skipped without them). The package is installed into a temp dir per run, through an npm
-cache under ~/.cache/scaleout/npm, so later runs install from the cache (and work offline); if the install fails
-(offline with a cold cache) the test is skipped, saying why.
+Needs `node` and `npm` (skipped without them, or offline with a cold npm cache: tests/clients/node.py).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.clients.node import node_major, npm_project
 from tests.clients.prompts import COUNT
 
 pytestmark = pytest.mark.slow
-
-NPM_CACHE = Path.home() / ".cache" / "scaleout" / "npm"
-
 
 SCRIPT = r"""
 import OpenAI from "openai";
@@ -67,27 +62,12 @@ console.log(JSON.stringify(out));
 
 @pytest.fixture(scope="module")
 def node_project(tmp_path_factory) -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not (node and npm):
-        pytest.skip("node and npm are not installed")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    major = int(version.lstrip("v").split(".")[0])
+    major = node_major()
     if major < 20:
-        pytest.skip(f"node {version}: the openai npm package supports Node 20 and later")
+        pytest.skip(f"node {major}: the openai npm package supports Node 20 and later")
     # openai 7 declares node >= 22; 6.x is the line for Node 20 (the same client API for what is used here)
     spec = "openai" if major >= 22 else "openai@6"
-    project = tmp_path_factory.mktemp("openai-js")
-    (project / "package.json").write_text('{"name": "scaleout-openai-js-test", "private": true, "type": "module"}')
-    NPM_CACHE.mkdir(parents=True, exist_ok=True)
-    install = [npm, "install", "--no-audit", "--no-fund", "--prefer-offline", "--cache", str(NPM_CACHE), spec]
-    try:
-        done = subprocess.run(install, check=False, cwd=project, capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        pytest.skip(f"`npm install {spec}` took over 300 s (offline?)")
-    if done.returncode != 0:
-        pytest.skip(f"`npm install {spec}` failed (offline with a cold cache?): {done.stderr.strip()[-500:]}")
-    (project / "client.mjs").write_text(SCRIPT)
-    return project
+    return npm_project(tmp_path_factory.mktemp("openai-js"), spec, {"client.mjs": SCRIPT})
 
 
 def test_openai_js_streams_and_reads_errors(node_project, client, base_url, model_id):
