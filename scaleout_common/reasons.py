@@ -141,6 +141,16 @@ class Reason(StrEnum):
     ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
     ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
     METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"
+    NO_TOKENIZER_FILES = (
+        "NO_TOKENIZER_FILES",
+        C.FAILED_PRECONDITION,
+        "GetTokenizer on an engine whose model was not loaded from a folder that holds a tokenizer",
+    )
+    RPC_NOT_SERVED = (
+        "RPC_NOT_SERVED",
+        C.UNIMPLEMENTED,
+        "an RPC of a foreign protocol this engine does not serve (the vLLM face's Embed, profiler, KV events)",
+    )
     # --- derender -----------------------------------------------------------------------------------------
     MISSING_CONTEXT = "MISSING_CONTEXT", C.INVALID_ARGUMENT, "a derender call without its context"
     DUPLICATE_CONTEXT = "DUPLICATE_CONTEXT", C.INVALID_ARGUMENT, "a stream message after the first with a context"

@@ -20,6 +20,8 @@ from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.tenancy import ABORTED_HEADER, Owners, require_trusted
+from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
+from engine_svc.serving.vllm_grpc.servicer import VllmEngineServicer, add_VllmEngineServicer_to_server
 from engine_svc.serving.vllm_metrics import CONTENT_TYPE, VllmMetrics
 from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc
 from scaleout_common.identity import caller
@@ -125,7 +127,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
 
 class EngineService:
-    service_names: Sequence[str] = ("scaleout.v1.EngineService", "scaleout.v1.EngineControlService")
+    service_names: Sequence[str] = ("scaleout.v1.EngineService", "scaleout.v1.EngineControlService", VLLM_SERVICE)
 
     def __init__(self, args, build=None, attach: tuple | None = None, tallies: tuple | None = None):
         """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,
@@ -155,8 +157,10 @@ class EngineService:
         self.vllm.engine_id = self.args.engine_id or f"{host}:{port}"
 
     def register(self, server: grpc.aio.Server) -> None:
-        engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(self), server)
-        control_pb2_grpc.add_EngineControlServiceServicer_to_server(EngineControlServicer(self), server)
+        typed, control = EngineServicer(self), EngineControlServicer(self)
+        engine_pb2_grpc.add_EngineServiceServicer_to_server(typed, server)
+        control_pb2_grpc.add_EngineControlServiceServicer_to_server(control, server)
+        add_VllmEngineServicer_to_server(VllmEngineServicer(typed, control), server)
 
     async def load(self) -> None:
         if self._attach is not None:

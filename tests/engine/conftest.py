@@ -11,9 +11,11 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from engine_svc.__main__ import make_parser
+from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving.loader import build_engine
 from engine_svc.serving.service import EngineService
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+from scaleout_common.models import load_tokenizer, resolve_model
 from tests.serving import serving
 
 QUESTIONS = [  # chat prompts for output checks on the default model
@@ -115,3 +117,34 @@ async def generate(stub, message) -> tuple[list[engine_pb2.GenerateResponse], di
 @pytest.fixture(scope="session")
 def tiny_model():
     return tiny_llama()
+
+
+def worded_model(vocab_size: int) -> LlamaForCausalLM:
+    """The tiny Llama (its weights scaled as tiny_llama's, so greedy outputs vary) with a real vocabulary."""
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**tiny_llama().config.to_dict() | {"vocab_size": vocab_size})).eval()
+    with torch.no_grad():
+        for weight in model.parameters():
+            if weight.dim() == 2:
+                weight.mul_(5)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return load_tokenizer(resolve_model(None))
+
+
+@pytest.fixture(scope="session")
+async def worded_engine(tokenizer):
+    """A channel to an engine whose tiny model speaks the default model's tokenizer (its outputs decode to text,
+    so stop strings match; its folder is the default model's, for GetModelInfo and GetTokenizer)."""
+    args, model = engine_args(), worded_model(len(tokenizer))
+
+    def build():
+        folder = str(resolve_model(None))
+        return build_engine(model, args, model_name="worded", stop_strings=StopStrings.of(tokenizer), model_path=folder)
+
+    service = EngineService(args, build=build)
+    async with serving(service, make_parser()) as target, grpc.aio.insecure_channel(target) as channel:
+        yield channel

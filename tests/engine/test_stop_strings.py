@@ -4,53 +4,11 @@ test_vllm_grpc.py."""
 
 from __future__ import annotations
 
-import grpc
-import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
-from engine_svc.__main__ import make_parser
-from engine_svc.scheduling.stop_strings import StopStrings
-from engine_svc.serving.loader import build_engine
-from engine_svc.serving.service import EngineService
 from scaleout.v1 import common_pb2, engine_pb2_grpc
-from scaleout_common.models import load_tokenizer, resolve_model
-from tests.engine.conftest import engine_args, generate, request, tiny_llama
-from tests.serving import serving
+from tests.engine.conftest import generate, request
 
 PROMPT = [1, 504, 3458, 282, 4649, 314, 30, 2]
 STOP = common_pb2.FINISH_REASON_STOP
-
-
-def worded_model(vocab_size: int) -> LlamaForCausalLM:
-    """The tiny Llama (its weights scaled as tiny_llama's, so greedy outputs vary) with the tokenizer's vocabulary."""
-    torch.manual_seed(0)
-    config = tiny_llama().config.to_dict() | {"vocab_size": vocab_size}
-    model = LlamaForCausalLM(LlamaConfig(**config)).eval()
-    with torch.no_grad():
-        for weight in model.parameters():
-            if weight.dim() == 2:
-                weight.mul_(5)
-    return model
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_tokenizer(resolve_model(None))
-
-
-@pytest.fixture(scope="module")
-async def worded_engine(tokenizer):
-    """(a stub of an engine whose tiny model has the default model's tokenizer, its channel)."""
-    args, model = engine_args(), worded_model(len(tokenizer))
-
-    def build():
-        folder = str(resolve_model(None))
-        return build_engine(model, args, model_name="worded", stop_strings=StopStrings.of(tokenizer), model_path=folder)
-
-    service = EngineService(args, build=build)
-    async with serving(service, make_parser()) as target, grpc.aio.insecure_channel(target) as channel:
-        yield engine_pb2_grpc.EngineServiceStub(channel), channel
 
 
 def first_match(tokenizer, prompt: list[int], output: list[int], stop: str) -> int:
@@ -62,7 +20,7 @@ def first_match(tokenizer, prompt: list[int], output: list[int], stop: str) -> i
 
 
 async def test_a_stop_string_ends_the_choice_with_the_token_that_completes_it(worded_engine, tokenizer):
-    stub, _ = worded_engine
+    stub = engine_pb2_grpc.EngineServiceStub(worded_engine)
     _, free = await generate(stub, request(PROMPT, temperature=0, max_tokens=24, ignore_eos=True))
     text = tokenizer.decode(free[0][8:10])  # a string that starts inside the output, not at a token's start
     stop = text.strip()[1:4] or text
@@ -73,7 +31,7 @@ async def test_a_stop_string_ends_the_choice_with_the_token_that_completes_it(wo
 
 
 async def test_min_tokens_hold_stop_strings_back_and_an_unmatched_one_runs_to_length(worded_engine):
-    stub, _ = worded_engine
+    stub = engine_pb2_grpc.EngineServiceStub(worded_engine)
     messages, tokens = await generate(
         stub, request(PROMPT, temperature=0, max_tokens=6, ignore_eos=True, stop=["\u2603never"])
     )
@@ -81,7 +39,7 @@ async def test_min_tokens_hold_stop_strings_back_and_an_unmatched_one_runs_to_le
 
 
 async def test_each_choice_of_n_matches_on_its_own_text(worded_engine, tokenizer):
-    stub, _ = worded_engine
+    stub = engine_pb2_grpc.EngineServiceStub(worded_engine)
     _, free = await generate(stub, request(PROMPT, n=3, max_tokens=16, ignore_eos=True, seed=7))
     stop = tokenizer.decode(free[1][3:4])
     messages, tokens = await generate(stub, request(PROMPT, n=3, max_tokens=16, ignore_eos=True, seed=7, stop=[stop]))
