@@ -14,7 +14,7 @@ class ResponseMeta:
     id: str
     created: int
     model: str
-    echo: str = ""  # completion: prompt text shown before the output
+    echo: str = ""  # shown before each choice's output: a completion's prompt, chat's last message (echo: true)
 
 
 def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
@@ -92,12 +92,13 @@ def _set_stop_reason(message, delta: ChoiceDelta) -> None:
         message.stop_str = delta.stop_str
 
 
-def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool) -> None:
-    """One chat choice: `message` is its delta (chunk) or its message (one-shot)."""
+def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool, echo: str) -> None:
+    """One chat choice: `message` is its delta (chunk) or its message (one-shot). With `echo: true` the
+    continued message's text goes before the choice's first content (vLLM's chat echo)."""
     if delta.first:
         message.role = "assistant"
     if show_content:
-        message.content = delta.content
+        message.content = (echo if delta.first else "") + delta.content
     if delta.reasoning:
         message.reasoning = message.reasoning_content = delta.reasoning
     message.tool_calls.extend(_tool_call(c) for c in delta.tool_calls)
@@ -113,7 +114,8 @@ def chat_chunk(meta: ResponseMeta, deltas: list[ChoiceDelta], usage) -> derender
     for delta in deltas:
         choice = chunk.choices.add(index=delta.index)
         first_empty = delta.first and not delta.reasoning and not delta.tool_calls
-        _fill_chat(choice, choice.delta, delta, bool(delta.content) or first_empty)
+        echoed = delta.first and bool(meta.echo)
+        _fill_chat(choice, choice.delta, delta, bool(delta.content) or first_empty or echoed, meta.echo)
     return chunk
 
 
@@ -123,7 +125,8 @@ def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> der
     )
     for total in totals:
         choice = completion.choices.add(index=total.index)
-        _fill_chat(choice, choice.message, total, not (total.tool_calls and not total.content.strip()))
+        shown = bool(meta.echo) or not (total.tool_calls and not total.content.strip())
+        _fill_chat(choice, choice.message, total, shown, meta.echo)
     return completion
 
 

@@ -9,14 +9,14 @@ import grpc
 
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common.reasons import Reason, fail
-from scaleout_common.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS, check_token_ids
+from scaleout_common.sampling_rules import MAX_CHOICES, MAX_STOP_CHARS, MAX_STOP_STRINGS, check_token_ids
 
 MAX_STATUS_CODE = max(code.value[0] for code in grpc.StatusCode)
 
 
 @dataclass(frozen=True)
 class Limits:
-    max_choices: int = 128
+    max_choices: int = MAX_CHOICES
     max_tokens_per_choice: int = 131072
     max_top_logprobs: int = 20
     max_stop_strings: int = MAX_STOP_STRINGS

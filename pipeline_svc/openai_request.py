@@ -40,6 +40,19 @@ REFUSED = {
     "kv_transfer_params": "needs disaggregated prefill, which this deployment does not run",
     "prompt_logprobs": "is not returned by the one-hop routes; use /inference/v1/generate",
     "suffix": "is not supported: the default model has no fill-in-the-middle template",
+    # vLLM's guided decoding fields, which vLLM removed: the same constraints under the names that replaced them
+    **{
+        f"guided_{name}": f"was removed from vLLM: use {instead}"
+        for name, instead in {
+            "json": '`structured_outputs: {"json": <schema>}` or `response_format` (json_schema)',
+            "regex": '`structured_outputs: {"regex": ...}`',
+            "choice": '`structured_outputs: {"choice": [...]}`',
+            "grammar": '`structured_outputs: {"grammar": ...}`',
+            "json_object": '`structured_outputs: {"json_object": true}` or `response_format` (json_object)',
+            "decoding_backend": "nothing: this deployment has one structured-output backend",
+            "whitespace_pattern": '`structured_outputs: {"whitespace_pattern": ...}`',
+        }.items()
+    },
 }
 # Fields accepted at the one value that changes nothing.
 NO_OP_VALUES = {

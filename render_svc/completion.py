@@ -46,10 +46,13 @@ def render_completion(
         raise fail(Reason.UNSUPPORTED_FIELD, "suffix is not supported", "suffix")
     keep = check_truncation(request, renderer.model.max_model_len)
     add_special_tokens = request.add_special_tokens if request.HasField("add_special_tokens") else True
+    n = request.n if request.HasField("n") else 1
+    sampling_rules.check_choices(  # before any prompt is tokenized, let alone generated
+        len(request.prompts) or len(request.prompt_token_ids), n, "prompts" if request.prompts else "prompt_token_ids"
+    )
     constraint = structured.constraint(request)
     prompts = _prompts(renderer, request, add_special_tokens)
     identity = renderer.identity("cmpl", request.request_id)
-    n = request.n if request.HasField("n") else 1
     model = renderer.model
     out = render_pb2.RenderCompletionResponse()
     for index, (text, ids, offsets) in enumerate(prompts):

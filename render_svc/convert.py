@@ -6,7 +6,11 @@
 - JSON numbers arrive as doubles (google.protobuf.Value); integral ones become ints so `tojson` prints `1`, not `1.0`.
 - Content is a string or a list of text parts. Templates that loop over `message.content` ("openai" content
   format) get a list of {"type": "text", "text": ...}; the others ("string" format) get the texts joined by "\n".
-- Assistant tool call arguments (JSON strings on the wire) become dicts, as tool-use templates expect.
+- Assistant tool call arguments (JSON strings on the wire) become dicts, as tool-use templates expect; arguments
+  that are not a JSON object (a call cut by max_tokens, which the server itself produced and an agent loop sends
+  back) become `{}`, as vLLM's `_postprocess_messages` coerces them: OpenAI accepts any string in history.
+- Every message but the assistant's needs content (a string or a non-empty list of parts), as OpenAI requires:
+  `{"role": "user"}` or `"content": null` is refused rather than rendered as an empty turn.
 """
 
 from __future__ import annotations
@@ -58,12 +62,14 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
         if isinstance(item, str):
             texts.append(item)
             continue
+        part_type = item.get("type", "text") if isinstance(item, dict) else None
         if (
             not isinstance(item, dict)
             or not isinstance(item.get("text"), str)
-            or item.get("type", "text") not in TEXT_PART_TYPES
+            or not isinstance(part_type, str)  # a list or an object: unhashable, and no part type
+            or part_type not in TEXT_PART_TYPES
         ):
-            kind_name = item.get("type") if isinstance(item, dict) else type(item).__name__
+            kind_name = part_type if isinstance(part_type, str) else type(part_type or item).__name__
             raise fail(
                 Reason.INVALID_CONTENT,
                 f"unsupported content part {kind_name!r}: this model takes text parts only",
@@ -76,21 +82,23 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
 def _tool_call(call: common_pb2.ToolCall, field: str) -> dict:
     if not call.function.name:
         raise fail(Reason.INVALID_TOOL_CALL, "a tool call needs a function name", f"{field}.function.name")
-    arguments = call.function.arguments
-    try:
-        parsed = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError as error:
-        raise fail(
-            Reason.INVALID_TOOL_CALL, f"tool call arguments are not JSON: {error}", f"{field}.function.arguments"
-        ) from None
     out = {
         "id": call.id,
         "type": call.type or "function",
-        "function": {"name": call.function.name, "arguments": parsed},
+        "function": {"name": call.function.name, "arguments": _arguments(call.function.arguments)},
     }
     if not call.id:
         del out["id"]
     return out
+
+
+def _arguments(text: str) -> dict:
+    """A call's arguments as the object templates expect; anything but a JSON object is `{}` (vLLM's coercion)."""
+    try:
+        parsed = json.loads(text) if text else {}
+    except (json.JSONDecodeError, RecursionError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def chat_messages(messages, openai_content: bool) -> list[dict]:
@@ -105,6 +113,12 @@ def chat_messages(messages, openai_content: bool) -> list[dict]:
                 Reason.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role"
             )
         texts = _texts(message.content, f"messages[{i}].content") if message.HasField("content") else None
+        if not texts and role != "assistant":  # None (null or absent) or [] ("" is [""], a turn of its own)
+            raise fail(
+                Reason.INVALID_CONTENT,
+                f"a {role} message needs content: a string or a non-empty list of text parts",
+                f"messages[{i}].content",
+            )
         if openai_content:
             content = [{"type": "text", "text": text} for text in texts or ()]
         else:

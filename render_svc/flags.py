@@ -65,6 +65,13 @@ def parser() -> EnvArgumentParser:
         help="large renders waiting for the pool; more are refused (RESOURCE_EXHAUSTED)",
     )
     p.add_argument(
+        "--max-pending-templates",
+        type=int,
+        default=8,
+        help="renders with a request chat_template running or waiting for a sandbox worker; more are refused at "
+        "once (RESOURCE_EXHAUSTED): each may take --template-timeout-s",
+    )
+    p.add_argument(
         "--token-cache-mb",
         type=int,
         default=64,

@@ -212,8 +212,10 @@ class Renderer:
         structured.apply(params, job.constraint, request, self.model.tokenizer, self.reasoning, text)
         identity = self.identity(id_prefix, request.request_id)
         n = request.n if request.HasField("n") else 1
+        # echo: the last message's text, when the answer continues it (vLLM: its role is the answer's role)
         last = job.messages[-1]
-        echo_text = _content_text(last["content"]) if last["role"] == "assistant" else ""
+        echoed = last["role"] == "assistant" or not job.add_generation_prompt
+        echo_text = _content_text(last["content"]) if echoed else ""
         response = render_pb2.RenderChatResponse()
         fill_generate_request(
             response.generate_request,

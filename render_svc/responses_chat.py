@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from render_svc.client_json import Fields, invalid, renamed, text_parts, typed, unsupported
+from render_svc.client_json import Fields, invalid, only, renamed, text_parts, typed, unsupported
 from scaleout.v1 import render_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import ServiceError, quote
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
@@ -82,7 +82,9 @@ def _responses_item(index: int, value, out: list[dict]) -> None:
         role = item.take("role", str, required=True)
         if role not in RESPONSES_ROLES:
             raise fail(
-                Reason.INVALID_ROLE, f"unknown role {role!r} (expected one of {RESPONSES_ROLES})", item.name("role")
+                Reason.INVALID_ROLE,
+                f"unknown role {quote(role)} (expected one of {RESPONSES_ROLES})",
+                item.name("role"),
             )
         content = _responses_content(item, role)
         item.allow("phase")
@@ -128,7 +130,7 @@ def _responses_item(index: int, value, out: list[dict]) -> None:
     elif kind is None:
         raise invalid(item.name("type"), "is required (or a `role`, for a message)")
     else:
-        raise unsupported(item.name("type"), f"= {kind!r} is not an input item this deployment takes")
+        raise unsupported(item.name("type"), f"= {quote(kind)} is not an input item this deployment takes")
 
 
 def _continues(items: list) -> bool:
@@ -145,7 +147,9 @@ def _responses_tools(tools: list) -> list[dict]:
         tool = Fields(item, f"tools[{i}]")
         kind = tool.take("type", str, required=True)
         if kind != "function":
-            raise unsupported(tool.name("type"), f"= {kind!r} (a hosted tool) is not supported: give function tools")
+            raise unsupported(
+                tool.name("type"), f"= {quote(kind)} (a hosted tool) is not supported: give function tools"
+            )
         function: dict[str, Any] = {"name": tool.take("name", str, required=True)}
         for key, value_kind in (("description", str), ("parameters", dict), ("strict", bool)):
             value = tool.take(key, value_kind)
@@ -233,7 +237,9 @@ def responses_chat(data: dict) -> dict:
     top.allow("store", False, why="is not supported here: POST /v1/responses stores responses, render does not")
     top.allow("background", False, why="is not supported: responses are answered in the call")
     top.refuse("prompt", "(stored prompt templates) is not supported")
-    top.take("max_tool_calls", int)  # caps built-in (hosted) tool calls: with those refused here, it always holds
+    max_tool_calls = top.take("max_tool_calls", int)  # caps hosted tools' calls: with those refused, it holds
+    if max_tool_calls is not None and max_tool_calls < 0:
+        raise invalid("max_tool_calls", f"must be at least 0 (got {max_tool_calls})")
     chat: dict[str, Any] = {}
     _responses_logprobs(top, chat)
     model = top.take("model", str)
@@ -303,11 +309,39 @@ def responses_chat(data: dict) -> dict:
     return chat
 
 
-# --- the render RPC --------------------------------------------------------------------------------------------
+# --- the render RPCs -------------------------------------------------------------------------------------------
 def render_responses(renderer, body) -> render_pb2.RenderChatResponse:
     """RenderService.RenderResponses: a Responses request (HttpBody) rendered as its chat form."""
-    request = typed(responses_chat(load_object(body.data)))
+    return _render_responses(renderer, load_object(body.data))
+
+
+# What OpenAI's input_tokens.count takes and shapes the prompt (`previous_response_id` and `conversation` are
+# refused by the conversion: render keeps nothing).
+COUNT_INPUT_TOKENS_FIELDS = (
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "truncation",
+    "previous_response_id",
+    "conversation",
+)
+
+
+def count_response_tokens(renderer, body) -> render_pb2.CountResponseTokensResponse:
+    """RenderService.CountResponseTokens: the prompt a Responses request renders to (`input` may be left out)."""
+    rendered = _render_responses(renderer, {"input": [], **only(body, COUNT_INPUT_TOKENS_FIELDS)})
+    return render_pb2.CountResponseTokensResponse(
+        object="response.input_tokens", input_tokens=len(rendered.generate_request.token_ids)
+    )
+
+
+def _render_responses(renderer, data: dict) -> render_pb2.RenderChatResponse:
     try:
-        return renderer.render_chat(request, id_prefix="resp_")
+        return renderer.render_chat(typed(responses_chat(data)), id_prefix="resp_")
     except ServiceError as error:
         raise renamed(error, RESPONSES_FIELD_NAMES) from None

@@ -1,7 +1,10 @@
 """The gRPC face of render_svc: a thin servicer over the pure renderer modules.
 
 Small requests render right on the event loop (a thread hop costs more than a short render); large ones and
-batches run in a thread pool, where the tokenizer's Rust batch encode runs without the GIL.
+batches run in a thread pool, where the tokenizer's Rust batch encode runs without the GIL. Requests that bring
+their own chat_template run in a pool of their own, one thread per sandbox worker: each may hold its thread for
+up to --template-timeout-s, so they never take the large renders' threads, and more than
+--max-pending-templates of them at once are refused at once (RENDER_QUEUE_FULL) rather than queued.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
-from render_svc.responses_chat import render_responses
+from render_svc.responses_chat import count_response_tokens, render_responses
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
 from scaleout.v1 import render_pb2, render_pb2_grpc
@@ -33,8 +36,12 @@ class RenderService:
     def __init__(self, args):
         self.args = args
         self.renderer: Renderer | None = None
-        self.pending = 0  # renders handed to the pool and not finished (a bounded queue)
-        self._pool = ThreadPoolExecutor(args.render_threads or os.cpu_count() or 2, thread_name_prefix="render")
+        self._pool = BoundedPool(
+            args.render_threads or os.cpu_count() or 2, args.max_pending_renders, "large renders", "render"
+        )
+        self._templates = BoundedPool(
+            args.template_workers, args.max_pending_templates, "request-template renders", "template"
+        )
 
     def register(self, server) -> None:
         render_pb2_grpc.add_RenderServiceServicer_to_server(RenderServicer(self), server)
@@ -64,27 +71,47 @@ class RenderService:
         pass
 
     async def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
+        self._templates.close()
         if self.renderer is not None:
             self.renderer.templates.close()
 
     async def call(self, function, request, offload: bool):
         if not offload:
             return function(self.renderer, request)
-        if self.pending >= self.args.max_pending_renders:
-            raise fail(Reason.RENDER_QUEUE_FULL, f"{self.pending} large renders are waiting; retry later")
-        self.pending += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, function, self.renderer, request)
-        finally:
-            self.pending -= 1
+        return await self._pool.run(function, self.renderer, request)
+
+    async def call_chat(self, function, request, templated: bool):
+        """A chat render; one with a request chat_template (`templated`) always runs in the templates' own pool:
+        however slow it is, the event loop never waits on it."""
+        if templated:
+            return await self._templates.run(function, self.renderer, request)
+        return await self.call(function, request, self.is_large(request))
 
     def is_large(self, request) -> bool:
         return request.ByteSize() >= self.args.inline_bytes
 
-    def offload_chat(self, request: render_pb2.RenderChatRequest) -> bool:
-        """Request templates always run in the pool: however slow one is, the event loop never waits on it."""
-        return request.HasField("chat_template") or self.is_large(request)
+
+class BoundedPool:
+    """Threads for blocking renders, and a bound on the calls waiting or running in them: past it a call is
+    refused at once (RENDER_QUEUE_FULL, which the gateway retries on another replica) instead of queued."""
+
+    def __init__(self, threads: int, limit: int, what: str, name: str):
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        self.limit, self.what = limit, what
+        self.pending = 0
+
+    async def run(self, function, *args):
+        if self.pending >= self.limit:
+            raise fail(Reason.RENDER_QUEUE_FULL, f"{self.pending} {self.what} are in progress; retry later")
+        self.pending += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+        finally:
+            self.pending -= 1
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 class RenderServicer(render_pb2_grpc.RenderServiceServicer):
@@ -92,18 +119,16 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
         self._service = service
 
     async def RenderChat(self, request, context):
-        return await self._service.call(Renderer.render_chat, request, self._service.offload_chat(request))
+        return await self._service.call_chat(Renderer.render_chat, request, request.HasField("chat_template"))
 
     async def RenderChatBatch(self, request, context):
         return await self._service.call(Renderer.render_chat_batch, request, offload=True)
 
     async def BridgeChat(self, request, context):
-        return await self._service.call(bridge_chat, request, self._service.offload_chat(request.request))
+        return await self._service.call_chat(bridge_chat, request, request.request.HasField("chat_template"))
 
     async def RenderChatVllm(self, request, context):
-        # a body that brings a chat_template renders in the pool, as RenderChat's does
-        offload = b'"chat_template"' in request.data or self._service.is_large(request)
-        return await self._service.call(render_chat_vllm, request, offload)
+        return await self._service.call_chat(render_chat_vllm, request, b'"chat_template"' in request.data)
 
     async def RenderCompletionVllm(self, request, context):
         return await self._service.call(render_completion_vllm, request, self._service.is_large(request))
@@ -116,6 +141,9 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def RenderResponses(self, request, context):
         return await self._service.call(render_responses, request, self._service.is_large(request))
+
+    async def CountResponseTokens(self, request, context):
+        return await self._service.call(count_response_tokens, request, self._service.is_large(request))
 
     async def RenderCompletion(self, request, context):
         return await self._service.call(render_completion, request, self._service.is_large(request))

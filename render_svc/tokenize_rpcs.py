@@ -62,7 +62,7 @@ def _card(renderer: Renderer, name: str) -> render_pb2.ModelCard:
         object="model",
         created=model.created,
         owned_by="scaleout",
-        root=str(model.folder),
+        root=model.name,  # the base model's name: never the server's path (vLLM shows what --model was given)
         max_model_len=model.max_model_len,
         tokenizer_fingerprint=model.fingerprint,
         type="model",

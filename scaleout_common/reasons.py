@@ -64,7 +64,7 @@ class Reason(StrEnum):
     INVALID_ROLE = "INVALID_ROLE", C.INVALID_ARGUMENT, "a role other than system/developer/user/assistant/tool"
     INVALID_CONTENT = "INVALID_CONTENT", C.INVALID_ARGUMENT, "content that is not a string, null or text parts"
     INVALID_TOOL = "INVALID_TOOL", C.INVALID_ARGUMENT, "a tool without a function name"
-    INVALID_TOOL_CALL = "INVALID_TOOL_CALL", C.INVALID_ARGUMENT, "an assistant tool call without a name or JSON args"
+    INVALID_TOOL_CALL = "INVALID_TOOL_CALL", C.INVALID_ARGUMENT, "an assistant tool call without a function name"
     INVALID_TOOL_CHOICE = "INVALID_TOOL_CHOICE", C.INVALID_ARGUMENT, "unknown tool_choice, or one naming no tool"
     CONFLICTING_OPTIONS = "CONFLICTING_OPTIONS", C.INVALID_ARGUMENT, "two options that exclude each other"
     INVALID_REQUEST = "INVALID_REQUEST", C.INVALID_ARGUMENT, "a body that is not the documented JSON shape"
@@ -156,7 +156,11 @@ class Reason(StrEnum):
     DUPLICATE_CONTEXT = "DUPLICATE_CONTEXT", C.INVALID_ARGUMENT, "a stream message after the first with a context"
     INVALID_STATE = "INVALID_STATE", C.INVALID_ARGUMENT, "a stateless-derender state this service did not produce"
     STATE_TOO_LARGE = "STATE_TOO_LARGE", C.OUT_OF_RANGE, "a derender state above --max-state-bytes"
-    TOO_MANY_CHOICES = "TOO_MANY_CHOICES", C.OUT_OF_RANGE, "n or a choice index above --max-choices"
+    TOO_MANY_CHOICES = (
+        "TOO_MANY_CHOICES",
+        C.OUT_OF_RANGE,
+        "prompts x n above 128 (render, before any engine work), or n or a choice index above --max-choices",
+    )
     TOO_MANY_TOKENS = (
         "TOO_MANY_TOKENS",
         C.OUT_OF_RANGE,
@@ -173,7 +177,11 @@ class Reason(StrEnum):
         "an engine message's in-band error whose code is OK or not a gRPC status code",
     )
     # --- capacity and lifecycle (every service) -----------------------------------------------------------
-    RENDER_QUEUE_FULL = "RENDER_QUEUE_FULL", C.RESOURCE_EXHAUSTED, "more than --max-pending-renders large renders"
+    RENDER_QUEUE_FULL = (
+        "RENDER_QUEUE_FULL",
+        C.RESOURCE_EXHAUSTED,
+        "more than --max-pending-renders large renders, or --max-pending-templates request-template renders",
+    )
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS", C.RESOURCE_EXHAUSTED, "more open derender streams than --max-streams"
     NOT_READY = "NOT_READY", C.UNAVAILABLE, "the server is still loading"
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"

@@ -18,6 +18,8 @@ Rules (vLLM's, made explicit):
 - max_tokens: when set, prompt + max_tokens must fit the model length (MAX_TOKENS_TOO_LARGE); when unset,
   what the context leaves (capped by generation_config's max_new_tokens). No room at all is PROMPT_TOO_LONG.
 - seed, logprobs and prompt_logprobs stay absent when absent.
+- Choices: a request's prompts x n are at most MAX_CHOICES (derender's --max-choices default), checked by render
+  before any prompt is tokenized or generated: a 1,000-prompt completion is refused before any engine work.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ INT_RULES = {
 }
 TOKEN_ID_FIELDS = ("stop_token_ids", "allowed_token_ids", "logit_bias")
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 256
+MAX_CHOICES = 128  # prompts x n of one request
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,16 @@ def check(fields: Mapping[str, Any], limits: ModelLimits, prefix: str = "") -> N
     for token, bias in fields.get("logit_bias", {}).items():
         if not math.isfinite(bias):
             raise invalid(f"{prefix}logit_bias[{token}]", f"must be a finite number (got {bias})")
+
+
+def check_choices(prompts: int, n: int, field_path: str, limit: int = MAX_CHOICES) -> None:
+    """A request's choices (prompts x n) within `limit` (TOO_MANY_CHOICES names the prompts' field)."""
+    if prompts * n > limit:
+        raise fail(
+            Reason.TOO_MANY_CHOICES,
+            f"{prompts} prompts x n={n} is {prompts * n} choices, more than the limit of {limit}",
+            field_path,
+        )
 
 
 def requested_max_tokens(fields: Mapping[str, Any]) -> int | None:

@@ -34,19 +34,16 @@ CHAT_CASES = {
         r.INVALID_CONTENT,
     ),
     "nameless tool": (chat(tools=[{"type": "function", "function": {"description": "x"}}]), BAD, r.INVALID_TOOL),
-    "non-JSON arguments": (
-        chat(
-            [
-                {"role": "user", "content": "x"},
-                {
-                    "role": "assistant",
-                    "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}],
-                },
-            ]
-        ),
+    "part type a list": (
+        chat([{"role": "user", "content": [{"type": ["text"], "text": "x"}]}]),
         BAD,
-        r.INVALID_TOOL_CALL,
+        r.INVALID_CONTENT,
     ),
+    "part type an object": (chat([{"role": "user", "content": [{"type": {}, "text": "x"}]}]), BAD, r.INVALID_CONTENT),
+    "user without content": (chat([{"role": "user"}]), BAD, r.INVALID_CONTENT),
+    "user with null content": (chat([{"role": "user", "content": None}]), BAD, r.INVALID_CONTENT),
+    "user with no parts": (chat([{"role": "user", "content": []}]), BAD, r.INVALID_CONTENT),
+    "system without content": (chat([{"role": "system"}, {"role": "user", "content": "x"}]), BAD, r.INVALID_CONTENT),
     "required without tools": (chat(tool_choice="required"), BAD, r.INVALID_TOOL_CHOICE),
     "named unknown tool": (
         chat(
@@ -77,6 +74,31 @@ CHAT_CASES = {
 async def test_render_chat_errors(stub, name):
     request, code, reason = CHAT_CASES[name]
     await expect(stub.RenderChat(request), code, reason)
+
+
+async def test_an_empty_turn_names_its_message(stub):
+    error = await expect(
+        stub.RenderChat(chat([{"role": "user", "content": "a"}, {"role": "user"}])), BAD, r.INVALID_CONTENT
+    )
+    assert error.violations[0][0] == "messages[1].content"
+
+
+def test_a_tool_call_cut_short_is_accepted_in_history(renderers):
+    """A forced call cut by max_tokens leaves arguments that are not JSON; an agent loop sends it back as the
+    server produced it. The template sees `{}` for them, as vLLM coerces them (and JSON that is no object)."""
+    qwen = renderers["qwen3"]  # renders each call's arguments with tojson
+
+    def prompt(arguments: str) -> str:
+        call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+        history = [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ]
+        return qwen.text(qwen.prepare(chat(history)))
+
+    assert '"arguments": {}' in prompt('{"city": "Pa') and prompt('{"city": "Pa') == prompt("{}") == prompt("[1, 2]")
+    assert '"arguments": {"city": "Paris"}' in prompt('{"city": "Paris"}')
 
 
 async def test_unknown_model_is_not_found(stub):
@@ -176,11 +198,26 @@ async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
 
 
 async def test_a_full_render_queue_refuses_fast():
+    big = chat([{"role": "user", "content": "z" * 6000}])  # above --inline-bytes: offloaded
+    async with render_server("--render-threads", "1", "--max-pending-renders", "1") as stub:
+        first = asyncio.ensure_future(stub.RenderChatBatch(render_pb2.RenderChatBatchRequest(requests=[big] * 64)))
+        await asyncio.sleep(0.05)
+        await expect(stub.RenderChat(big), "RESOURCE_EXHAUSTED", r.RENDER_QUEUE_FULL)
+        await first
+
+
+async def test_request_templates_are_bounded_apart_from_other_renders():
+    """Request templates hold a thread each for up to --template-timeout-s: past --max-pending-templates they are
+    refused at once, and meanwhile large renders without a template still run in their own pool."""
     slow = "{% for i in range(100000) %}{% for j in range(50) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
     async with render_server(
-        "--trust-request-chat-template", "--render-threads", "1", "--max-pending-renders", "1"
+        "--trust-request-chat-template", "--template-workers", "1", "--max-pending-templates", "2"
     ) as stub:
-        first = asyncio.ensure_future(stub.RenderChat(chat(chat_template=slow)))
+        held = [asyncio.ensure_future(stub.RenderChat(chat(chat_template=slow))) for _ in range(2)]
         await asyncio.sleep(0.2)
+        started = asyncio.get_running_loop().time()
         await expect(stub.RenderChat(chat(chat_template=slow)), "RESOURCE_EXHAUSTED", r.RENDER_QUEUE_FULL)
-        await first
+        assert asyncio.get_running_loop().time() - started < 0.5  # refused at once, not queued
+        large = await stub.RenderChat(chat([{"role": "user", "content": "z" * 6000}]))
+        assert large.generate_request.token_ids
+        await asyncio.gather(*held, return_exceptions=True)
