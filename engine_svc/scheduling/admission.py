@@ -35,8 +35,9 @@ class EngineLimits:
         return sampling_rules.ModelLimits(self.max_model_len, self.vocab_size, max_n=self.max_n)
 
 
-def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
-    """(request id, one sequence per choice, stream interval) or a typed error."""
+def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, list[Sequence], int]:
+    """(the engine's key for the request, one sequence per choice, stream interval) or a typed error. `key`: the
+    server's (its request id scoped by tenant, serving/tenancy.py); else the request id, or a fresh one."""
     if (
         limits.tokenizer_fingerprint
         and request.tokenizer_fingerprint
@@ -65,13 +66,13 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
     sampling_rules.check(
         {"min_tokens": fields.get("min_tokens", 0), "max_tokens": max_tokens}, rules, "sampling_params."
     )
-    constraint, gate = structured(params, limits)
     if params.stop and not limits.stop_strings:
         raise fail(
             Reason.UNSUPPORTED_FIELD,
             "this engine has no tokenizer, so it cannot match stop strings (serve a model folder that holds one)",
             "sampling_params.stop",
         )
+    constraint, gate = structured(params, limits)
     budget = thinking_budget(params, limits)
     config: SamplingConfig = resolve(
         params,
@@ -82,7 +83,7 @@ def admit(request, limits: EngineLimits) -> tuple[str, list[Sequence], int]:
         gate=gate,
         thinking_budget=budget,
     )
-    request_id = request.request_id or uuid.uuid4().hex
+    request_id = key or request.request_id or uuid.uuid4().hex
     n = request.n if request.HasField("n") else 1
     seqs = [
         Sequence(request_id, i, prompt, config, priority=request.priority, cache_salt=request.cache_salt)

@@ -6,6 +6,9 @@ steps instead of stalling the decodes. When a decode needs a block and none is f
 admitted sequence is preempted: its blocks are freed and it is recomputed later (prompt + output so far).
 A sequence's first chunk starts after the longest prefix of it that the pool's prefix cache holds; a
 preempted sequence's full blocks stay cached (unless evicted meanwhile), so its recompute mostly finds them.
+A prompt whose logprobs were asked for is prefilled `prompt_logprob_rows` tokens a step at most: each of its
+positions costs a row of logits over the vocabulary and their log-softmax, so one long prompt's step stays within
+PROMPT_LOGPROBS_STEP_BYTES (not gigabytes) and other requests' decodes run between its chunks.
 """
 
 from __future__ import annotations
@@ -15,12 +18,23 @@ import heapq
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.sequence import Chunk, Sequence
 
+# Memory a step may spend on one prompt's logprobs; each position takes ~10 bytes per vocabulary entry (logits,
+# their float32 log-softmax, the rank comparison): 2,048 rows of SmolLM2's 49,152 took +1.75 GB in one step.
+PROMPT_LOGPROBS_STEP_BYTES = 128 << 20
+PROMPT_LOGPROBS_BYTES_PER_ENTRY = 10
+
+
+def prompt_logprob_rows(vocab_size: int) -> int:
+    """Prompt positions with logprobs per step: 273 for a 49,152 vocabulary, 104 for 128,256 (at least 16)."""
+    return max(16, PROMPT_LOGPROBS_STEP_BYTES // (vocab_size * PROMPT_LOGPROBS_BYTES_PER_ENTRY))
+
 
 class Scheduler:
-    def __init__(self, pool: BlockPool, max_num_seqs: int, max_batched_tokens: int):
+    def __init__(self, pool: BlockPool, max_num_seqs: int, max_batched_tokens: int, prompt_logprob_rows: int = 256):
         self.pool = pool
         self.max_num_seqs = max_num_seqs
         self.max_batched_tokens = max_batched_tokens
+        self.prompt_logprob_rows = prompt_logprob_rows
         self.running: list[Sequence] = []  # admission order
         self.waiting: list[tuple[int, int, Sequence]] = []  # heap of (priority, arrival, seq)
         self.num_preemptions = 0
@@ -102,7 +116,7 @@ class Scheduler:
         return all(self.pool.grow(seq, seq.num_tokens + steps - 1) for seq in seqs)
 
     def _prefill_chunk(self, seq: Sequence, budget: int) -> Chunk | None:
-        size = min(seq.remaining, budget)
+        size = min(seq.remaining, budget, self.prompt_logprob_rows if seq.want_prompt_logprobs else budget)
         if not self.pool.grow(seq, seq.num_computed + size):
             return None
         return Chunk(seq, seq.num_computed, size)

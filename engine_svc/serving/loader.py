@@ -15,7 +15,7 @@ from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
-from engine_svc.scheduling.scheduler import Scheduler
+from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
 from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
@@ -146,7 +146,7 @@ def build_engine(
     max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
     pool = BlockPool(num_blocks, args.block_size)
     pool.caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
-    scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens)
+    scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens, prompt_logprob_rows(config.vocab_size))
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     grammars = None
     if grammar_backend is not None:

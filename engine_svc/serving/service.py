@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import socket
+import uuid
 from collections.abc import Sequence
 
 import grpc
@@ -13,13 +14,13 @@ from google.api import httpbody_pb2
 
 from engine_svc.scheduling.admission import admit, structured
 from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
+from engine_svc.serving import tenancy
 from engine_svc.serving.api_servers import ApiServers
 from engine_svc.serving.control import EngineControlServicer
 from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
-from engine_svc.serving.tenancy import ABORTED_HEADER, Owners, require_trusted
 from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
 from engine_svc.serving.vllm_grpc.servicer import VllmEngineServicer, add_VllmEngineServicer_to_server
 from engine_svc.serving.vllm_metrics import CONTENT_TYPE, VllmMetrics
@@ -36,7 +37,6 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
     def __init__(self, service: EngineService):
         self.service = service
-        self.owners = Owners()
 
     @property
     def loaded(self) -> LoadedEngine:
@@ -58,42 +58,37 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
                 await self.engine.compile_grammar(constraint)
 
     def _submit(self, request, context):
+        """The request admitted under its tenant's key (tenancy.py); its state, stream interval and public id."""
         who = caller(context)
-        self.owners.admit(who, request)
-        request_id, seqs, interval = admit(request, self.loaded.limits)
-        state = self.engine.submit(request_id, seqs, who.client)
-        self.owners.add(request_id, who)
-        return state, interval, request_id
+        tenancy.check_priority(who, request)
+        request_id = request.request_id or uuid.uuid4().hex
+        key, seqs, interval = admit(request, self.loaded.limits, tenancy.engine_key(who, request_id))
+        return self.engine.submit(key, seqs, who.client), interval, request_id
 
     async def Generate(self, request, context):
         await self._compile(request)
         state, interval, request_id = self._submit(request, context)
-        try:
-            async for message in stream_responses(self.engine, state, interval):
-                yield message
-        finally:
-            self.owners.remove(request_id)
+        async for message in stream_responses(self.engine, state, interval, request_id):
+            yield message
         report_engine_timing(**state.timings())
 
     async def GenerateUnary(self, request, context):
         await self._compile(request)
         state, _, request_id = self._submit(request, context)
-        try:
-            response = await collect(self.engine, state)
-        finally:
-            self.owners.remove(request_id)
+        response = await collect(self.engine, state, request_id)
         report_engine_timing(**state.timings())
         return response
 
     async def Abort(self, request, context):
         if not request.request_ids:
             raise fail(Reason.MISSING_REQUEST_IDS, "request_ids must name at least one request", "request_ids")
-        who = caller(context)
-        allowed, hidden = self.owners.split(who, list(request.request_ids))
-        aborted, not_found = self.engine.abort(allowed) if allowed else ([], [])
-        aborted += await self.engine.abort_elsewhere([*not_found, *hidden], who.client)
-        not_found = [rid for rid in [*not_found, *hidden] if rid not in aborted]
-        await context.send_initial_metadata(((ABORTED_HEADER, str(len(aborted))),))
+        wanted, client = tenancy.abort_scope(caller(context), request.request_ids)
+        mine = [key for key in list(self.engine.requests) if tenancy.reaches(key, wanted, client)]
+        keys, _ = self.engine.abort(mine) if mine else ([], [])
+        keys += await self.engine.abort_elsewhere(sorted(wanted), client)
+        aborted = list(dict.fromkeys(tenancy.public_id(key) for key in keys))
+        not_found = [rid for rid in request.request_ids if rid not in aborted]
+        await context.send_initial_metadata(((tenancy.ABORTED_HEADER, str(len(aborted))),))
         return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
 
     async def GetModelInfo(self, request, context):

@@ -36,8 +36,9 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
 
 
 async def stream_responses(
-    engine: EngineAPI, state: RequestState, interval: int
+    engine: EngineAPI, state: RequestState, interval: int, request_id: str
 ) -> AsyncIterator[engine_pb2.GenerateResponse]:
+    """The request's messages, named `request_id` (as its caller sent it; the engine keys it by tenant)."""
     with_logprobs = state.seqs[0].config.logprobs is not None
     prompt = engine_pb2.PromptInfo(num_tokens=state.num_prompt_tokens)
     unfinished, completion, first = len(state.seqs), 0, True
@@ -46,7 +47,7 @@ async def stream_responses(
         while True:
             ready = await state.outbox.take()
             if ready.error is not None:
-                yield engine_pb2.GenerateResponse(request_id=state.request_id, error=ready.error.to_status())
+                yield engine_pb2.GenerateResponse(request_id=request_id, error=ready.error.to_status())
                 return
             if ready.prompt_logprobs:
                 prompt.logprobs.CopyFrom(token_logprobs_pb(ready.prompt_logprobs))
@@ -57,7 +58,7 @@ async def stream_responses(
             completion += sum(len(d.token_ids) for d in ready.deltas)
             unfinished -= sum(bool(d.finish_reason) for d in ready.deltas)
             message = engine_pb2.GenerateResponse(
-                request_id=state.request_id, choices=[choice_pb(d, with_logprobs) for d in ready.deltas]
+                request_id=request_id, choices=[choice_pb(d, with_logprobs) for d in ready.deltas]
             )
             if first:
                 message.prompt.CopyFrom(prompt)
@@ -80,11 +81,11 @@ async def stream_responses(
             engine.abort([state.request_id])
 
 
-async def collect(engine: EngineAPI, state: RequestState) -> engine_pb2.GenerateResponse:
+async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> engine_pb2.GenerateResponse:
     """The whole output of every choice in one message (GenerateUnary)."""
-    whole = engine_pb2.GenerateResponse(request_id=state.request_id)
+    whole = engine_pb2.GenerateResponse(request_id=request_id)
     choices: dict[int, engine_pb2.GenerateChoice] = {}
-    async for message in stream_responses(engine, state, interval=1 << 30):
+    async for message in stream_responses(engine, state, 1 << 30, request_id):
         if message.HasField("error"):
             return message
         if message.HasField("prompt"):
