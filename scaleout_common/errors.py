@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 DOMAIN = "scaleout.v1"
 QUOTE_CHARS = 100  # of a client's value quoted in a message
 MAX_TEXT_CHARS = 1000  # of a message, a violation's field or description, a metadata value
+RETRY_AFTER = "retry_after_s"  # ErrorInfo metadata: seconds to wait before trying again (to_rpc_status)
 
 
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -87,7 +88,13 @@ class ServiceError(Exception):
         return status_pb2.Status(code=self.code.value[0], message=self.message, details=packed)
 
     def to_rpc_status(self) -> grpc.Status:
-        return rpc_status.to_status(self.to_status())
+        """The status to end a call with; an error that says when to come back (ErrorInfo `retry_after_s`) also
+        carries it as `retry-after` metadata, which the gateway's REST answers show as the Retry-After header."""
+        status = rpc_status.to_status(self.to_status())
+        if RETRY_AFTER in self.metadata:
+            extra = (("retry-after", self.metadata[RETRY_AFTER]),)
+            return status._replace(trailing_metadata=(*status.trailing_metadata, *extra))  # pyright: ignore
+        return status
 
     @classmethod
     def from_status(cls, status: status_pb2.Status) -> ServiceError:

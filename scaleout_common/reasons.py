@@ -138,6 +138,11 @@ class Reason(StrEnum):
     MISSING_REQUEST_IDS = "MISSING_REQUEST_IDS", C.INVALID_ARGUMENT, "Abort without request ids"
     DUPLICATE_REQUEST_ID = "DUPLICATE_REQUEST_ID", C.ALREADY_EXISTS, "a request id that is already running"
     QUEUE_FULL = "QUEUE_FULL", C.RESOURCE_EXHAUSTED, "the engine's waiting queue is full"
+    QUEUE_WAIT_OVER_BUDGET = (
+        "QUEUE_WAIT_OVER_BUDGET",
+        C.RESOURCE_EXHAUSTED,
+        "the engine's estimated queue wait is over --max-queue-wait-s (Retry-After says when)",
+    )
     ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
     ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
     METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"

@@ -43,6 +43,7 @@ from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.load_figures import utilization
 from engine_svc.serving.loader import LoadedEngine
+from engine_svc.serving.queue_budget import Backlog, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.serving.tenancy import public_id, reaches
 from engine_svc.structured.compiler import too_slow
@@ -175,17 +176,18 @@ def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figure
 
 
 class _Figures:
-    """The load figures an API server keeps (EngineProcess._receive reads them in this order); the two that cost
-    a pass are recomputed every LOAD_EVERY_S."""
+    """The load figures an API server keeps (EngineProcess._receive reads them in this order: GetLoad's, then
+    the queue-wait estimate's); the three that cost a pass are recomputed every LOAD_EVERY_S."""
 
     def __init__(self) -> None:
-        self._at, self._pending, self._rate = float("-inf"), 0, 0.0
+        self._at, self._pending, self._rate, self._steps_left = float("-inf"), 0, 0.0, ()
 
     def of(self, engine: Engine, fresh: bool = False) -> tuple:
         pool, now = engine.scheduler.pool, time.monotonic()
         if fresh or now - self._at >= LOAD_EVERY_S:
             self._at = now
             self._pending, self._rate = engine.scheduler.pending_prefill_tokens(), engine.generated.per_second()
+            self._steps_left = steps_left(list(engine.scheduler.running))
         return (
             engine.num_running,
             engine.num_waiting,
@@ -196,6 +198,9 @@ class _Figures:
             pool.hit_tokens,
             self._pending,
             self._rate,
+            self._steps_left,
+            engine.pace.decode_step_s,
+            engine.pace.prefill_token_s,
         )
 
 
@@ -258,6 +263,7 @@ class EngineProcess(EngineFront):
         self._load = load
         self._healthy = True
         self._submitted = 0  # sequences sent since the child last reported its load
+        self._pace: tuple = ((), 0.0, 0.0)  # the core's steps_left, decode_step_s, prefill_token_s
         self.stall_timeout_s = stall_timeout_s
         self._last_heard = time.monotonic()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -338,6 +344,10 @@ class EngineProcess(EngineFront):
     @property
     def num_waiting(self) -> int:
         return self._load.waiting + self._submitted
+
+    def backlog(self) -> Backlog:
+        load = self._load
+        return Backlog(load.running, load.max_running, self.num_waiting, load.pending_prefill_tokens, *self._pace)
 
     def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
         if not self._alive():
@@ -426,7 +436,8 @@ class EngineProcess(EngineFront):
                     self._load.prefix_cache_hit_tokens,
                     self._load.pending_prefill_tokens,
                     self._load.generated_tokens_per_s,
-                ) = load
+                ) = load[:9]
+                self._pace = load[9:]
                 self._submitted = 0
                 for request_id, deltas, prompt, cached, done, stamps in rows:
                     if request_id in self.requests:

@@ -38,6 +38,7 @@ from engine_svc.scheduling.stop_strings import StopStrings, StopWatch
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.load_figures import TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
+from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
 from engine_svc.structured.guide import Guide, Masker, MaskJob
@@ -101,6 +102,7 @@ class Engine(EngineFront):
         self.stop_strings = stop_strings  # None: no tokenizer (admission refuses stop strings)
         self.watches: dict[Sequence, StopWatch] = {}  # the live sequences with stop strings (step thread only)
         self.generated = TokenRate()  # tokens sampled (added on the step thread)
+        self.pace = Pace()  # seconds per step, for the queue-wait estimate (queue_budget.py)
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -150,6 +152,18 @@ class Engine(EngineFront):
             generated_tokens_per_s=self.generated.per_second(),
             pending_prefill_tokens=self.scheduler.pending_prefill_tokens(),
             utilization=utilization(running, self.scheduler.max_num_seqs, used, free),
+        )
+
+    def backlog(self) -> Backlog:
+        scheduler = self.scheduler
+        return Backlog(
+            self.num_running,
+            scheduler.max_num_seqs,
+            self.num_waiting,
+            scheduler.pending_prefill_tokens(),
+            steps_left(list(scheduler.running)),
+            self.pace.decode_step_s,
+            self.pace.prefill_token_s,
         )
 
     def post_cache_reset(self) -> concurrent.futures.Future:
@@ -314,7 +328,9 @@ class Engine(EngineFront):
                 self.requests[c.seq.request_id].scheduled_at = now
         steps = self._lookahead(chunks)
         if steps > 1:
+            shipped = self.steps
             self._decode_ahead(chunks, steps, outputs)
+            self.pace.add(time.perf_counter() - now, self.steps - shipped + 1, 0)  # the loop ships the last
             return
         sampling = [c for c in chunks if c.samples]
         masks = self._masks([c.seq for c in sampling]) if self.guides else None  # filled during the forward pass
@@ -328,6 +344,7 @@ class Engine(EngineFront):
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
                 c.seq.want_prompt_logprobs = False
         self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
+        self.pace.add(time.perf_counter() - now, 1, sum(c.num_tokens for c in chunks if c.num_tokens > 1))
 
     def _masks(self, seqs: list[Sequence], now: bool = False) -> MaskJob | None:
         """Start filling the token masks of the guided rows among `seqs` (the logits rows, in order) on the

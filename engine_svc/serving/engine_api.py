@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Protocol
 
 from engine_svc.scheduling.sequence import Sequence
+from engine_svc.serving import queue_budget
 from engine_svc.serving.requests import Outbox, RequestState
 from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.spec import Constraint
@@ -75,11 +76,18 @@ class EngineFront(ABC):
 
     def __init__(self, max_waiting: int) -> None:
         self.max_waiting = max_waiting
+        # The queue-wait budget (queue_budget.py); the server sets it on its own front (0: none, as in the core,
+        # whose API server already checked).
+        self.max_queue_wait_s = 0.0
         self.requests: dict[str, RequestState] = {}
 
     @property
     @abstractmethod
     def num_waiting(self) -> int: ...
+
+    @abstractmethod
+    def backlog(self) -> queue_budget.Backlog:
+        """What the queue-wait estimate reads (queue_budget.py)."""
 
     @abstractmethod
     def _send_abort(self, request_ids: list[str]) -> None:
@@ -95,7 +103,8 @@ class EngineFront(ABC):
         return []  # this server is the engine's only one
 
     def _register(self, request_id: str, seqs: list[Sequence]) -> RequestState:
-        """The state of an admitted request, now live; refused when the id is taken or the queue is full."""
+        """The state of an admitted request, now live; refused when the id is taken, the queue is full or its
+        estimated wait is over the budget."""
         if request_id in self.requests:
             raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(public_id(request_id))} is already running")
         if self.num_waiting + len(seqs) > self.max_waiting:
@@ -103,6 +112,8 @@ class EngineFront(ABC):
                 Reason.QUEUE_FULL,
                 f"{self.num_waiting} sequences are waiting (max {self.max_waiting})",
             )
+        if self.max_queue_wait_s > 0:
+            queue_budget.check(self.backlog(), len(seqs), self.max_queue_wait_s)
         state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
         self.requests[request_id] = state
         return state

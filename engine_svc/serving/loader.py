@@ -17,6 +17,7 @@ from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
 from engine_svc.scheduling.stop_strings import StopStrings
+from engine_svc.serving import queue_budget
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.model_facts import ModelFacts
@@ -297,6 +298,7 @@ def add_engine_flags(parser) -> None:
     parser.add_argument(
         "--max-waiting", type=int, default=1024, help="most sequences waiting; beyond: RESOURCE_EXHAUSTED"
     )
+    queue_budget.add_flag(parser)
     parser.add_argument(
         "--max-num-batched-tokens",
         type=int,

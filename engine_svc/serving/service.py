@@ -173,6 +173,7 @@ class EngineService:
         else:
             self.loaded = await asyncio.to_thread(self._build)
             self.vllm.bind(self.loaded)
+        self.loaded.engine.max_queue_wait_s = self.args.max_queue_wait_s  # this server's front checks it
         self.loaded.engine.start(asyncio.get_running_loop())
 
     def watch_metrics(self, llm) -> None:
