@@ -25,7 +25,7 @@ from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
 from engine_svc.serving.vllm_grpc.servicer import VllmEngineServicer, add_VllmEngineServicer_to_server
 from engine_svc.serving.vllm_metrics import CONTENT_TYPE, VllmMetrics
 from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc
-from scaleout_common.identity import caller
+from scaleout_common.identity import caller, require_trusted
 from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
 
