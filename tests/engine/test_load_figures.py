@@ -46,7 +46,8 @@ async def test_load_figures_and_a_reset_that_empties_the_cache(core):
 
 @pytest.mark.slow
 async def test_pending_prefill_counts_the_queue_less_its_cached_prefix():
-    async with engine_stub(None, "--block-size", "4", "--max-num-seqs", "1") as (stub, _):
+    # No queue-wait budget: the request must queue behind the hog's 500 steps, not be refused.
+    async with engine_stub(None, "--block-size", "4", "--max-num-seqs", "1", "--max-queue-wait-s", "0") as (stub, _):
         await greedy(stub, SYSTEM, max_tokens=2)  # SYSTEM's 9 full blocks are cached now
         hog = stub.Generate(request([3, 4, 5], temperature=1.0, max_tokens=500, ignore_eos=True))
         await hog.read()

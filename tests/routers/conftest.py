@@ -40,7 +40,9 @@ def stacks(tmp_path_factory) -> Iterator[list[Stack]]:
             config = StackConfig(
                 port=0,
                 log_dir=logs / f"stack{number}",
+                # No queue-wait budget: the saturated engine's queue is what the routers must see and avoid.
                 service_args={"engine": ["--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len", "4096"]},
+                env={"SCALEOUT_MAX_QUEUE_WAIT_S": "0"},
             )
             stack = Stack(config)
             running.callback(stack.stop)
