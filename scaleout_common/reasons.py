@@ -146,6 +146,12 @@ class Reason(StrEnum):
     ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
     ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
     METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"
+    KV_EVENTS_OFF = "KV_EVENTS_OFF", C.FAILED_PRECONDITION, "SubscribeKvEvents on an engine started without --kv-events"
+    KV_EVENTS_BEHIND = (
+        "KV_EVENTS_BEHIND",
+        C.RESOURCE_EXHAUSTED,
+        "a KV-event subscriber that fell too far behind (kv_relay.QUEUE_BATCHES); it resumes from its last batch",
+    )
     NO_TOKENIZER_FILES = (
         "NO_TOKENIZER_FILES",
         C.FAILED_PRECONDITION,

@@ -13,6 +13,9 @@ blocks found there instead of computing them, sharing them with every other sequ
 least recently used first, blocks holding nothing reusable before all others; handing a cached block out
 evicts it from the table. Only full blocks are shared, and a sequence only ever writes into blocks past its
 cached ones, so a shared block is never written.
+
+KV events: with an `events` sink set, every change to the table is told to it as it happens (kv_events.py):
+a run of blocks entered, a block evicted, the table emptied. Without one (the default) nothing is built.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
+from engine_svc.scheduling.kv_events import AllBlocksCleared, BlocksRemoved, BlocksStored, EventSink
 from engine_svc.scheduling.sequence import Sequence
 from scaleout_common import prefix_hash
 
@@ -40,6 +44,7 @@ class BlockPool:
         self.hash_of: dict[int, bytes] = {}  # the reverse, for the blocks in the table
         self.queried_tokens = 0  # prompt tokens of the sequences admitted so far
         self.hit_tokens = 0  # of which served from the cache
+        self.events: EventSink | None = None  # told of every change to the table (kv_events.py)
 
     @property
     def usable(self) -> int:
@@ -128,10 +133,18 @@ class BlockPool:
         if full <= seq.num_committed_blocks:
             return
         hashes = self._hashes(seq, full)
+        run = -1  # first block of the run of blocks entered now (for the event), -1: none
         for i in range(seq.num_committed_blocks, full):
             if hashes[i] not in self.table:
                 self.table[hashes[i]] = seq.block_ids[i]
                 self.hash_of[seq.block_ids[i]] = hashes[i]
+                if run < 0:
+                    run = i
+            elif run >= 0:
+                self._stored(seq, hashes, run, i)
+                run = -1
+        if run >= 0:
+            self._stored(seq, hashes, run, full)
         seq.num_committed_blocks = full
 
     def uncached_tokens(self, seq: Sequence) -> int:
@@ -155,6 +168,8 @@ class BlockPool:
                 self.free.move_to_end(block, last=False)
         self.table.clear()
         self.hash_of.clear()
+        if self.events is not None:
+            self.events.add(AllBlocksCleared())
         return dropped
 
     def _hashes(self, seq: Sequence, blocks: int) -> list[bytes]:
@@ -166,7 +181,17 @@ class BlockPool:
             hashes.append(prefix_hash.block_hash(parent, seq.tokens(i * size, (i + 1) * size)))
         return hashes[:blocks]
 
+    def _stored(self, seq: Sequence, hashes: list[bytes], start: int, end: int) -> None:
+        """Tell the sink that `seq`'s blocks [start, end) entered the table."""
+        if self.events is not None:
+            size = self.block_size
+            parent = hashes[start - 1] if start else None
+            tokens = seq.tokens(start * size, end * size)
+            self.events.add(BlocksStored(hashes[start:end], parent, tokens, seq.cache_salt))
+
     def _evict(self, block: int) -> None:
         h = self.hash_of.pop(block, None)
         if h is not None and self.table.get(h) == block:
             del self.table[h]
+            if self.events is not None:
+                self.events.add(BlocksRemoved([h]))

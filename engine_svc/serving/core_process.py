@@ -39,8 +39,10 @@ from dataclasses import replace
 
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.scheduling.sequence import Sequence, next_arrival
+from engine_svc.serving import kv_relay
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
+from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.load_figures import utilization
 from engine_svc.serving.loader import LoadedEngine
 from engine_svc.serving.queue_budget import Backlog, steps_left
@@ -127,6 +129,9 @@ def _child(builder, pipes: list[tuple]) -> None:
                     return
                 if kind == "reset_prefix_cache":
                     _reset(engine, front, list(fronts), figures, payload[0])
+                    continue
+                if kind == "kv_subscribe":
+                    kv_relay.subscribe(engine.kv_events, front.send, REPLY + pickle.dumps((payload[0], None)))
                     continue
                 _apply(engine, front, owners, kind, payload)
     finally:
@@ -270,6 +275,8 @@ class EngineProcess(EngineFront):
         self._replies: dict[int, asyncio.Future] = {}  # compiles and aborts the core has not answered yet
         self._next_token = 0
         self.grammar_timeout_s = structured_output_rules.COMPILE_TIMEOUT_S
+        self.kv_events: KvHub | None = None  # this server's copy of the core's KV-event hub (kv_relay.py)
+        self._kv_asked: asyncio.Future | None = None
 
     @classmethod
     def launch(cls, builder, stall_timeout_s: float, api_servers: int = 1) -> tuple[LoadedEngine, list[tuple]]:
@@ -372,6 +379,13 @@ class EngineProcess(EngineFront):
     async def reset_prefix_cache(self) -> int:
         return await self._ask("reset_prefix_cache")
 
+    async def kv_hub(self) -> KvHub | None:
+        """The copy of the core's hub, which the first call asks the core to fill (None: the core has none)."""
+        if self._kv_asked is None:
+            self._kv_asked = asyncio.ensure_future(self._ask("kv_subscribe"))
+        await asyncio.shield(self._kv_asked)
+        return self.kv_events
+
     async def compile_grammar(self, constraint: Constraint) -> None:
         """The grammar is compiled and cached in the core, where the step loop uses it."""
         try:
@@ -415,6 +429,9 @@ class EngineProcess(EngineFront):
                 if message[:1] == PICKLED:
                     for request_id, error in pickle.loads(message[1:]):
                         self._deliver(request_id, StepOutput(error=error), True)
+                    continue
+                if message[:1] == kv_relay.KV_BATCH:
+                    self.kv_events = kv_relay.take(self.kv_events, message)
                     continue
                 if message[:1] == REPLY:
                     token, answered = pickle.loads(message[1:])

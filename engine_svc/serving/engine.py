@@ -36,6 +36,7 @@ from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.scheduling.stop_strings import StopStrings, StopWatch
 from engine_svc.serving.engine_api import EngineFront
+from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.load_figures import TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
@@ -103,6 +104,7 @@ class Engine(EngineFront):
         self.watches: dict[Sequence, StopWatch] = {}  # the live sequences with stop strings (step thread only)
         self.generated = TokenRate()  # tokens sampled (added on the step thread)
         self.pace = Pace()  # seconds per step, for the queue-wait estimate (queue_budget.py)
+        self.kv_events: KvHub | None = None  # set by the loader when KV events are on: closes a batch per step
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -122,6 +124,8 @@ class Engine(EngineFront):
             sink = functools.partial(loop.call_soon_threadsafe, self._deliver)
         self._sink = sink
         self._stopping = False
+        if self.kv_events is not None:
+            self.kv_events.flush()  # batch 0: AllBlocksCleared, a fresh engine holds nothing
         self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
         self._thread.start()
 
@@ -174,6 +178,9 @@ class Engine(EngineFront):
 
     async def reset_prefix_cache(self) -> int:
         return await asyncio.wrap_future(self.post_cache_reset())
+
+    async def kv_hub(self) -> KvHub | None:
+        return self.kv_events
 
     @property
     def num_running(self) -> int:
@@ -236,6 +243,8 @@ class Engine(EngineFront):
 
     def _ship(self, outputs: dict[RequestState, StepOutput]) -> None:
         self.steps += 1
+        if self.kv_events is not None:
+            self.kv_events.flush()
         self._last_progress = time.monotonic()
         if outputs:
             self._sink(list(outputs.items()))

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving import queue_budget
+from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.requests import Outbox, RequestState
 from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.spec import Constraint
@@ -64,6 +65,10 @@ class EngineAPI(Protocol):
 
     async def reset_prefix_cache(self) -> int:
         """Empty the prefix cache where the step loop runs (BlockPool.reset_prefix_cache); the blocks dropped."""
+        ...
+
+    async def kv_hub(self) -> KvHub | None:
+        """The KV-event hub this process's subscribers read (kv_relay.py); None: the engine publishes none."""
         ...
 
     def healthy(self) -> bool:

@@ -20,8 +20,10 @@ from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving import queue_budget
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
+from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.model_facts import ModelFacts
 from engine_svc.serving.openmp import release_thread_team
+from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from engine_svc.structured.compiler import GrammarCompiler
 from scaleout_common import structured_output_rules
 
@@ -172,6 +174,7 @@ def build_engine(
         admission_window_s=args.admission_window_ms / 1e3,
         stop_strings=stop_strings,
     )
+    engine.kv_events = kv_hub(pool, args)
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = EngineLimits(
@@ -215,6 +218,21 @@ def build_engine(
         "" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
         facts,
     )
+
+
+def kv_hub(pool: BlockPool, args) -> KvHub | None:
+    """The KV-event hub of this pool when --kv-events or --kv-events-config asks for one (with vLLM's ZMQ
+    publisher when that config enables it), started here, in the process that owns the pool."""
+    config = vllm_kv_config.parse(getattr(args, "kv_events_config", ""))
+    if not (getattr(args, "kv_events", False) or config.enable_kv_cache_events):
+        return None
+    hub = KvHub(pool.block_size, config.buffer_steps)
+    pool.events = hub
+    if config.zmq:
+        from engine_svc.serving.vllm_kv_events.publisher import ZmqPublisher
+
+        ZmqPublisher(hub, config)
+    return hub
 
 
 def _check_fp8_flags(args, backend: str, config, device: torch.device, dtype: torch.dtype) -> None:
@@ -306,6 +324,7 @@ def add_engine_flags(parser) -> None:
         help="tokens per step (prefill chunk budget); 0: 8192 on CUDA, 2048 on CPU",
     )
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
+    vllm_kv_config.add_flags(parser)
     parser.add_argument("--num-kv-blocks", type=int, default=0, help="KV cache blocks (0: size from free memory)")
     parser.add_argument(
         "--kv-cache-memory-fraction",
