@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from google.api import annotations_pb2
 from google.protobuf.descriptor import ServiceDescriptor
 
 from gateway.limits import Limits
-from scaleout_common.openapi import http_bindings, verb_and_path
+from scaleout_common.openapi import method_bindings, verb_and_path
 
 URI_TEMPLATE = {
     "name": "envoy.path.match.uri_template.uri_template_matcher",
@@ -53,10 +52,7 @@ def rest_routes(roles: Iterable[tuple[str, tuple[ServiceDescriptor, ...]]], limi
     for role, services in roles:
         for service in services:
             for method in service.methods:
-                options = method.GetOptions()
-                if not options.HasExtension(annotations_pb2.http):
-                    continue
-                for rule in http_bindings(options.Extensions[annotations_pb2.http]):
+                for rule in method_bindings(method.GetOptions()):
                     verb, path = verb_and_path(rule)
                     paths.setdefault(path, (set(), limits.body_bytes(role)))[0].add(verb.upper())
     return [RestRoute(path, tuple(sorted(verbs)), size) for path, (verbs, size) in paths.items()]

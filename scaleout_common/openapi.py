@@ -238,6 +238,12 @@ def http_bindings(rule: http_pb2.HttpRule) -> Iterable[http_pb2.HttpRule]:
         yield from http_bindings(extra)
 
 
+def method_bindings(options: descriptor_pb2.MethodOptions) -> Iterable[http_pb2.HttpRule]:
+    """Every REST binding of a method with these options (none without a google.api.http option)."""
+    if options.HasExtension(_HTTP):
+        yield from http_bindings(options.Extensions[_HTTP])
+
+
 def verb_and_path(rule: http_pb2.HttpRule) -> tuple[str, str]:
     pattern = rule.WhichOneof("pattern")
     if pattern == "custom":
@@ -281,9 +287,7 @@ def build(files: descriptor_pb2.FileDescriptorSet, contract_files: Iterable[str]
             tags.append(_described({"name": service.name}, contract.comments.get((file.name, 6, s))))
             for m, method in enumerate(service.method):
                 options = descriptor_pb2.MethodOptions.FromString(method.options.SerializeToString())
-                if not options.HasExtension(_HTTP):
-                    continue
-                for n, rule in enumerate(http_bindings(options.Extensions[_HTTP])):
+                for n, rule in enumerate(method_bindings(options)):
                     verb, template = verb_and_path(rule)
                     if verb not in _METHODS:
                         continue

@@ -25,6 +25,7 @@ from scaleout_common.reasons import Reason, fail
 
 class EngineAPI(Protocol):
     max_waiting: int
+    max_queue_wait_s: float  # the queue-wait budget the server's front checks (queue_budget.py; 0: none)
     requests: dict[str, RequestState]  # the live requests this server holds, by engine key (tenancy.py)
 
     @property

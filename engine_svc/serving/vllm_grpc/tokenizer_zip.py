@@ -29,10 +29,12 @@ PATTERNS = ("*.tiktoken", "*.jinja", "*.model")
 @functools.lru_cache(maxsize=1)
 def tokenizer_zip(folder: str) -> bytes:
     """The bundle of `folder` (built once: the files do not change while the engine serves them)."""
-    root = Path(folder) if folder else None
-    found = {} if root is None else {p.name: p for p in (root / name for name in FILES) if p.is_file()}
-    for pattern in PATTERNS if root is not None else ():
-        found.update({p.name: p for p in sorted(root.glob(pattern)) if p.is_file() and p.name not in found})
+    found: dict[str, Path] = {}
+    if folder:
+        root = Path(folder)
+        found = {p.name: p for p in (root / name for name in FILES) if p.is_file()}
+        for pattern in PATTERNS:
+            found.update({p.name: p for p in sorted(root.glob(pattern)) if p.is_file() and p.name not in found})
     if not found:
         raise fail(Reason.NO_TOKENIZER_FILES, "this engine's model was not loaded from a folder with a tokenizer")
     buffer = io.BytesIO()
