@@ -3,7 +3,8 @@
 Used by the `scaleout-stack` launcher and by the integration tests (real processes, real Envoy).
 
 `secure=True` turns on the edge's controls together: TLS at the gateway, mTLS between every hop (a throwaway
-CA and one certificate per process, devstack/certs.py) and API keys (`api_keys`, or a generated key file).
+CA and one certificate per process, devstack/certs.py), client certificates from a CA of their own (never a hop's),
+and API keys (`api_keys`, or a generated key file), which the services require (`--require-identity`).
 `supervise=True` watches every child: a death is logged and the child restarted on its own port with backoff;
 one that keeps dying stops the stack loudly.
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from devstack.certs import CA, CERT, KEY, Authority
+from devstack.certs import CERT, KEY, Authority
 from gateway.drain import ENVOY_DRAIN_ARGS, drain
 from gateway.edge import ApiKeys, Edge, Mtls, Tls
 from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, PrefixRouting, Tracing, Upstream, render_config
@@ -134,20 +135,22 @@ class Stack:
         return self.authority.cert if self.authority else None
 
     def grpc_channel(self, target: str | None = None) -> grpc.Channel:
-        """A channel to the gateway (or `target`) as this stack expects: TLS with the stack's client certificate."""
-        target = target or self.gateway
+        """A channel as this stack expects: to the gateway as a client (a certificate from the clients' CA), or to
+        `target` (a replica, the internal listener) as a hop (a certificate from the hops' CA)."""
         if not self.config.secure:
-            return grpc.insecure_channel(target)
-        client = self._workdir / "certs" / "client"
+            return grpc.insecure_channel(target or self.gateway)
+        assert self.authority is not None  # made with secure
+        mine = self._workdir / "certs" / ("hop" if target else "clients/client")
         credentials = grpc.ssl_channel_credentials(
-            (client / CA).read_bytes(), (client / KEY).read_bytes(), (client / CERT).read_bytes()
+            self.authority.cert.read_bytes(), (mine / KEY).read_bytes(), (mine / CERT).read_bytes()
         )
-        return grpc.secure_channel(target, credentials)
+        return grpc.secure_channel(target or self.gateway, credentials)
 
     def _secure_setup(self) -> None:
-        self.authority = Authority(self._workdir / "certs")
-        for name in ("gateway", "envoy-upstream", "client"):
+        self.authority = Authority(self._workdir / "certs")  # the hops' CA; it signs the gateway's certificate too
+        for name in ("gateway", "envoy-upstream", "hop"):
             self.authority.issue(name)
+        Authority(self._workdir / "certs" / "clients", "scaleout dev clients CA").issue("client")
         if self.config.api_keys is not None:
             self.api_keys_path = self.config.api_keys
         else:
@@ -161,7 +164,7 @@ class Stack:
             return Edge()
         certs = self._workdir / "certs"
         return Edge(
-            tls=Tls(str(certs / "gateway"), verify_clients=True),
+            tls=Tls(str(certs / "gateway"), verify_clients=True, client_ca_dir=str(certs / "clients")),
             mtls=Mtls(str(certs / "envoy-upstream")),
             api_keys=ApiKeys(str(self.api_keys_path)),
             sds_dir=str(self._workdir / "sds"),
@@ -188,7 +191,7 @@ class Stack:
         cfg = self.config
         argv = [sys.executable, "-m", MODULES[role], "--host", cfg.host, "--port", str(port)]
         if self.authority is not None:
-            argv += ["--tls-dir", str(self.authority.issue(f"{role}-{index}"))]
+            argv += ["--tls-dir", str(self.authority.issue(f"{role}-{index}")), "--require-identity"]
             if role == "chat":  # its hops go through the gateway with its caller's key
                 argv += ["--forward-credentials"]
         if role == "chat":  # the one-hop service reaches the others through Envoy (balanced, health-checked)

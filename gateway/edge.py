@@ -2,9 +2,11 @@
 
 - TLS: the listener's certificate and key are files (`tls.crt`, `tls.key`) in a directory. Envoy reads them
   through SDS from a file it watches, so replacing them (Kubernetes swaps a Secret's files atomically; by
-  hand, `mv` the new pair in) rotates the certificate without a restart. With `ca.crt` there, a client
-  certificate is verified when one is presented (the one-hop service presents one); clients without one
-  are still served (they authenticate with an API key).
+  hand, `mv` the new pair in) rotates the certificate without a restart. With a clients' CA (`ca.crt` in
+  `--client-ca-dir`, by default the TLS directory), a client certificate is verified when one is presented;
+  clients without one are still served (they authenticate with an API key). The clients' CA is never the hops'
+  (the CA of `--mtls-dir`): a certificate given to a client must not pass as a hop at the internal listener or at
+  a service, so a config naming one CA for both is refused, and devstack makes two.
 - mTLS to the services (`Mtls`): Envoy presents its client certificate to every replica and verifies the
   replica's against the CA; the services refuse any peer without a certificate from that CA.
 - The internal listener (`internal_socket`), where the one-hop service sends its hops: the gateway's
@@ -41,7 +43,12 @@ class Tls:
     """TLS at the gateway's listener from `cert_dir` (tls.crt, tls.key; ca.crt to verify client certificates)."""
 
     cert_dir: str
-    verify_clients: bool = False  # ca.crt is there: verify a client certificate when one is presented
+    verify_clients: bool = False  # the clients' ca.crt is there: verify a client certificate when one is presented
+    client_ca_dir: str = ""  # where the clients' ca.crt is ("": cert_dir)
+
+    @property
+    def clients_ca(self) -> str:
+        return self.client_ca_dir or self.cert_dir
 
 
 @dataclass
@@ -82,6 +89,13 @@ class Edge:
     mtls: Mtls | None = None
     api_keys: ApiKeys | None = None
     sds_dir: str = "/etc/envoy/sds"
+
+    def __post_init__(self) -> None:
+        if self.tls and self.tls.verify_clients and self.mtls and _same_ca(self.tls.clients_ca, self.mtls.cert_dir):
+            raise ValueError(
+                "client certificates and hops need separate CAs: a client's certificate would pass as a hop "
+                f"({self.tls.clients_ca}/{CA} is the CA of --mtls-dir); give --client-ca-dir a clients' CA"
+            )
 
     def _sds(self, name: str) -> dict:
         return {
@@ -153,7 +167,7 @@ class Edge:
         if self.tls is not None:
             secrets["gateway_cert"] = _certificate(self.tls.cert_dir)
             if self.tls.verify_clients:
-                secrets["gateway_client_ca"] = _validation(self.tls.cert_dir)
+                secrets["gateway_client_ca"] = _validation(self.tls.clients_ca)
         if self.mtls is not None:
             secrets["upstream_cert"] = _certificate(self.mtls.cert_dir)
             secrets["upstream_ca"] = _validation(self.mtls.cert_dir)
@@ -172,19 +186,31 @@ class Edge:
     @classmethod
     def add_arguments(cls, parser) -> None:
         parser.add_argument("--tls-dir", default="", help="gateway TLS: directory with tls.crt, tls.key (ca.crt)")
+        parser.add_argument(
+            "--client-ca-dir", default="", help="the clients' CA (ca.crt) for client certificates: not the hops' CA"
+        )
         parser.add_argument("--mtls-dir", default="", help="mTLS to the services: Envoy's tls.crt, tls.key, ca.crt")
         parser.add_argument("--api-keys", default="", help="API keys file: 'client_name key [admin]' per line")
         parser.add_argument("--sds-dir", default="/etc/envoy/sds", help="where the SDS files for the certificates are")
 
     @classmethod
     def from_args(cls, args) -> Edge:
-        tls = Tls(args.tls_dir, verify_clients=(Path(args.tls_dir) / CA).exists()) if args.tls_dir else None
+        clients_ca = args.client_ca_dir or args.tls_dir
+        tls = Tls(args.tls_dir, (Path(clients_ca) / CA).exists(), args.client_ca_dir) if args.tls_dir else None
         return cls(
             tls=tls,
             mtls=Mtls(args.mtls_dir) if args.mtls_dir else None,
             api_keys=ApiKeys(args.api_keys) if args.api_keys else None,
             sds_dir=args.sds_dir,
         )
+
+
+def _same_ca(one: str, other: str) -> bool:
+    """The same directory, or two CA files with the same bytes."""
+    if Path(one).resolve() == Path(other).resolve():
+        return True
+    files = (Path(one) / CA, Path(other) / CA)
+    return all(f.is_file() for f in files) and files[0].read_bytes() == files[1].read_bytes()
 
 
 def _certificate(cert_dir: str) -> dict:

@@ -70,6 +70,12 @@ def server_parser(service: str, default_port: int, description: str | None) -> E
         "service behind a gateway with API keys",
     )
     parser.add_argument(
+        "--require-identity",
+        action="store_true",
+        help="refuse calls without the identity the gateway sets from an API key (x-scaleout-client): a service "
+        "behind a gateway with keys, so that a call reaching it another way is never trusted as an admin's",
+    )
+    parser.add_argument(
         "--health-port", type=int, default=-1, help="with --tls-dir: plaintext grpc.health.v1 only, for probes"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level")

@@ -4,7 +4,8 @@ With API keys on (gateway/edge.py), the gateway drops whatever a client sent in 
 `x-scaleout-client` (and `x-scaleout-admin: true` for an admin key) from the key it checked; with mTLS on,
 only the gateway and the one-hop service can reach a service at all, so the headers are the gateway's.
 Without API keys there is no identity: every caller is `Caller(None, trusted=True)` (a loopback or private
-deployment), as before.
+deployment), as before. So behind a gateway with keys a service runs with `--require-identity`: a call without
+the gateway's header (one that reached the service some other way) is refused, never trusted as an admin's.
 
 Scoped operations ask `caller(context)`: the engine lets a keyed caller abort only its own requests and
 refuses it GetLoad and a priority above its allowance, unless its key is an admin key.
@@ -73,6 +74,21 @@ def require_trusted(caller: Caller, what: str) -> None:
 
 
 _forwarding = False
+_required = False
+
+
+def configure_required(enabled: bool) -> None:
+    """Whether every call must carry the gateway's identity (--require-identity)."""
+    global _required
+    _required = enabled
+
+
+def admit(context) -> None:
+    """Every call a servicer serves passes here: refused without an identity when one is required, and its
+    caller's key kept for the calls it makes (`remember_credentials`)."""
+    if _required and not caller(context).client:
+        raise fail(Reason.IDENTITY_REQUIRED, "this service takes calls from the gateway only, with an API key")
+    remember_credentials(context)
 
 
 def configure_forwarding(enabled: bool) -> None:

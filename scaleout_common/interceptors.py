@@ -11,7 +11,7 @@ import grpc
 from grpc.experimental import aio  # noqa: F401  (grpc.aio types)
 
 from scaleout_common.errors import ServiceError
-from scaleout_common.identity import remember_credentials
+from scaleout_common.identity import admit
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
         async def unary(request, context):
             try:
                 guard()
-                remember_credentials(context)
+                admit(context)
                 if check is not None:
                     check(request)
                 else:
@@ -112,7 +112,7 @@ def wrap_handler(handler: grpc.RpcMethodHandler, guard: Callable[[], None]) -> g
     async def streaming(request, context):
         try:
             guard()
-            remember_credentials(context)
+            admit(context)
             if unary_request:
                 _UNDECODABLE.check(request)
             else:

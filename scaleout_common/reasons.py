@@ -242,6 +242,11 @@ class Reason(StrEnum):
         405,
     )
     INVALID_API_KEY = "INVALID_API_KEY", C.UNAUTHENTICATED, "no API key, or one the gateway's keys file does not hold"
+    IDENTITY_REQUIRED = (
+        "IDENTITY_REQUIRED",
+        C.UNAUTHENTICATED,
+        "a call without the gateway's identity header to a service run with --require-identity (keys are on)",
+    )
     NOT_PERMITTED = (
         "NOT_PERMITTED",
         C.PERMISSION_DENIED,

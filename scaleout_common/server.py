@@ -133,6 +133,7 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     reflection.enable([*names, *getattr(service, "reflected_names", ()), health.SERVICE_NAME], server)
     credentials = tls.configure(getattr(args, "tls_dir", None))
     identity.configure_forwarding(getattr(args, "forward_credentials", False))
+    identity.configure_required(getattr(args, "require_identity", False))
     address = f"{args.host}:{args.port}"
     port = server.add_secure_port(address, credentials.server()) if credentials else server.add_insecure_port(address)
     if port == 0:

@@ -85,8 +85,38 @@ def test_services_refuse_peers_without_a_certificate_from_the_ca(secure):
         with channel, pytest.raises(grpc.RpcError) as refused:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    with secure.grpc_channel(target) as channel:  # the stack's client certificate
+    with secure.grpc_channel(target) as channel:  # a hop's certificate, from the hops' CA
         assert health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+
+def test_a_client_certificate_is_no_hops_certificate(secure):
+    """Client certificates come from a CA of their own: one given to a client passes neither at a service nor at
+    the internal listener (which skips the rate limit)."""
+    client = secure._workdir / "certs" / "clients" / "client"
+    as_client = grpc.ssl_channel_credentials(
+        secure.ca_cert.read_bytes(), (client / "tls.key").read_bytes(), (client / "tls.crt").read_bytes()
+    )
+    for port in (secure.replicas[0].port, secure.internal_port):
+        target = f"{secure.config.host}:{port}"
+        with grpc.secure_channel(target, as_client) as channel, pytest.raises(grpc.RpcError) as refused:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, port
+    with secure.grpc_channel() as channel:  # ... and it is a client's at the gateway
+        assert health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+
+def test_services_refuse_a_call_without_the_gateways_identity(secure):
+    """Keys are on: a call that reaches a service without the identity the gateway sets is refused, never
+    trusted as an admin's (a hop's certificate alone is not enough)."""
+    render = next(r for r in secure.replicas if r.name.startswith("render-"))
+    request = render_pb2.TokenizeRequest(prompt="hi")
+    with secure.grpc_channel(f"{secure.config.host}:{render.port}") as channel:
+        stub = render_pb2_grpc.RenderServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Tokenize(request, timeout=30)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "IDENTITY_REQUIRED" in str(refused.value.trailing_metadata())
+        assert stub.Tokenize(request, metadata=[("x-scaleout-client", "alice")], timeout=30).tokens
 
 
 def test_plaintext_to_the_gateway_is_refused(secure):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from devstack.certs import Authority
@@ -122,10 +123,17 @@ def test_envoy_takes_the_plain_and_the_secure_config(tmp_path):
 
 
 def _secure_edge(root: Path) -> Edge:
-    authority = Authority(root / "certs")
+    hops = Authority(root / "certs")
     for name in ("gateway", "envoy-upstream"):
-        authority.issue(name)
-    certs = authority.root
-    return Edge(
-        tls=Tls(str(certs / "gateway"), True), mtls=Mtls(str(certs / "envoy-upstream")), sds_dir=str(root / "sds")
-    )
+        hops.issue(name)
+    Authority(root / "certs" / "clients", "clients CA")
+    tls = Tls(str(hops.root / "gateway"), True, client_ca_dir=str(root / "certs" / "clients"))
+    return Edge(tls=tls, mtls=Mtls(str(hops.root / "envoy-upstream")), sds_dir=str(root / "sds"))
+
+
+def test_one_ca_for_clients_and_hops_is_refused(tmp_path):
+    hops = Authority(tmp_path / "certs")
+    gateway, upstream = hops.issue("gateway"), hops.issue("envoy-upstream")
+    with pytest.raises(ValueError, match="separate CAs"):
+        Edge(tls=Tls(str(gateway), True), mtls=Mtls(str(upstream)))  # both ca.crt are the hops' CA
+    assert _secure_edge(tmp_path / "two").tls is not None
