@@ -4,8 +4,11 @@ test_vllm_grpc.py."""
 
 from __future__ import annotations
 
+import grpc
+import pytest
+
 from scaleout.v1 import common_pb2, engine_pb2_grpc
-from tests.engine.conftest import generate, request
+from tests.engine.conftest import engine_stub, generate, request
 
 PROMPT = [1, 504, 3458, 282, 4649, 314, 30, 2]
 STOP = common_pb2.FINISH_REASON_STOP
@@ -47,3 +50,10 @@ async def test_each_choice_of_n_matches_on_its_own_text(worded_engine, tokenizer
     assert finals[1].stop_str == stop and len(tokens[1]) <= 4
     for i in (0, 2):
         assert tokens[i] == free[i][: len(tokens[i])]
+
+
+async def test_an_engine_without_a_tokenizer_refuses_stop_strings(tiny_model):
+    async with engine_stub(tiny_model) as (stub, _):
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await generate(stub, request([1, 5, 9], max_tokens=2, stop=["x"]))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "no tokenizer" in error.value.details()
