@@ -38,28 +38,53 @@ def take(copy: KvHub | None, message: bytes) -> KvHub:
     return copy
 
 
-async def batches(hub: KvHub | None, resume_from: int | None, instance_id: str) -> AsyncIterator[KvBatch]:
-    """A subscriber's batches from `hub`: a snapshot or the missed ones, then live ones, until it falls
-    QUEUE_BATCHES behind (RESOURCE_EXHAUSTED: it resumes from the last it holds)."""
+class Subscription:
+    """One subscriber's batches from a hub: a snapshot or the missed ones, then live ones. A subscriber that falls
+    QUEUE_BATCHES behind is cut off (KV_EVENTS_BEHIND: it resumes from the last batch it holds)."""
+
+    def __init__(self, hub: KvHub, resume_from: int | None, instance_id: str):
+        self.hub = hub
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[KvBatch | None] = asyncio.Queue()  # bounded by _put: None after QUEUE_BATCHES
+        hub.open(self._listen, resume_from, instance_id)
+
+    def _listen(self, batch: KvBatch) -> None:  # on the publishing thread
+        self._loop.call_soon_threadsafe(self._put, batch)
+
+    def _put(self, batch: KvBatch) -> None:
+        if self._queue.qsize() < QUEUE_BATCHES:
+            self._queue.put_nowait(batch)
+        elif self._queue.qsize() == QUEUE_BATCHES:
+            self.hub.close(self._listen)
+            self._queue.put_nowait(None)
+
+    async def get(self, wait_s: float | None = None) -> KvBatch | None:
+        """The next batch; None when `wait_s` seconds pass without one."""
+        try:
+            batch = await asyncio.wait_for(self._queue.get(), wait_s)
+        except TimeoutError:
+            return None
+        if batch is None:
+            raise fail(Reason.KV_EVENTS_BEHIND, f"fell {QUEUE_BATCHES} batches behind; resume from the last one held")
+        return batch
+
+    def close(self) -> None:
+        self.hub.close(self._listen)
+
+
+def subscription(hub: KvHub | None, resume_from: int | None, instance_id: str) -> Subscription:
     if hub is None:
         raise fail(Reason.KV_EVENTS_OFF, "this engine publishes no KV events (start it with --kv-events)")
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[KvBatch | None] = asyncio.Queue()  # bounded below: a None after QUEUE_BATCHES ends it
+    return Subscription(hub, resume_from, instance_id)
 
-    def put(batch: KvBatch) -> None:
-        if queue.qsize() < QUEUE_BATCHES:
-            queue.put_nowait(batch)
-        elif queue.qsize() == QUEUE_BATCHES:
-            hub.close(listener)
-            queue.put_nowait(None)
 
-    def listener(batch: KvBatch) -> None:
-        loop.call_soon_threadsafe(put, batch)
-
-    hub.open(listener, resume_from, instance_id)
+async def batches(hub: KvHub | None, resume_from: int | None, instance_id: str) -> AsyncIterator[KvBatch]:
+    """A subscription's batches, until the caller stops reading (or it is cut off)."""
+    sub = subscription(hub, resume_from, instance_id)
     try:
-        while (batch := await queue.get()) is not None:
+        while True:
+            batch = await sub.get()
+            assert batch is not None  # no timeout
             yield batch
-        raise fail(Reason.KV_EVENTS_BEHIND, f"fell {QUEUE_BATCHES} batches behind; resume from the last one held")
     finally:
-        hub.close(listener)
+        sub.close()

@@ -148,3 +148,51 @@ async def test_an_engine_without_kv_events_refuses_subscribers(tiny_model):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await control.SubscribeKvEvents(kv_events_pb2.SubscribeKvEventsRequest()).read()
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def test_smgs_stream_starts_with_a_snapshot_then_live_batches_with_loads(tiny_model):
+    from smg_grpc_proto.generated import common_pb2 as smg
+    from smg_grpc_proto.generated import vllm_engine_pb2_grpc
+
+    from engine_svc.serving.vllm_grpc.kv_events import block_hash
+
+    flags = ("--block-size", "4", "--num-kv-blocks", "48", "--kv-events")
+    async with engine_stub(tiny_model, *flags) as (stub, service):
+        await _traffic(stub, 20, seed=7)
+        face = vllm_engine_pb2_grpc.VllmEngineStub(stub.channel)
+        stream = face.SubscribeKvEvents(smg.SubscribeKvEventsRequest())
+        async with asyncio.timeout(2):  # SMG waits 2 s for the first message
+            first = await stream.read()
+        table: dict[int, tuple] = {}
+
+        def apply(batch) -> None:
+            for e in batch.events:
+                kind = e.WhichOneof("data")
+                if kind == "cleared":
+                    table.clear()
+                elif kind == "removed":
+                    for h in e.removed.block_hashes:
+                        table.pop(h)
+                else:
+                    for b in e.stored.blocks:
+                        table[b.block_hash] = tuple(b.token_ids)
+
+        assert first.snapshot.count == 1 and first.events[0].WhichOneof("data") == "cleared"
+        assert first.load.max_running_requests > 0
+        apply(first)
+        await _traffic(stub, 20, seed=8)
+        await asyncio.sleep(0.3)
+        last = (await service.loaded.engine.kv_hub()).next_sequence - 1
+        sequence = first.sequence_number
+        async with asyncio.timeout(10):
+            while sequence < last:
+                batch = await stream.read()
+                if not batch.load.load_only:
+                    assert batch.sequence_number == sequence + 1
+                    sequence = batch.sequence_number
+                    apply(batch)
+        heartbeat = await stream.read()  # idle: a load record, no events
+        stream.cancel()
+        pool = _pool_of(service)
+    assert heartbeat.load.load_only and not heartbeat.events and heartbeat.sequence_number == sequence
+    assert set(table) == {block_hash(h) for h in pool.table}

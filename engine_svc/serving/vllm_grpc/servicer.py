@@ -1,8 +1,7 @@
 """`vllm.grpc.engine.VllmEngine` on the engine's port: the face that SMG's gRPC mode (and any vLLM gRPC client)
 drives. Every call goes through the typed servicer's own steps (admission, tenancy, limits, errors, telemetry),
 so a request through this face is refused, counted and scoped exactly as one through `scaleout.v1.EngineService`;
-this module only reshapes (mapping.py holds the field table). SubscribeKvEvents: UNIMPLEMENTED until the
-engine publishes its KV events.
+this module only reshapes (mapping.py holds the field table; kv_events.py SubscribeKvEvents').
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from smg_grpc_proto.generated import vllm_engine_pb2 as vllm
 from smg_grpc_proto.generated import vllm_engine_pb2_grpc
 
 from engine_svc.serving.streaming import collect, stream_responses
-from engine_svc.serving.vllm_grpc import mapping
+from engine_svc.serving.vllm_grpc import kv_events, mapping
 from engine_svc.serving.vllm_grpc.tokenizer_zip import CHUNK_BYTES, tokenizer_zip
 from scaleout.v1 import control_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
@@ -196,8 +195,9 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
         raise fail(Reason.RPC_NOT_SERVED, "this engine has no profiler to stop")
 
     async def SubscribeKvEvents(self, request, context):
-        raise fail(Reason.RPC_NOT_SERVED, "this engine does not publish KV cache events yet")
-        yield  # a server stream
+        require_trusted(caller(context), "SubscribeKvEvents")
+        async for batch in kv_events.stream(self.typed.loaded.engine, request):  # kv_events.py maps them
+            yield batch
 
 
 def _raise_error(message: engine_pb2.GenerateResponse) -> None:
