@@ -1,6 +1,8 @@
 """deploy/ is what the code renders (regenerate when it is not) and valid Kubernetes: every container runs as
 non-root on a read-only root filesystem with resource limits, Envoy's admin stays on loopback, and a
-NetworkPolicy denies what the request path does not need."""
+NetworkPolicy denies what the request path does not need. Availability (issue 36): two replicas of every role on
+different nodes with a disruption budget each, a gateway that drains before it stops, client certificates from a
+CA apart from the hops', and services that refuse a call without the gateway's identity."""
 
 import subprocess
 import sys
@@ -8,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from gateway.drain import ENVOY_DRAIN_ARGS
 from scaleout_common.codegen import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -27,6 +30,8 @@ COMMAND = [
     "chat=chat:50054",
     "--tls-dir",
     "/etc/scaleout/tls",
+    "--client-ca-dir",
+    "/etc/scaleout/client-ca",
     "--mtls-dir",
     "/etc/scaleout/mtls",
     "--api-keys",
@@ -46,6 +51,8 @@ SDS_COMMAND = [
     "gateway.edge",
     "--tls-dir",
     "/etc/scaleout/tls",
+    "--client-ca-dir",
+    "/etc/scaleout/client-ca",
     "--verify-clients",
     "--mtls-dir",
     "/etc/scaleout/mtls",
@@ -55,7 +62,7 @@ SDS_COMMAND = [
 
 
 def _documents():
-    for name in ("services.yaml", "gateway.yaml", "networkpolicy.yaml"):
+    for name in ("services.yaml", "gateway.yaml", "networkpolicy.yaml", "availability.yaml"):
         for document in yaml.safe_load_all((DEPLOY / name).read_text()):
             if document:
                 yield name, document
@@ -97,7 +104,8 @@ def test_every_container_is_locked_down_and_bounded():
             assert 9901 not in ports, "Envoy's admin is never a declared port"
             if container["name"] != "envoy":
                 assert "--tls-dir=/etc/scaleout/mtls" in container["args"], "mTLS between every hop"
-    assert {"Deployment", "Service", "NetworkPolicy"} <= kinds
+                assert "--require-identity" in container["args"], "keys are on: no call without an identity"
+    assert {"Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget"} <= kinds
 
 
 def test_envoy_heap_limit_fits_its_container():
@@ -107,3 +115,41 @@ def test_envoy_heap_limit_fits_its_container():
     config = yaml.safe_load((DEPLOY / "envoy.yaml").read_text())
     heap = config["overload_manager"]["resource_monitors"][0]["typed_config"]["max_heap_size_bytes"]
     assert heap == 1024 * 1024 * 1024
+
+
+def test_every_role_survives_losing_a_node_or_a_pod():
+    deployments = {d["metadata"]["name"]: d for _, d in _documents() if d["kind"] == "Deployment"}
+    budgets = {
+        d["spec"]["selector"]["matchLabels"]["app"]: d["spec"]
+        for _, d in _documents()
+        if d["kind"] == "PodDisruptionBudget"
+    }
+    assert set(deployments) == {"gateway", "render", "engine", "derender", "chat"}
+    for name, deployment in deployments.items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert deployment["spec"]["replicas"] >= 2, name
+        assert 1 <= budgets[labels["app"]]["minAvailable"] < deployment["spec"]["replicas"], name
+        spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        term = spread["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        assert term["topologyKey"] == "kubernetes.io/hostname" and term["labelSelector"]["matchLabels"] == labels
+
+
+def test_the_gateway_drains_before_it_stops():
+    gateway = next(d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "gateway")
+    pod = gateway["spec"]["template"]["spec"]
+    envoy = pod["containers"][0]
+    hook = envoy["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[:3] == ["python", "-m", "gateway.drain"]
+    wait_s = float(hook[hook.index("--timeout-s") + 1])
+    assert pod["terminationGracePeriodSeconds"] >= wait_s + 10, "the grace period covers the drain and the signal"
+    assert " ".join(ENVOY_DRAIN_ARGS) in " ".join(envoy["command"])
+
+
+def test_client_certificates_and_hops_have_separate_cas():
+    gateway = next(d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "gateway")
+    volumes = {v["name"]: v for v in gateway["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["client-ca"]["secret"]["secretName"] not in {volumes["mtls"]["secret"]["secretName"], "gateway-tls"}
+    secrets = {p.name: yaml.safe_load(p.read_text())["resources"][0] for p in (DEPLOY / "sds").iterdir()}
+    clients = secrets["gateway_client_ca.yaml"]["validation_context"]["trusted_ca"]["filename"]
+    hops = secrets["upstream_ca.yaml"]["validation_context"]["trusted_ca"]["filename"]
+    assert clients.startswith("/etc/scaleout/client-ca/") and hops.startswith("/etc/scaleout/mtls/")
