@@ -37,6 +37,7 @@ from engine_svc.scheduling import kv_events as ours
 from engine_svc.serving import kv_relay
 from engine_svc.serving.kv_hub import KvBatch
 from scaleout.v1 import engine_pb2
+from scaleout_common.reasons import Reason, fail
 
 HEARTBEAT_S = 1.0
 SNAPSHOT_BLOCKS = 4096  # blocks per snapshot chunk: SMG's client takes messages of 4 MiB at most
@@ -121,8 +122,10 @@ def _snapshot(batch: KvBatch, block_size: int):
 async def stream(engine, request):
     """SubscribeKvEvents' messages for `engine` (an EngineAPI)."""
     hub = await engine.kv_hub()
+    if hub is None:  # UNIMPLEMENTED, as vLLM's servicer answers without a KV-event publisher
+        raise fail(Reason.RPC_NOT_SERVED, "this engine publishes no KV events (start it with --kv-events)")
     start = request.start_sequence_number
-    sub = kv_relay.subscription(hub, start or None, hub.instance_id if hub is not None else "")
+    sub = kv_relay.subscription(hub, start or None, hub.instance_id)
     samples, event_ids = itertools.count(1), itertools.count(1)
     size = hub.block_size
     last = 0 if request.load_records_before_first_batch or not start else start - 1
