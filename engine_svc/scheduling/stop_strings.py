@@ -1,11 +1,11 @@
 """Stop strings matched in the engine, as vLLM's engine matches them (its detokenizer's `check_stop_strings`).
 
 Each watched sequence decodes its new tokens incrementally with tokenizers' `DecodeStream` (seeded with the
-prompt's tail so a first token's leading space decodes as in context; a step costs a few microseconds and
-never re-decodes the output) and keeps only the text tail a match can still use. After `min_tokens`, a new
-piece of text is searched, together with that tail, for each stop string in the caller's order; the first
-found ends the choice with the token that completed it (the tokens are not cut: trimming the text is the
-caller's). Only sequences with stop strings are watched, so other requests pay nothing.
+prompt's tail so a first token's leading space decodes as in context; ~20 us a token measured on a busy 2-core
+CPU, and it never re-decodes the output) and keeps only the text tail a match can still use. After
+`min_tokens`, a new piece of text is searched, together with that tail, for each stop string in the caller's
+order; the first found ends the choice with the token that completed it (the tokens are not cut: trimming the
+text is the caller's). Only sequences with stop strings are watched, so other requests pay nothing.
 """
 
 from __future__ import annotations
