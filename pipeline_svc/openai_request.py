@@ -22,15 +22,19 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
-
-from google.protobuf import json_format
 
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.json_body import load_object
+from scaleout_common.openai_body_rules import (
+    COMPLETION_DEFAULT_MAX_TOKENS,
+    clean_messages,
+    parse_typed,
+    prompt_forms,
+    schemas_as_text,
+)
 from scaleout_common.reasons import Reason, fail
 
 # Render-only outputs and features the one hop cannot serve yet: refused, with the reason.
@@ -63,10 +67,6 @@ NO_OP_VALUES = {
 }
 IDENTITY_FIELDS = ("user", "safety_identifier")
 PIPELINE_FIELDS = ("stream", "stream_options")  # read here, then forwarded
-COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
-# Message keys whose null / empty value carries nothing (an SDK echoing an assistant message back sends them).
-EMPTY_MESSAGE_KEYS = ("refusal", "annotations", "audio", "function_call")
-_AT_FIELD = re.compile(r' at "?\w+\.(\w+)')  # json_format's `at RenderChatRequest.temperature`
 
 
 @dataclass
@@ -136,57 +136,10 @@ def _stream_options(out: dict) -> tuple[bool, bool, bool]:
     return stream, include_usage, include_usage and bool(options.get("continuous_usage_stats"))
 
 
-def _parse(out: dict, message) -> Any:
-    try:
-        return json_format.ParseDict(out, message)
-    except json_format.ParseError as error:
-        raise fail(
-            Reason.INVALID_REQUEST, f"the request does not fit the API: {error}", _field_of(str(error))
-        ) from None
-
-
-def _field_of(error: str) -> str | None:
-    """The top-level field json_format names: `Failed to parse <name> field`, `no field named "<name>"`, or, for a
-    scalar of the wrong type (`"temperature": "hot"`), `... at <Message>.<name>`."""
-    for marker, end in (("Failed to parse ", " field"), ('no field named "', '"')):
-        start = error.find(marker)
-        if start >= 0:
-            rest = error[start + len(marker) :]
-            return rest[: rest.find(end)] if end in rest else rest
-    at = _AT_FIELD.search(error)
-    return at.group(1) if at else None
-
-
-def _messages(messages) -> list:
-    if not isinstance(messages, list):
-        raise fail(Reason.INVALID_REQUEST, "`messages` must be a list", "messages")
-    cleaned = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise fail(Reason.INVALID_REQUEST, f"`messages[{i}]` must be an object", f"messages[{i}]")
-        kept = {k: v for k, v in message.items() if v is not None and not (k in EMPTY_MESSAGE_KEYS and v in ([], ""))}
-        if "reasoning" in kept:  # vLLM >= 0.11 spells reasoning_content `reasoning`
-            kept["reasoning_content"] = kept.pop("reasoning")
-        cleaned.append(kept)
-    return cleaned
-
-
 def _tool_choice(value) -> None:
     if value in ("none", "auto", "required") or isinstance(value, dict):
         return  # render checks a named tool against the tools and enforces required / named
     raise fail(Reason.INVALID_TOOL_CHOICE, "`tool_choice` must be none, auto, required or a named tool", "tool_choice")
-
-
-def _schemas_as_text(out: dict) -> None:
-    """JSON schemas as JSON text: a protobuf Struct would not keep their key order."""
-    fmt = out.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("json_schema"), dict):
-        spec = fmt["json_schema"]
-        if isinstance(spec.get("schema"), dict):
-            out["response_format"] = {**fmt, "json_schema": {**spec, "schema": json.dumps(spec["schema"])}}
-    outputs = out.get("structured_outputs")
-    if isinstance(outputs, dict) and isinstance(outputs.get("json"), dict):
-        out["structured_outputs"] = {**outputs, "json": json.dumps(outputs["json"])}
 
 
 def _reasoning_effort(data: dict) -> None:
@@ -210,13 +163,13 @@ def chat_request(body: bytes) -> OpenAIRequest:
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
     if "messages" in out:
-        out["messages"] = _messages(out["messages"])
+        out["messages"] = clean_messages(out["messages"])
     if "tool_choice" in out:
         _tool_choice(out["tool_choice"])
-    _schemas_as_text(out)
+    schemas_as_text(out)
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]
-    typed = _parse(out, render_pb2.RenderChatRequest())
+    typed = parse_typed(out, render_pb2.RenderChatRequest())
     return OpenAIRequest(typed, stream, include_usage, continuous, identity)
 
 
@@ -231,32 +184,10 @@ def completion_request(body: bytes) -> OpenAIRequest:
         raise _unsupported("best_of", "other than n is not supported (vLLM's V1 engine dropped it too)")
     if "prompt" not in out:
         raise fail(Reason.MISSING_PROMPT, "`prompt` is required", "prompt")
-    out.update(_prompt(out.pop("prompt")))
+    out.update(prompt_forms(out.pop("prompt")))
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]
     out.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
-    _schemas_as_text(out)
-    typed = _parse(out, render_pb2.RenderCompletionRequest())
+    schemas_as_text(out)
+    typed = parse_typed(out, render_pb2.RenderCompletionRequest())
     return OpenAIRequest(typed, stream, include_usage, continuous, identity)
-
-
-def _prompt(prompt) -> dict:
-    """OpenAI's four prompt forms: a string, strings, token ids, or lists of token ids."""
-    if isinstance(prompt, str):
-        return {"prompts": [prompt]}
-    if isinstance(prompt, list) and prompt:
-        if all(isinstance(p, str) for p in prompt):
-            return {"prompts": prompt}
-        if all(_is_int(t) for t in prompt):
-            return {"prompt_token_ids": [{"token_ids": prompt}]}
-        if all(isinstance(p, list) and p and all(_is_int(t) for t in p) for p in prompt):
-            return {"prompt_token_ids": [{"token_ids": p} for p in prompt]}
-    raise fail(
-        Reason.INVALID_REQUEST,
-        "`prompt` must be a string, a list of strings, a list of token ids or a list of such lists",
-        "prompt",
-    )
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

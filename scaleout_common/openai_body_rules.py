@@ -1,0 +1,96 @@
+"""How an OpenAI-shaped JSON body's fields become a typed render request, where both front doors read one.
+
+render's vLLM render paths (render_svc/vllm_render/) and the pipeline's one-hop routes (pipeline_svc/
+openai_request.py) each decide which fields they take; the shapes those fields arrive in are read here, once:
+the completions prompt forms, the message clean-up, JSON schemas kept as text, and the typed parse that names
+the field json_format stopped at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from google.protobuf import json_format
+
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
+
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+# Message keys whose null or empty value carries nothing (an SDK echoing an assistant message back sends them).
+EMPTY_MESSAGE_KEYS = ("refusal", "annotations", "audio", "function_call")
+_AT_FIELD = re.compile(r' at "?\w+\.(\w+)')  # json_format's `at RenderChatRequest.temperature`
+
+
+def _invalid(field: str, message: str) -> ServiceError:
+    return fail(Reason.INVALID_REQUEST, f"`{field}` {message}", field)
+
+
+def prompt_forms(prompt) -> dict:
+    """OpenAI's (and vLLM's) four prompt forms: a string, strings, token ids, or lists of token ids; as the
+    typed completion request's `prompts` or `prompt_token_ids`."""
+    if isinstance(prompt, str):
+        return {"prompts": [prompt]}
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, str) for p in prompt):
+            return {"prompts": prompt}
+        if all(_is_id(t) for t in prompt):
+            return {"prompt_token_ids": [{"token_ids": prompt}]}
+        if all(isinstance(p, list) and p and all(_is_id(t) for t in p) for p in prompt):
+            return {"prompt_token_ids": [{"token_ids": p} for p in prompt]}
+    raise _invalid("prompt", "must be a string, a list of strings, a list of token ids or a list of such lists")
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def clean_messages(messages) -> list:
+    """The messages without the keys that carry nothing; vLLM's `reasoning` (>= 0.11) read as
+    `reasoning_content`, which it still takes and which wins when both come."""
+    if not isinstance(messages, list):
+        raise _invalid("messages", "must be a list")
+    cleaned = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _invalid(f"messages[{i}]", "must be an object")
+        kept = {k: v for k, v in message.items() if v is not None and not (k in EMPTY_MESSAGE_KEYS and v in ([], ""))}
+        if "reasoning" in kept:
+            kept.setdefault("reasoning_content", kept.pop("reasoning"))
+        cleaned.append(kept)
+    return cleaned
+
+
+def schemas_as_text(out: dict) -> None:
+    """JSON schemas as JSON text: a protobuf Struct would not keep their key order (the order they generate in)."""
+    fmt = out.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+        spec = fmt["json_schema"]
+        if isinstance(spec.get("schema"), dict):
+            out["response_format"] = {**fmt, "json_schema": {**spec, "schema": json.dumps(spec["schema"])}}
+    outputs = out.get("structured_outputs")
+    if isinstance(outputs, dict) and isinstance(outputs.get("json"), dict):
+        out["structured_outputs"] = {**outputs, "json": json.dumps(outputs["json"])}
+
+
+def parse_typed(out: dict, message) -> Any:
+    """`out` into the typed request `message`; a field of the wrong shape is INVALID_REQUEST naming it."""
+    try:
+        return json_format.ParseDict(out, message)
+    except json_format.ParseError as error:
+        raise fail(
+            Reason.INVALID_REQUEST, f"the request does not fit the API: {error}", _field_of(str(error))
+        ) from None
+
+
+def _field_of(error: str) -> str | None:
+    """The top-level field json_format names: `Failed to parse <name> field`, `no field named "<name>"`, or, for a
+    scalar of the wrong type (`"temperature": "hot"`), `... at <Message>.<name>`."""
+    for marker, end in (("Failed to parse ", " field"), ('no field named "', '"')):
+        start = error.find(marker)
+        if start >= 0:
+            rest = error[start + len(marker) :]
+            return rest[: rest.find(end)] if end in rest else rest
+    at = _AT_FIELD.search(error)
+    return at.group(1) if at else None
