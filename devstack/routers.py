@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devstack.lifecycle import Started
 from devstack.stack import Stack, free_port
 
 # The router's command and, per kind, the route that lists the workers it routes to.
@@ -39,7 +40,7 @@ class RouterConfig:
     start_timeout_s: float = 90.0
 
 
-class Router:
+class Router(Started):
     def __init__(self, config: RouterConfig):
         if config.kind not in COMMANDS:
             raise ValueError(f"unknown router {config.kind!r}; known: {sorted(COMMANDS)}")
@@ -74,17 +75,6 @@ class Router:
             *cfg.worker_urls,
             *cfg.args,
         ]
-
-    def __enter__(self) -> Router:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

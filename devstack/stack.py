@@ -32,6 +32,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.certs import CERT, KEY, Authority
+from devstack.lifecycle import Started
 from gateway.drain import ENVOY_DRAIN_ARGS, drain
 from gateway.edge import ApiKeys, Edge, Mtls, Tls
 from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, PrefixRouting, Tracing, Upstream, render_config
@@ -101,7 +102,7 @@ class StackConfig:
     max_restarts: int = 5  # in a row, each within a minute of the last: then the stack stops, loudly
 
 
-class Stack:
+class Stack(Started):
     def __init__(self, config: StackConfig):
         self.config = config
         self.replicas: list[Replica] = []
@@ -169,17 +170,6 @@ class Stack:
             api_keys=ApiKeys(str(self.api_keys_path)),
             sds_dir=str(self._workdir / "sds"),
         )
-
-    def __enter__(self) -> Stack:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def _log(self, name: str):
         if self.config.log_dir is None:
