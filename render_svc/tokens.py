@@ -122,8 +122,9 @@ class Tokens:
         """`text` cut where the tokenizer cuts it: long runs between two added tokens alone (the cache's), the
         rest joined, and a cut at `cut`; with the index of the first piece after `cut`. None when `cut` is not
         where an added token starts (or is 0)."""
+        assert self._splitter is not None  # callers check it
         points, starts = [0], set()
-        for match in self._splitter.finditer(text):  # type: ignore[union-attr]  (callers check it)
+        for match in self._splitter.finditer(text):
             starts.add(match.start())
             points += match.span()
         if cut is not None and (cut not in starts or cut <= 0):
@@ -154,7 +155,8 @@ class Tokens:
                 else:
                     out[id(piece)] = known
         if todo:
-            encoded = self._rust.encode_batch_fast(todo, add_special_tokens=False)  # type: ignore[union-attr]
+            assert self._rust is not None  # pieces come from a fast tokenizer only
+            encoded = self._rust.encode_batch_fast(todo, add_special_tokens=False)
             for piece, encoding in zip(todo, encoded):
                 out[id(piece)] = ids = encoding.ids
                 if cache is not None and len(piece) >= MIN_CACHED_CHARS:
