@@ -10,7 +10,15 @@ from __future__ import annotations
 import dataclasses
 
 from pipeline_svc.fleet import Answer, Fleet
-from scaleout.v1 import control_pb2, control_pb2_grpc, engine_pb2, engine_pb2_grpc, fleet_pb2, fleet_pb2_grpc
+from scaleout.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    engine_pb2,
+    engine_pb2_grpc,
+    fleet_pb2,
+    fleet_pb2_grpc,
+    kv_events_pb2,
+)
 from scaleout_common.errors import ServiceError
 from scaleout_common.identity import caller, require_trusted
 
@@ -72,6 +80,16 @@ class FleetOperations(fleet_pb2_grpc.FleetServiceServicer):
             if engine.HasField("error"):
                 raise _failure(engine)
         return sum(e.reset.blocks_dropped for e in engines)
+
+    async def kv_event_sources(self, context) -> list[tuple[str, kv_events_pb2.KvEventSource]]:
+        """(replica address, its ZMQ KV-event source) of each replica that publishes one, in the replicas' order;
+        when none answered, the first failure, raised."""
+        request, stub = kv_events_pb2.GetKvEventSourcesRequest(), control_pb2_grpc.EngineControlServiceStub
+        answers = await self._each(context, "GetKvEventSources", stub, "GetKvEventSources", request)
+        answered = [a for a in answers if a.error is None]
+        if answers and not answered:
+            raise answers[0].error
+        return [(a.replica.address, a.response.source) for a in answered if a.response.HasField("source")]
 
     async def GetLoads(self, request, context):
         return await self.loads(context)

@@ -29,7 +29,12 @@ BUF = shutil.which("buf", path=str(Path(sys.executable).parent)) or shutil.which
 # Streams REST reaches through a relay that ends them in-band when they break off (engine_stream.proto).
 RELAYED = {"scaleout.v1.EngineService.Generate": "scaleout.v1.EngineStreamService.Generate"}
 # One replica's control operations, which REST reaches on every replica at once (fleet.proto).
-FANNED_OUT = {"scaleout.v1.EngineControlService.ResetPrefixCache": "scaleout.v1.FleetService.ResetPrefixCache"}
+FANNED_OUT = {
+    "scaleout.v1.EngineControlService.ResetPrefixCache": "scaleout.v1.FleetService.ResetPrefixCache",
+    "scaleout.v1.EngineControlService.GetKvEventSources": "scaleout.v1.VllmServerService.KvEventSources",
+}
+# One replica's stream with no REST twin: a router subscribes to each replica's KV events over gRPC.
+PER_REPLICA = {"scaleout.v1.EngineControlService.SubscribeKvEvents"}
 
 
 def test_generated_is_fresh():
@@ -82,7 +87,7 @@ def test_every_non_bidi_rpc_has_an_http_binding(module):
     for service in module.DESCRIPTOR.services_by_name.values():
         for method in service.methods:
             bidi = method.client_streaming and method.server_streaming
-            if bidi:
+            if bidi or method.full_name in PER_REPLICA:
                 continue
             if method.full_name in RELAYED:
                 relay = module.DESCRIPTOR.pool.FindMethodByName(RELAYED[method.full_name])

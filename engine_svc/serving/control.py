@@ -6,9 +6,12 @@ SubscribeKvEvents streams the prefix cache's events (kv_relay.py) in our contrac
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from engine_svc.scheduling import kv_events
 from engine_svc.serving import kv_relay
 from engine_svc.serving.kv_hub import KvBatch
+from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from scaleout.v1 import control_pb2, control_pb2_grpc, kv_events_pb2
 from scaleout_common.identity import caller, require_trusted
 
@@ -23,6 +26,13 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
         require_trusted(caller(context), "ResetPrefixCache")
         dropped = await self.service.loaded.engine.reset_prefix_cache()
         return control_pb2.ResetPrefixCacheResponse(blocks_dropped=dropped)
+
+    async def GetKvEventSources(self, request, context):
+        require_trusted(caller(context), "GetKvEventSources")
+        config = vllm_kv_config.parse(self.service.args.kv_events_config)
+        if not config.zmq:
+            return kv_events_pb2.GetKvEventSourcesResponse()
+        return kv_events_pb2.GetKvEventSourcesResponse(source=kv_events_pb2.KvEventSource(**asdict(config)))
 
     async def SubscribeKvEvents(self, request, context):
         require_trusted(caller(context), "SubscribeKvEvents")

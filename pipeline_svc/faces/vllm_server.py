@@ -1,7 +1,8 @@
 """vLLM's server routes that vllm-router calls, as a face over the contract (vllm_server.proto).
 
-`/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are the two that need
-the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`) and vLLM's `/reset_prefix_cache`.
+`/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are those that need
+the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/reset_prefix_cache` and
+vLLM's `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per data-parallel rank).
 Held against vllm-router 0.1.17 (its binary, run against a recording server: `GET /get_load`, `load` read as an
 integer, -1 when missing) and vLLM 0.33's serve/dev/cache router (`{"success": bool}`, its two query flags).
 """
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.shaped_route import json_body
-from scaleout.v1 import fleet_pb2, vllm_server_pb2_grpc
+from scaleout.v1 import fleet_pb2, kv_events_pb2, vllm_server_pb2_grpc
 
 # vllm-router's `/get_load` <- the engine replicas that answered GetLoad: the sequences each runs and queues.
 GET_LOAD: dict[str, Callable[[list[fleet_pb2.EngineLoad]], object]] = {
@@ -26,6 +27,31 @@ RESET: dict[str, Callable[[int], object]] = {
 }
 
 
+# vLLM's `/kv_event_sources` <- one entry per replica that publishes KV events over ZMQ (GetKvEventSources), keyed
+# by its position ("0", "1", ...) as vLLM keys its data-parallel ranks; each is vLLM's KVEventsConfig, a wildcard
+# bind host replaced by the replica's own, so the subscriber can connect.
+KV_EVENT_SOURCE: dict[str, Callable[[kv_events_pb2.KvEventSource, str], object]] = {
+    "enable_kv_cache_events": lambda source, host: source.enable_kv_cache_events,
+    "publisher": lambda source, host: source.publisher,
+    "endpoint": lambda source, host: source.endpoint.replace("*", host),
+    "replay_endpoint": lambda source, host: (
+        source.replay_endpoint.replace("*", host) if source.HasField("replay_endpoint") else None
+    ),
+    "buffer_steps": lambda source, host: source.buffer_steps,
+    "hwm": lambda source, host: source.hwm,
+    "max_queue_size": lambda source, host: source.max_queue_size,
+    "topic": lambda source, host: source.topic,
+}
+
+
+def kv_event_sources(sources: list[tuple[str, kv_events_pb2.KvEventSource]]) -> dict[str, dict]:
+    """vLLM's body from (replica address, source) pairs."""
+    return {
+        str(rank): {name: value(source, address.rpartition(":")[0]) for name, value in KV_EVENT_SOURCE.items()}
+        for rank, (address, source) in enumerate(sources)
+    }
+
+
 class VllmServer(vllm_server_pb2_grpc.VllmServerServiceServicer):
     def __init__(self, fleet: FleetOperations):
         self.fleet = fleet
@@ -37,3 +63,6 @@ class VllmServer(vllm_server_pb2_grpc.VllmServerServiceServicer):
     async def ResetPrefixCache(self, request, context):
         dropped = await self.fleet.reset_all(context)
         return json_body({name: value(dropped) for name, value in RESET.items()})
+
+    async def KvEventSources(self, request, context):
+        return json_body(kv_event_sources(await self.fleet.kv_event_sources(context)))

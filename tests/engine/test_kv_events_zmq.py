@@ -15,7 +15,7 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from scaleout.v1 import control_pb2, control_pb2_grpc
+from scaleout.v1 import control_pb2, control_pb2_grpc, kv_events_pb2
 from scaleout_common import prefix_hash
 from tests.engine.conftest import engine_stub
 from tests.engine.test_kv_events import _pool_of, _traffic
@@ -89,9 +89,13 @@ async def test_vllms_classes_decode_the_stream_and_the_replay(tiny_model, tmp_pa
             )
             await _traffic(stub, 25, seed=6)
             live = await _drain(sub)
+            control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
+            source = (await control.GetKvEventSources(kv_events_pb2.GetKvEventSourcesRequest())).source
             replayed = await _replay(ctx, f"tcp://127.0.0.1:{replay}", 0)
             table = set(_pool_of(service).table)
             sub.close(linger=0)
+        assert source.endpoint == f"tcp://*:{pub}" and source.replay_endpoint == f"tcp://*:{replay}"
+        assert source.enable_kv_cache_events and source.publisher == "zmq" and source.buffer_steps == 10_000
         assert live and all(len(f) == 3 and f[0] == b"kv@test" for f in live)
         assert replayed[-len(live) :] == live  # the replay buffer holds the very frames published
         seqs = [int.from_bytes(f[1], "big") for f in replayed]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from scaleout.v1 import kv_events_pb2 as scaleout_dot_v1_dot_kv__events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19scaleout/v1/control.proto\x12\x0bscaleout.v1\x1a\x1bscaleout/v1/kv_events.proto\"\x19\n\x17ResetPrefixCacheRequest\"2\n\x18ResetPrefixCacheResponse\x12\x16\n\x0e\x62locks_dropped\x18\x01 \x01(\x05\x32\xd0\x01\n\x14\x45ngineControlService\x12_\n\x10ResetPrefixCache\x12$.scaleout.v1.ResetPrefixCacheRequest\x1a%.scaleout.v1.ResetPrefixCacheResponse\x12W\n\x11SubscribeKvEvents\x12%.scaleout.v1.SubscribeKvEventsRequest\x1a\x19.scaleout.v1.KvEventBatch0\x01\x42\x8e\x01\n\x0f\x63om.scaleout.v1B\x0c\x43ontrolProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19scaleout/v1/control.proto\x12\x0bscaleout.v1\x1a\x1bscaleout/v1/kv_events.proto\"\x19\n\x17ResetPrefixCacheRequest\"2\n\x18ResetPrefixCacheResponse\x12\x16\n\x0e\x62locks_dropped\x18\x01 \x01(\x05\x32\xb4\x02\n\x14\x45ngineControlService\x12_\n\x10ResetPrefixCache\x12$.scaleout.v1.ResetPrefixCacheRequest\x1a%.scaleout.v1.ResetPrefixCacheResponse\x12W\n\x11SubscribeKvEvents\x12%.scaleout.v1.SubscribeKvEventsRequest\x1a\x19.scaleout.v1.KvEventBatch0\x01\x12\x62\n\x11GetKvEventSources\x12%.scaleout.v1.GetKvEventSourcesRequest\x1a&.scaleout.v1.GetKvEventSourcesResponseB\x8e\x01\n\x0f\x63om.scaleout.v1B\x0c\x43ontrolProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,5 +38,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESETPREFIXCACHERESPONSE']._serialized_start=98
   _globals['_RESETPREFIXCACHERESPONSE']._serialized_end=148
   _globals['_ENGINECONTROLSERVICE']._serialized_start=151
-  _globals['_ENGINECONTROLSERVICE']._serialized_end=359
+  _globals['_ENGINECONTROLSERVICE']._serialized_end=459
 # @@protoc_insertion_point(module_scope)

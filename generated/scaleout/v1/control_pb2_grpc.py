@@ -48,6 +48,11 @@ class EngineControlServiceStub:
                 request_serializer=scaleout_dot_v1_dot_kv__events__pb2.SubscribeKvEventsRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_kv__events__pb2.KvEventBatch.FromString,
                 _registered_method=True)
+        self.GetKvEventSources = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/GetKvEventSources',
+                request_serializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesResponse.FromString,
+                _registered_method=True)
 
 
 class EngineControlServiceServicer:
@@ -74,6 +79,14 @@ class EngineControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetKvEventSources(self, request, context):
+        """Where this engine publishes its KV events in vLLM's ZMQ format (--kv-events-config); no source when it does
+        not. Over REST: `GET /kv_event_sources` (VllmServerService), every replica's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -86,6 +99,11 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
                     servicer.SubscribeKvEvents,
                     request_deserializer=scaleout_dot_v1_dot_kv__events__pb2.SubscribeKvEventsRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_kv__events__pb2.KvEventBatch.SerializeToString,
+            ),
+            'GetKvEventSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetKvEventSources,
+                    request_deserializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -145,6 +163,33 @@ class EngineControlService:
             '/scaleout.v1.EngineControlService/SubscribeKvEvents',
             scaleout_dot_v1_dot_kv__events__pb2.SubscribeKvEventsRequest.SerializeToString,
             scaleout_dot_v1_dot_kv__events__pb2.KvEventBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetKvEventSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/GetKvEventSources',
+            scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesRequest.SerializeToString,
+            scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,3 +61,33 @@ class BlocksRemoved(_message.Message):
 class AllBlocksCleared(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class GetKvEventSourcesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetKvEventSourcesResponse(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: KvEventSource
+    def __init__(self, source: _Optional[_Union[KvEventSource, _Mapping]] = ...) -> None: ...
+
+class KvEventSource(_message.Message):
+    __slots__ = ("enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint", "buffer_steps", "hwm", "max_queue_size", "topic")
+    ENABLE_KV_CACHE_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_STEPS_FIELD_NUMBER: _ClassVar[int]
+    HWM_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    enable_kv_cache_events: bool
+    publisher: str
+    endpoint: str
+    replay_endpoint: str
+    buffer_steps: int
+    hwm: int
+    max_queue_size: int
+    topic: str
+    def __init__(self, enable_kv_cache_events: _Optional[bool] = ..., publisher: _Optional[str] = ..., endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., buffer_steps: _Optional[int] = ..., hwm: _Optional[int] = ..., max_queue_size: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...

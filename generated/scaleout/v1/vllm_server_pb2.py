@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/vllm_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\x14\n\x12VllmGetLoadRequest\"U\n\x1bVllmResetPrefixCacheRequest\x12\x1e\n\x16reset_running_requests\x18\x01 \x01(\x08\x12\x16\n\x0ereset_external\x18\x02 \x01(\x08\x32\xd9\x01\n\x11VllmServerService\x12S\n\x07GetLoad\x12\x1f.scaleout.v1.VllmGetLoadRequest\x1a\x14.google.api.HttpBody\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/get_load\x12o\n\x10ResetPrefixCache\x12(.scaleout.v1.VllmResetPrefixCacheRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x13/reset_prefix_cacheB\x91\x01\n\x0f\x63om.scaleout.v1B\x0fVllmServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/vllm_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\x14\n\x12VllmGetLoadRequest\"\x1b\n\x19VllmKvEventSourcesRequest\"U\n\x1bVllmResetPrefixCacheRequest\x12\x1e\n\x16reset_running_requests\x18\x01 \x01(\x08\x12\x16\n\x0ereset_external\x18\x02 \x01(\x08\x32\xc4\x02\n\x11VllmServerService\x12S\n\x07GetLoad\x12\x1f.scaleout.v1.VllmGetLoadRequest\x1a\x14.google.api.HttpBody\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/get_load\x12o\n\x10ResetPrefixCache\x12(.scaleout.v1.VllmResetPrefixCacheRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x13/reset_prefix_cache\x12i\n\x0eKvEventSources\x12&.scaleout.v1.VllmKvEventSourcesRequest\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/kv_event_sourcesB\x91\x01\n\x0f\x63om.scaleout.v1B\x0fVllmServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,10 +38,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VLLMSERVERSERVICE'].methods_by_name['GetLoad']._serialized_options = b'\202\323\344\223\002\013\022\t/get_load'
   _globals['_VLLMSERVERSERVICE'].methods_by_name['ResetPrefixCache']._loaded_options = None
   _globals['_VLLMSERVERSERVICE'].methods_by_name['ResetPrefixCache']._serialized_options = b'\202\323\344\223\002\025\"\023/reset_prefix_cache'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['KvEventSources']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['KvEventSources']._serialized_options = b'\202\323\344\223\002\023\022\021/kv_event_sources'
   _globals['_VLLMGETLOADREQUEST']._serialized_start=103
   _globals['_VLLMGETLOADREQUEST']._serialized_end=123
-  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_start=125
-  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_end=210
-  _globals['_VLLMSERVERSERVICE']._serialized_start=213
-  _globals['_VLLMSERVERSERVICE']._serialized_end=430
+  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_start=125
+  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_end=152
+  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_start=154
+  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_end=239
+  _globals['_VLLMSERVERSERVICE']._serialized_start=242
+  _globals['_VLLMSERVERSERVICE']._serialized_end=566
 # @@protoc_insertion_point(module_scope)

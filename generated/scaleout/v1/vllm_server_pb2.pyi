@@ -10,6 +10,10 @@ class VllmGetLoadRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class VllmKvEventSourcesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class VllmResetPrefixCacheRequest(_message.Message):
     __slots__ = ("reset_running_requests", "reset_external")
     RESET_RUNNING_REQUESTS_FIELD_NUMBER: _ClassVar[int]

@@ -48,6 +48,11 @@ class VllmServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResetPrefixCacheRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.KvEventSources = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/KvEventSources',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmKvEventSourcesRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class VllmServerServiceServicer:
@@ -72,6 +77,15 @@ class VllmServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KvEventSources(self, request, context):
+        """vLLM `GET /kv_event_sources`: where the engines publish KV events over ZMQ, one entry per replica that does,
+        keyed "0", "1", ... in the replicas' order as vLLM keys its data-parallel ranks; each is vLLM's
+        KVEventsConfig with a wildcard host replaced by the replica's address. `{}` when none does. Admin-scoped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VllmServerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -83,6 +97,11 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             'ResetPrefixCache': grpc.unary_unary_rpc_method_handler(
                     servicer.ResetPrefixCache,
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResetPrefixCacheRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'KvEventSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvEventSources,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmKvEventSourcesRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -142,6 +161,33 @@ class VllmServerService:
             target,
             '/scaleout.v1.VllmServerService/ResetPrefixCache',
             scaleout_dot_v1_dot_vllm__server__pb2.VllmResetPrefixCacheRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KvEventSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/KvEventSources',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmKvEventSourcesRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
