@@ -8,6 +8,7 @@ folder as its tokenizer. Outputs are short: the CI machine is small."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from devstack.stack import free_port
 from scaleout_common.models import resolve_model
 
-pytestmark = pytest.mark.slow
+# Two engines loading side by side take minutes on a busy 2-core machine: above the default 300 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 COUNT = [{"role": "user", "content": "Count from 1 to 20, one number per line."}]
 
@@ -36,7 +38,7 @@ def _process(args: list[str], log) -> subprocess.Popen:
 def _stop(process: subprocess.Popen) -> None:
     process.terminate()
     try:
-        process.wait(30)
+        process.wait(10)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -129,3 +131,26 @@ def test_completions_unary_and_streamed(smg, model):
         model=model, prompt="1, 2, 3, 4,", max_tokens=8, temperature=0, stop=[" 7"], stream=True
     )
     assert "".join(c.choices[0].text for c in streamed if c.choices) == unary.choices[0].text
+
+
+def test_structured_output_and_a_required_tool_call_come_out_as_the_schema_says(smg, model):
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    shaped = smg.chat.completions.create(
+        model=model, messages=COUNT, max_tokens=40, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+    )  # fmt: skip
+    assert shaped.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(shaped.choices[0].message.content)["ok"], bool)
+    tool = {"type": "function", "function": {"name": "count", "parameters": schema}}
+    called = smg.chat.completions.create(
+        model=model, messages=COUNT, max_tokens=60, temperature=0, tools=[tool], tool_choice="required"
+    )
+    calls = called.choices[0].message.tool_calls
+    assert (
+        calls and calls[0].function.name == "count" and isinstance(json.loads(calls[0].function.arguments)["ok"], bool)
+    )
