@@ -30,8 +30,10 @@ def stack(tmp_path_factory):
     config = StackConfig(
         port=0,
         replicas={"render": 0, "engine": 2, "derender": 0, "chat": 0},
-        # One sequence running and one waiting per engine: a third is QUEUE_FULL.
+        # One sequence running and one waiting per engine: a third is QUEUE_FULL. No queue-wait budget (its own
+        # refusal, tests/faults/test_queue_budget.py), which would refuse the waiting one first.
         service_args={"engine": ["--max-num-seqs", "1", "--max-waiting", "1", "--drain-grace-s", "1"]},
+        env={"SCALEOUT_MAX_QUEUE_WAIT_S": "0"},
         log_dir=tmp_path_factory.mktemp("overload-logs"),
     )
     with Stack(config) as running:
