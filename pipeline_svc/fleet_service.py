@@ -87,7 +87,7 @@ class FleetOperations(fleet_pb2_grpc.FleetServiceServicer):
         request, stub = kv_events_pb2.GetKvEventSourcesRequest(), control_pb2_grpc.EngineControlServiceStub
         answers = await self._each(context, "GetKvEventSources", stub, "GetKvEventSources", request)
         answered = [a for a in answers if a.error is None]
-        if answers and not answered:
+        if answers and not answered and answers[0].error is not None:
             raise answers[0].error
         return [(a.replica.address, a.response.source) for a in answered if a.response.HasField("source")]
 

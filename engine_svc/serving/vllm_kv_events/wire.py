@@ -80,7 +80,7 @@ class KVEventBatch(EventBatch):
     events: list[BlockStored | BlockRemoved | AllBlocksCleared]
 
 
-def event(e: ours.KvEvent, block_size: int) -> KVCacheEvent:
+def event(e: ours.KvEvent, block_size: int) -> BlockStored | BlockRemoved | AllBlocksCleared:
     if isinstance(e, ours.BlocksStored):
         first = (e.cache_salt,) if e.parent is None and e.cache_salt else None
         return BlockStored(
