@@ -6,7 +6,8 @@ security bench (bench/security): each is one tenant trying to fail or lock out e
 - `StalledBodies`: uploads that send most of a large body and stop, over HTTP/1.1 and over HTTP/2 (a minimal
   client below: just enough framing to open streams and send DATA).
 - `SilentSockets`: connections that never send a byte.
-Each attack holds what it opened until `close()`; `held()` says how many the gateway still holds.
+Each attack holds what it opened until `close()`; `held()` says how many the gateway still holds, `prune()` lets
+go of the rest.
 """
 
 from __future__ import annotations
@@ -48,21 +49,32 @@ class _Held:
     def held(self) -> int:
         """How many of ours the gateway holds: neither answered (an answer, 408 or 413, ends the attack's request)
         nor closed."""
-        held = 0
-        for sock in self.sockets:
-            try:
-                sock.setblocking(False)
-                sock.recv(1, socket.MSG_PEEK)
-            except BlockingIOError:
-                held += 1
-            except OSError:
-                pass
-        return held
+        return sum(_held(sock) for sock in self.sockets)
+
+    def prune(self) -> int:
+        """Close ours that the gateway answered or closed (a lasting attack reuses their descriptors); how many it
+        still holds."""
+        kept = [sock for sock in self.sockets if _held(sock)]
+        for sock in set(self.sockets) - set(kept):
+            sock.close()
+        self.sockets = kept
+        return len(kept)
 
     def close(self) -> None:
         for sock in self.sockets:
             sock.close()
         self.sockets.clear()
+
+
+def _held(sock: socket.socket) -> bool:
+    try:
+        sock.setblocking(False)
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 class SilentSockets(_Held):

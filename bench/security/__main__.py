@@ -7,6 +7,8 @@
    and secure/plain (goal >= 0.9).
 2. Memory: Envoy's resident memory before, at peak and after `--attackers` concurrent 100 MB bodies (sent with a
    content-length, and chunked), against the configured heap limit.
+3. Isolation: the gateway's memory and a bystander's latency under each attack of issue 36, against no attack
+   (bench/security/isolation.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.security.isolation import add_arguments, isolation
 from devstack.stack import Stack, StackConfig
 from gateway.limits import Limits
 
@@ -155,7 +158,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--attackers", type=int, default=4)
     parser.add_argument("--log-dir", default="/tmp/bench-security")
-    parser.add_argument("--only", choices=["throughput", "memory"], default=None)
+    parser.add_argument("--only", choices=["throughput", "memory", "isolation"], default=None)
+    add_arguments(parser)
     args = parser.parse_args()
     report = {
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
@@ -173,6 +177,8 @@ def main() -> None:
         )
     if args.only in (None, "memory"):
         report["memory"] = memory(args)
+    if args.only in (None, "isolation"):
+        report["isolation"] = isolation(args)
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(report, indent=1) + "\n")
