@@ -4,18 +4,33 @@ Only a JSON object with finite numbers is accepted: `NaN`, `Infinity` and number
 (`1e999`) are refused, as is anything that is not JSON (INVALID_JSON, the reason the gateway gives for a body
 the transcoder cannot parse). The refusal says where the body broke in our words, never quoting it, and a body
 nested past the parser's recursion limit is refused as such (not with Python's own message).
+
+orjson reads it first (~5x faster than the stdlib's decoder; it refuses NaN, Infinity and overflowing numbers
+too); a body it refuses, or one with an integer past 64 bits (orjson would read it as a float), is read again by
+the stdlib's, whose refusal and numbers are the ones clients get.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+
+import orjson
 
 from scaleout_common.errors import QUOTE_CHARS, clip
 from scaleout_common.reasons import Reason, fail
 
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
 
 def load_object(body: bytes) -> dict:
+    try:
+        data = orjson.loads(body or b"{}") if not _LONG_NUMBER.search(body) else None
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        return data
     try:
         data = json.loads(body or b"{}", parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:

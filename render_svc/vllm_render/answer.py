@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import orjson
 from google.api import httpbody_pb2
-from google.protobuf import json_format
 
 from render_svc.completion import render_completion
 from render_svc.renderer import Renderer
@@ -19,6 +18,7 @@ from render_svc.structured import NONE
 from render_svc.vllm_render import sampling
 from render_svc.vllm_render.fields import CHAT, COMPLETION
 from render_svc.vllm_render.request import VllmRequest, read
+from scaleout_common import proto_json
 
 JSON = "application/json"
 
@@ -47,11 +47,6 @@ def render_completion_vllm(renderer: Renderer, body: httpbody_pb2.HttpBody) -> h
 def _json(payload) -> httpbody_pb2.HttpBody:
     """orjson, as vLLM prints it: the stdlib's encoder takes ~15 times as long over a long prompt's token ids."""
     return httpbody_pb2.HttpBody(content_type=JSON, data=orjson.dumps(payload))
-
-
-def _proto_json(message) -> dict:
-    """A message in proto3 JSON (proto field names; zero values left out: ~40% cheaper to print)."""
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
 def _generate_request(renderer: Renderer, request: VllmRequest, rendered, request_id: str, chat: bool) -> dict:
@@ -100,7 +95,11 @@ def _generate_request(renderer: Renderer, request: VllmRequest, rendered, reques
         "ec_transfer_params": None,
     }
     del generate.token_ids[:]  # they are the top-level token_ids
-    ours = {"generate_request": _proto_json(generate), "derender_context": _proto_json(rendered.derender_context)}
+    # proto3 JSON, proto field names, zero values left out (MessageToDict's print, ~5x cheaper)
+    ours = {
+        "generate_request": proto_json.to_dict(generate),
+        "derender_context": proto_json.to_dict(rendered.derender_context),
+    }
     if body.get("return_prompt_text"):
         ours["prompt_text"] = rendered.prompt_text
     answer["scaleout"] = ours

@@ -62,7 +62,30 @@ def read(data: bytes, route: str) -> VllmRequest:
         out["max_tokens"] = body["max_tokens"]
     if "reasoning_effort" in body:
         _reasoning_effort(body["reasoning_effort"], out)
-    return VllmRequest(body, parse_typed(out, render_pb2.RenderChatRequest()))
+    return VllmRequest(body, _typed_chat(out))
+
+
+# What most router traffic is: the model and plain text messages. Built straight into the typed request; any other
+# shape goes through json_format, whose errors name the field (~0.1 ms for a short chat, half this face's cost).
+_PLAIN_KEYS = frozenset(("model", "messages"))
+_PLAIN_MESSAGE_KEYS = frozenset(("role", "content", "name", "tool_call_id", "reasoning_content"))
+
+
+def _typed_chat(out: dict) -> render_pb2.RenderChatRequest:
+    messages = out.get("messages", ())
+    plain = out.keys() <= _PLAIN_KEYS and isinstance(out.get("model", ""), str)
+    if not plain or not all(m.keys() <= _PLAIN_MESSAGE_KEYS and all(map(_is_str, m.values())) for m in messages):
+        return parse_typed(out, render_pb2.RenderChatRequest())
+    request = render_pb2.RenderChatRequest(model=out.get("model", ""))
+    for message in messages:
+        added = request.messages.add(**{k: v for k, v in message.items() if k != "content"})
+        if "content" in message:
+            added.content.string_value = message["content"]
+    return request
+
+
+def _is_str(value) -> bool:
+    return type(value) is str
 
 
 def _completion(body: dict, out: dict) -> VllmRequest:
