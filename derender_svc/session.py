@@ -16,6 +16,7 @@ from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
 
@@ -33,7 +34,7 @@ def _parser(name: str, registry: dict, field: str) -> str | None:
     if name == NONE:
         return None
     if name not in registry:
-        raise fail(Reason.UNKNOWN_PARSER, f"unknown parser {name!r} (known: {sorted(registry)})", field)
+        raise fail(Reason.UNKNOWN_PARSER, f"unknown parser {quote(name)} (known: {sorted(registry)})", field)
     return name
 
 

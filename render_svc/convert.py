@@ -20,6 +20,7 @@ import json
 from google.protobuf import struct_pb2
 
 from scaleout.v1 import common_pb2, derender_pb2
+from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -72,7 +73,7 @@ def _texts(content: struct_pb2.Value, field: str) -> list[str] | None:
             kind_name = part_type if isinstance(part_type, str) else type(part_type or item).__name__
             raise fail(
                 Reason.INVALID_CONTENT,
-                f"unsupported content part {kind_name!r}: this model takes text parts only",
+                f"unsupported content part {quote(kind_name)}: this model takes text parts only",
                 f"{field}[{i}]",
             )
         texts.append(item["text"])
@@ -110,7 +111,9 @@ def chat_messages(messages, openai_content: bool) -> list[dict]:
         role = message.role
         if role not in ROLES:
             raise fail(
-                Reason.INVALID_ROLE, f"unknown role {role!r} (expected one of {sorted(ROLES)})", f"messages[{i}].role"
+                Reason.INVALID_ROLE,
+                f"unknown role {quote(role)} (expected one of {sorted(ROLES)})",
+                f"messages[{i}].role",
             )
         texts = _texts(message.content, f"messages[{i}].content") if message.HasField("content") else None
         if not texts and role != "assistant":  # None (null or absent) or [] ("" is [""], a turn of its own)
@@ -168,7 +171,7 @@ def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[
         return modes.TOOL_CHOICE_MODE_NONE, ""
     if choice in ("auto", "required"):
         if not tool_list:
-            raise fail(Reason.INVALID_TOOL_CHOICE, f"tool_choice {choice!r} needs tools", "tool_choice")
+            raise fail(Reason.INVALID_TOOL_CHOICE, f"tool_choice {quote(choice)} needs tools", "tool_choice")
         return (modes.TOOL_CHOICE_MODE_AUTO if choice == "auto" else modes.TOOL_CHOICE_MODE_REQUIRED), ""
     if (
         isinstance(choice, dict)
@@ -178,7 +181,9 @@ def tool_choice(value: struct_pb2.Value, tool_list: list[dict] | None) -> tuple[
         name = choice["function"].get("name")
         if name not in names:
             raise fail(
-                Reason.INVALID_TOOL_CHOICE, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
+                Reason.INVALID_TOOL_CHOICE,
+                f"tool_choice names {quote(name)}, which is not among the tools",
+                "tool_choice",
             )
         return modes.TOOL_CHOICE_MODE_NAMED, name
     raise fail(
