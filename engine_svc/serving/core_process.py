@@ -90,6 +90,7 @@ def _child(builder, pipes: list[tuple]) -> None:
     for front in fronts:
         front.send(ready)
     owners: dict[str, tuple[_Front, str | None]] = {}  # live request id -> its API server and its client
+    kv_listeners: dict[_Front, kv_relay.Listener] = {}  # the API servers that hear KV-event batches
     figures = _Figures()
 
     def forward(outputs: list[tuple[RequestState, StepOutput]]) -> None:
@@ -123,6 +124,8 @@ def _child(builder, pipes: list[tuple]) -> None:
                     kind, payload = front.commands.recv()
                 except EOFError:  # that API server is gone: its requests have no reader
                     fronts.remove(front)
+                    if front in kv_listeners and engine.kv_events is not None:
+                        engine.kv_events.close(kv_listeners.pop(front))
                     engine.abort([rid for rid, (f, _) in owners.items() if f is front])
                     continue
                 if kind == "stop":
@@ -131,7 +134,9 @@ def _child(builder, pipes: list[tuple]) -> None:
                     _reset(engine, front, list(fronts), figures, payload[0])
                     continue
                 if kind == "kv_subscribe":
-                    kv_relay.subscribe(engine.kv_events, front.send, REPLY + pickle.dumps((payload[0], None)))
+                    reply = REPLY + pickle.dumps((payload[0], None))
+                    if (listener := kv_relay.subscribe(engine.kv_events, front.send, reply)) is not None:
+                        kv_listeners[front] = listener
                     continue
                 _apply(engine, front, owners, kind, payload)
     finally:

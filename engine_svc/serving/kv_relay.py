@@ -13,20 +13,28 @@ import asyncio
 import pickle
 from collections.abc import AsyncIterator
 
-from engine_svc.serving.kv_hub import KvBatch, KvHub
+from engine_svc.serving.kv_hub import KvBatch, KvHub, Listener
 from scaleout_common.reasons import Reason, fail
 
 KV_BATCH = b"K"  # the first byte of a batch message from the core (core_process.py's others: M, P, R)
 QUEUE_BATCHES = 4096  # batches a subscriber may fall behind by before it is cut off (it then resumes)
 
 
-def subscribe(hub: KvHub | None, send, reply: bytes) -> None:
+def subscribe(hub: KvHub | None, send, reply: bytes) -> Listener | None:
     """The core's side: stream `hub`'s snapshot and batches to one API server (`send`, thread-safe), then
-    `reply` (answered after the snapshot, so the server holds its copy when its call returns)."""
-    if hub is not None:
-        instance, size = hub.instance_id, hub.block_size
-        hub.open(lambda batch: send(KV_BATCH + pickle.dumps((instance, size, batch), protocol=5)))
+    `reply` (answered after the snapshot, so the server holds its copy when its call returns). Returns the
+    listener, for `hub.close` when that server goes."""
+    if hub is None:
+        send(reply)
+        return None
+    instance, size = hub.instance_id, hub.block_size
+
+    def listener(batch: KvBatch) -> None:
+        send(KV_BATCH + pickle.dumps((instance, size, batch), protocol=5))
+
+    hub.open(listener)
     send(reply)
+    return listener
 
 
 def take(copy: KvHub | None, message: bytes) -> KvHub:
