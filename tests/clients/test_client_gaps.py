@@ -4,15 +4,13 @@ back in history, `responses.input_tokens.count`, and the smaller refusals in the
 
 from __future__ import annotations
 
-import time
-
 import grpc
 import openai
 import pytest
 import requests
 from google.protobuf import json_format
 
-from scaleout.v1 import chat_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
+from scaleout.v1 import chat_pb2_grpc, render_pb2
 from tests.gateway.rest import error_reason, post, sse_events
 
 pytestmark = pytest.mark.slow
@@ -141,16 +139,3 @@ def test_smaller_refusals_speak_the_clients_words(stack, model_id):
     assert "max_output_tokens" in error["message"] and "max_tokens" not in error["message"].replace("max_output", "")
     answer = post(stack, "/v1/responses", {"model": model_id, "input": "hi", "max_tool_calls": -1})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "max_tool_calls", answer.text
-
-
-def test_a_thousand_prompts_are_refused_before_any_engine_work(stack, model_id):
-    with stack.grpc_channel() as channel:
-        engine = engine_pb2_grpc.EngineServiceStub(channel)
-        before = engine.GetLoad(engine_pb2.GetLoadRequest(), timeout=30).prefix_cache_queried_tokens
-        started = time.monotonic()
-        answer = post(stack, "/v1/completions", {"model": model_id, "prompt": ["Once upon a time"] * 1000, "n": 1})
-        took = time.monotonic() - started
-        after = engine.GetLoad(engine_pb2.GetLoadRequest(), timeout=30).prefix_cache_queried_tokens
-    assert answer.status_code == 400 and error_reason(answer) == "TOO_MANY_CHOICES", answer.text
-    assert answer.json()["error"]["param"] == "prompts"
-    assert after == before and took < 5  # no prompt reached the engine

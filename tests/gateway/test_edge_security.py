@@ -214,6 +214,25 @@ def test_abort_reaches_the_owning_engine_and_only_for_its_owner(secure):
             assert last.finished and last.choices[0].finish_reason == common_pb2.FINISH_REASON_ABORT
 
 
+def test_a_live_id_is_neither_confirmed_nor_blocked_across_keys(secure):
+    """Request ids are each key's own (engine_svc/serving/tenancy.py): bob sending alice's live id runs (no 409
+    that would confirm it exists, no squatting), and bob's Abort of it ends his request, not hers."""
+    request_id = f"dup-{time.monotonic_ns()}"
+    with secure.grpc_channel() as channel:
+        stub = engine_pb2_grpc.EngineServiceStub(channel)
+        alices = stub.Generate(_long(request_id), metadata=_md("sk-alice"), timeout=120)
+        assert next(alices).request_id == request_id
+        bobs = stub.Generate(_long(request_id), metadata=_md("sk-bob"), timeout=120)
+        assert next(bobs).request_id == request_id
+        bob = stub.Abort(engine_pb2.AbortRequest(request_ids=[request_id]), metadata=_md("sk-bob"), timeout=30)
+        assert list(bob.aborted) == [request_id]
+        assert list(bobs)[-1].choices[0].finish_reason == common_pb2.FINISH_REASON_ABORT
+        assert not next(alices).finished  # hers runs on
+        own = stub.Abort(engine_pb2.AbortRequest(request_ids=[request_id]), metadata=_md("sk-alice"), timeout=30)
+        assert list(own.aborted) == [request_id]
+        assert list(alices)[-1].choices[0].finish_reason == common_pb2.FINISH_REASON_ABORT
+
+
 def test_a_rest_stream_runs_with_its_callers_key_so_its_owner_can_abort_it(secure):
     """`/inference/v1/generate/stream` reaches the engine through the one-hop relay, with the caller's key: Abort
     through the gateway finds it for that key, and not for another."""
