@@ -65,18 +65,30 @@ def read(data: bytes, route: str) -> VllmRequest:
     return VllmRequest(body, _typed_chat(out))
 
 
-# What most router traffic is: the model and plain text messages. Built straight into the typed request; any other
-# shape goes through json_format, whose errors name the field (~0.1 ms for a short chat, half this face's cost).
-_PLAIN_KEYS = frozenset(("model", "messages"))
+# What most router traffic is: the model, plain text messages and a few sampling knobs. Built straight into the
+# typed request; any other shape, or a value of another type or range, goes through json_format, whose errors
+# name the field (~0.1 ms for a short chat, a fifth of this face's cost).
+_INT32 = -(2**31), 2**31
+_FLOAT32 = 3.4028234663852886e38
+_PLAIN_FIELDS = {
+    "model": lambda v: type(v) is str,
+    "stream": lambda v: type(v) is bool,
+    "max_tokens": lambda v: type(v) is int and _INT32[0] <= v < _INT32[1],
+    "max_completion_tokens": lambda v: type(v) is int and _INT32[0] <= v < _INT32[1],
+    "n": lambda v: type(v) is int and _INT32[0] <= v < _INT32[1],
+    "temperature": lambda v: type(v) in (int, float) and abs(v) <= _FLOAT32,
+    "top_p": lambda v: type(v) in (int, float) and abs(v) <= _FLOAT32,
+}
 _PLAIN_MESSAGE_KEYS = frozenset(("role", "content", "name", "tool_call_id", "reasoning_content"))
 
 
 def _typed_chat(out: dict) -> render_pb2.RenderChatRequest:
     messages = out.get("messages", ())
-    plain = out.keys() <= _PLAIN_KEYS and isinstance(out.get("model", ""), str)
+    fields = {k: v for k, v in out.items() if k != "messages"}
+    plain = all(k in _PLAIN_FIELDS and _PLAIN_FIELDS[k](v) for k, v in fields.items())
     if not plain or not all(m.keys() <= _PLAIN_MESSAGE_KEYS and all(map(_is_str, m.values())) for m in messages):
         return parse_typed(out, render_pb2.RenderChatRequest())
-    request = render_pb2.RenderChatRequest(model=out.get("model", ""))
+    request = render_pb2.RenderChatRequest(**fields)
     for message in messages:
         added = request.messages.add(**{k: v for k, v in message.items() if k != "content"})
         if "content" in message:
