@@ -26,7 +26,6 @@ Anthropic (vLLM's `AnthropicServingMessages._convert_anthropic_to_openai_request
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from render_svc.client_json import (
@@ -34,15 +33,10 @@ from render_svc.client_json import (
     Fields,
     invalid,
     not_text,
-    only,
-    renamed,
     text_parts,
-    typed,
     unsupported,
 )
-from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError, quote
-from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 # Claude Code's per-request attribution block: a hash that would defeat prefix caching (vLLM drops it too).
@@ -319,58 +313,3 @@ def messages_chat(data: dict, counting: bool = False) -> dict:
     if kwargs:
         chat["chat_template_kwargs"] = kwargs
     return chat
-
-
-# --- the render RPCs -------------------------------------------------------------------------------------------
-def _anthropic_context(renderer, max_tokens: int) -> Callable[[list[int]], None]:
-    """The context limits in Anthropic's words, which clients parse (Claude Code retries with a smaller
-    `max_tokens`, LiteLLM raises its context-window error): checked on the prompt's tokens before the shared
-    limits (render_svc/prompt.py, scaleout_common/sampling_rules.py) would refuse it in OpenAI's words."""
-
-    def check(ids: list[int]) -> None:
-        prompt, most, limit = len(ids), renderer.max_prompt_tokens, renderer.model.max_model_len
-        if prompt > most:
-            raise fail(Reason.PROMPT_TOO_LONG, f"prompt is too long: {prompt} tokens > {most} maximum", "messages")
-        if prompt + max_tokens > limit:
-            raise fail(
-                Reason.MAX_TOKENS_TOO_LARGE,
-                f"input length and `max_tokens` exceed context limit: {prompt} + {max_tokens} > {limit}, "
-                "decrease input length or `max_tokens` and try again",
-                "max_tokens",
-            )
-
-    return check
-
-
-def render_messages(renderer, body) -> render_pb2.RenderChatResponse:
-    """RenderService.RenderMessages: an Anthropic request (HttpBody) rendered as its chat form."""
-    return _render_messages(renderer, load_object(body.data))
-
-
-# What Anthropic's count_tokens takes: what shapes the prompt.
-COUNT_TOKENS_FIELDS = (
-    "model",
-    "messages",
-    "system",
-    "tools",
-    "tool_choice",
-    "thinking",
-    "output_config",  # its effort reaches the template
-    "cache_control",
-    "speed",
-)
-
-
-def count_message_tokens(renderer, body) -> render_pb2.CountMessageTokensResponse:
-    """RenderService.CountMessageTokens: the prompt an Anthropic request (without max_tokens) renders to."""
-    data = only(body, COUNT_TOKENS_FIELDS)
-    rendered = _render_messages(renderer, data | {"max_tokens": 1}, counting=True)  # the prompt does not need it
-    return render_pb2.CountMessageTokensResponse(input_tokens=len(rendered.generate_request.token_ids))
-
-
-def _render_messages(renderer, data: dict, counting: bool = False) -> render_pb2.RenderChatResponse:
-    request = typed(messages_chat(data, counting))
-    try:
-        return renderer.render_chat(request, "msg_", _anthropic_context(renderer, request.max_tokens))
-    except ServiceError as error:
-        raise renamed(error, ANTHROPIC_FIELD_NAMES) from None

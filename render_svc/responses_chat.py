@@ -21,10 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from render_svc.client_json import Fields, invalid, only, renamed, text_parts, typed, unsupported
-from scaleout.v1 import render_pb2
-from scaleout_common.errors import ServiceError, quote
-from scaleout_common.json_body import load_object
+from render_svc.client_json import Fields, invalid, text_parts, unsupported
+from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
 RESPONSES_ROLES = ("user", "system", "developer", "assistant")
@@ -307,41 +305,3 @@ def responses_chat(data: dict) -> dict:
         chat["stop"] = [chat["stop"]]
     top.done()
     return chat
-
-
-# --- the render RPCs -------------------------------------------------------------------------------------------
-def render_responses(renderer, body) -> render_pb2.RenderChatResponse:
-    """RenderService.RenderResponses: a Responses request (HttpBody) rendered as its chat form."""
-    return _render_responses(renderer, load_object(body.data))
-
-
-# What OpenAI's input_tokens.count takes and shapes the prompt (`previous_response_id` and `conversation` are
-# refused by the conversion: render keeps nothing).
-COUNT_INPUT_TOKENS_FIELDS = (
-    "model",
-    "input",
-    "instructions",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "reasoning",
-    "text",
-    "truncation",
-    "previous_response_id",
-    "conversation",
-)
-
-
-def count_response_tokens(renderer, body) -> render_pb2.CountResponseTokensResponse:
-    """RenderService.CountResponseTokens: the prompt a Responses request renders to (`input` may be left out)."""
-    rendered = _render_responses(renderer, {"input": [], **only(body, COUNT_INPUT_TOKENS_FIELDS)})
-    return render_pb2.CountResponseTokensResponse(
-        object="response.input_tokens", input_tokens=len(rendered.generate_request.token_ids)
-    )
-
-
-def _render_responses(renderer, data: dict) -> render_pb2.RenderChatResponse:
-    try:
-        return renderer.render_chat(typed(responses_chat(data)), id_prefix="resp_")
-    except ServiceError as error:
-        raise renamed(error, RESPONSES_FIELD_NAMES) from None

@@ -16,12 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from render_svc import flags
 from render_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of render's messages)
-from render_svc.anthropic_chat import count_message_tokens, render_messages
+from render_svc.api_rpcs import count_message_tokens, count_response_tokens, render_messages, render_responses
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
-from render_svc.responses_chat import count_response_tokens, render_responses
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
 from scaleout.v1 import render_pb2, render_pb2_grpc

@@ -13,7 +13,7 @@ import pytest
 from google.api import httpbody_pb2
 from google.protobuf import json_format
 
-from render_svc import anthropic_chat, responses_chat
+from render_svc import anthropic_chat, api_rpcs, responses_chat
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
 from tests.render import messages_cases, responses_cases
@@ -21,8 +21,8 @@ from tests.render.calls import expect
 from tests.render.fixtures import FAMILIES
 
 APIS = {
-    "messages": (messages_cases, anthropic_chat.messages_chat, anthropic_chat.render_messages, "msg_"),
-    "responses": (responses_cases, responses_chat.responses_chat, responses_chat.render_responses, "resp_"),
+    "messages": (messages_cases, anthropic_chat.messages_chat, api_rpcs.render_messages, "msg_"),
+    "responses": (responses_cases, responses_chat.responses_chat, api_rpcs.render_responses, "resp_"),
 }
 CASES = [(api, case) for api, (module, *_) in APIS.items() for case in module.CASES]
 REFUSED = [(api, *refused) for api, (module, *_) in APIS.items() for refused in module.REFUSED]
@@ -77,10 +77,7 @@ def test_inline_system_renders_as_the_pre_merged_request(renderers):
         [messages_cases.u("Hello")], system=[messages_cases.text("Be brief. Answer in French.")]
     )
     for renderer in renderers.values():
-        ids = [
-            list(anthropic_chat.render_messages(renderer, _body(r)).generate_request.token_ids)
-            for r in (inline, merged)
-        ]
+        ids = [list(api_rpcs.render_messages(renderer, _body(r)).generate_request.token_ids) for r in (inline, merged)]
         assert ids[0] == ids[1]
 
 
@@ -100,7 +97,7 @@ def test_refused_with_400_naming_the_field(renderers, api, name, request_, reaso
 
 def test_bad_json_is_invalid_json(renderers):
     renderer = next(iter(renderers.values()))
-    for render in (anthropic_chat.render_messages, responses_chat.render_responses):
+    for render in (api_rpcs.render_messages, api_rpcs.render_responses):
         for data in (b"{", b"[1]", b'{"x": NaN}'):
             with pytest.raises(ServiceError) as caught:
                 render(renderer, httpbody_pb2.HttpBody(data=data))
