@@ -91,6 +91,9 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
     async def DerenderStream(self, request_iterator, context):
         if self.active_streams >= self._defaults.limits.max_streams:
             raise fail(Reason.TOO_MANY_STREAMS, f"{self.active_streams} derender streams are open; retry")
+        # The answer starts now, not with the first chunk: the one-hop service writes nothing until the engine's
+        # first token, and the gateway ends a request whose answer has not started within its request_timeout.
+        await context.send_initial_metadata(())
         session = None
         self.active_streams += 1
         try:

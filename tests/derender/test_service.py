@@ -445,3 +445,11 @@ async def test_twin_state_stays_small_on_long_outputs(stub, hf_tokenizer):
     responses = await twin(stub, context, engine_messages(chunks_of(ids, 2), logprobs=True))
     sizes = [len(r.state) for r in responses]
     assert len(ids) > 800 and max(sizes) < 1024 and max(sizes[-50:]) <= max(sizes[:50]) + 64
+
+
+async def test_a_stream_answers_its_headers_before_any_message(stub):
+    """The gateway bounds the time to a request's answer (request_timeout): a stream the one-hop service opens long
+    before the engine's first token must have started its answer at once."""
+    call = stub.DerenderStream()
+    assert await asyncio.wait_for(call.initial_metadata(), 10) is not None
+    call.cancel()
