@@ -42,6 +42,13 @@ class RestRoute:
         return {"path_match_policy": {**URI_TEMPLATE, "typed_config": typed}}
 
     @property
+    def match_taken(self) -> dict:
+        """The path with a method it takes (a call the transcoder left alone: an unknown query parameter)."""
+        methods = "|".join(self.methods)
+        taken = {"name": ":method", "string_match": {"safe_regex": {"regex": f"^({methods})$"}}}
+        return {**self.match, "headers": [taken]}
+
+    @property
     def allow(self) -> str:
         return ", ".join(self.methods)
 
