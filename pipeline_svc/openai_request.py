@@ -6,7 +6,7 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 - a field that changes nothing at its value is accepted (`store: false`, `modalities: ["text"]`,
   `service_tier: "auto"`, `verbosity: "medium"`, `best_of` equal to `n`); `user` and `safety_identifier` go on
   the trace as the caller's identity, and `metadata` (OpenAI's bounds: 16 string pairs) as its attributes, the
-  one place this deployment, which stores nothing, keeps anything;
+  one place the chat routes, which store nothing, keep anything;
 - `reasoning_effort` reaches the chat template as its `reasoning_effort` (vLLM's merge: it wins over a
   `chat_template_kwargs` entry), as Responses' `reasoning.effort` and Anthropic's `output_config.effort` do;
 - SGLang's `separate_reasoning`, `stream_reasoning`, `no_stop_trim`, `return_hidden_states` and vLLM's
