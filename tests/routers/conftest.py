@@ -18,9 +18,10 @@ from devstack.routers import Router, RouterConfig, start_side_by_side
 from devstack.stack import Stack, StackConfig
 
 MAX_NUM_SEQS = 4
-# Each router with the policies issue 35 names; SMG's load poll every second rather than its default 10 s, so a
-# test sees a poll (and a saturated engine) within seconds. Both flags are the routers' documented ones.
-SMG_ARGS = ["--load-monitor-interval", "1"]
+# Each router with the policies issue 35 names, polling load every second rather than every 10 s (SMG) or 30 s
+# (vllm-router, whose load monitor reuses --worker-startup-check-interval: src/routers/http/router.rs), so a test
+# sees a saturated engine within seconds. Both flags are the routers' documented ones.
+ROUTER_ARGS = {"smg": ["--load-monitor-interval", "1"], "vllm-router": ["--worker-startup-check-interval", "1"]}
 CONFIGS = [
     ("smg", "cache_aware"),
     ("smg", "least_load"),
@@ -59,7 +60,7 @@ def model_id(stacks) -> str:
 
 
 def start_router(stacks: list[Stack], kind: str, policy: str, log_dir, args: list[str] | None = None) -> Router:
-    extra = list(args or []) + (SMG_ARGS if kind == "smg" else [])
+    extra = list(args or []) + ROUTER_ARGS[kind]
     config = RouterConfig(
         kind, policy, [s.rest_url for s in stacks], args=extra, log_path=log_dir / f"{kind}-{policy}.log"
     )

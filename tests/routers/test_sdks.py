@@ -32,7 +32,7 @@ def test_models(client, model_id):
 
 def test_chat(client, model_id):
     answer = client.chat.completions.create(
-        model=model_id, messages=[{"role": "user", "content": QUESTION}], max_tokens=8, **SHORT
+        model=model_id, messages=[{"role": "user", "content": QUESTION}], max_tokens=4, **SHORT
     )
     assert answer.choices[0].message.content and answer.choices[0].finish_reason in ("stop", "length")
     assert answer.usage and answer.usage.completion_tokens > 0
@@ -41,7 +41,7 @@ def test_chat(client, model_id):
 def test_chat_streamed(client, model_id):
     chunks = list(
         client.chat.completions.create(
-            model=model_id, messages=[{"role": "user", "content": QUESTION}], max_tokens=8, stream=True, **SHORT
+            model=model_id, messages=[{"role": "user", "content": QUESTION}], max_tokens=4, stream=True, **SHORT
         )
     )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -49,25 +49,25 @@ def test_chat_streamed(client, model_id):
 
 
 def test_completions(client, model_id):
-    answer = client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=8, **SHORT)
+    answer = client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=4, **SHORT)
     assert answer.choices[0].text and answer.choices[0].finish_reason in ("stop", "length")
 
 
 def test_completions_streamed(client, model_id):
     chunks = list(
-        client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=8, stream=True, **SHORT)
+        client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=4, stream=True, **SHORT)
     )
     assert "".join(c.choices[0].text for c in chunks if c.choices)
     assert any(c.choices and c.choices[0].finish_reason for c in chunks)
 
 
 def test_responses(client, model_id):
-    response = client.responses.create(model=model_id, input=QUESTION, max_output_tokens=16, **SHORT)
+    response = client.responses.create(model=model_id, input=QUESTION, max_output_tokens=8, **SHORT)
     assert response.status in ("completed", "incomplete") and response.output_text
 
 
 def test_responses_streamed(client, model_id):
-    events = list(client.responses.create(model=model_id, input=QUESTION, max_output_tokens=16, stream=True, **SHORT))
+    events = list(client.responses.create(model=model_id, input=QUESTION, max_output_tokens=8, stream=True, **SHORT))
     kinds = [event.type for event in events]
     assert kinds[0] == "response.created" and kinds[-1] in ("response.completed", "response.incomplete"), kinds
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -75,7 +75,7 @@ def test_responses_streamed(client, model_id):
 
 def test_messages(claude, model_id):
     message = claude.messages.create(
-        model=model_id, max_tokens=16, messages=[{"role": "user", "content": QUESTION}], extra_body=SHORT
+        model=model_id, max_tokens=8, messages=[{"role": "user", "content": QUESTION}], extra_body=SHORT
     )
     assert message.content[0].type == "text" and message.content[0].text
     assert message.stop_reason in ("end_turn", "max_tokens")
@@ -83,7 +83,7 @@ def test_messages(claude, model_id):
 
 def test_messages_streamed(claude, model_id):
     with claude.messages.stream(
-        model=model_id, max_tokens=16, messages=[{"role": "user", "content": QUESTION}], extra_body=SHORT
+        model=model_id, max_tokens=8, messages=[{"role": "user", "content": QUESTION}], extra_body=SHORT
     ) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
