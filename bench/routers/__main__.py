@@ -92,9 +92,11 @@ def _phase(url: str, engines: list[Replica], model: str, args, seed: int) -> dic
     )
     before = cache_counters(engines)
     started = time.perf_counter()
-    results = asyncio.run(run_conversations(url, model, conversations, args.concurrency))
+    turns = asyncio.run(run_conversations(url, model, conversations, args.concurrency))
+    results = [result for result, _ in turns]
     return {
         "seconds": time.perf_counter() - started,
+        "retries_429": sum(retries for _, retries in turns),
         "ttft": [r.ttft for r in results if not r.error],
         "later_ttft": [r.ttft for i, r in enumerate(results) if not r.error and i % args.turns],
         "errors": [r.error for r in results if r.error],
@@ -111,6 +113,7 @@ def _summary(phases: list[dict]) -> dict:
     return {
         "requests": len(ttft),
         "errors": sum(len(p["errors"]) for p in phases),
+        "retries_429": sum(p["retries_429"] for p in phases),
         "first_errors": [e for p in phases for e in p["errors"]][:3],
         "ttft_p50_ms": percentile(ttft, 50) * 1000,
         "ttft_p90_ms": percentile(ttft, 90) * 1000,
@@ -122,12 +125,12 @@ def _summary(phases: list[dict]) -> dict:
 
 
 def _table(summaries: dict[str, dict]) -> str:
-    head = "| configuration | requests | errors | prefix-cache hit rate | TTFT p50 ms | p90 ms | turns 2+ p50 ms | engine split |"
-    rows = [head, "|---|---:|---:|---:|---:|---:|---:|---|"]
+    head = "| configuration | requests | errors | 429 retried | prefix-cache hit rate | TTFT p50 ms | p90 ms | turns 2+ p50 ms | engine split |"
+    rows = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, s in summaries.items():
         split = " / ".join(f"{share:.0%}" for share in s["engine_share"])
         rows.append(
-            f"| {name} | {s['requests']} | {s['errors']} | {s['hit_rate']:.1%} | {s['ttft_p50_ms']:.0f} "
+            f"| {name} | {s['requests']} | {s['errors']} | {s['retries_429']} | {s['hit_rate']:.1%} | {s['ttft_p50_ms']:.0f} "
             f"| {s['ttft_p90_ms']:.0f} | {s['later_turns_ttft_p50_ms']:.0f} | {split} |"
         )
     return "\n".join(rows)

@@ -3,7 +3,9 @@
 Workload: conversations behind one shared system prompt that grow turn by turn (bench.serving.datasets'
 multi_turn, as text): each turn sends the whole history (system, every user turn, every answer so far) as a
 streamed OpenAI chat with EOS ignored, so every answer has exactly `output_len` tokens; the answer joins the
-history. A conversation's turns are sequential; `concurrency` conversations run at once.
+history. A conversation's turns are sequential; `concurrency` conversations run at once. A 429 (an engine's
+queue-wait budget, when every replica it could go to is over it) is retried after its Retry-After, as the openai
+SDK retries it; the retries are counted.
 
 Measures: TTFT per turn as the client sees it (request sent -> first SSE event with content), and the prefix-cache
 hit rate the engines report themselves (GetLoad's prefix_cache_hit_tokens / prefix_cache_queried_tokens over the
@@ -24,6 +26,8 @@ from bench.serving.datasets import Conversation
 from bench.serving.metrics import RequestResult
 from devstack.stack import Replica
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
+
+RETRIES = 3
 
 
 @dataclass
@@ -54,12 +58,26 @@ def cache_delta(before: CacheCounters, after: CacheCounters) -> dict:
     }
 
 
-async def _turn(client: httpx.AsyncClient, url: str, body: dict) -> tuple[RequestResult, str]:
-    result = RequestResult(start=time.perf_counter())
+async def _turn(client: httpx.AsyncClient, url: str, body: dict) -> tuple[RequestResult, str, int]:
+    """One streamed turn; a 429 (an engine's queue-wait budget) is retried after its Retry-After, as the openai SDK
+    does, up to RETRIES times. TTFT counts from the first attempt: the wait is the user's."""
+    result, retries = RequestResult(start=time.perf_counter()), 0
+    while True:
+        text = await _attempt(client, url, body, result)
+        if not result.error.startswith("429 ") or retries == RETRIES:
+            return result, text, retries
+        retries += 1
+        await asyncio.sleep(min(float(result.error.split(" ", 2)[1]), 5.0))
+        result.error = ""
+
+
+async def _attempt(client: httpx.AsyncClient, url: str, body: dict, result: RequestResult) -> str:
     text: list[str] = []
     try:
         async with client.stream("POST", url, json=body) as answer:
-            if answer.status_code != 200:
+            if answer.status_code == 429:
+                result.error = f"429 {answer.headers.get('retry-after', '1')} {(await answer.aread()).decode()[:300]}"
+            elif answer.status_code != 200:
                 result.error = f"{answer.status_code}: {(await answer.aread()).decode()[:300]}"
             else:
                 async for line in answer.aiter_lines():
@@ -76,7 +94,7 @@ async def _turn(client: httpx.AsyncClient, url: str, body: dict) -> tuple[Reques
     except httpx.HTTPError as error:
         result.error = f"{type(error).__name__}: {error}"
     result.end = time.perf_counter()
-    return result, "".join(text)
+    return "".join(text)
 
 
 async def _conversation(client: httpx.AsyncClient, url: str, model: str, conversation: Conversation) -> list:
@@ -93,8 +111,8 @@ async def _conversation(client: httpx.AsyncClient, url: str, model: str, convers
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        result, answer = await _turn(client, url, body)
-        results.append(result)
+        result, answer, retries = await _turn(client, url, body)
+        results.append((result, retries))
         if result.error:
             break
         messages.append({"role": "assistant", "content": answer or "ok"})
@@ -102,7 +120,7 @@ async def _conversation(client: httpx.AsyncClient, url: str, model: str, convers
 
 
 async def run_conversations(base_url: str, model: str, conversations: list[Conversation], concurrency: int) -> list:
-    """Every turn's RequestResult, `concurrency` conversations at a time."""
+    """Every turn's (RequestResult, 429 retries), `concurrency` conversations at a time."""
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
 
