@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import subprocess
 from pathlib import Path
@@ -40,9 +41,14 @@ print(json.dumps(out), flush=True)
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below Linux's ephemeral range (32768+), so no port-0 bind elsewhere can take it before the engine."""
+    while True:
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", random.randrange(20_000, 32_000)))
+            except OSError:
+                continue
+            return s.getsockname()[1]
 
 
 async def _drain(sub: zmq.asyncio.Socket, quiet_s: float = 0.5) -> list[list[bytes]]:
