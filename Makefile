@@ -29,7 +29,7 @@ check: lint
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 codegen: setup
 	$(BIN)/scaleout-codegen

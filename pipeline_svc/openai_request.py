@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaleout.v1 import render_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.openai_body_rules import (
     COMPLETION_DEFAULT_MAX_TOKENS,
@@ -83,6 +83,7 @@ def _load(body: bytes) -> dict:
 
 
 def _unsupported(name: str, why: str) -> ServiceError:
+    name = clip(name, QUOTE_CHARS)  # a client's key: quoted by its head, as any client value
     return fail(Reason.UNSUPPORTED_FIELD, f"`{name}` {why}", name)
 
 
@@ -111,7 +112,9 @@ def _policy(data: dict, known: set[str], identity: dict[str, str]) -> dict:
             identity[name] = value
         elif name in NO_OP_VALUES and name not in known:
             if value not in NO_OP_VALUES[name]:
-                raise _unsupported(name, f"= {json.dumps(value)} is not supported by this deployment")
+                raise _unsupported(
+                    name, f"= {clip(json.dumps(value), QUOTE_CHARS)} is not supported by this deployment"
+                )
         elif name in known:
             out[name] = value
         else:

@@ -3,6 +3,9 @@ every text a ServiceError carries (built here or passed on from a downstream) to
 
 from __future__ import annotations
 
+import json
+
+from pipeline_svc.openai_request import chat_request
 from scaleout_common.errors import MAX_TEXT_CHARS, ServiceError, quote
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
@@ -44,3 +47,14 @@ def test_json_refusals_speak_our_words_and_never_quote_the_body():
             assert len(error.message) < 300
         else:
             raise AssertionError(body[:20])
+
+
+def test_an_unknown_key_is_named_by_its_head():
+    key = "k" * 70_000
+    try:
+        chat_request(json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], key: 1}).encode())
+    except ServiceError as error:
+        assert error.reason == Reason.UNSUPPORTED_FIELD and len(error.message) < 200
+        assert len(error.violations[0][0]) <= 100 and error.message.endswith("is not a field this API takes")
+    else:
+        raise AssertionError("accepted")
