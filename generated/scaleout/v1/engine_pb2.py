@@ -27,9 +27,10 @@ from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from scaleout.v1 import common_pb2 as scaleout_dot_v1_dot_common__pb2
+from scaleout.v1 import kv_transfer_pb2 as scaleout_dot_v1_dot_kv__transfer__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/engine.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\x1a\x18scaleout/v1/common.proto\"\xd4\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x34\n\x0fsampling_params\x18\x03 \x01(\x0b\x32\x1b.scaleout.v1.SamplingParams\x12\x0e\n\x01n\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\r\n\x05model\x18\x05 \x01(\t\x12\x1d\n\x15tokenizer_fingerprint\x18\x06 \x01(\t\x12\x1c\n\x0fstream_interval\x18\x07 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\ncache_salt\x18\x08 \x01(\t\x12\x10\n\x08priority\x18\t \x01(\x05\x12\x33\n\x12kv_transfer_params\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0bprefix_hash\x18\x0b \x01(\tB\x04\n\x02_nB\x12\n\x10_stream_interval\"\xd5\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12,\n\x07\x63hoices\x18\x02 \x03(\x0b\x32\x1b.scaleout.v1.GenerateChoice\x12\'\n\x06prompt\x18\x03 \x01(\x0b\x32\x17.scaleout.v1.PromptInfo\x12!\n\x05usage\x18\x04 \x01(\x0b\x32\x12.scaleout.v1.Usage\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12!\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x12.google.rpc.Status\"\xce\x01\n\x0eGenerateChoice\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12,\n\x08logprobs\x18\x03 \x01(\x0b\x32\x1a.scaleout.v1.TokenLogprobs\x12\x30\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x19.scaleout.v1.FinishReason\x12\x17\n\rstop_token_id\x18\x05 \x01(\x05H\x00\x12\x12\n\x08stop_str\x18\x06 \x01(\tH\x00\x42\r\n\x0bstop_reason\"e\n\nPromptInfo\x12\x12\n\nnum_tokens\x18\x01 \x01(\x05\x12,\n\x08logprobs\x18\x02 \x01(\x0b\x32\x1a.scaleout.v1.TokenLogprobs\x12\x15\n\rcached_tokens\x18\x03 \x01(\x05\"#\n\x0c\x41\x62ortRequest\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"3\n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x03(\t\x12\x11\n\tnot_found\x18\x02 \x03(\t\"\x15\n\x13GetModelInfoRequest\"\xe8\x02\n\x14GetModelInfoResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x12\n\nvocab_size\x18\x02 \x01(\x05\x12\x15\n\reos_token_ids\x18\x03 \x03(\x05\x12\x15\n\rmax_model_len\x18\x04 \x01(\x05\x12\x1d\n\x15tokenizer_fingerprint\x18\x05 \x01(\t\x12\x14\n\x0c\x61rchitecture\x18\x06 \x01(\t\x12\r\n\x05\x64type\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\t\x12\x14\n\x0cquantization\x18\n \x01(\t\x12\x16\n\x0ekv_cache_dtype\x18\x0b \x01(\t\x12\x15\n\rkv_block_size\x18\x0c \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\r \x01(\x05\x12\x13\n\x0bmax_running\x18\x0e \x01(\x05\x12\x15\n\rlogprobs_mode\x18\x0f \x01(\t\x12\x12\n\nhead_dtype\x18\x10 \x01(\t\"\x10\n\x0eGetLoadRequest\"\xf1\x02\n\x0fGetLoadResponse\x12\x0f\n\x07running\x18\x01 \x01(\x05\x12\x0f\n\x07waiting\x18\x02 \x01(\x05\x12\x16\n\x0ekv_blocks_used\x18\x03 \x01(\x05\x12\x16\n\x0ekv_blocks_free\x18\x04 \x01(\x05\x12\x15\n\rkv_block_size\x18\x05 \x01(\x05\x12\x13\n\x0bmax_running\x18\x06 \x01(\x05\x12\x13\n\x0bmax_waiting\x18\x07 \x01(\x05\x12\x16\n\x0eprefix_caching\x18\x08 \x01(\x08\x12\x18\n\x10kv_blocks_cached\x18\t \x01(\x05\x12#\n\x1bprefix_cache_queried_tokens\x18\n \x01(\x03\x12\x1f\n\x17prefix_cache_hit_tokens\x18\x0b \x01(\x03\x12\x1e\n\x16generated_tokens_per_s\x18\x0c \x01(\x01\x12\x1e\n\x16pending_prefill_tokens\x18\r \x01(\x03\x12\x13\n\x0butilization\x18\x0e \x01(\x01\"\x13\n\x11GetMetricsRequest2\xf0\x04\n\rEngineService\x12I\n\x08Generate\x12\x1c.scaleout.v1.GenerateRequest\x1a\x1d.scaleout.v1.GenerateResponse0\x01\x12o\n\rGenerateUnary\x12\x1c.scaleout.v1.GenerateRequest\x1a\x1d.scaleout.v1.GenerateResponse\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/inference/v1/generate:\x01*\x12g\n\x05\x41\x62ort\x12\x19.scaleout.v1.AbortRequest\x1a\x1a.scaleout.v1.AbortResponse\"\'\x82\xd3\xe4\x93\x02!\"\x1c/inference/v1/abort_requests:\x01*\x12u\n\x0cGetModelInfo\x12 .scaleout.v1.GetModelInfoRequest\x1a!.scaleout.v1.GetModelInfoResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/inference/v1/model_info\x12`\n\x07GetLoad\x12\x1b.scaleout.v1.GetLoadRequest\x1a\x1c.scaleout.v1.GetLoadResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/inference/v1/load\x12\x61\n\nGetMetrics\x12\x1e.scaleout.v1.GetMetricsRequest\x1a\x14.google.api.HttpBody\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/inference/v1/metricsB\x8d\x01\n\x0f\x63om.scaleout.v1B\x0b\x45ngineProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/engine.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\x1a\x18scaleout/v1/common.proto\x1a\x1dscaleout/v1/kv_transfer.proto\"\x82\x03\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x34\n\x0fsampling_params\x18\x03 \x01(\x0b\x32\x1b.scaleout.v1.SamplingParams\x12\x0e\n\x01n\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\r\n\x05model\x18\x05 \x01(\t\x12\x1d\n\x15tokenizer_fingerprint\x18\x06 \x01(\t\x12\x1c\n\x0fstream_interval\x18\x07 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\ncache_salt\x18\x08 \x01(\t\x12\x10\n\x08priority\x18\t \x01(\x05\x12\x33\n\x12kv_transfer_params\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0bprefix_hash\x18\x0b \x01(\t\x12,\n\x0bkv_transfer\x18\x0c \x01(\x0b\x32\x17.scaleout.v1.KvTransferB\x04\n\x02_nB\x12\n\x10_stream_interval\"\xed\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12,\n\x07\x63hoices\x18\x02 \x03(\x0b\x32\x1b.scaleout.v1.GenerateChoice\x12\'\n\x06prompt\x18\x03 \x01(\x0b\x32\x17.scaleout.v1.PromptInfo\x12!\n\x05usage\x18\x04 \x01(\x0b\x32\x12.scaleout.v1.Usage\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12!\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x12.google.rpc.Status\x12\x16\n\x0eweight_version\x18\x07 \x01(\t\"\xce\x01\n\x0eGenerateChoice\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12,\n\x08logprobs\x18\x03 \x01(\x0b\x32\x1a.scaleout.v1.TokenLogprobs\x12\x30\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x19.scaleout.v1.FinishReason\x12\x17\n\rstop_token_id\x18\x05 \x01(\x05H\x00\x12\x12\n\x08stop_str\x18\x06 \x01(\tH\x00\x42\r\n\x0bstop_reason\"e\n\nPromptInfo\x12\x12\n\nnum_tokens\x18\x01 \x01(\x05\x12,\n\x08logprobs\x18\x02 \x01(\x0b\x32\x1a.scaleout.v1.TokenLogprobs\x12\x15\n\rcached_tokens\x18\x03 \x01(\x05\"#\n\x0c\x41\x62ortRequest\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"3\n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x03(\t\x12\x11\n\tnot_found\x18\x02 \x03(\t\"\x15\n\x13GetModelInfoRequest\"\x80\x03\n\x14GetModelInfoResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x12\n\nvocab_size\x18\x02 \x01(\x05\x12\x15\n\reos_token_ids\x18\x03 \x03(\x05\x12\x15\n\rmax_model_len\x18\x04 \x01(\x05\x12\x1d\n\x15tokenizer_fingerprint\x18\x05 \x01(\t\x12\x14\n\x0c\x61rchitecture\x18\x06 \x01(\t\x12\r\n\x05\x64type\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\t\x12\x14\n\x0cquantization\x18\n \x01(\t\x12\x16\n\x0ekv_cache_dtype\x18\x0b \x01(\t\x12\x15\n\rkv_block_size\x18\x0c \x01(\x05\x12\x15\n\rnum_kv_blocks\x18\r \x01(\x05\x12\x13\n\x0bmax_running\x18\x0e \x01(\x05\x12\x15\n\rlogprobs_mode\x18\x0f \x01(\t\x12\x12\n\nhead_dtype\x18\x10 \x01(\t\x12\x16\n\x0eweight_version\x18\x11 \x01(\t\"\x10\n\x0eGetLoadRequest\"\xb4\x03\n\x0fGetLoadResponse\x12\x0f\n\x07running\x18\x01 \x01(\x05\x12\x0f\n\x07waiting\x18\x02 \x01(\x05\x12\x16\n\x0ekv_blocks_used\x18\x03 \x01(\x05\x12\x16\n\x0ekv_blocks_free\x18\x04 \x01(\x05\x12\x15\n\rkv_block_size\x18\x05 \x01(\x05\x12\x13\n\x0bmax_running\x18\x06 \x01(\x05\x12\x13\n\x0bmax_waiting\x18\x07 \x01(\x05\x12\x16\n\x0eprefix_caching\x18\x08 \x01(\x08\x12\x18\n\x10kv_blocks_cached\x18\t \x01(\x05\x12#\n\x1bprefix_cache_queried_tokens\x18\n \x01(\x03\x12\x1f\n\x17prefix_cache_hit_tokens\x18\x0b \x01(\x03\x12\x1e\n\x16generated_tokens_per_s\x18\x0c \x01(\x01\x12\x1e\n\x16pending_prefill_tokens\x18\r \x01(\x03\x12\x13\n\x0butilization\x18\x0e \x01(\x01\x12\x1e\n\x16prompt_tokens_computed\x18\x0f \x01(\x03\x12!\n\x19prompt_tokens_transferred\x18\x10 \x01(\x03\"\x13\n\x11GetMetricsRequest2\xf0\x04\n\rEngineService\x12I\n\x08Generate\x12\x1c.scaleout.v1.GenerateRequest\x1a\x1d.scaleout.v1.GenerateResponse0\x01\x12o\n\rGenerateUnary\x12\x1c.scaleout.v1.GenerateRequest\x1a\x1d.scaleout.v1.GenerateResponse\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/inference/v1/generate:\x01*\x12g\n\x05\x41\x62ort\x12\x19.scaleout.v1.AbortRequest\x1a\x1a.scaleout.v1.AbortResponse\"\'\x82\xd3\xe4\x93\x02!\"\x1c/inference/v1/abort_requests:\x01*\x12u\n\x0cGetModelInfo\x12 .scaleout.v1.GetModelInfoRequest\x1a!.scaleout.v1.GetModelInfoResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/inference/v1/model_info\x12`\n\x07GetLoad\x12\x1b.scaleout.v1.GetLoadRequest\x1a\x1c.scaleout.v1.GetLoadResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/inference/v1/load\x12\x61\n\nGetMetrics\x12\x1e.scaleout.v1.GetMetricsRequest\x1a\x14.google.api.HttpBody\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/inference/v1/metricsB\x8d\x01\n\x0f\x63om.scaleout.v1B\x0b\x45ngineProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,28 +48,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENGINESERVICE'].methods_by_name['GetLoad']._serialized_options = b'\202\323\344\223\002\024\022\022/inference/v1/load'
   _globals['_ENGINESERVICE'].methods_by_name['GetMetrics']._loaded_options = None
   _globals['_ENGINESERVICE'].methods_by_name['GetMetrics']._serialized_options = b'\202\323\344\223\002\027\022\025/inference/v1/metrics'
-  _globals['_GENERATEREQUEST']._serialized_start=180
-  _globals['_GENERATEREQUEST']._serialized_end=520
-  _globals['_GENERATERESPONSE']._serialized_start=523
-  _globals['_GENERATERESPONSE']._serialized_end=736
-  _globals['_GENERATECHOICE']._serialized_start=739
-  _globals['_GENERATECHOICE']._serialized_end=945
-  _globals['_PROMPTINFO']._serialized_start=947
-  _globals['_PROMPTINFO']._serialized_end=1048
-  _globals['_ABORTREQUEST']._serialized_start=1050
-  _globals['_ABORTREQUEST']._serialized_end=1085
-  _globals['_ABORTRESPONSE']._serialized_start=1087
-  _globals['_ABORTRESPONSE']._serialized_end=1138
-  _globals['_GETMODELINFOREQUEST']._serialized_start=1140
-  _globals['_GETMODELINFOREQUEST']._serialized_end=1161
-  _globals['_GETMODELINFORESPONSE']._serialized_start=1164
-  _globals['_GETMODELINFORESPONSE']._serialized_end=1524
-  _globals['_GETLOADREQUEST']._serialized_start=1526
-  _globals['_GETLOADREQUEST']._serialized_end=1542
-  _globals['_GETLOADRESPONSE']._serialized_start=1545
-  _globals['_GETLOADRESPONSE']._serialized_end=1914
-  _globals['_GETMETRICSREQUEST']._serialized_start=1916
-  _globals['_GETMETRICSREQUEST']._serialized_end=1935
-  _globals['_ENGINESERVICE']._serialized_start=1938
-  _globals['_ENGINESERVICE']._serialized_end=2562
+  _globals['_GENERATEREQUEST']._serialized_start=211
+  _globals['_GENERATEREQUEST']._serialized_end=597
+  _globals['_GENERATERESPONSE']._serialized_start=600
+  _globals['_GENERATERESPONSE']._serialized_end=837
+  _globals['_GENERATECHOICE']._serialized_start=840
+  _globals['_GENERATECHOICE']._serialized_end=1046
+  _globals['_PROMPTINFO']._serialized_start=1048
+  _globals['_PROMPTINFO']._serialized_end=1149
+  _globals['_ABORTREQUEST']._serialized_start=1151
+  _globals['_ABORTREQUEST']._serialized_end=1186
+  _globals['_ABORTRESPONSE']._serialized_start=1188
+  _globals['_ABORTRESPONSE']._serialized_end=1239
+  _globals['_GETMODELINFOREQUEST']._serialized_start=1241
+  _globals['_GETMODELINFOREQUEST']._serialized_end=1262
+  _globals['_GETMODELINFORESPONSE']._serialized_start=1265
+  _globals['_GETMODELINFORESPONSE']._serialized_end=1649
+  _globals['_GETLOADREQUEST']._serialized_start=1651
+  _globals['_GETLOADREQUEST']._serialized_end=1667
+  _globals['_GETLOADRESPONSE']._serialized_start=1670
+  _globals['_GETLOADRESPONSE']._serialized_end=2106
+  _globals['_GETMETRICSREQUEST']._serialized_start=2108
+  _globals['_GETMETRICSREQUEST']._serialized_end=2127
+  _globals['_ENGINESERVICE']._serialized_start=2130
+  _globals['_ENGINESERVICE']._serialized_end=2754
 # @@protoc_insertion_point(module_scope)
