@@ -48,10 +48,14 @@ _THINK = ReasoningTags(("<think>",), ("</think>",))
 _R1 = ReasoningTags(("<think>",), ("</think>",), FORCED=True)
 # The tags of every reasoning parser name derender knows (tests/derender checks they agree with its parsers).
 REASONING_TAGS: dict[str, ReasoningTags] = {
+    **dict.fromkeys(("think", "deepseek_v3", "nemotron", "ernie45", "olmo3"), _THINK),
     **dict.fromkeys(
-        ("think", "deepseek_v3", "glm45", "kimi_k2", "nemotron", "nemotron_v3", "nano_v3", "ernie45", "olmo3"), _THINK
+        ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3"),
+        ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
     ),
-    "qwen3": ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
+    "kimi_k2": ReasoningTags(
+        ("<think>",), ("</think>",), ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
+    ),
     **dict.fromkeys(("deepseek_r1", "minimax_m2", "step3"), _R1),
     **dict.fromkeys(
         ("minimax", "minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
@@ -62,7 +66,8 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")
     ),
     **dict.fromkeys(
-        ("hunyuan", "hunyuan_a13b"), ReasoningTags(("<think>\n", "<think>"), ("\n</think>\n", "\n</think>", "</think>"))
+        ("hunyuan", "hunyuan_a13b"),
+        ReasoningTags(("<think>\n", "<think>"), ("\n</think>\n", "\n</think>", "</think>"), ("<tool_calls>",)),
     ),
     "seed_oss": ReasoningTags(("<seed:think>",), ("</seed:think>",)),
     "mistral": ReasoningTags(("[THINK]",), ("[/THINK]",)),

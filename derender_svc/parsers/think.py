@@ -5,8 +5,10 @@ One policy, parametrised per family:
   family always reasons first (`FORCED`: DeepSeek-R1, MiniMax-M2, Step3 -- vLLM and SGLang assume it too, so
   an output with no tags at all is reasoning); a start tag the model repeats there is dropped;
 - otherwise a start tag after leading whitespace opens it, and anything else makes the whole output content;
-- the first end tag closes it; `ENDS_ON` tags (Qwen3's `<tool_call>`) close it too and stay in the content,
-  since a call is never reasoning; an output that ends inside the block is all reasoning.
+- the first end tag closes it; `ENDS_ON` tags, the family's tool-call opener (Qwen3's and GLM's `<tool_call>`,
+  Kimi-K2's section, Hunyuan's `<tool_calls>`), close it too and stay in the content for the tool parser, since
+  a call is never reasoning (vLLM's and SGLang's `tool_start_token`); an output that ends inside the block is all
+  reasoning.
 Tags are tuples: the longest one matching at a place wins (`<think>\\n` before `<think>`).
 """
 
@@ -62,7 +64,13 @@ class ThinkReasoningParser(StatefulParser):
 
 
 class Qwen3ReasoningParser(ThinkReasoningParser):
+    """Qwen3, and every `<think>` family whose calls open with `<tool_call>` (GLM-4.5+, Nemotron 3)."""
+
     ENDS_ON = ("<tool_call>",)
+
+
+class KimiK2ReasoningParser(ThinkReasoningParser):
+    ENDS_ON = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
 
 
 class DeepSeekR1ReasoningParser(ThinkReasoningParser):
@@ -123,6 +131,7 @@ class HunyuanReasoningParser(ThinkReasoningParser):
 
     START = ("<think>\n", "<think>")
     END = ("\n</think>\n", "\n</think>", "</think>")
+    ENDS_ON = ("<tool_calls>",)
     ANSWER = (("<answer>\n", "<answer>"), ("\n</answer>", "</answer>"))
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.derender.case_kit import H
+from tests.derender.case_kit import H, K
 
 REASONS = ["", "Let me think.", "a < b, 2 </thi nk", "multi\nline\n", "你好 🎉"]
 
@@ -47,9 +47,17 @@ def reasoning_formats() -> dict:
             ("plan\n<tool_call>{}</tool_call>", True, "plan\n", "<tool_call>{}</tool_call>"),
         ]),
         "deepseek_r1": think_family(forced=True, extra=[("abc</think>def", False, "abc", "def")]),
-        "glm45": think_family(extra=[("\n<think>x</think>\ny", False, "x", "\ny")]),
+        "glm45": think_family(extra=[
+            ("\n<think>x</think>\ny", False, "x", "\ny"),
+            ("<think>plan<tool_call>f<arg_key>a</arg_key>", False, "plan", "<tool_call>f<arg_key>a</arg_key>"),
+            ("plan<tool_call>f</tool_call>", True, "plan", "<tool_call>f</tool_call>"),
+        ]),
         "kimi": think_family("◁think▷", "◁/think▷"),
-        "kimi_k2": think_family(),
+        "kimi_k2": think_family(extra=[
+            (f"<think>plan{K[0]}{K[1]}", False, "plan", f"{K[0]}{K[1]}"),
+            ("plan<|tool_call_section_begin|>x", True, "plan", "<|tool_call_section_begin|>x"),
+        ]),
+        "nemotron_v3": think_family(extra=[("<think>plan<tool_call>{}", False, "plan", "<tool_call>{}")]),
         "nemotron": think_family(),
         "minimax_m2": think_family(forced=True),
         "seed_oss": think_family("<seed:think>", "</seed:think>"),
@@ -63,7 +71,11 @@ def reasoning_formats() -> dict:
         "hunyuan": _reasoning(
             lambda r, c: f"<think>\n{r}\n</think>\n<answer>\n{c}\n</answer>",
             lambda r, c: f"{r}\n</think>\n<answer>\n{c}\n</answer>",
-            [("no tags", False, "", "no tags"), ("<think>\nx\n</think>\ny", False, "x", "y")],
+            [
+                ("no tags", False, "", "no tags"),
+                ("<think>\nx\n</think>\ny", False, "x", "y"),
+                ("<think>\nplan <tool_calls>[]</tool_calls>", False, "plan ", "<tool_calls>[]</tool_calls>"),
+            ],
         ),
         "gemma": _reasoning(
             lambda r, c: f"<unused94>thought\n{r}<unused95>{c}",

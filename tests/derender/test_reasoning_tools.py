@@ -1,0 +1,83 @@
+"""Reasoning meets tool calls and the end of the answer, through the real derender server (unary, stateful stream,
+stateless twin): a call opened inside the reasoning block ends the block and is a call (vLLM's and SGLang's
+`tool_start_token`), `force_nonempty_content`, and a call the stream cut short."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.protobuf import struct_pb2
+
+from scaleout.v1 import common_pb2, derender_pb2
+from tests.derender.calls import engine_messages, stream, twin
+from tests.derender.case_kit import K
+
+WEATHER = common_pb2.Tool(
+    type="function",
+    function=common_pb2.FunctionDefinition(
+        name="get_weather",
+        parameters=struct_pb2.Struct(fields={"type": struct_pb2.Value(string_value="object")}),
+    ),
+)
+PARIS = [("get_weather", {"city": "Paris"})]
+
+
+def _context(reasoning: str, tool: str, **kwargs) -> derender_pb2.DerenderContext:
+    return derender_pb2.DerenderContext(
+        id="chatcmpl-rt",
+        reasoning_parser=reasoning,
+        tool_parser=tool,
+        tools=[WEATHER],
+        parallel_tool_calls=True,
+        **kwargs,
+    )
+
+
+def _folded(responses) -> tuple[str, str, list]:
+    """(reasoning, content, calls) of choice 0 over streamed chunks."""
+    reasoning = content = ""
+    calls: dict[int, list] = {}
+    for response in responses:
+        for choice in response.chat.choices:
+            reasoning += choice.delta.reasoning_content
+            content += choice.delta.content
+            for call in choice.delta.tool_calls:
+                entry = calls.setdefault(call.index, ["", ""])
+                entry[0] = entry[0] or call.function.name
+                entry[1] += call.function.arguments
+    return reasoning, content, [(n, json.loads(a)) for n, a in (calls[i] for i in sorted(calls))]
+
+
+async def answers(stub, hf_tokenizer, context, text: str, **finish) -> tuple[tuple, list[tuple]]:
+    """The unary (reasoning, content, calls) and the same folded from the stream and the twin (one token each)."""
+    ids = hf_tokenizer.encode(text, add_special_tokens=False)
+    messages = engine_messages([[i] for i in ids], **finish)
+    unary = await stub.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages))
+    message = unary.choices[0].message
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls]
+    one = (message.reasoning_content, message.content, calls)
+    return one, [_folded(await stream(stub, context, messages)), _folded(await twin(stub, context, messages))]
+
+
+CALL_IN_REASONING = [
+    ("glm45", "glm45", "<think>I need the weather<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris"
+     "</arg_value></tool_call>"),
+    ("glm45", "glm45", "<think>I need the weather\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris"
+     "</arg_value>\n</tool_call>"),
+    ("kimi_k2", "kimi_k2", f"<think>I need the weather{K[0]}{K[1]}functions.get_weather:0{K[2]}"
+     '{"city": "Paris"}' f"{K[3]}{K[4]}"),
+    ("hunyuan", "hunyuan", '<think>\nI need the weather<tool_calls>[{"name": "get_weather", "arguments": '
+     '{"city": "Paris"}}]</tool_calls>'),
+    ("qwen3", "hermes", '<think>I need the weather<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}'
+     "\n</tool_call>"),
+    ("nemotron_v3", "hermes", '<think>I need the weather<tool_call>{"name": "get_weather", "arguments": '
+     '{"city": "Paris"}}</tool_call>'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("reasoning,tool,text", CALL_IN_REASONING)
+async def test_a_call_inside_the_reasoning_ends_it(stub, hf_tokenizer, reasoning, tool, text):
+    one, streamed = await answers(stub, hf_tokenizer, _context(reasoning, tool), text)
+    assert one[0].strip() == "I need the weather" and one[1:] == ("", PARIS)
+    assert all(s == one for s in streamed), streamed
