@@ -145,6 +145,31 @@ class Reason(StrEnum):
     )
     ENGINE_STEP_FAILED = "ENGINE_STEP_FAILED", C.INTERNAL, "a model step raised (a bug or a device fault)"
     ENGINE_CORE_EXITED = "ENGINE_CORE_EXITED", C.UNAVAILABLE, "the engine core process exited"
+    ENGINE_PAUSED = (
+        "ENGINE_PAUSED",
+        C.UNAVAILABLE,
+        "a request to an engine paused (abort or wait mode) or asleep: EngineControlService.Resume / WakeUp",
+    )
+    WEIGHT_TRANSFER_STATE = (
+        "WEIGHT_TRANSFER_STATE",
+        C.FAILED_PRECONDITION,
+        "a weight-transfer call out of order (update before init/start, sleep during an update, ...)",
+    )
+    WEIGHT_TRANSFER_UNAVAILABLE = (
+        "WEIGHT_TRANSFER_UNAVAILABLE",
+        C.FAILED_PRECONDITION,
+        "a weight transfer this engine cannot take (ipc without CUDA, fp8 projections, another backend's fields)",
+    )
+    INVALID_WEIGHTS = (
+        "INVALID_WEIGHTS",
+        C.INVALID_ARGUMENT,
+        "a tensor the model does not have, of another shape, or an unreadable weights folder",
+    )
+    WEIGHT_TRANSFER_FAILED = (
+        "WEIGHT_TRANSFER_FAILED",
+        C.UNAVAILABLE,
+        "the trainer's process group failed (rendezvous timeout, peer gone): init again",
+    )
     METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"
     KV_EVENTS_OFF = "KV_EVENTS_OFF", C.FAILED_PRECONDITION, "SubscribeKvEvents on an engine started without --kv-events"
     KV_EVENTS_BEHIND = (

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from scaleout.v1 import kv_events_pb2 as scaleout_dot_v1_dot_kv__events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19scaleout/v1/control.proto\x12\x0bscaleout.v1\x1a\x1bscaleout/v1/kv_events.proto\"\x19\n\x17ResetPrefixCacheRequest\"2\n\x18ResetPrefixCacheResponse\x12\x16\n\x0e\x62locks_dropped\x18\x01 \x01(\x05\x32\xb4\x02\n\x14\x45ngineControlService\x12_\n\x10ResetPrefixCache\x12$.scaleout.v1.ResetPrefixCacheRequest\x1a%.scaleout.v1.ResetPrefixCacheResponse\x12W\n\x11SubscribeKvEvents\x12%.scaleout.v1.SubscribeKvEventsRequest\x1a\x19.scaleout.v1.KvEventBatch0\x01\x12\x62\n\x11GetKvEventSources\x12%.scaleout.v1.GetKvEventSourcesRequest\x1a&.scaleout.v1.GetKvEventSourcesResponseB\x8e\x01\n\x0f\x63om.scaleout.v1B\x0c\x43ontrolProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19scaleout/v1/control.proto\x12\x0bscaleout.v1\x1a\x1bscaleout/v1/kv_events.proto\"4\n\x0cPauseRequest\x12$\n\x04mode\x18\x01 \x01(\x0e\x32\x16.scaleout.v1.PauseMode\" \n\rPauseResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x05\"\x0f\n\rResumeRequest\"\x10\n\x0eResumeResponse\"\x16\n\x14GetPauseStateRequest\"M\n\x15GetPauseStateResponse\x12\x0e\n\x06paused\x18\x01 \x01(\x08\x12$\n\x04mode\x18\x02 \x01(\x0e\x32\x16.scaleout.v1.PauseMode\"R\n\x0cSleepRequest\x12\x12\n\x05level\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12$\n\x04mode\x18\x02 \x01(\x0e\x32\x16.scaleout.v1.PauseModeB\x08\n\x06_level\"\x0f\n\rSleepResponse\"4\n\rWakeUpRequest\x12#\n\x04tags\x18\x01 \x03(\x0e\x32\x15.scaleout.v1.SleepTag\"\x1f\n\x0eWakeUpResponse\x12\r\n\x05\x61wake\x18\x01 \x01(\x08\"\x16\n\x14GetSleepStateRequest\"_\n\x15GetSleepStateResponse\x12\x10\n\x08sleeping\x18\x01 \x01(\x08\x12\r\n\x05level\x18\x02 \x01(\x05\x12%\n\x06\x61sleep\x18\x03 \x03(\x0e\x32\x15.scaleout.v1.SleepTag\"j\n\x19InitWeightTransferRequest\x12\x16\n\x0emaster_address\x18\x01 \x01(\t\x12\x13\n\x0bmaster_port\x18\x02 \x01(\x05\x12\x0c\n\x04rank\x18\x03 \x01(\x05\x12\x12\n\nworld_size\x18\x04 \x01(\x05\"-\n\x1aInitWeightTransferResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\"\x1a\n\x18StartWeightUpdateRequest\"\x1b\n\x19StartWeightUpdateResponse\"\x1b\n\x0bTensorShape\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\"\x8a\x01\n\x14UpdateWeightsRequest\x12\r\n\x05names\x18\x01 \x03(\t\x12\x0e\n\x06\x64types\x18\x02 \x03(\t\x12(\n\x06shapes\x18\x03 \x03(\x0b\x32\x18.scaleout.v1.TensorShape\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x1b\n\x13ipc_handles_pickled\x18\x05 \x01(\x0c\"(\n\x15UpdateWeightsResponse\x12\x0f\n\x07tensors\x18\x01 \x01(\x05\"K\n\x19\x46inishWeightUpdateRequest\x12\x1b\n\x0eweight_version\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x11\n\x0f_weight_version\"L\n\x1a\x46inishWeightUpdateResponse\x12\x16\n\x0eweight_version\x18\x01 \x01(\t\x12\x16\n\x0e\x62locks_dropped\x18\x02 \x01(\x05\"1\n\x17SetWeightVersionRequest\x12\x16\n\x0eweight_version\x18\x01 \x01(\t\"\x1a\n\x18SetWeightVersionResponse\"\x16\n\x14GetWeightInfoRequest\"T\n\x15GetWeightInfoResponse\x12\x16\n\x0eweight_version\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x12\n\nworld_size\x18\x03 \x01(\x05\"\x19\n\x17ResetPrefixCacheRequest\"2\n\x18ResetPrefixCacheResponse\x12\x16\n\x0e\x62locks_dropped\x18\x01 \x01(\x05*g\n\tPauseMode\x12\x1a\n\x16PAUSE_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10PAUSE_MODE_ABORT\x10\x01\x12\x13\n\x0fPAUSE_MODE_WAIT\x10\x02\x12\x13\n\x0fPAUSE_MODE_KEEP\x10\x03*T\n\x08SleepTag\x12\x19\n\x15SLEEP_TAG_UNSPECIFIED\x10\x00\x12\x15\n\x11SLEEP_TAG_WEIGHTS\x10\x01\x12\x16\n\x12SLEEP_TAG_KV_CACHE\x10\x02\x32\xad\n\n\x14\x45ngineControlService\x12_\n\x10ResetPrefixCache\x12$.scaleout.v1.ResetPrefixCacheRequest\x1a%.scaleout.v1.ResetPrefixCacheResponse\x12W\n\x11SubscribeKvEvents\x12%.scaleout.v1.SubscribeKvEventsRequest\x1a\x19.scaleout.v1.KvEventBatch0\x01\x12\x62\n\x11GetKvEventSources\x12%.scaleout.v1.GetKvEventSourcesRequest\x1a&.scaleout.v1.GetKvEventSourcesResponse\x12>\n\x05Pause\x12\x19.scaleout.v1.PauseRequest\x1a\x1a.scaleout.v1.PauseResponse\x12\x41\n\x06Resume\x12\x1a.scaleout.v1.ResumeRequest\x1a\x1b.scaleout.v1.ResumeResponse\x12V\n\rGetPauseState\x12!.scaleout.v1.GetPauseStateRequest\x1a\".scaleout.v1.GetPauseStateResponse\x12>\n\x05Sleep\x12\x19.scaleout.v1.SleepRequest\x1a\x1a.scaleout.v1.SleepResponse\x12\x41\n\x06WakeUp\x12\x1a.scaleout.v1.WakeUpRequest\x1a\x1b.scaleout.v1.WakeUpResponse\x12V\n\rGetSleepState\x12!.scaleout.v1.GetSleepStateRequest\x1a\".scaleout.v1.GetSleepStateResponse\x12\x65\n\x12InitWeightTransfer\x12&.scaleout.v1.InitWeightTransferRequest\x1a\'.scaleout.v1.InitWeightTransferResponse\x12\x62\n\x11StartWeightUpdate\x12%.scaleout.v1.StartWeightUpdateRequest\x1a&.scaleout.v1.StartWeightUpdateResponse\x12V\n\rUpdateWeights\x12!.scaleout.v1.UpdateWeightsRequest\x1a\".scaleout.v1.UpdateWeightsResponse\x12\x65\n\x12\x46inishWeightUpdate\x12&.scaleout.v1.FinishWeightUpdateRequest\x1a\'.scaleout.v1.FinishWeightUpdateResponse\x12_\n\x10SetWeightVersion\x12$.scaleout.v1.SetWeightVersionRequest\x1a%.scaleout.v1.SetWeightVersionResponse\x12V\n\rGetWeightInfo\x12!.scaleout.v1.GetWeightInfoRequest\x1a\".scaleout.v1.GetWeightInfoResponseB\x8e\x01\n\x0f\x63om.scaleout.v1B\x0c\x43ontrolProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,64 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scaleout.v1.control_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.scaleout.v1B\014ControlProtoP\001Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\242\002\003SXX\252\002\013Scaleout.V1\312\002\013Scaleout\\V1\352\002\014Scaleout::V1'
-  _globals['_RESETPREFIXCACHEREQUEST']._serialized_start=71
-  _globals['_RESETPREFIXCACHEREQUEST']._serialized_end=96
-  _globals['_RESETPREFIXCACHERESPONSE']._serialized_start=98
-  _globals['_RESETPREFIXCACHERESPONSE']._serialized_end=148
-  _globals['_ENGINECONTROLSERVICE']._serialized_start=151
-  _globals['_ENGINECONTROLSERVICE']._serialized_end=459
+  _globals['_PAUSEMODE']._serialized_start=1453
+  _globals['_PAUSEMODE']._serialized_end=1556
+  _globals['_SLEEPTAG']._serialized_start=1558
+  _globals['_SLEEPTAG']._serialized_end=1642
+  _globals['_PAUSEREQUEST']._serialized_start=71
+  _globals['_PAUSEREQUEST']._serialized_end=123
+  _globals['_PAUSERESPONSE']._serialized_start=125
+  _globals['_PAUSERESPONSE']._serialized_end=157
+  _globals['_RESUMEREQUEST']._serialized_start=159
+  _globals['_RESUMEREQUEST']._serialized_end=174
+  _globals['_RESUMERESPONSE']._serialized_start=176
+  _globals['_RESUMERESPONSE']._serialized_end=192
+  _globals['_GETPAUSESTATEREQUEST']._serialized_start=194
+  _globals['_GETPAUSESTATEREQUEST']._serialized_end=216
+  _globals['_GETPAUSESTATERESPONSE']._serialized_start=218
+  _globals['_GETPAUSESTATERESPONSE']._serialized_end=295
+  _globals['_SLEEPREQUEST']._serialized_start=297
+  _globals['_SLEEPREQUEST']._serialized_end=379
+  _globals['_SLEEPRESPONSE']._serialized_start=381
+  _globals['_SLEEPRESPONSE']._serialized_end=396
+  _globals['_WAKEUPREQUEST']._serialized_start=398
+  _globals['_WAKEUPREQUEST']._serialized_end=450
+  _globals['_WAKEUPRESPONSE']._serialized_start=452
+  _globals['_WAKEUPRESPONSE']._serialized_end=483
+  _globals['_GETSLEEPSTATEREQUEST']._serialized_start=485
+  _globals['_GETSLEEPSTATEREQUEST']._serialized_end=507
+  _globals['_GETSLEEPSTATERESPONSE']._serialized_start=509
+  _globals['_GETSLEEPSTATERESPONSE']._serialized_end=604
+  _globals['_INITWEIGHTTRANSFERREQUEST']._serialized_start=606
+  _globals['_INITWEIGHTTRANSFERREQUEST']._serialized_end=712
+  _globals['_INITWEIGHTTRANSFERRESPONSE']._serialized_start=714
+  _globals['_INITWEIGHTTRANSFERRESPONSE']._serialized_end=759
+  _globals['_STARTWEIGHTUPDATEREQUEST']._serialized_start=761
+  _globals['_STARTWEIGHTUPDATEREQUEST']._serialized_end=787
+  _globals['_STARTWEIGHTUPDATERESPONSE']._serialized_start=789
+  _globals['_STARTWEIGHTUPDATERESPONSE']._serialized_end=816
+  _globals['_TENSORSHAPE']._serialized_start=818
+  _globals['_TENSORSHAPE']._serialized_end=845
+  _globals['_UPDATEWEIGHTSREQUEST']._serialized_start=848
+  _globals['_UPDATEWEIGHTSREQUEST']._serialized_end=986
+  _globals['_UPDATEWEIGHTSRESPONSE']._serialized_start=988
+  _globals['_UPDATEWEIGHTSRESPONSE']._serialized_end=1028
+  _globals['_FINISHWEIGHTUPDATEREQUEST']._serialized_start=1030
+  _globals['_FINISHWEIGHTUPDATEREQUEST']._serialized_end=1105
+  _globals['_FINISHWEIGHTUPDATERESPONSE']._serialized_start=1107
+  _globals['_FINISHWEIGHTUPDATERESPONSE']._serialized_end=1183
+  _globals['_SETWEIGHTVERSIONREQUEST']._serialized_start=1185
+  _globals['_SETWEIGHTVERSIONREQUEST']._serialized_end=1234
+  _globals['_SETWEIGHTVERSIONRESPONSE']._serialized_start=1236
+  _globals['_SETWEIGHTVERSIONRESPONSE']._serialized_end=1262
+  _globals['_GETWEIGHTINFOREQUEST']._serialized_start=1264
+  _globals['_GETWEIGHTINFOREQUEST']._serialized_end=1286
+  _globals['_GETWEIGHTINFORESPONSE']._serialized_start=1288
+  _globals['_GETWEIGHTINFORESPONSE']._serialized_end=1372
+  _globals['_RESETPREFIXCACHEREQUEST']._serialized_start=1374
+  _globals['_RESETPREFIXCACHEREQUEST']._serialized_end=1399
+  _globals['_RESETPREFIXCACHERESPONSE']._serialized_start=1401
+  _globals['_RESETPREFIXCACHERESPONSE']._serialized_end=1451
+  _globals['_ENGINECONTROLSERVICE']._serialized_start=1645
+  _globals['_ENGINECONTROLSERVICE']._serialized_end=2970
 # @@protoc_insertion_point(module_scope)

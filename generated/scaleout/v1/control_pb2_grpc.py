@@ -29,7 +29,8 @@ if _version_not_supported:
 class EngineControlServiceStub:
     """Control operations on one engine replica, served by the engine beside EngineService. Admin-scoped: with API
     keys on, only an admin key's calls are served (NOT_PERMITTED otherwise). There is no REST route to one
-    replica: over REST, FleetService (fleet.proto) applies each operation to every replica.
+    replica: over REST, FleetService (fleet.proto) and the vLLM face (vllm_server.proto: `/pause`, `/sleep`,
+    `/update_weights`, ...) apply each operation to every replica. docs/rl.md describes the RL operations.
     """
 
     def __init__(self, channel):
@@ -53,12 +54,73 @@ class EngineControlServiceStub:
                 request_serializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesResponse.FromString,
                 _registered_method=True)
+        self.Pause = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/Pause',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.PauseRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.Resume = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/Resume',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.ResumeRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.ResumeResponse.FromString,
+                _registered_method=True)
+        self.GetPauseState = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/GetPauseState',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.GetPauseStateRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.GetPauseStateResponse.FromString,
+                _registered_method=True)
+        self.Sleep = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/Sleep',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.SleepRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.SleepResponse.FromString,
+                _registered_method=True)
+        self.WakeUp = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/WakeUp',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.WakeUpRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.WakeUpResponse.FromString,
+                _registered_method=True)
+        self.GetSleepState = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/GetSleepState',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.GetSleepStateRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.GetSleepStateResponse.FromString,
+                _registered_method=True)
+        self.InitWeightTransfer = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/InitWeightTransfer',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.InitWeightTransferRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.InitWeightTransferResponse.FromString,
+                _registered_method=True)
+        self.StartWeightUpdate = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/StartWeightUpdate',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.StartWeightUpdateRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.StartWeightUpdateResponse.FromString,
+                _registered_method=True)
+        self.UpdateWeights = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/UpdateWeights',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.UpdateWeightsRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.UpdateWeightsResponse.FromString,
+                _registered_method=True)
+        self.FinishWeightUpdate = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/FinishWeightUpdate',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.FinishWeightUpdateRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.FinishWeightUpdateResponse.FromString,
+                _registered_method=True)
+        self.SetWeightVersion = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/SetWeightVersion',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.SetWeightVersionRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.SetWeightVersionResponse.FromString,
+                _registered_method=True)
+        self.GetWeightInfo = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/GetWeightInfo',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoResponse.FromString,
+                _registered_method=True)
 
 
 class EngineControlServiceServicer:
     """Control operations on one engine replica, served by the engine beside EngineService. Admin-scoped: with API
     keys on, only an admin key's calls are served (NOT_PERMITTED otherwise). There is no REST route to one
-    replica: over REST, FleetService (fleet.proto) applies each operation to every replica.
+    replica: over REST, FleetService (fleet.proto) and the vLLM face (vllm_server.proto: `/pause`, `/sleep`,
+    `/update_weights`, ...) apply each operation to every replica. docs/rl.md describes the RL operations.
     """
 
     def ResetPrefixCache(self, request, context):
@@ -87,6 +149,95 @@ class EngineControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pause(self, request, context):
+        """Stops generating. ABORT (the default): in-flight requests end with FINISH_REASON_ABORT; WAIT: answers once
+        they have finished; in both, new requests are refused (ENGINE_PAUSED) until Resume. KEEP: in-flight requests
+        are frozen with their KV cache and new ones queue; all run on after Resume, across a weight change too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Resume(self, request, context):
+        """Generation goes on (a no-op when not paused).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPauseState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Sleep(self, request, context):
+        """Pauses (as Pause, in `mode`) and releases memory: level 1 frees the KV cache and moves the weights to host
+        memory, level 2 frees the KV cache and drops the weights (WakeUp, then a weight update, restores them);
+        level 0 only pauses.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WakeUp(self, request, context):
+        """Restores what Sleep released (the tags named, or all); generation resumes once nothing is asleep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSleepState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InitWeightTransfer(self, request, context):
+        """Weight transfer from a trainer, in four phases: InitWeightTransfer (once: joins the trainer's process group
+        for the nccl backend), then per update StartWeightUpdate, UpdateWeights (one or more), FinishWeightUpdate.
+        The backend is the engine's (--weight-transfer-backend): nccl (torch.distributed broadcast from rank 0:
+        NCCL on CUDA, gloo on CPU), disk (a safetensors folder) or ipc (CUDA IPC handles from a colocated trainer).
+        FAILED_PRECONDITION (WEIGHT_TRANSFER_STATE) out of order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartWeightUpdate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateWeights(self, request, context):
+        """Receives the named tensors (blocking until the trainer has sent them all, for nccl) and loads them.
+        Generation waits meanwhile: no step runs on half-loaded weights.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinishWeightUpdate(self, request, context):
+        """Ends the update: the prefix cache is emptied (an AllBlocksCleared KV event), frozen requests will recompute
+        their KV under the new weights, and the weight version becomes the one given (if any).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetWeightVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWeightInfo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +256,66 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
                     request_deserializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesResponse.SerializeToString,
             ),
+            'Pause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pause,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.PauseRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.PauseResponse.SerializeToString,
+            ),
+            'Resume': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resume,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.ResumeRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.ResumeResponse.SerializeToString,
+            ),
+            'GetPauseState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPauseState,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.GetPauseStateRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.GetPauseStateResponse.SerializeToString,
+            ),
+            'Sleep': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sleep,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.SleepRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.SleepResponse.SerializeToString,
+            ),
+            'WakeUp': grpc.unary_unary_rpc_method_handler(
+                    servicer.WakeUp,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.WakeUpRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.WakeUpResponse.SerializeToString,
+            ),
+            'GetSleepState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSleepState,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.GetSleepStateRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.GetSleepStateResponse.SerializeToString,
+            ),
+            'InitWeightTransfer': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitWeightTransfer,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.InitWeightTransferRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.InitWeightTransferResponse.SerializeToString,
+            ),
+            'StartWeightUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartWeightUpdate,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.StartWeightUpdateRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.StartWeightUpdateResponse.SerializeToString,
+            ),
+            'UpdateWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWeights,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.UpdateWeightsRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.UpdateWeightsResponse.SerializeToString,
+            ),
+            'FinishWeightUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishWeightUpdate,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.FinishWeightUpdateRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.FinishWeightUpdateResponse.SerializeToString,
+            ),
+            'SetWeightVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWeightVersion,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.SetWeightVersionRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.SetWeightVersionResponse.SerializeToString,
+            ),
+            'GetWeightInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWeightInfo,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'scaleout.v1.EngineControlService', rpc_method_handlers)
@@ -116,7 +327,8 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
 class EngineControlService:
     """Control operations on one engine replica, served by the engine beside EngineService. Admin-scoped: with API
     keys on, only an admin key's calls are served (NOT_PERMITTED otherwise). There is no REST route to one
-    replica: over REST, FleetService (fleet.proto) applies each operation to every replica.
+    replica: over REST, FleetService (fleet.proto) and the vLLM face (vllm_server.proto: `/pause`, `/sleep`,
+    `/update_weights`, ...) apply each operation to every replica. docs/rl.md describes the RL operations.
     """
 
     @staticmethod
@@ -190,6 +402,330 @@ class EngineControlService:
             '/scaleout.v1.EngineControlService/GetKvEventSources',
             scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesRequest.SerializeToString,
             scaleout_dot_v1_dot_kv__events__pb2.GetKvEventSourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/Pause',
+            scaleout_dot_v1_dot_control__pb2.PauseRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Resume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/Resume',
+            scaleout_dot_v1_dot_control__pb2.ResumeRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.ResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPauseState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/GetPauseState',
+            scaleout_dot_v1_dot_control__pb2.GetPauseStateRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.GetPauseStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sleep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/Sleep',
+            scaleout_dot_v1_dot_control__pb2.SleepRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.SleepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WakeUp(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/WakeUp',
+            scaleout_dot_v1_dot_control__pb2.WakeUpRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.WakeUpResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSleepState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/GetSleepState',
+            scaleout_dot_v1_dot_control__pb2.GetSleepStateRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.GetSleepStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitWeightTransfer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/InitWeightTransfer',
+            scaleout_dot_v1_dot_control__pb2.InitWeightTransferRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.InitWeightTransferResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartWeightUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/StartWeightUpdate',
+            scaleout_dot_v1_dot_control__pb2.StartWeightUpdateRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.StartWeightUpdateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/UpdateWeights',
+            scaleout_dot_v1_dot_control__pb2.UpdateWeightsRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.UpdateWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishWeightUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/FinishWeightUpdate',
+            scaleout_dot_v1_dot_control__pb2.FinishWeightUpdateRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.FinishWeightUpdateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWeightVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/SetWeightVersion',
+            scaleout_dot_v1_dot_control__pb2.SetWeightVersionRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.SetWeightVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWeightInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/GetWeightInfo',
+            scaleout_dot_v1_dot_control__pb2.GetWeightInfoRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.GetWeightInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

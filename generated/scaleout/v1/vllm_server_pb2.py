@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/vllm_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\x14\n\x12VllmGetLoadRequest\"\x1b\n\x19VllmKvEventSourcesRequest\"U\n\x1bVllmResetPrefixCacheRequest\x12\x1e\n\x16reset_running_requests\x18\x01 \x01(\x08\x12\x16\n\x0ereset_external\x18\x02 \x01(\x08\x32\xc4\x02\n\x11VllmServerService\x12S\n\x07GetLoad\x12\x1f.scaleout.v1.VllmGetLoadRequest\x1a\x14.google.api.HttpBody\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/get_load\x12o\n\x10ResetPrefixCache\x12(.scaleout.v1.VllmResetPrefixCacheRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x13/reset_prefix_cache\x12i\n\x0eKvEventSources\x12&.scaleout.v1.VllmKvEventSourcesRequest\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/kv_event_sourcesB\x91\x01\n\x0f\x63om.scaleout.v1B\x0fVllmServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/vllm_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"J\n\x10VllmPauseRequest\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x18\n\x0b\x63lear_cache\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_clear_cache\"\x13\n\x11VllmResumeRequest\"\x15\n\x13VllmIsPausedRequest\">\n\x10VllmSleepRequest\x12\x12\n\x05level\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x0c\n\x04mode\x18\x02 \x01(\tB\x08\n\x06_level\"!\n\x11VllmWakeUpRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\"\x17\n\x15VllmIsSleepingRequest\"\x17\n\x15VllmWeightInfoRequest\"A\n\x17VllmGetWorldSizeRequest\x12\x17\n\ninclude_dp\x18\x01 \x01(\x08H\x00\x88\x01\x01\x42\r\n\x0b_include_dp\"\x14\n\x12VllmGetLoadRequest\"\x1b\n\x19VllmKvEventSourcesRequest\"U\n\x1bVllmResetPrefixCacheRequest\x12\x1e\n\x16reset_running_requests\x18\x01 \x01(\x08\x12\x16\n\x0ereset_external\x18\x02 \x01(\x08\x32\xf2\x0b\n\x11VllmServerService\x12S\n\x07GetLoad\x12\x1f.scaleout.v1.VllmGetLoadRequest\x1a\x14.google.api.HttpBody\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/get_load\x12o\n\x10ResetPrefixCache\x12(.scaleout.v1.VllmResetPrefixCacheRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x13/reset_prefix_cache\x12i\n\x0eKvEventSources\x12&.scaleout.v1.VllmKvEventSourcesRequest\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/kv_event_sources\x12L\n\x05Pause\x12\x1d.scaleout.v1.VllmPauseRequest\x1a\x14.google.api.HttpBody\"\x0e\x82\xd3\xe4\x93\x02\x08\"\x06/pause\x12O\n\x06Resume\x12\x1e.scaleout.v1.VllmResumeRequest\x1a\x14.google.api.HttpBody\"\x0f\x82\xd3\xe4\x93\x02\t\"\x07/resume\x12V\n\x08IsPaused\x12 .scaleout.v1.VllmIsPausedRequest\x1a\x14.google.api.HttpBody\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/is_paused\x12L\n\x05Sleep\x12\x1d.scaleout.v1.VllmSleepRequest\x1a\x14.google.api.HttpBody\"\x0e\x82\xd3\xe4\x93\x02\x08\"\x06/sleep\x12P\n\x06WakeUp\x12\x1e.scaleout.v1.VllmWakeUpRequest\x1a\x14.google.api.HttpBody\"\x10\x82\xd3\xe4\x93\x02\n\"\x08/wake_up\x12\\\n\nIsSleeping\x12\".scaleout.v1.VllmIsSleepingRequest\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/is_sleeping\x12o\n\x18InitWeightTransferEngine\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\'\x82\xd3\xe4\x93\x02!\"\x1c/init_weight_transfer_engine:\x01*\x12`\n\x11StartWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/start_weight_update:\x01*\x12W\n\rUpdateWeights\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/update_weights:\x01*\x12\x62\n\x12\x46inishWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\" \x82\xd3\xe4\x93\x02\x1a\"\x15/finish_weight_update:\x01*\x12\x64\n\x13UpdateWeightVersion\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/update_weight_version:\x01*\x12\\\n\nWeightInfo\x12\".scaleout.v1.VllmWeightInfoRequest\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/weight_info\x12\x63\n\x0cGetWorldSize\x12$.scaleout.v1.VllmGetWorldSizeRequest\x1a\x14.google.api.HttpBody\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/get_world_sizeB\x91\x01\n\x0f\x63om.scaleout.v1B\x0fVllmServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,12 +40,54 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VLLMSERVERSERVICE'].methods_by_name['ResetPrefixCache']._serialized_options = b'\202\323\344\223\002\025\"\023/reset_prefix_cache'
   _globals['_VLLMSERVERSERVICE'].methods_by_name['KvEventSources']._loaded_options = None
   _globals['_VLLMSERVERSERVICE'].methods_by_name['KvEventSources']._serialized_options = b'\202\323\344\223\002\023\022\021/kv_event_sources'
-  _globals['_VLLMGETLOADREQUEST']._serialized_start=103
-  _globals['_VLLMGETLOADREQUEST']._serialized_end=123
-  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_start=125
-  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_end=152
-  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_start=154
-  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_end=239
-  _globals['_VLLMSERVERSERVICE']._serialized_start=242
-  _globals['_VLLMSERVERSERVICE']._serialized_end=566
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['Pause']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['Pause']._serialized_options = b'\202\323\344\223\002\010\"\006/pause'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['Resume']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['Resume']._serialized_options = b'\202\323\344\223\002\t\"\007/resume'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['IsPaused']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['IsPaused']._serialized_options = b'\202\323\344\223\002\014\022\n/is_paused'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['Sleep']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['Sleep']._serialized_options = b'\202\323\344\223\002\010\"\006/sleep'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['WakeUp']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['WakeUp']._serialized_options = b'\202\323\344\223\002\n\"\010/wake_up'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['IsSleeping']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['IsSleeping']._serialized_options = b'\202\323\344\223\002\016\022\014/is_sleeping'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['InitWeightTransferEngine']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['InitWeightTransferEngine']._serialized_options = b'\202\323\344\223\002!\"\034/init_weight_transfer_engine:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['StartWeightUpdate']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['StartWeightUpdate']._serialized_options = b'\202\323\344\223\002\031\"\024/start_weight_update:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['UpdateWeights']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['UpdateWeights']._serialized_options = b'\202\323\344\223\002\024\"\017/update_weights:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['FinishWeightUpdate']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['FinishWeightUpdate']._serialized_options = b'\202\323\344\223\002\032\"\025/finish_weight_update:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['UpdateWeightVersion']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['UpdateWeightVersion']._serialized_options = b'\202\323\344\223\002\033\"\026/update_weight_version:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['WeightInfo']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['WeightInfo']._serialized_options = b'\202\323\344\223\002\016\022\014/weight_info'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['GetWorldSize']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['GetWorldSize']._serialized_options = b'\202\323\344\223\002\021\022\017/get_world_size'
+  _globals['_VLLMPAUSEREQUEST']._serialized_start=103
+  _globals['_VLLMPAUSEREQUEST']._serialized_end=177
+  _globals['_VLLMRESUMEREQUEST']._serialized_start=179
+  _globals['_VLLMRESUMEREQUEST']._serialized_end=198
+  _globals['_VLLMISPAUSEDREQUEST']._serialized_start=200
+  _globals['_VLLMISPAUSEDREQUEST']._serialized_end=221
+  _globals['_VLLMSLEEPREQUEST']._serialized_start=223
+  _globals['_VLLMSLEEPREQUEST']._serialized_end=285
+  _globals['_VLLMWAKEUPREQUEST']._serialized_start=287
+  _globals['_VLLMWAKEUPREQUEST']._serialized_end=320
+  _globals['_VLLMISSLEEPINGREQUEST']._serialized_start=322
+  _globals['_VLLMISSLEEPINGREQUEST']._serialized_end=345
+  _globals['_VLLMWEIGHTINFOREQUEST']._serialized_start=347
+  _globals['_VLLMWEIGHTINFOREQUEST']._serialized_end=370
+  _globals['_VLLMGETWORLDSIZEREQUEST']._serialized_start=372
+  _globals['_VLLMGETWORLDSIZEREQUEST']._serialized_end=437
+  _globals['_VLLMGETLOADREQUEST']._serialized_start=439
+  _globals['_VLLMGETLOADREQUEST']._serialized_end=459
+  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_start=461
+  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_end=488
+  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_start=490
+  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_end=575
+  _globals['_VLLMSERVERSERVICE']._serialized_start=578
+  _globals['_VLLMSERVERSERVICE']._serialized_end=2100
 # @@protoc_insertion_point(module_scope)

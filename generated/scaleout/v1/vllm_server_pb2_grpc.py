@@ -53,6 +53,71 @@ class VllmServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmKvEventSourcesRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Pause = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/Pause',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmPauseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.Resume = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/Resume',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResumeRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.IsPaused = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/IsPaused',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmIsPausedRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.Sleep = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/Sleep',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmSleepRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.WakeUp = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/WakeUp',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmWakeUpRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.IsSleeping = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/IsSleeping',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmIsSleepingRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.InitWeightTransferEngine = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/InitWeightTransferEngine',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.StartWeightUpdate = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/StartWeightUpdate',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.UpdateWeights = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/UpdateWeights',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.FinishWeightUpdate = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/FinishWeightUpdate',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.UpdateWeightVersion = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/UpdateWeightVersion',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.WeightInfo = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/WeightInfo',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmWeightInfoRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.GetWorldSize = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/GetWorldSize',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetWorldSizeRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class VllmServerServiceServicer:
@@ -86,6 +151,100 @@ class VllmServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pause(self, request, context):
+        """vLLM's RL routes (its serve/dev and rl/online routers), each applied to every engine replica through
+        EngineControlService; admin-scoped. Answers are vLLM's JSON. docs/rl.md.
+        `POST /pause?mode=abort|wait|keep&clear_cache=`: `{"status": "paused"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Resume(self, request, context):
+        """`POST /resume`: `{"status": "resumed"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IsPaused(self, request, context):
+        """`GET /is_paused`: `{"is_paused": bool}` (any replica paused).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Sleep(self, request, context):
+        """`POST /sleep?level=0|1|2&mode=`: `{"status": "sleeping", "level": n}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WakeUp(self, request, context):
+        """`POST /wake_up?tags=weights&tags=kv_cache`: `{"status": "awake"|"sleeping", "tags": [...]|null}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IsSleeping(self, request, context):
+        """`GET /is_sleeping`: `{"is_sleeping": bool}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InitWeightTransferEngine(self, request, context):
+        """`POST /init_weight_transfer_engine {"init_info": {...}}`: `{"message": "Weight transfer initialized"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartWeightUpdate(self, request, context):
+        """`POST /start_weight_update`: `{"message": "Weight update started"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateWeights(self, request, context):
+        """`POST /update_weights {"update_info": {...}}`: `{"message": "Weights updated"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinishWeightUpdate(self, request, context):
+        """`POST /finish_weight_update {"weight_version": ...}`: `{"message": "Weight update finished"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateWeightVersion(self, request, context):
+        """`POST /update_weight_version {"new_version": ...}`: `{"success": true, "new_version": ...}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WeightInfo(self, request, context):
+        """`GET /weight_info`: `{"weight_version": ...}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorldSize(self, request, context):
+        """`GET /get_world_size?include_dp=`: `{"world_size": n}`, every replica's ranks (include_dp, the default) or
+        one replica's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VllmServerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -102,6 +261,71 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             'KvEventSources': grpc.unary_unary_rpc_method_handler(
                     servicer.KvEventSources,
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmKvEventSourcesRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Pause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pause,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmPauseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Resume': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resume,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResumeRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'IsPaused': grpc.unary_unary_rpc_method_handler(
+                    servicer.IsPaused,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmIsPausedRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Sleep': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sleep,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmSleepRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'WakeUp': grpc.unary_unary_rpc_method_handler(
+                    servicer.WakeUp,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmWakeUpRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'IsSleeping': grpc.unary_unary_rpc_method_handler(
+                    servicer.IsSleeping,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmIsSleepingRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'InitWeightTransferEngine': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitWeightTransferEngine,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StartWeightUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartWeightUpdate,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'UpdateWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWeights,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'FinishWeightUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishWeightUpdate,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'UpdateWeightVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWeightVersion,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'WeightInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.WeightInfo,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmWeightInfoRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'GetWorldSize': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorldSize,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetWorldSizeRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -188,6 +412,357 @@ class VllmServerService:
             target,
             '/scaleout.v1.VllmServerService/KvEventSources',
             scaleout_dot_v1_dot_vllm__server__pb2.VllmKvEventSourcesRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Pause',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmPauseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Resume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Resume',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmResumeRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IsPaused(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/IsPaused',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmIsPausedRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sleep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Sleep',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmSleepRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WakeUp(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/WakeUp',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmWakeUpRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IsSleeping(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/IsSleeping',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmIsSleepingRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitWeightTransferEngine(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/InitWeightTransferEngine',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartWeightUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/StartWeightUpdate',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/UpdateWeights',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishWeightUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/FinishWeightUpdate',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWeightVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/UpdateWeightVersion',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WeightInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/WeightInfo',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmWeightInfoRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorldSize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/GetWorldSize',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmGetWorldSizeRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
