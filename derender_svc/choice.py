@@ -34,6 +34,7 @@ class ChoiceConfig:
     tools: tuple = ()  # the request's tools (proto messages): schema-typed tool formats read them
     tool_fallback: str | None = None  # under tool_choice "required": the model's own tool parser
     reasoning_delivery: int = derender_pb2.REASONING_DELIVERY_UNSPECIFIED  # streamed, whole or omitted
+    streamed: bool = False  # the answer is a stream (DerenderStream, DerenderChunk), not one message
 
 
 @dataclass
@@ -100,6 +101,7 @@ class ChoiceProcessor:
             self.tools = make_tool_parser(
                 config.tool_parser, state.get("t"), config.tool_function, config.tools, config.tool_fallback
             )
+            self.tools.streamed = config.streamed
         tags = {tag for parser in (self.reasoning, self.tools) if parser is not None for tag in parser.markers}
         # parser tags that are special tokens stay in the text when specials are skipped
         self.markers = {i: t for i, t in info.special_tokens.items() if t in tags} if config.skip_special_tokens else {}

@@ -61,7 +61,12 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
 
     async def DerenderChat(self, request, context):
         session = Session(
-            request.context, self._defaults, derender_pb2.ENDPOINT_CHAT, None, request.HasField("context")
+            request.context,
+            self._defaults,
+            derender_pb2.ENDPOINT_CHAT,
+            None,
+            request.HasField("context"),
+            streamed=False,
         )
         totals = await asyncio.to_thread(_run, session, request.results)  # the event loop keeps serving streams
         return builders.chat_completion(session.meta, totals, session.usage())
@@ -75,7 +80,12 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         out = None
         for position, prompt in enumerate(request.prompts):
             session = Session(
-                prompt.context, self._defaults, derender_pb2.ENDPOINT_COMPLETION, None, prompt.HasField("context")
+                prompt.context,
+                self._defaults,
+                derender_pb2.ENDPOINT_COMPLETION,
+                None,
+                prompt.HasField("context"),
+                streamed=False,
             )
             totals = await asyncio.to_thread(_run, session, prompt.results)
             base = (prompt.context.prompt_index or position) * max(prompt.context.n, 1)

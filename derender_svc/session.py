@@ -38,7 +38,9 @@ def _parser(name: str, registry: dict, field: str) -> str | None:
     return name
 
 
-def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, defaults: Defaults) -> ChoiceConfig:
+def resolve_config(
+    context: derender_pb2.DerenderContext, endpoint: int, defaults: Defaults, streamed: bool = False
+) -> ChoiceConfig:
     reasoning = _parser(
         context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "context.reasoning_parser"
     )
@@ -67,6 +69,7 @@ def resolve_config(context: derender_pb2.DerenderContext, endpoint: int, default
         tools=tuple(context.tools),
         top_logprobs=context.top_logprobs if context.HasField("top_logprobs") else None,
         reasoning_delivery=context.reasoning_delivery,
+        streamed=streamed,
     )
 
 
@@ -78,12 +81,13 @@ class Session:
         endpoint: int = 0,
         state: dict | None = None,
         has_context: bool = True,
+        streamed: bool = True,
     ):
         info = defaults.info
         check_context(context, has_context, defaults.limits, info.fingerprint, info.vocab_size)
         self.context, self.defaults = context, defaults
         self.endpoint = endpoint or context.endpoint or derender_pb2.ENDPOINT_CHAT
-        self.config = resolve_config(context, self.endpoint, defaults)
+        self.config = resolve_config(context, self.endpoint, defaults, streamed)
         if state is not None and state.get("i") != context.id:
             raise fail(Reason.INVALID_STATE, "the state belongs to another response id", "state")
         state = state or {}

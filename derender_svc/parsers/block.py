@@ -8,7 +8,8 @@ are held back (`scan.py`), a block's body is kept until it closes.
 
 A format declares its markers, how a body ends, and `parse(opener, body, closed)` -> calls or None. A block
 that does not parse is shown as text (`opener + body + closer`); inside a section, the section's text is held
-until its first valid call and shown whole if none comes. Whitespace (and `GAP` characters) between calls is
+until its first valid call and shown whole if none comes. A call (or section) the output ends inside is text in
+a one-shot answer, and dropped from a stream's (`streamed`): vLLM's streaming shows nothing for it. Whitespace (and `GAP` characters) between calls is
 dropped.
 """
 
@@ -30,6 +31,7 @@ class BlockToolParser(StatefulParser):
     GAP = ""  # characters dropped with whitespace between calls
     DROP_AFTER: tuple[str, ...] = ()  # markers dropped right after a call (`<|python_end|>`)
     tools: tuple = ()  # the request's tools (proto or dict), for formats typed by the schema; not state
+    streamed = False  # a stream's answer: a call the output ends inside is dropped, not shown (vLLM); not state
 
     @classmethod
     def initial_state(cls) -> dict:
@@ -42,7 +44,7 @@ class BlockToolParser(StatefulParser):
             "body": "",
             "pending": "",  # a section's text until its first valid call
             "valid": False,  # the open section has a valid call
-            "depth": 0,
+            "open": "",  # the brackets open in the body, innermost last
             "quote": "",
             "escape": False,
             "viable": None,  # the body could still be a call (None: undecided)
@@ -92,7 +94,8 @@ class BlockToolParser(StatefulParser):
                 else:
                     self._open(marker)
         if final:
-            content.append(self.held + (self.pending if self.mode == "section" and not self.valid else ""))
+            cut = self.pending if self.mode == "section" and not self.valid and not self.streamed else ""
+            content.append(self.held + cut)
             self.held, self.pending = "", ""
         return "".join(content), deltas
 
@@ -122,7 +125,7 @@ class BlockToolParser(StatefulParser):
     def _open(self, marker: str) -> None:
         self.mode, self.opener = "call", marker
         self.body = marker if marker in self.KEEP_OPENER else ""
-        self.depth, self.quote, self.escape, self.viable = 0, "", False, None
+        self.open, self.quote, self.escape, self.viable = "", "", False, None
         for ch in self.body:
             self._track(ch)
 
@@ -171,7 +174,7 @@ class BlockToolParser(StatefulParser):
             self.gap, self.valid, self.pending = not self.SECTION, True, ""
         elif self.mode == "section" and not self.valid:
             self.pending += raw
-        else:
+        elif done or not self.streamed:
             content.append(raw)
         return rest, True
 
@@ -207,8 +210,13 @@ class BlockToolParser(StatefulParser):
         if ch == '"' or (ch == "'" and self.TRACK == "python"):
             self.quote = ch
         elif ch in "{[(":
-            self.depth += 1
+            self.open += ch
         elif ch in "}])":
-            self.depth -= 1
-            return self.VALUE_ENDS and self.depth <= 0
+            # A closer ends its own opener and whatever it left open (`[f(a=1), g(b=2]` closes the list, so the
+            # good calls are kept); a closer with no opener of its kind is text.
+            at = self.open.rfind("{[("["}])".index(ch)])
+            if at < 0:
+                return False
+            self.open = self.open[:at]
+            return self.VALUE_ENDS and not self.open
         return False

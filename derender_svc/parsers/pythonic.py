@@ -3,7 +3,8 @@ possibly after text and inside Llama 4's `<|python_start|>...<|python_end|>`.
 
 The list is read whole (calls arrive when it closes) and each element parsed with `ast`, literals only. An
 element that is not a keyword-only call of literals, or whose values JSON cannot carry (`1e999`), is dropped;
-a list with no valid call is text. A `[` not followed by `name(` is decided to be text at once."""
+a list with no valid call is text. A closer ends the brackets it left open (`[f(a=1), g(b=2]`), and a list the
+output ends inside keeps its complete elements (an unclosed string swallows only its own element). A `[` not followed by `name(` is decided to be text at once."""
 
 from __future__ import annotations
 
@@ -80,4 +81,8 @@ class PythonicToolParser(BlockToolParser):
         return None if _HEAD.fullmatch(body) else False
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
-        return parse_calls(body) if closed else None
+        if closed:
+            return parse_calls(body)
+        # the output ended inside the list (an unclosed string, a cut): its complete elements still count
+        complete = split_elements(body)[:-1] if opener == "[" else []
+        return parse_calls("[" + ",".join(complete) + "]") if complete else None

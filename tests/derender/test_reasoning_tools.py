@@ -81,3 +81,33 @@ async def test_a_call_inside_the_reasoning_ends_it(stub, hf_tokenizer, reasoning
     one, streamed = await answers(stub, hf_tokenizer, _context(reasoning, tool), text)
     assert one[0].strip() == "I need the weather" and one[1:] == ("", PARIS)
     assert all(s == one for s in streamed), streamed
+
+
+CUT = [
+    ("pythonic", "Sure! [get_weather(city=", "Sure! "),
+    ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Par', ""),
+    ("kimi_k2", f'{K[0]}{K[1]}functions.get_weather:0{K[2]}{{"city"', ""),
+    ("glm45", "Let me see.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Pa", "Let me see."),
+]
+
+
+@pytest.mark.parametrize("tool,text,shown", CUT)
+async def test_a_call_the_stream_ends_inside_is_not_content(stub, hf_tokenizer, tool, text, shown):
+    """vLLM's streaming shows nothing for it; a one-shot answer keeps the text, as vLLM's one-shot parse does."""
+    one, streamed = await answers(stub, hf_tokenizer, _context("none", tool), text)
+    assert one == ("", text, [])
+    assert streamed == [("", shown, [])] * 2
+
+
+MALFORMED = [
+    '[get_weather(city="Paris"), get_time(tz="UTC"]',
+    '[get_weather(city="Paris"), get_time(tz=)]',
+    '[get_weather(city="Paris"), get_time(tz="UTC)]',
+    '[get_weather(city="Paris"), 42, get_time("UTC")]',
+]
+
+
+@pytest.mark.parametrize("text", MALFORMED)
+async def test_pythonic_keeps_the_good_calls_of_a_list(stub, hf_tokenizer, text):
+    one, streamed = await answers(stub, hf_tokenizer, _context("none", "pythonic"), text)
+    assert one == ("", "", PARIS) and streamed == [one] * 2
