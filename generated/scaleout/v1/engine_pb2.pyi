@@ -41,7 +41,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., n: _Optional[int] = ..., model: _Optional[str] = ..., tokenizer_fingerprint: _Optional[str] = ..., stream_interval: _Optional[int] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prefix_hash: _Optional[str] = ..., kv_transfer: _Optional[_Union[_kv_transfer_pb2.KvTransfer, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error", "weight_version")
+    __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error", "weight_version", "kv_handoff", "kv_transfer_params")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,8 @@ class GenerateResponse(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KV_HANDOFF_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     choices: _containers.RepeatedCompositeFieldContainer[GenerateChoice]
     prompt: PromptInfo
@@ -56,7 +58,9 @@ class GenerateResponse(_message.Message):
     finished: bool
     error: _status_pb2.Status
     weight_version: str
-    def __init__(self, request_id: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., prompt: _Optional[_Union[PromptInfo, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., finished: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., weight_version: _Optional[str] = ...) -> None: ...
+    kv_handoff: _kv_transfer_pb2.KvHandoff
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, request_id: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., prompt: _Optional[_Union[PromptInfo, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., finished: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., weight_version: _Optional[str] = ..., kv_handoff: _Optional[_Union[_kv_transfer_pb2.KvHandoff, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class GenerateChoice(_message.Message):
     __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_token_id", "stop_str")
@@ -103,7 +107,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
-    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running", "logprobs_mode", "head_dtype", "weight_version")
+    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running", "logprobs_mode", "head_dtype", "weight_version", "kv_role")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     EOS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +125,7 @@ class GetModelInfoResponse(_message.Message):
     LOGPROBS_MODE_FIELD_NUMBER: _ClassVar[int]
     HEAD_DTYPE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KV_ROLE_FIELD_NUMBER: _ClassVar[int]
     model: str
     vocab_size: int
     eos_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -138,7 +143,8 @@ class GetModelInfoResponse(_message.Message):
     logprobs_mode: str
     head_dtype: str
     weight_version: str
-    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., head_dtype: _Optional[str] = ..., weight_version: _Optional[str] = ...) -> None: ...
+    kv_role: str
+    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., head_dtype: _Optional[str] = ..., weight_version: _Optional[str] = ..., kv_role: _Optional[str] = ...) -> None: ...
 
 class GetLoadRequest(_message.Message):
     __slots__ = ()
