@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
+from derender_svc.nonempty import ForceContent
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
@@ -35,6 +36,7 @@ class ChoiceConfig:
     tool_fallback: str | None = None  # under tool_choice "required": the model's own tool parser
     reasoning_delivery: int = derender_pb2.REASONING_DELIVERY_UNSPECIFIED  # streamed, whole or omitted
     streamed: bool = False  # the answer is a stream (DerenderStream, DerenderChunk), not one message
+    force_content: bool = False  # chat_template_kwargs.force_nonempty_content (nonempty.py)
 
 
 @dataclass
@@ -96,6 +98,9 @@ class ChoiceProcessor:
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
+        self.force = None
+        if config.force_content and self.reasoning is not None:
+            self.force = ForceContent(config.streamed, state.get("e"))
         self.tools = None
         if config.tool_parser:
             self.tools = make_tool_parser(
@@ -134,6 +139,8 @@ class ChoiceProcessor:
         content = text
         if self.reasoning is not None:
             reasoning, content = self.reasoning.feed(text, final)
+            if self.force is not None:
+                reasoning, content = self.force.step(reasoning, content, final, self.reasoning.in_block())
             delta.reasoning = self._deliver(reasoning, bool(content) or final)
         if self.tools is not None:
             content, calls = self.tools.feed(content, final)
@@ -217,6 +224,8 @@ class ChoiceProcessor:
         }
         if self.reasoning is not None:
             state["r"] = self.reasoning.state()
+        if self.force is not None:
+            state["e"] = self.force.state()
         if self.held_reasoning:
             state["w"] = self.held_reasoning
         if self.tools is not None:

@@ -13,6 +13,7 @@ from derender_svc import builders
 from derender_svc.choice import ChoiceConfig, ChoiceDelta, ChoiceProcessor
 from derender_svc.limits import Limits, check_context, check_engine_output
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
+from derender_svc.nonempty import force_content
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
@@ -70,6 +71,7 @@ def resolve_config(
         top_logprobs=context.top_logprobs if context.HasField("top_logprobs") else None,
         reasoning_delivery=context.reasoning_delivery,
         streamed=streamed,
+        force_content=force_content(context.chat_template_kwargs, reasoning),
     )
 
 

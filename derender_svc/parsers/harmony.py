@@ -89,6 +89,10 @@ class HarmonyReasoningParser(_Harmony):
                 (reasoning if self.channel == "analysis" else content).append(piece)
         return "".join(reasoning), "".join(content)
 
+    def in_block(self) -> bool:
+        """The output so far ends inside an analysis message."""
+        return self.channel == "analysis"
+
 
 class HarmonyToolParser(_Harmony):
     def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:

@@ -62,6 +62,10 @@ class ThinkReasoningParser(StatefulParser):
         """The text after the block (a family may unwrap it)."""
         return text
 
+    def in_block(self) -> bool:
+        """The output so far ends inside the reasoning block."""
+        return self.mode == "reasoning"
+
 
 class Qwen3ReasoningParser(ThinkReasoningParser):
     """Qwen3, and every `<think>` family whose calls open with `<tool_call>` (GLM-4.5+, Nemotron 3)."""

@@ -111,3 +111,29 @@ MALFORMED = [
 async def test_pythonic_keeps_the_good_calls_of_a_list(stub, hf_tokenizer, text):
     one, streamed = await answers(stub, hf_tokenizer, _context("none", "pythonic"), text)
     assert one == ("", "", PARIS) and streamed == [one] * 2
+
+
+def _kwargs(**values) -> struct_pb2.Struct:
+    kwargs = struct_pb2.Struct()
+    kwargs.update(values)
+    return kwargs
+
+
+FORCE = _kwargs(force_nonempty_content=True)
+NONEMPTY = [  # (kwargs, started, output, one-shot (reasoning, content), streamed (reasoning, content))
+    (FORCE, False, "<think>All reasoning, cut", ("", "All reasoning, cut"), ("All reasoning, cut",) * 2),
+    (FORCE, True, "All reasoning, no answer</think>", ("", "All reasoning, no answer"), ("All reasoning, no answer", "")),
+    (FORCE, False, "<think>Reasoning</think>The answer is 42.", ("Reasoning", "The answer is 42."), None),
+    (_kwargs(enable_thinking=False), True, "The answer.</think>   ", ("   ", "The answer."), ("The answer.", "   ")),
+    (_kwargs(force_nonempty_content=False), False, "<think>cut", ("cut", ""), None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kwargs,started,text,one_shot,streamed", NONEMPTY)
+async def test_force_nonempty_content(stub, hf_tokenizer, kwargs, started, text, one_shot, streamed):
+    """SGLang's and vLLM's swap (nonempty.py): one-shot, a blank content swaps with the reasoning; a stream that
+    ends inside the block sends its reasoning again as content."""
+    context = _context("nemotron_v3", "none", chat_template_kwargs=kwargs, reasoning_started=started)
+    one, folded = await answers(stub, hf_tokenizer, context, text)
+    assert one == (*one_shot, [])
+    assert folded == [(*(streamed or one_shot), [])] * 2

@@ -1,0 +1,59 @@
+"""`chat_template_kwargs.force_nonempty_content`: an answer that is all reasoning gets it as its content.
+
+SGLang honours the kwarg for every reasoning parser, vLLM's `nemotron_v3` also when `enable_thinking` is false
+(`force_content` below). Both peers differ between their two paths, and so does this:
+- one-shot (vLLM's `extract_reasoning`, SGLang's `detect_and_parse`): when the content after the reasoning is
+  blank, reasoning and content swap places (the blank content becomes the reasoning). Nobody sees a one-shot
+  answer's deltas, so the reasoning (and blank content) is held until the end decides;
+- stream: the reasoning streams as reasoning; if the answer ends still inside the block, the whole reasoning is
+  sent again as content at the end (vLLM's `get_streaming_fallback_content`, SGLang's `finish`). A block that
+  closed with nothing after it is left as it is, as both peers do.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import struct_pb2
+
+NEMOTRON = ("nemotron_v3", "nemotron_3", "nano_v3")
+
+
+def _flag(kwargs: struct_pb2.Struct, name: str) -> bool | None:
+    value = kwargs.fields.get(name)
+    return value.bool_value if value is not None and value.WhichOneof("kind") == "bool_value" else None
+
+
+def force_content(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> bool:
+    if reasoning_parser is None:
+        return False
+    nemotron_off = reasoning_parser in NEMOTRON and _flag(kwargs, "enable_thinking") is False
+    return _flag(kwargs, "force_nonempty_content") is True or nemotron_off
+
+
+class ForceContent:
+    """One choice's swap; its whole state is `state()` (JSON-able)."""
+
+    def __init__(self, streamed: bool, state: dict | None = None):
+        state = state or {}
+        self.streamed = streamed
+        self.thought = state.get("h", "")  # the reasoning so far
+        self.blank = state.get("q", "")  # one-shot: blank content held until the answer shows it is not empty
+        self.answered = state.get("a", False)  # one-shot: non-blank content came
+        if not (isinstance(self.thought, str) and isinstance(self.blank, str) and isinstance(self.answered, bool)):
+            raise TypeError("force_nonempty_content state")  # a state this service did not write
+
+    def step(self, reasoning: str, content: str, final: bool, in_reasoning: bool) -> tuple[str, str]:
+        """(reasoning, content) to show, from what the reasoning parser made of one piece of text."""
+        self.thought += reasoning
+        if self.streamed:
+            return reasoning, content + (self.thought if final and in_reasoning else "")
+        if not self.answered:
+            if content.strip():
+                self.answered, content, self.blank = True, self.blank + content, ""
+            else:
+                self.blank, content = self.blank + content, ""
+        if not final:
+            return "", content
+        return (self.thought, content) if self.answered else (self.blank, self.thought)
+
+    def state(self) -> dict:
+        return {"h": self.thought, "q": self.blank, "a": self.answered}
