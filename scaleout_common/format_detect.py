@@ -18,6 +18,7 @@ TOOL_RULES = [
     (("<|channel|>", "<|constrain|>"), "harmony"),
     (("<|tool_call|>",), "granite"),
     (("<tool_calls>",), "hunyuan_a13b"),
+    (("<|tool_call>", '<|"|>'), "gemma4"),
     (("<start_function_call>",), "functiongemma"),
     (("```tool_code",), "gemma"),
     (("<tool_call>",), "hermes"),
@@ -31,11 +32,13 @@ REASONING_RULES = [
     (("◁think▷",), "kimi"),
     (("<seed:think>",), "seed_oss"),
     (("[THINK]",), "mistral"),
+    (("<|channel>", "<channel|>"), "gemma4"),
     (("<unused94>",), "gemma"),
     (("thought process",), "granite"),
     (("<think>", "<answer>"), "hunyuan"),
     (("<think>", "<minimax:tool_call>"), "minimax_m2"),
     (("<think>", "<tool_call>"), "qwen3"),
+    (("<think>", "<|tool_calls_section_begin|>"), "kimi_k2"),
     (("<think>",), "think"),
 ]
 

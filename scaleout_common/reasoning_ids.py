@@ -72,6 +72,9 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     "seed_oss": ReasoningTags(("<seed:think>",), ("</seed:think>",)),
     "mistral": ReasoningTags(("[THINK]",), ("[/THINK]",)),
     "gemma": ReasoningTags(("<unused94>thought\n", "<unused94>thought", "<unused94>"), ("<unused95>",)),
+    "gemma4": ReasoningTags(
+        ("<|channel>thought\n", "<|channel>thought", "<|channel>", "thought\n"), ("<channel|>",), ("<|tool_call>",)
+    ),
     **dict.fromkeys(
         ("harmony", "openai_gptoss", "gpt_oss", "gpt-oss"),
         ReasoningTags((), ("<|channel|>final<|message|>",), (), True),

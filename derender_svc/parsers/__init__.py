@@ -4,7 +4,7 @@ families and what is auto-detected, is in docs/derender.md."""
 
 from __future__ import annotations
 
-from derender_svc.parsers.gemma import GemmaToolParser
+from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser
 from derender_svc.parsers.json_blocks import GraniteToolParser, Qwen25CoderToolParser, ToolCallsBlockParser
@@ -16,6 +16,7 @@ from derender_svc.parsers.required import RequiredToolParser
 from derender_svc.parsers.think import (
     AppendThinkReasoningParser,
     DeepSeekR1ReasoningParser,
+    Gemma4ReasoningParser,
     GemmaReasoningParser,
     GraniteReasoningParser,
     HunyuanReasoningParser,
@@ -57,6 +58,7 @@ REASONING_PARSERS = {
     "seed_oss": SeedOssReasoningParser,
     "mistral": MistralReasoningParser,
     "gemma": GemmaReasoningParser,
+    "gemma4": Gemma4ReasoningParser,
     "harmony": HarmonyReasoningParser,
     "openai_gptoss": HarmonyReasoningParser,
     "gpt_oss": HarmonyReasoningParser,
@@ -86,6 +88,7 @@ TOOL_PARSERS = {
     "minimax_m2": MiniMaxM2ToolParser,
     "gemma": GemmaToolParser,
     "functiongemma": GemmaToolParser,
+    "gemma4": Gemma4ToolParser,
     "harmony": HarmonyToolParser,
     "openai": HarmonyToolParser,
     "gpt_oss": HarmonyToolParser,

@@ -3,7 +3,9 @@
 - Gemma 3 prompted function calling (ai.google.dev "Function calling with Gemma"): a ```tool_code fence holding
   Python calls, `[f(a=1)]` or `print(f(a=1))`, parsed as the pythonic format is;
 - FunctionGemma: `<start_function_call>call:f{a:<escape>text<escape>,n:3}<end_function_call>`, where
-  `<escape>` quotes strings and other values are JSON literals.
+  `<escape>` quotes strings and other values are JSON literals;
+- Gemma 4 (`gemma4`, its chat template's `format_argument`): `<|tool_call>call:f{a:<|"|>text<|"|>,n:3}<tool_call|>`,
+  the same body with `<|"|>` quoting strings.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from derender_svc.parsers.schema import convert
 
 FENCE, FENCE_END = "```tool_code", "```"
 CALL, CALL_END, ESCAPE = "<start_function_call>", "<end_function_call>", "<escape>"
+GEMMA4_CALL, GEMMA4_CALL_END, GEMMA4_QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 _PRINT = re.compile(r"^\s*print\((.*)\)\s*$", re.DOTALL)
 _FG_CALL = re.compile(r"^\s*call:([\w.\-]+)\s*\{(.*)\}\s*$", re.DOTALL)
 
 
 class _Reader:
-    """Recursive descent over FunctionGemma values: `<escape>text<escape>`, `{key:value,...}` (keys bare or
-    quoted), `[value,...]`, JSON strings and literals."""
+    """Recursive descent over FunctionGemma values: `<escape>text<escape>` (Gemma 4: `<|"|>`), `{key:value,...}`
+    (keys bare or quoted), `[value,...]`, JSON strings and literals."""
 
-    def __init__(self, text: str):
-        self.text, self.at = text, 0
+    def __init__(self, text: str, escape: str = ESCAPE):
+        self.text, self.at, self.escape = text, 0, escape
 
     def skip(self) -> None:
         while self.at < len(self.text) and self.text[self.at] in " \t\r\n":
@@ -36,12 +39,13 @@ class _Reader:
     def value(self):
         self.skip()
         text, at = self.text, self.at
-        if text.startswith(ESCAPE, at):
-            end = text.find(ESCAPE, at + len(ESCAPE))
+        quote = self.escape
+        if text.startswith(quote, at):
+            end = text.find(quote, at + len(quote))
             if end < 0:
-                raise ValueError("unterminated <escape>")
-            self.at = end + len(ESCAPE)
-            return text[at + len(ESCAPE) : end]
+                raise ValueError("unterminated quote")
+            self.at = end + len(quote)
+            return text[at + len(quote) : end]
         if text.startswith("{", at):
             self.at += 1
             return self.pairs("}")
@@ -68,7 +72,9 @@ class _Reader:
         out = {}
         while not self.closes(close):
             self.skip()
-            if self.text.startswith('"', self.at):
+            if self.text.startswith(self.escape, self.at):
+                key = self.value()
+            elif self.text.startswith('"', self.at):
                 key, self.at = json.JSONDecoder().raw_decode(self.text, self.at)
             else:
                 colon = self.text.find(":", self.at)
@@ -100,9 +106,9 @@ class _Reader:
             raise ValueError("expected a comma")
 
 
-def function_gemma_args(inner: str) -> dict | None:
+def function_gemma_args(inner: str, escape: str = ESCAPE) -> dict | None:
     """`a:<escape>x<escape>,n:3` -> {"a": "x", "n": 3}."""
-    reader = _Reader(inner + "}")
+    reader = _Reader(inner + "}", escape)
     try:
         args = reader.pairs("}")
     except (ValueError, RecursionError):
@@ -119,9 +125,21 @@ class GemmaToolParser(BlockToolParser):
         if opener == FENCE:
             match = _PRINT.match(body)
             return parse_calls(match.group(1) if match else body)
-        match = _FG_CALL.match(body)
-        if match is None:
-            return None
-        args = function_gemma_args(match.group(2))
-        text = dumps(args) if args is not None else None
-        return [(match.group(1), text)] if text is not None else None
+        return call_body(body, ESCAPE)
+
+
+def call_body(body: str, escape: str) -> list[Call] | None:
+    """`call:f{...}` -> [(f, JSON arguments)], or None."""
+    match = _FG_CALL.match(body)
+    if match is None:
+        return None
+    args = function_gemma_args(match.group(2), escape)
+    text = dumps(args) if args is not None else None
+    return [(match.group(1), text)] if text is not None else None
+
+
+class Gemma4ToolParser(BlockToolParser):
+    CALLS = ((GEMMA4_CALL, (GEMMA4_CALL_END,)),)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        return call_body(body, GEMMA4_QUOTE) if closed else None

@@ -101,6 +101,16 @@ class GemmaReasoningParser(ThinkReasoningParser):
     END = ("<unused95>",)
 
 
+class Gemma4ReasoningParser(ThinkReasoningParser):
+    """Gemma 4 (its chat template): the thought channel, `<|channel>thought\n…<channel|>`; the `thought` label is
+    not reasoning (vLLM and SGLang strip it), an output that starts with the bare label opens the channel too (vLLM),
+    and `<|tool_call>` ends it like `</think>`'s kin."""
+
+    START = ("<|channel>thought\n", "<|channel>thought", "<|channel>", "thought\n")
+    END = ("<channel|>",)
+    ENDS_ON = ("<|tool_call>",)
+
+
 class SeedOssReasoningParser(ThinkReasoningParser):
     START, END = ("<seed:think>",), ("</seed:think>",)
 

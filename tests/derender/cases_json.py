@@ -106,6 +106,32 @@ def gemma_cases():
     )  # fmt: skip
 
 
+def _g4(value) -> str:
+    """A value as Gemma 4's chat template writes an argument (`format_argument`)."""
+    if isinstance(value, str):
+        return f'<|"|>{value}<|"|>'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_g4(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(map(_g4, value)) + "]"
+    return json.dumps(value)
+
+
+def gemma4_cases():
+    def render(calls, i):
+        return "".join(f"<|tool_call>call:{n}{_g4(a)}<tool_call|>" for n, a in calls)
+
+    return _table(
+        render,
+        [
+            ('<|tool_call>call:f{a:<|"|>x, y: {z}<|"|>}<tool_call|>', "", [("f", {"a": "x, y: {z}"})]),
+            ('<|tool_call>call:f{<|"|>odd key<|"|>:1}<tool_call|>', "", [("f", {"odd key": 1})]),
+            ("<|tool_call>nonsense<tool_call|>", "<|tool_call>nonsense<tool_call|>", []),
+            ('<|tool_call>call:f{a:<|"|>open}<tool_call|>', '<|tool_call>call:f{a:<|"|>open}<tool_call|>', []),
+        ],
+    )
+
+
 def harmony_tool_cases():
     def call(n, a, i):
         return f"{H[1]}commentary to=functions.{n} {H[5]}json{H[2]}{_j(a, i)}{H[4]}"

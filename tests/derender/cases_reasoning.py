@@ -83,6 +83,17 @@ def reasoning_formats() -> dict:
             [("no thought", False, "", "no thought"), ("<unused94>cut", False, "cut", "")]
             + [(f"<unused94>thought{r}<unused95>{c}", False, r, c) for r, c in itertools.product(REASONS, ANSWERS)],
         ),
+        "gemma4": _reasoning(
+            lambda r, c: f"<|channel>thought\n{r}<channel|>{c}",
+            lambda r, c: f"{r}<channel|>{c}",
+            [
+                ("no thought", False, "", "no thought"),
+                ("thought about it", False, "", "thought about it"),
+                ("thought\nbare label<channel|>x", False, "bare label", "x"),
+                ("<|channel>thought\nplan<|tool_call>call:f{}", False, "plan", "<|tool_call>call:f{}"),
+                ("<|channel>cut", False, "cut", ""),
+            ],
+        ),
         "minimax": [
             (f"{r}</think>{c}", started, "", f"<think>{r}</think>{c}")
             for r, c in itertools.product(REASONS, ANSWERS)

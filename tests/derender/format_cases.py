@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.derender.case_kit import DS, TOOLS, H, K  # noqa: F401
 from tests.derender.cases_json import (
+    gemma4_cases,
     gemma_cases,
     granite_cases,
     harmony_tool_cases,
@@ -34,5 +35,6 @@ TOOL_FORMATS = {
     "minimax": minimax_cases,
     "qwen2_5_coder": qwen25_coder_cases,
     "gemma": gemma_cases,
+    "gemma4": gemma4_cases,
     "harmony": harmony_tool_cases,
 }

@@ -73,6 +73,8 @@ CALL_IN_REASONING = [
      "\n</tool_call>"),
     ("nemotron_v3", "hermes", '<think>I need the weather<tool_call>{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}</tool_call>'),
+    ("gemma4", "gemma4", '<|channel>thought\nI need the weather<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}'
+     "<tool_call|>"),
 ]  # fmt: skip
 
 
