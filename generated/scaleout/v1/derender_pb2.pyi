@@ -43,6 +43,30 @@ REASONING_DELIVERY_UNSPECIFIED: ReasoningDelivery
 REASONING_DELIVERY_WHOLE: ReasoningDelivery
 REASONING_DELIVERY_OMITTED: ReasoningDelivery
 
+class CheckReasoningRequest(_message.Message):
+    __slots__ = ("reasoning_parser", "reasoning_started", "token_ids", "tokenizer_fingerprint")
+    REASONING_PARSER_FIELD_NUMBER: _ClassVar[int]
+    REASONING_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    reasoning_parser: str
+    reasoning_started: bool
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    tokenizer_fingerprint: str
+    def __init__(self, reasoning_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., token_ids: _Optional[_Iterable[int]] = ..., tokenizer_fingerprint: _Optional[str] = ...) -> None: ...
+
+class CheckReasoningResponse(_message.Message):
+    __slots__ = ("is_reasoning_end", "content_token_ids", "reasoning_tokens", "tokens")
+    IS_REASONING_END_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    is_reasoning_end: bool
+    content_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    reasoning_tokens: int
+    tokens: _common_pb2.ReasoningTokens
+    def __init__(self, is_reasoning_end: _Optional[bool] = ..., content_token_ids: _Optional[_Iterable[int]] = ..., reasoning_tokens: _Optional[int] = ..., tokens: _Optional[_Union[_common_pb2.ReasoningTokens, _Mapping]] = ...) -> None: ...
+
 class DerenderContext(_message.Message):
     __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids", "reasoning_delivery", "return_token_ids")
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]

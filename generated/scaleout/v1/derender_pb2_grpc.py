@@ -55,6 +55,11 @@ class DerenderServiceStub:
                 request_serializer=scaleout_dot_v1_dot_derender__pb2.DerenderChunkRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_derender__pb2.DerenderChunkResponse.FromString,
                 _registered_method=True)
+        self.CheckReasoning = channel.unary_unary(
+                '/scaleout.v1.DerenderService/CheckReasoning',
+                request_serializer=scaleout_dot_v1_dot_derender__pb2.CheckReasoningRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_derender__pb2.CheckReasoningResponse.FromString,
+                _registered_method=True)
 
 
 class DerenderServiceServicer:
@@ -90,6 +95,15 @@ class DerenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckReasoning(self, request, context):
+        """The reasoning parser's checks over an output's token ids (vLLM's ReasoningParser.is_reasoning_end,
+        extract_content_ids and count_reasoning_tokens), for routers and engines that gate on the end of the
+        reasoning; decided exactly as the text parsers decide.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DerenderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +126,11 @@ def add_DerenderServiceServicer_to_server(servicer, server):
                     servicer.DerenderChunk,
                     request_deserializer=scaleout_dot_v1_dot_derender__pb2.DerenderChunkRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_derender__pb2.DerenderChunkResponse.SerializeToString,
+            ),
+            'CheckReasoning': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckReasoning,
+                    request_deserializer=scaleout_dot_v1_dot_derender__pb2.CheckReasoningRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_derender__pb2.CheckReasoningResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +242,33 @@ class DerenderService:
             '/scaleout.v1.DerenderService/DerenderChunk',
             scaleout_dot_v1_dot_derender__pb2.DerenderChunkRequest.SerializeToString,
             scaleout_dot_v1_dot_derender__pb2.DerenderChunkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckReasoning(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.DerenderService/CheckReasoning',
+            scaleout_dot_v1_dot_derender__pb2.CheckReasoningRequest.SerializeToString,
+            scaleout_dot_v1_dot_derender__pb2.CheckReasoningResponse.FromString,
             options,
             channel_credentials,
             insecure,
