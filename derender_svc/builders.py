@@ -15,6 +15,7 @@ class ResponseMeta:
     created: int
     model: str
     echo: str = ""  # shown before each choice's output: a completion's prompt, chat's last message (echo: true)
+    prompt_token_ids: tuple[int, ...] | None = None  # with return_token_ids
 
 
 def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
@@ -31,6 +32,8 @@ def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
             merged.arguments += call.arguments
         if delta.logprobs is not None:
             total.logprobs = (total.logprobs or []) + delta.logprobs
+        if delta.token_ids is not None:
+            total.token_ids = (total.token_ids or []) + delta.token_ids
         if delta.finish_reason is not None:
             total.finish_reason, total.stop_token_id, total.stop_str = (
                 delta.finish_reason,
@@ -104,6 +107,7 @@ def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool, echo: st
     message.tool_calls.extend(_tool_call(c) for c in delta.tool_calls)
     if delta.logprobs is not None:
         choice.logprobs.CopyFrom(chat_logprobs(delta.logprobs))
+    choice.token_ids.extend(delta.token_ids or ())
     _set_stop_reason(choice, delta)
 
 
@@ -116,6 +120,8 @@ def chat_chunk(meta: ResponseMeta, deltas: list[ChoiceDelta], usage) -> derender
         first_empty = delta.first and not delta.reasoning and not delta.tool_calls
         echoed = delta.first and bool(meta.echo)
         _fill_chat(choice, choice.delta, delta, bool(delta.content) or first_empty or echoed, meta.echo)
+        if delta.first and meta.prompt_token_ids is not None:  # vLLM: on the stream's first chunk
+            chunk.prompt_token_ids[:] = meta.prompt_token_ids
     return chunk
 
 
@@ -127,6 +133,7 @@ def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> der
         choice = completion.choices.add(index=total.index)
         shown = bool(meta.echo) or not (total.tool_calls and not total.content.strip())
         _fill_chat(choice, choice.message, total, shown, meta.echo)
+    completion.prompt_token_ids.extend(meta.prompt_token_ids or ())
     return completion
 
 
@@ -151,4 +158,7 @@ def completion(
         if delta.logprobs is not None or echoed is not None:
             choice.logprobs.CopyFrom(completion_logprobs(delta.logprobs or [], len(meta.echo), echoed))
         _set_stop_reason(choice, delta)
+        if delta.first and meta.prompt_token_ids is not None:  # vLLM: on each choice, a stream's first chunk of it
+            choice.prompt_token_ids.extend(meta.prompt_token_ids)
+        choice.token_ids.extend(delta.token_ids or ())
     return out

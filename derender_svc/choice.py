@@ -14,6 +14,7 @@ from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common import finish_reasons
+from scaleout_common.reasoning_ids import ReasoningCounter
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ChoiceConfig:
     reasoning_delivery: int = derender_pb2.REASONING_DELIVERY_UNSPECIFIED  # streamed, whole or omitted
     streamed: bool = False  # the answer is a stream (DerenderStream, DerenderChunk), not one message
     force_content: bool = False  # chat_template_kwargs.force_nonempty_content (nonempty.py)
+    return_token_ids: bool = False  # each delta carries the ids it counts (vLLM's return_token_ids)
 
 
 @dataclass
@@ -58,10 +60,19 @@ class ChoiceDelta:
     finish_reason: str | None = None
     stop_token_id: int | None = None
     stop_str: str | None = None
+    token_ids: list[int] | None = None  # with return_token_ids: the ids this delta counts
 
     def is_empty(self) -> bool:
+        """Nothing to send. A delta that only adds token ids is sent (as vLLM sends it): the streamed ids add up to
+        the whole output even where text is held back (a partial character, a possible stop string)."""
         return not (
-            self.first or self.content or self.reasoning or self.tool_calls or self.logprobs or self.finish_reason
+            self.first
+            or self.content
+            or self.reasoning
+            or self.tool_calls
+            or self.logprobs
+            or self.finish_reason
+            or self.token_ids
         )
 
 
@@ -98,6 +109,10 @@ class ChoiceProcessor:
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
+        self.counter = None  # the reasoning tokens, counted over the ids (usage)
+        if config.reasoning_parser:
+            spec = info.reasoning_spec(config.reasoning_parser, REASONING_PARSERS[config.reasoning_parser])
+            self.counter = ReasoningCounter(spec, config.reasoning_started, state.get("k"))
         self.force = None
         if config.force_content and self.reasoning is not None:
             self.force = ForceContent(config.streamed, state.get("e"))
@@ -134,6 +149,10 @@ class ChoiceProcessor:
             final, ids = True, ids[:used]  # tokens after the one completing the stop string do not count
             delta.finish_reason, delta.stop_token_id, delta.stop_str = "stop", None, self.stop.matched
         self.tokens += len(ids)
+        if self.counter is not None:
+            self.counter.feed(ids)
+        if self.config.return_token_ids:
+            delta.token_ids = ids
         if self.config.top_logprobs is not None and choice is not None and choice.logprobs.logprobs:
             delta.logprobs = self.logprobs.render(ids, choice.logprobs)
         content = text
@@ -226,6 +245,8 @@ class ChoiceProcessor:
             state["r"] = self.reasoning.state()
         if self.force is not None:
             state["e"] = self.force.state()
+        if self.counter is not None:
+            state["k"] = self.counter.state()
         if self.held_reasoning:
             state["w"] = self.held_reasoning
         if self.tools is not None:

@@ -72,6 +72,7 @@ def resolve_config(
         reasoning_delivery=context.reasoning_delivery,
         streamed=streamed,
         force_content=force_content(context.chat_template_kwargs, reasoning),
+        return_token_ids=context.return_token_ids,
     )
 
 
@@ -99,6 +100,7 @@ class Session:
             context.created or state.get("t") or int(time.time()),
             context.model,
             context.prompt_text if context.echo else "",
+            tuple(context.prompt_token_ids) if context.return_token_ids else None,
         )
         self.echo_logprobs: list[RenderedLogprob] | None = None  # echo with logprobs: the prompt's, once scored
         self.prompt_tokens = context.num_prompt_tokens or state.get("p", 0)
@@ -127,7 +129,7 @@ class Session:
         if message.HasField("prompt"):
             self.prompt_tokens = self.prompt_tokens or message.prompt.num_tokens
             self.cached_tokens = self.cached_tokens or message.prompt.cached_tokens
-            if self.context.prompt_token_ids and self.config.top_logprobs is not None:
+            if self._echo_scored():
                 self.echo_logprobs = self._score_echo(message.prompt.logprobs)
         if message.HasField("usage"):
             self.prompt_tokens = self.prompt_tokens or message.usage.prompt_tokens
@@ -147,6 +149,15 @@ class Session:
                     deltas[index] = _merge(deltas.get(index), delta)
         self.stop_generation = self._engine_can_stop()
         return [deltas[i] for i in sorted(deltas)]
+
+    def _echo_scored(self) -> bool:
+        """A completion that echoes its prompt with logprobs: the engine scored the prompt (render asked)."""
+        return (
+            self.endpoint == derender_pb2.ENDPOINT_COMPLETION
+            and self.context.echo
+            and bool(self.context.prompt_token_ids)
+            and self.config.top_logprobs is not None
+        )
 
     def _score_echo(self, scored: common_pb2.TokenLogprobs) -> list[RenderedLogprob]:
         """The echoed prompt's tokens with the engine's logprobs for all but the first, which has none (it rides on
@@ -177,12 +188,16 @@ class Session:
 
     def usage(self) -> common_pb2.Usage:
         completion_tokens = sum(p.tokens for p in self.choices.values())
-        return common_pb2.Usage(
+        usage = common_pb2.Usage(
             prompt_tokens=self.prompt_tokens,
             completion_tokens=completion_tokens,
             total_tokens=self.prompt_tokens + completion_tokens,
             cached_tokens=self.cached_tokens,
         )
+        if self.config.reasoning_parser:  # as vLLM: the details come with a reasoning parser
+            reasoned = sum(p.counter.count for p in self.choices.values() if p.counter is not None)
+            usage.completion_tokens_details.reasoning_tokens = reasoned
+        return usage
 
     def chunk(self, deltas: list[ChoiceDelta], final: bool):
         """The streamed chunk for these deltas (chat or completion), with usage when the context asks."""

@@ -5,7 +5,9 @@ they apply, `role` is on a choice's first delta only, `content` is null when a m
 absent from a delta that adds no text, so a streamed tool-call message assembles to `content: null` too),
 `tool_calls` is absent when there are none, a call's `id`/`type`/`name` ride on its first delta only,
 `stop_reason` is the matched stop token id or string, or null (EOS). Reasoning is printed as `reasoning`
-(vLLM's name) and `reasoning_content` (its older name).
+(vLLM's name) and `reasoning_content` (its older name). With vLLM's `return_token_ids` (`token_ids=True` here)
+every choice has `token_ids` (a chunk's: the ids it adds) and the prompt's ids are `prompt_token_ids`: on a chat
+response, on the chunk that starts a chat choice, on each completion choice (a stream: on its first chunk).
 """
 
 from __future__ import annotations
@@ -68,7 +70,18 @@ def _message(message, streamed: bool) -> dict:
     return out
 
 
-def chat_completion(message: derender_pb2.ChatCompletion) -> dict:
+def _token_ids(choice, token_ids: bool) -> dict:
+    return {"token_ids": list(choice.token_ids)} if token_ids else {}
+
+
+def _prompt_token_ids(message, token_ids: bool, streamed: bool) -> dict:
+    """A response's `prompt_token_ids` (always, when asked); a chunk's only where it starts a choice."""
+    if not token_ids or (streamed and not message.prompt_token_ids):
+        return {}
+    return {"prompt_token_ids": list(message.prompt_token_ids)}
+
+
+def chat_completion(message: derender_pb2.ChatCompletion, token_ids: bool = False) -> dict:
     choices = [
         {
             "index": c.index,
@@ -77,13 +90,14 @@ def chat_completion(message: derender_pb2.ChatCompletion) -> dict:
             "finish_reason": c.finish_reason or "stop",
             "stop_reason": _stop_reason(c),
         }
+        | _token_ids(c, token_ids)
         for c in message.choices
     ]
-    out = _head(message, "chat.completion") | {"choices": choices}
+    out = _head(message, "chat.completion") | {"choices": choices} | _prompt_token_ids(message, token_ids, False)
     return out | {"usage": usage(message.usage)} if message.HasField("usage") else out
 
 
-def chat_chunk(message: derender_pb2.ChatCompletionChunk, with_usage: bool) -> dict:
+def chat_chunk(message: derender_pb2.ChatCompletionChunk, with_usage: bool, token_ids: bool = False) -> dict:
     choices = [
         {
             "index": c.index,
@@ -92,12 +106,16 @@ def chat_chunk(message: derender_pb2.ChatCompletionChunk, with_usage: bool) -> d
             "finish_reason": c.finish_reason if c.HasField("finish_reason") else None,
             "stop_reason": _stop_reason(c),
         }
+        | _token_ids(c, token_ids)
         for c in message.choices
     ]
-    return _chunk_usage(_head(message, "chat.completion.chunk") | {"choices": choices}, with_usage)
+    out = _head(message, "chat.completion.chunk") | {"choices": choices}
+    return _chunk_usage(out | _prompt_token_ids(message, token_ids, True), with_usage)
 
 
-def completion(message: derender_pb2.Completion, streamed: bool, with_usage: bool = False) -> dict:
+def completion(
+    message: derender_pb2.Completion, streamed: bool, with_usage: bool = False, token_ids: bool = False
+) -> dict:
     choices = []
     for c in message.choices:
         choice: dict[str, Any] = {"index": c.index, "text": c.text, "logprobs": _completion_logprobs(c)}
@@ -105,7 +123,7 @@ def completion(message: derender_pb2.Completion, streamed: bool, with_usage: boo
         choice["stop_reason"] = _stop_reason(c)
         if c.HasField("reasoning_content"):
             choice["reasoning"] = choice["reasoning_content"] = c.reasoning_content
-        choices.append(choice)
+        choices.append(choice | _prompt_token_ids(c, token_ids, streamed) | _token_ids(c, token_ids))
     out = _head(message, "text_completion") | {"choices": choices}
     if streamed:
         return _chunk_usage(out, with_usage)

@@ -52,6 +52,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
 
     async def _chat(self, request, context):
         parsed = openai_request.chat_request(request.data)
+        ids = parsed.typed.return_token_ids
         _observe_request(parsed)
         try:
             rendered = await self.hops.render.RenderChat(parsed.typed, timeout=context.time_remaining())
@@ -62,16 +63,18 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     timeout=context.time_remaining(),
                 )
                 observe_response(completion)
-                yield json_body(openai_response.chat_completion(completion))
+                yield json_body(openai_response.chat_completion(completion, ids))
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
         live = LiveGeneration(self.hops, rendered, context)
-        async for event in _sse(parsed, [live], lambda answer, usage: openai_response.chat_chunk(answer.chat, usage)):
+        shape = lambda answer, usage: openai_response.chat_chunk(answer.chat, usage, ids)  # noqa: E731
+        async for event in _sse(parsed, [live], shape):
             yield event
 
     async def _completions(self, request, context):
         parsed = openai_request.completion_request(request.data)
+        ids = parsed.typed.return_token_ids
         _observe_request(parsed)
         try:
             rendered = await self.hops.render.RenderCompletion(parsed.typed, timeout=context.time_remaining())
@@ -85,12 +88,14 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
                 )
                 observe_response(completion)
-                yield json_body(openai_response.completion(completion, streamed=False))
+                yield json_body(openai_response.completion(completion, streamed=False, token_ids=ids))
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
         lives = [LiveGeneration(self.hops, p, context) for p in rendered.prompts]
-        shape = lambda answer, usage: openai_response.completion(answer.completion, streamed=True, with_usage=usage)  # noqa: E731
+        shape = lambda answer, usage: openai_response.completion(  # noqa: E731
+            answer.completion, streamed=True, with_usage=usage, token_ids=ids
+        )
         async for event in _sse(parsed, lives, shape):
             yield event
 

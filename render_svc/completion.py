@@ -94,7 +94,7 @@ def render_completion(
             text or "",
             index,
         )
-        if echo_logprobs:
+        if echo_logprobs and not request.return_token_ids:  # fill() gave them already
             item.derender_context.prompt_token_ids.extend(ids)
         if request.return_prompt_text:
             item.prompt_text = text

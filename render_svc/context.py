@@ -65,6 +65,9 @@ def fill(
         context.continuous_usage_stats = request.stream_options.continuous_usage_stats
     context.prompt_index = prompt_index
     context.n = n
+    context.return_token_ids = request.return_token_ids
+    if request.return_token_ids:
+        context.prompt_token_ids.extend(prompt_ids)
     if top_logprobs is not None:
         context.top_logprobs = top_logprobs
     sglang_fields.apply(context, request)

@@ -1,0 +1,69 @@
+"""vLLM's `return_token_ids` through the official openai SDK's `extra_body`, on the one-hop chat and completion
+routes, unary and streamed: the prompt's ids are the tokenizer's, the sampled ids decode to the text, and a
+stream's ids add up to the unary answer's (greedy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaleout_common.models import load_tokenizer, resolve_model
+
+pytestmark = pytest.mark.slow
+
+MESSAGES = [{"role": "user", "content": "Name three colours."}]
+PROMPT = "The capital of France is"
+ASK = {"max_tokens": 12, "temperature": 0, "extra_body": {"return_token_ids": True}}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(resolve_model(None))
+
+
+def test_chat_unary_and_streamed(client, model_id, tokenizer):
+    answer = client.chat.completions.create(model=model_id, messages=MESSAGES, **ASK)
+    prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
+    assert answer.prompt_token_ids == list(getattr(prompt, "input_ids", prompt))
+    [choice] = answer.choices
+    assert len(choice.token_ids) == answer.usage.completion_tokens
+    assert tokenizer.decode(choice.token_ids, skip_special_tokens=True) == choice.message.content
+
+    chunks = list(client.chat.completions.create(model=model_id, messages=MESSAGES, stream=True, **ASK))
+    assert chunks[0].prompt_token_ids == answer.prompt_token_ids
+    assert all(getattr(c, "prompt_token_ids", None) is None for c in chunks[1:])  # the first chunk only
+    assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == choice.token_ids
+
+    plain = client.chat.completions.create(model=model_id, messages=MESSAGES, max_tokens=2)
+    assert getattr(plain, "prompt_token_ids", None) is None and getattr(plain.choices[0], "token_ids", None) is None
+
+
+def test_completions_unary_and_streamed_with_two_prompts(client, model_id, tokenizer):
+    prompts = [PROMPT, "One, two,"]
+    answer = client.completions.create(model=model_id, prompt=prompts, **ASK)
+    for choice in answer.choices:
+        assert choice.prompt_token_ids == tokenizer(prompts[choice.index]).input_ids
+        assert tokenizer.decode(choice.token_ids, skip_special_tokens=True) == choice.text
+    assert sum(len(c.token_ids) for c in answer.choices) == answer.usage.completion_tokens
+
+    streamed: dict[int, list[int]] = {0: [], 1: []}
+    prompt_ids: dict[int, list] = {0: [], 1: []}
+    for chunk in client.completions.create(model=model_id, prompt=prompts, stream=True, **ASK):
+        for choice in chunk.choices:
+            streamed[choice.index] += choice.token_ids
+            if getattr(choice, "prompt_token_ids", None) is not None:
+                prompt_ids[choice.index].append(choice.prompt_token_ids)
+    for choice in answer.choices:
+        assert streamed[choice.index] == choice.token_ids
+        assert prompt_ids[choice.index] == [choice.prompt_token_ids]  # on the choice's first chunk only
+
+
+def test_stop_string_ids_end_at_the_token_that_completes_it(client, model_id, tokenizer):
+    """A stream holds text back while a stop string may be starting; the ids still arrive, and none after the
+    match (vLLM drops the tokens after the one completing the stop string)."""
+    free = client.completions.create(model=model_id, prompt=PROMPT, **ASK)
+    stop = free.choices[0].text.strip()[3:6]
+    assert stop, free.choices[0].text
+    chunks = list(client.completions.create(model=model_id, prompt=PROMPT, stop=[stop], stream=True, **ASK))
+    ids = [t for c in chunks for ch in c.choices for t in ch.token_ids]
+    assert ids == free.choices[0].token_ids[: len(ids)] and len(ids) < len(free.choices[0].token_ids)
+    assert stop in tokenizer.decode(ids) and stop not in tokenizer.decode(ids[:-1])
