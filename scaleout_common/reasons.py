@@ -177,6 +177,37 @@ class Reason(StrEnum):
         C.RESOURCE_EXHAUSTED,
         "a KV-event subscriber that fell too far behind (kv_relay.QUEUE_BATCHES); it resumes from its last batch",
     )
+    # --- disaggregated prefill and decode (engine_svc/serving/kv_transfer/) ---------------------------------
+    INVALID_KV_TRANSFER = (
+        "INVALID_KV_TRANSFER",
+        C.INVALID_ARGUMENT,
+        "kv_transfer_params not in vLLM's shape (an unknown key, a wrong type), both steps at once, or with n > 1",
+    )
+    KV_TRANSFER_UNAVAILABLE = (
+        "KV_TRANSFER_UNAVAILABLE",
+        C.FAILED_PRECONDITION,
+        "a P/D step this engine does not take: its --kv-role, a runner without a paged cache, a core in a process",
+    )
+    KV_HANDOFF_EXPIRED = (
+        "KV_HANDOFF_EXPIRED",
+        C.NOT_FOUND,
+        "the prefill engine keeps no such handoff: freed after --kv-handoff-timeout-s, pulled already, never made",
+    )
+    KV_HANDOFF_ENGINE_GONE = (
+        "KV_HANDOFF_ENGINE_GONE",
+        C.UNAVAILABLE,
+        "the prefill engine a handoff names does not answer, or another process serves its address now",
+    )
+    KV_HANDOFF_MISMATCH = (
+        "KV_HANDOFF_MISMATCH",
+        C.FAILED_PRECONDITION,
+        "the two engines' KV layouts differ (block size, dtype, shape, model fingerprint), or the prompts do",
+    )
+    KV_HANDOFF_NO_ROOM = (
+        "KV_HANDOFF_NO_ROOM",
+        C.RESOURCE_EXHAUSTED,
+        "the decode engine has too few free KV blocks to take a pulled prompt's blocks",
+    )
     NO_TOKENIZER_FILES = (
         "NO_TOKENIZER_FILES",
         C.FAILED_PRECONDITION,

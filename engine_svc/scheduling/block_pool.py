@@ -85,15 +85,25 @@ class BlockPool:
     def release(self, seq: Sequence) -> None:
         """Drop `seq`'s hold on its blocks. Unreferenced cached blocks go to the back of the free list (the last
         block first, so a prefix is evicted from its end), the others to the front."""
-        for block in reversed(seq.block_ids):
+        self.unpin(seq.block_ids)
+        seq.block_ids = []
+        seq.num_computed = 0
+        seq.num_committed_blocks = 0
+
+    def pin(self, blocks: list[int]) -> None:
+        """One more hold on each of `blocks` (held already): a prefill's blocks kept for a decode engine
+        (kv_handoffs.py) stay out of the free list after their sequence lets them go."""
+        for block in blocks:
+            self.refs[block] += 1
+
+    def unpin(self, blocks: list[int]) -> None:
+        """Drop one hold on each of `blocks`, the last block first (as release)."""
+        for block in reversed(blocks):
             self.refs[block] -= 1
             if self.refs[block] == 0:
                 self.free[block] = None
                 if block not in self.hash_of:
                     self.free.move_to_end(block, last=False)
-        seq.block_ids = []
-        seq.num_computed = 0
-        seq.num_committed_blocks = 0
 
     # ---- prefix cache -------------------------------------------------------------------------------
 

@@ -36,6 +36,12 @@ class Sequence:
     num_committed_blocks: int = 0
     num_cached_tokens: int | None = None
     num_uncached_queued: int = 0  # while waiting: its tokens the prefix cache did not hold when it was queued
+    # Disaggregated serving (kv_handoffs.py): keep the prompt's blocks for a decode engine once finished; or the
+    # prompt's K/V pulled from a prefill engine, to land in this sequence's blocks when it is queued, and how many
+    # prompt tokens came that way (not computed here).
+    hand_off: bool = False
+    pulled: object | None = None  # a kv_handoffs.Pulled until it lands
+    num_transferred: int = 0
     num_tokens: int = field(init=False)  # prompt + output, kept up to date by append()
 
     def __post_init__(self) -> None:

@@ -30,13 +30,16 @@ from dataclasses import dataclass
 
 import torch
 
+from engine_svc.model.runner import ModelRunner
 from engine_svc.model.runner_api import Runner
 from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
+from engine_svc.scheduling.kv_handoffs import KvHandoffs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.scheduling.stop_strings import StopStrings, StopWatch
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.kv_hub import KvHub
+from engine_svc.serving.kv_transfer import blocks as kv_blocks
 from engine_svc.serving.load_figures import TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
@@ -105,6 +108,9 @@ class Engine(EngineFront):
         self.generated = TokenRate()  # tokens sampled (added on the step thread)
         self.pace = Pace()  # seconds per step, for the queue-wait estimate (queue_budget.py)
         self.kv_events: KvHub | None = None  # set by the loader when KV events are on: closes a batch per step
+        self.handoffs = KvHandoffs(scheduler.pool, wake=self._wake)  # prefills' blocks kept for decode engines
+        self.prompt_tokens_computed = 0  # prompt tokens run through the model (not cached, not transferred)
+        self.prompt_tokens_transferred = 0  # prompt tokens whose K/V came from a prefill engine
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -156,6 +162,8 @@ class Engine(EngineFront):
             generated_tokens_per_s=self.generated.per_second(),
             pending_prefill_tokens=self.scheduler.pending_prefill_tokens(),
             utilization=utilization(running, self.scheduler.max_num_seqs, used, free),
+            prompt_tokens_computed=self.prompt_tokens_computed,
+            prompt_tokens_transferred=self.prompt_tokens_transferred,
         )
 
     def backlog(self) -> Backlog:
@@ -217,6 +225,10 @@ class Engine(EngineFront):
             self._inbox.append(item)
             self._cond.notify()
 
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
     def _deliver(self, outputs: list[tuple[RequestState, StepOutput]]) -> None:
         for state, output in outputs:
             state.outbox.put(output)
@@ -225,13 +237,21 @@ class Engine(EngineFront):
 
     def _run(self) -> None:
         while True:
+            handoffs = self.handoffs
             with self._cond:
-                while not (self._stopping or self._inbox or self.scheduler.running or self.scheduler.waiting):
-                    self._cond.wait()
+                while not (
+                    self._stopping
+                    or self._inbox
+                    or self.scheduler.running
+                    or self.scheduler.waiting
+                    or handoffs.due(time.monotonic())
+                ):
+                    self._cond.wait(handoffs.next_wait(time.monotonic()))
                 if self._stopping:
                     return
                 inbox, self._inbox = self._inbox, []
                 self._last_progress = time.monotonic()
+            handoffs.settle(self._last_progress)
             outputs: dict[RequestState, StepOutput] = {}
             try:
                 self._take(inbox, outputs)
@@ -254,6 +274,8 @@ class Engine(EngineFront):
             if isinstance(item, RequestState):
                 if item.done or not self._guide(item, outputs):
                     continue
+                if item.seqs[0].pulled is not None and not self._land(item, outputs):
+                    continue
                 if item.seqs[0].config.stop and self.stop_strings is not None:
                     self.watches.update((seq, self.stop_strings.watch(seq.prompt_ids, seq.config)) for seq in item.seqs)
                 for seq in item.seqs:
@@ -265,6 +287,27 @@ class Engine(EngineFront):
                     state = self.requests.get(rid)
                     if state is not None:
                         self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
+
+    def _land(self, state: RequestState, outputs) -> bool:
+        """A decode step's pulled prompt K/V, written into blocks of its own: only the last prompt token runs (its
+        logits sample the first token). False (the request failed) when too few blocks are free."""
+        (seq,) = state.seqs
+        pulled, seq.pulled = seq.pulled, None
+        assert isinstance(pulled, kv_blocks.Pulled)
+        if not self.scheduler.pool.grow(seq, pulled.num_tokens):
+            error = fail(Reason.KV_HANDOFF_NO_ROOM, f"too few free KV blocks for {pulled.num_tokens} pulled tokens")
+            outputs[state] = StepOutput(error=error)
+            self._retire({seq})
+            self._close(state)
+            return False
+        runner = self.runner
+        assert isinstance(runner, ModelRunner)  # KvPeer takes KV steps only then
+        kv_blocks.land(runner.kv_caches, runner.block_size, seq.block_ids, pulled)
+        seq.num_computed = min(pulled.num_tokens, len(seq.prompt_ids) - 1)
+        seq.num_transferred = pulled.num_tokens
+        seq.num_cached_tokens = seq.num_computed  # its usage's cached tokens; not a prefix-cache hit
+        self.prompt_tokens_transferred += pulled.num_tokens
+        return True
 
     def _guide(self, state: RequestState, outputs) -> bool:
         """Give a constrained request's sequences (or one with a thinking budget) their guides; False while its
@@ -349,6 +392,9 @@ class Engine(EngineFront):
         )
         self._prompt_logprobs(chunks, logits[len(sampling) :])
         for c in chunks:
+            self.prompt_tokens_computed += max(
+                0, min(c.start + c.num_tokens, len(c.seq.prompt_ids)) - max(c.start, c.seq.num_transferred)
+            )
             self.scheduler.computed(c.seq, c.num_tokens)
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
                 c.seq.want_prompt_logprobs = False
@@ -492,6 +538,8 @@ class Engine(EngineFront):
             out.deltas.append(delta)
             if delta.finish_reason:
                 finished.add(seq)
+                if seq.hand_off:  # a prefill step: its prompt's blocks wait for the decode engine
+                    out.kv_handoff = self.handoffs.keep(seq)
         self._retire(finished)
         for state in {self.requests[s.request_id] for s in finished}:
             if all(s.finished for s in state.seqs):

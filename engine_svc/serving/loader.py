@@ -21,6 +21,7 @@ from engine_svc.serving import queue_budget
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_hub import KvHub
+from engine_svc.serving.kv_transfer import peer as kv_peer
 from engine_svc.serving.model_facts import ModelFacts
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
@@ -325,6 +326,7 @@ def add_engine_flags(parser) -> None:
     )
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     vllm_kv_config.add_flags(parser)
+    kv_peer.add_flags(parser)
     parser.add_argument("--num-kv-blocks", type=int, default=0, help="KV cache blocks (0: size from free memory)")
     parser.add_argument(
         "--kv-cache-memory-fraction",

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine_svc.model.sampler import RowLogprobs
+from engine_svc.scheduling.kv_handoffs import Kept
 from engine_svc.scheduling.sequence import Sequence
 from scaleout.v1 import common_pb2
 from scaleout_common.errors import ServiceError
@@ -30,6 +31,7 @@ class StepOutput:
     prompt_logprobs: list[RowLogprobs] | None = None
     error: ServiceError | None = None
     cached_tokens: int | None = None  # with the first token: prompt tokens served from the prefix cache
+    kv_handoff: Kept | None = None  # a prefill step's last output: its prompt's blocks, kept for a decode engine
 
 
 @dataclass(slots=True)
@@ -40,6 +42,7 @@ class Ready:
     prompt_logprobs: list[RowLogprobs] | None = None
     cached_tokens: int | None = None
     error: ServiceError | None = None
+    kv_handoff: Kept | None = None
 
 
 class Outbox:
@@ -77,6 +80,8 @@ class Outbox:
         extras.prompt_logprobs = item.prompt_logprobs or extras.prompt_logprobs
         if item.cached_tokens is not None:
             extras.cached_tokens = item.cached_tokens
+        if item.kv_handoff is not None:
+            extras.kv_handoff = item.kv_handoff
         if due and self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 

@@ -19,12 +19,13 @@ from engine_svc.serving.api_servers import ApiServers
 from engine_svc.serving.control import EngineControlServicer
 from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
+from engine_svc.serving.kv_transfer.peer import KvPeer
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
 from engine_svc.serving.vllm_grpc.servicer import VllmEngineServicer, add_VllmEngineServicer_to_server
 from engine_svc.serving.vllm_metrics import CONTENT_TYPE, VllmMetrics
-from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc
+from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc, kv_transfer_pb2_grpc
 from scaleout_common.identity import caller, require_trusted
 from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
@@ -57,25 +58,34 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             if constraint is not None:
                 await self.engine.compile_grammar(constraint)
 
-    def _submit(self, request, context):
-        """The request admitted under its tenant's key (tenancy.py); its state, stream interval and public id."""
+    async def _submit(self, request, context):
+        """The request admitted under its tenant's key (tenancy.py), its KV step's pull done (kv_transfer/); its
+        state, stream interval and public id."""
         who = caller(context)
         tenancy.check_priority(who, request)
+        kv = self.service.kv
+        step = kv.step(request)
         request_id = request.request_id or uuid.uuid4().hex
         key, seqs, interval = admit(request, self.loaded.limits, tenancy.engine_key(who, request_id))
+        if step is not None:
+            await kv.prepare(step, seqs)
         return self.engine.submit(key, seqs, who.client), interval, request_id
 
     async def Generate(self, request, context):
         await self._compile(request)
-        state, interval, request_id = self._submit(request, context)
+        state, interval, request_id = await self._submit(request, context)
         async for message in stream_responses(self.engine, state, interval, request_id):
+            if message.HasField("kv_handoff"):
+                self.service.kv.answer(message, request)
             yield message
         report_engine_timing(**state.timings())
 
     async def GenerateUnary(self, request, context):
         await self._compile(request)
-        state, _, request_id = self._submit(request, context)
+        state, _, request_id = await self._submit(request, context)
         response = await collect(self.engine, state, request_id)
+        if response.HasField("kv_handoff"):
+            self.service.kv.answer(response, request)
         report_engine_timing(**state.timings())
         return response
 
@@ -108,6 +118,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             kv_block_size=load.kv_block_size,
             num_kv_blocks=load.kv_blocks_used + load.kv_blocks_free,
             max_running=load.max_running,
+            kv_role=self.service.kv.role,
         )
 
     async def GetLoad(self, request, context):
@@ -121,8 +132,24 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         return httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=self.service.vllm.exposition())
 
 
+class KvTransferServicer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
+    """KvTransferService, served by the engine's KvPeer once loaded."""
+
+    def __init__(self, service: EngineService):
+        self.service = service
+
+    async def PullKvBlocks(self, request, context):
+        async for chunk in self.service.kv.PullKvBlocks(request, context):
+            yield chunk
+
+
 class EngineService:
-    service_names: Sequence[str] = ("scaleout.v1.EngineService", "scaleout.v1.EngineControlService", VLLM_SERVICE)
+    service_names: Sequence[str] = (
+        "scaleout.v1.EngineService",
+        "scaleout.v1.EngineControlService",
+        "scaleout.v1.KvTransferService",
+        VLLM_SERVICE,
+    )
 
     def __init__(self, args, build=None, attach: tuple | None = None, tallies: tuple | None = None):
         """`build()` returns a LoadedEngine (default: load from the flags); tests and benches pass their own,
@@ -140,6 +167,12 @@ class EngineService:
         self.vllm = VllmMetrics()
         self._tallies = tallies or (None, 0)
         self.observed = False  # the telemetry feeds the metrics (off with --metrics-port -1)
+        self._kv: KvPeer | None = None  # set once loaded
+
+    @property
+    def kv(self) -> KvPeer:
+        assert self._kv is not None  # the server refuses calls until load() has set it
+        return self._kv
 
     @property
     def shares_port(self) -> bool:
@@ -154,6 +187,7 @@ class EngineService:
     def register(self, server: grpc.aio.Server) -> None:
         typed, control = EngineServicer(self), EngineControlServicer(self)
         engine_pb2_grpc.add_EngineServiceServicer_to_server(typed, server)
+        kv_transfer_pb2_grpc.add_KvTransferServiceServicer_to_server(KvTransferServicer(self), server)
         control_pb2_grpc.add_EngineControlServiceServicer_to_server(control, server)
         add_VllmEngineServicer_to_server(VllmEngineServicer(typed, control), server)
 
@@ -174,6 +208,8 @@ class EngineService:
             self.loaded = await asyncio.to_thread(self._build)
             self.vllm.bind(self.loaded)
         self.loaded.engine.max_queue_wait_s = self.args.max_queue_wait_s  # this server's front checks it
+        loaded = self.loaded
+        self._kv = KvPeer(self.args, self.port, loaded.engine, loaded.model_name, loaded.limits.tokenizer_fingerprint)
         self.loaded.engine.start(asyncio.get_running_loop())
 
     def watch_metrics(self, llm) -> None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.requests import ChoiceDelta, RequestState
-from scaleout.v1 import common_pb2, engine_pb2
+from scaleout.v1 import common_pb2, engine_pb2, kv_transfer_pb2
 
 
 def token_logprobs_pb(rows: list[RowLogprobs]) -> common_pb2.TokenLogprobs:
@@ -63,6 +63,13 @@ async def stream_responses(
             if first:
                 message.prompt.CopyFrom(prompt)
                 first = False
+            if ready.kv_handoff is not None:  # with the last token: the caller's KvPeer adds where to pull from
+                kept = ready.kv_handoff
+                message.kv_handoff.MergeFrom(
+                    kv_transfer_pb2.KvHandoff(
+                        handoff_id=kept.handoff_id, block_ids=kept.block_ids, num_tokens=len(kept.token_ids)
+                    )
+                )
             if unfinished == 0:
                 message.finished = True
                 message.usage.CopyFrom(
@@ -92,6 +99,8 @@ async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> en
             whole.prompt.CopyFrom(message.prompt)
         for part in message.choices:
             choices.setdefault(part.index, engine_pb2.GenerateChoice(index=part.index)).MergeFrom(part)
+        if message.HasField("kv_handoff"):
+            whole.kv_handoff.CopyFrom(message.kv_handoff)
         if message.finished:
             whole.finished = True
             whole.usage.CopyFrom(message.usage)

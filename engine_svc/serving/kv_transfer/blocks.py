@@ -1,0 +1,86 @@
+"""The paged KV cache's blocks as bytes: what a prefill engine streams (KvTransferService) and a decode engine lands
+in blocks of its own.
+
+A block on the wire is its layers in order, each layer's rows [block_size, 2, num_kv_heads, head_dim] as the
+runner stores them (runner.py: one tensor per layer, a row per cached token), so reading and landing are one
+gather and one scatter per layer. Two engines exchange blocks only when their `KvLayout`s are equal: same block
+size, element type, shapes and model fingerprint (a digest of the model's name, shapes, embedding rows and
+tokenizer; K/V from other weights would decode to wrong tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+
+from engine_svc.model.runner import ModelRunner
+from scaleout.v1 import kv_transfer_pb2
+
+CHUNK_BYTES = 4 << 20  # per stream message (at least one block): under the channels' 64 MiB, few messages
+
+
+@dataclass
+class Pulled:
+    """A prompt's K/V pulled from a prefill engine, on the host: [blocks, layers, bytes of a layer's block]."""
+
+    data: torch.Tensor  # uint8
+    num_tokens: int
+
+
+def layout_of(runner: ModelRunner, model_name: str, tokenizer_fingerprint: str) -> kv_transfer_pb2.KvLayout:
+    layer = runner.model.layer0
+    digest = hashlib.sha256(f"{model_name}|{tokenizer_fingerprint}|{runner.vocab_size}".encode())
+    embed = runner.model.embed.weight
+    digest.update(str(tuple(embed.shape)).encode())
+    digest.update(embed[:2].detach().float().cpu().numpy().tobytes())  # other weights, other rows
+    return kv_transfer_pb2.KvLayout(
+        block_size=runner.block_size,
+        dtype=str(runner.kv_dtype).removeprefix("torch."),
+        num_layers=len(runner.kv_caches),
+        num_kv_heads=layer.num_kv_heads,
+        head_dim=layer.head_dim,
+        fingerprint=digest.hexdigest()[:32],
+    )
+
+
+def mismatch(mine: kv_transfer_pb2.KvLayout, theirs: kv_transfer_pb2.KvLayout) -> str:
+    """The first field where two layouts differ, as `name: mine vs theirs` ("" when they match)."""
+    for field in kv_transfer_pb2.KvLayout.DESCRIPTOR.fields:
+        a, b = getattr(mine, field.name), getattr(theirs, field.name)
+        if a != b:
+            return f"{field.name}: {a!r} here, {b!r} there"
+    return ""
+
+
+def _rows(block_ids: list[int], block_size: int, device: torch.device) -> torch.Tensor:
+    blocks = torch.tensor(block_ids, dtype=torch.int64, device=device)
+    return (blocks[:, None] * block_size + torch.arange(block_size, device=device)).flatten()
+
+
+def read(caches: list[torch.Tensor], block_size: int, block_ids: list[int]) -> bytes:
+    """The K/V of `block_ids`, block after block, on the wire's layout."""
+    rows = _rows(block_ids, block_size, caches[0].device)
+    per_layer = [cache.index_select(0, rows).view(len(block_ids), -1) for cache in caches]
+    return torch.stack(per_layer, 1).view(torch.uint8).cpu().numpy().tobytes()
+
+
+def block_bytes(layout: kv_transfer_pb2.KvLayout) -> int:
+    """Bytes of one block on the wire (all its layers)."""
+    element = torch.empty((), dtype=getattr(torch, layout.dtype)).element_size()
+    return layout.num_layers * layout.block_size * 2 * layout.num_kv_heads * layout.head_dim * element
+
+
+def staged(chunks: list[bytes], num_blocks: int, num_layers: int) -> torch.Tensor:
+    """The received bytes as [blocks, layers, bytes of a layer's block]."""
+    return torch.frombuffer(bytearray(b"".join(chunks)), dtype=torch.uint8).view(num_blocks, num_layers, -1)
+
+
+def land(caches: list[torch.Tensor], block_size: int, block_ids: list[int], pulled: Pulled) -> None:
+    """Write pulled K/V into `block_ids` of this engine's cache."""
+    cache0 = caches[0]
+    rows = _rows(block_ids, block_size, cache0.device)
+    data = pulled.data[: len(block_ids)].to(cache0.device)
+    for layer, cache in enumerate(caches):
+        cache.index_copy_(0, rows, data[:, layer].contiguous().view(cache.dtype).view(-1, *cache.shape[1:]))
