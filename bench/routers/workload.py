@@ -1,7 +1,8 @@
 """The router bench's workload and its two measures.
 
-Workload: conversations behind one shared system prompt that grow turn by turn (bench.serving.datasets'
-multi_turn, as text): each turn sends the whole history (system, every user turn, every answer so far) as a
+Workload: conversations in `system_prompts` groups, each group behind its own system prompt (an application's
+prompt its users share; bench.serving.datasets' multi_turn per group, as text, interleaved so the conversations
+running at once belong to different groups), that grow turn by turn: each turn sends the whole history (system, every user turn, every answer so far) as a
 streamed OpenAI chat with EOS ignored, so every answer has exactly `output_len` tokens; the answer joins the
 history. A conversation's turns are sequential; `concurrency` conversations run at once. A 429 (an engine's
 queue-wait budget, when every replica it could go to is over it) is retried after its Retry-After, as the openai
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import grpc
 import httpx
 
-from bench.serving.datasets import Conversation
+from bench.serving.datasets import Conversation, multi_turn
 from bench.serving.metrics import RequestResult
 from devstack.stack import Replica
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
@@ -56,6 +57,20 @@ def cache_delta(before: CacheCounters, after: CacheCounters) -> dict:
         "hit_rate": sum(hit) / total if total else float("nan"),
         "engine_share": [q / total if total else float("nan") for q in queried],
     }
+
+
+def grouped_conversations(
+    count: int, groups: int, turns: int, system_len: int, user_len: int, output_len: int, seed: int
+) -> list[Conversation]:
+    """`count` conversations of `turns` turns, dealt round-robin to `groups` system prompts: conversation i has
+    group i % groups' prompt."""
+    sets = [
+        multi_turn(
+            len(range(g, count, groups)), turns, system_len, user_len, output_len, 0, True, seed=seed * groups + g
+        )
+        for g in range(groups)
+    ]
+    return [sets[i % groups][i // groups] for i in range(count)]
 
 
 async def _turn(client: httpx.AsyncClient, url: str, body: dict) -> tuple[RequestResult, str, int]:
