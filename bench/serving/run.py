@@ -21,6 +21,7 @@ import asyncio
 import itertools
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -71,6 +72,13 @@ def parse_args(argv=None):
         "--connections", type=int, default=1, help="connections of each load-generator process (turns take turns)"
     )
     parser.add_argument("--caching", default="on,off", help="prefix caching settings to run: on, off or on,off")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="a named set of extra engine flags (repeat it): each runs in turn, and each is compared with the first",
+    )
     parser.add_argument("--engine-flags", default="", help="extra engine flags, e.g. '--max-num-seqs 256'")
     parser.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput: TTFT at most this")
     parser.add_argument("--slo-tpot-ms", type=float, default=200.0, help="goodput: TPOT at most this")
@@ -264,7 +272,7 @@ class Bench:
     vocab: int
 
 
-async def measure(args, bench: Bench, server, client, caching: str, spec: str, index: int, processes: int) -> dict:
+async def measure(args, bench: Bench, server, client, config: tuple[str, str], spec: str, index: int, processes: int):
     """One dataset through a running server, from `processes` load-generator processes: reported and returned."""
     target = "gateway" if isinstance(server, GatewayStack) else "engine"
     name, input_len, output_len, streams = parse_spec(spec, args)
@@ -286,9 +294,12 @@ async def measure(args, bench: Bench, server, client, caching: str, spec: str, i
     bound = roofline.bounds(bench.shape, bench.machine, concurrency, *per_request)
     how = f"closed loop c={streams}" if streams else f"{args.request_rate} req/s"
     lengths = f" {input_len}/{output_len}" if name == "random" else ""
-    label = f"{target} | {name}{lengths} | caching {caching} | {how} | {args.shape} on {args.device}"
+    variant, caching = config
+    named = f" | {variant}" if variant else ""
+    label = f"{target} | {name}{lengths} | caching {caching}{named} | {how} | {args.shape} on {args.device}"
     report(label, summary, bound)
-    return {"target": target, "dataset": spec, "caching": caching, "label": label, **summary, "roofline": bound}
+    run = {"target": target, "dataset": spec, "caching": caching, "variant": variant, "label": label, **summary}
+    return {**run, "roofline": bound}
 
 
 async def main_async(args, save=lambda runs: None) -> list[dict]:
@@ -308,14 +319,15 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
     for target in args.target.split(","):
         if target == "gateway" and args.shape != "default":
             raise SystemExit("the gateway target renders text: it needs the default model (a tokenizer)")
-        for caching in args.caching.split(","):
-            flags = args.engine_flags.split() + (["--no-prefix-caching"] if caching == "off" else [])
+        for (variant, extra), caching in itertools.product(variants(args), args.caching.split(",")):
+            flags = args.engine_flags.split() + extra + (["--no-prefix-caching"] if caching == "off" else [])
             began = time.perf_counter()
             server = EngineServer(args, flags) if target == "engine" else GatewayStack(args, flags)
             try:
                 await _wait_serving(server.target, getattr(server, "process", None))
                 print(
-                    f"\n[{target} with caching {caching} serving after {time.perf_counter() - began:.0f} s]", flush=True
+                    f"\n[{target} {variant} with caching {caching} serving after {time.perf_counter() - began:.0f} s]",
+                    flush=True,
                 )
                 kind = EngineClient if target == "engine" else GatewayChatClient
                 client = kind(server.target, args.connections)
@@ -323,7 +335,8 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
                 await run_load(client, warm, Load(1, 0.0, args.seed, salt="warm-up"))
                 sweep = itertools.product(args.dataset.split(","), map(int, args.client_processes.split(",")))
                 for index, (spec, processes) in enumerate(sweep):  # each run its own prompts: none cached by another
-                    runs.append(await measure(args, bench, server, client, caching, spec, index, processes))
+                    config = (variant, caching)
+                    runs.append(await measure(args, bench, server, client, config, spec, index, processes))
                     save(runs)
                 await client.close()
             finally:
@@ -332,13 +345,43 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
     return runs
 
 
+def variants(args) -> list[tuple[str, list[str]]]:
+    """--variant NAME=FLAGS, in order; without any, one unnamed variant of no extra flags."""
+    named = [spec.partition("=") for spec in args.variant]
+    if any(not sep for _, sep, _ in named):
+        raise SystemExit("--variant takes NAME=FLAGS")
+    return [(name, shlex.split(flags)) for name, _, flags in named] or [("", [])]
+
+
+def compare_variants(runs: list[dict]) -> None:
+    """Each variant against the first, for every (target, dataset, caching) that ran them."""
+    groups: dict[tuple, list[dict]] = {}
+    for run in runs:
+        groups.setdefault((run["target"], run["dataset"], run["caching"], run["client_processes"]), []).append(run)
+    lines = []
+    for (target, dataset, caching, _), group in groups.items():
+        base = group[0]
+        for run in group[1:]:
+            lines.append(
+                f"{target:8s} {dataset:22s} caching {caching:3s} {run['variant']} vs {base['variant']}: output tok/s "
+                f"{base['output_tok_per_s']:9.1f} -> {run['output_tok_per_s']:9.1f} "
+                f"({run['output_tok_per_s'] / base['output_tok_per_s']:6.3f}x)   TPOT p50 "
+                f"{base['tpot_s']['p50'] * 1e3:7.2f} -> {run['tpot_s']['p50'] * 1e3:7.2f} ms"
+            )
+    if lines:
+        print("\n== variants against the first ==")
+        print("\n".join(lines))
+
+
 def compare(runs: list[dict]) -> None:
-    """Caching on against off for each (target, dataset) that ran both."""
+    """Caching on against off for each (target, dataset, variant) that ran both; then variants against the first."""
+    compare_variants(runs)
     pairs = {}
     for run in runs:
-        pairs.setdefault((run["target"], run["dataset"], run["client_processes"]), {})[run["caching"]] = run
+        key = (run["target"], run["dataset"], run["client_processes"], run["variant"])
+        pairs.setdefault(key, {})[run["caching"]] = run
     lines = []
-    for (target, dataset, processes), both in pairs.items():
+    for (target, dataset, processes, _), both in pairs.items():
         if {"on", "off"} <= both.keys():
             on, off = both["on"], both["off"]
             lines.append(
