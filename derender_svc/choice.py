@@ -167,6 +167,8 @@ class ChoiceProcessor:
         delta.content = content
         if final:
             self.finished = True
+            if self.counter is not None:
+                self.counter.finish()
             delta.finish_reason = delta.finish_reason or ""
             # A forced named function ends with "stop", as OpenAI's (and vLLM's) do; any other call: "tool_calls".
             if self.tools_called and delta.finish_reason == "stop" and self.config.tool_parser != "named":

@@ -9,6 +9,7 @@ from derender_svc import builders
 from derender_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of derender's messages)
 from derender_svc.limits import Limits
 from derender_svc.parsers import NONE
+from derender_svc.reasoning_check import check_reasoning
 from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
 from derender_svc.tokenizer_info import TokenizerInfo
@@ -96,6 +97,9 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
                 out.choices.extend(part.choices)
                 for field in ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"):
                     setattr(out.usage, field, getattr(out.usage, field) + getattr(part.usage, field))
+                if part.usage.HasField("completion_tokens_details"):
+                    details = out.usage.completion_tokens_details
+                    details.reasoning_tokens += part.usage.completion_tokens_details.reasoning_tokens
         return out
 
     async def DerenderStream(self, request_iterator, context):
@@ -144,6 +148,9 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
         assert response is not None  # always=True: _step answers every message
         response.state = encode_state(session.state(), limit)
         return response
+
+    async def CheckReasoning(self, request, context):
+        return check_reasoning(request, self._defaults)
 
 
 def _run(session: Session, results) -> list:

@@ -31,7 +31,7 @@ class Defaults:
     tool_parser: str
 
 
-def _parser(name: str, registry: dict, field: str) -> str | None:
+def parser_name(name: str, registry: dict, field: str) -> str | None:
     if name == NONE:
         return None
     if name not in registry:
@@ -42,7 +42,7 @@ def _parser(name: str, registry: dict, field: str) -> str | None:
 def resolve_config(
     context: derender_pb2.DerenderContext, endpoint: int, defaults: Defaults, streamed: bool = False
 ) -> ChoiceConfig:
-    reasoning = _parser(
+    reasoning = parser_name(
         context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "context.reasoning_parser"
     )
     tool = fallback = None
@@ -51,7 +51,7 @@ def resolve_config(
         if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_NAMED:
             tool = "named"
         else:
-            tool = _parser(context.tool_parser or defaults.tool_parser, TOOL_PARSERS, "context.tool_parser")
+            tool = parser_name(context.tool_parser or defaults.tool_parser, TOOL_PARSERS, "context.tool_parser")
             if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_REQUIRED:  # render's JSON array of calls
                 tool, fallback = "required", tool
     return ChoiceConfig(

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tokenizers import Tokenizer
 
 from scaleout_common import format_detect as detect
 from scaleout_common.models import tokenizer_fingerprint
+from scaleout_common.reasoning_ids import ReasoningIds, tokenizer_spec
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -68,6 +69,15 @@ class TokenizerInfo:
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
     reasoning_format: str = "none"  # the reasoning parser the chat template suggests (scaleout_common/format_detect.py)
+    _specs: dict[str, ReasoningIds] = field(default_factory=dict, repr=False)
+
+    def reasoning_spec(self, parser: str, tags) -> ReasoningIds:
+        """Reasoning parser `parser`'s tags (`tags`: its class) as this tokenizer's ids, made once per parser."""
+        if parser not in self._specs:
+            self._specs[parser] = tokenizer_spec(
+                tags, lambda text: self.tokenizer.encode(text, add_special_tokens=False).ids
+            )
+        return self._specs[parser]
 
     @classmethod
     def from_hf(cls, hf_tokenizer) -> TokenizerInfo:

@@ -169,6 +169,9 @@ def _total(per_prompt: dict[int, common_pb2.Usage]) -> common_pb2.Usage:
         total.completion_tokens += usage.completion_tokens
         total.total_tokens += usage.total_tokens
         total.cached_tokens += usage.cached_tokens
+        if usage.HasField("completion_tokens_details"):
+            reasoned = usage.completion_tokens_details.reasoning_tokens
+            total.completion_tokens_details.reasoning_tokens += reasoned
     return total
 
 

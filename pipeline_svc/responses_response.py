@@ -59,7 +59,7 @@ def usage(total: common_pb2.Usage | None) -> dict | None:
         "input_tokens": total.prompt_tokens,
         "input_tokens_details": {"cached_tokens": total.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": total.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": total.completion_tokens_details.reasoning_tokens},
         "total_tokens": total.total_tokens,
     }
 

@@ -34,7 +34,7 @@ from render_svc.convert import value_to_py
 from scaleout.v1 import common_pb2, derender_pb2
 from scaleout_common import structured_output_rules as rules
 from scaleout_common.errors import quote
-from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, reasoning_ids, to_proto
+from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, to_proto, tokenizer_spec
 from scaleout_common.reasons import Reason, fail
 
 NONE = "none"
@@ -296,16 +296,7 @@ class Reasoning:
         """The tags' ids: each tag as the tokenizer encodes it alone, and (plain-text tags of a byte-level
         vocabulary) after a space, where the space merges into the tag's first token (`Ġ</` `think` `>`)."""
         if self._spec is None:
-            encode = self._encode
-            blank = [ids[0] for ids in map(encode, (" ", "\n", "\n\n")) if len(ids) == 1]
-            spec = reasoning_ids(REASONING_TAGS[self.name], encode, blank)
-            spaced = {name: tuple(getattr(spec, name)) for name in ("start", "end", "ends_on")}
-            for name, tags in (("start", "START"), ("end", "END"), ("ends_on", "ENDS_ON")):
-                for tag in getattr(REASONING_TAGS[self.name], tags):
-                    alone, after = encode(tag), encode(" " + tag)
-                    if alone and after and after[0] != alone[0] and after[1:] == alone[1:]:
-                        spaced[name] += (tuple(after),)
-            self._spec = ReasoningIds(spaced["start"], spaced["end"], spaced["ends_on"], spec.forced, spec.blank)
+            self._spec = tokenizer_spec(REASONING_TAGS[self.name], self._encode)
         return self._spec
 
     def _encode(self, text: str) -> list[int]:

@@ -94,6 +94,21 @@ def reasoning_ids(parser_cls, encode: Callable[[str], Sequence[int]], blank: Seq
     )
 
 
+def tokenizer_spec(tags, encode: Callable[[str], Sequence[int]]) -> ReasoningIds:
+    """`tags` (`ReasoningTags` or a parser class) as a tokenizer's ids: each tag as encoded alone, and (plain-text
+    tags of a byte-level vocabulary) after a space, where the space merges into the tag's first token (`Ġ</`
+    `think` `>`); the whitespace tokens are the blanks."""
+    blank = [ids[0] for ids in map(encode, (" ", "\n", "\n\n")) if len(ids) == 1]
+    spec = reasoning_ids(tags, encode, blank)
+    spaced = {name: tuple(getattr(spec, name)) for name in ("start", "end", "ends_on")}
+    for name, attr in (("start", "START"), ("end", "END"), ("ends_on", "ENDS_ON")):
+        for tag in getattr(tags, attr):
+            alone, after = list(encode(tag)), list(encode(" " + tag))
+            if alone and after and after[0] != alone[0] and after[1:] == alone[1:]:
+                spaced[name] += (tuple(after),)
+    return ReasoningIds(spaced["start"], spaced["end"], spaced["ends_on"], spec.forced, spec.blank)
+
+
 def _match(ids: Sequence[int], at: int, options: tuple[Ids, ...]) -> int:
     """Length of the longest option found at `at` (0: none)."""
     best = 0
@@ -192,6 +207,79 @@ class ReasoningWatch:
                 self.done = True
                 return list(ids[i:])
         return None
+
+
+class ReasoningCounter:
+    """Counts an output's reasoning tokens as they come (vLLM's `count_reasoning_tokens`): the ids inside the
+    block, its tags not counted, the block found as `ReasoningWatch` finds it. Memory is O(longest tag): past the
+    opening only the ids that may begin an end tag are kept. The whole state is `state()` (JSON-able)."""
+
+    __slots__ = ("counted", "mode", "spec", "started", "window")
+
+    def __init__(self, spec: ReasoningIds, started: bool = False, state: dict | None = None) -> None:
+        state = state or {}
+        self.spec, self.started = spec, started
+        self.mode = state.get("m", "lead")  # lead: the opening is undecided | in: inside the block | out: past it
+        self.window = [int(i) for i in state.get("w", ())]  # lead: the ids so far; in: ids an end tag may start
+        self.counted = int(state.get("n", 0))
+
+    def feed(self, ids: Sequence[int]) -> None:
+        for token in ids:
+            if self.mode == "out":
+                return
+            self.window.append(token)
+            if self.mode == "lead":
+                self._open()
+            else:
+                self._close()
+
+    def _open(self) -> None:
+        ids, spec = self.window, self.spec
+        at = 0
+        while at < len(ids) and ids[at] in spec.blank:
+            at += 1
+        if _may_start(ids, at, spec.start) or at == len(ids):
+            return  # an opening tag (or a longer one) may still come
+        opened = _match(ids, at, spec.start)
+        if not (opened or self.started or spec.forced):
+            self.mode, self.window = "out", []
+            return
+        self.mode, self.window = "in", []
+        self.feed(ids[at + opened :] if opened else ids)  # opened by the prompt: leading blanks are reasoning
+
+    def _close(self) -> None:
+        ids, spec = self.window, self.spec
+        for i in range(len(ids)):
+            if _match(ids, i, spec.end) or _match(ids, i, spec.ends_on):
+                self.mode, self.counted, self.window = "out", self.counted + i, []
+                return
+        keep = max((len(s) for s in (*spec.end, *spec.ends_on)), default=1) - 1
+        drop = len(ids) - keep
+        if drop > 0:
+            self.counted, self.window = self.counted + drop, ids[drop:]
+
+    @property
+    def count(self) -> int:
+        """Reasoning tokens so far; ids that may still begin an end tag count once `finish` says they do not."""
+        return self.counted
+
+    def finish(self) -> None:
+        """The output is over: the ids kept back are reasoning if the block is (or, opened by the prompt or
+        forced, may be) open."""
+        if self.mode == "in" or (self.mode == "lead" and (self.started or self.spec.forced)):
+            self.counted += len(self.window)
+        self.mode, self.window = "out", []
+
+    def state(self) -> dict:
+        return {"m": self.mode, "w": list(self.window), "n": self.counted}
+
+
+def count_reasoning_tokens(ids: Sequence[int], spec: ReasoningIds, started: bool = False) -> int:
+    """The reasoning tokens of the output `ids`, taken as whole."""
+    counter = ReasoningCounter(spec, started)
+    counter.feed(ids)
+    counter.finish()
+    return counter.count
 
 
 def to_proto(spec: ReasoningIds, started: bool, message) -> None:

@@ -3,6 +3,8 @@ the content ids it extracts are exactly the text parser's content."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,9 +12,11 @@ from hypothesis import strategies as st
 from derender_svc.parsers import REASONING_PARSERS, reasoning_spec
 from scaleout_common.reasoning_ids import (
     REASONING_TAGS,
+    ReasoningCounter,
     ReasoningIds,
     ReasoningWatch,
     content_start,
+    count_reasoning_tokens,
     extract_content_ids,
     from_proto,
     is_reasoning_end,
@@ -21,6 +25,7 @@ from scaleout_common.reasoning_ids import (
 
 WORDS = ["a", "b c", "你好", "x=1", " ", "\n", "<tool_call>", "{}"]
 FAMILIES = ["think", "qwen3", "deepseek_r1", "kimi", "granite", "gemma", "seed_oss", "mistral", "minimax_m2"]
+FAMILIES += ["glm45", "kimi_k2", "gemma4"]  # not hunyuan: its newline-bearing tags and answer wrapper are text-only
 
 
 def vocab_for(name: str) -> list[str]:
@@ -137,3 +142,41 @@ def test_reasoning_tokens_round_trip_through_the_contract():
     message = common_pb2.ReasoningTokens()
     to_proto(spec, True, message)
     assert from_proto(message) == (spec, True)
+
+
+@pytest.mark.parametrize(
+    "spec,ids,started,expected",
+    [
+        (THINK, [1, 5, 5, 2, 5], False, 2),  # the tags are not counted
+        (THINK, [5, 1, 5, 2], False, 0),  # no opening tag: no reasoning
+        (THINK, [4, 1, 5, 5], False, 2),  # cut inside the block: all of it
+        (THINK, [5, 5, 2, 5], True, 2),  # the prompt opened it
+        (THINK, [4, 5, 2], True, 2),  # ... and its leading blank is reasoning too
+        (THINK, [1, 5, 2, 1, 5, 2], False, 1),  # one block: a later one is content
+        (R1, [5, 5, 5], False, 3),
+        (QWEN3, [1, 5, 3, 5], False, 1),  # <tool_call> ends it
+        (ReasoningIds(start=((1, 7),), end=((2, 8),)), [1, 7, 5, 2, 5, 2, 8, 5], False, 3),  # multi-id tags
+    ],
+)
+def test_count_reasoning_tokens(spec, ids, started, expected):
+    assert count_reasoning_tokens(ids, spec, started) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(FAMILIES), data=st.data(), started=st.booleans())
+def test_counter_is_chunking_invariant(name, data, started):
+    """Fed in any chunks, its state round-tripped through JSON (as the stateless twin does), the count is the
+    one-shot count; and no id after the content starts is counted."""
+    vocab = vocab_for(name)
+    ids = data.draw(st.lists(st.integers(0, len(vocab) - 1), max_size=14))
+    cuts = data.draw(st.lists(st.integers(1, 4), max_size=14))
+    spec, state, at = spec_for(name, vocab), None, 0
+    for size in [*cuts, len(ids)]:
+        counter = ReasoningCounter(spec, started, json.loads(json.dumps(state)) if state else None)
+        counter.feed(ids[at : at + size])
+        state, at = counter.state(), at + size
+    counter.finish()
+    assert counter.count == count_reasoning_tokens(ids, spec, started)
+    start = content_start(ids, spec, started)
+    if start is not None:
+        assert counter.count <= start

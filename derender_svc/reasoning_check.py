@@ -1,0 +1,40 @@
+"""DerenderService.CheckReasoning: the reasoning parser's decisions over token ids (vLLM's ReasoningParser
+`is_reasoning_end`, `extract_content_ids`, `count_reasoning_tokens`), for a router or engine that has ids, not
+text. Decided by scaleout_common/reasoning_ids.py over the parser's tags as this tokenizer's ids, which agrees
+with the text parsers token for token (tests/derender/test_reasoning_ids.py)."""
+
+from __future__ import annotations
+
+from derender_svc.limits import check_token_ids
+from derender_svc.parsers import REASONING_PARSERS
+from derender_svc.session import Defaults, parser_name
+from scaleout.v1 import derender_pb2
+from scaleout_common.reasoning_ids import content_start, count_reasoning_tokens, to_proto
+from scaleout_common.reasons import Reason, fail
+
+
+def check_reasoning(request: derender_pb2.CheckReasoningRequest, defaults: Defaults):
+    info, limits = defaults.info, defaults.limits
+    if request.tokenizer_fingerprint and request.tokenizer_fingerprint != info.fingerprint:
+        raise fail(
+            Reason.TOKENIZER_MISMATCH,
+            f"ids of tokenizer {request.tokenizer_fingerprint}, this server has {info.fingerprint}",
+            "tokenizer_fingerprint",
+        )
+    if len(request.token_ids) > limits.max_tokens_per_choice:
+        raise fail(Reason.TOO_MANY_TOKENS, f"at most {limits.max_tokens_per_choice} token ids", "token_ids")
+    check_token_ids(request.token_ids, info.vocab_size, "token_ids")
+    ids = list(request.token_ids)
+    name = parser_name(request.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "reasoning_parser")
+    if name is None:  # no reasoning: every id is content
+        return derender_pb2.CheckReasoningResponse(is_reasoning_end=True, content_token_ids=ids)
+    spec = info.reasoning_spec(name, REASONING_PARSERS[name])
+    started = request.reasoning_started
+    at = content_start(ids, spec, started)
+    response = derender_pb2.CheckReasoningResponse(
+        is_reasoning_end=at is not None,
+        content_token_ids=ids[at:] if at is not None else [],
+        reasoning_tokens=count_reasoning_tokens(ids, spec, started),
+    )
+    to_proto(spec, started, response.tokens)
+    return response
