@@ -121,6 +121,12 @@ class Scheduler:
             return None
         return Chunk(seq, seq.num_computed, size)
 
+    def preempt_all(self) -> None:
+        """Every running sequence back to the queue, its blocks freed: it recomputes its prompt and output so far
+        when admitted again (after a weight change, or with the KV cache released)."""
+        for seq in list(reversed(self.running)):
+            self._preempt(seq)
+
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         self.pool.release(seq)

@@ -1,7 +1,9 @@
 """EngineControlService: control operations on this engine replica, admin-scoped (scaleout_common.identity).
 
-Over REST they reach every replica at once through the one-hop service (FleetService, pipeline_svc/fleet.py).
-SubscribeKvEvents streams the prefix cache's events (kv_relay.py) in our contract (kv_events.proto).
+Over REST they reach every replica at once through the one-hop service (FleetService, pipeline_svc/fleet.py; the
+RL routes on vLLM's paths: pipeline_svc/faces/vllm_rl.py). SubscribeKvEvents streams the prefix cache's events
+(kv_relay.py) in our contract (kv_events.proto). The RL operations (pause, sleep, weight transfer) run on the step
+loop (controls.py); here they are checked and scoped.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from engine_svc.serving.kv_hub import KvBatch
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from scaleout.v1 import control_pb2, control_pb2_grpc, kv_events_pb2
 from scaleout_common.identity import caller, require_trusted
+from scaleout_common.reasons import Reason, fail
 
 SNAPSHOT_BLOCKS = 4096  # blocks per message of a snapshot (a full H200's table is ~10^5 blocks)
 
@@ -34,6 +37,66 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
             return kv_events_pb2.GetKvEventSourcesResponse()
         return kv_events_pb2.GetKvEventSourcesResponse(source=kv_events_pb2.KvEventSource(**asdict(config)))
 
+    async def _run(self, context, rpc: str, op: str, *args):
+        require_trusted(caller(context), rpc)
+        return await self.service.loaded.engine.control(op, *args)
+
+    async def Pause(self, request, context):
+        aborted = await self._run(context, "Pause", "pause", _mode(request.mode))
+        return control_pb2.PauseResponse(aborted=aborted)
+
+    async def Resume(self, request, context):
+        await self._run(context, "Resume", "resume")
+        return control_pb2.ResumeResponse()
+
+    async def GetPauseState(self, request, context):
+        paused, mode = await self._run(context, "GetPauseState", "pause_state")
+        return control_pb2.GetPauseStateResponse(paused=paused, mode=mode)
+
+    async def Sleep(self, request, context):
+        level = request.level if request.HasField("level") else 1
+        if level not in (0, 1, 2):
+            raise fail(Reason.INVALID_REQUEST, f"level {level} is not 0, 1 or 2", "level")
+        await self._run(context, "Sleep", "sleep", level, _mode(request.mode))
+        return control_pb2.SleepResponse()
+
+    async def WakeUp(self, request, context):
+        if unknown := [t for t in request.tags if t not in control_pb2.SleepTag.values() or not t]:
+            raise fail(Reason.INVALID_REQUEST, f"unknown sleep tags {unknown}", "tags")
+        awake = await self._run(context, "WakeUp", "wake_up", list(request.tags))
+        return control_pb2.WakeUpResponse(awake=awake)
+
+    async def GetSleepState(self, request, context):
+        sleeping, level, asleep = await self._run(context, "GetSleepState", "sleep_state")
+        return control_pb2.GetSleepStateResponse(sleeping=sleeping, level=level, asleep=asleep)
+
+    async def InitWeightTransfer(self, request, context):
+        backend = self.service.args.weight_transfer_backend
+        joined = await self._run(context, "InitWeightTransfer", "init_transfer", request, backend)
+        return control_pb2.InitWeightTransferResponse(backend=joined)
+
+    async def StartWeightUpdate(self, request, context):
+        await self._run(context, "StartWeightUpdate", "start_update")
+        return control_pb2.StartWeightUpdateResponse()
+
+    async def UpdateWeights(self, request, context):
+        tensors = await self._run(context, "UpdateWeights", "update_weights", request)
+        return control_pb2.UpdateWeightsResponse(tensors=tensors)
+
+    async def FinishWeightUpdate(self, request, context):
+        version = request.weight_version if request.HasField("weight_version") else None
+        version, dropped = await self._run(context, "FinishWeightUpdate", "finish_update", version)
+        return control_pb2.FinishWeightUpdateResponse(weight_version=version, blocks_dropped=dropped)
+
+    async def SetWeightVersion(self, request, context):
+        await self._run(context, "SetWeightVersion", "set_version", request.weight_version)
+        return control_pb2.SetWeightVersionResponse()
+
+    async def GetWeightInfo(self, request, context):
+        version = await self._run(context, "GetWeightInfo", "weight_info")
+        backend = self.service.args.weight_transfer_backend
+        return control_pb2.GetWeightInfoResponse(weight_version=version, backend=backend, world_size=1)
+
     async def SubscribeKvEvents(self, request, context):
         require_trusted(caller(context), "SubscribeKvEvents")
         hub = await self.service.loaded.engine.kv_hub()
@@ -41,6 +104,12 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
         async for batch in kv_relay.batches(hub, resume, request.instance_id):
             for message in messages(batch, hub.instance_id, hub.block_size):
                 yield message
+
+
+def _mode(mode: int) -> int:
+    if mode not in control_pb2.PauseMode.values():
+        raise fail(Reason.INVALID_REQUEST, f"unknown pause mode {mode}", "mode")
+    return mode
 
 
 def messages(batch: KvBatch, instance_id: str, block_size: int):

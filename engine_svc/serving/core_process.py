@@ -40,6 +40,7 @@ from dataclasses import replace
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.scheduling.sequence import Sequence, next_arrival
 from engine_svc.serving import kv_relay
+from engine_svc.serving.controls import INITIAL_VERSION, refuses
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.kv_hub import KvHub
@@ -48,7 +49,6 @@ from engine_svc.serving.loader import LoadedEngine
 from engine_svc.serving.queue_budget import Backlog, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.serving.tenancy import public_id, reaches
-from engine_svc.structured.compiler import too_slow
 from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
 from scaleout_common import structured_output_rules
@@ -133,6 +133,9 @@ def _child(builder, pipes: list[tuple]) -> None:
                 if kind == "reset_prefix_cache":
                     _reset(engine, front, list(fronts), figures, payload[0])
                     continue
+                if kind == "control":
+                    _control(engine, front, *payload)
+                    continue
                 if kind == "kv_subscribe":
                     reply = REPLY + pickle.dumps((payload[0], None))
                     if (listener := kv_relay.subscribe(engine.kv_events, front.send, reply)) is not None:
@@ -170,6 +173,16 @@ def _apply(engine: Engine, front: _Front, owners: dict, kind: str, payload) -> N
                 del owners[request_id]
             front.send(PICKLED + pickle.dumps([(request_id, error)]))
             front.send(MARSHALLED + marshal.dumps(([], _Figures().of(engine), engine.healthy())))  # never queued
+
+
+def _control(engine: Engine, front: _Front, token: int, op: str, args: tuple) -> None:
+    """A control op (controls.py) at the step loop's next turn; the asker gets its answer or its error."""
+
+    def done(future) -> None:
+        error = future.exception()
+        front.send(REPLY + pickle.dumps((token, error if error is not None else future.result())))
+
+    engine.post_control(op, *args).add_done_callback(done)
 
 
 def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figures, token: int) -> None:
@@ -244,11 +257,13 @@ def _pack(state: RequestState, out: StepOutput) -> tuple:
     ]
     prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
     stamps = state.scheduled_at, state.first_token_at, state.last_token_at
-    return state.request_id, deltas, prompt, out.cached_tokens, state.done, stamps
+    return state.request_id, deltas, prompt, out.cached_tokens, state.done, stamps, out.weight_version
 
 
-def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None, cached_tokens: int | None) -> StepOutput:
-    return StepOutput(
+def _unpack_output(
+    deltas: list[tuple], prompt: list[tuple] | None, cached_tokens: int | None, version: str
+) -> StepOutput:
+    output = StepOutput(
         [
             ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
             for index, tokens, logprobs, reason, stop in deltas
@@ -256,6 +271,8 @@ def _unpack_output(deltas: list[tuple], prompt: list[tuple] | None, cached_token
         [RowLogprobs(*r) for r in prompt] if prompt else None,
         cached_tokens=cached_tokens,
     )
+    output.weight_version = version
+    return output
 
 
 class EngineProcess(EngineFront):
@@ -282,6 +299,8 @@ class EngineProcess(EngineFront):
         self.grammar_timeout_s = structured_output_rules.COMPILE_TIMEOUT_S
         self.kv_events: KvHub | None = None  # this server's copy of the core's KV-event hub (kv_relay.py)
         self._kv_asked: asyncio.Future | None = None
+        self.refusing = False  # the core is paused in abort or wait mode (controls.refuses)
+        self.weight_version = INITIAL_VERSION  # the core's, as its last control answer or output had it
 
     @classmethod
     def launch(cls, builder, stall_timeout_s: float, api_servers: int = 1) -> tuple[LoadedEngine, list[tuple]]:
@@ -364,6 +383,8 @@ class EngineProcess(EngineFront):
     def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
         if not self._alive():
             raise fail(Reason.ENGINE_CORE_EXITED, "the engine core process exited")
+        if self.refusing:
+            raise fail(Reason.ENGINE_PAUSED, "the engine is paused for a weight update: try again after /resume")
         state = self._register(request_id, seqs)
         if not self._send("add", (request_id, seqs, owner)):
             del self.requests[request_id]
@@ -384,6 +405,19 @@ class EngineProcess(EngineFront):
     async def reset_prefix_cache(self) -> int:
         return await self._ask("reset_prefix_cache")
 
+    async def control(self, op: str, *args):
+        """A control op (controls.py), run where the step loop runs."""
+        if (refuse := refuses(op, args)) is not None:
+            self.refusing = refuse
+        answer = await self._ask("control", op, args)
+        if op in ("finish_update", "weight_info"):
+            self.weight_version = answer[0] if op == "finish_update" else answer
+        elif op == "set_version":
+            self.weight_version = args[0]
+        if op == "wake_up" and answer:  # awake: the pause that sleep began has ended in the core
+            self.refusing = False
+        return answer
+
     async def kv_hub(self) -> KvHub | None:
         """The copy of the core's hub, which the first call asks the core to fill (None: the core has none)."""
         if self._kv_asked is None:
@@ -392,11 +426,9 @@ class EngineProcess(EngineFront):
         return self.kv_events
 
     async def compile_grammar(self, constraint: Constraint) -> None:
-        """The grammar is compiled and cached in the core, where the step loop uses it."""
-        try:
-            await asyncio.wait_for(self._ask("compile", constraint), self.grammar_timeout_s)
-        except TimeoutError:
-            raise too_slow(constraint, self.grammar_timeout_s) from None
+        """The grammar is compiled and cached in the core, where the step loop uses it; the core answers at the
+        latest once the compile has run its own time bound (queueing behind other compiles does not count)."""
+        await self._ask("compile", constraint)
 
     async def _ask(self, kind: str, *payload):
         """Send a command the core answers (REPLY with this call's token) and wait for the answer."""
@@ -461,9 +493,10 @@ class EngineProcess(EngineFront):
                 ) = load[:9]
                 self._pace = load[9:]
                 self._submitted = 0
-                for request_id, deltas, prompt, cached, done, stamps in rows:
+                for request_id, deltas, prompt, cached, done, stamps, version in rows:
+                    self.weight_version = version
                     if request_id in self.requests:
-                        self._deliver(request_id, _unpack_output(deltas, prompt, cached), done, stamps)
+                        self._deliver(request_id, _unpack_output(deltas, prompt, cached, version), done, stamps)
         except (EOFError, OSError):
             self._gone = True
             loop.remove_reader(self._results.fileno())

@@ -37,6 +37,8 @@ from engine_svc.scheduling.kv_handoffs import KvHandoffs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.scheduling.stop_strings import StopStrings, StopWatch
+from engine_svc.serving.controls import Controls
+from engine_svc.serving.controls import refuses as controls_refuses
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.kv_transfer import blocks as kv_blocks
@@ -55,6 +57,15 @@ log = logging.getLogger(__name__)
 
 # Takes each step's outputs, on the step thread.
 Sink = Callable[[list[tuple[RequestState, StepOutput]]], object]
+
+
+@dataclass
+class Call:
+    """A control call for the step loop: `op` of its Controls with `args`; `future` gets the answer."""
+
+    op: str
+    args: tuple
+    future: concurrent.futures.Future
 
 
 @dataclass
@@ -108,6 +119,8 @@ class Engine(EngineFront):
         self.generated = TokenRate()  # tokens sampled (added on the step thread)
         self.pace = Pace()  # seconds per step, for the queue-wait estimate (queue_budget.py)
         self.kv_events: KvHub | None = None  # set by the loader when KV events are on: closes a batch per step
+        self.controls = Controls(self)  # pause, sleep, weight updates (step thread; controls.py)
+        self.refusing = False  # paused in abort or wait mode: new requests are refused (ENGINE_PAUSED)
         self.handoffs = KvHandoffs(scheduler.pool, wake=self._wake)  # prefills' blocks kept for decode engines
         self.prompt_tokens_computed = 0  # prompt tokens run through the model (not cached, not transferred)
         self.prompt_tokens_transferred = 0  # prompt tokens whose K/V came from a prefill engine
@@ -141,6 +154,7 @@ class Engine(EngineFront):
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
+        self.controls.close()
         if self.grammars is not None:
             self.grammars.close()
 
@@ -190,6 +204,23 @@ class Engine(EngineFront):
     async def kv_hub(self) -> KvHub | None:
         return self.kv_events
 
+    def post_control(self, op: str, *args) -> concurrent.futures.Future:
+        """Run Controls.`op` at the step loop's next turn; the future gets its answer (any thread)."""
+        if op not in Controls.OPS:
+            raise ValueError(f"no control op {op!r}")
+        if (refuse := controls_refuses(op, args)) is not None:
+            self.refusing = refuse
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._post(Call(op, args, done))
+        return done
+
+    async def control(self, op: str, *args):
+        return await asyncio.wrap_future(self.post_control(op, *args))
+
+    @property
+    def weight_version(self) -> str:
+        return self.controls.version
+
     @property
     def num_running(self) -> int:
         return len(self.scheduler.running)
@@ -199,6 +230,8 @@ class Engine(EngineFront):
         return self.scheduler.num_waiting + sum(len(p.seqs) for p in self._inbox if isinstance(p, RequestState))
 
     def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
+        if self.refusing:
+            raise fail(Reason.ENGINE_PAUSED, "the engine is paused for a weight update: try again after /resume")
         state = self._register(request_id, seqs)
         self._post(state)
         return state
@@ -215,10 +248,10 @@ class Engine(EngineFront):
         """False when work is pending but the step loop has not made progress for stall_timeout_s."""
         if self._thread is None or not self._thread.is_alive():
             return self._thread is None
-        busy = self.scheduler.running or self.scheduler.waiting or self._inbox
+        busy = ((self.scheduler.running or self.scheduler.waiting) and not self.controls.frozen) or self._inbox
         return not busy or time.monotonic() - self._last_progress < self.stall_timeout_s
 
-    def _post(self, item: RequestState | list[str] | concurrent.futures.Future) -> None:
+    def _post(self, item: RequestState | list[str] | concurrent.futures.Future | Call) -> None:
         with self._cond:
             if not self._inbox:
                 self._inbox_since = time.monotonic()
@@ -242,8 +275,7 @@ class Engine(EngineFront):
                 while not (
                     self._stopping
                     or self._inbox
-                    or self.scheduler.running
-                    or self.scheduler.waiting
+                    or ((self.scheduler.running or self.scheduler.waiting) and not self.controls.frozen)
                     or handoffs.due(time.monotonic())
                 ):
                     self._cond.wait(handoffs.next_wait(time.monotonic()))
@@ -255,7 +287,9 @@ class Engine(EngineFront):
             outputs: dict[RequestState, StepOutput] = {}
             try:
                 self._take(inbox, outputs)
-                self._step(outputs)
+                if not self.controls.frozen:
+                    self._step(outputs)
+                self.controls.after_step()
             except Exception as error:  # a bug in a step: fail what was in flight, keep serving
                 log.exception("engine step failed")
                 self._fail_all(outputs, error)
@@ -263,6 +297,9 @@ class Engine(EngineFront):
 
     def _ship(self, outputs: dict[RequestState, StepOutput]) -> None:
         self.steps += 1
+        version = self.controls.version
+        for out in outputs.values():
+            out.weight_version = version
         if self.kv_events is not None:
             self.kv_events.flush()
         self._last_progress = time.monotonic()
@@ -280,6 +317,8 @@ class Engine(EngineFront):
                     self.watches.update((seq, self.stop_strings.watch(seq.prompt_ids, seq.config)) for seq in item.seqs)
                 for seq in item.seqs:
                     self.scheduler.add(seq)
+            elif isinstance(item, Call):
+                self._call(item, outputs)
             elif isinstance(item, concurrent.futures.Future):
                 item.set_result(self.scheduler.pool.reset_prefix_cache())
             else:
@@ -287,6 +326,24 @@ class Engine(EngineFront):
                     state = self.requests.get(rid)
                     if state is not None:
                         self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
+
+    def _call(self, call: Call, outputs) -> None:
+        try:
+            answer = getattr(self.controls, call.op)(outputs, *call.args)
+        except Exception as error:  # a refusal (ServiceError) or a failed transfer: the caller's answer
+            call.future.set_exception(error)
+            return
+        if isinstance(answer, concurrent.futures.Future):  # answered later (a pause that waits for requests)
+            answer.add_done_callback(lambda done: call.future.set_result(done.result()))
+        else:
+            call.future.set_result(answer)
+
+    def abort_all(self, outputs) -> int:
+        """End every live request with FINISH_REASON_ABORT (a pause in abort mode); how many."""
+        live = [state for state in self.requests.values() if not state.done]
+        for state in live:
+            self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
+        return len(live)
 
     def _land(self, state: RequestState, outputs) -> bool:
         """A decode step's pulled prompt K/V, written into blocks of its own: only the last prompt token runs (its

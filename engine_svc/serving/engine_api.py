@@ -26,6 +26,7 @@ from scaleout_common.reasons import Reason, fail
 class EngineAPI(Protocol):
     max_waiting: int
     max_queue_wait_s: float  # the queue-wait budget the server's front checks (queue_budget.py; 0: none)
+    weight_version: str  # the weights' version as last known here (controls.py)
     requests: dict[str, RequestState]  # the live requests this server holds, by engine key (tenancy.py)
 
     @property
@@ -66,6 +67,11 @@ class EngineAPI(Protocol):
 
     async def reset_prefix_cache(self) -> int:
         """Empty the prefix cache where the step loop runs (BlockPool.reset_prefix_cache); the blocks dropped."""
+        ...
+
+    async def control(self, op: str, *args):
+        """Run a control op (engine_svc/serving/controls.py: pause, sleep, weight transfer, ...) where the step loop
+        runs, at its next turn; its answer (or its refusal, raised)."""
         ...
 
     async def kv_hub(self) -> KvHub | None:

@@ -31,6 +31,7 @@ class StepOutput:
     prompt_logprobs: list[RowLogprobs] | None = None
     error: ServiceError | None = None
     cached_tokens: int | None = None  # with the first token: prompt tokens served from the prefix cache
+    weight_version: str = ""  # the weights its tokens were sampled under (Controls.version)
     kv_handoff: Kept | None = None  # a prefill step's last output: its prompt's blocks, kept for a decode engine
 
 
@@ -43,6 +44,7 @@ class Ready:
     cached_tokens: int | None = None
     error: ServiceError | None = None
     kv_handoff: Kept | None = None
+    weight_version: str = ""
 
 
 class Outbox:
@@ -52,7 +54,8 @@ class Outbox:
     choice is due once it holds `interval` tokens or has finished (unary calls use an interval no choice
     reaches: they are due at the end); an error or prompt logprobs are due at once. The consumer is woken
     only when something is due, and `take` hands over exactly that, so tokens that queued up while the
-    client was slow leave as one message.
+    client was slow leave as one message. Tokens of two weight versions never share a message: a new version's
+    first tokens make everything pending due first.
     """
 
     def __init__(self) -> None:
@@ -60,12 +63,19 @@ class Outbox:
         self.pending: dict[int, ChoiceDelta] = {}
         self.extras = Ready([])
         self.waiter: asyncio.Future | None = None
+        self.version = ""  # the weight version of the pending tokens
+        self.sealed: list[Ready] = []  # a version's last tokens, due before the next version's
 
     def _due(self, delta: ChoiceDelta) -> bool:
         return bool(delta.finish_reason) or len(delta.token_ids) >= self.interval
 
     def put(self, item: StepOutput) -> None:
         due = item.error is not None or bool(item.prompt_logprobs)
+        if item.deltas and item.weight_version != self.version:
+            if self.pending:
+                self.sealed.append(self._hand([self.pending.pop(i) for i in sorted(self.pending)]))
+                due = True
+            self.version = item.weight_version
         for delta in item.deltas:
             held = self.pending.get(delta.index)
             if held is None:
@@ -86,12 +96,19 @@ class Outbox:
             self.waiter.set_result(None)
 
     def _take_due(self) -> Ready | None:
+        if self.sealed:
+            return self.sealed.pop(0)
         extras = self.extras
         deltas = [self.pending.pop(i) for i in sorted(self.pending) if self._due(self.pending[i])]
         if not deltas and extras.error is None and not extras.prompt_logprobs:
             return None
+        return self._hand(deltas)
+
+    def _hand(self, deltas: list[ChoiceDelta]) -> Ready:
+        """`deltas` with what rides with them (of the pending tokens' version)."""
+        extras = self.extras
         self.extras = Ready([], cached_tokens=extras.cached_tokens)
-        extras.deltas = deltas
+        extras.deltas, extras.weight_version = deltas, self.version
         return extras
 
     async def take(self) -> Ready:

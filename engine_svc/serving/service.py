@@ -119,6 +119,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             num_kv_blocks=load.kv_blocks_used + load.kv_blocks_free,
             max_running=load.max_running,
             kv_role=self.service.kv.role,
+            weight_version=self.engine.weight_version,
         )
 
     async def GetLoad(self, request, context):

@@ -58,7 +58,9 @@ async def stream_responses(
             completion += sum(len(d.token_ids) for d in ready.deltas)
             unfinished -= sum(bool(d.finish_reason) for d in ready.deltas)
             message = engine_pb2.GenerateResponse(
-                request_id=request_id, choices=[choice_pb(d, with_logprobs) for d in ready.deltas]
+                request_id=request_id,
+                choices=[choice_pb(d, with_logprobs) for d in ready.deltas],
+                weight_version=ready.weight_version,
             )
             if first:
                 message.prompt.CopyFrom(prompt)
@@ -101,6 +103,7 @@ async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> en
             choices.setdefault(part.index, engine_pb2.GenerateChoice(index=part.index)).MergeFrom(part)
         if message.HasField("kv_handoff"):
             whole.kv_handoff.CopyFrom(message.kv_handoff)
+        whole.weight_version = message.weight_version  # the last token's
         if message.finished:
             whole.finished = True
             whole.usage.CopyFrom(message.usage)

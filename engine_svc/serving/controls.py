@@ -1,0 +1,185 @@
+"""The engine's control state (EngineControlService's RL operations), changed on the step thread between steps.
+
+The policy:
+- Pause ABORT: every live request ends with FINISH_REASON_ABORT. WAIT: answered once no request is left. Both
+  refuse new requests (ENGINE_PAUSED) from the moment the call is posted (`refuses`, on the caller's thread, so
+  none slips in behind it) until Resume. KEEP: live requests stay, running ones with their KV blocks; new ones
+  queue. While paused no step runs.
+- Weight update: from StartWeightUpdate to FinishWeightUpdate no step runs, so no token comes from half-loaded
+  weights. Finish empties the prefix cache (an AllBlocksCleared event) and sends every running sequence back to
+  recompute its prompt and output so far: no K/V computed by the old weights is read again, and every token
+  sampled after Finish is the new weights' continuation of what came before. Then the version changes; each
+  step's outputs carry the version they were sampled under.
+- Sleep: a pause in its mode, then level 1 frees the KV cache (running sequences recompute after) and moves the
+  weights to host memory (on CPU they are there already and stay); level 2 frees the cache and drops the weights
+  (WakeUp reallocates them uninitialised: a weight update must follow). Level 0 only pauses. WakeUp restores the
+  tags named (all by default); once nothing is asleep the pause ends.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+
+from engine_svc.model import weights
+from engine_svc.serving.weight_transfer import WeightTransfer
+from scaleout.v1 import control_pb2
+from scaleout_common.reasons import Reason, fail
+
+ABORT, WAIT, KEEP = control_pb2.PAUSE_MODE_ABORT, control_pb2.PAUSE_MODE_WAIT, control_pb2.PAUSE_MODE_KEEP
+WEIGHTS, KV_CACHE = control_pb2.SLEEP_TAG_WEIGHTS, control_pb2.SLEEP_TAG_KV_CACHE
+INITIAL_VERSION = "default"  # vLLM's, until a trainer names one
+
+
+def refuses(op: str, args: tuple) -> bool | None:
+    """Whether posting `op` turns new requests away (True), lets them in again (False), or leaves that (None)."""
+    if op in ("pause", "sleep"):
+        return (args[-1] or ABORT) != KEEP
+    return False if op == "resume" else None
+
+
+class Controls:
+    """`engine`'s control state. Every op but `refuses` runs on the step thread, taking the step's outputs."""
+
+    OPS = frozenset(
+        {"pause", "resume", "pause_state", "sleep", "wake_up", "sleep_state"}
+        | {"init_transfer", "start_update", "update_weights", "finish_update", "set_version", "weight_info"}
+    )
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.paused: int | None = None  # the PauseMode in force
+        self.draining: list[tuple[concurrent.futures.Future, Callable[[], object]]] = []  # WAIT: answered when idle
+        self.updating = False
+        self.sleeping, self.level = False, 0
+        self.asleep: set[int] = set()  # SleepTags released
+        self.version = INITIAL_VERSION
+        self.transfer: WeightTransfer | None = None
+        self.memory = weights.Memory(engine.runner)
+        self._slots: dict | None = None
+
+    @property
+    def frozen(self) -> bool:
+        """No step may run."""
+        return self.paused is not None or self.updating or bool(self.asleep)
+
+    # ---- pause -------------------------------------------------------------------------------------------------
+
+    def pause(self, outputs, mode: int, then: Callable[[], object] = lambda: 0):
+        mode = mode or ABORT
+        if mode == WAIT:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            self.draining.append((future, then))
+            self.after_step()
+            return future
+        aborted = self.engine.abort_all(outputs) if mode == ABORT else 0
+        self.paused = mode
+        return then() or aborted
+
+    def after_step(self) -> None:
+        """Answer the WAIT pauses once no request is left."""
+        if self.draining and not self.engine.requests:
+            self.paused = self.paused or WAIT
+            draining, self.draining = self.draining, []
+            for future, then in draining:
+                future.set_result(then())
+
+    def resume(self, outputs) -> None:
+        if self.updating:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "a weight update is in progress: FinishWeightUpdate first")
+        self.paused = None
+        self.engine.refusing = False
+
+    def pause_state(self, outputs) -> tuple[bool, int]:
+        return self.paused is not None, self.paused or 0
+
+    # ---- sleep -------------------------------------------------------------------------------------------------
+
+    def sleep(self, outputs, level: int, mode: int):
+        if self.updating:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "a weight update is in progress: FinishWeightUpdate first")
+        return self.pause(outputs, mode, lambda: self._release(level))
+
+    def _release(self, level: int) -> None:
+        self.sleeping, self.level = True, max(self.level, level)
+        if level == 0:
+            return
+        self._recompute_all()
+        self.memory.free_kv()
+        self.asleep.add(KV_CACHE)
+        device = self.engine.runner.device
+        if level == 2 or device.type == "cuda":  # level 1 on CPU: the weights are in host memory already
+            self.memory.park_weights(keep=level == 1)
+            self.asleep.add(WEIGHTS)
+
+    def wake_up(self, outputs, tags: list[int]) -> bool:
+        """Restore `tags` (all when empty); True once nothing is asleep (the pause has ended)."""
+        restored = False
+        for tag in tags or (WEIGHTS, KV_CACHE):
+            if tag in self.asleep:
+                if tag == WEIGHTS:
+                    self.memory.restore_weights()
+                    self._slots = None  # views of the data the weights had before
+                else:
+                    self.memory.restore_kv()
+                self.asleep.discard(tag)
+                restored = True
+        if self.asleep:
+            return False
+        if restored:  # nothing holds a block now (_release sent every sequence back): warm-up may write them
+            self.memory.recapture()
+        if self.sleeping:
+            self.sleeping, self.level = False, 0
+            self.resume(outputs)
+        return True
+
+    def sleep_state(self, outputs) -> tuple[bool, int, list[int]]:
+        return self.sleeping, self.level, sorted(self.asleep)
+
+    # ---- weights -----------------------------------------------------------------------------------------------
+
+    def init_transfer(self, outputs, request: control_pb2.InitWeightTransferRequest, backend: str) -> str:
+        """Join the trainer through `backend` (--weight-transfer-backend)."""
+        if self.updating:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "a weight update is in progress: FinishWeightUpdate first")
+        if self.transfer is None or self.transfer.backend != backend:
+            self.close()
+            self.transfer = WeightTransfer(backend, self.engine.runner.device)
+        return self.transfer.init(request)
+
+    def start_update(self, outputs) -> None:
+        if self.transfer is None or not self.transfer.joined:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "StartWeightUpdate before InitWeightTransfer")
+        if WEIGHTS in self.asleep:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "the weights are asleep: WakeUp (weights) first")
+        if self._slots is None:
+            self._slots = weights.slots(self.engine.runner)
+        self.updating = True
+
+    def update_weights(self, outputs, request: control_pb2.UpdateWeightsRequest) -> int:
+        if not self.updating or self.transfer is None or self._slots is None:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "UpdateWeights before StartWeightUpdate")
+        return self.transfer.receive(self._slots, request)
+
+    def finish_update(self, outputs, version: str | None) -> tuple[str, int]:
+        if not self.updating:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "FinishWeightUpdate before StartWeightUpdate")
+        self.updating = False
+        dropped = self._recompute_all()
+        self.version = version or self.version
+        return self.version, dropped
+
+    def set_version(self, outputs, version: str) -> None:
+        self.version = version
+
+    def weight_info(self, outputs) -> str:
+        return self.version
+
+    def _recompute_all(self) -> int:
+        """Every running sequence back to the queue to recompute, and the prefix cache emptied; blocks dropped."""
+        self.engine.scheduler.preempt_all()
+        return self.engine.scheduler.pool.reset_prefix_cache()
+
+    def close(self) -> None:
+        if self.transfer is not None:
+            self.transfer.close()

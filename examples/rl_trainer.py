@@ -1,0 +1,157 @@
+"""A trainer's side of scaleout's RL control plane: push new weights into the serving engines, each way.
+
+The HTTP calls are vLLM's RL API (its serve/dev and rl/online routers), sent to the gateway, which applies each to
+every engine replica (docs/rl.md). Two ways to move the weights:
+
+- nccl: the trainer serves a torch.distributed group (a TCP store at --master-address:--master-port, rank 0) that
+  every engine replica joins (`/init_weight_transfer_engine`); `/update_weights` names the tensors and the
+  trainer broadcasts them in that order. NCCL between GPUs, gloo on CPU.
+- disk: the trainer writes a safetensors folder the engines can read; `/update_weights {"update_info": {"path"}}`.
+
+    python examples/rl_trainer.py --url http://127.0.0.1:8080 --model DIR --way nccl --version step-1
+
+Each update: pause (keep: in-flight requests freeze and resume under the new weights), start, update, finish
+(naming the new version), resume. Needs torch, safetensors, transformers (for --model) and requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import threading
+from pathlib import Path
+
+import requests
+import torch
+import torch.distributed as dist
+
+TIMEOUT_S = 600  # a broadcast of a large model's weights takes a while
+
+
+class Engines:
+    """The gateway's RL routes (vLLM's paths and bodies)."""
+
+    def __init__(self, url: str, api_key: str = ""):
+        self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def call(self, method: str, path: str, body: dict | None = None, **params) -> dict:
+        reply = requests.request(
+            method, self.url + path, json=body, params=params, headers=self.headers, timeout=TIMEOUT_S
+        )
+        reply.raise_for_status()
+        return reply.json()
+
+    def world_size(self) -> int:
+        return self.call("GET", "/get_world_size")["world_size"]
+
+
+def specs(state: dict[str, torch.Tensor]) -> dict:
+    """`update_info` naming the tensors of `state` in the order they are broadcast."""
+    return {
+        "names": list(state),
+        "dtype_names": [str(t.dtype).removeprefix("torch.") for t in state.values()],
+        "shapes": [list(t.shape) for t in state.values()],
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def join_group(master_address: str, master_port: int, world_size: int, backend: str = "gloo") -> None:
+    """Serve the group's TCP store as rank 0 and join (blocks until every engine has joined too)."""
+    store = dist.TCPStore(master_address, master_port, world_size, is_master=True)
+    dist.init_process_group(backend, store=store, rank=0, world_size=world_size)
+
+
+def broadcast(state: dict[str, torch.Tensor]) -> None:
+    for tensor in state.values():
+        dist.broadcast(tensor.contiguous(), src=0)
+
+
+def in_background(call, *args) -> threading.Thread:
+    """`call` in a thread: an engine's answer comes only once the trainer has done its side."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call(*args)
+        except BaseException as error:  # handed to the joiner
+            failed.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.failed = failed  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def finish(thread: threading.Thread) -> None:
+    thread.join()
+    if thread.failed:  # type: ignore[attr-defined]
+        raise thread.failed[0]  # type: ignore[attr-defined]
+
+
+def init_nccl(engines: Engines, master_address: str, master_port: int, backend: str = "gloo") -> None:
+    """Every engine joins the trainer's group (rank_offset 1: the trainer is rank 0)."""
+    world_size = engines.world_size() + 1
+    init_info = {"master_address": master_address, "master_port": master_port, "rank_offset": 1}
+    init_info["world_size"] = world_size
+    call = in_background(engines.call, "POST", "/init_weight_transfer_engine", {"init_info": init_info})
+    join_group(master_address, master_port, world_size, backend)
+    finish(call)
+
+
+def update_over_nccl(engines: Engines, state: dict[str, torch.Tensor], version: str) -> None:
+    engines.call("POST", "/pause", mode="keep")
+    engines.call("POST", "/start_weight_update")
+    call = in_background(engines.call, "POST", "/update_weights", {"update_info": specs(state)})
+    broadcast(state)
+    finish(call)
+    engines.call("POST", "/finish_weight_update", {"weight_version": version})
+    engines.call("POST", "/resume")
+
+
+def update_from_disk(engines: Engines, state: dict[str, torch.Tensor], folder: Path, version: str) -> None:
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "model.safetensors"))
+    engines.call("POST", "/init_weight_transfer_engine", {"init_info": {}})
+    engines.call("POST", "/pause", mode="keep")
+    engines.call("POST", "/start_weight_update")
+    engines.call("POST", "/update_weights", {"update_info": {"path": str(folder)}})
+    engines.call("POST", "/finish_weight_update", {"weight_version": version})
+    engines.call("POST", "/resume")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default="http://127.0.0.1:8080")
+    parser.add_argument("--api-key", default="", help="an admin key when the gateway runs with --api-keys")
+    parser.add_argument("--model", required=True, help="the trainer's model: a Hugging Face folder")
+    parser.add_argument("--way", choices=["nccl", "disk"], default="nccl")
+    parser.add_argument("--version", default="step-1")
+    parser.add_argument("--master-address", default="127.0.0.1", help="where the engines reach this trainer")
+    parser.add_argument("--folder", default="/tmp/rl-weights", help="disk: a folder the engines can read")
+    args = parser.parse_args()
+
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(args.model)
+    state = dict(model.named_parameters())
+    engines = Engines(args.url, args.api_key)
+    if args.way == "nccl":
+        group = "nccl" if torch.cuda.is_available() else "gloo"
+        state = {k: v.detach().to("cuda" if group == "nccl" else "cpu") for k, v in state.items()}
+        init_nccl(engines, args.master_address, free_port(), group)
+        update_over_nccl(engines, state, args.version)
+    else:
+        update_from_disk(engines, {k: v.detach() for k, v in state.items()}, Path(args.folder), args.version)
+    print(engines.call("GET", "/weight_info"))
+
+
+if __name__ == "__main__":
+    main()
