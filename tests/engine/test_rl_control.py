@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 
 import grpc
 import pytest
@@ -20,10 +21,16 @@ C = control_pb2
 PROMPT = [1] + [(7 * j) % 190 + 5 for j in range(22)]  # 23 tokens: 5 full blocks of 4
 
 
-def _trainer(port: int, seed: int) -> None:
-    """The trainer process: rank 0 of a gloo group of 2, broadcasting tiny_llama(seed)'s parameters."""
-    rl_trainer.join_group("127.0.0.1", port, 2)
-    rl_trainer.broadcast(dict(tiny_llama(seed).named_parameters()))
+def _trainer(port: int, state: dict[str, torch.Tensor]) -> None:
+    """The trainer process: rank 0 of a gloo group of 2, broadcasting `state`. Forked, so it starts at once (a
+    spawned one spends ~20 s importing torch on a busy CI machine); it leaves without the parent's exit hooks."""
+    code = 1
+    try:
+        rl_trainer.join_group("127.0.0.1", port, 2)
+        rl_trainer.broadcast(state)
+        code = 0
+    finally:
+        os._exit(code)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +71,8 @@ async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
     _, again = await greedy(stub)
     assert again[0].prompt.cached_tokens == 20  # the prompt's full blocks are cached
     port = rl_trainer.free_port()
-    trainer = multiprocessing.get_context("spawn").Process(target=_trainer, args=(port, 1))
+    state = {k: v.detach() for k, v in MODELS[1].named_parameters()}
+    trainer = multiprocessing.get_context("fork").Process(target=_trainer, args=(port, state))
     trainer.start()
     try:
         service.args.weight_transfer_backend = "nccl"
