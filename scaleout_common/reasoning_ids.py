@@ -50,13 +50,13 @@ _R1 = ReasoningTags(("<think>",), ("</think>",), FORCED=True)
 REASONING_TAGS: dict[str, ReasoningTags] = {
     **dict.fromkeys(("think", "deepseek_v3", "nemotron", "ernie45", "olmo3"), _THINK),
     **dict.fromkeys(
-        ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3"),
+        ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3", "interns1"),
         ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
     ),
     "kimi_k2": ReasoningTags(
         ("<think>",), ("</think>",), ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
     ),
-    **dict.fromkeys(("deepseek_r1", "minimax_m2", "step3"), _R1),
+    **dict.fromkeys(("deepseek_r1", "deepseek-r1", "minimax_m2", "step3", "step3p5"), _R1),
     **dict.fromkeys(
         ("minimax", "minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),
