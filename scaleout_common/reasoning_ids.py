@@ -210,68 +210,63 @@ class ReasoningWatch:
 
 
 class ReasoningCounter:
-    """Counts an output's reasoning tokens as they come (vLLM's `count_reasoning_tokens`): the ids inside the
-    block, its tags not counted, the block found as `ReasoningWatch` finds it. Memory is O(longest tag): past the
-    opening only the ids that may begin an end tag are kept. The whole state is `state()` (JSON-able)."""
+    """Counts an output's reasoning tokens as they come, as vLLM's `count_reasoning_tokens` does: the ids inside
+    start/end tags, nested spans and later blocks too (a depth counter), the tags not counted. An output the
+    prompt opened (or a forced family) starts inside (a start tag it repeats first is skipped, as the text
+    parsers skip it); an `ends_on` tag (a tool call) closes every open span. Memory is O(longest tag): only ids
+    that may still begin a tag are kept back. The whole state is `state()` (JSON-able)."""
 
-    __slots__ = ("counted", "mode", "spec", "started", "window")
+    __slots__ = ("blanks", "counted", "depth", "lead", "spec", "window")
 
     def __init__(self, spec: ReasoningIds, started: bool = False, state: dict | None = None) -> None:
         state = state or {}
-        self.spec, self.started = spec, started
-        self.mode = state.get("m", "lead")  # lead: the opening is undecided | in: inside the block | out: past it
-        self.window = [int(i) for i in state.get("w", ())]  # lead: the ids so far; in: ids an end tag may start
+        self.spec = spec
+        opened = started or spec.forced
+        self.depth = int(state.get("d", 1 if opened else 0))
+        self.lead = bool(state.get("l", opened))  # before the first id of an output opened by the prompt
+        self.blanks = int(state.get("b", 0))  # lead blanks: reasoning unless a start tag follows
+        self.window = [int(i) for i in state.get("w", ())]  # ids that may begin a tag
         self.counted = int(state.get("n", 0))
 
     def feed(self, ids: Sequence[int]) -> None:
-        for token in ids:
-            if self.mode == "out":
-                return
-            self.window.append(token)
-            if self.mode == "lead":
-                self._open()
-            else:
-                self._close()
+        self.window += ids
+        self._drain(False)
 
-    def _open(self) -> None:
-        ids, spec = self.window, self.spec
-        at = 0
-        while at < len(ids) and ids[at] in spec.blank:
-            at += 1
-        if _may_start(ids, at, spec.start) or at == len(ids):
-            return  # an opening tag (or a longer one) may still come
-        opened = _match(ids, at, spec.start)
-        if not (opened or self.started or spec.forced):
-            self.mode, self.window = "out", []
-            return
-        self.mode, self.window = "in", []
-        self.feed(ids[at + opened :] if opened else ids)  # opened by the prompt: leading blanks are reasoning
-
-    def _close(self) -> None:
-        ids, spec = self.window, self.spec
-        for i in range(len(ids)):
-            if _match(ids, i, spec.end) or _match(ids, i, spec.ends_on):
-                self.mode, self.counted, self.window = "out", self.counted + i, []
-                return
-        keep = max((len(s) for s in (*spec.end, *spec.ends_on)), default=1) - 1
-        drop = len(ids) - keep
-        if drop > 0:
-            self.counted, self.window = self.counted + drop, ids[drop:]
+    def finish(self) -> None:
+        """The output is over: the ids kept back are what they are."""
+        self._drain(True)
+        self.counted += self.blanks if self.depth else 0
+        self.blanks = 0
 
     @property
     def count(self) -> int:
-        """Reasoning tokens so far; ids that may still begin an end tag count once `finish` says they do not."""
+        """Reasoning tokens so far (ids that may still begin a tag count once they are known not to)."""
         return self.counted
 
-    def finish(self) -> None:
-        """The output is over: the ids kept back are reasoning if the block is (or, opened by the prompt or
-        forced, may be) open."""
-        if self.mode == "in" or (self.mode == "lead" and (self.started or self.spec.forced)):
-            self.counted += len(self.window)
-        self.mode, self.window = "out", []
+    def _drain(self, final: bool) -> None:
+        ids, spec, at = self.window, self.spec, 0
+        while at < len(ids):
+            if not final and any(_may_start(ids, at, tags) for tags in (spec.start, spec.end, spec.ends_on)):
+                break
+            if self.lead and ids[at] in spec.blank:
+                self.blanks, at = self.blanks + 1, at + 1
+                continue
+            if n := _match(ids, at, spec.start):
+                self.depth += 0 if self.lead else 1
+                self.lead, self.blanks, at = False, 0, at + n
+                continue
+            if self.lead:
+                self.lead, self.counted, self.blanks = False, self.counted + self.blanks, 0
+            if n := _match(ids, at, spec.end):
+                self.depth, at = max(self.depth - 1, 0), at + n
+            elif self.depth and (n := _match(ids, at, spec.ends_on)):
+                self.depth, at = 0, at + n
+            else:
+                self.counted, at = self.counted + (1 if self.depth else 0), at + 1
+        self.window = ids[at:]
 
     def state(self) -> dict:
-        return {"m": self.mode, "w": list(self.window), "n": self.counted}
+        return {"d": self.depth, "l": self.lead, "b": self.blanks, "w": list(self.window), "n": self.counted}
 
 
 def count_reasoning_tokens(ids: Sequence[int], spec: ReasoningIds, started: bool = False) -> int:
