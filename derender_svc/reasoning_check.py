@@ -1,7 +1,8 @@
-"""DerenderService.CheckReasoning: the reasoning parser's decisions over token ids (vLLM's ReasoningParser
-`is_reasoning_end`, `extract_content_ids`, `count_reasoning_tokens`), for a router or engine that has ids, not
-text. Decided by scaleout_common/reasoning_ids.py over the parser's tags as this tokenizer's ids, which agrees
-with the text parsers token for token (tests/derender/test_reasoning_ids.py)."""
+"""DerenderService.CheckReasoning: the reasoning parser's checks over token ids as vLLM's ReasoningParser makes
+them (`is_reasoning_end`, `extract_content_ids`, `count_reasoning_tokens`), for a router or engine that has ids,
+not text: over a whole sequence (a prompt, or prompt and output), the last tag decides whether the reasoning is
+over, the content follows the first end tag. scaleout_common/reasoning_ids.py decides, over the parser's tags
+as this tokenizer's ids. (The engine's own gate, `ReasoningWatch`, follows the text parsers over an output.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from derender_svc.limits import check_token_ids
 from derender_svc.parsers import REASONING_PARSERS
 from derender_svc.session import Defaults, parser_name
 from scaleout.v1 import derender_pb2
-from scaleout_common.reasoning_ids import content_start, count_reasoning_tokens, to_proto
+from scaleout_common.reasoning_ids import (
+    count_reasoning_tokens,
+    sequence_content_ids,
+    sequence_reasoning_end,
+    to_proto,
+)
 from scaleout_common.reasons import Reason, fail
 
 
@@ -30,10 +36,9 @@ def check_reasoning(request: derender_pb2.CheckReasoningRequest, defaults: Defau
         return derender_pb2.CheckReasoningResponse(is_reasoning_end=True, content_token_ids=ids)
     spec = info.reasoning_spec(name, REASONING_PARSERS[name])
     started = request.reasoning_started
-    at = content_start(ids, spec, started)
     response = derender_pb2.CheckReasoningResponse(
-        is_reasoning_end=at is not None,
-        content_token_ids=ids[at:] if at is not None else [],
+        is_reasoning_end=sequence_reasoning_end(ids, spec),
+        content_token_ids=sequence_content_ids(ids, spec),
         reasoning_tokens=count_reasoning_tokens(ids, spec, started),
     )
     to_proto(spec, started, response.tokens)

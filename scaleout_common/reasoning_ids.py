@@ -209,6 +209,27 @@ class ReasoningWatch:
         return None
 
 
+def sequence_reasoning_end(ids: Sequence[int], spec: ReasoningIds) -> bool:
+    """vLLM's `ReasoningParser.is_reasoning_end(input_ids)` over a whole sequence (a prompt, or a prompt and its
+    output so far): the last reasoning tag in it is an end (or `ends_on`) tag; no tag at all: not over."""
+    tags = (*spec.start, *spec.end, *spec.ends_on)
+    for at in range(len(ids) - 1, -1, -1):
+        if _match(ids, at, tags):
+            return not _match(ids, at, spec.start)
+    return False
+
+
+def sequence_content_ids(ids: Sequence[int], spec: ReasoningIds) -> list[int]:
+    """vLLM's `extract_content_ids`: the ids after the first end tag (from an `ends_on` tag on), none while no
+    such tag has an id after it."""
+    for at in range(len(ids)):
+        if n := _match(ids, at, spec.end):
+            return list(ids[at + n :])
+        if _match(ids, at, spec.ends_on):
+            return list(ids[at:])
+    return []
+
+
 class ReasoningCounter:
     """Counts an output's reasoning tokens as they come, as vLLM's `count_reasoning_tokens` does: the ids inside
     start/end tags, nested spans and later blocks too (a depth counter), the tags not counted. An output the

@@ -74,6 +74,10 @@ async def test_check_reasoning(stub, hf_tokenizer):
         derender_pb2.CheckReasoningRequest(reasoning_parser="think", reasoning_started=True, token_ids=started)
     )
     assert ended.is_reasoning_end and list(ended.content_token_ids) == _ids(hf_tokenizer, "x")
+    plain = await stub.CheckReasoning(
+        derender_pb2.CheckReasoningRequest(reasoning_parser="think", token_ids=_ids(hf_tokenizer, "no tags"))
+    )
+    assert not plain.is_reasoning_end and not plain.content_token_ids  # vLLM: no tag, not over
     none = await stub.CheckReasoning(derender_pb2.CheckReasoningRequest(reasoning_parser="none", token_ids=ids))
     assert none.is_reasoning_end and list(none.content_token_ids) == ids and none.reasoning_tokens == 0
 

@@ -20,6 +20,8 @@ from scaleout_common.reasoning_ids import (
     extract_content_ids,
     from_proto,
     is_reasoning_end,
+    sequence_content_ids,
+    sequence_reasoning_end,
     to_proto,
 )
 
@@ -181,3 +183,20 @@ def test_counter_is_chunking_invariant(name, data, started):
         state, at = counter.state(), at + size
     counter.finish()
     assert counter.count == count_reasoning_tokens(ids, spec, started)
+
+
+@pytest.mark.parametrize(
+    "spec,ids,ended,content",
+    [  # vLLM's tests of BaseThinkingReasoningParser.is_reasoning_end / extract_content_ids
+        (THINK, [5, 5, 2, 5], True, [5]),
+        (THINK, [5, 5, 5], False, []),
+        (THINK, [], False, []),
+        (THINK, [5, 1, 5, 2], True, []),  # the end tag last: over, no content yet
+        (THINK, [5, 1, 5, 5], False, []),
+        (THINK, [5, 1, 5, 2, 5, 5, 1], False, [5, 5, 1]),  # a later start tag: reasoning again
+        (QWEN3, [1, 5, 3, 5], True, [3, 5]),  # <tool_call> ends it and is content
+    ],
+)
+def test_sequence_checks_are_vllms(spec, ids, ended, content):
+    assert sequence_reasoning_end(ids, spec) == ended
+    assert sequence_content_ids(ids, spec) == content
