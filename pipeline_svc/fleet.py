@@ -115,20 +115,23 @@ class Fleet:
         *,
         time_left: float | None = None,
         metadata: Sequence[tuple[str, str]] = (),
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> list[Answer]:
         """`method` of `stub_class` called on every replica at once, within the caller's `time_left` (seconds)
-        and at most DEFAULT_TIMEOUT_S; each one's answer, in the replicas' order."""
+        and at most `timeout_s`; each one's answer, in the replicas' order. `request` may be a function of the
+        replica's position (0, 1, ...: a weight-transfer rank each)."""
         replicas, answers = await self.replicas()
-        timeout = DEFAULT_TIMEOUT_S if time_left is None else min(time_left, DEFAULT_TIMEOUT_S)
+        timeout = timeout_s if time_left is None else min(time_left, timeout_s)
 
-        async def one(replica: Replica) -> Answer:
+        async def one(position: int, replica: Replica) -> Answer:
             try:
                 call = getattr(self.stub(replica, stub_class), method)
-                return Answer(replica, await call(request, timeout=timeout, metadata=tuple(metadata)))
+                message = request(position) if callable(request) else request
+                return Answer(replica, await call(message, timeout=timeout, metadata=tuple(metadata)))
             except grpc.aio.AioRpcError as error:
                 return Answer(replica, error=ServiceError.from_rpc_error(error))
 
-        return answers + list(await asyncio.gather(*(one(r) for r in replicas)))
+        return answers + list(await asyncio.gather(*(one(i, r) for i, r in enumerate(replicas))))
 
     async def _forget(self, gone: list[Replica]) -> None:
         """Close the channels of replicas no longer resolved; a call still on one gets its timeout to finish."""

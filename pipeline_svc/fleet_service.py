@@ -44,9 +44,22 @@ class FleetOperations(fleet_pb2_grpc.FleetServiceServicer):
     def __init__(self, fleet: Fleet):
         self.fleet = fleet
 
-    async def _each(self, context, what: str, stub_class, method: str, request) -> list[Answer]:
+    async def _each(self, context, what: str, stub_class, method: str, request, **options) -> list[Answer]:
         metadata = _scope(context, what)
-        return await self.fleet.call(stub_class, method, request, time_left=context.time_remaining(), metadata=metadata)
+        time_left = context.time_remaining()
+        return await self.fleet.call(stub_class, method, request, time_left=time_left, metadata=metadata, **options)
+
+    async def control_all(self, context, method: str, request, timeout_s: float) -> list:
+        """EngineControlService.`method` on every replica (`request`: a message, or one per replica position); their
+        answers in the replicas' order. A replica that failed is the call's failure."""
+        stub = control_pb2_grpc.EngineControlServiceStub
+        answers = await self._each(context, method, stub, method, request, timeout_s=timeout_s)
+        for answer in answers:
+            if answer.error is not None:
+                raise dataclasses.replace(
+                    answer.error, message=f"engine {answer.replica.address}: {answer.error.message}"
+                )
+        return [a.response for a in answers]
 
     async def loads(self, context) -> fleet_pb2.GetLoadsResponse:
         request = engine_pb2.GetLoadRequest()

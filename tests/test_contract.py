@@ -32,6 +32,19 @@ RELAYED = {"scaleout.v1.EngineService.Generate": "scaleout.v1.EngineStreamServic
 FANNED_OUT = {
     "scaleout.v1.EngineControlService.ResetPrefixCache": "scaleout.v1.FleetService.ResetPrefixCache",
     "scaleout.v1.EngineControlService.GetKvEventSources": "scaleout.v1.VllmServerService.KvEventSources",
+    # The RL operations: vLLM's routes (pipeline_svc/faces/vllm_rl.py).
+    "scaleout.v1.EngineControlService.Pause": "scaleout.v1.VllmServerService.Pause",
+    "scaleout.v1.EngineControlService.Resume": "scaleout.v1.VllmServerService.Resume",
+    "scaleout.v1.EngineControlService.GetPauseState": "scaleout.v1.VllmServerService.IsPaused",
+    "scaleout.v1.EngineControlService.Sleep": "scaleout.v1.VllmServerService.Sleep",
+    "scaleout.v1.EngineControlService.WakeUp": "scaleout.v1.VllmServerService.WakeUp",
+    "scaleout.v1.EngineControlService.GetSleepState": "scaleout.v1.VllmServerService.IsSleeping",
+    "scaleout.v1.EngineControlService.InitWeightTransfer": "scaleout.v1.VllmServerService.InitWeightTransferEngine",
+    "scaleout.v1.EngineControlService.StartWeightUpdate": "scaleout.v1.VllmServerService.StartWeightUpdate",
+    "scaleout.v1.EngineControlService.UpdateWeights": "scaleout.v1.VllmServerService.UpdateWeights",
+    "scaleout.v1.EngineControlService.FinishWeightUpdate": "scaleout.v1.VllmServerService.FinishWeightUpdate",
+    "scaleout.v1.EngineControlService.SetWeightVersion": "scaleout.v1.VllmServerService.UpdateWeightVersion",
+    "scaleout.v1.EngineControlService.GetWeightInfo": "scaleout.v1.VllmServerService.WeightInfo",
 }
 # One replica's stream with no REST twin: a router subscribes to each replica's KV events over gRPC.
 PER_REPLICA = {"scaleout.v1.EngineControlService.SubscribeKvEvents"}

@@ -2,7 +2,8 @@
 
 `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are those that need
 the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/reset_prefix_cache` and
-vLLM's `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per data-parallel rank).
+vLLM's `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per data-parallel rank); its RL
+routes (`/pause`, `/sleep`, `/update_weights`, ...) are vllm_rl.py's.
 Held against vllm-router 0.1.17 (its binary, run against a recording server: `GET /get_load`, `load` read as an
 integer, -1 when missing) and vLLM 0.33's serve/dev/cache router (`{"success": bool}`, its two query flags).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pipeline_svc.faces.vllm_rl import VllmRl
 from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import fleet_pb2, kv_events_pb2, vllm_server_pb2_grpc
@@ -52,7 +54,7 @@ def kv_event_sources(sources: list[tuple[str, kv_events_pb2.KvEventSource]]) -> 
     }
 
 
-class VllmServer(vllm_server_pb2_grpc.VllmServerServiceServicer):
+class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
     def __init__(self, fleet: FleetOperations):
         self.fleet = fleet
 
