@@ -119,6 +119,10 @@ def function_gemma_args(inner: str, escape: str = ESCAPE) -> dict | None:
 class GemmaToolParser(BlockToolParser):
     CALLS = ((FENCE, (FENCE_END,)), (CALL, (CALL_END,)))
 
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, ESCAPE)  # a special token that quotes strings: kept when specials are skipped
+
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         if not closed:
             return None
@@ -140,6 +144,10 @@ def call_body(body: str, escape: str) -> list[Call] | None:
 
 class Gemma4ToolParser(BlockToolParser):
     CALLS = ((GEMMA4_CALL, (GEMMA4_CALL_END,)),)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, GEMMA4_QUOTE)  # a special token that quotes strings: kept when specials are skipped
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         return call_body(body, GEMMA4_QUOTE) if closed else None

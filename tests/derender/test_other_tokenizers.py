@@ -4,6 +4,7 @@ puts spaces between added tokens: spaces_between_special_tokens)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -159,3 +160,20 @@ def test_special_tool_marker_survives_skip_special_tokens():
             assert [(c.name, c.arguments) for c in deltas[0].tool_calls] == [("f", '{"a": 1}')]
         else:  # not a hermes tag: the special token stays skipped
             assert "[TOOL_CALLS]" not in deltas[0].content and not deltas[0].tool_calls
+
+
+def test_gemma4_special_tokens_survive_skip_special_tokens():
+    """Gemma 4's channel, call and string-quote tags are special tokens: the gemma4 parsers still see them all."""
+    tokenizer = metaspace()
+    tokenizer.add_special_tokens(["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>'])
+    info = TokenizerInfo.from_hf(PreTrainedTokenizerFast(tokenizer_object=tokenizer))
+    ids = tokenizer.encode('<|channel>Hello world<channel|><|tool_call>call:f{a:<|"|>café<|"|>,n:1}<tool_call|>').ids
+    context = derender_pb2.DerenderContext(skip_special_tokens=True, tools=[common_pb2.Tool(type="function")])
+    session = Session(context, Defaults(info, Limits(), "gemma4", "gemma4"))
+    deltas = session.feed(
+        engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(token_ids=ids)], finished=True)
+    )
+    assert deltas[0].reasoning.strip() == "Hello world" and not deltas[0].content.strip()
+    (call,) = deltas[0].tool_calls
+    arguments = json.loads(call.arguments)  # Metaspace puts a space before the text after a special token
+    assert call.name == "f" and arguments["a"].strip() == "café" and arguments["n"] == 1
