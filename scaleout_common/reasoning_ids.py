@@ -237,7 +237,7 @@ class ReasoningCounter:
     parsers skip it); an `ends_on` tag (a tool call) closes every open span. Memory is O(longest tag): only ids
     that may still begin a tag are kept back. The whole state is `state()` (JSON-able)."""
 
-    __slots__ = ("blanks", "counted", "depth", "lead", "spec", "window")
+    __slots__ = ("blanks", "counted", "depth", "firsts", "lead", "spec", "window")
 
     def __init__(self, spec: ReasoningIds, started: bool = False, state: dict | None = None) -> None:
         state = state or {}
@@ -248,9 +248,19 @@ class ReasoningCounter:
         self.blanks = int(state.get("b", 0))  # lead blanks: reasoning unless a start tag follows
         self.window = [int(i) for i in state.get("w", ())]  # ids that may begin a tag
         self.counted = int(state.get("n", 0))
+        self.firsts = {seq[0] for seq in (*spec.start, *spec.end, *spec.ends_on)}  # ids a tag may begin with
 
     def feed(self, ids: Sequence[int]) -> None:
-        self.window += ids
+        if not self.window and not self.lead:  # the common case: ids that begin no tag are counted at once
+            for at, token in enumerate(ids):
+                if token in self.firsts:
+                    self.window = list(ids[at:])
+                    break
+                self.counted += 1 if self.depth else 0
+            else:
+                return
+        else:
+            self.window += ids
         self._drain(False)
 
     def finish(self) -> None:
