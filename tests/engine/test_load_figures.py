@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from engine_svc.serving.load_figures import WINDOW_S, TokenRate, utilization
-from scaleout.v1 import control_pb2, control_pb2_grpc, engine_pb2
+from scaleout.v1 import control_pb2, control_pb2_grpc, engine_pb2, kv_events_pb2
 from tests.engine.conftest import engine_stub, generate, request
 from tests.engine.test_prefix_cache import SYSTEM, greedy
 
@@ -65,15 +65,20 @@ async def test_pending_prefill_counts_the_queue_less_its_cached_prefix():
 
 
 @pytest.mark.slow
-async def test_a_keyed_caller_may_not_reset_the_cache():
+async def test_a_keyed_caller_may_not_reset_the_cache_nor_read_its_events():
+    """The cache's reset and its KV events (every tenant's prompt tokens) are an admin key's (docs/security.md)."""
+    keyed, admin = (("x-scaleout-client", "a"),), (("x-scaleout-client", "ops"), ("x-scaleout-admin", "true"))
     async with engine_stub(None) as (stub, _):
         control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await control.ResetPrefixCache(
-                control_pb2.ResetPrefixCacheRequest(), metadata=(("x-scaleout-client", "a"),)
-            )
-        admin = (("x-scaleout-client", "ops"), ("x-scaleout-admin", "true"))
-        await control.ResetPrefixCache(control_pb2.ResetPrefixCacheRequest(), metadata=admin)
-    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED and "NOT_PERMITTED" in str(
-        refused.value.trailing_metadata()
-    )
+        calls = [
+            lambda md: control.ResetPrefixCache(control_pb2.ResetPrefixCacheRequest(), metadata=md),
+            lambda md: control.GetKvEventSources(kv_events_pb2.GetKvEventSourcesRequest(), metadata=md),
+            lambda md: control.SubscribeKvEvents(kv_events_pb2.SubscribeKvEventsRequest(), metadata=md).read(),
+        ]
+        for call in calls:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call(keyed)
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "NOT_PERMITTED" in str(refused.value.trailing_metadata())
+        await calls[0](admin)
+        await calls[1](admin)

@@ -278,6 +278,7 @@ def test_router_probes_need_no_key_and_fleet_operations_an_admin_key(secure):
         ("POST", "/flush_cache"),
         ("POST", "/reset_prefix_cache"),
         ("POST", "/inference/v1/reset_prefix_cache"),
+        ("GET", "/kv_event_sources"),
     ]
     for method, path in admin_only:
         assert call(method, path).status_code == 401, path

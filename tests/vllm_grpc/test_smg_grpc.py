@@ -1,10 +1,10 @@
 """SMG in gRPC mode (`smg launch --worker-urls grpc://a grpc://b`, its registry wheel, no change to it) drives two
 real engines over their vLLM gRPC face and serves the official openai SDK: chat, completions, stop strings
-(matched by the engines), n = 2, unary and streamed.
+(matched by the engines), n = 2, unary and streamed; its cache_aware policy routes on the engines' KV events.
 
-The engines start once for the module on the default model (4 sequences, 2,048 tokens); SMG starts after both
-are ready (it probes a worker once, then retries only every 30 s) with its own metrics port and the model
-folder as its tokenizer. Outputs are short: the CI machine is small."""
+The engines start once for the module on the default model (4 sequences, 2,048 tokens, KV events on); SMG starts
+after both are ready (it probes a worker once, then retries only every 30 s) with its own metrics port and the
+model folder as its tokenizer. Outputs are short: the CI machine is small."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 import grpc
 import openai
 import pytest
 import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tokenizers import Tokenizer
 
 from devstack.stack import free_port
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.models import resolve_model
 
 # Two engines loading side by side take minutes on a busy 2-core machine: above the default 300 s per test.
@@ -61,22 +64,33 @@ def _wait(ready, what: str, processes: list[subprocess.Popen], timeout_s: float 
         time.sleep(0.5)
 
 
+@dataclass
+class Fleet:
+    client: openai.OpenAI
+    engine_ports: list[int]
+    metrics_url: str  # SMG's Prometheus
+
+
 @pytest.fixture(scope="module")
-def smg(tmp_path_factory) -> Iterator[openai.OpenAI]:
+def fleet(tmp_path_factory) -> Iterator[Fleet]:
     logs, folder = tmp_path_factory.mktemp("smg-grpc"), str(resolve_model(None))
     with ExitStack() as running:
         engines, ports = [], [free_port(), free_port()]
         for number, port in enumerate(ports):
             log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
             args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
+            args.append("--kv-events")  # SMG subscribes to SubscribeKvEvents for cache_aware
             engines.append(_process([sys.executable, "-m", "engine_svc", *args], log))
             running.callback(_stop, engines[-1])
         _wait(lambda: all(_serving(p) for p in ports), "the engines", engines)
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         smg_bin = os.path.join(os.path.dirname(sys.executable), "smg")
         launch = [smg_bin, "launch", "--worker-urls", *(f"grpc://127.0.0.1:{p}" for p in ports)]
         launch += ["--policy", "cache_aware", "--host", "127.0.0.1", "--port", str(port)]
-        launch += ["--prometheus-port", str(free_port()), "--model-path", folder]
+        launch += ["--prometheus-port", str(metrics_port), "--model-path", folder]
+        # No warm-up diversion (a cache hit sent to a worker whose index is thin on purpose): routing follows
+        # the events alone, so the test below is deterministic.
+        launch += ["--worker-warmup-secs", "0", "--worker-warmup-divert-every", "0"]
         router = _process(launch, running.enter_context(open(logs / "smg.log", "wb")))
         running.callback(_stop, router)
         url = f"http://127.0.0.1:{port}"
@@ -90,7 +104,13 @@ def smg(tmp_path_factory) -> Iterator[openai.OpenAI]:
                 return False
 
         _wait(workers_ready, "SMG with both workers", [router, *engines], 120)
-        yield openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=240, max_retries=0)
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=240, max_retries=0)
+        yield Fleet(client, ports, f"http://127.0.0.1:{metrics_port}/metrics")
+
+
+@pytest.fixture(scope="module")
+def smg(fleet) -> openai.OpenAI:
+    return fleet.client
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +174,50 @@ def test_structured_output_and_a_required_tool_call_come_out_as_the_schema_says(
     assert (
         calls and calls[0].function.name == "count" and isinstance(json.loads(calls[0].function.arguments)["ok"], bool)
     )
+
+
+def _smg_series(fleet: Fleet, name: str) -> dict[str, float]:
+    """One series of SMG's metrics: {labels: value}."""
+    text = requests.get(fleet.metrics_url, timeout=5).text
+    pairs = [line[len(name) :].rsplit(" ", 1) for line in text.splitlines() if line.startswith(name + "{")]
+    return {labels: float(value) for labels, value in pairs}
+
+
+def _stored_blocks(fleet: Fleet) -> float:
+    """Blocks SMG's index took in from stored events, all workers."""
+    return sum(v for k, v in _smg_series(fleet, "smg_kv_event_blocks_total").items() if "stored" in k)
+
+
+def _queried(port: int) -> int:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        load = engine_pb2_grpc.EngineServiceStub(channel).GetLoad(engine_pb2.GetLoadRequest(), timeout=10)
+    return load.prefix_cache_queried_tokens
+
+
+def test_cache_aware_sends_a_prefix_to_the_engine_whose_kv_events_name_it(fleet, model):
+    """Prompts planted straight on one engine (SMG never saw them: only that engine's KV events can tell SMG
+    where they are cached), then sent through SMG with a new ending: each lands on the engine that holds it.
+    The planted engines do not alternate, so SMG's fallback without a cache match (the least-loaded worker,
+    ties to the one picked least) cannot pass by itself."""
+    tokenizer = Tokenizer.from_file(str(resolve_model(None) / "tokenizer.json"))
+    planted_on = [1, 0, 0, 1, 1, 0]
+    prompts = [f"Note {n}: " + " ".join(f"item{n}-{i}" for i in range(60)) for n in range(len(planted_on))]
+    before = _stored_blocks(fleet)
+    params = common_pb2.SamplingParams(max_tokens=1, temperature=0)
+    for prompt, engine in zip(prompts, planted_on):
+        request = engine_pb2.GenerateRequest(token_ids=tokenizer.encode(prompt).ids, sampling_params=params)
+        with grpc.insecure_channel(f"127.0.0.1:{fleet.engine_ports[engine]}") as channel:
+            list(engine_pb2_grpc.EngineServiceStub(channel).Generate(request))
+    deadline = time.monotonic() + 30
+    while _stored_blocks(fleet) - before < 16 * len(prompts):  # 18 full blocks a prompt: SMG has them all
+        assert time.monotonic() < deadline, _smg_series(fleet, "smg_kv_event_batches_total")
+        time.sleep(0.2)
+    landed = []
+    for prompt in prompts:
+        counts = [_queried(p) for p in fleet.engine_ports]
+        fleet.client.completions.create(model=model, prompt=prompt + " and then", max_tokens=1, temperature=0)
+        landed.append(max((0, 1), key=lambda e: _queried(fleet.engine_ports[e]) - counts[e]))
+    assert landed == planted_on
+    applied = _smg_series(fleet, "smg_kv_event_batches_total")
+    assert sum(v for k, v in applied.items() if 'disposition="applied"' in k) > 0, applied
+    assert not any(_smg_series(fleet, "smg_kv_events_unavailable").values())
