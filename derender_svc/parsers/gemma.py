@@ -22,6 +22,7 @@ FENCE, FENCE_END = "```tool_code", "```"
 CALL, CALL_END, ESCAPE = "<start_function_call>", "<end_function_call>", "<escape>"
 GEMMA4_CALL, GEMMA4_CALL_END, GEMMA4_QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 _PRINT = re.compile(r"^\s*print\((.*)\)\s*$", re.DOTALL)
+_TRAILING_DOT = re.compile(r"[-+]?\d+\.")
 _FG_CALL = re.compile(r"^\s*call:([\w.\-]+)\s*\{(.*)\}\s*$", re.DOTALL)
 
 
@@ -64,6 +65,11 @@ class _Reader:
             end += 1
         self.at = end
         literal = text[at:end].strip()
+        if self.escape == GEMMA4_QUOTE:  # as vLLM's Gemma 4 parser reads them: `k:` is "", `108.` a number
+            if not literal:
+                return ""
+            if _TRAILING_DOT.fullmatch(literal):
+                return float(literal)
         if not literal:
             raise ValueError("empty value")
         return convert(literal, None, loose=True)

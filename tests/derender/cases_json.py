@@ -127,6 +127,11 @@ def gemma4_cases():
             ('<|tool_call>call:f{a:<|"|>x, y: {z}<|"|>}<tool_call|>', "", [("f", {"a": "x, y: {z}"})]),
             ('<|tool_call>call:f{<|"|>odd key<|"|>:1}<tool_call|>', "", [("f", {"odd key": 1})]),
             ("<|tool_call>nonsense<tool_call|>", "<|tool_call>nonsense<tool_call|>", []),
+            (
+                "<|tool_call>call:f{k:,n:108.,z:null}<tool_call|>",
+                "",
+                [("f", {"k": "", "n": 108.0, "z": None})],
+            ),  # vLLM's reading
             ('<|tool_call>call:f{a:<|"|>open}<tool_call|>', '<|tool_call>call:f{a:<|"|>open}<tool_call|>', []),
         ],
     )
