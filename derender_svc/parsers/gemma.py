@@ -23,7 +23,7 @@ CALL, CALL_END, ESCAPE = "<start_function_call>", "<end_function_call>", "<escap
 GEMMA4_CALL, GEMMA4_CALL_END, GEMMA4_QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 _PRINT = re.compile(r"^\s*print\((.*)\)\s*$", re.DOTALL)
 _TRAILING_DOT = re.compile(r"[-+]?\d+\.")
-_FG_CALL = re.compile(r"^\s*call:([\w.\-]+)\s*\{(.*)\}\s*$", re.DOTALL)
+_FG_CALL = re.compile(r"^\s*:?call:([\w.\-]+)\s*\{(.*)\}\s*$", re.DOTALL)  # a stray colon first: vLLM's too
 
 
 class _Reader:
@@ -149,7 +149,7 @@ def call_body(body: str, escape: str) -> list[Call] | None:
 
 
 class Gemma4ToolParser(BlockToolParser):
-    CALLS = ((GEMMA4_CALL, (GEMMA4_CALL_END,)),)
+    CALLS = ((GEMMA4_CALL, (GEMMA4_CALL_END, "<turn|>")),)  # the model sometimes ends a call with its turn
 
     @property
     def markers(self) -> tuple[str, ...]:

@@ -132,6 +132,7 @@ def gemma4_cases():
                 "",
                 [("f", {"k": "", "n": 108.0, "z": None})],
             ),  # vLLM's reading
+            ('<|tool_call>:call:f{a:<|"|>x<|"|>}<turn|>', "", [("f", {"a": "x"})]),  # a stray colon; the turn ends it
             ('<|tool_call>call:f{a:<|"|>open}<tool_call|>', '<|tool_call>call:f{a:<|"|>open}<tool_call|>', []),
         ],
     )
