@@ -242,7 +242,7 @@ class Engine(EngineFront):
     async def compile_grammar(self, constraint: Constraint) -> None:
         if self.grammars is None:
             raise fail(Reason.STRUCTURED_OUTPUTS_UNAVAILABLE, "this engine has no tokenizer: no structured outputs")
-        await wait_compiled(self.grammars.get(constraint), constraint, self.grammars.timeout_s)
+        await wait_compiled(self.grammars.get(constraint))
 
     def healthy(self) -> bool:
         """False when work is pending but the step loop has not made progress for stall_timeout_s."""

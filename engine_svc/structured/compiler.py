@@ -1,11 +1,14 @@
 """Compiled grammars, cached by (constraint, tokenizer) and compiled on worker threads under a time bound.
 
 `get` answers at once from the cache, joins a compile already running for the same constraint (a schema sent
-by a hundred requests compiles once), or starts one on the pool. The compile itself runs in the backend's
-native code, which releases the GIL: the step loop and the event loop keep running. The caller bounds its
-wait (`timeout_s`); a compile that ran past the bound anyway is remembered, so the same constraint is refused
-at once afterwards instead of tying up a worker again. The cache is an LRU bounded in bytes (the backend
-reports each grammar's size).
+by a hundred requests compiles once, its waiters share the outcome), or starts one on the pool. The compile
+itself runs in the backend's native code, which releases the GIL: the step loop and the event loop keep
+running. The time bound (`timeout_s`) counts the compile's own running time, from when a worker starts it,
+never the time it queued behind other compiles: whether a constraint is accepted does not depend on other
+requests. Once it has run `timeout_s`, its future fails with GRAMMAR_TOO_COMPLEX for every waiter and the
+constraint is remembered, so it is refused at once afterwards (the native compile cannot be stopped; it
+finishes on its worker and is dropped). The cache is an LRU bounded in bytes (the backend reports each
+grammar's size).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from engine_svc.structured.backend import CompiledGrammar, GrammarBackend, GrammarError
@@ -87,8 +90,9 @@ class GrammarCompiler:
             if running is not None:
                 return running
             self.stats.misses += 1
-            future = self._pool.submit(self._compile, key, constraint)
+            future: Future = Future()
             self._running[key] = future
+            self._pool.submit(self._compile, key, constraint, future)
             return future
 
     def cached(self, constraint: Constraint) -> CompiledGrammar | None:
@@ -96,16 +100,22 @@ class GrammarCompiler:
             hit = self._cache.get(self.key(constraint))
             return None if hit is None else hit[0]
 
-    def _compile(self, key, constraint: Constraint) -> CompiledGrammar:
+    def _compile(self, key, constraint: Constraint, future: Future) -> None:
+        timer = threading.Timer(self.timeout_s, self._overdue, (key, constraint, future))
+        timer.daemon = True
+        timer.start()
         start = time.perf_counter()
         try:
             grammar = self.backend.compile(constraint)
         except BaseException as error:
+            timer.cancel()
             with self._lock:
                 self._running.pop(key, None)
             if isinstance(error, GrammarError):
-                raise fail(Reason.INVALID_GRAMMAR, str(error), f"{rules.FIELD}.{constraint.kind}") from None
-            raise
+                error = fail(Reason.INVALID_GRAMMAR, str(error), f"{rules.FIELD}.{constraint.kind}")
+            _settle(future, error=error)
+            return
+        timer.cancel()
         elapsed = time.perf_counter() - start
         with self._lock:
             # Leaves the running table in the same critical section as it enters the cache (or the too-slow list):
@@ -119,18 +129,33 @@ class GrammarCompiler:
                     elapsed,
                     self.timeout_s,
                 )
-                self._too_slow[key] = None
-                while len(self._too_slow) > MAX_REMEMBERED_FAILURES:
-                    self._too_slow.popitem(last=False)
-                raise too_slow(constraint, self.timeout_s)
-            if self.use_cache:
+                self._remember_too_slow(key)
+            elif self.use_cache:
                 size = max(int(grammar.memory_size_bytes), 1)
                 self._cache[key] = (grammar, size)
                 self._bytes += size
                 while self._bytes > self.cache_bytes and len(self._cache) > 1:
                     _, (_, evicted) = self._cache.popitem(last=False)
                     self._bytes -= evicted
-        return grammar
+        if elapsed > self.timeout_s:
+            _settle(future, error=too_slow(constraint, self.timeout_s))
+        else:
+            _settle(future, result=grammar)
+
+    def _overdue(self, key, constraint: Constraint, future: Future) -> None:
+        """The compile has run `timeout_s` of its own time: its waiters are refused now."""
+        with self._lock:
+            if future.done():
+                return
+            if self._running.get(key) is future:
+                del self._running[key]
+            self._remember_too_slow(key)
+        _settle(future, error=too_slow(constraint, self.timeout_s))
+
+    def _remember_too_slow(self, key) -> None:
+        self._too_slow[key] = None
+        while len(self._too_slow) > MAX_REMEMBERED_FAILURES:
+            self._too_slow.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
@@ -141,12 +166,20 @@ class GrammarCompiler:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-async def wait_compiled(compiled: Future, constraint: Constraint, timeout_s: float) -> None:
-    """Wait (on the event loop) for a compile, at most `timeout_s`; its ServiceError, or GRAMMAR_TOO_COMPLEX."""
+async def wait_compiled(compiled: Future) -> None:
+    """Wait (on the event loop) for a compile; its ServiceError (GRAMMAR_TOO_COMPLEX once it has run its bound)."""
+    await asyncio.wrap_future(compiled)
+
+
+def _settle(future: Future, result=None, error: BaseException | None = None) -> None:
+    """Resolve `future` unless the time bound already did."""
     try:
-        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(compiled)), timeout_s)
-    except TimeoutError:
-        raise too_slow(constraint, timeout_s) from None
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:
+        pass
 
 
 def _done(value) -> Future:

@@ -3,11 +3,9 @@ choices and structural tags compiled against the tokenizer's vocabulary; matcher
 row's bitmask in microseconds; masks are applied by xgrammar's kernels (CPU, Triton on CUDA).
 
 JSON schemas compile in strict mode (as vLLM's xgrammar backend does): `additionalProperties` and `items`
-default to false where a schema leaves them out, so outputs hold only what the schema lists. Keywords xgrammar
-would accept but not enforce are refused (INVALID_GRAMMAR) rather than silently dropped: `not`,
-`if`/`then`/`else`, `dependentRequired`/`dependentSchemas`/`dependencies`, `uniqueItems: true`, `allOf` with
-more than one subschema, string `format`s other than those it knows, and `minLength`/`maxLength` beside a
-`pattern` (xgrammar would drop the lengths). `oneOf` is enforced as `anyOf`.
+default to false where a schema leaves them out, so outputs hold only what the schema lists. Every schema
+(alone or inside a structural tag) is first lowered by json_schema.py into nodes xgrammar enforces in full, or
+refused (INVALID_GRAMMAR naming the path and keyword): xgrammar alone would drop what it cannot build.
 """
 
 from __future__ import annotations
@@ -15,92 +13,34 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
 import xgrammar as xgr
 
-from engine_svc.structured import lark
+from engine_svc.structured import json_schema, lark
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.spec import Constraint
 
-# String formats xgrammar enforces (vLLM's list for its xgrammar backend).
-FORMATS = frozenset(
-    {
-        "email",
-        "date",
-        "time",
-        "date-time",
-        "duration",
-        "ipv4",
-        "ipv6",
-        "hostname",
-        "uuid",
-        "uri",
-        "uri-reference",
-        "uri-template",
-        "json-pointer",
-        "relative-json-pointer",
-    }
-)
-UNENFORCED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies")
-# Nested schemas, by the keyword that holds them: one schema, a list of them, or a map of them.
-_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems")
-_MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
-_MAP = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 log = logging.getLogger(__name__)
 
 _CPP_NOISE = re.compile(r"\[\d\d:\d\d:\d\d\] \S+:\d+: (Check failed: \(.*?\) is false: )?")
 
 
-def _walk(schema: Any, path: str = "#") -> Iterator[tuple[str, dict]]:
-    if not isinstance(schema, dict):
-        return
-    yield path, schema
-    for key in _ONE:
-        if isinstance(schema.get(key), dict):
-            yield from _walk(schema[key], f"{path}/{key}")
-    for key in _MANY:
-        if isinstance(schema.get(key), list):
-            for i, item in enumerate(schema[key]):
-                yield from _walk(item, f"{path}/{key}/{i}")
-    for key in _MAP:
-        if isinstance(schema.get(key), dict):
-            for name, item in schema[key].items():
-                yield from _walk(item, f"{path}/{key}/{name}")
-
-
-def unenforced_keywords(schema: Any) -> list[str]:
-    """Where `schema` uses what xgrammar would not enforce ("#/properties/x: uniqueItems", ...)."""
-    found = []
-    for path, node in _walk(schema):
-        found += [f"{path}: {key}" for key in UNENFORCED if key in node]
-        if node.get("uniqueItems") is True:
-            found.append(f"{path}: uniqueItems")
-        if isinstance(node.get("allOf"), list) and len(node["allOf"]) > 1:
-            found.append(f"{path}: allOf with {len(node['allOf'])} subschemas")
-        if isinstance(node.get("format"), str) and node["format"] not in FORMATS:
-            found.append(f"{path}: format {node['format']!r}")
-        if "pattern" in node and ("minLength" in node or "maxLength" in node):
-            found.append(f"{path}: minLength/maxLength together with pattern (bound the length in the pattern)")
-    return found
-
-
-def tag_schemas(node: Any) -> Iterator[Any]:
-    """The JSON schemas a structural tag holds (its `json_schema` formats; the first format's `schema`s)."""
+def lower_tag(node: Any) -> None:
+    """The JSON schemas a structural tag holds (its `json_schema` formats; the first format's `schema`s),
+    lowered in place."""
     if isinstance(node, list):
         for item in node:
-            yield from tag_schemas(item)
+            lower_tag(item)
     elif isinstance(node, dict):
         if node.get("type") == "json_schema" and "json_schema" in node:
-            yield node["json_schema"]
-            return
-        if "begin" in node and "schema" in node:
-            yield node["schema"]
-            return
-        for value in node.values():
-            yield from tag_schemas(value)
+            node["json_schema"] = json_schema.lower(node["json_schema"])
+        elif "begin" in node and "schema" in node:
+            node["schema"] = json_schema.lower(node["schema"])
+        else:
+            for value in node.values():
+                lower_tag(value)
 
 
 def _literal(text: str) -> str:
@@ -110,6 +50,16 @@ def _literal(text: str) -> str:
 
 def choice_grammar(options: list[str]) -> str:
     return "root ::= " + " | ".join(_literal(option) for option in options)
+
+
+# xgrammar 0.2.9 writes a length-bounded string's characters as [^"\\\r\n]: raw tabs and other control
+# characters, which JSON forbids inside strings (its other string rules exclude \0-\x1f). The EBNF it prints
+# is recompiled with the class JSON allows.
+_LOOSE_CHARS, _JSON_CHARS = r"[^\"\\\r\n]", r"[^\0-\x1f\"\\]"
+
+
+def _json_strings(grammar: xgr.Grammar) -> str:
+    return str(grammar).replace(_LOOSE_CHARS, _JSON_CHARS)
 
 
 def _clean(error: Exception) -> str:
@@ -177,11 +127,10 @@ class XGrammarBackend:
 
     def _compile(self, constraint: Constraint):
         kind, text, compiler = constraint.kind, constraint.text, self._compiler
-        if kind == "json_schema":
-            self._check_schemas([json.loads(text)])
-            return compiler.compile_json_schema(text, any_whitespace=constraint.any_whitespace, strict_mode=True)
-        if kind == "json_object":
-            return compiler.compile_json_schema('{"type": "object"}', any_whitespace=constraint.any_whitespace)
+        if kind in ("json_schema", "json_object"):
+            lowered = json_schema.lower_text(text) if kind == "json_schema" else '{"type": "object"}'
+            grammar = xgr.Grammar.from_json_schema(lowered, any_whitespace=constraint.any_whitespace, strict_mode=True)
+            return compiler.compile_grammar(_json_strings(grammar))
         if kind == "regex":
             return compiler.compile_regex(text)
         if kind == "choice":
@@ -195,20 +144,17 @@ class XGrammarBackend:
             return compiler.compile_grammar(text)
         if kind == "structural_tag":
             tag = json.loads(text)
-            self._check_schemas(tag_schemas(tag))
+            lower_tag(tag)
             if "structures" in tag:  # the first (vLLM <= 0.10) format: begin / schema / end items and triggers
                 items = [
                     xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
                     for s in tag["structures"]
                 ]
-                return compiler.compile_structural_tag(items, tag.get("triggers", []))
-            return compiler.compile_structural_tag(text)
+                return compiler.compile_grammar(
+                    _json_strings(xgr.Grammar.from_structural_tag(items, tag.get("triggers", [])))
+                )
+            return compiler.compile_grammar(_json_strings(xgr.Grammar.from_structural_tag(json.dumps(tag))))
         raise GrammarError(f"unknown constraint kind {kind!r}")
-
-    def _check_schemas(self, schemas) -> None:
-        bad = [found for schema in schemas for found in unenforced_keywords(schema)]
-        if bad:
-            raise GrammarError(f"the schema uses keywords {self.name} cannot enforce: {'; '.join(bad[:5])}")
 
     def matcher(self, grammar, stop_token_ids: frozenset[int]) -> _XGrammarMatcher:
         stops = sorted(stop_token_ids)

@@ -1,0 +1,168 @@
+"""JSONSchemaBench (guidance-ai/jsonschemabench, 9,558 real schemas in 10 subsets) through the engine's grammar
+path: per subset, how many schemas are accepted (lowered and compiled within the engine's bound), and the
+differential check on each accepted one (random completions walked from its grammar, validated by jsonschema
+Draft 2020-12 with format checks: tests/structured/differential.py); compile times cold and from the cache.
+
+    python -m bench.structured.jsonschemabench --data ~/.cache/scaleout/jsonschemabench/data --json out.json
+    python -m bench.structured.jsonschemabench --limit 100 --vocab model     # the default model's tokenizer
+
+Each schema runs in a worker process; a worker whose schema runs past `--timeout-s` (the engine's compile
+bound) is replaced, and the schema counts as refused (GRAMMAR_TOO_COMPLEX), as the engine refuses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import multiprocessing as mp
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+# The paper's Table 4 (declared coverage), where known; filled in by hand from arXiv:2501.10868.
+PAPER: dict[str, dict[str, float]] = {}
+SUBSETS = (
+    "Glaiveai2K", "Github_trivial", "Github_easy", "Snowplow", "Github_medium", "Kubernetes", "WashingtonPost",
+    "Github_hard", "JsonSchemaStore", "Github_ultra",
+)  # fmt: skip
+
+
+def _worker(vocab_kind: str, samples: int, timeout_s: float, tasks, results) -> None:
+    from tests.structured import differential
+
+    if vocab_kind == "tiny":
+        vocab = differential.tiny()
+    else:
+        from scaleout_common.models import load_tokenizer, resolve_model
+
+        vocab = differential.of_tokenizer(load_tokenizer(resolve_model(None)))
+    while (task := tasks.get()) is not None:
+        subset, path = task
+        try:
+            schema = json.loads(Path(path).read_text())
+        except ValueError:
+            results.put((subset, path, None))
+            continue
+        outcome = differential.check(vocab, schema, samples, timeout_s=timeout_s)
+        row = {
+            "accepted": outcome.accepted, "reason": outcome.reason, "compile_s": outcome.compile_s,
+            "cached_s": outcome.cached_s, "valid": outcome.valid, "invalid": outcome.invalid[:2],
+            "unfinished": outcome.unfinished,
+        }  # fmt: skip
+        results.put((subset, path, row))
+        if "did not compile within" in outcome.reason:
+            os._exit(0)  # its compile still runs natively: a fresh worker takes over
+
+
+def run(files: list[tuple[str, str]], args) -> dict:
+    ctx = mp.get_context("spawn")
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for task in files:
+        tasks.put(task)
+    workers: list = []
+
+    def spawn():
+        process = ctx.Process(target=_worker, args=(args.vocab, args.samples, args.timeout_s, tasks, results))
+        process.start()
+        workers.append(process)
+
+    for _ in range(args.workers):
+        spawn()
+    rows: dict = {}
+    while len(rows) < len(files):
+        try:
+            subset, path, row = results.get(timeout=1)
+            rows[path] = (subset, row)
+            if len(rows) % 200 == 0:
+                print(f"{len(rows)}/{len(files)}", flush=True)
+        except Exception:
+            pass
+        for process in list(workers):
+            if not process.is_alive():
+                workers.remove(process)
+                spawn()
+    for _ in workers:
+        tasks.put(None)
+    return rows
+
+
+def report(rows: dict) -> dict:
+    per: dict = collections.defaultdict(lambda: collections.Counter())
+    reasons: collections.Counter = collections.Counter()
+    cold, cached, bad = [], [], []
+    for path, (subset, row) in rows.items():
+        c = per[subset]
+        if row is None:
+            c["unreadable"] += 1
+            continue
+        c["schemas"] += 1
+        if not row["accepted"]:
+            reasons[re.sub(r"#\S*: |\d+", "", row["reason"])[:90]] += 1
+            continue
+        c["accepted"] += 1
+        c["outputs"] += row["valid"] + len(row["invalid"])
+        c["invalid_outputs"] += len(row["invalid"])
+        c["schemas_with_invalid"] += bool(row["invalid"])
+        cold.append(row["compile_s"])
+        cached.append(row["cached_s"])
+        if row["invalid"]:
+            bad.append((path, row["invalid"][0][:200]))
+    table = {s: dict(per[s]) for s in SUBSETS if s in per}
+    total = collections.Counter()
+    for c in per.values():
+        total.update(c)
+
+    def pct(values, q):
+        return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values or [0])[0]
+
+    print(
+        f"{'subset':16} {'schemas':>7} {'accepted':>9} {'outputs':>8} {'invalid':>8}  paper (XGrammar/Guidance/OpenAI)"
+    )
+    for name, c in [*table.items(), ("total", dict(total))]:
+        paper = PAPER.get(name, {})
+        ref = " / ".join(f"{paper[k]:.2f}" if k in paper else "?" for k in ("XGrammar", "Guidance", "OpenAI"))
+        acc = c.get("accepted", 0) / max(c.get("schemas", 1), 1)
+        print(
+            f"{name:16} {c.get('schemas', 0):7} {acc:9.1%} {c.get('outputs', 0):8} {c.get('invalid_outputs', 0):8}  {ref}"
+        )
+    times = {
+        "cold_p50_ms": pct(cold, 50) * 1e3, "cold_p99_ms": pct(cold, 99) * 1e3,
+        "cached_p50_us": pct(cached, 50) * 1e6, "cached_p99_us": pct(cached, 99) * 1e6,
+    }  # fmt: skip
+    print("compile: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
+    print("top refusals:")
+    for reason, count in reasons.most_common(20):
+        print(f"  {count:5}  {reason}")
+    for path, text in bad[:20]:
+        print("INVALID", path, text)
+    return {"subsets": table, "total": dict(total), "compile": times, "refusals": dict(reasons.most_common(40))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.path.expanduser("~/.cache/scaleout/jsonschemabench/data"))
+    parser.add_argument("--subsets", default=",".join(SUBSETS))
+    parser.add_argument("--limit", type=int, default=0, help="schemas per subset (0: all)")
+    parser.add_argument("--samples", type=int, default=5, help="random completions per accepted schema")
+    parser.add_argument("--vocab", choices=("tiny", "model"), default="tiny")
+    parser.add_argument("--timeout-s", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    files = []
+    for subset in args.subsets.split(","):
+        paths = sorted(Path(args.data, subset).glob("*.json"))
+        files += [(subset, str(p)) for p in (paths[: args.limit] if args.limit else paths)]
+    start = time.time()
+    out = report(run(files, args))
+    out["seconds"] = time.time() - start
+    out["args"] = vars(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
