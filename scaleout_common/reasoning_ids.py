@@ -73,7 +73,7 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     "mistral": ReasoningTags(("[THINK]",), ("[/THINK]",)),
     "gemma": ReasoningTags(("<unused94>thought\n", "<unused94>thought", "<unused94>"), ("<unused95>",)),
     "gemma4": ReasoningTags(
-        ("<|channel>thought\n", "<|channel>thought", "<|channel>", "thought\n"), ("<channel|>",), ("<|tool_call>",)
+        ("<|channel>thought\n", "<|channel>thought", "<|channel>"), ("<channel|>",), ("<|tool_call>",)
     ),
     **dict.fromkeys(
         ("harmony", "openai_gptoss", "gpt_oss", "gpt-oss"),

@@ -36,12 +36,17 @@ class ThinkReasoningParser(StatefulParser):
     def markers(self) -> tuple[str, ...]:
         return (*self.START, *self.END, *self.ENDS_ON)
 
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """What opens the block at the start of the output (the start tags; a family may add to them)."""
+        return self.START
+
     def feed(self, text: str, final: bool) -> tuple[str, str]:
         """(reasoning, content) made safe to show by `text`."""
         text, self.held = self.held + text, ""
         reasoning = ""
         if self.mode in ("start", "open"):
-            marker, decided = opening(text, self.START, final)
+            marker, decided = opening(text, self.openers, final)
             if not decided:
                 self.held = text
                 return "", ""
@@ -106,9 +111,14 @@ class Gemma4ReasoningParser(ThinkReasoningParser):
     not reasoning (vLLM and SGLang strip it), an output that starts with the bare label opens the channel too (vLLM),
     and `<|tool_call>` ends it like `</think>`'s kin."""
 
-    START = ("<|channel>thought\n", "<|channel>thought", "<|channel>", "thought\n")
+    START = ("<|channel>thought\n", "<|channel>thought", "<|channel>")
     END = ("<channel|>",)
     ENDS_ON = ("<|tool_call>",)
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        # the bare label opens it only here, at the output's start: not a tag render may look for in a prompt
+        return (*self.START, "thought\n")
 
 
 class SeedOssReasoningParser(ThinkReasoningParser):
