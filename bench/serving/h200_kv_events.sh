@@ -8,15 +8,16 @@ import time, zmq
 sub = zmq.Context().socket(zmq.SUB)
 sub.setsockopt(zmq.SUBSCRIBE, b"")
 sub.connect("tcp://127.0.0.1:5557")
-frames = size = 0
-start = time.time()
+frames = size = shown = 0
+start = last = time.time()
 while time.time() - start < 560:
     if sub.poll(1000):
         parts = sub.recv_multipart()
         frames += 1
         size += sum(map(len, parts))
-        if frames % 2000 == 0:
-            print(f"{time.time() - start:.0f} s: {frames} frames, {size / 1e6:.1f} MB", flush=True)
+    if frames != shown and time.time() - last >= 10:  # every 10 s while frames come
+        last, shown = time.time(), frames
+        print(f"{time.time() - start:.0f} s: {frames} frames, {size / 1e6:.2f} MB", flush=True)
 PY
 events="--kv-events-config '{\"enable_kv_cache_events\":true,\"endpoint\":\"tcp://*:5557\",\"replay_endpoint\":\"tcp://*:5558\"}'"
 timeout 560 python3 -m bench.serving --device cuda --shape llama-8b --caching on --dataset random:128x128@256 \
