@@ -11,6 +11,8 @@ Streamed, a block opens when its kind of output first arrives and closes when an
 converts a chat stream): `message_start`, then `content_block_start` / `content_block_delta` /
 `content_block_stop` per block, `message_delta` (stop_reason, stop_sequence, usage) and `message_stop`.
 Thinking blocks carry an empty `signature`: this deployment signs nothing and checks nothing it gets back.
+With `return_token_ids` (our extension, vLLM's chat field) the Message has `prompt_token_ids` and `token_ids`;
+streamed, the prompt's on `message_start`'s message and the sampled ids on `message_delta`.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def message(completion: derender_pb2.ChatCompletion, rendered=None, request: dic
             }
         )
     stop_reason, stop_sequence = _stop(choice, bool(answer.tool_calls))
-    return {
+    out = {
         "id": completion.id,
         "type": "message",
         "role": "assistant",
@@ -87,6 +89,9 @@ def message(completion: derender_pb2.ChatCompletion, rendered=None, request: dic
         "stop_sequence": stop_sequence,
         "usage": total_usage(completion.usage) if completion.HasField("usage") else usage(0),
     }
+    if rendered is not None and rendered.derender_context.return_token_ids:
+        out |= {"prompt_token_ids": list(completion.prompt_token_ids), "token_ids": list(choice.token_ids)}
+    return out
 
 
 class MessageStream:
@@ -101,6 +106,9 @@ class MessageStream:
         self.tool_blocks: dict[int, int] = {}  # tool call index -> its block index
         self.stop: tuple[str, str | None] = ("end_turn", None)
         self.usage: common_pb2.Usage | None = None
+        # with return_token_ids: the prompt's ids (on message_start) and the sampled ids (on message_delta)
+        self.prompt_token_ids = list(ctx.prompt_token_ids) if ctx.return_token_ids else None
+        self.token_ids: list[int] = []
 
     def counted(self, prompt: engine_pb2.PromptInfo) -> None:
         """The prompt as the engine counted it (shaped_route.CountsPrompt): message_start's input usage."""
@@ -112,6 +120,8 @@ class MessageStream:
     def start(self) -> list[Event]:
         head = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": []}
         head |= {"stop_reason": None, "stop_sequence": None, "usage": self._input_usage()}
+        if self.prompt_token_ids is not None:
+            head["prompt_token_ids"] = self.prompt_token_ids
         return [("message_start", {"type": "message_start", "message": head})]
 
     def _open(self, block: dict) -> list[Event]:
@@ -136,6 +146,7 @@ class MessageStream:
             self.usage = chunk.usage
         events: list[Event] = []
         for choice in chunk.choices[:1]:  # Anthropic has one answer (n is never set)
+            self.token_ids += choice.token_ids
             delta = choice.delta
             if delta.HasField("reasoning") and delta.reasoning:
                 if self.kind != "thinking":
@@ -161,6 +172,8 @@ class MessageStream:
         stop_reason, stop_sequence = self.stop
         delta = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence}}
         delta["usage"] = total_usage(self.usage) if self.usage is not None else self._input_usage()
+        if self.prompt_token_ids is not None:
+            delta["token_ids"] = self.token_ids
         return self._close() + [("message_delta", delta), ("message_stop", {"type": "message_stop"})]
 
     def error(self, failure: ServiceError) -> list[Event]:

@@ -18,6 +18,8 @@ content part (`response.content_part.added`), the deltas (`response.output_text.
 `response.output_item.done`; an item closes when another kind of output starts. The stream ends with
 `response.completed` (or `response.incomplete`) carrying the whole Response; one that fails after it
 started ends with `error` and `response.failed`. Every event has its `sequence_number`.
+With `return_token_ids` (our extension, vLLM's chat field) every snapshot of the Response has the prompt's
+`prompt_token_ids`, and the finished one the sampled `token_ids`.
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: st
         "usage": None,
     }
     out |= {name: default if request.get(name) is None else request[name] for name, default in ECHOED.items()}
+    if ctx.return_token_ids:  # our extension (vLLM's chat field): on every snapshot of the Response
+        out["prompt_token_ids"] = list(ctx.prompt_token_ids)
     return out
 
 
@@ -180,6 +184,8 @@ def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.Rende
     out = _envelope(rendered, request, "completed")
     out["output"] = output
     out = _finished(out, choice, completion.usage if completion.HasField("usage") else None)
+    if "prompt_token_ids" in out:
+        out["token_ids"] = list(choice.token_ids)
     if output and out["status"] == "incomplete":  # the last item is the one cut short
         output[-1]["status"] = "incomplete"
     return out
@@ -202,6 +208,7 @@ class ResponseStream:
         self.calls: dict[int, int] = {}  # tool call index -> its output index
         self.choice = None  # the finishing chunk's choice
         self.usage: common_pb2.Usage | None = None
+        self.token_ids: list[int] = []  # with return_token_ids: the sampled ids so far
         # Numbered first whenever they are sent: the stream starts with its first output.
         self.opening = [
             self._event("response.created", response=self._response()),
@@ -280,6 +287,7 @@ class ResponseStream:
             self.usage = chunk.usage
         events: list[Event] = []
         for choice in chunk.choices[:1]:  # one answer (the Responses API has no n)
+            self.token_ids += choice.token_ids
             delta = choice.delta
             if delta.HasField("reasoning") and delta.reasoning:
                 if self.open is None or self.open["type"] != "reasoning":
@@ -320,6 +328,8 @@ class ResponseStream:
     def finish(self) -> list[Event]:
         events = self._close(_status(self.choice)[0])  # `incomplete`: the open item was cut short
         final = _finished(self._response(), self.choice, self.usage)
+        if "prompt_token_ids" in final:
+            final["token_ids"] = self.token_ids
         if self.keep is not None:
             self.keep(final)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"

@@ -309,6 +309,8 @@ def messages_chat(data: dict, counting: bool = False) -> dict:
     top.allow("speed", "standard", why="is not supported: this deployment has one speed")
     top.allow("cache_control")  # automatic prompt caching: prefix caching is always on here
     top.refuse("kv_transfer_params", "needs disaggregated prefill, which this deployment does not run")
+    if top.take("return_token_ids", bool):  # our extension (vLLM's chat field): the Message carries the ids
+        chat["return_token_ids"] = True
     top.done()
     if kwargs:
         chat["chat_template_kwargs"] = kwargs

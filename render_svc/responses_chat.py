@@ -14,6 +14,8 @@ Responses (vLLM's `construct_input_messages`):
 - `store` and `previous_response_id` are the one-hop route's (`/v1/responses` keeps responses and expands the
   conversation before it calls render): render, which keeps nothing, refuses them here.
 - Refused: `conversation`, `background: true`, hosted tools, encrypted reasoning and item references.
+- Our extension: vLLM's chat `return_token_ids` -> the same (the Response carries `prompt_token_ids` and the
+  sampled `token_ids`; vLLM's Responses API has no such field).
 """
 
 from __future__ import annotations
@@ -301,6 +303,8 @@ def responses_chat(data: dict) -> dict:
     for name in RESPONSES_EXTENSIONS:
         if top.has(name):
             chat[name] = top.take(name)
+    if top.take("return_token_ids", bool):
+        chat["return_token_ids"] = True
     if isinstance(chat.get("stop"), str):
         chat["stop"] = [chat["stop"]]
     top.done()

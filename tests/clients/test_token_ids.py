@@ -1,9 +1,10 @@
-"""vLLM's `return_token_ids` through the official openai SDK's `extra_body`, on the one-hop chat and completion
-routes, unary and streamed: the prompt's ids are the tokenizer's, the sampled ids decode to the text, and a
-stream's ids add up to the unary answer's (greedy)."""
+"""vLLM's `return_token_ids` through the official SDKs' `extra_body`, on the one-hop chat and completion routes
+(as vLLM), and on Responses and Anthropic Messages (our extension), unary and streamed: the prompt's ids are the
+tokenizer's, the sampled ids decode to the text, and a stream's ids add up to the unary answer's (greedy)."""
 
 from __future__ import annotations
 
+import anthropic
 import pytest
 
 from scaleout_common.models import load_tokenizer, resolve_model
@@ -12,7 +13,8 @@ pytestmark = pytest.mark.slow
 
 MESSAGES = [{"role": "user", "content": "Name three colours."}]
 PROMPT = "The capital of France is"
-ASK = {"max_tokens": 12, "temperature": 0, "extra_body": {"return_token_ids": True}}
+IDS = {"return_token_ids": True}
+ASK = {"max_tokens": 8, "temperature": 0, "extra_body": IDS}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,7 @@ def test_chat_unary_and_streamed(client, model_id, tokenizer):
     assert all(getattr(c, "prompt_token_ids", None) is None for c in chunks[1:])  # the first chunk only
     assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == choice.token_ids
 
-    plain = client.chat.completions.create(model=model_id, messages=MESSAGES, max_tokens=2)
+    plain = client.chat.completions.create(model=model_id, messages=MESSAGES, max_tokens=1)
     assert getattr(plain, "prompt_token_ids", None) is None and getattr(plain.choices[0], "token_ids", None) is None
 
 
@@ -56,14 +58,36 @@ def test_completions_unary_and_streamed_with_two_prompts(client, model_id, token
         assert streamed[choice.index] == choice.token_ids
         assert prompt_ids[choice.index] == [choice.prompt_token_ids]  # on the choice's first chunk only
 
-
-def test_stop_string_ids_end_at_the_token_that_completes_it(client, model_id, tokenizer):
-    """A stream holds text back while a stop string may be starting; the ids still arrive, and none after the
-    match (vLLM drops the tokens after the one completing the stop string)."""
-    free = client.completions.create(model=model_id, prompt=PROMPT, **ASK)
-    stop = free.choices[0].text.strip()[3:6]
-    assert stop, free.choices[0].text
+    # A stream holds text back while a stop string may be starting; the ids still arrive, and none after the
+    # match (vLLM drops the tokens after the one completing the stop string).
+    [free] = [c for c in answer.choices if c.index == 0]
+    stop = free.text.strip()[3:6]
+    assert stop, free.text
     chunks = list(client.completions.create(model=model_id, prompt=PROMPT, stop=[stop], stream=True, **ASK))
     ids = [t for c in chunks for ch in c.choices for t in ch.token_ids]
-    assert ids == free.choices[0].token_ids[: len(ids)] and len(ids) < len(free.choices[0].token_ids)
+    assert ids == free.token_ids[: len(ids)] and len(ids) < len(free.token_ids)
     assert stop in tokenizer.decode(ids) and stop not in tokenizer.decode(ids[:-1])
+
+
+def test_responses_carry_the_prompt_and_sampled_ids(client, model_id, tokenizer):
+    asked = {"model": model_id, "input": MESSAGES[0]["content"], "temperature": 0, "max_output_tokens": 8}
+    response = client.responses.create(**asked, extra_body=IDS)
+    prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
+    assert response.prompt_token_ids == list(getattr(prompt, "input_ids", prompt))
+    assert tokenizer.decode(response.token_ids, skip_special_tokens=True) == response.output_text
+    events = list(client.responses.create(**asked, stream=True, extra_body=IDS))
+    assert events[0].response.prompt_token_ids == response.prompt_token_ids
+    assert events[-1].response.token_ids == response.token_ids
+
+
+def test_anthropic_messages_carry_the_prompt_and_sampled_ids(stack, model_id, tokenizer):
+    asked = {"model": model_id, "messages": MESSAGES, "max_tokens": 8, "extra_body": {"temperature": 0, **IDS}}
+    with anthropic.Anthropic(base_url=stack.rest_url, api_key="unused", max_retries=0, timeout=120) as sdk:
+        message = sdk.messages.create(**asked)
+        events = list(sdk.messages.create(**asked, stream=True))
+    prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
+    assert message.prompt_token_ids == list(getattr(prompt, "input_ids", prompt))
+    assert tokenizer.decode(message.token_ids, skip_special_tokens=True) == message.content[0].text
+    assert events[0].message.prompt_token_ids == message.prompt_token_ids
+    [delta] = [e for e in events if e.type == "message_delta"]
+    assert delta.token_ids == message.token_ids
