@@ -35,6 +35,8 @@ class RouterConfig:
     policy: str
     worker_urls: list[str]
     args: list[str] = field(default_factory=list)  # more of the router's own documented flags
+    # vllm-router's P/D mode (--vllm-pd-disaggregation): the first URL is the prefill worker, the rest decode ones.
+    pd: bool = False
     host: str = "127.0.0.1"
     log_path: Path | None = None  # None: a file in a temporary folder
     start_timeout_s: float = 90.0
@@ -71,10 +73,15 @@ class Router(Started):
             str(self.metrics_port),
             "--policy",
             cfg.policy,
-            "--worker-urls",
-            *cfg.worker_urls,
+            *self._workers(),
             *cfg.args,
         ]
+
+    def _workers(self) -> list[str]:
+        urls = self.config.worker_urls
+        if not self.config.pd:
+            return ["--worker-urls", *urls]
+        return ["--vllm-pd-disaggregation", "--prefill", urls[0], *(a for url in urls[1:] for a in ("--decode", url))]
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

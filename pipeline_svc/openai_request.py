@@ -12,6 +12,9 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 - SGLang's `separate_reasoning`, `stream_reasoning`, `no_stop_trim`, `return_hidden_states` and vLLM's
   `include_reasoning` (vllm-router and SMG add them to the bodies they forward) are the typed request's own
   fields: render maps them (render_svc/sglang_fields.py) and refuses `return_hidden_states: true`;
+- vLLM's `kv_transfer_params` (disaggregated prefill and decode, as vllm-router's P/D mode sends them) go to
+  the engine, which maps them (engine_svc/serving/kv_transfer/vllm_params.py); a prefill step's answer is
+  unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt;
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, `tool_choice` "required" or a named function; schemas travel to render as
   JSON text, so the order of their properties (the order they are generated in) survives;
@@ -41,7 +44,6 @@ from scaleout_common.reasons import Reason, fail
 REFUSED = {
     "return_prompt_text": "is a render-only option; call /v1/chat/completions/render",
     "return_token_offsets": "is a render-only option; call /v1/chat/completions/render",
-    "kv_transfer_params": "needs disaggregated prefill, which this deployment does not run",
     "prompt_logprobs": "is not returned by the one-hop routes; use /inference/v1/generate",
     "suffix": "is not supported: the default model has no fill-in-the-middle template",
     # vLLM's guided decoding fields, which vLLM removed: the same constraints under the names that replaced them
@@ -157,6 +159,19 @@ def _reasoning_effort(data: dict) -> None:
     data["chat_template_kwargs"] = {**kwargs, "reasoning_effort": effort}
 
 
+def _kv_transfer(out: dict, stream: bool, prompts: int = 1) -> None:
+    """vLLM's P/D parameters: an object; a prefill step answers one unary response for one prompt."""
+    params = out.get("kv_transfer_params")
+    if params is None:
+        return
+    if not isinstance(params, dict):
+        raise fail(Reason.INVALID_REQUEST, "`kv_transfer_params` must be an object", "kv_transfer_params")
+    if params.get("do_remote_decode") and stream:
+        raise _unsupported("kv_transfer_params", "with do_remote_decode answers unary: send `stream: false`")
+    if prompts != 1:
+        raise _unsupported("kv_transfer_params", "hands one prompt's KV blocks off: send one prompt")
+
+
 def chat_request(body: bytes) -> OpenAIRequest:
     data, identity = _load(body), {}
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
@@ -165,6 +180,7 @@ def chat_request(body: bytes) -> OpenAIRequest:
         _metadata(data.pop("metadata"), identity)
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
+    _kv_transfer(out, stream)
     if "messages" in out:
         out["messages"] = clean_messages(out["messages"])
     if "tool_choice" in out:
@@ -188,6 +204,7 @@ def completion_request(body: bytes) -> OpenAIRequest:
     if "prompt" not in out:
         raise fail(Reason.MISSING_PROMPT, "`prompt` is required", "prompt")
     out.update(prompt_forms(out.pop("prompt")))
+    _kv_transfer(out, stream, len(out.get("prompts") or out.get("prompt_token_ids") or [1]))
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]
     out.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf import json_format
+
 from scaleout.v1 import common_pb2, derender_pb2
 
 
@@ -81,6 +83,23 @@ def _prompt_token_ids(message, token_ids: bool, streamed: bool) -> dict:
     if not token_ids or (streamed and not message.prompt_token_ids):
         return {}
     return {"prompt_token_ids": list(message.prompt_token_ids)}
+
+
+def kv_transfer_params(results) -> dict:
+    """A prefill step's handoff, top level as vLLM answers it (what P/D routers copy to the decode request); its
+    block ids, port and counts are integers there (a Struct holds every number as a double)."""
+    for result in results:
+        if result.HasField("kv_transfer_params"):
+            return {"kv_transfer_params": _integral(json_format.MessageToDict(result.kv_transfer_params))}
+    return {}
+
+
+def _integral(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return {k: _integral(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def chat_completion(message: derender_pb2.ChatCompletion, token_ids: bool = False) -> dict:

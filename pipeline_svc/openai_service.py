@@ -63,7 +63,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     timeout=context.time_remaining(),
                 )
                 observe_response(completion)
-                yield json_body(openai_response.chat_completion(completion, ids))
+                handoff = openai_response.kv_transfer_params(results)
+                yield json_body(openai_response.chat_completion(completion, ids) | handoff)
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
@@ -88,7 +89,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
                 )
                 observe_response(completion)
-                yield json_body(openai_response.completion(completion, streamed=False, token_ids=ids))
+                handoff = openai_response.kv_transfer_params(r for prompt in results for r in prompt)
+                yield json_body(openai_response.completion(completion, streamed=False, token_ids=ids) | handoff)
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None

@@ -80,6 +80,7 @@ def test_the_table_is_vllms():
         assert series.buckets == (vllm["buckets"] or ""), series.name
         expected = {
             vllm_metrics.REQUEST_SUCCESS: "labelnames + ['finished_reason']",
+            vllm_metrics.PROMPT_TOKENS_BY_SOURCE: "labelnames + ['source']",
             vllm_metrics.LORA_REQUESTS_INFO: "[self.labelname_max_lora, self.labelname_waiting_lora_adapters, "
             "self.labelname_running_lora_adapters]",
         }.get(series.name, "labelnames")
@@ -92,6 +93,8 @@ def test_the_table_is_vllms():
         assert bounds == tuple(buckets.histogram_buckets(family)), family
     for max_model_len in (1, 9, 100, 2048, 131072):
         assert vllm_metrics.request_tokens_buckets(max_model_len) == tuple(buckets.build_1_2_5_buckets(max_model_len))
+    stats = ast.unparse(_vllm_source("v1/metrics/stats.py"))
+    assert f"ALL_SOURCES: tuple[str, ...] = {tuple(vllm_metrics.PROMPT_SOURCES)!r}" in stats
     engine_init = ast.unparse(_vllm_source("v1/engine/__init__.py"))
     assert f"FINISH_REASON_STRINGS = {vllm_metrics.FINISHED_REASONS!r}" in engine_init
     cache = next(n for n in ast.walk(_vllm_source("config/cache.py")) if getattr(n, "name", "") == "CacheConfig")

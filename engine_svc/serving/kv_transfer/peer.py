@@ -46,6 +46,12 @@ def add_flags(parser) -> None:
         "--kv-pull-timeout-s", type=float, default=30.0, help="longest a decode engine waits for a pull of KV blocks"
     )
     parser.add_argument(
+        "--kv-peer-tls-name",
+        default="",
+        help="with --tls-dir: the name a prefill engine's certificate is checked against when pulling from its "
+        "address (e.g. its headless Service's name; default: the address itself)",
+    )
+    parser.add_argument(
         "--kv-advertise-host",
         default="",
         help="the host decode engines reach this engine at, in its handoffs (default: --host, or the machine's "
@@ -57,6 +63,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
     def __init__(self, args, port: int, engine, model_name: str, tokenizer_fingerprint: str):
         self.role = args.kv_role
         self.pull_timeout_s = args.kv_pull_timeout_s
+        self.peer_tls_name = args.kv_peer_tls_name or None
         host = args.kv_advertise_host or args.host
         host = socket.gethostname() if host in ("", "0.0.0.0", "::", "[::]") else host
         # One id per process: a handoff made by an engine that restarted since names an engine that is gone.
@@ -64,7 +71,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         self.engine: Engine | None = None
         self.layout = kv_transfer_pb2.KvLayout()
         if isinstance(engine, Engine) and isinstance(engine.runner, ModelRunner):
-            self.engine = engine
+            self.engine, self.runner = engine, engine.runner
             engine.handoffs.timeout_s = args.kv_handoff_timeout_s
             self.layout = blocks.layout_of(engine.runner, model_name, tokenizer_fingerprint)
 
@@ -77,8 +84,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         if ours and theirs:
             raise fail(Reason.INVALID_KV_TRANSFER, "send kv_transfer or kv_transfer_params, not both", "kv_transfer")
         step = request.kv_transfer if ours else vllm_params.parse(request.kv_transfer_params) if theirs else None
-        kind = step.WhichOneof("step") if step is not None else None
-        if kind is None or (kind == "hand_off" and not step.hand_off):
+        if step is None or not (kind := step.WhichOneof("step")) or (kind == "hand_off" and not step.hand_off):
             return None
         role = "prefill" if kind == "hand_off" else "decode"
         if self.role not in (role, "both"):
@@ -129,7 +135,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             layout=layout,
             token_ids=prompt,
         )
-        channel = open_channel(where)
+        channel = open_channel(where, tls_name=self.peer_tls_name)
         try:
             call = kv_transfer_pb2_grpc.KvTransferServiceStub(channel).PullKvBlocks(
                 request, timeout=self.pull_timeout_s
@@ -175,7 +181,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         kept = engine.handoffs.claim(request.handoff_id)
         if kept is None:
             raise fail(Reason.KV_HANDOFF_EXPIRED, f"KV handoff {request.handoff_id} expired or was pulled meanwhile")
-        runner = engine.runner
+        runner = self.runner
         try:
             layer_block = runner.kv_caches[0][: runner.block_size].nbytes
             per = max(1, blocks.CHUNK_BYTES // (layer_block * len(runner.kv_caches)))

@@ -27,6 +27,9 @@ from scaleout_common.telemetry.call_summary import report_engine_timing
 
 add_VllmEngineServicer_to_server = vllm_engine_pb2_grpc.add_VllmEngineServicer_to_server
 SERVICE_NAME = vllm.DESCRIPTOR.services_by_name["VllmEngine"].full_name
+# --kv-role in vLLM's KVTransferConfig names (GetServerInfo.kv_role); the face's Generate still refuses
+# kv_transfer_params: P/D runs through the HTTP routes (docs/disaggregated.md).
+KV_ROLES = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
 
 
 def _version() -> str:
@@ -148,6 +151,8 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
             block_size=load.kv_block_size,
             model_dtype=f"torch.{loaded.dtype}",
             max_num_seqs=load.max_running,
+            kv_role=KV_ROLES[self.service.kv.role],
+            kv_engine_id=self.service.kv.address.engine_id,
         )
 
     async def GetLoads(self, request, context):

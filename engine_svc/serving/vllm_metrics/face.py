@@ -19,6 +19,8 @@ from engine_svc.serving.vllm_metrics.series import (
     FINISHED_REASONS,
     LABELS,
     LORA_REQUESTS_INFO,
+    PROMPT_SOURCES,
+    PROMPT_TOKENS_BY_SOURCE,
     REQUEST_SUCCESS,
     SERIES,
     Series,
@@ -125,6 +127,11 @@ class VllmMetrics:
             elif series.name == LORA_REQUESTS_INFO:
                 lora = {"max_lora": "0", "waiting_lora_adapters": "", "running_lora_adapters": ""}
                 yield self._info(series, lora | dict(zip(LABELS, labels, strict=True)), time.time())
+            elif series.name == PROMPT_TOKENS_BY_SOURCE:
+                family = CounterMetricFamily(series.name, series.help, labels=[*LABELS, "source"])
+                for source, value in PROMPT_SOURCES.items():
+                    family.add_metric([*labels, source], value(load))
+                yield family
             elif series.name == REQUEST_SUCCESS:
                 family = CounterMetricFamily(series.name, series.help, labels=[*LABELS, "finished_reason"])
                 offset = self._offset[series.name]

@@ -111,6 +111,13 @@ def _histogram(name, doc, reads, buckets, call=None, on="", same=""):
 
 
 REQUEST_SUCCESS = "vllm:request_success"
+PROMPT_TOKENS_BY_SOURCE = "vllm:prompt_tokens_by_source"
+# vLLM's PromptTokenStats.ALL_SOURCES (vllm/v1/metrics/stats.py) <- our load figures.
+PROMPT_SOURCES: dict[str, Callable[[GetLoadResponse], float]] = {
+    "local_compute": lambda load: load.prompt_tokens_computed,
+    "local_cache_hit": lambda load: load.prefix_cache_hit_tokens,
+    "external_kv_transfer": lambda load: load.prompt_tokens_transferred,  # pulled from a prefill engine (P/D)
+}
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 LORA_REQUESTS_INFO = "vllm:lora_requests_info"
 SERIES: tuple[Series, ...] = (
@@ -157,6 +164,12 @@ SERIES: tuple[Series, ...] = (
         "Number of prefill tokens processed.",
         "each call's prompt tokens",
         call=lambda c: c.prompt_tokens,
+    ),
+    Series(
+        PROMPT_TOKENS_BY_SOURCE,
+        "counter",
+        "Number of prompt tokens by source.",
+        "prompt tokens computed here, found in the prefix cache, pulled from a prefill engine (GetLoad)",
     ),
     Series(
         "vllm:generation_tokens",
