@@ -22,6 +22,8 @@ FENCE, FENCE_END = "```tool_code", "```"
 CALL, CALL_END, ESCAPE = "<start_function_call>", "<end_function_call>", "<escape>"
 GEMMA4_CALL, GEMMA4_CALL_END, GEMMA4_QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 _PRINT = re.compile(r"^\s*print\((.*)\)\s*$", re.DOTALL)
+_BARE = re.compile(r"call:[\w.\-]+\s*\{")
+_BARE_PREFIX = re.compile(r"c(?:a(?:l(?:l(?::[\w.\-]*\s*)?)?)?)?")  # could still become a bare call
 _TRAILING_DOT = re.compile(r"[-+]?\d+\.")
 _FG_CALL = re.compile(r"^\s*:?call:([\w.\-]+)\s*\{(.*)\}\s*$", re.DOTALL)  # a stray colon first: vLLM's too
 
@@ -148,12 +150,57 @@ def call_body(body: str, escape: str) -> list[Call] | None:
     return [(match.group(1), text)] if text is not None else None
 
 
+def _bare_end(text: str) -> int | None:
+    """Where the bare call at the start of `text` ends (after its closing brace); None while it is open."""
+    depth, at = 0, 0
+    while at < len(text):
+        if text.startswith(GEMMA4_QUOTE, at):
+            end = text.find(GEMMA4_QUOTE, at + len(GEMMA4_QUOTE))
+            if end < 0:
+                return None
+            at = end + len(GEMMA4_QUOTE)
+            continue
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        at += 1
+        if depth == 0 and text[at - 1] == "}":
+            return at
+    return None
+
+
 class Gemma4ToolParser(BlockToolParser):
+    """Also a bare `call:f{...}` at the start of the content (the model dropped `<|tool_call>`, as right after
+    `<channel|>`; vLLM reads it): held until its braces close, then read as the tagged call it stands for."""
+
     CALLS = ((GEMMA4_CALL, (GEMMA4_CALL_END, "<turn|>")),)  # the model sometimes ends a call with its turn
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "lead": True, "bare": ""}  # lead: nothing but blanks seen yet
 
     @property
     def markers(self) -> tuple[str, ...]:
         return (*super().markers, GEMMA4_QUOTE)  # a special token that quotes strings: kept when specials are skipped
+
+    def feed(self, text: str, final: bool) -> tuple[str, list]:
+        if not self.lead:
+            return super().feed(text, final)
+        text, self.bare = self.bare + text, ""
+        rest = text.lstrip()
+        if _BARE.match(rest):
+            end = _bare_end(rest)
+            if end is None and not final:
+                self.bare = text
+                return "", []
+            self.lead = False
+            if end is None:  # cut: what any call the output ends inside shows
+                return ("" if self.streamed else text), []
+            if call_body(rest[:end], GEMMA4_QUOTE) is not None:
+                return super().feed(GEMMA4_CALL + rest[:end] + GEMMA4_CALL_END + rest[end:], final)
+        elif not final and (not rest or _BARE_PREFIX.fullmatch(rest)):
+            self.bare = text
+            return "", []
+        self.lead = False
+        return super().feed(text, final)
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         return call_body(body, GEMMA4_QUOTE) if closed else None

@@ -133,6 +133,10 @@ def gemma4_cases():
                 [("f", {"k": "", "n": 108.0, "z": None})],
             ),  # vLLM's reading
             ('<|tool_call>:call:f{a:<|"|>x<|"|>}<turn|>', "", [("f", {"a": "x"})]),  # a stray colon; the turn ends it
+            ('call:f{a:<|"|>x}<|"|>}', "", [("f", {"a": "x}"})]),  # bare, at the start of the content (vLLM)
+            ("\n call:f{} then", " then", [("f", {})]),
+            ("calling: you", "calling: you", []),
+            ("Hi call:f{}", "Hi call:f{}", []),  # bare only at the start
             ('<|tool_call>call:f{a:<|"|>open}<tool_call|>', '<|tool_call>call:f{a:<|"|>open}<tool_call|>', []),
         ],
     )

@@ -75,6 +75,7 @@ CALL_IN_REASONING = [
      '{"city": "Paris"}}</tool_call>'),
     ("gemma4", "gemma4", '<|channel>thought\nI need the weather<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}'
      "<tool_call|>"),
+    ("gemma4", "gemma4", '<|channel>thought\nI need the weather<channel|>call:get_weather{city:<|"|>Paris<|"|>}'),
 ]  # fmt: skip
 
 
