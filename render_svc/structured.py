@@ -38,6 +38,7 @@ from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, to_proto
 from scaleout_common.reasons import Reason, fail
 
 NONE = "none"
+ONE_OF = "json, regex, choice, grammar, json_object, structural_tag"
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 HERMES = "hermes"  # the one tool-call format strict tools under tool_choice auto are enforced in
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -56,7 +57,6 @@ def _json_text(value, field: str) -> str:
 def from_structured_outputs(params) -> common_pb2.StructuredOutputs:
     """vLLM's `structured_outputs` request field -> the contract's constraint."""
     out = common_pb2.StructuredOutputs(
-        disable_any_whitespace=params.disable_any_whitespace,
         disable_additional_properties=params.disable_additional_properties,
         whitespace_pattern=params.whitespace_pattern,
     )
@@ -86,13 +86,9 @@ def from_structured_outputs(params) -> common_pb2.StructuredOutputs:
             f"structured_outputs takes one kind of constraint; got {', '.join(given)}",
             "structured_outputs",
         )
-    if not given:
-        raise fail(
-            Reason.INVALID_GRAMMAR,
-            "structured_outputs must set one of json, regex, choice, grammar, json_object, structural_tag",
-            "structured_outputs",
-        )
-    return out
+    if not given and not params.HasField("disable_any_whitespace"):
+        raise fail(Reason.INVALID_GRAMMAR, f"structured_outputs must set one of {ONE_OF}", "structured_outputs")
+    return out  # (no constraint: whitespace options for the request's other constraint)
 
 
 # The keys each response_format type takes (OpenAI's; `description` guides the model there and constrains
@@ -247,8 +243,12 @@ def constraint(
     """The request's constraint (None: unconstrained), from whichever source it came, checked. `tool_format`:
     the tool parser that reads the output's calls (strict tools under auto are enforced in it)."""
     found: list[tuple[str, common_pb2.StructuredOutputs]] = []
+    options_only = False
     if request.HasField("structured_outputs"):
-        found.append(("structured_outputs", from_structured_outputs(request.structured_outputs)))
+        given = from_structured_outputs(request.structured_outputs)
+        options_only = rules.kind(given) is None
+        if not options_only:
+            found.append(("structured_outputs", given))
     if request.HasField("response_format"):
         fmt = from_response_format(request.response_format)
         if fmt is not None:
@@ -269,6 +269,12 @@ def constraint(
             field = f"tools[{first_strict(tools)}].function.strict"
             found.append((field, common_pb2.StructuredOutputs(structural_tag=json.dumps(tag, ensure_ascii=False))))
     if not found:
+        if options_only:
+            raise fail(
+                Reason.INVALID_GRAMMAR,
+                f"structured_outputs must set one of {ONE_OF}, or come with response_format or a forced or strict tool",
+                "structured_outputs",
+            )
         return None
     if len(found) > 1:
         raise fail(
@@ -277,8 +283,20 @@ def constraint(
             found[1][0],
         )
     source, message = found[0]
+    message.disable_any_whitespace = compact(request)
     rules.check(message, prefix=source)
     return message
+
+
+def compact(request) -> bool:
+    """JSON without free whitespace unless `structured_outputs.disable_any_whitespace` is false: a weak model
+    given any whitespace pretty-prints, or runs into max_tokens on it."""
+    params = request.structured_outputs
+    return (
+        not request.HasField("structured_outputs")
+        or not params.HasField("disable_any_whitespace")
+        or (params.disable_any_whitespace)
+    )
 
 
 class Reasoning:

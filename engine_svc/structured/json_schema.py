@@ -154,7 +154,8 @@ class Lowering:
             return not any(check.is_valid(v) for v in a["enum"])
         if "enum" in b and not any(self.validator.evolve(schema=a).is_valid(v) for v in b["enum"]):
             return True
-        if ta == {"object"} and "object" in tb and "additionalProperties" not in a and "patternProperties" not in a:
+        closed = a.get("additionalProperties", False) is False and "patternProperties" not in a  # writes only its own
+        if ta == {"object"} and "object" in tb and closed:
             written = set(a.get("properties", {})) | set(a.get("required", []))
             if set(b.get("required", [])) - written:
                 return True

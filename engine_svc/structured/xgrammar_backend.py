@@ -27,20 +27,23 @@ log = logging.getLogger(__name__)
 _CPP_NOISE = re.compile(r"\[\d\d:\d\d:\d\d\] \S+:\d+: (Check failed: \(.*?\) is false: )?")
 
 
-def lower_tag(node: Any) -> None:
+def lower_tag(node: Any, compact: bool) -> None:
     """The JSON schemas a structural tag holds (its `json_schema` formats; the first format's `schema`s),
-    lowered in place."""
+    lowered in place. `compact`: at most one whitespace character between tokens (xgrammar's structural tags
+    cannot forbid it)."""
     if isinstance(node, list):
         for item in node:
-            lower_tag(item)
+            lower_tag(item, compact)
     elif isinstance(node, dict):
         if node.get("type") == "json_schema" and "json_schema" in node:
             node["json_schema"] = json_schema.lower(node["json_schema"])
+            if compact:
+                node.setdefault("max_whitespace_cnt", 1)
         elif "begin" in node and "schema" in node:
             node["schema"] = json_schema.lower(node["schema"])
         else:
             for value in node.values():
-                lower_tag(value)
+                lower_tag(value, compact)
 
 
 def _literal(text: str) -> str:
@@ -144,7 +147,7 @@ class XGrammarBackend:
             return compiler.compile_grammar(text)
         if kind == "structural_tag":
             tag = json.loads(text)
-            lower_tag(tag)
+            lower_tag(tag, not constraint.any_whitespace)
             if "structures" in tag:  # the first (vLLM <= 0.10) format: begin / schema / end items and triggers
                 items = [
                     xgr.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])

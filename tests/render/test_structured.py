@@ -55,6 +55,23 @@ async def test_vllm_structured_outputs(stub, given, kind, value):
     assert got == value
 
 
+async def test_json_is_compact_unless_structured_outputs_allows_whitespace(stub):
+    """No free whitespace by default (response_format, forced tools, vLLM's json); `disable_any_whitespace: false`
+    in structured_outputs allows it, alone or as the option of the request's other constraint."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA}}
+    assert constraint_of(await stub.RenderChat(chat(response_format=fmt))).disable_any_whitespace
+    assert constraint_of(await stub.RenderChat(chat(tools=[WEATHER], tool_choice="required"))).disable_any_whitespace
+    assert constraint_of(await stub.RenderChat(chat(structured_outputs={"json": SCHEMA}))).disable_any_whitespace
+    loose = {"disable_any_whitespace": False}
+    so = constraint_of(await stub.RenderChat(chat(response_format=fmt, structured_outputs=loose)))
+    assert so.json_schema and not so.disable_any_whitespace
+    so = constraint_of(await stub.RenderChat(chat(tools=[WEATHER], tool_choice="required", structured_outputs=loose)))
+    assert so.json_schema and not so.disable_any_whitespace
+    assert not constraint_of(
+        await stub.RenderChat(chat(structured_outputs={"json": SCHEMA, **loose}))
+    ).disable_any_whitespace
+
+
 async def test_forced_tool_choices_become_schemas_over_the_calls(stub):
     tools = [WEATHER, CALC]
     required = constraint_of(await stub.RenderChat(chat(tools=tools, tool_choice="required")))
