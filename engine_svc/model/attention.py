@@ -5,8 +5,10 @@ a list of blocks (its block table). A flat batch holds the decode tokens first (
 the prefill chunks. `SdpaBackend` uses torch's scaled_dot_product_attention: decodes gather their blocks in
 one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill SDPA
 call covers either adjacent chunks that start their sequences (a block-diagonal causal mask over their rows)
-or one chunk that continues a sequence (its context gathered from the cache). Faster kernels plug in as other
-backends; `pick_attention` and `make_backend` choose one from the flags.
+or one chunk that continues a sequence (its context gathered from the cache). A sliding-window layer
+(`window`) sees only keys within the last `window` positions of its query: its masks narrow the causal ones
+(its blocks stay in the table: correct, not yet freed). Soft-capped scores (Gemma 2) take the math path. Faster
+kernels plug in as other backends; `pick_attention` and `make_backend` choose one from the flags.
 """
 
 from __future__ import annotations
@@ -32,6 +34,21 @@ class PrefillCall:
     rows: slice
     block_ids: torch.Tensor | None  # keys: these blocks from the cache (a continuing chunk); None: kv[rows]
     mask: torch.Tensor | None
+    query_offset: int = 0  # query row i sits at key column i + query_offset (its context start)
+    windowed: dict[int, torch.Tensor] = field(default_factory=dict)  # the mask narrowed to a window, by window
+
+    def window_mask(self, window: int, device) -> torch.Tensor | None:
+        """The mask of a layer whose queries see keys within the last `window` positions (0: every key)."""
+        if not window:
+            return self.mask
+        if window not in self.windowed:
+            rows = self.rows.stop - self.rows.start
+            keys = self.mask.shape[1] if self.mask is not None else rows
+            queries = torch.arange(rows, device=device)[:, None] + self.query_offset
+            columns = torch.arange(keys, device=device)[None, :]
+            causal = self.mask if self.mask is not None else columns <= queries
+            self.windowed[window] = causal & (columns > queries - window)
+        return self.windowed[window]
 
 
 def _no_rows(*shape: int) -> torch.Tensor:
@@ -53,6 +70,7 @@ class AttentionMetadata:
     prefill_blocks: torch.Tensor | None = None
     # Filled by the backend's prepare(), once per forward.
     decode_mask: torch.Tensor | None = None
+    decode_window_masks: dict[int, torch.Tensor] = field(default_factory=dict)
     prefill_calls: list[PrefillCall] = field(default_factory=list)
 
 
@@ -90,8 +108,9 @@ class AttentionBackend:
             kv_cache.view(torch.uint8).index_copy_(0, meta.slot_mapping, kv.to(kv_cache.dtype).view(torch.uint8))
         return q, kv
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The attention output [tokens, heads, dim], written to `out` when given (and returned)."""
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None, window: int = 0):
+        """The attention output [tokens, heads, dim], written to `out` when given (and returned). `window`: the
+        layer's sliding window (0: none)."""
         raise NotImplementedError
 
 
@@ -101,13 +120,15 @@ class SdpaBackend(AttentionBackend):
     # the shared call (which grows with the square of its rows) costs more than the calls.
     rows_per_call: int | None = None
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float = 0.0, softcap: float = 0.0):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.group = num_heads // num_kv_heads
-        self.scale = head_dim**-0.5
+        self.scale = scale or head_dim**-0.5
+        self.softcap = softcap
 
     def prepare(self, meta: AttentionMetadata) -> None:
         device = meta.slot_mapping.device
+        meta.decode_window_masks = {}  # of the previous step, in a decode loop that reuses `meta`
         if meta.num_decodes:
             span = meta.decode_block_tables.shape[1] * meta.block_size
             keys = torch.arange(span, device=device)
@@ -143,16 +164,17 @@ class SdpaBackend(AttentionBackend):
         total = chunk.context_start + chunk.num_tokens
         queries = torch.arange(chunk.context_start, total, device=device)
         keys = torch.arange(total, device=device)
-        return PrefillCall(slice(chunk.token_start, _end(chunk)), chunk.block_ids, keys[None, :] <= queries[:, None])
+        rows = slice(chunk.token_start, _end(chunk))
+        return PrefillCall(rows, chunk.block_ids, keys[None, :] <= queries[:, None], chunk.context_start)
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None, window: int = 0):
         decodes = meta.num_decodes
         if decodes == q.shape[0]:
-            attn = self._decode(q, kv_cache, meta)
+            attn = self._decode(q, kv_cache, meta, window)
             return attn if out is None else out.copy_(attn)
         out = torch.empty_like(q) if out is None else out
         if decodes:
-            out[:decodes] = self._decode(q[:decodes], kv_cache, meta)
+            out[:decodes] = self._decode(q[:decodes], kv_cache, meta, window)
         for call in meta.prefill_calls:
             if call.block_ids is None:
                 context = kv[call.rows]
@@ -163,16 +185,20 @@ class SdpaBackend(AttentionBackend):
             # flash / memory-efficient, masked or not); with enable_gqa or strided K/V it falls back to the
             # slow math path on CUDA.
             keys, values = (t.transpose(0, 1).repeat_interleave(self.group, dim=0)[None] for t in context.unbind(-3))
-            attn = F.scaled_dot_product_attention(
-                q[call.rows].transpose(0, 1)[None],
-                keys,
-                values,
-                attn_mask=call.mask,
-                is_causal=call.mask is None,
-                scale=self.scale,
-            )
+            mask = call.window_mask(window, q.device)
+            attn = self._attend(q[call.rows].transpose(0, 1)[None], keys, values, mask)
             out[call.rows] = attn[0].transpose(0, 1)
         return out
+
+    def _attend(self, q, k, v, mask: torch.Tensor | None) -> torch.Tensor:
+        """softmax(q k^T * scale, masked; None: causal) v; soft-capped scores go the math way (SDPA has no cap)."""
+        if not self.softcap:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale)
+        scores = torch.tanh(torch.matmul(q, k.transpose(-1, -2)).float() * (self.scale / self.softcap)) * self.softcap
+        if mask is None:
+            mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), v)
 
     def _gather(self, cache, block_ids, block_size, dtype):
         """Rows of the given blocks, in order: [..., blocks * block_size, 2, kv_heads, dim], as `dtype` (an fp8
@@ -182,13 +208,20 @@ class SdpaBackend(AttentionBackend):
         blocks = blocks.view(*block_ids.shape[:-1], -1, 2, self.num_kv_heads, self.head_dim)
         return blocks.to(dtype)
 
-    def _decode(self, q, kv_cache, meta):
+    def _decode(self, q, kv_cache, meta, window: int = 0):
         # The query heads that share a KV head become that head's "query rows": no K/V repetition needed.
         decodes = q.shape[0]
         gathered = self._gather(kv_cache, meta.decode_block_tables, meta.block_size, q.dtype)
         keys, values = gathered.transpose(-4, -2).unbind(-3)
         queries = q.view(decodes, self.num_kv_heads, self.group, self.head_dim)
-        attn = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask, scale=self.scale)
+        mask = meta.decode_mask
+        if window and mask is not None:  # the keys of the last `window` positions, the new token's included
+            if window not in meta.decode_window_masks:
+                starts = (meta.decode_context_lens - window)[:, None, None, None]
+                keys_at = torch.arange(mask.shape[-1], device=mask.device)
+                meta.decode_window_masks[window] = mask & (keys_at >= starts)
+            mask = meta.decode_window_masks[window]
+        attn = self._attend(queries, keys, values, mask)
         return attn.reshape(decodes, self.num_heads, self.head_dim)
 
 
@@ -196,11 +229,14 @@ def _end(chunk: PrefillChunk) -> int:
     return chunk.token_start + chunk.num_tokens
 
 
-def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
-    """auto: the paged Triton attention kernel on CUDA when Triton is there and head_dim suits it, else SDPA."""
+def pick_attention(name: str, device: torch.device, head_dim: int, plain: bool = True) -> str:
+    """auto: the paged Triton attention kernel on CUDA when Triton is there, head_dim suits it and the model's
+    attention is `plain` (no sliding window or soft-cap: the kernels have neither yet), else SDPA."""
+    if name == "triton" and not plain:
+        raise ValueError("--attention triton: this model's sliding windows or soft-capping need --attention sdpa")
     if name != "auto":
         return name
-    if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
+    if device.type != "cuda" or not plain or head_dim < 16 or head_dim & (head_dim - 1):
         return "sdpa"
     try:
         import triton  # noqa: F401  # pyright: ignore[reportMissingImports]
@@ -209,9 +245,12 @@ def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
     return "triton"
 
 
-def make_backend(name: str, num_heads: int, num_kv_heads: int, head_dim: int) -> AttentionBackend:
+def make_backend(
+    name: str, num_heads: int, num_kv_heads: int, head_dim: int, scale: float = 0.0, softcap: float = 0.0
+) -> AttentionBackend:
+    """`scale`: the scores' (0: head_dim ** -0.5); `softcap`: tanh soft-capping of the scores (SDPA only)."""
     if name == "triton":
         from engine_svc.model.triton_attention import TritonBackend
 
-        return TritonBackend(num_heads, num_kv_heads, head_dim)
-    return SdpaBackend(num_heads, num_kv_heads, head_dim)
+        return TritonBackend(num_heads, num_kv_heads, head_dim, scale)
+    return SdpaBackend(num_heads, num_kv_heads, head_dim, scale, softcap)

@@ -37,6 +37,16 @@ def rope_split(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_head
     return q.contiguous(), kv
 
 
+def qk_norm(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, eps: float, num_heads: int):
+    """Fused qkv rows with each q head and each k head RMS-normed over its head_dim (Qwen3, Gemma 3)."""
+    tokens, head_dim = qkv.shape[0], q_weight.shape[0]
+    heads = qkv.view(tokens, -1, head_dim)
+    num_kv_heads = (heads.shape[1] - num_heads) // 2
+    q = F.rms_norm(heads[:, :num_heads], (head_dim,), q_weight, eps)
+    k = F.rms_norm(heads[:, num_heads : num_heads + num_kv_heads], (head_dim,), k_weight, eps)
+    return torch.cat((q, k, heads[:, num_heads + num_kv_heads :]), dim=1).view(tokens, -1)
+
+
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate) * up
@@ -69,6 +79,7 @@ class FusedOps:
         self.rms_norm = wrap(rms_norm)
         self.add_rms_norm = wrap(add_rms_norm)
         self.rope_split = wrap(rope_split)
+        self.qk_norm = wrap(qk_norm)
         self.silu_mul = wrap(silu_mul)
         self.quantize_rows = wrap(quantize_rows)
         self.rms_norm_quant = wrap(rms_norm_quant)

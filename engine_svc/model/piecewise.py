@@ -51,7 +51,8 @@ class PiecewiseSteps:
         self.tokens = torch.zeros(3 * largest, dtype=torch.int64, device=weight.device)
         self.q, self.attn = new(largest, layer.num_heads, head_dim), new(largest, layer.num_heads, head_dim)
         self.x, self.residual = new(largest, hidden), new(largest, hidden)
-        self.cos, self.sin = new(largest, 1, head_dim), new(largest, 1, head_dim)
+        tables = model.cos.shape[0]  # RoPE tables (one per layer kind that has its own)
+        self.cos, self.sin = new(tables, largest, 1, head_dim), new(tables, largest, 1, head_dim)
         self.graphs: dict[int, list[torch.cuda.CUDAGraph]] = {}
         self.pool = None  # set by the runner: its decode graphs' pool, which these share
 
@@ -65,9 +66,9 @@ class PiecewiseSteps:
         self.tokens[: 3 * bucket].copy_(packed[: 3 * bucket])
         graphs = self.graphs.get(bucket) or self._capture(bucket, kv_caches)
         q, attn = self.q[:tokens], self.attn[:tokens]  # attention sees the real rows only
-        for graph, kv_cache in zip(graphs, kv_caches):
+        for graph, kv_cache, layer in zip(graphs, kv_caches, self.layers):
             graph.replay()
-            self.backend.forward(q, None, kv_cache, meta, out=attn)
+            self.backend.forward(q, None, kv_cache, meta, out=attn, window=layer.window)
         graphs[-1].replay()
         return self.model.logits(self.x[:bucket], self.residual[:bucket], logits_rows, ops)
 
@@ -105,11 +106,11 @@ class PiecewiseSteps:
         ids, positions, slots = self.tokens[: 3 * bucket].view(3, bucket)
         meta = AttentionMetadata(slot_mapping=slots, block_size=self.block_size)  # what `store` reads
         q, attn, x_out, residual = self.q[:bucket], self.attn[:bucket], self.x[:bucket], self.residual[:bucket]
-        cos, sin = self.cos[:bucket], self.sin[:bucket]
+        cos, sin = self.cos[:, :bucket], self.sin[:, :bucket]
 
         def piece() -> None:
             if index == 0:
-                x, res = model.embed(ids), None
+                x, res = model.embed_tokens(ids), None
                 rope = model.rope(positions)
                 cos.copy_(rope[0])
                 sin.copy_(rope[1])

@@ -94,7 +94,11 @@ class ModelRunner:
         self.block_size = block_size
         self.max_blocks_per_seq = -(-max_model_len // block_size)
         self.attention = attention
-        self.backend = make_backend(attention, layer.num_heads, layer.num_kv_heads, layer.head_dim)
+        family = self.model.family
+        self.backend = make_backend(
+            attention, layer.num_heads, layer.num_kv_heads, layer.head_dim, family.attention_scale,
+            family.attention_softcap,
+        )  # fmt: skip
         if attention == "triton":  # Triton is there: small decode batches may take the skinny matmuls
             from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection
             from engine_svc.model.triton_silu import silu_mul
@@ -143,7 +147,7 @@ class ModelRunner:
         if self.device.type != "cuda":
             return 0
         rows = max(1, min(rows, tokens))
-        tokens = min(tokens, rows * self.model.cos.shape[0])
+        tokens = min(tokens, rows * self.model.max_model_len)
         self._kv(1 + -(-tokens // self.block_size) + rows)
         torch.cuda.synchronize(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)

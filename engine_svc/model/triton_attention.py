@@ -346,9 +346,9 @@ class TritonBackend(AttentionBackend):
 
     wants_prefill_table = True
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float = 0.0):
         self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.scale = head_dim**-0.5
+        self.scale = scale or head_dim**-0.5
 
     def advance(self, positions: torch.Tensor, meta: AttentionMetadata) -> None:
         tables = meta.decode_block_tables
@@ -372,7 +372,8 @@ class TritonBackend(AttentionBackend):
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None, window: int = 0):
+        assert not window, "no sliding window in the Triton kernels yet (pick_attention picks SDPA for those)"
         decodes, chunks, blocks = meta.num_decodes, meta.prefill_table, meta.prefill_blocks
         if not meta.prefills or chunks is None or blocks is None:  # decode only (a graph's step): row i, sequence i
             return self._decode(q, kv_cache, meta, out)

@@ -1,0 +1,113 @@
+"""Tiny random-weight models of each fast-path family, built with transformers' own config classes, and
+transformers' own forward as the reference."""
+
+from __future__ import annotations
+
+import torch
+from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
+
+WINDOW = 8  # the sliding window of the families that have one: the tests' prompts are longer
+COMMON = dict(
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=512,
+    eos_token_id=2,
+    bos_token_id=1,
+    pad_token_id=0,
+)
+
+
+def _qwen3():
+    return Qwen3ForCausalLM(Qwen3Config(**COMMON, num_hidden_layers=2, tie_word_embeddings=False))
+
+
+def _mistral():
+    return MistralForCausalLM(MistralConfig(**COMMON, num_hidden_layers=2, sliding_window=WINDOW))
+
+
+def _gemma3():
+    config = Gemma3TextConfig(
+        **COMMON,
+        num_hidden_layers=4,
+        sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        query_pre_attn_scalar=24,  # not head_dim: the scale must come from it
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "linear", "rope_theta": 1_000_000.0, "factor": 8.0},
+        },
+    )
+    return Gemma3ForCausalLM(config)
+
+
+def _gemma2():
+    config = Gemma2Config(
+        **COMMON,
+        num_hidden_layers=2,
+        sliding_window=WINDOW,
+        query_pre_attn_scalar=16,
+        attn_logit_softcapping=5.0,  # low caps, so that capping changes the scores of these tiny models
+        final_logit_softcapping=3.0,
+    )
+    return Gemma2ForCausalLM(config)
+
+
+def _qwen3_moe():
+    config = Qwen3MoeConfig(
+        **COMMON,
+        num_hidden_layers=2,
+        num_experts=8,
+        num_experts_per_tok=3,
+        moe_intermediate_size=32,
+        norm_topk_prob=True,
+        mlp_only_layers=[1],  # one routed layer, one dense
+        tie_word_embeddings=False,
+    )
+    return Qwen3MoeForCausalLM(config)
+
+
+FAMILIES = {"qwen3": _qwen3, "mistral": _mistral, "gemma3": _gemma3, "gemma2": _gemma2, "qwen3_moe": _qwen3_moe}
+
+
+def tiny(family: str, seed: int = 0):
+    """A tiny `family` model in float32 with matrices 5x the default init (so that attention, masks and caches
+    show in the greedy tokens) and every norm weight jittered (so that a dropped norm or offset shows)."""
+    torch.manual_seed(seed)
+    model = FAMILIES[family]().eval()
+    model.config.architectures = [type(model).__name__]
+    with torch.no_grad():
+        for weight in model.parameters():
+            if weight.dim() >= 2:
+                weight.mul_(5)
+            else:
+                weight.add_(torch.randn_like(weight) * 0.2)
+    return model
+
+
+@torch.inference_mode()
+def logits_of(model, tokens: list[int]) -> torch.Tensor:
+    """transformers' logits [positions, vocab] over the whole sequence, no cache."""
+    return model(torch.tensor([tokens])).logits[0]
+
+
+def greedy(model, prompt: list[int], new_tokens: int) -> list[int]:
+    """transformers' greedy continuation, one whole forward per token (no cache to trust)."""
+    tokens = list(prompt)
+    for _ in range(new_tokens):
+        tokens.append(int(logits_of(model, tokens)[-1].argmax()))
+    return tokens[len(prompt) :]

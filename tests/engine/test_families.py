@@ -1,0 +1,73 @@
+"""Every fast-path family against transformers' forward, on tiny random-weight models (families.py): logits of
+chunked prefills, decodes, prefix-cache hits in a mixed step and prompts longer than the sliding window, then
+greedy tokens through the real engine server, which must serve each family on the paged backend."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from engine_svc.model.runner import ModelRunner
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Chunk, Sequence
+from scaleout.v1 import engine_pb2
+from tests.engine.conftest import engine_stub, generate, request
+from tests.engine.families import FAMILIES, WINDOW, greedy, logits_of, tiny
+
+BLOCK = 4
+PROMPT = [1] + [(7 * j) % 200 + 3 for j in range(29)]  # 30 tokens: over 3 sliding windows
+SHARED = 20  # tokens (5 full blocks) a second prompt shares with PROMPT: its prefix-cache hit
+
+
+def _sequence(name: str, tokens: list[int], blocks: list[int]) -> Sequence:
+    seq = Sequence(name, 0, list(tokens), SamplingConfig())
+    seq.block_ids = blocks
+    return seq
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(got, expected, atol=2e-4, rtol=2e-4)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_logits_match_transformers(family):
+    model = tiny(family)
+    runner = ModelRunner(model, block_size=BLOCK, num_blocks=40, max_num_seqs=4, max_model_len=128, cuda_graphs=False)
+    first = _sequence("a", PROMPT, list(range(1, 13)))  # 48 tokens of room
+    with torch.inference_mode():
+        # A chunked prefill: 12 + 12 + 6 tokens, the last chunk samples.
+        assert runner.execute([Chunk(first, 0, 12)]).shape[0] == 0
+        runner.execute([Chunk(first, 12, 12)])
+        rows = [runner.execute([Chunk(first, 24, 6)])[0]]
+        for _ in range(3):  # decodes
+            first.append(int(rows[-1].argmax()))
+            rows.append(runner.execute([Chunk(first, first.num_tokens - 1, 1)])[0])
+        # A prefix-cache hit in a mixed step: the second prompt's first 5 blocks are the first's, its chunk
+        # continues from them beside the first sequence's decode.
+        first.append(int(rows[-1].argmax()))
+        second = _sequence("b", PROMPT[:SHARED] + [9, 8, 7, 6, 5, 4, 3], first.block_ids[:5] + [20, 21, 22])
+        mixed = runner.execute([Chunk(first, first.num_tokens - 1, 1), Chunk(second, SHARED, 7)])
+    rows.append(mixed[0])
+    expected = logits_of(model, first.prompt_ids + first.output_ids)[len(PROMPT) - 1 :]
+    _close(torch.stack(rows), expected)
+    _close(mixed[1], logits_of(model, second.prompt_ids)[-1])
+    assert (WINDOW in runner.model.family.windows) == (family in ("gemma2", "gemma3", "mistral"))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+async def test_served_on_the_paged_backend_with_transformers_greedy_tokens(family):
+    model = tiny(family)
+    prompts = [PROMPT, PROMPT[:SHARED] + [11, 12, 13], [1, 5, 9]]
+    async with engine_stub(model, "--block-size", str(BLOCK), "--max-num-batched-tokens", "16") as (stub, _):
+        info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
+        first = await generate(stub, request(prompts[0], temperature=0, max_tokens=8, ignore_eos=True))
+        rest = await asyncio.gather(
+            *[generate(stub, request(p, temperature=0, max_tokens=8, ignore_eos=True)) for p in prompts[1:]]
+        )
+    assert info.backend == "paged"
+    results = [first, *rest]
+    assert results[1][0][0].prompt.cached_tokens == SHARED  # the first prompt's blocks, found again
+    for prompt, (_, tokens) in zip(prompts, results):
+        assert tokens[0] == greedy(model, prompt, 8)
