@@ -4,6 +4,13 @@ Randomness is counter-based: each row's Gumbel noise is a hash of (request seed,
 position, token id), so a seeded request draws the same tokens whatever its batch mates and wherever it
 runs. Logits processors (penalties, logit_bias, allowed ids, min_tokens, bad words) and structured-output
 masks touch only the rows that ask.
+
+What logprobs carry is the engine's `logprobs_mode`, vLLM's four (its `--logprobs-mode`, engine-wide as there):
+raw_* are the model's logits (after structured-output masks, which vLLM applies before its sampler too) before
+any logits processor; processed_* are the scores a row is drawn from: after the processors and penalties and, for
+a row that samples, temperature, top-k, top-p and min_p (cut tokens at -inf); a greedy row's after its
+processors only, as vLLM resets a greedy request's temperature and cuts. *_logprobs: their log-softmax; *_logits:
+the values themselves (ranks and the top-k order are the same either way).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+LOGPROBS_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")  # vLLM's; the first: default
 _MASK32 = 0xFFFFFFFF
 _BELOW_ONE = 1.0 - 2.0**-24  # the largest float32 below 1
 
@@ -100,10 +108,15 @@ class Drawn:
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, device: torch.device):
+    def __init__(self, vocab_size: int, device: torch.device, logprobs_mode: str = LOGPROBS_MODES[0]):
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs mode {logprobs_mode!r}: one of {', '.join(LOGPROBS_MODES)}")
         self.vocab_size = vocab_size
         self.device = device
         self.column_hash = _hash32(torch.arange(vocab_size, dtype=torch.int64, device=device))
+        self.logprobs_mode = logprobs_mode
+        self.processed = logprobs_mode.startswith("processed")
+        self.as_logits = logprobs_mode.endswith("logits")
 
     def sample(self, logits: torch.Tensor, seqs, masks=None) -> tuple[list[int], list[RowLogprobs | None]]:
         """One token per row of `logits` [rows, vocab] for the sequences `seqs` (same order), logits processors
@@ -111,10 +124,14 @@ class Sampler:
         logits = logits.float()
         if masks is not None:
             masks.apply(logits)
+        batch = self.prepare(seqs)
+        raw = None
+        if not self.processed and any(seqs[row].config.needs_processing for row in batch.logprob_rows):
+            raw = logits[batch.logprob_index]  # a copy: the logprob rows before their processors
         for row, seq in enumerate(seqs):
             if seq.config.needs_processing:
                 self._process(logits[row], seq)
-        return self.draw(logits, self.prepare(seqs), 0).result()
+        return self.draw(logits, batch, 0, raw=raw).result()
 
     def prepare(self, seqs, steps: int = 1) -> SamplingBatch:
         """Device tensors for sampling `seqs` over `steps` consecutive steps (one host-to-device copy each)."""
@@ -143,28 +160,47 @@ class Sampler:
         keys = row_key(rows[:, 0], rows[:, 1], positions).to(self.device, non_blocking=True)
         return RandomRows(greedy, temperatures, keys, top_ks, top_ps, min_ps)
 
-    def draw(self, logits: torch.Tensor, batch: SamplingBatch, step: int, greedy: torch.Tensor | None = None) -> Drawn:
+    def draw(
+        self,
+        logits: torch.Tensor,
+        batch: SamplingBatch,
+        step: int,
+        greedy: torch.Tensor | None = None,
+        raw: torch.Tensor | None = None,
+    ) -> Drawn:
         """Tokens for step `step` of `batch`, without waiting for the device (`greedy`: each row's argmax, when
-        the caller has it already)."""
+        the caller has it already; `raw`: the logprob rows before their logits processors, when some had any)."""
         tokens = argmax_rows(logits) if greedy is None else greedy
+        scores = None
         if batch.random is not None:
-            tokens = torch.where(batch.random.greedy, tokens, self._draw(logits.float(), batch.random, step))
+            scores = self._scores(logits.float(), batch.random)
+            tokens = torch.where(batch.random.greedy, tokens, self._draw(scores, batch.random, step))
         parts = None
         if batch.logprob_rows:
             rows = batch.logprob_index
-            parts = logprob_tensors(logits[rows], tokens[rows], batch.top)
+            if not self.processed:
+                values = logits[rows] if raw is None else raw
+            elif scores is None:  # every row greedy: processed = after its processors
+                values = logits[rows]
+            else:
+                values = torch.where(batch.random.greedy[rows, None], logits[rows].float(), scores[rows])
+            parts = logprob_tensors(values, tokens[rows], batch.top, self.as_logits)
         return Drawn(tokens, parts, batch)
 
     def _tensor(self, values, dtype):
         return torch.tensor(values, dtype=dtype).to(self.device, non_blocking=True)
 
-    def _draw(self, logits, random: RandomRows, step: int):
+    def _scores(self, logits, random: RandomRows):
+        """What each row draws from: temperature, then top-k and top-p, then min_p (cut tokens at -inf)."""
         scores = logits / random.temperatures
         if random.top_ks is not None:
             scores = self._top_k_top_p(scores, random.top_ks, random.top_ps)
         if random.min_ps is not None:
             probs = scores.softmax(dim=-1)
             scores = scores.masked_fill(probs < random.min_ps * probs.amax(-1, keepdim=True), float("-inf"))
+        return scores
+
+    def _draw(self, scores, random: RandomRows, step: int):
         bits = _hash32(random.keys[step][:, None] ^ self.column_hash[None, :]) >> 8
         # The top 24-bit value's midpoint rounds to exactly 1.0 in float32, whose noise is +inf: it would outbid
         # every finite score, its token drawn whatever the logits, temperature or logit_bias (~V/2**24 of draws).
@@ -219,9 +255,10 @@ def banned_ids(bad_words: tuple[tuple[int, ...], ...], output_ids: list[int]) ->
     return banned
 
 
-def logprob_tensors(logits: torch.Tensor, targets: torch.Tensor, top: int):
-    """(logprob, rank) of `targets` in each row of `logits` and the `top` most likely (ids, logprobs), on the device."""
-    logp = logits.float().log_softmax(dim=-1)
+def logprob_tensors(logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False):
+    """(logprob, rank) of `targets` in each row of `logits` and the `top` most likely (ids, logprobs), on the device
+    (`as_logits`: the logits themselves in place of logprobs)."""
+    logp = logits.float() if as_logits else logits.float().log_softmax(dim=-1)
     chosen = logp.gather(1, targets[:, None])[:, 0]
     ranks = (logp > chosen[:, None]).sum(dim=-1) + 1
     top_values, top_ids = logp.topk(top, dim=-1) if top else (logp[:, :0], targets[:, None][:, :0])
@@ -233,6 +270,6 @@ def logprob_rows(chosen, ranks, top_ids, top_values) -> list[RowLogprobs]:
     return [RowLogprobs(lp, rank, ids, values) for lp, rank, ids, values in rows]
 
 
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, top: int) -> list[RowLogprobs]:
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False) -> list[RowLogprobs]:
     """Logprob and rank of `targets` in each row of `logits`, with the `top` most likely alternatives."""
-    return logprob_rows(*logprob_tensors(logits, targets, top))
+    return logprob_rows(*logprob_tensors(logits, targets, top, as_logits))

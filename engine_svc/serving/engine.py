@@ -32,7 +32,7 @@ import torch
 
 from engine_svc.model.runner import ModelRunner
 from engine_svc.model.runner_api import Runner
-from engine_svc.model.sampler import Drawn, RowLogprobs, Sampler, token_logprobs
+from engine_svc.model.sampler import LOGPROBS_MODES, Drawn, RowLogprobs, Sampler, token_logprobs
 from engine_svc.scheduling.kv_handoffs import KvHandoffs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
@@ -94,11 +94,12 @@ class Engine(EngineFront):
         grammars: GrammarCompiler | None = None,
         admission_window_s: float = 0.005,
         stop_strings: StopStrings | None = None,
+        logprobs_mode: str = LOGPROBS_MODES[0],
     ):
         super().__init__(max_waiting)
         self.runner = runner
         self.scheduler = scheduler
-        self.sampler = Sampler(runner.vocab_size, runner.device)
+        self.sampler = Sampler(runner.vocab_size, runner.device, logprobs_mode)
         self.max_model_len = max_model_len
         self.stall_timeout_s = stall_timeout_s
         self.decode_steps = decode_steps if runner.chains_decode_steps else 1
@@ -608,7 +609,8 @@ class Engine(EngineFront):
             return
         targets = [c.seq.prompt_ids[p + 1] for c, p in wanted]
         top = max(c.seq.config.prompt_logprobs or 0 for c, _ in wanted)  # set on every sequence that wants them
-        rows = token_logprobs(logits, torch.tensor(targets, device=logits.device), top)
+        # a prompt's tokens are not sampled: raw and processed agree (vLLM's rule); logits or logprobs as the mode says
+        rows = token_logprobs(logits, torch.tensor(targets, device=logits.device), top, self.sampler.as_logits)
         for (c, _), row in zip(wanted, rows):
             k = c.seq.config.prompt_logprobs
             self.requests[c.seq.request_id].prompt_logprobs.append(

@@ -9,11 +9,12 @@ from pathlib import Path
 import torch
 
 from engine_svc.model.attention import pick_attention
-from engine_svc.model.decoder import head_dim
-from engine_svc.model.family import Family, fast_path_problem
+from engine_svc.model.decoder import head_dim, supports_fast_path
 from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
+from engine_svc.model.head_dtype import HEAD_DTYPES, apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
+from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
@@ -46,6 +47,8 @@ class LoadedEngine:
     quantization: str = ""  # "" (weights in `dtype`) or "fp8"
     kv_cache_dtype: str = ""  # "" (the cache in `dtype`) or "fp8"
     facts: ModelFacts = field(default_factory=ModelFacts)
+    logprobs_mode: str = LOGPROBS_MODES[0]  # what logprobs carry (--logprobs-mode)
+    head_dtype: str = ""  # the dtype the vocabulary head computes in (--head-dtype)
 
 
 def pick_device(name: str) -> torch.device:
@@ -112,12 +115,11 @@ def build_engine(
     facts = ModelFacts.of(hf_model, model_path)  # before the fast path consumes the model
     device = next(hf_model.parameters()).device
     dtype = next(hf_model.parameters()).dtype
+    head_dtype = apply_head_dtype(hf_model, args.head_dtype)
     max_model_len = min(args.max_model_len or config.max_position_embeddings, config.max_position_embeddings)
     backend = args.backend
     if backend == "auto":
-        backend = "transformers" if fast_path_problem(config) else "paged"
-    elif backend == "paged" and (problem := fast_path_problem(config)):
-        raise ValueError(f"--backend paged: {problem}")
+        backend = "paged" if supports_fast_path(config) else "transformers"
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     _check_fp8_flags(args, backend, config, device, dtype)
     runner: ModelRunner | TransformersRunner
@@ -130,7 +132,7 @@ def build_engine(
             max_model_len=max_model_len,
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
-            attention=pick_attention(args.attention, device, head_dim(config), Family.of(config).plain_attention),
+            attention=pick_attention(args.attention, device, head_dim(config)),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
             quantization=args.quantization,
             kv_cache_dtype=args.kv_cache_dtype,
@@ -177,6 +179,7 @@ def build_engine(
         grammars=grammars,
         admission_window_s=args.admission_window_ms / 1e3,
         stop_strings=stop_strings,
+        logprobs_mode=args.logprobs_mode,
     )
     engine.kv_events = kv_hub(pool, args)
     temperature = getattr(hf_model.generation_config, "temperature", None)
@@ -221,6 +224,8 @@ def build_engine(
         "" if args.quantization == "none" else args.quantization,
         "" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
         facts,
+        args.logprobs_mode,
+        head_dtype,
     )
 
 
@@ -245,7 +250,7 @@ def _check_fp8_flags(args, backend: str, config, device: torch.device, dtype: to
     for flag, value, on in (("--quantization", args.quantization, quantized),
                             ("--kv-cache-dtype", args.kv_cache_dtype, fp8_cache)):  # fmt: skip
         if on and backend != "paged":
-            raise ValueError(f"{flag} {value} needs the paged backend (the fast-path families)")
+            raise ValueError(f"{flag} {value} needs the paged backend (Llama and Qwen2 families)")
     if quantized and (reason := fp8_problem(config, device, dtype)):
         raise ValueError(f"--quantization {args.quantization}: {reason}")
     if fp8_cache and (reason := fp8_device_problem(device)):
@@ -301,8 +306,7 @@ def add_engine_flags(parser) -> None:
         "--backend",
         default="auto",
         choices=["auto", "paged", "transformers"],
-        help="model runner: paged (fast path: Llama, Mistral, Qwen2/3, Qwen3 MoE, Gemma 2/3) or transformers "
-        "(any causal LM)",
+        help="model runner: paged (fast path, Llama/Qwen2 family) or transformers (any causal LM)",
     )
     parser.add_argument(
         "--quantization",
@@ -316,6 +320,21 @@ def add_engine_flags(parser) -> None:
         choices=["auto", "fp8"],
         help="fp8: keys and values cached as float8 e4m3, unscaled (half the bytes a token: twice the tokens, "
         "half the attention's reads; the paged backend); auto: the model's dtype",
+    )
+    parser.add_argument(
+        "--logprobs-mode",
+        default=LOGPROBS_MODES[0],
+        choices=LOGPROBS_MODES,
+        help="what logprobs carry (vLLM's flag): raw_* the model's, before any logits processor; processed_* "
+        "what each token was drawn from (after penalties, temperature, top-k/top-p, min_p); *_logits the values "
+        "before the log-softmax",
+    )
+    parser.add_argument(
+        "--head-dtype",
+        default="model",
+        choices=HEAD_DTYPES,
+        help="float32: the vocabulary head in float32 (vLLM's head_dtype override; RL trainers' logprobs); "
+        "model: the model's dtype",
     )
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
     parser.add_argument(

@@ -115,6 +115,8 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             backend=loaded.backend,
             quantization=loaded.quantization,
             kv_cache_dtype=loaded.kv_cache_dtype,
+            logprobs_mode=loaded.logprobs_mode,
+            head_dtype=loaded.head_dtype,
             kv_block_size=load.kv_block_size,
             num_kv_blocks=load.kv_blocks_used + load.kv_blocks_free,
             max_running=load.max_running,
