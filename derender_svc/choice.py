@@ -14,7 +14,7 @@ from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common import finish_reasons
-from scaleout_common.reasoning_ids import ReasoningCounter
+from scaleout_common.reasoning_counts import ReasoningCounter
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """DerenderService.CheckReasoning: the reasoning parser's checks over token ids as vLLM's ReasoningParser makes
 them (`is_reasoning_end`, `extract_content_ids`, `count_reasoning_tokens`), for a router or engine that has ids,
 not text: over a whole sequence (a prompt, or prompt and output), the last tag decides whether the reasoning is
-over, the content follows the first end tag. scaleout_common/reasoning_ids.py decides, over the parser's tags
-as this tokenizer's ids. (The engine's own gate, `ReasoningWatch`, follows the text parsers over an output.)"""
+over, the content follows the first end tag. scaleout_common/reasoning_counts.py decides, over the parser's
+tags as this tokenizer's ids. (The engine's own gate, `ReasoningWatch`, follows the text parsers over an output.)"""
 
 from __future__ import annotations
 
@@ -10,12 +10,8 @@ from derender_svc.limits import check_token_ids
 from derender_svc.parsers import REASONING_PARSERS
 from derender_svc.session import Defaults, parser_name
 from scaleout.v1 import derender_pb2
-from scaleout_common.reasoning_ids import (
-    count_reasoning_tokens,
-    sequence_content_ids,
-    sequence_reasoning_end,
-    to_proto,
-)
+from scaleout_common.reasoning_counts import count_reasoning_tokens, sequence_content_ids, sequence_reasoning_end
+from scaleout_common.reasoning_ids import to_proto
 from scaleout_common.reasons import Reason, fail
 
 

@@ -10,18 +10,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from derender_svc.parsers import REASONING_PARSERS, reasoning_spec
+from scaleout_common.reasoning_counts import (
+    ReasoningCounter,
+    count_reasoning_tokens,
+    sequence_content_ids,
+    sequence_reasoning_end,
+)
 from scaleout_common.reasoning_ids import (
     REASONING_TAGS,
-    ReasoningCounter,
     ReasoningIds,
     ReasoningWatch,
     content_start,
-    count_reasoning_tokens,
     extract_content_ids,
     from_proto,
     is_reasoning_end,
-    sequence_content_ids,
-    sequence_reasoning_end,
     to_proto,
 )
 
