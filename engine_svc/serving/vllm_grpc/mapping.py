@@ -8,7 +8,7 @@ GenerateRequest (theirs)          -> scaleout.v1.GenerateRequest
   tokenized.input_ids             -> token_ids (original_text: a debugging copy of the prompt, not read)
   text                            refused (UNSUPPORTED_FIELD): the engine takes token ids only
   stream                          streamed (chunks, then one complete per choice) or unary (one complete per choice)
-  kv_transfer_params(_json)       refused (UNSUPPORTED_FIELD): this engine runs no KV connector
+  kv_transfer_params(_json)       refused (UNSUPPORTED_FIELD): P/D runs through the HTTP routes (docs/disaggregated.md)
   mm_inputs, extra_mm_inputs,
   media_refs                      refused (UNSUPPORTED_FIELD): text models only
   data_parallel_rank              0 or absent; other ranks refused (one rank)
@@ -59,8 +59,8 @@ NONZERO = ("top_p", "min_p", "repetition_penalty", "frequency_penalty", "presenc
 CONSTRAINTS = {"json_schema", "regex", "grammar", "structural_tag", "json_object"}  # same names on both sides
 REFUSED = {
     "text": "the engine takes token ids (tokenized.input_ids) only",
-    "kv_transfer_params": "this engine runs no KV connector (disaggregated prefill)",
-    "kv_transfer_params_json": "this engine runs no KV connector (disaggregated prefill)",
+    "kv_transfer_params": "is not taken on this face: disaggregated prefill runs through the HTTP routes",
+    "kv_transfer_params_json": "is not taken on this face: disaggregated prefill runs through the HTTP routes",
     "mm_inputs": "this engine serves text models only",
     "extra_mm_inputs": "this engine serves text models only",
     "media_refs": "this engine serves text models only",
