@@ -1,4 +1,5 @@
-"""Our Llama/Qwen-family decoder over a paged KV cache: fused qkv and gate_up projections, RMSNorm, RoPE.
+"""Our decoder over a paged KV cache: fused qkv and gate_up projections, RMSNorm, RoPE, grown per family by
+the settings of family.py (q/k norms, sandwich norms, GeGLU, sliding windows, soft-caps, mixture of experts).
 
 Weights come from the transformers model (which handles config and loading); `FusedDecoder.from_hf` takes
 them into fused modules. The forward works on a flat batch of tokens (decodes first, then prefill chunks)
@@ -13,14 +14,19 @@ import torch
 from torch import nn
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
+from engine_svc.model.family import FAST_PATH_ARCHITECTURES, Family, fast_path_problem
+from engine_svc.model.moe import SparseMoe
 
-FAST_PATH_ARCHITECTURES = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
+__all__ = ["FAST_PATH_ARCHITECTURES", "FusedDecoder", "head_dim", "supports_fast_path"]
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, weight: torch.Tensor, eps: float):
+    """`offset`: the norm scales by offset + weight (Gemma's 1 + weight), folded into the weight here."""
+
+    def __init__(self, weight: torch.Tensor, eps: float, offset: float = 0.0):
         super().__init__()
-        self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+        folded = (weight.detach().float() + offset).to(weight.dtype) if offset else weight.detach().clone()
+        self.weight = nn.Parameter(folded, requires_grad=False)
         self.eps = eps
 
 
@@ -107,47 +113,80 @@ def _fused_linear(*linears: nn.Linear) -> nn.Linear:
     return fused
 
 
+class GeluGateUp(nn.Module):
+    """A fused [gate; up] projection with GeGLU applied: gelu_tanh(gate) * up (Gemma's MLP)."""
+
+    def __init__(self, fused: Projection):
+        super().__init__()
+        self.fused = fused
+        self.weight, self.bias = fused.weight, fused.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = whole(self.fused(x)).chunk(2, dim=-1)
+        return nn.functional.gelu(gate, approximate="tanh") * up
+
+
 class DecoderLayer(nn.Module):
-    def __init__(self, hf_layer, config, layer_index: int):
+    def __init__(self, hf_layer, config, layer_index: int, family: Family):
         super().__init__()
         attn, mlp = hf_layer.self_attn, hf_layer.mlp
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = head_dim(config)
         self.layer_index = layer_index
+        self.window = family.windows[layer_index]
+        self.rope_index = sorted(set(family.rope_kinds)).index(family.rope_kinds[layer_index])
+        norm = lambda module: RMSNorm(module.weight, config.rms_norm_eps, family.norm_offset)  # noqa: E731
         self.qkv = NormedProjection(
-            RMSNorm(hf_layer.input_layernorm.weight, config.rms_norm_eps),
-            _fused_linear(attn.q_proj, attn.k_proj, attn.v_proj),
+            norm(hf_layer.input_layernorm), _fused_linear(attn.q_proj, attn.k_proj, attn.v_proj)
         )
+        # Qwen3, Gemma 3: each q and k head RMS-normed before RoPE.
+        self.q_norm = norm(attn.q_norm) if hasattr(attn, "q_norm") else None
+        self.k_norm = norm(attn.k_norm) if hasattr(attn, "k_norm") else None
         self.o_proj = attn.o_proj
-        self.gate_up = NormedProjection(
-            RMSNorm(hf_layer.post_attention_layernorm.weight, config.rms_norm_eps),
-            _fused_linear(mlp.gate_proj, mlp.up_proj),
-            gated=True,
-        )
-        self.down = mlp.down_proj
+        pre_mlp = hf_layer.pre_feedforward_layernorm if family.sandwich else hf_layer.post_attention_layernorm
+        self.post_attention_norm = norm(hf_layer.post_attention_layernorm) if family.sandwich else None
+        self.post_mlp_norm = norm(hf_layer.post_feedforward_layernorm) if family.sandwich else None
+        if hasattr(mlp, "experts"):
+            self.mlp_kind = "moe"
+            self.gate_up, self.down = NormedProjection(norm(pre_mlp), SparseMoe(mlp, config)), nn.Identity()
+        else:
+            self.mlp_kind = family.activation
+            fused = _fused_linear(mlp.gate_proj, mlp.up_proj)
+            silu = self.mlp_kind == "silu"
+            self.gate_up = NormedProjection(norm(pre_mlp), fused if silu else GeluGateUp(fused), gated=silu)
+            self.down = mlp.down_proj
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
 
     def forward(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend: AttentionBackend, ops):
         """(output, residual): each residual add is fused into the norm of the projection that follows it."""
         q, kv, residual = self.before_attention(x, residual, cos, sin, kv_cache, meta, backend, ops)
-        return self.after_attention(backend.forward(q, kv, kv_cache, meta), residual, ops)
+        return self.after_attention(backend.forward(q, kv, kv_cache, meta, window=self.window), residual, ops)
 
     def before_attention(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend, ops):
-        """(q, kv, residual): the normed qkv projection, rotated, this step's K/V written to the cache."""
+        """(q, kv, residual): the normed qkv projection, rotated (by this layer's table of the RoPE tables `cos`
+        and `sin`), this step's K/V written to the cache."""
         qkv, residual = self.qkv(x, residual, ops)
-        q, kv = backend.store(qkv, cos, sin, kv_cache, meta, ops)
+        if self.q_norm is not None and self.k_norm is not None:
+            qkv = ops.qk_norm(qkv, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, self.num_heads)
+        q, kv = backend.store(qkv, cos[self.rope_index], sin[self.rope_index], kv_cache, meta, ops)
         return q, kv, residual
 
     def after_attention(self, attn: torch.Tensor, residual: torch.Tensor, ops):
-        """(output, residual) from the attention's output: o_proj, then the MLP."""
-        mlp_in, residual = self.gate_up(self.o_proj(attn.reshape(attn.shape[0], self.q_size)), residual, ops)
-        return self.down(mlp_in), residual
+        """(output, residual) from the attention's output: o_proj, then the MLP (each normed after, sandwich)."""
+        out = self.o_proj(attn.reshape(attn.shape[0], self.q_size))
+        if self.post_attention_norm is not None:
+            out = ops.rms_norm(whole(out), self.post_attention_norm.weight, self.post_attention_norm.eps)
+        mlp_in, residual = self.gate_up(out, residual, ops)
+        out = self.down(mlp_in)
+        if self.post_mlp_norm is not None:
+            out = ops.rms_norm(whole(out), self.post_mlp_norm.weight, self.post_mlp_norm.eps)
+        return out, residual
 
 
 class FusedDecoder(nn.Module):
-    cos: torch.Tensor  # [max_model_len, head_dim] buffers, registered below
+    cos: torch.Tensor  # [RoPE tables, max_model_len, head_dim] buffers, registered below
     sin: torch.Tensor
 
     def __init__(self, hf_model, max_model_len: int, ops, consume: bool = False):
@@ -158,29 +197,33 @@ class FusedDecoder(nn.Module):
         config = hf_model.config
         inner = hf_model.model
         self.config = config
+        self.family = family = Family.of(config)
         self.embed = inner.embed_tokens
+        # Gemma's embeddings are scaled: by the embedding module itself in recent transformers, else here.
+        self.embed_scale = 0.0 if hasattr(self.embed, "embed_scale") else family.embed_scale
         self.layers = nn.ModuleList()
         for i in range(len(inner.layers)):
-            self.layers.append(DecoderLayer(inner.layers[i], config, i))
+            self.layers.append(DecoderLayer(inner.layers[i], config, i, family))
             if consume:
                 inner.layers[i] = nn.Identity()
-        self.head = NormedProjection(RMSNorm(inner.norm.weight, config.rms_norm_eps), VocabHead(hf_model.lm_head))
+        final_norm = RMSNorm(inner.norm.weight, config.rms_norm_eps, family.norm_offset)
+        self.head = NormedProjection(final_norm, VocabHead(hf_model.lm_head))
+        self.max_model_len = max_model_len
         rotary = inner.rotary_emb
-        positions = torch.arange(max_model_len, dtype=torch.float32, device=rotary.inv_freq.device)
-        freqs = positions[:, None] * rotary.inv_freq.float()[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
         dtype = self.embed.weight.dtype
-        self.register_buffer("cos", (emb.cos() * rotary.attention_scaling).to(dtype), persistent=False)
-        self.register_buffer("sin", (emb.sin() * rotary.attention_scaling).to(dtype), persistent=False)
+        tables = [_rope_table(rotary, kind, max_model_len) for kind in sorted(set(family.rope_kinds))]
+        self.register_buffer("cos", torch.stack([c for c, _ in tables]).to(dtype), persistent=False)
+        self.register_buffer("sin", torch.stack([s for _, s in tables]).to(dtype), persistent=False)
 
     def use_skinny_kernels(self, linear, normed) -> None:
         """Replace each bias-free plain projection by linear(projection) and each bias-free normed one (the
         vocabulary head's included) by normed(norm, projection, gated); fp8 projections stay as they are."""
         for layer in self.layers:
-            for name in ("o_proj", "down"):
+            silu = layer.mlp_kind == "silu"  # GeGLU and the experts keep their own forward
+            for name in ("o_proj", "down") if layer.mlp_kind != "moe" else ("o_proj",):
                 if _plain(getattr(layer, name)):
                     setattr(layer, name, linear(getattr(layer, name)))
-            for name in ("qkv", "gate_up"):
+            for name in ("qkv", "gate_up") if silu else ("qkv",):
                 part = getattr(layer, name)
                 if _plain(part.linear):
                     setattr(layer, name, normed(part.norm, part.linear, part.gated))
@@ -189,18 +232,22 @@ class FusedDecoder(nn.Module):
 
     def quantize_projections(self, linear, normed) -> None:
         """Each layer's plain projections as linear(projection), its normed ones as normed(norm, linear(projection),
-        gated) (the vocabulary head keeps the model's dtype)."""
+        gated) (the vocabulary head keeps the model's dtype). Not yet in fp8: GeGLU gate_up projections and
+        the experts of a mixture."""
         for layer in cast(list[DecoderLayer], list(self.layers)):  # ModuleList's items are typed as Module
-            layer.o_proj, layer.down = linear(layer.o_proj), linear(layer.down)
-            for name in ("qkv", "gate_up"):
+            layer.o_proj = linear(layer.o_proj)
+            if layer.mlp_kind != "moe":
+                layer.down = linear(layer.down)
+            for name in ("qkv", "gate_up") if layer.mlp_kind == "silu" else ("qkv",):
                 part = getattr(layer, name)
                 setattr(layer, name, normed(part.norm, linear(part.linear), part.gated))
 
     def split_gate_up(self) -> None:
         """Each layer's gate_up as two matmuls (SplitGateUp: faster on CPU), its SwiGLU with them."""
-        for layer in self.layers:
-            part = cast(NormedProjection, cast(DecoderLayer, layer).gate_up)
-            layer.gate_up = NormedProjection(part.norm, SplitGateUp(part.linear))
+        for layer in cast(list[DecoderLayer], list(self.layers)):
+            if layer.mlp_kind == "silu":
+                part = cast(NormedProjection, layer.gate_up)
+                layer.gate_up = NormedProjection(part.norm, SplitGateUp(part.linear))
 
     @property
     def layer0(self) -> DecoderLayer:
@@ -210,16 +257,21 @@ class FusedDecoder(nn.Module):
         """`ops`: the elementwise functions to use (default: the model's, compiled on CUDA)."""
         ops = ops or self.ops
         backend.prepare(meta)
-        x, residual = self.embed(input_ids), None
+        x, residual = self.embed_tokens(input_ids), None
         cos, sin = self.rope(positions)
         for layer, kv_cache in zip(self.layers, kv_caches):
             x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, ops)
         assert residual is not None  # set by the first layer, and every decoder has one
         return self.logits(x, residual, logits_rows, ops)
 
+    def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(input_ids)
+        scale = self.embed_scale  # in the model's dtype, as transformers multiplies
+        return x * torch.tensor(scale, dtype=x.dtype, device=x.device) if scale else x
+
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin [tokens, 1, head_dim] of the tokens at `positions`."""
-        return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+        """cos and sin [RoPE tables, tokens, 1, head_dim] of the tokens at `positions`."""
+        return self.cos[:, positions].unsqueeze(2), self.sin[:, positions].unsqueeze(2)
 
     def logits(self, x, residual, logits_rows, ops) -> torch.Tensor:
         """The vocabulary head over the last layer's output rows `logits_rows` (None: every row)."""
@@ -228,7 +280,9 @@ class FusedDecoder(nn.Module):
             if logits_rows.shape[0] == 0:  # no row samples this step (and no empty-shape kernel compiles)
                 return x.new_empty((0, self.head.linear.weight.shape[0]))
             x, residual = x[logits_rows], residual[logits_rows]
-        return self.head(x, residual, ops)[0]
+        logits = self.head(x, residual, ops)[0]
+        cap = self.family.final_softcap
+        return torch.tanh(logits / cap) * cap if cap else logits
 
 
 def _plain(projection) -> bool:
@@ -242,5 +296,15 @@ def head_dim(config) -> int:
 
 
 def supports_fast_path(config) -> bool:
-    archs = set(getattr(config, "architectures", None) or [])
-    return bool(archs & FAST_PATH_ARCHITECTURES) and getattr(config, "hidden_act", "silu") == "silu"
+    return fast_path_problem(config) is None
+
+
+def _rope_table(rotary, kind: str, max_model_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [max_model_len, head_dim] (float32, half-rotation layout) of the transformers rotary module's
+    table `kind` (Gemma 3: one per layer type, "" the module's only one), its attention scaling applied."""
+    inv_freq = getattr(rotary, f"{kind}_inv_freq" if kind else "inv_freq")
+    scaling = getattr(rotary, f"{kind}_attention_scaling" if kind else "attention_scaling")
+    positions = torch.arange(max_model_len, dtype=torch.float32, device=inv_freq.device)
+    freqs = positions[:, None] * inv_freq.float()[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * scaling, emb.sin() * scaling

@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from engine_svc.model.attention import pick_attention
-from engine_svc.model.decoder import head_dim, supports_fast_path
+from engine_svc.model.decoder import head_dim
+from engine_svc.model.family import Family, fast_path_problem
 from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
 from engine_svc.model.head_dtype import HEAD_DTYPES, apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
@@ -119,7 +120,9 @@ def build_engine(
     max_model_len = min(args.max_model_len or config.max_position_embeddings, config.max_position_embeddings)
     backend = args.backend
     if backend == "auto":
-        backend = "paged" if supports_fast_path(config) else "transformers"
+        backend = "transformers" if fast_path_problem(config) else "paged"
+    elif backend == "paged" and (problem := fast_path_problem(config)):
+        raise ValueError(f"--backend paged: {problem}")
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     _check_fp8_flags(args, backend, config, device, dtype)
     runner: ModelRunner | TransformersRunner
@@ -132,7 +135,7 @@ def build_engine(
             max_model_len=max_model_len,
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
-            attention=pick_attention(args.attention, device, head_dim(config)),
+            attention=pick_attention(args.attention, device, head_dim(config), Family.of(config).plain_attention),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
             quantization=args.quantization,
             kv_cache_dtype=args.kv_cache_dtype,
@@ -250,7 +253,7 @@ def _check_fp8_flags(args, backend: str, config, device: torch.device, dtype: to
     for flag, value, on in (("--quantization", args.quantization, quantized),
                             ("--kv-cache-dtype", args.kv_cache_dtype, fp8_cache)):  # fmt: skip
         if on and backend != "paged":
-            raise ValueError(f"{flag} {value} needs the paged backend (Llama and Qwen2 families)")
+            raise ValueError(f"{flag} {value} needs the paged backend (the fast-path families)")
     if quantized and (reason := fp8_problem(config, device, dtype)):
         raise ValueError(f"--quantization {args.quantization}: {reason}")
     if fp8_cache and (reason := fp8_device_problem(device)):
@@ -306,7 +309,8 @@ def add_engine_flags(parser) -> None:
         "--backend",
         default="auto",
         choices=["auto", "paged", "transformers"],
-        help="model runner: paged (fast path, Llama/Qwen2 family) or transformers (any causal LM)",
+        help="model runner: paged (fast path: Llama, Mistral, Qwen2/3, Qwen3 MoE, Gemma 2/3) or transformers "
+        "(any causal LM)",
     )
     parser.add_argument(
         "--quantization",
