@@ -1,9 +1,12 @@
 """Logprob rendering: each token's text with partial UTF-8 repaired from the preceding sampled tokens,
-its raw bytes, and the ordered top-k alternatives."""
+its raw bytes, and the ordered top-k alternatives. A logprob is at least -9999.0, as vLLM prints it: JSON has no
+-inf, which a token cut by top-k or a grammar has (the engine's processed logprobs mode)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+FLOOR = -9999.0  # vLLM's `max(logprob, -9999.0)`
 
 
 def split_incomplete_utf8(data: bytes) -> tuple[bytes, bytes]:
@@ -66,10 +69,10 @@ class LogprobRenderer:
                 alternatives = logprobs.top[i]
                 for alt_id, alt_logprob in list(zip(alternatives.token_ids, alternatives.logprobs))[: self.top_k]:
                     alt = self._token_bytes[alt_id]
-                    top.append(RenderedAlternative(_show(self.partial, alt), alt_logprob, alt))
+                    top.append(RenderedAlternative(_show(self.partial, alt), max(alt_logprob, FLOOR), alt))
             shown = _show(self.partial, own)
             complete, self.partial = split_incomplete_utf8(self.partial + own)
-            out.append(RenderedLogprob(shown, logprobs.logprobs[i], own, top, self.offset))
+            out.append(RenderedLogprob(shown, max(logprobs.logprobs[i], FLOOR), own, top, self.offset))
             self.offset += len(complete.decode("utf-8", "replace"))
         return out
 
