@@ -121,6 +121,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             num_kv_blocks=load.kv_blocks_used + load.kv_blocks_free,
             max_running=load.max_running,
             kv_role=self.service.kv.role,
+            kv_layout=self.service.kv.layout if self.service.kv.engine is not None else None,
             weight_version=self.engine.weight_version,
         )
 
