@@ -95,7 +95,9 @@ FIELDS: dict[str, Field] = {
     "stream_options": Field(OURS),
     "return_token_offsets": Field(OURS, note="-> `token_offsets` (null for token id prompts, as vLLM's)"),
     "return_prompt_text": Field(OURS, note="-> `scaleout.prompt_text` (completions: our addition)"),
-    "return_token_ids": Field(FACE, note="echoed as `return_token_ids`, for the generate step"),
+    "return_token_ids": Field(
+        OURS, note="echoed as `return_token_ids`; our derender_context carries it with the prompt's ids"
+    ),
     "user": Field(FACE, note="the caller's identity: nothing to render (vLLM ignores it too)"),
     "session_id": Field(FACE, note="the caller's session: nothing to render (vLLM's render ignores it too)"),
     "use_beam_search": Field(NO_OP, values=(False,), note="beam search is not supported (vLLM's render refuses it)"),
