@@ -1,9 +1,10 @@
-"""Models for the engine bench: the default model, or Llama-3.x shapes with random weights (no download)."""
+"""Models for the engine bench: the default model, or Llama-3.x shapes and the other fast-path families' real
+shapes (FAMILY_SHAPES) with random weights (no download)."""
 
 from __future__ import annotations
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
 LLAMA3_ROPE = {
     "rope_type": "llama3",
@@ -71,6 +72,88 @@ SHAPES = {
 }
 
 
+_QWEN3 = dict(vocab_size=151936, bos_token_id=151643, eos_token_id=151645, rms_norm_eps=1e-6, head_dim=128)
+# Other families at their published shapes (config.json of each): model_type picks transformers' config class.
+FAMILY_SHAPES: dict[str, dict] = {
+    "qwen3-8b": dict(
+        _QWEN3,
+        model_type="qwen3",
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+        tie_word_embeddings=False,
+    ),
+    "qwen3-30b-a3b": dict(
+        _QWEN3,
+        model_type="qwen3_moe",
+        hidden_size=2048,
+        intermediate_size=6144,
+        moe_intermediate_size=768,
+        num_experts=128,
+        num_experts_per_tok=8,
+        norm_topk_prob=True,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+        tie_word_embeddings=False,
+    ),
+    "mistral-7b": dict(
+        model_type="mistral",
+        vocab_size=32768,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        sliding_window=None,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+        tie_word_embeddings=False,
+    ),
+    "gemma3-270m": dict(
+        model_type="gemma3_text",
+        vocab_size=262144,
+        hidden_size=640,
+        intermediate_size=2048,
+        num_hidden_layers=18,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=256,
+        query_pre_attn_scalar=256,
+        sliding_window=512,
+        layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 3,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+        },
+        bos_token_id=2,
+        eos_token_id=1,
+        tie_word_embeddings=True,
+    ),
+}
+
+
+def shape_config(shape: str, max_len: int = 131072):
+    """The transformers config of a random-weight shape (SHAPES: Llama 3.x; FAMILY_SHAPES: its family)."""
+    if shape in FAMILY_SHAPES:
+        settings = dict(FAMILY_SHAPES[shape])
+        config = AutoConfig.for_model(settings.pop("model_type"), **settings, max_position_embeddings=max_len)
+        config.architectures = [AutoModelForCausalLM._model_mapping[type(config)].__name__]
+        return config
+    defaults = dict(vocab_size=128256, bos_token_id=128000, eos_token_id=128001)
+    return LlamaConfig(
+        **{**defaults, **SHAPES[shape]},
+        max_position_embeddings=max_len,
+        rms_norm_eps=1e-5,
+        rope_parameters=dict(LLAMA3_ROPE),
+        architectures=["LlamaForCausalLM"],
+    )
+
+
 def shape_vocab(shape: str) -> int:
     if shape == "default":
         from transformers import AutoConfig
@@ -78,29 +161,22 @@ def shape_vocab(shape: str) -> int:
         from scaleout_common.models import resolve_model
 
         return AutoConfig.from_pretrained(resolve_model(None)).vocab_size
-    return SHAPES[shape].get("vocab_size", 128256)
+    return {**SHAPES, **FAMILY_SHAPES}[shape].get("vocab_size", 128256)
 
 
 def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 131072):
-    """The default model from its folder, or a Llama of `shape` with seeded random weights."""
+    """The default model from its folder, or a model of `shape` with seeded random weights."""
     if shape == "default":
         from scaleout_common.models import resolve_model
 
         return AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=dtype).to(device).eval()
-    defaults = dict(vocab_size=128256, bos_token_id=128000, eos_token_id=128001)
-    config = LlamaConfig(
-        **{**defaults, **SHAPES[shape]},
-        max_position_embeddings=max_len,
-        rms_norm_eps=1e-5,
-        rope_parameters=dict(LLAMA3_ROPE),
-        architectures=["LlamaForCausalLM"],
-    )
+    config = shape_config(shape, max_len)
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = LlamaForCausalLM(config)
+            model = AutoModelForCausalLM.from_config(config)
     finally:
         torch.set_default_dtype(previous)
     return model.eval()

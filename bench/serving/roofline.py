@@ -84,10 +84,13 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config, dtype_bytes: int) -> ModelShape:
+        """A mixture of experts (Qwen3 MoE) counts the experts a token runs (top-k of them) as its MLP: the
+        bound of a decode step where few tokens share experts; a large batch reads more experts than that."""
+        experts = getattr(config, "num_experts_per_tok", 0)
         return cls(
             config.num_hidden_layers,
             config.hidden_size,
-            config.intermediate_size,
+            experts * config.moe_intermediate_size if experts else config.intermediate_size,
             config.num_attention_heads,
             getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
             head_dim(config),

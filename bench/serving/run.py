@@ -28,12 +28,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.engine.shapes import SHAPES, shape_vocab
+from bench.engine.shapes import shape_config, shape_vocab
 from bench.serving import datasets, engine_view, roofline
 from bench.serving.clients import OPTIONS, EngineClient, GatewayChatClient
 from bench.serving.load import Load, run_load
@@ -50,7 +49,13 @@ def parse_args(argv=None):
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--shape", default="default", help="default | llama-1b | llama-8b (random weights)")
+    parser.add_argument(
+        "--shape",
+        default="default",
+        help="default | llama-1b | llama-8b | qwen3-8b | qwen3-30b-a3b | mistral-7b | gemma3-270m (random weights; "
+        "bench/engine/shapes.py)",
+    )
+    parser.add_argument("--model", default=None, help="serve this model folder instead of a --shape")
     parser.add_argument("--num-prompts", type=int, default=32, help="requests of the single-turn datasets")
     parser.add_argument(
         "--prompts-per-stream", type=int, default=0, help="random: this many requests per stream instead"
@@ -112,7 +117,8 @@ class EngineServer:
     """`python -m bench.engine.server` in a subprocess (the real EngineService on the bench model)."""
 
     def __init__(self, args, flags: list[str]):
-        command = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", args.device]
+        served = ["--model", args.model] if args.model else ["--shape", args.shape]
+        command = [sys.executable, "-m", "bench.engine.server", *served, "--device", args.device]
         command += ["--dtype", args.dtype, "--port", "0", "--log-level", "WARNING"]
         self.process = subprocess.Popen(
             command + flags, stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1")
@@ -248,15 +254,14 @@ def report(label: str, summary: dict, bound: dict) -> None:
 
 
 def model_shape(args, dtype: torch.dtype) -> roofline.ModelShape:
-    from transformers import AutoConfig, LlamaConfig
+    from transformers import AutoConfig
 
-    if args.shape == "default":
+    if args.model or args.shape == "default":
         from scaleout_common.models import resolve_model
 
-        config = AutoConfig.from_pretrained(resolve_model(None))
+        config = AutoConfig.from_pretrained(resolve_model(args.model))
     else:
-        settings: dict[str, Any] = {"vocab_size": 128256, **SHAPES[args.shape]}
-        config = LlamaConfig(**settings)
+        config = shape_config(args.shape)
     return roofline.ModelShape.from_config(config, torch.empty((), dtype=dtype).element_size())
 
 
@@ -296,7 +301,7 @@ async def measure(args, bench: Bench, server, client, config: tuple[str, str], s
     lengths = f" {input_len}/{output_len}" if name == "random" else ""
     variant, caching = config
     named = f" | {variant}" if variant else ""
-    label = f"{target} | {name}{lengths} | caching {caching}{named} | {how} | {args.shape} on {args.device}"
+    label = f"{target} | {name}{lengths} | caching {caching}{named} | {how} | {served_model(args)} on {args.device}"
     report(label, summary, bound)
     run = {"target": target, "dataset": spec, "caching": caching, "variant": variant, "label": label, **summary}
     return {**run, "roofline": bound}
@@ -310,14 +315,14 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
     shape = model_shape(args, dtype)
     print(machine.describe())
     print(
-        f"model {args.shape}: {shape.matmul_params / 1e6:.0f}M matmul parameters, "
+        f"model {served_model(args)}: {shape.matmul_params / 1e6:.0f}M matmul parameters, "
         f"{shape.weight_bytes / 1e9:.2f} GB read per decode step, {shape.kv_bytes_per_token / 1024:.1f} KiB KV/token"
     )
-    vocab = shape_vocab(args.shape)
+    vocab = shape.vocab if args.model else shape_vocab(args.shape)
     bench = Bench(shape, machine, vocab)
     runs = []
     for target in args.target.split(","):
-        if target == "gateway" and args.shape != "default":
+        if target == "gateway" and (args.model or args.shape != "default"):
             raise SystemExit("the gateway target renders text: it needs the default model (a tokenizer)")
         for (variant, extra), caching in itertools.product(variants(args), args.caching.split(",")):
             flags = args.engine_flags.split() + extra + (["--no-prefix-caching"] if caching == "off" else [])
@@ -346,11 +351,19 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
 
 
 def variants(args) -> list[tuple[str, list[str]]]:
-    """--variant NAME=FLAGS, in order; without any, one unnamed variant of no extra flags."""
+    """--variant NAME=FLAGS, in order; without any, one unnamed variant of no extra flags. The model is the
+    bench's to choose (--model, --shape): a --model among the engine flags is refused, not run past."""
     named = [spec.partition("=") for spec in args.variant]
     if any(not sep for _, sep, _ in named):
         raise SystemExit("--variant takes NAME=FLAGS")
+    for flags in [args.engine_flags] + [flags for _, _, flags in named]:
+        if any(word == "--model" or word.startswith("--model=") for word in shlex.split(flags)):
+            raise SystemExit("--model in the engine flags: give the bench --model DIR (the server and the roofline)")
     return [(name, shlex.split(flags)) for name, _, flags in named] or [("", [])]
+
+
+def served_model(args) -> str:
+    return args.model or args.shape
 
 
 def compare_variants(runs: list[dict]) -> None:
