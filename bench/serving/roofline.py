@@ -11,12 +11,17 @@ and C prefills, so
 
 with ctx the mean context of a decode (prompt + half the output). TTFT can be no better than one t_prefill,
 TPOT no better than one t_step(C). The figures are bounds, not predictions: real kernels reach a fraction.
+
+The bound follows the dtypes the engine runs (`ModelShape.for_flags`): under `--quantization fp8` the layers'
+projections are read as one byte a weight and multiplied at the measured fp8 rate (the vocabulary head keeps the
+model's dtype), and `--kv-cache-dtype fp8` halves the KV bytes of a bf16 model.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -29,11 +34,13 @@ class Machine:
     matmul_rate: float  # FLOP/s, a large square matmul in the serving dtype
     device: str
     dtype: str
+    fp8_rate: float | None = None  # FLOP/s, the same matmul in e4m3 (torch._scaled_mm), where the device has it
 
     def describe(self) -> str:
+        fp8 = f", fp8 {self.fp8_rate / 1e12:.2f} TFLOP/s" if self.fp8_rate else ""
         return (
             f"{self.device} {self.dtype}: copy bandwidth {self.bandwidth / 1e9:.1f} GB/s, "
-            f"matmul {self.matmul_rate / 1e12:.2f} TFLOP/s (measured)"
+            f"matmul {self.matmul_rate / 1e12:.2f} TFLOP/s{fp8} (measured)"
         )
 
 
@@ -67,7 +74,12 @@ def measure(device: str, dtype: torch.dtype) -> Machine:
     b = torch.randn(n, n, device=dev).to(dtype)
     out = torch.empty(n, n, device=dev, dtype=dtype)
     mm = timed(lambda: torch.matmul(a, b, out=out), 20 if on_cuda else 6)
-    return Machine(2 * size / copy, 2 * n**3 / mm, str(dev), str(dtype).removeprefix("torch."))
+    fp8 = None
+    if on_cuda and torch.cuda.get_device_capability(dev) >= (8, 9):
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device=dev)
+        fp8 = 2 * n**3 / timed(lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16), 20)
+    return Machine(2 * size / copy, 2 * n**3 / mm, str(dev), str(dtype).removeprefix("torch."), fp8)
 
 
 @dataclass
@@ -80,7 +92,9 @@ class ModelShape:
     head_dim: int
     vocab: int
     tied: bool
-    dtype_bytes: int
+    dtype_bytes: int  # the model's dtype: embeddings, the vocabulary head
+    projection_bytes: int = 0  # a layer projection's weight (0: dtype_bytes); 1 under --quantization fp8
+    kv_bytes: int = 0  # a cached K or V value (0: dtype_bytes); 1 under --kv-cache-dtype fp8
 
     @classmethod
     def from_config(cls, config, dtype_bytes: int) -> ModelShape:
@@ -99,21 +113,43 @@ class ModelShape:
             dtype_bytes,
         )
 
+    def for_flags(self, flags: list[str]) -> ModelShape:
+        """This shape as an engine started with `flags` runs it (fp8 projections, fp8 KV cache)."""
+        words = [word for flag in flags for word in flag.split("=", 1)]
+        fp8 = {flag for flag, value in itertools.pairwise(words) if value == "fp8"}
+        return replace(
+            self,
+            projection_bytes=1 if "--quantization" in fp8 else self.dtype_bytes,
+            kv_bytes=1 if "--kv-cache-dtype" in fp8 else self.dtype_bytes,
+        )
+
+    @property
+    def projection_params(self) -> int:
+        """Every layer's projections."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return self.layers * (self.hidden * (q + 2 * kv) + q * self.hidden + 3 * self.hidden * self.intermediate)
+
     @property
     def matmul_params(self) -> int:
         """Weights a token's forward multiplies by: every layer's projections and the vocabulary head."""
-        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        layer = self.hidden * (q + 2 * kv) + q * self.hidden + 3 * self.hidden * self.intermediate
-        return self.layers * layer + self.vocab * self.hidden
+        return self.projection_params + self.vocab * self.hidden
 
     @property
     def weight_bytes(self) -> int:
         """Bytes a decode step reads: the matmul weights (the embedding table is read a row per token)."""
-        return self.matmul_params * self.dtype_bytes
+        projection = self.projection_bytes or self.dtype_bytes
+        return self.projection_params * projection + self.vocab * self.hidden * self.dtype_bytes
 
     @property
     def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+        return 2 * self.layers * self.kv_heads * self.head_dim * (self.kv_bytes or self.dtype_bytes)
+
+    def matmul_seconds(self, tokens: float, machine: Machine) -> float:
+        """The projections and the head for `tokens` tokens at the rates of their dtypes."""
+        fp8 = self.projection_bytes == 1 and machine.fp8_rate
+        projection_rate = machine.fp8_rate if fp8 else machine.matmul_rate
+        head = 2 * tokens * self.vocab * self.hidden / machine.matmul_rate
+        return 2 * tokens * self.projection_params / projection_rate + head
 
 
 def bounds(
@@ -129,10 +165,10 @@ def bounds(
     ctx = prompt_len + output_len / 2
     step = max(
         (shape.weight_bytes + c * ctx * shape.kv_bytes_per_token) / machine.bandwidth,
-        2 * c * shape.matmul_params / machine.matmul_rate,
+        shape.matmul_seconds(c, machine),
     )
     attention = 4 * shape.layers * shape.heads * shape.head_dim * new * (cached_len + new / 2)
-    prefill = (2 * shape.matmul_params * new + attention) / machine.matmul_rate
+    prefill = shape.matmul_seconds(new, machine) + attention / machine.matmul_rate
     round_s = output_len * step + c * prefill
     return {
         "output_tok_per_s": c * output_len / round_s,

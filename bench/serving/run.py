@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -35,6 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from bench.engine.shapes import shape_config, shape_vocab
 from bench.serving import datasets, engine_view, roofline
 from bench.serving.clients import OPTIONS, EngineClient, GatewayChatClient
+from bench.serving.gpu_power import PowerSampler
 from bench.serving.load import Load, run_load
 from bench.serving.metrics import summarize
 
@@ -246,6 +247,8 @@ def report(label: str, summary: dict, bound: dict) -> None:
             f"in the engine   TTFT mean {_ms(view.get('ttft_s', float('nan')))} ms (from its Generate call's start), "
             f"of which {_ms(view.get('queue_s', float('nan'))).strip()} ms waiting to be scheduled"
         )
+    if summary.get("gpu"):
+        print(PowerSampler.describe(summary["gpu"]))
     busiest = summary["client_busiest"]
     print(
         f"load generator  {summary['client_processes']} process(es), the busiest at {busiest:.0%} of a core"
@@ -287,12 +290,14 @@ async def measure(args, bench: Bench, server, client, config: tuple[str, str], s
     if streams:
         streams = min(streams, len(conversations))
     before = await _scrape(server)
-    driven = await run_load(client, conversations, Load(streams, args.request_rate, args.seed), processes)
+    with PowerSampler(args.device) as power:
+        driven = await run_load(client, conversations, Load(streams, args.request_rate, args.seed), processes)
     after = await _scrape(server)
     results = driven.results
     summary = summarize(results, driven.duration_s, args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3)
     summary["client_processes"], summary["client_busiest"] = driven.processes, driven.busiest
     summary["engine_view"] = engine_view.difference(before, after)
+    summary["gpu"] = power.summary(driven.duration_s, summary["output_tokens"])
     done = max(len(results) - summary["failed"], 1)
     concurrency = streams or max(1, round(args.request_rate * summary["ttft_s"]["mean"]))
     per_request = (summary[key] / done for key in ("prompt_tokens", "cached_tokens", "output_tokens"))
@@ -316,7 +321,8 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
     print(machine.describe())
     print(
         f"model {served_model(args)}: {shape.matmul_params / 1e6:.0f}M matmul parameters, "
-        f"{shape.weight_bytes / 1e9:.2f} GB read per decode step, {shape.kv_bytes_per_token / 1024:.1f} KiB KV/token"
+        f"{shape.weight_bytes / 1e9:.2f} GB read per decode step, {shape.kv_bytes_per_token / 1024:.1f} KiB KV/token "
+        "in the model's dtype"
     )
     vocab = shape.vocab if args.model else shape_vocab(args.shape)
     bench = Bench(shape, machine, vocab)
@@ -327,11 +333,14 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
         for (variant, extra), caching in itertools.product(variants(args), args.caching.split(",")):
             flags = args.engine_flags.split() + extra + (["--no-prefix-caching"] if caching == "off" else [])
             began = time.perf_counter()
+            served = replace(bench, shape=bench.shape.for_flags(flags))  # the roofline of the dtypes run
             server = EngineServer(args, flags) if target == "engine" else GatewayStack(args, flags)
             try:
                 await _wait_serving(server.target, getattr(server, "process", None))
                 print(
-                    f"\n[{target} {variant} with caching {caching} serving after {time.perf_counter() - began:.0f} s]",
+                    f"\n[{target} {variant} with caching {caching} serving after {time.perf_counter() - began:.0f} s; "
+                    f"the roofline reads {served.shape.weight_bytes / 1e9:.2f} GB of weights a decode step and "
+                    f"{served.shape.kv_bytes_per_token / 1024:.1f} KiB of KV a token]",
                     flush=True,
                 )
                 kind = EngineClient if target == "engine" else GatewayChatClient
@@ -341,7 +350,7 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
                 sweep = itertools.product(args.dataset.split(","), map(int, args.client_processes.split(",")))
                 for index, (spec, processes) in enumerate(sweep):  # each run its own prompts: none cached by another
                     config = (variant, caching)
-                    runs.append(await measure(args, bench, server, client, config, spec, index, processes))
+                    runs.append(await measure(args, served, server, client, config, spec, index, processes))
                     save(runs)
                 await client.close()
             finally:
