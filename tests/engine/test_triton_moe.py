@@ -1,0 +1,41 @@
+"""The Triton fused experts against the plain grouped path. On the GPU machine (bf16), or on the CPU through
+Triton's interpreter (float32): `TRITON_INTERPRET=1 python -m pytest tests/engine/test_triton_moe.py`."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("the Triton kernels need CUDA (or TRITON_INTERPRET=1)", allow_module_level=True)
+triton_moe = pytest.importorskip("engine_svc.model.triton_moe")
+
+from engine_svc.model.moe import grouped_experts, route  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+
+
+def test_align_groups_assignments_by_expert_in_padded_runs():
+    ids = torch.tensor([[3, 0], [3, 1], [0, 3]], device=DEVICE)
+    sorted_ids, block_expert = triton_moe.align(ids, 5, block_m=4)
+    pad = ids.numel()
+    assert sorted_ids.tolist()[:12] == [1, 4, pad, pad, 3, pad, pad, pad, 0, 2, 5, pad]
+    assert block_expert.tolist()[:4] == [0, 1, 3, -1] and set(block_expert.tolist()[3:]) == {-1}
+
+
+@pytest.mark.parametrize("tokens", [1, 5, 40])
+def test_fused_experts_equal_the_grouped_path(tokens):
+    torch.manual_seed(0)
+    experts, hidden, inner, top_k = 8, 64, 96, 3  # inner not a multiple of the 64-wide tiles
+    x = torch.randn(tokens, hidden, device=DEVICE, dtype=DTYPE)
+    router = torch.randn(experts, hidden, device=DEVICE, dtype=DTYPE)
+    gate_up = torch.randn(experts, 2 * inner, hidden, device=DEVICE, dtype=DTYPE) / hidden**0.5
+    down = torch.randn(experts, hidden, inner, device=DEVICE, dtype=DTYPE) / inner**0.5
+    weights, ids = route(x, router, top_k, renormalize=True)
+    got = triton_moe.fused_experts(x, gate_up, down, weights, ids)
+    expected = grouped_experts(x.float(), gate_up.float(), down.float(), weights.float(), ids)
+    tolerance = 3e-2 if DTYPE == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance)
