@@ -17,7 +17,7 @@ from devstack.routers import Router, RouterConfig
 from devstack.stack import Stack
 
 MESSAGES = [{"role": "user", "content": "Name three colours of the rainbow and say why rainbows form."}]
-ANSWER = {"temperature": 0, "max_tokens": 24}
+ANSWER = {"temperature": 0, "max_tokens": 12}
 # A handoff naming an engine address where nothing listens.
 GONE = {"do_remote_prefill": True, "remote_engine_id": "e", "remote_host": "127.0.0.1", "remote_port": 1}
 GONE |= {"remote_request_id": "r", "remote_block_ids": [1]}
@@ -62,18 +62,18 @@ def test_pd_answers_as_one_engine_and_the_decode_engine_computes_no_prompt(pd_ro
 
 def test_generate_route_hands_off_in_vllms_shape(stacks):
     prefill, decode = stacks
-    body = {"token_ids": list(range(300, 340)), "sampling_params": {"temperature": 0, "max_tokens": 6}}
-    alone = requests.post(decode.rest_url + "/inference/v1/generate", json=body, timeout=30).json()
+    body = {"token_ids": list(range(300, 340)), "sampling_params": {"temperature": 0, "max_tokens": 4}}
+    alone = requests.post(decode.rest_url + "/inference/v1/generate", json=body, timeout=120).json()
     asked = body | {"kv_transfer_params": {"do_remote_decode": True, "remote_host": None}}
-    first = requests.post(prefill.rest_url + "/inference/v1/generate", json=asked, timeout=30).json()
+    first = requests.post(prefill.rest_url + "/inference/v1/generate", json=asked, timeout=120).json()
     params = first["kv_transfer_params"]
     assert params["do_remote_prefill"] and params["remote_num_tokens"] == 40 and params["remote_block_ids"]
     pulled = requests.post(
-        decode.rest_url + "/inference/v1/generate", json=body | {"kv_transfer_params": params}, timeout=30
+        decode.rest_url + "/inference/v1/generate", json=body | {"kv_transfer_params": params}, timeout=120
     )
     assert pulled.json()["choices"][0]["token_ids"] == alone["choices"][0]["token_ids"]
     again = requests.post(
-        decode.rest_url + "/inference/v1/generate", json=body | {"kv_transfer_params": params}, timeout=30
+        decode.rest_url + "/inference/v1/generate", json=body | {"kv_transfer_params": params}, timeout=120
     )
     assert again.status_code == 404 and again.json()["error"]["code"] == "KV_HANDOFF_EXPIRED"
 
