@@ -60,7 +60,8 @@ class NormedProjection(nn.Module):
         super().__init__()
         self.norm, self.linear, self.gated = norm, linear, gated
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
+    def forward(self, x: torch.Tensor | PartialSums, residual: torch.Tensor | None, ops):
+        x = whole(x)  # an fp8 o_proj's output before a projection that is not fp8 (GeGLU's, the experts')
         if residual is None:
             h, residual = ops.rms_norm(x, self.norm.weight, self.norm.eps), x
         else:

@@ -71,3 +71,20 @@ async def test_served_on_the_paged_backend_with_transformers_greedy_tokens(famil
     assert results[1][0][0].prompt.cached_tokens == SHARED  # the first prompt's blocks, found again
     for prompt, (_, tokens) in zip(prompts, results):
         assert tokens[0] == greedy(model, prompt, 8)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_fp8_weights_and_cache_stay_near_the_logits(family):
+    """--quantization fp8 and --kv-cache-dtype fp8 (CPU converts e4m3 in torch): each family runs them, its
+    logits within e4m3's rounding of transformers' (families' projections fp8 cannot take stay unquantized)."""
+    model = tiny(family)
+    runner = ModelRunner(
+        model, block_size=BLOCK, num_blocks=16, max_num_seqs=1, max_model_len=64, cuda_graphs=False,
+        quantization="fp8", kv_cache_dtype="fp8",
+    )  # fmt: skip
+    seq = _sequence("a", PROMPT, list(range(1, 9)))
+    with torch.inference_mode():
+        runner.execute([Chunk(seq, 0, 12)])
+        got = runner.execute([Chunk(seq, 12, 18)])[0]
+    expected = logits_of(model, PROMPT)[-1]
+    assert (got - expected).abs().max() < 0.15 * expected.abs().max()
