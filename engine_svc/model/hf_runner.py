@@ -33,10 +33,12 @@ class TransformersRunner:
 
     @torch.inference_mode()
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:
-        sample_rows, logprob_rows = [], []
+        sample_rows, logprob_rows, draft_rows = [], [], []
         for c in chunks:
             if c.start == 0:
                 self.caches[id(c.seq)] = DynamicCache(config=self.model.config)
+            elif self.caches[id(c.seq)].get_seq_length() > c.start:
+                self.caches[id(c.seq)].crop(c.start)  # rejected speculative tokens' K/V
             ids = torch.tensor([c.seq.tokens(c.start, c.start + c.num_tokens)], device=self.device)
             positions = torch.arange(c.start, c.start + c.num_tokens, device=self.device)[None]
             logits = self.model(
@@ -45,4 +47,6 @@ class TransformersRunner:
             if c.samples:
                 sample_rows.append(logits[-1])
             logprob_rows += [logits[p - c.start] for p in c.prompt_logprob_positions]
-        return torch.stack(sample_rows + logprob_rows) if sample_rows or logprob_rows else torch.empty(0)
+            draft_rows += logits[c.num_tokens - 1 - c.num_draft : c.num_tokens - 1]
+        rows = sample_rows + logprob_rows + draft_rows
+        return torch.stack(rows) if rows else torch.empty(0)

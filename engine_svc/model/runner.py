@@ -360,7 +360,7 @@ class ModelRunner:
         width = max((len(c.seq.block_ids) for c in decodes), default=0)
         ids, positions, slots, lengths, tables = self._decode_columns(decodes, n, width)
         sample_row = {id(c): row for row, c in enumerate(decodes)}
-        logprob_rows, blocks, spans = [], [], []
+        logprob_rows, draft_rows, blocks, spans = [], [], [], []
         for c in prefills:
             end = c.start + c.num_tokens
             row = len(ids)
@@ -372,6 +372,7 @@ class ModelRunner:
             blocks += covering
             sample_row[id(c)] = row + c.num_tokens - 1
             logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
+            draft_rows += range(row + c.num_tokens - 1 - c.num_draft, row + c.num_tokens - 1)
         tokens = len(ids)
         bucket = self.pieces.bucket(tokens) if graphs and self.pieces is not None else None
         if bucket:  # padding rows: token 0 at position 0, written to the scratch slot
@@ -379,7 +380,7 @@ class ModelRunner:
             ids, positions, slots = ids + pad, positions + pad, slots + pad
         packed = PackedInputs()
         self._pack_decodes(packed, (ids, positions, slots, lengths, tables), n, width)
-        packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows)
+        packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows + draft_rows)
         packed.add("prefill_blocks", blocks)
         if self.backend.wants_prefill_table:
             self._pack_prefill_table(packed, prefills, spans)

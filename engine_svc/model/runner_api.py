@@ -28,7 +28,8 @@ class Runner(Protocol):
     kv_in_pool_blocks: bool
 
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:
-        """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order)."""
+        """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order), then
+        one per draft token of each chunk with drafts (in order; the rows before its last)."""
         ...
 
     def decode_loop(self, chunks: list[Chunk]) -> DecodeStep:

@@ -82,6 +82,14 @@ class BlockPool:
             seq.block_ids.append(block)
         return True
 
+    def shrink(self, seq: Sequence, tokens: int) -> None:
+        """Hand back `seq`'s blocks past those `tokens` tokens need (grown for speculative tokens that were
+        rejected: past num_computed, so never shared nor in the prefix table)."""
+        keep = self.blocks_for(tokens)
+        if len(seq.block_ids) > keep:
+            self.unpin(seq.block_ids[keep:])
+            del seq.block_ids[keep:]
+
     def release(self, seq: Sequence) -> None:
         """Drop `seq`'s hold on its blocks. Unreferenced cached blocks go to the back of the free list (the last
         block first, so a prefix is evicted from its end), the others to the front."""

@@ -76,6 +76,7 @@ class Chunk:
     seq: Sequence
     start: int
     num_tokens: int
+    num_draft: int = 0  # speculative tokens at its end (speculation.py): each gets a logits row too
     samples: bool = field(init=False)  # reaches the end of the sequence: its last row is sampled
 
     def __post_init__(self) -> None:

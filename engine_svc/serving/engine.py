@@ -36,6 +36,7 @@ from engine_svc.model.sampler import LOGPROBS_MODES, Drawn, RowLogprobs, Sampler
 from engine_svc.scheduling.kv_handoffs import KvHandoffs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
+from engine_svc.scheduling.speculation import Speculator
 from engine_svc.scheduling.stop_strings import StopStrings, StopWatch
 from engine_svc.serving.controls import Controls
 from engine_svc.serving.controls import refuses as controls_refuses
@@ -125,6 +126,7 @@ class Engine(EngineFront):
         self.handoffs = KvHandoffs(scheduler.pool, wake=self._wake)  # prefills' blocks kept for decode engines
         self.prompt_tokens_computed = 0  # prompt tokens run through the model (not cached, not transferred)
         self.prompt_tokens_transferred = 0  # prompt tokens whose K/V came from a prefill engine
+        self.speculator: Speculator | None = None  # set by the loader with --speculative-config
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -413,6 +415,8 @@ class Engine(EngineFront):
                 self.guides.pop(seq, None)
             if self.watches:
                 self.watches.pop(seq, None)
+            if self.speculator is not None:
+                self.speculator.forget(seq)
         self.scheduler.remove(seqs)
 
     def _close(self, state: RequestState) -> None:
@@ -436,6 +440,7 @@ class Engine(EngineFront):
         for c in chunks:
             if self.requests[c.seq.request_id].scheduled_at is None:  # its first chunk (which may start cached)
                 self.requests[c.seq.request_id].scheduled_at = now
+        drafted = self.speculator.draft(chunks, self.scheduler, self.guides) if self.speculator is not None else []
         steps = self._lookahead(chunks)
         if steps > 1:
             shipped = self.steps
@@ -448,16 +453,37 @@ class Engine(EngineFront):
         tokens, logprobs = (
             self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling], masks) if sampling else ([], [])
         )
-        self._prompt_logprobs(chunks, logits[len(sampling) :])
+        drafts = sum(c.num_draft for c in drafted)
+        self._prompt_logprobs(chunks, logits[len(sampling) : len(logits) - drafts])
         for c in chunks:
             self.prompt_tokens_computed += max(
                 0, min(c.start + c.num_tokens, len(c.seq.prompt_ids)) - max(c.start, c.seq.num_transferred)
             )
-            self.scheduler.computed(c.seq, c.num_tokens)
+            self.scheduler.computed(c.seq, c.num_tokens - c.num_draft)
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
                 c.seq.want_prompt_logprobs = False
-        self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
-        self.pace.add(time.perf_counter() - now, 1, sum(c.num_tokens for c in chunks if c.num_tokens > 1))
+        if drafted:
+            runs = {c.seq: ([t], [lp]) for c, t, lp in zip(sampling, tokens, logprobs)}
+            assert self.speculator is not None
+            self.speculator.verify(self.sampler, drafted, logits[len(logits) - drafts :], runs)
+            self._accept_runs(runs, outputs)
+        else:
+            self._accept([c.seq for c in sampling], tokens, logprobs, outputs)
+        prefilled = sum(c.num_tokens for c in chunks if c.num_tokens > 1 and not c.num_draft)
+        self.pace.add(time.perf_counter() - now, 1, prefilled)
+
+    def _accept_runs(self, runs: dict[Sequence, tuple[list, list]], outputs) -> None:
+        """A speculative step's tokens, one position at a time (each one's stop checks as ever): before each
+        token after the first, its predecessor (an accepted draft) counts computed. Then the blocks grown for the
+        rejected drafts go back."""
+        for j in range(max(len(tokens) for tokens, _ in runs.values())):
+            live = [seq for seq, (tokens, _) in runs.items() if len(tokens) > j and not seq.finished]
+            for seq in live if j else ():
+                self.scheduler.computed(seq, 1)
+            self._accept(live, [runs[s][0][j] for s in live], [runs[s][1][j] for s in live], outputs)
+        for seq in runs:
+            if not seq.finished:
+                self.scheduler.pool.shrink(seq, seq.num_tokens)
 
     def _masks(self, seqs: list[Sequence], now: bool = False) -> MaskJob | None:
         """Start filling the token masks of the guided rows among `seqs` (the logits rows, in order) on the

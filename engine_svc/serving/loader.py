@@ -19,6 +19,7 @@ from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
+from engine_svc.scheduling.speculation import Speculator, parse_speculative_config
 from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving import queue_budget
 from engine_svc.serving.engine import Engine
@@ -124,6 +125,7 @@ def build_engine(
     elif backend == "paged" and (problem := fast_path_problem(config)):
         raise ValueError(f"--backend paged: {problem}")
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
+    speculative = parse_speculative_config(args.speculative_config)  # refused before anything loads
     _check_fp8_flags(args, backend, config, device, dtype)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
@@ -185,6 +187,7 @@ def build_engine(
         logprobs_mode=args.logprobs_mode,
     )
     engine.kv_events = kv_hub(pool, args)
+    engine.speculator = Speculator(speculative, max_model_len) if speculative else None
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = EngineLimits(
@@ -374,6 +377,12 @@ def add_engine_flags(parser) -> None:
         help="decode steps queued back to back while no request is prefilling (the device runs one "
         "step ahead of the host; a run also ends once new requests have waited --admission-window-ms); "
         "0: 32 on CUDA, 1 on CPU",
+    )
+    parser.add_argument(
+        "--speculative-config",
+        default="",
+        help='vLLM\'s speculative decoding config (JSON), method "ngram" only: {"method": "ngram", '
+        '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2} (docs/speculative.md)',
     )
     parser.add_argument(
         "--admission-window-ms",
