@@ -107,7 +107,7 @@ class Engine(EngineFront):
         self.admission_window_s = admission_window_s
         self.steps = 0
         # Requests to add; ids of requests to abort; prefix-cache resets, answered with the blocks dropped.
-        self._inbox: list[RequestState | list[str] | concurrent.futures.Future] = []
+        self._inbox: list[RequestState | list[str] | concurrent.futures.Future | Call] = []
         self._inbox_since = 0.0  # when the inbox last went from empty to not empty
         self._cond = threading.Condition()
         self._stopping = False
@@ -309,7 +309,7 @@ class Engine(EngineFront):
         if outputs:
             self._sink(list(outputs.items()))
 
-    def _take(self, inbox: list[RequestState | list[str] | concurrent.futures.Future], outputs) -> None:
+    def _take(self, inbox: list[RequestState | list[str] | concurrent.futures.Future | Call], outputs) -> None:
         for item in inbox:
             if isinstance(item, RequestState):
                 if item.done or not self._guide(item, outputs):

@@ -68,7 +68,7 @@ class WeightTransfer:
             self.joined = False
         group = "nccl" if self.device.type == "cuda" else "gloo"
         try:
-            store = dist.TCPStore(
+            store = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
                 request.master_address,
                 request.master_port,
                 request.world_size,

@@ -28,13 +28,13 @@ from scaleout_common.reasons import Reason, fail
 
 TIMEOUT_S = 300.0  # the gateway's unary timeout: an init waits for the trainer to join, an update for its broadcast
 
-PAUSE_MODES = {
+PAUSE_MODES: dict[str, C.PauseMode] = {
     "": C.PAUSE_MODE_ABORT,
     "abort": C.PAUSE_MODE_ABORT,
     "wait": C.PAUSE_MODE_WAIT,
     "keep": C.PAUSE_MODE_KEEP,
 }
-SLEEP_TAGS = {"weights": C.SLEEP_TAG_WEIGHTS, "kv_cache": C.SLEEP_TAG_KV_CACHE}
+SLEEP_TAGS: dict[str, C.SleepTag] = {"weights": C.SLEEP_TAG_WEIGHTS, "kv_cache": C.SLEEP_TAG_KV_CACHE}
 
 # `init_info` key -> what it sets on InitWeightTransferRequest; False: refused unless false/absent (packed).
 INIT_INFO: dict[str, Callable[[C.InitWeightTransferRequest, object], None]] = {
@@ -127,7 +127,7 @@ def _apply(table: dict, message, info: dict, where: str):
     return message
 
 
-def _mode(name: str) -> int:
+def _mode(name: str) -> C.PauseMode:
     if name not in PAUSE_MODES:
         raise fail(Reason.INVALID_REQUEST, f"mode {quote(name)} is not abort, wait or keep", "mode")
     return PAUSE_MODES[name]
