@@ -17,6 +17,7 @@ from scaleout.v1 import common_pb2, control_pb2, control_pb2_grpc, engine_pb2
 from tests.engine.conftest import engine_stub, generate, request, tiny_llama
 from tests.engine.test_generate import reference
 
+pytestmark = pytest.mark.slow  # a real engine server (a tiny model)
 C = control_pb2
 PROMPT = [1] + [(7 * j) % 190 + 5 for j in range(22)]  # 23 tokens: 5 full blocks of 4
 
