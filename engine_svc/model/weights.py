@@ -114,7 +114,7 @@ class Parked:
 def _host_copy(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.device.type != "cuda":
         return tensor.clone()
-    return tensor.to("cpu").pin_memory()
+    return torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True).copy_(tensor)
 
 
 class Memory:
