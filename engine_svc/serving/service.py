@@ -68,7 +68,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         request_id = request.request_id or uuid.uuid4().hex
         key, seqs, interval = admit(request, self.loaded.limits, tenancy.engine_key(who, request_id))
         if step is not None:
-            await kv.prepare(step, seqs)
+            await kv.prepare(step, seqs, context.time_remaining())
         return self.engine.submit(key, seqs, who.client), interval, request_id
 
     async def Generate(self, request, context):

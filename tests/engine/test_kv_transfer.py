@@ -8,8 +8,9 @@ import asyncio
 
 import grpc
 import pytest
+from google.protobuf import json_format, struct_pb2
 
-from engine_svc.serving.kv_transfer import blocks
+from engine_svc.serving.kv_transfer import blocks, vllm_params
 from scaleout.v1 import engine_pb2, kv_transfer_pb2
 from scaleout_common.errors import ServiceError
 from tests.engine.conftest import engine_stub, request, tiny_llama
@@ -134,3 +135,47 @@ def test_layouts_differ_by_any_field():
         for name, value in change.items():
             setattr(theirs, name, value)
         assert blocks.mismatch(mine, theirs).startswith(next(iter(change)))
+
+
+HANDOFF = kv_transfer_pb2.KvHandoff(
+    engine_id="e1", host="10.0.0.2", port=50052, handoff_id="h1", block_ids=[4, 5], num_tokens=20, tp_size=1
+)
+
+
+def _params(**values) -> struct_pb2.Struct:
+    params = struct_pb2.Struct()
+    params.update(values)
+    return params
+
+
+def test_vllm_params_map_both_ways():
+    assert vllm_params.parse(_params()) is None
+    assert vllm_params.parse(_params(do_remote_decode=False, do_remote_prefill=False, remote_host=None)) is None
+    asked = vllm_params.parse(_params(do_remote_decode=True, remote_engine_id=None, remote_block_ids=None))
+    assert asked == kv_transfer_pb2.KvTransfer(hand_off=True)
+    answer = json_format.MessageToDict(vllm_params.answer(HANDOFF))
+    assert answer["do_remote_prefill"] and not answer["do_remote_decode"] and answer["remote_request_id"] == "h1"
+    assert vllm_params.parse(vllm_params.answer(HANDOFF)) == kv_transfer_pb2.KvTransfer(pull=HANDOFF)
+    grouped = json_format.MessageToDict(vllm_params.answer(HANDOFF)) | {"remote_block_ids": [[4, 5]], "pp_size": 1}
+    assert vllm_params.parse(_params(**grouped)) == kv_transfer_pb2.KvTransfer(pull=HANDOFF)
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"bootstrap_room": 1}, "bootstrap_room"),
+        ({"do_remote_decode": True}, "do_remote_prefill"),
+        ({"tp_size": 2}, "tp_size"),
+        ({"remote_host": None}, "remote_host"),
+        ({"remote_port": "50052"}, "remote_port"),
+        ({"remote_block_ids": "4,5"}, "remote_block_ids"),
+        ({"do_remote_prefill": "yes"}, "do_remote_prefill"),
+    ],
+)
+def test_vllm_params_refused_name_their_key(change, field):
+    params = json_format.MessageToDict(vllm_params.answer(HANDOFF)) | change
+    with pytest.raises(ServiceError) as caught:
+        vllm_params.parse(_params(**params))
+    assert (
+        caught.value.reason == "INVALID_KV_TRANSFER" and caught.value.violations[0][0] == f"kv_transfer_params.{field}"
+    )

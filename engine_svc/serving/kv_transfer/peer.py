@@ -100,13 +100,15 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             raise fail(Reason.INVALID_KV_TRANSFER, "a KV handoff carries one choice: n must be 1", "n")
         return step
 
-    async def prepare(self, step: kv_transfer_pb2.KvTransfer, seqs: list[Sequence]) -> None:
-        """Mark a prefill's sequence to keep its blocks, or pull a decode's prompt K/V for it."""
+    async def prepare(self, step: kv_transfer_pb2.KvTransfer, seqs: list[Sequence], deadline_s: float | None) -> None:
+        """Mark a prefill's sequence to keep its blocks, or pull a decode's prompt K/V for it (within the caller's
+        remaining `deadline_s` too)."""
         (seq,) = seqs
         if step.WhichOneof("step") == "hand_off":
             seq.hand_off = True
         else:
-            seq.pulled = await self.pull(step.pull, seq.prompt_ids)
+            timeout = self.pull_timeout_s if deadline_s is None else min(self.pull_timeout_s, deadline_s)
+            seq.pulled = await self.pull(step.pull, seq.prompt_ids, timeout)
 
     def answer(self, message: engine_pb2.GenerateResponse, request: engine_pb2.GenerateRequest) -> None:
         """Complete a prefill's last message: where to pull from, and vLLM's shape when it asked in vLLM's."""
@@ -118,7 +120,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         if request.HasField("kv_transfer_params"):
             message.kv_transfer_params.CopyFrom(vllm_params.answer(address))
 
-    async def pull(self, handoff: kv_transfer_pb2.KvHandoff, prompt: list[int]) -> blocks.Pulled:
+    async def pull(self, handoff: kv_transfer_pb2.KvHandoff, prompt: list[int], limit_s: float) -> blocks.Pulled:
         """The prompt's K/V from the prefill engine `handoff` names, on the host (that engine frees its copy)."""
         layout, where = self.layout, f"{handoff.host}:{handoff.port}"
         tokens = handoff.num_tokens or min(len(prompt), len(handoff.block_ids) * layout.block_size)
@@ -137,9 +139,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         )
         channel = open_channel(where, tls_name=self.peer_tls_name)
         try:
-            call = kv_transfer_pb2_grpc.KvTransferServiceStub(channel).PullKvBlocks(
-                request, timeout=self.pull_timeout_s
-            )
+            call = kv_transfer_pb2_grpc.KvTransferServiceStub(channel).PullKvBlocks(request, timeout=limit_s)
             chunks = [chunk.data async for chunk in call]
         except grpc.aio.AioRpcError as error:
             passed = ServiceError.from_rpc_error(error)
