@@ -36,7 +36,7 @@ def _trainer(port: int, state: dict[str, torch.Tensor]) -> None:
 
 @pytest.fixture(scope="module")
 async def engine():
-    flags = ("--block-size", "4", "--max-num-batched-tokens", "64", "--weight-transfer-backend", "nccl")
+    flags = ("--block-size", "4", "--max-num-batched-tokens", "64", "--weight-transfer-backend", "nccl", "--kv-events")
     async with engine_stub(None, *flags) as (stub, service):
         yield stub, control_pb2_grpc.EngineControlServiceStub(stub.channel), service
 
@@ -71,6 +71,8 @@ async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
     assert before == reference(MODELS[0], PROMPT, 8)
     _, again = await greedy(stub)
     assert again[0].prompt.cached_tokens == 20  # the prompt's full blocks are cached
+    hub = service.loaded.engine.kv_events
+    assert hub.table()  # what KV-event subscribers mirror
     port = rl_trainer.free_port()
     state = {k: v.detach() for k, v in MODELS[1].named_parameters()}
     trainer = multiprocessing.get_context("fork").Process(target=_trainer, args=(port, state))
@@ -88,6 +90,8 @@ async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
     finally:
         trainer.join(60)
     assert trainer.exitcode == 0 and finished.weight_version == "step-1" and finished.blocks_dropped >= 5
+    await control.GetPauseState(C.GetPauseStateRequest())  # a later turn of the step loop: its KV events are out
+    assert hub.table() == {}  # AllBlocksCleared went out with the update
     after, messages = await greedy(stub)
     assert after == reference(MODELS[1], PROMPT, 8) != before  # as a fresh engine with the new weights
     assert messages[0].prompt.cached_tokens == 0  # nothing computed by the old weights is reused
