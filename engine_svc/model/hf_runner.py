@@ -37,8 +37,8 @@ class TransformersRunner:
         for c in chunks:
             if c.start == 0:
                 self.caches[id(c.seq)] = DynamicCache(config=self.model.config)
-            elif self.caches[id(c.seq)].get_seq_length() > c.start:
-                self.caches[id(c.seq)].crop(c.start)  # rejected speculative tokens' K/V
+            elif (extra := self.caches[id(c.seq)].get_seq_length() - c.start) > 0:
+                self.caches[id(c.seq)].crop(-extra)  # rejected speculative tokens' K/V
             ids = torch.tensor([c.seq.tokens(c.start, c.start + c.num_tokens)], device=self.device)
             positions = torch.arange(c.start, c.start + c.num_tokens, device=self.device)[None]
             logits = self.model(

@@ -1,0 +1,146 @@
+"""N-gram speculative decoding: the proposer, the flag, verification's distribution, and the engine's outputs
+with speculation equal to those without (greedy, seeded sampling, stops, lengths, logprobs)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from engine_svc.model.sampler import Sampler
+from engine_svc.scheduling.sampling import SamplingConfig
+from engine_svc.scheduling.sequence import Chunk, Sequence
+from engine_svc.scheduling.speculation import (
+    MIN_ACCEPTED,
+    WINDOW,
+    SpecConfig,
+    Speculator,
+    _Drafting,
+    parse_speculative_config,
+    propose,
+)
+from tests.engine.conftest import engine_stub, generate, request
+from tests.engine.test_generate import reference
+
+SPEC = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
+LOOP = [1] + [5, 6, 7, 8, 9] * 6  # repetitive: drafts from the prompt
+PLAIN = [1] + list(range(10, 40))  # no repeats in the prompt: drafts only once the output loops
+
+
+def test_propose_takes_the_earliest_of_the_longest_matches():
+    tokens = np.array([1, 2, 3, 9, 2, 3, 4, 1, 2, 3])
+    assert propose(tokens, 2, 1, 3) == [9, 2]  # "1 2 3" at 0 beats "2 3" at 4
+    assert propose(tokens, 5, 2, 2) == [9, 2, 3, 4, 1]  # "2 3" at 1 is the earliest bigram
+    assert propose(np.array([4, 5, 6, 7]), 3, 1, 3) == []  # nothing repeats
+    assert propose(np.array([7, 7]), 3, 1, 3) == [7]  # up to the end of what is there
+    assert propose(np.array([1, 2, 3, 1, 2]), 3, 3, 3) == []  # only a bigram matches: below the minimum
+
+
+def test_the_config_is_vllms_and_refuses_what_we_do_not_support():
+    assert parse_speculative_config("") is None
+    assert parse_speculative_config(SPEC) == SpecConfig(4, 1, 3)
+    assert parse_speculative_config('{"method": "ngram", "num_speculative_tokens": 2}') == SpecConfig(2, 5, 5)
+    assert parse_speculative_config('{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}') == (
+        SpecConfig(2, 3, 3)
+    )
+    refusals = {
+        '{"method": "eagle3", "num_speculative_tokens": 2}': "method 'eagle3'",
+        '{"method": "ngram", "model": "x", "num_speculative_tokens": 2}': "unsupported keys model",
+        '{"method": "ngram"}': "num_speculative_tokens must be",
+        '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2}': "<=",
+        "[1]": "JSON object",
+    }
+    for text, words in refusals.items():
+        with pytest.raises(ValueError, match=words):
+            parse_speculative_config(text)
+
+
+def test_a_window_of_poor_acceptance_pauses_drafting_with_a_growing_backoff():
+    state = _Drafting()
+    for _ in range(WINDOW):
+        state.judge(0)
+    first = state.paused
+    assert first > 0 and not state.accepted
+    for _ in range(WINDOW):
+        state.judge(0)
+    assert state.paused == 2 * first
+    state.paused = 0
+    for _ in range(WINDOW):
+        state.judge(int(2 * MIN_ACCEPTED) + 1)
+    assert state.paused == 0
+
+
+def test_verification_preserves_the_target_distribution():
+    """Rejection sampling of a one-hot draft: the first token follows p0 whatever the draft, the draft is
+    accepted with probability p0(draft), and the token after an accepted draft follows p1 (chi-square)."""
+    vocab, n, drafts = 8, 6000, [3, 5]
+    rows = torch.tensor([[0.5, 0.1, -1.0, 1.2, 0.0, 0.3, -0.5, 0.8], [1.0, -0.2, 0.4, 0.0, 0.9, 0.1, -1.0, 0.6]])
+    p0, p1 = rows.softmax(-1).double().numpy()
+    config = SamplingConfig(temperature=1.0, max_tokens=8)
+    seqs = []
+    for i in range(n):
+        seq = Sequence(f"r{i}", 0, [1, 2], SamplingConfig(temperature=1.0, max_tokens=8, seed=i), output_ids=[4])
+        seq.output_ids += drafts
+        seq.num_tokens += len(drafts)
+        seqs.append(seq)
+    speculator = Speculator(SpecConfig(2, 1, 1), 64)
+    speculator.states = {seq: _Drafting() for seq in seqs}
+    chunks = [Chunk(seq, 2, 3, num_draft=2) for seq in seqs]
+    runs = {seq: ([-1], [None]) for seq in seqs}  # the bonus token is not looked at here
+    speculator.verify(Sampler(vocab, torch.device("cpu")), chunks, rows.repeat(n, 1), runs)
+    first = np.bincount([runs[s][0][0] for s in seqs], minlength=vocab)
+    second = np.bincount([runs[s][0][1] for s in seqs if runs[s][0][0] == drafts[0]], minlength=vocab)
+    critical = 24.32  # chi-square, 7 degrees of freedom, p = 0.001
+    for counts, p in ((first, p0), (second, p1)):
+        expected = counts.sum() * p
+        assert ((counts - expected) ** 2 / expected).sum() < critical, (counts, expected)
+    assert abs(speculator.accepted_per_pos[0] / n - p0[drafts[0]]) < 4 * (p0[3] * (1 - p0[3]) / n) ** 0.5
+    assert config.greedy is False and all(s.output_ids == [4] for s in seqs)  # the drafts were taken back out
+
+
+MAX = 24
+CASES = [  # (prompt, sampling): greedy loops, stops, lengths, logprobs, seeded sampling
+    (LOOP, dict(temperature=0, max_tokens=MAX, ignore_eos=True)),
+    (PLAIN, dict(temperature=0, max_tokens=MAX, ignore_eos=True, logprobs=2)),
+    ([1, 3, 4, 3, 4, 3, 4, 3], dict(temperature=0, max_tokens=7, ignore_eos=True)),
+    (LOOP, dict(temperature=0, max_tokens=MAX, stop_token_ids=[155])),
+    (LOOP, dict(temperature=0.8, max_tokens=MAX, ignore_eos=True, seed=7, logprobs=1)),
+    (PLAIN, dict(temperature=1.0, top_k=5, max_tokens=MAX, ignore_eos=True, seed=3, repetition_penalty=1.1)),
+]
+
+
+async def _outputs(model, cases, *flags):
+    async with engine_stub(model, "--block-size", "4", "--max-num-batched-tokens", "64", *flags) as (stub, service):
+        runs = await asyncio.gather(*(generate(stub, request(p, **s)) for p, s in cases))
+        engine = service.loaded.engine
+        return runs, engine.speculator, engine.scheduler.pool.num_used
+
+
+async def test_outputs_with_speculation_equal_those_without(tiny_model):
+    plain, _, _ = await _outputs(tiny_model, CASES)
+    spec, speculator, used = await _outputs(tiny_model, CASES, "--speculative-config", SPEC)
+    for (prompt, sampling), (msgs_a, toks_a), (msgs_b, toks_b) in zip(CASES, plain, spec):
+        assert toks_a == toks_b, sampling
+        if sampling["temperature"] == 0 and not sampling.get("stop_token_ids"):
+            assert toks_b[0] == reference(tiny_model, prompt, sampling["max_tokens"])
+        assert msgs_a[-1].choices[0].finish_reason == msgs_b[-1].choices[0].finish_reason
+        lps_a, lps_b = ([c.logprobs for m in msgs for c in m.choices] for msgs in (msgs_a, msgs_b))
+        assert [r for lp in lps_a for r in lp.ranks] == [r for lp in lps_b for r in lp.ranks]
+        assert [list(t.token_ids) for lp in lps_a for t in lp.top] == [
+            list(t.token_ids) for lp in lps_b for t in lp.top
+        ]
+        values_a, values_b = ([x for lp in lps for x in lp.logprobs] for lps in (lps_a, lps_b))
+        assert len(values_a) == len(values_b) and values_a == pytest.approx(values_b, abs=1e-4)
+    assert len(spec[3][1][0]) < MAX  # the stop token ended the loop early
+    assert used == 0  # every block grown for drafts went back
+    assert 0 < speculator.num_accepted_tokens < speculator.num_draft_tokens  # accepted and rejected both
+    assert sum(speculator.accepted_per_pos) == speculator.num_accepted_tokens
+
+
+async def test_the_transformers_backend_drops_rejected_tokens_from_its_cache(tiny_model):
+    cases = CASES[:3]
+    spec, speculator, _ = await _outputs(tiny_model, cases, "--backend", "transformers", "--speculative-config", SPEC)
+    assert [toks[0] for _, toks in spec] == [reference(tiny_model, p, s["max_tokens"]) for p, s in cases]
+    assert 0 < speculator.num_accepted_tokens < speculator.num_draft_tokens
