@@ -69,7 +69,7 @@ def _engines(stacks: list[Stack]) -> list[Replica]:
 
 
 def _start(
-    names: list[str], engine_args: list[str], logs: Path, running: ExitStack
+    names: list[str], engine_args: list[str], queue_wait_s: str, logs: Path, running: ExitStack
 ) -> dict[str, tuple[str, list[Replica], Router | None]]:
     """Start what the configurations need; per name, (the URL clients talk to, the engines behind it, its router).
     With a gRPC configuration every engine publishes KV events, so all run the same flags."""
@@ -81,7 +81,13 @@ def _start(
     for fleet in sorted(fleets):
         for name, engines in plan[fleet]:
             replicas = {"render": 1, "engine": engines, "derender": 1, "chat": 1}
-            config = StackConfig(port=0, replicas=replicas, log_dir=logs / name, service_args={"engine": engine_args})
+            config = StackConfig(
+                port=0,
+                replicas=replicas,
+                log_dir=logs / name,
+                service_args={"engine": engine_args},
+                env={"SCALEOUT_MAX_QUEUE_WAIT_S": queue_wait_s},
+            )
             stacks[name] = Stack(config)
             running.callback(stacks[name].stop)
     start_side_by_side(list(stacks.values()))
@@ -197,6 +203,12 @@ def main() -> None:
         default="--num-kv-blocks 768",
         help="every engine's flags (default: 12,288 tokens of KV, ~0.55 GB, so four engines fit a small machine)",
     )
+    parser.add_argument(
+        "--max-queue-wait-s",
+        default="0",
+        help="the engines' queue-wait budget (SCALEOUT_MAX_QUEUE_WAIT_S; 0: none). Off by default: on a shared "
+        "small machine the host's load, not the router, makes the engines refuse (429) what they would queue",
+    )
     parser.add_argument("--json", type=Path, help="write the results here (e.g. bench/routers/results/cpu.json)")
     args = parser.parse_args()
     names = args.configs.split(",")
@@ -204,8 +216,10 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown configurations {unknown}; known: {', '.join(CONFIGS)}")
     command = "python -m bench.routers " + shlex.join(sys.argv[1:])
+    loads: list[float] = []
     with ExitStack() as running:
-        targets = _start(names, shlex.split(args.engine_args), Path(tempfile.mkdtemp(prefix="bench-routers-")), running)
+        logs = Path(tempfile.mkdtemp(prefix="bench-routers-"))
+        targets = _start(names, shlex.split(args.engine_args), args.max_queue_wait_s, logs, running)
         with urllib.request.urlopen(targets[names[0]][0] + "/v1/models", timeout=10) as answer:
             model = json.loads(answer.read())["data"][0]["id"]
         for url, _, _ in targets.values():  # warm-up: every engine's first steps, on no measured prefix
@@ -216,23 +230,29 @@ def main() -> None:
                 url, engines, _ = targets[name]
                 seed = zlib.crc32(f"{name}/{number}".encode())
                 phases[name].append(_phase(url, engines, model, args, seed))
+                loads.append(os.getloadavg()[0])
                 print(f"round {number + 1} {name}: {phases[name][-1]['seconds']:.1f}s", file=sys.stderr, flush=True)
-        summaries = {name: _summary(p) | {"smg": _smg_counters(targets[name][2])} for name, p in phases.items()}
-    table = _table(summaries)
-    print(f"$ {command}\n\n{table}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        machine = {"cpus": os.cpu_count(), "loadavg": os.getloadavg(), "platform": platform.platform()}
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True
-        ).stdout.strip()
-        record = {
-            "command": command,
-            "commit": commit,
-            "machine": machine,
-            "args": vars(args) | {"json": str(args.json)},
-        }
-        args.json.write_text(json.dumps(record | {"summary": summaries, "phases": phases, "table": table}, indent=1))
+                summaries = {n: _summary(p) | {"smg": _smg_counters(targets[n][2])} for n, p in phases.items() if p}
+                _write(args, command, summaries, phases, loads)  # after every phase: a cut run keeps what it did
+    print(f"$ {command}\n\n{_table(summaries)}")
+
+
+def _write(args, command: str, summaries: dict, phases: dict, loads: list[float]) -> None:
+    if not args.json:
+        return
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"cpus": os.cpu_count(), "loadavg_after_each_phase": loads, "platform": platform.platform()}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True)
+    record = {
+        "command": command,
+        "commit": commit.stdout.strip(),
+        "machine": machine,
+        "args": vars(args) | {"json": str(args.json)},
+        "summary": summaries,
+        "phases": phases,
+        "table": _table(summaries),
+    }
+    args.json.write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":
