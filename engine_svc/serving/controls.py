@@ -89,6 +89,9 @@ class Controls:
             raise fail(Reason.WEIGHT_TRANSFER_STATE, "a weight update is in progress: FinishWeightUpdate first")
         self.paused = None
         self.engine.refusing = False
+        draining, self.draining = self.draining, []
+        for future, _ in draining:  # a wait pause (or sleep) overtaken by this resume: answered, nothing held
+            future.set_result(0)
 
     def pause_state(self, outputs) -> tuple[bool, int]:
         return self.paused is not None, self.paused or 0
