@@ -17,6 +17,7 @@ import collections
 import json
 import multiprocessing as mp
 import os
+import queue
 import re
 import statistics
 import time
@@ -41,10 +42,11 @@ def _worker(vocab_kind: str, samples: int, timeout_s: float, tasks, results) -> 
         vocab = differential.of_tokenizer(load_tokenizer(resolve_model(None)))
     while (task := tasks.get()) is not None:
         subset, path = task
+        results.put(("start", os.getpid(), subset, path))
         try:
             schema = json.loads(Path(path).read_text())
         except ValueError:
-            results.put((subset, path, None))
+            results.put(("done", os.getpid(), subset, path, None))
             continue
         outcome = differential.check(vocab, schema, samples, timeout_s=timeout_s)
         row = {
@@ -52,8 +54,10 @@ def _worker(vocab_kind: str, samples: int, timeout_s: float, tasks, results) -> 
             "cached_s": outcome.cached_s, "valid": outcome.valid, "invalid": outcome.invalid[:2],
             "unfinished": outcome.unfinished,
         }  # fmt: skip
-        results.put((subset, path, row))
+        results.put(("done", os.getpid(), subset, path, row))
         if "did not compile within" in outcome.reason:
+            results.close()
+            results.join_thread()
             os._exit(0)  # its compile still runs natively: a fresh worker takes over
 
 
@@ -62,27 +66,39 @@ def run(files: list[tuple[str, str]], args) -> dict:
     tasks, results = ctx.Queue(), ctx.Queue()
     for task in files:
         tasks.put(task)
-    workers: list = []
+    workers: dict = {}  # pid -> (process, (subset, path, started) or None)
 
     def spawn():
         process = ctx.Process(target=_worker, args=(args.vocab, args.samples, args.timeout_s, tasks, results))
         process.start()
-        workers.append(process)
+        workers[process.pid] = (process, None)
 
     for _ in range(args.workers):
         spawn()
     rows: dict = {}
     while len(rows) < len(files):
         try:
-            subset, path, row = results.get(timeout=1)
-            rows[path] = (subset, row)
-            if len(rows) % 200 == 0:
-                print(f"{len(rows)}/{len(files)}", flush=True)
-        except Exception:
+            message = results.get(timeout=1)
+            if message[0] == "start":
+                _, pid, subset, path = message
+                workers[pid] = (workers[pid][0], (subset, path, time.monotonic()))
+            else:
+                _, pid, subset, path, row = message
+                rows[path] = (subset, row)
+                workers[pid] = (workers[pid][0], None)
+                if len(rows) % 100 == 0:
+                    print(f"{len(rows)}/{len(files)}", flush=True)
+        except queue.Empty:
             pass
-        for process in list(workers):
-            if not process.is_alive():
-                workers.remove(process)
+        for pid, (process, task) in list(workers.items()):
+            overdue = task is not None and time.monotonic() - task[2] > 3 * args.timeout_s + 60
+            if overdue:
+                process.kill()
+            if overdue or not process.is_alive():
+                if task is not None and task[1] not in rows:
+                    reason = f"did not compile within {args.timeout_s:g} s (worker ended)"
+                    rows[task[1]] = (task[0], {"accepted": False, "reason": reason})
+                del workers[pid]
                 spawn()
     for _ in workers:
         tasks.put(None)

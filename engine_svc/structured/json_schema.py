@@ -33,14 +33,25 @@ import jsonschema
 import referencing.exceptions
 
 from engine_svc.structured.backend import GrammarError
+from engine_svc.structured.patterns import mis_compiled
 from engine_svc.structured.schema_merge import TYPES, merge, types_of, unlisted
 
-# String formats xgrammar enforces (its JSONFormatToRegexPattern) and those validators check besides.
-FORMATS = frozenset(
-    {"email", "date", "time", "date-time", "duration", "ipv4", "ipv6", "hostname", "uuid", "uri", "uri-reference"}
-    | {"uri-template", "json-pointer", "relative-json-pointer"}
-)
-CHECKED_FORMATS = FORMATS | {"idn-email", "idn-hostname", "iri", "iri-reference", "regex"}
+# String formats: those xgrammar enforces as validators check them, those held to a pattern of ours (xgrammar's
+# regexes admit 02-30, 019.1.1.1, ::1.02.3.4, 80-character labels), and those validators check that neither can hold.
+FORMATS = frozenset({"email", "duration", "uuid", "uri", "uri-reference", "json-pointer"})
+_DATE = r"[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9][0-9][0-9])?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+PATTERNS = {
+    "date": f"^{_DATE}$",
+    "time": f"^{_TIME}$",
+    "date-time": f"^{_DATE}T{_TIME}$",
+    "ipv4": rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}$",
+    "hostname": r"^[a-z][a-z0-9]{0,30}$",
+    "ipv6": r"^([0-9a-f]{1,4}:){7}[0-9a-f]{1,4}$",
+}
+CHECKED_FORMATS = FORMATS | set(PATTERNS) | {"idn-email", "idn-hostname", "iri", "iri-reference", "regex"}
+CHECKED_FORMATS |= {"uri-template", "relative-json-pointer"}
 KEYWORDS = frozenset(jsonschema.Draft202012Validator.VALIDATORS)  # everything else is an annotation
 REFUSED = ("not", "dependentRequired", "dependentSchemas", "contains", "$dynamicRef")
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf")
@@ -187,7 +198,7 @@ class Lowering:
             rest = self.validator.evolve(schema={k: v for k, v in alt.items() if k not in ("enum", "const")})
             kept = [v for v in values if rest.is_valid(v)]
             return {"enum": kept} if kept else None
-        types = sorted(types_of(alt))
+        types = sorted(types_of(alt) - ({"integer"} if "number" in types_of(alt) else set()))
         if set(types) == set(TYPES) and not alt:
             return {}
         nodes = [n for t in types if (n := getattr(self, f"_{t}")(alt, path)) is not None]
@@ -208,15 +219,19 @@ class Lowering:
     def _string(self, alt: dict, path: str) -> dict | None:
         out: dict = {"type": "string"}
         fmt = alt.get("format")
-        if fmt in CHECKED_FORMATS and fmt not in FORMATS:
+        if fmt in CHECKED_FORMATS and fmt not in FORMATS and fmt not in PATTERNS:
             raise GrammarError(f"{path}: format {fmt!r} is checked by validators but not enforced by the backend")
         sized = "minLength" in alt or "maxLength" in alt
-        if fmt in FORMATS and ("pattern" in alt or sized):
+        if (fmt in FORMATS or fmt in PATTERNS) and ("pattern" in alt or sized):
             raise GrammarError(f"{path}: format {fmt!r} beside pattern/minLength/maxLength (the backend keeps one)")
         if "pattern" in alt and sized:
             raise GrammarError(f"{path}: minLength/maxLength beside pattern (bound the length in the pattern)")
-        if fmt in FORMATS:
+        if fmt in PATTERNS:
+            out["pattern"] = PATTERNS[fmt]
+        elif fmt in FORMATS:
             out["format"] = fmt
+        if "pattern" in alt and mis_compiled(alt["pattern"]):
+            raise GrammarError(f"{path}: pattern {alt['pattern']!r} is one the backend mis-compiles (patterns.py)")
         if alt.get("minLength", 0) > alt.get("maxLength", math.inf):
             return None
         for key in ("pattern", "minLength", "maxLength"):
@@ -310,6 +325,9 @@ class Lowering:
         out: dict = {"type": "object", "properties": props}
         if required:
             out["required"] = required
+        for pattern in patterns:
+            if mis_compiled(pattern):
+                raise GrammarError(f"{path}: patternProperties {pattern!r} is one the backend mis-compiles")
         if patterns:
             out["patternProperties"] = {p: self.build(s, f"{path}/patternProperties/{p}") for p, s in patterns.items()}
         if "additionalProperties" in alt and extra is not False:
@@ -317,7 +335,13 @@ class Lowering:
         else:
             out["additionalProperties"] = False
         if "propertyNames" in alt:
-            out["propertyNames"] = self.build(alt["propertyNames"], f"{path}/propertyNames")
+            if patterns:  # xgrammar writes pattern-matched names without checking them
+                raise GrammarError(f"{path}: propertyNames beside patternProperties is not enforced by the backend")
+            names = [x for a in self.alternatives(alt["propertyNames"], path) for x in self._expand(a, path)]
+            nodes = [n for a in names if (n := self.node(a, f"{path}/propertyNames")) is not None]
+            if not nodes:
+                return None if required or alt.get("minProperties", 0) > 0 else {**out, "properties": {}}
+            out["propertyNames"] = nodes[0] if len(nodes) == 1 else {"anyOf": nodes}
         for key in ("minProperties", "maxProperties"):
             if key in alt:
                 out[key] = alt[key]

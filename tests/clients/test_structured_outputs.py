@@ -321,3 +321,83 @@ def test_a_thinking_budget_closes_the_block_and_the_answer_follows(thinking_clie
     free_reasoning = getattr(free_message, "reasoning_content", None) or getattr(free_message, "reasoning", None)
     assert reasoning and free_reasoning.startswith(reasoning.rstrip())  # the same 6 tokens, then cut
     assert capped_message.content  # the answer after the forced end
+
+
+# What xgrammar alone builds from one keyword family (issue 38's probe): enforced through the gateway, or refused.
+PROBE = {
+    "type beside anyOf": {"type": "string", "anyOf": [{"minLength": 2}, {"const": "x"}]},
+    "properties beside oneOf": {
+        "type": "object",
+        "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 9}},
+        "required": ["id"],
+        "oneOf": [
+            {"properties": {"kind": {"const": "cat"}}, "required": ["kind"]},
+            {"properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}}, "required": ["kind", "good"]},
+        ],
+    },
+    "$ref with siblings": {
+        "$defs": {"name": {"type": "string", "maxLength": 12}},
+        "type": "object",
+        "properties": {"city": {"$ref": "#/$defs/name", "minLength": 3}},
+        "required": ["city"],
+    },
+    "required of an unlisted name": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}},
+        "required": ["city", "country"],
+        "additionalProperties": {"type": "string", "maxLength": 20},
+    },
+}
+
+
+def test_the_probe_is_enforced_or_refused(client, model_id):
+    def call(schema: dict, seed: int):
+        return lambda: client.chat.completions.create(
+            model=model_id,
+            messages=ask("a pet or a city"),
+            response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema, "strict": True}},
+            max_tokens=60,
+            temperature=1.0,
+            seed=seed,
+        )
+
+    calls = [(name, call(schema, seed)) for name, schema in PROBE.items() for seed in range(4)]
+    stopped = 0
+    for (name, _), result in zip(calls, run_all([c for _, c in calls])):
+        choice = result.choices[0]
+        if choice.finish_reason == "stop":
+            stopped += 1
+            value = json.loads(choice.message.content)
+            validator = jsonschema.Draft202012Validator(PROBE[name], format_checker=jsonschema.FormatChecker())
+            assert validator.is_valid(value), (name, choice.message.content)
+    assert stopped >= len(calls) // 2
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=model_id,
+            messages=ask("a number"),
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
+            },
+            max_tokens=5,
+        )
+    assert caught.value.code == "INVALID_GRAMMAR" and "#/oneOf" in caught.value.message
+
+
+def test_forced_tool_calls_end_as_calls_at_the_default_temperature(client, model_id):
+    """Compact JSON: a forced call at temperature 1 fits in 64 tokens and ends `tool_calls` (issue 38: 4 of 8
+    ended `length` on whitespace when any was allowed)."""
+
+    def call(seed: int):
+        return lambda: client.chat.completions.create(
+            model=model_id,
+            messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+            tools=[WEATHER, TIME],
+            tool_choice="required",
+            max_tokens=64,
+            seed=seed,
+        )
+
+    choices = [result.choices[0] for result in run_all([call(seed) for seed in range(20)])]
+    ended = sum(choice.finish_reason == "tool_calls" for choice in choices)
+    assert ended >= 19, [(c.finish_reason, c.message.tool_calls) for c in choices]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine_svc.structured.json_schema import FORMATS, PATTERNS
 from tests.structured.differential import check, tiny
 
 SAMPLE = json.loads((Path(__file__).parent / "data" / "jsonschemabench_sample.json").read_text())
@@ -63,6 +64,7 @@ ENFORCED = {
         },
         "required": ["n", "s", "x"],
     },
+    "formats": {"anyOf": [{"type": "string", "format": f} for f in sorted(FORMATS | set(PATTERNS))]},
     "bounds past int64": {"type": "integer", "minimum": -1e30, "maximum": 9223372036854775808.0},
 }
 REFUSED = {
@@ -71,6 +73,7 @@ REFUSED = {
     "a checked format": ({"type": "string", "format": "regex"}, "#: format 'regex'"),
     "format beside pattern": ({"type": "string", "format": "email", "pattern": "a"}, "#: format 'email' beside"),
     "uniqueItems": ({"type": "array", "uniqueItems": True}, "#: uniqueItems"),
+    "a mis-compiled pattern": ({"type": "string", "pattern": "^[a-z]{1,3}(-[a-z]{1,3})?$"}, "#: pattern"),
     "an invalid schema": ({"type": "integer", "minimum": "3"}, "#/minimum: not a valid JSON Schema"),
 }
 
@@ -105,5 +108,5 @@ def test_real_schemas_accepted_are_enforced(vocab):
         outputs += outcome.valid + len(outcome.invalid)
         invalid += [(subset, name, text[:200]) for text in outcome.invalid]
     assert not invalid, invalid[:5]
-    assert accepted >= 0.85 * len(schemas), f"{accepted} of {len(schemas)} accepted"
+    assert accepted >= 0.8 * len(schemas), f"{accepted} of {len(schemas)} accepted"  # 59 of 72 at 38's fix
     assert outputs >= 3 * accepted
