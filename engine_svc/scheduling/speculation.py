@@ -141,6 +141,15 @@ class Speculator:
         self.num_accepted_tokens = 0
         self.accepted_per_pos = [0] * config.num_speculative_tokens
 
+    def counters(self) -> dict:
+        """The GetLoad fields of the counts (vLLM's spec_decode series read them; any thread)."""
+        return {
+            "spec_decode_num_drafts": self.num_drafts,
+            "spec_decode_num_draft_tokens": self.num_draft_tokens,
+            "spec_decode_num_accepted_tokens": self.num_accepted_tokens,
+            "spec_decode_num_accepted_tokens_per_pos": list(self.accepted_per_pos),
+        }
+
     def forget(self, seq: Sequence) -> None:
         self.states.pop(seq, None)
 

@@ -8,6 +8,7 @@ import asyncio
 import numpy as np
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
 
 from engine_svc.model.sampler import Sampler
 from engine_svc.scheduling.sampling import SamplingConfig
@@ -21,6 +22,7 @@ from engine_svc.scheduling.speculation import (
     parse_speculative_config,
     propose,
 )
+from scaleout.v1 import engine_pb2
 from tests.engine.conftest import engine_stub, generate, request
 from tests.engine.test_generate import reference
 
@@ -115,7 +117,14 @@ async def _outputs(model, cases, *flags):
     async with engine_stub(model, "--block-size", "4", "--max-num-batched-tokens", "64", *flags) as (stub, service):
         runs = await asyncio.gather(*(generate(stub, request(p, **s)) for p, s in cases))
         engine = service.loaded.engine
-        return runs, engine.speculator, engine.scheduler.pool.num_used
+        load = await stub.GetLoad(engine_pb2.GetLoadRequest())
+        if engine.speculator is not None:  # the counters reach GetLoad and vLLM's series
+            families = {f.name: f for f in text_string_to_metric_families(service.vllm.exposition().decode())}
+            per_pos = families["vllm:spec_decode_num_accepted_tokens_per_pos"].samples
+            assert [s.value for s in per_pos] == list(load.spec_decode_num_accepted_tokens_per_pos)
+            (drafts,) = families["vllm:spec_decode_num_draft_tokens"].samples
+            assert drafts.value == load.spec_decode_num_draft_tokens == engine.speculator.num_draft_tokens
+        return runs, engine.speculator, load.kv_blocks_used
 
 
 async def test_outputs_with_speculation_equal_those_without(tiny_model):

@@ -69,8 +69,13 @@ def _vllm_metrics() -> dict[str, dict]:
 
 def test_the_table_is_vllms():
     theirs = _vllm_metrics()
+    spec_decode = ast.unparse(_vllm_source("v1/spec_decode/metrics.py"))
     for series in vllm_metrics.SERIES:
         if series.name in OLD_NAMES:
+            continue
+        if series.name.startswith("vllm:spec_decode"):  # SpecDecodingProm: (name, help) pairs, per_pos by itself
+            pair = f"({series.name!r}, {series.help!r})" in spec_decode
+            assert pair or f"name={series.name!r}, documentation={series.help!r}" in spec_decode, series.name
             continue
         if series.name == vllm_metrics.CACHE_CONFIG_INFO:  # named through a variable in log_metrics_info
             assert f"name = {series.name!r}" in ast.unparse(_vllm_source("v1/metrics/loggers.py"))
@@ -137,7 +142,10 @@ async def test_a_real_engine_reports_its_calls(tiny_model):  # noqa: F811
     families = _families(body.data.decode())
 
     assert body.content_type.startswith("text/plain")
+    assert not any(name.startswith("vllm:spec_decode") for name in families)  # speculation off: none, as vLLM
     for series in vllm_metrics.SERIES:
+        if series.name.startswith("vllm:spec_decode"):
+            continue  # tests/engine/test_speculation.py
         family = families[series.name]
         assert family.type == series.kind and family.documentation == series.help, series.name
         for sample in family.samples:

@@ -23,6 +23,7 @@ from engine_svc.serving.vllm_metrics.series import (
     PROMPT_TOKENS_BY_SOURCE,
     REQUEST_SUCCESS,
     SERIES,
+    SPEC_DECODE_PER_POS,
     Series,
     buckets,
     cache_config,
@@ -121,7 +122,14 @@ class VllmMetrics:
         load = loaded.engine.load()
         sums = self._tallies.sums()
         for series in SERIES:
-            if series.name == CACHE_CONFIG_INFO:
+            if series.name.startswith("vllm:spec_decode") and not load.spec_decode_num_accepted_tokens_per_pos:
+                continue  # speculation off: vLLM makes no spec_decode series then
+            if series.name == SPEC_DECODE_PER_POS:
+                family = CounterMetricFamily(series.name, series.help, labels=[*LABELS, "position"])
+                for position, value in enumerate(load.spec_decode_num_accepted_tokens_per_pos):
+                    family.add_metric([*labels, str(position)], value)
+                yield family
+            elif series.name == CACHE_CONFIG_INFO:
                 config = cache_config(load, loaded.kv_cache_dtype)
                 yield self._info(series, config | dict(zip(LABELS, labels, strict=True)), 1)
             elif series.name == LORA_REQUESTS_INFO:

@@ -120,6 +120,7 @@ PROMPT_SOURCES: dict[str, Callable[[GetLoadResponse], float]] = {
 }
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 LORA_REQUESTS_INFO = "vllm:lora_requests_info"
+SPEC_DECODE_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 SERIES: tuple[Series, ...] = (
     Series(
         "vllm:num_requests_running",
@@ -255,6 +256,34 @@ SERIES: tuple[Series, ...] = (
         "the call's generated tokens",
         "request_tokens",
         call=lambda c: c.generation_tokens,
+    ),
+    # Speculative decoding: vLLM's SpecDecodingProm (vllm/v1/spec_decode/metrics.py), shown only with it on.
+    Series(
+        "vllm:spec_decode_num_drafts",
+        "counter",
+        "Number of spec decoding drafts.",
+        "verify steps of a drafted sequence (GetLoad.spec_decode_num_drafts)",
+        load=lambda load: load.spec_decode_num_drafts,
+    ),
+    Series(
+        "vllm:spec_decode_num_draft_tokens",
+        "counter",
+        "Number of draft tokens.",
+        "n-gram tokens proposed (GetLoad.spec_decode_num_draft_tokens)",
+        load=lambda load: load.spec_decode_num_draft_tokens,
+    ),
+    Series(
+        "vllm:spec_decode_num_accepted_tokens",
+        "counter",
+        "Number of accepted tokens.",
+        "of those, accepted (GetLoad.spec_decode_num_accepted_tokens)",
+        load=lambda load: load.spec_decode_num_accepted_tokens,
+    ),
+    Series(
+        SPEC_DECODE_PER_POS,
+        "counter",
+        "Accepted tokens per draft position.",
+        "accepted tokens by draft position, label `position` (GetLoad.spec_decode_num_accepted_tokens_per_pos)",
     ),
 )
 
