@@ -108,9 +108,10 @@ class AttentionBackend:
             kv_cache.view(torch.uint8).index_copy_(0, meta.slot_mapping, kv.to(kv_cache.dtype).view(torch.uint8))
         return q, kv
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None, window: int = 0):
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out=None, window: int = 0, sinks=None):
         """The attention output [tokens, heads, dim], written to `out` when given (and returned). `window`: the
-        layer's sliding window (0: none)."""
+        layer's sliding window (0: none); `sinks`: [heads] logits that join each softmax and are dropped after
+        (gpt-oss)."""
         raise NotImplementedError
 
 
@@ -167,14 +168,14 @@ class SdpaBackend(AttentionBackend):
         rows = slice(chunk.token_start, _end(chunk))
         return PrefillCall(rows, chunk.block_ids, keys[None, :] <= queries[:, None], chunk.context_start)
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None, window: int = 0):
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out=None, window: int = 0, sinks=None):
         decodes = meta.num_decodes
         if decodes == q.shape[0]:
-            attn = self._decode(q, kv_cache, meta, window)
+            attn = self._decode(q, kv_cache, meta, window, sinks)
             return attn if out is None else out.copy_(attn)
         out = torch.empty_like(q) if out is None else out
         if decodes:
-            out[:decodes] = self._decode(q[:decodes], kv_cache, meta, window)
+            out[:decodes] = self._decode(q[:decodes], kv_cache, meta, window, sinks)
         for call in meta.prefill_calls:
             if call.block_ids is None:
                 context = kv[call.rows]
@@ -186,18 +187,25 @@ class SdpaBackend(AttentionBackend):
             # slow math path on CUDA.
             keys, values = (t.transpose(0, 1).repeat_interleave(self.group, dim=0)[None] for t in context.unbind(-3))
             mask = call.window_mask(window, q.device)
-            attn = self._attend(q[call.rows].transpose(0, 1)[None], keys, values, mask)
+            per_head = None if sinks is None else sinks.view(1, -1, 1, 1)
+            attn = self._attend(q[call.rows].transpose(0, 1)[None], keys, values, mask, per_head)
             out[call.rows] = attn[0].transpose(0, 1)
         return out
 
-    def _attend(self, q, k, v, mask: torch.Tensor | None) -> torch.Tensor:
-        """softmax(q k^T * scale, masked; None: causal) v; soft-capped scores go the math way (SDPA has no cap)."""
-        if not self.softcap:
+    def _attend(self, q, k, v, mask: torch.Tensor | None, sinks: torch.Tensor | None = None) -> torch.Tensor:
+        """softmax(q k^T * scale, masked; None: causal) v. Soft-capped scores and sinks (a logit per head, shaped
+        to broadcast over q's rows, that takes its share of the softmax and no value) go the math way."""
+        if not self.softcap and sinks is None:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale)
-        scores = torch.tanh(torch.matmul(q, k.transpose(-1, -2)).float() * (self.scale / self.softcap)) * self.softcap
+        scores = torch.matmul(q, k.transpose(-1, -2)).float() * self.scale
+        if self.softcap:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
         if mask is None:
             mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
+        if sinks is not None:
+            sink = sinks.float().expand(*scores.shape[:-1], 1)
+            return torch.matmul(torch.softmax(torch.cat((scores, sink), -1), -1)[..., :-1].to(v.dtype), v)
         return torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), v)
 
     def _gather(self, cache, block_ids, block_size, dtype):
@@ -208,7 +216,7 @@ class SdpaBackend(AttentionBackend):
         blocks = blocks.view(*block_ids.shape[:-1], -1, 2, self.num_kv_heads, self.head_dim)
         return blocks.to(dtype)
 
-    def _decode(self, q, kv_cache, meta, window: int = 0):
+    def _decode(self, q, kv_cache, meta, window: int = 0, sinks=None):
         # The query heads that share a KV head become that head's "query rows": no K/V repetition needed.
         decodes = q.shape[0]
         gathered = self._gather(kv_cache, meta.decode_block_tables, meta.block_size, q.dtype)
@@ -221,7 +229,8 @@ class SdpaBackend(AttentionBackend):
                 keys_at = torch.arange(mask.shape[-1], device=mask.device)
                 meta.decode_window_masks[window] = mask & (keys_at >= starts)
             mask = meta.decode_window_masks[window]
-        attn = self._attend(queries, keys, values, mask)
+        per_head = None if sinks is None else sinks.view(1, self.num_kv_heads, self.group, 1)
+        attn = self._attend(queries, keys, values, mask, per_head)
         return attn.reshape(decodes, self.num_heads, self.head_dim)
 
 
@@ -233,7 +242,9 @@ def pick_attention(name: str, device: torch.device, head_dim: int, plain: bool =
     """auto: the paged Triton attention kernel on CUDA when Triton is there, head_dim suits it and the model's
     attention is `plain` (no sliding window or soft-cap: the kernels have neither yet), else SDPA."""
     if name == "triton" and not plain:
-        raise ValueError("--attention triton: this model's sliding windows or soft-capping need --attention sdpa")
+        raise ValueError(
+            "--attention triton: this model's sliding windows, soft-capping or sinks need --attention sdpa"
+        )
     if name != "auto":
         return name
     if device.type != "cuda" or not plain or head_dim < 16 or head_dim & (head_dim - 1):

@@ -145,6 +145,7 @@ class DecoderLayer(nn.Module):
         self.q_norm = norm(attn.q_norm) if hasattr(attn, "q_norm") else None
         self.k_norm = norm(attn.k_norm) if hasattr(attn, "k_norm") else None
         self.o_proj = attn.o_proj
+        self.sinks = attn.sinks.detach() if hasattr(attn, "sinks") else None  # gpt-oss: [heads] sink logits
         pre_mlp = hf_layer.pre_feedforward_layernorm if family.sandwich else hf_layer.post_attention_layernorm
         self.post_attention_norm = norm(hf_layer.post_attention_layernorm) if family.sandwich else None
         self.post_mlp_norm = norm(hf_layer.post_feedforward_layernorm) if family.sandwich else None
@@ -163,7 +164,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend: AttentionBackend, ops):
         """(output, residual): each residual add is fused into the norm of the projection that follows it."""
         q, kv, residual = self.before_attention(x, residual, cos, sin, kv_cache, meta, backend, ops)
-        return self.after_attention(backend.forward(q, kv, kv_cache, meta, window=self.window), residual, ops)
+        attn = backend.forward(q, kv, kv_cache, meta, window=self.window, sinks=self.sinks)
+        return self.after_attention(attn, residual, ops)
 
     def before_attention(self, x, residual, cos, sin, kv_cache, meta: AttentionMetadata, backend, ops):
         """(q, kv, residual): the normed qkv projection, rotated (by this layer's table of the RoPE tables `cos`

@@ -8,7 +8,9 @@ Llama is the base: pre-norm RMSNorm, fused qkv, RoPE, SwiGLU MLP. The others add
   query_pre_attn_scalar, sliding-window layers alternating with global ones, each kind with its own RoPE;
   Gemma 2 also soft-caps attention scores and the final logits (tanh(x / cap) * cap);
 - Mistral (and Qwen2/3 with use_sliding_window): a sliding window on every (or the configured) layer;
-- Qwen3 MoE: a routed mixture of experts in place of the MLP (moe.py).
+- Qwen3 MoE: a routed mixture of experts in place of the MLP (moe.py);
+- gpt-oss: attention sinks (a learned logit per head that takes softmax mass), sliding-window layers alternating
+  with global ones, qkv and o_proj biases, its own experts (moe.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ FAST_PATH_ARCHITECTURES = {
     "Qwen3MoeForCausalLM",
     "Gemma2ForCausalLM",
     "Gemma3ForCausalLM",
+    "GptOssForCausalLM",
 }
 _ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
 
@@ -38,11 +41,12 @@ class Family:
     final_softcap: float = 0.0  # the same on the logits
     windows: tuple[int, ...] = ()  # per layer: keys within the last `window` positions (0: every key)
     rope_kinds: tuple[str, ...] = ()  # per layer: which RoPE table ("": the model's one table)
+    sinks: bool = False  # a learned sink logit per head in every softmax (gpt-oss)
 
     @property
     def plain_attention(self) -> bool:
-        """Causal softmax attention alike in every layer (no window, soft-cap): what the Triton kernels do."""
-        return not any(self.windows) and not self.attention_softcap and len(set(self.rope_kinds)) <= 1
+        """Causal softmax attention alike in every layer (no window, soft-cap, sinks): what the Triton kernels do."""
+        return not (any(self.windows) or self.attention_softcap or self.sinks) and len(set(self.rope_kinds)) <= 1
 
     @classmethod
     def of(cls, config) -> Family:
@@ -70,6 +74,7 @@ class Family:
             final_softcap=float(getattr(config, "final_logit_softcapping", None) or 0.0),
             windows=windows,
             rope_kinds=tuple(types[i] if per_type_rope else "" for i in range(layers)),
+            sinks=model_type == "gpt_oss",
         )
 
 

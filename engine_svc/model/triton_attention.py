@@ -372,8 +372,8 @@ class TritonBackend(AttentionBackend):
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
-    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None, window: int = 0):
-        assert not window, "no sliding window in the Triton kernels yet (pick_attention picks SDPA for those)"
+    def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out=None, window: int = 0, sinks=None):
+        assert not window and sinks is None, "no window or sinks in the Triton kernels (SDPA is picked for those)"
         decodes, chunks, blocks = meta.num_decodes, meta.prefill_table, meta.prefill_blocks
         if not meta.prefills or chunks is None or blocks is None:  # decode only (a graph's step): row i, sequence i
             return self._decode(q, kv_cache, meta, out)

@@ -23,12 +23,13 @@ BLOCK_M, BLOCK_N, BLOCK_K = 16, 64, 64
 
 
 @triton.jit
-def _grouped_gemm(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, scale_ptr, assignments, n, k,
-                  stride_a, stride_we, stride_wn, stride_wk, stride_c,
-                  TOP_K: tl.constexpr, A_BY_TOKEN: tl.constexpr, SCALE: tl.constexpr,
+def _grouped_gemm(a_ptr, w_ptr, bias_ptr, c_ptr, sorted_ptr, block_expert_ptr, scale_ptr, assignments, n, k,
+                  stride_a, stride_we, stride_wn, stride_wk, stride_c, stride_bias,
+                  TOP_K: tl.constexpr, A_BY_TOKEN: tl.constexpr, SCALE: tl.constexpr, BIAS: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
     """c[assignment] = a[row] @ w[expert]^T for the block's assignments; row = assignment // TOP_K where
-    A_BY_TOKEN (the gate_up: each token's input once), else the assignment itself (the down)."""
+    A_BY_TOKEN (the gate_up: each token's input once), else the assignment itself (the down); BIAS adds the
+    expert's bias row (gpt-oss), SCALE multiplies by the assignment's routing weight after."""
     expert = tl.load(block_expert_ptr + tl.program_id(0))
     if expert < 0:  # past the last expert's run
         return
@@ -48,6 +49,9 @@ def _grouped_gemm(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, scale_ptr, 
             other=0.0,
         )
         acc = tl.dot(a, w, acc)
+    if BIAS:
+        bias = tl.load(bias_ptr + expert.to(tl.int64) * stride_bias + cols, mask=cols < n, other=0.0)
+        acc = acc + bias.to(tl.float32)[None, :]
     if SCALE:
         acc = acc * tl.load(scale_ptr + assignment, mask=real, other=0.0).to(tl.float32)[:, None]
     out = c_ptr + assignment[:, None] * stride_c + cols[None, :]
@@ -74,26 +78,27 @@ def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[
     return sorted_ids, torch.where(block_expert < num_experts, block_expert, -1)
 
 
-def _gemm(a, w, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool) -> None:
+def _gemm(a, w, bias, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool) -> None:
     n, k = w.shape[1], w.shape[2]
     grid = (block_expert.shape[0], triton.cdiv(n, BLOCK_N))
     _grouped_gemm[grid](  # pyright: ignore[reportIndexIssue]
-        a, w, out, sorted_ids, block_expert, scale, out.shape[0], n, k,
-        a.stride(0), w.stride(0), w.stride(1), w.stride(2), out.stride(0),
-        TOP_K=top_k, A_BY_TOKEN=by_token, SCALE=not by_token, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        a, w, w if bias is None else bias, out, sorted_ids, block_expert, scale, out.shape[0], n, k,
+        a.stride(0), w.stride(0), w.stride(1), w.stride(2), out.stride(0), 0 if bias is None else bias.stride(0),
+        TOP_K=top_k, A_BY_TOKEN=by_token, SCALE=not by_token, BIAS=bias is not None,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
     )  # fmt: skip
 
 
-def fused_experts(x, gate_up, down, weights, ids) -> torch.Tensor:
-    """sum over each token's k experts of weight * down(silu(gate) * up): x [tokens, hidden], gate_up
-    [experts, 2 * inner, hidden], down [experts, hidden, inner], weights and ids [tokens, k]."""
+def fused_experts(x, gate_up, down, weights, ids, gating, gate_up_bias=None, down_bias=None) -> torch.Tensor:
+    """sum over each token's k experts of weight * down(gating(gate_up(x))) (moe.py's grouped_experts): x
+    [tokens, hidden], gate_up [experts, 2 * inner, hidden], down [experts, hidden, inner], weights and ids
+    [tokens, k], the biases [experts, out] or None."""
     tokens, top_k = ids.shape
     sorted_ids, block_expert = align(ids, gate_up.shape[0])
     x, scale = x.contiguous(), weights.flatten().contiguous()
     h = x.new_empty(tokens * top_k, gate_up.shape[1])
-    _gemm(x, gate_up, h, sorted_ids, block_expert, scale, top_k, by_token=True)
-    gate, up = h.chunk(2, dim=-1)
-    act = (torch.nn.functional.silu(gate) * up).contiguous()
+    _gemm(x, gate_up, gate_up_bias, h, sorted_ids, block_expert, scale, top_k, by_token=True)
+    act = gating(h).contiguous()
     out = x.new_empty(tokens * top_k, down.shape[1])
-    _gemm(act, down, out, sorted_ids, block_expert, scale, top_k, by_token=False)
+    _gemm(act, down, down_bias, out, sorted_ids, block_expert, scale, top_k, by_token=False)
     return out.view(tokens, top_k, -1).sum(dim=1)

@@ -9,6 +9,8 @@ from transformers import (
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
+    GptOssConfig,
+    GptOssForCausalLM,
     MistralConfig,
     MistralForCausalLM,
     Qwen3Config,
@@ -81,7 +83,36 @@ def _qwen3_moe():
     return Qwen3MoeForCausalLM(config)
 
 
-FAMILIES = {"qwen3": _qwen3, "mistral": _mistral, "gemma3": _gemma3, "gemma2": _gemma2, "qwen3_moe": _qwen3_moe}
+def _gpt_oss():
+    config = GptOssConfig(
+        **{**COMMON, "intermediate_size": 32},
+        num_hidden_layers=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention"],
+        swiglu_limit=3.0,  # low, so that the clamp bites in these tiny models
+        rope_parameters={  # YaRN, as gpt-oss ships, at 8x of a 64-token original context
+            "rope_type": "yarn",
+            "factor": 8.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 64,
+            "rope_theta": 150000.0,
+        },
+    )
+    return GptOssForCausalLM(config)
+
+
+FAMILIES = {
+    "qwen3": _qwen3,
+    "mistral": _mistral,
+    "gemma3": _gemma3,
+    "gemma2": _gemma2,
+    "qwen3_moe": _qwen3_moe,
+    "gpt_oss": _gpt_oss,
+}
 
 
 def tiny(family: str, seed: int = 0):

@@ -12,7 +12,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("the Triton kernels need CUDA (or TRITON_INTERPRET=1)", allow_module_level=True)
 triton_moe = pytest.importorskip("engine_svc.model.triton_moe")
 
-from engine_svc.model.moe import grouped_experts, route  # noqa: E402
+from engine_svc.model.moe import Gating, grouped_experts, route  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
@@ -26,8 +26,9 @@ def test_align_groups_assignments_by_expert_in_padded_runs():
     assert block_expert.tolist()[:4] == [0, 1, 3, -1] and set(block_expert.tolist()[3:]) == {-1}
 
 
+@pytest.mark.parametrize("biased", [False, True])  # True: gpt-oss's biases and clamped gating
 @pytest.mark.parametrize("tokens", [1, 5, 40])
-def test_fused_experts_equal_the_grouped_path(tokens):
+def test_fused_experts_equal_the_grouped_path(tokens, biased):
     torch.manual_seed(0)
     experts, hidden, inner, top_k = 8, 64, 96, 3  # inner not a multiple of the 64-wide tiles
     x = torch.randn(tokens, hidden, device=DEVICE, dtype=DTYPE)
@@ -35,7 +36,15 @@ def test_fused_experts_equal_the_grouped_path(tokens):
     gate_up = torch.randn(experts, 2 * inner, hidden, device=DEVICE, dtype=DTYPE) / hidden**0.5
     down = torch.randn(experts, hidden, inner, device=DEVICE, dtype=DTYPE) / inner**0.5
     weights, ids = route(x, router, top_k, renormalize=True)
-    got = triton_moe.fused_experts(x, gate_up, down, weights, ids)
-    expected = grouped_experts(x.float(), gate_up.float(), down.float(), weights.float(), ids)
+    gating, biases = Gating(), (None, None)
+    if biased:
+        gating = Gating(alpha=1.702, limit=1.0)
+        biases = (
+            torch.randn(experts, 2 * inner, device=DEVICE, dtype=DTYPE),
+            torch.randn(experts, hidden, device=DEVICE, dtype=DTYPE),
+        )
+    got = triton_moe.fused_experts(x, gate_up, down, weights, ids, gating, *biases)
+    wide = [None if b is None else b.float() for b in biases]
+    expected = grouped_experts(x.float(), gate_up.float(), down.float(), weights.float(), ids, gating, *wide)
     tolerance = 3e-2 if DEVICE == "cuda" else 1e-4
     torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance)
