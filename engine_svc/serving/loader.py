@@ -312,8 +312,8 @@ def add_engine_flags(parser) -> None:
         "--backend",
         default="auto",
         choices=["auto", "paged", "transformers"],
-        help="model runner: paged (fast path: Llama, Mistral, Qwen2/3, Qwen3 MoE, Gemma 2/3) or transformers "
-        "(any causal LM)",
+        help="model runner: paged (fast path: Llama, Mistral, Qwen2/3, Qwen3 MoE, Gemma 2/3, gpt-oss) or "
+        "transformers (any causal LM)",
     )
     parser.add_argument(
         "--quantization",
