@@ -16,7 +16,8 @@ is overwritten later), their extra blocks go back to the pool, and only accepted
 Not speculated (plain decode): guided sequences (structured outputs, thinking budgets: their masks would need the
 grammar advanced over the drafts), sequences still wanting prompt logprobs, and steps whose token budget the drafts
 would overrun. A sequence whose drafts do not pay (fewer than MIN_ACCEPTED accepted tokens per verify over the last
-WINDOW) stops drafting for a back-off that doubles each time, then tries again.
+WINDOW) stops drafting for a back-off (in output tokens) that doubles each time, then tries again; a sequence with
+no n-gram match costs nothing (no draft, the plain decode path and its chained steps).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from engine_svc.scheduling.sequence import Chunk, Sequence
 KEYS = ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
 WINDOW = 8  # verifies per sequence the acceptance is judged over
 MIN_ACCEPTED = 0.5  # accepted tokens per verify below which drafting stops paying (its step costs more)
-BACKOFF = (16, 512)  # decode steps without drafts after a failed window: first, most (doubling in between)
+BACKOFF = (16, 512)  # output tokens without drafts after a failed window: first, most (doubling in between)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class _Drafting:
     buf: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.int64))
     size: int = 0
     accepted: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    paused: int = 0  # decode steps left without drafts
+    resume_at: int = 0  # output length from which it drafts again
     backoff: int = BACKOFF[0]
 
     def tokens(self, seq: Sequence) -> np.ndarray:
@@ -111,10 +112,10 @@ class _Drafting:
             self.size = n
         return self.buf[:n]
 
-    def judge(self, accepted: int) -> None:
+    def judge(self, accepted: int, output_len: int) -> None:
         self.accepted.append(accepted)
         if len(self.accepted) == WINDOW and sum(self.accepted) < MIN_ACCEPTED * WINDOW:
-            self.paused, self.backoff = self.backoff, min(2 * self.backoff, BACKOFF[1])
+            self.resume_at, self.backoff = output_len + self.backoff, min(2 * self.backoff, BACKOFF[1])
             self.accepted.clear()
 
 
@@ -166,8 +167,7 @@ class Speculator:
             if c.num_tokens != 1 or not c.samples or seq in guided or seq.want_prompt_logprobs:
                 continue
             state = self.states.get(seq) or self.states.setdefault(seq, _Drafting())
-            if state.paused:
-                state.paused -= 1
+            if len(seq.output_ids) < state.resume_at:
                 continue
             k = min(
                 cfg.num_speculative_tokens,
@@ -217,4 +217,4 @@ class Speculator:
             self.num_accepted_tokens += accepted
             for pos in range(accepted):
                 self.accepted_per_pos[pos] += 1
-            self.states[seq].judge(accepted)
+            self.states[seq].judge(accepted, len(seq.output_ids))

@@ -62,16 +62,15 @@ def test_the_config_is_vllms_and_refuses_what_we_do_not_support():
 def test_a_window_of_poor_acceptance_pauses_drafting_with_a_growing_backoff():
     state = _Drafting()
     for _ in range(WINDOW):
-        state.judge(0)
-    first = state.paused
+        state.judge(0, 100)
+    first = state.resume_at - 100
     assert first > 0 and not state.accepted
     for _ in range(WINDOW):
-        state.judge(0)
-    assert state.paused == 2 * first
-    state.paused = 0
+        state.judge(0, 200)
+    assert state.resume_at == 200 + 2 * first
     for _ in range(WINDOW):
-        state.judge(int(2 * MIN_ACCEPTED) + 1)
-    assert state.paused == 0
+        state.judge(int(2 * MIN_ACCEPTED) + 1, 300)
+    assert state.resume_at == 200 + 2 * first
 
 
 def test_verification_preserves_the_target_distribution():
