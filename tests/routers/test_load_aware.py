@@ -26,8 +26,11 @@ from devstack.stack import Stack
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from tests.routers.conftest import MAX_NUM_SEQS, start_router
 
-# A timing measurement: on a loaded 2-core host the saturated engine's queue and the routers' poll periods
-# overlap (seen failing beside other stacks), so CI leaves it out; SCALEOUT_LOAD_AWARE_TEST=1 runs it.
+# On demand (SCALEOUT_LOAD_AWARE_TEST=1), not in CI: neither fast nor deterministic on a shared 2-core host. Each
+# of the three routers needs one engine saturated (8 streams of 1,500 prompt tokens: prefill alone takes tens of
+# seconds there), so the module cannot fit 60 s; SMG's poll is waited for (its gauge), but vllm-router shows its
+# view only once it selects, and a chat that lands on the idle stack still shares the two cores with the
+# saturated engine, so how many chats go out before the saturation ends depends on the host's other load.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
