@@ -33,25 +33,9 @@ import jsonschema
 import referencing.exceptions
 
 from engine_svc.structured.backend import GrammarError
-from engine_svc.structured.patterns import mis_compiled
 from engine_svc.structured.schema_merge import TYPES, merge, types_of, unlisted
+from engine_svc.structured.strings import mis_compiled, string_node
 
-# String formats: those xgrammar enforces as validators check them, those held to a pattern of ours (xgrammar's
-# regexes admit 02-30, 019.1.1.1, ::1.02.3.4, 80-character labels), and those validators check that neither can hold.
-FORMATS = frozenset({"email", "duration", "uuid", "uri", "uri-reference", "json-pointer"})
-_DATE = r"[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
-_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9][0-9][0-9])?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
-_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
-PATTERNS = {
-    "date": f"^{_DATE}$",
-    "time": f"^{_TIME}$",
-    "date-time": f"^{_DATE}T{_TIME}$",
-    "ipv4": rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}$",
-    "hostname": r"^[a-z][a-z0-9]{0,30}$",
-    "ipv6": r"^([0-9a-f]{1,4}:){7}[0-9a-f]{1,4}$",
-}
-CHECKED_FORMATS = FORMATS | set(PATTERNS) | {"idn-email", "idn-hostname", "iri", "iri-reference", "regex"}
-CHECKED_FORMATS |= {"uri-template", "relative-json-pointer"}
 KEYWORDS = frozenset(jsonschema.Draft202012Validator.VALIDATORS)  # everything else is an annotation
 REFUSED = ("not", "dependentRequired", "dependentSchemas", "contains", "$dynamicRef")
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf")
@@ -217,27 +201,7 @@ class Lowering:
         return name
 
     def _string(self, alt: dict, path: str) -> dict | None:
-        out: dict = {"type": "string"}
-        fmt = alt.get("format")
-        if fmt in CHECKED_FORMATS and fmt not in FORMATS and fmt not in PATTERNS:
-            raise GrammarError(f"{path}: format {fmt!r} is checked by validators but not enforced by the backend")
-        sized = "minLength" in alt or "maxLength" in alt
-        if (fmt in FORMATS or fmt in PATTERNS) and ("pattern" in alt or sized):
-            raise GrammarError(f"{path}: format {fmt!r} beside pattern/minLength/maxLength (the backend keeps one)")
-        if "pattern" in alt and sized:
-            raise GrammarError(f"{path}: minLength/maxLength beside pattern (bound the length in the pattern)")
-        if fmt in PATTERNS:
-            out["pattern"] = PATTERNS[fmt]
-        elif fmt in FORMATS:
-            out["format"] = fmt
-        if "pattern" in alt and mis_compiled(alt["pattern"]):
-            raise GrammarError(f"{path}: pattern {alt['pattern']!r} is one the backend mis-compiles (patterns.py)")
-        if alt.get("minLength", 0) > alt.get("maxLength", math.inf):
-            return None
-        for key in ("pattern", "minLength", "maxLength"):
-            if key in alt:
-                out[key] = alt[key]
-        return out
+        return string_node(alt, path)
 
     def _integer(self, alt: dict, path: str) -> dict | None:
         low, high = -INT64, INT64

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_svc.structured.json_schema import FORMATS, PATTERNS
+from engine_svc.structured.strings import FORMATS, PATTERNS
 from tests.structured.differential import check, tiny
 
 SAMPLE = json.loads((Path(__file__).parent / "data" / "jsonschemabench_sample.json").read_text())
