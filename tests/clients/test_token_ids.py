@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 MESSAGES = [{"role": "user", "content": "Name three colours."}]
 PROMPT = "The capital of France is"
 IDS = {"return_token_ids": True}
-ASK = {"max_tokens": 8, "temperature": 0, "extra_body": IDS}
+ASK = {"max_tokens": 6, "temperature": 0, "extra_body": IDS}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_completions_unary_and_streamed_with_two_prompts(client, model_id, token
 
 
 def test_responses_carry_the_prompt_and_sampled_ids(client, model_id, tokenizer):
-    asked = {"model": model_id, "input": MESSAGES[0]["content"], "temperature": 0, "max_output_tokens": 8}
+    asked = {"model": model_id, "input": MESSAGES[0]["content"], "temperature": 0, "max_output_tokens": 6}
     response = client.responses.create(**asked, extra_body=IDS)
     prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
     assert response.prompt_token_ids == list(getattr(prompt, "input_ids", prompt))
@@ -81,7 +81,7 @@ def test_responses_carry_the_prompt_and_sampled_ids(client, model_id, tokenizer)
 
 
 def test_anthropic_messages_carry_the_prompt_and_sampled_ids(stack, model_id, tokenizer):
-    asked = {"model": model_id, "messages": MESSAGES, "max_tokens": 8, "extra_body": {"temperature": 0, **IDS}}
+    asked = {"model": model_id, "messages": MESSAGES, "max_tokens": 6, "extra_body": {"temperature": 0, **IDS}}
     with anthropic.Anthropic(base_url=stack.rest_url, api_key="unused", max_retries=0, timeout=120) as sdk:
         message = sdk.messages.create(**asked)
         events = list(sdk.messages.create(**asked, stream=True))
