@@ -23,6 +23,7 @@ import time
 
 import grpc
 import torch
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from torch.multiprocessing.reductions import reduce_tensor
 
 from bench.engine.shapes import SHAPES
@@ -77,6 +78,7 @@ async def bench(target: str, args) -> dict:
     async with grpc.aio.insecure_channel(target, options=options) as channel:
         stub, control = engine_pb2_grpc.EngineServiceStub(channel), control_pb2_grpc.EngineControlServiceStub(channel)
         result: dict = {"shape": args.shape, "streams": args.streams, "device": torch.cuda.get_device_name()}
+        await _serving(channel)
         result["decode_tok_s_before_sleep"] = await decode_rate(stub, args.streams, args.new_tokens)
         state = trainer_weights(args.shape)
         result["gb"] = sum(t.numel() * t.element_size() for t in state.values()) / 1e9
@@ -116,6 +118,20 @@ async def bench(target: str, args) -> dict:
         return result
 
 
+async def _serving(channel) -> None:
+    """Until the engine's health check says SERVING (LISTENING comes before the model has loaded)."""
+    health = health_pb2_grpc.HealthStub(channel)
+    for _ in range(600):
+        try:
+            reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
+            if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        except grpc.aio.AioRpcError:
+            pass
+        await asyncio.sleep(0.5)
+    raise RuntimeError("the engine did not become ready in 300 s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="llama-8b")
@@ -137,7 +153,10 @@ def main() -> None:
         result = asyncio.run(bench(line.split()[-1], args))
     finally:
         server.terminate()
-        server.wait(60)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
     print(json.dumps(result, indent=2))
     if args.out:
         with open(args.out, "w") as f:
