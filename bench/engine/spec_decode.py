@@ -1,0 +1,119 @@
+"""Batch-1 decode speed with and without n-gram speculation, in process, on workloads where drafts do and do not
+pay; acceptance from the engine's own counters.
+
+    python -m bench.engine.spec_decode --device cuda --shape llama-8b \\
+        --configs "--max-model-len 4096;--max-model-len 4096 --speculative-config '{\"method\": \"ngram\", ...}'"
+
+Random weights make a model's own text meaningless, so the repetitive workload is built from the model's output:
+`echo` first asks for a greedy continuation G of a random prompt P (not timed, on the first configuration), then
+times P + G + P: a model whose next token follows its context writes G again, which the n-gram lookup finds in
+the prompt (the shape of code editing or summarising a given text). `random` is a fresh random prompt, greedy
+(drafts appear only if the model falls into a loop); `sampled` the same at temperature 1 (drafts, when an n-gram
+matches, are mostly rejected: speculation has to switch itself off). Each line: decode tok/s (tokens after the
+first over the time since it), the copy share of echo's output, and per configuration with speculation its
+acceptance (accepted / draft tokens) and mean tokens per verify step; then each configuration against the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shlex
+import time
+
+import torch
+
+from bench.engine.run import release
+from bench.engine.shapes import build_model, shape_vocab
+from engine_svc.__main__ import make_parser
+from engine_svc.scheduling.admission import admit
+from engine_svc.serving.loader import build_engine, pick_dtype
+from engine_svc.serving.streaming import stream_responses
+from scaleout.v1 import common_pb2, engine_pb2
+
+WORKLOADS = ("echo", "random", "sampled")
+
+
+async def generate(loaded, prompt: list[int], new_tokens: int, temperature: float = 0.0) -> tuple[list[int], float]:
+    """One request's tokens and its decode tok/s."""
+    params = common_pb2.SamplingParams(temperature=temperature, max_tokens=new_tokens, ignore_eos=True, seed=1)
+    message = engine_pb2.GenerateRequest(token_ids=prompt, sampling_params=params)
+    rid, seqs, interval = admit(message, loaded.limits)
+    tokens: list[int] = []
+    first = 0.0
+    async for m in stream_responses(loaded.engine, loaded.engine.submit(rid, seqs), interval, rid):
+        for choice in m.choices:
+            if not tokens:
+                first = time.perf_counter()
+            tokens += choice.token_ids
+    return tokens, (len(tokens) - 1) / max(time.perf_counter() - first, 1e-9)
+
+
+async def run(args) -> None:
+    device, vocab = args.device, shape_vocab(args.shape)
+    model = build_model(
+        args.shape, device, pick_dtype(args.dtype, torch.device(device)), args.input_len * 3 + args.output_len * 3
+    )
+    rng = random.Random(0)
+    prompts = [[rng.randrange(10, vocab - 10) for _ in range(args.input_len)] for _ in range(args.prompts)]
+    echoes: list[list[int]] = []
+    results: dict[str, dict[str, float]] = {}
+    for flags in args.configs.split(";"):
+        loaded = build_engine(model, make_parser().parse_args(shlex.split(flags)), model_name=args.shape)
+        loaded.engine.start(asyncio.get_running_loop())
+        try:
+            await generate(loaded, prompts[0][:16], 8)  # warm-up: graph capture
+            if not echoes:
+                for p in prompts:
+                    echoes.append(p + (await generate(loaded, p, args.output_len))[0] + p)
+            speeds: dict[str, float] = {}
+            for workload in WORKLOADS:
+                before = loaded.engine.load()
+                rates, copied = [], 0
+                for i in range(len(prompts)):
+                    if workload == "echo":
+                        out, rate = await generate(loaded, echoes[i], args.output_len)
+                        g = echoes[i][args.input_len : -args.input_len]
+                        copied += next((j for j, (a, b) in enumerate(zip(out, g)) if a != b), len(out))
+                    else:
+                        fresh = [rng.randrange(10, vocab - 10) for _ in range(args.input_len)]
+                        out, rate = await generate(loaded, fresh, args.output_len, 1.0 if workload == "sampled" else 0)
+                    rates.append(rate)
+                speeds[workload] = sum(rates) / len(rates)
+                line = f"{workload:8s} {speeds[workload]:9.1f} tok/s"
+                if workload == "echo":
+                    line += f"  copied {copied / (len(prompts) * args.output_len):5.1%}"
+                after = loaded.engine.load()
+                drafts = after.spec_decode_num_drafts - before.spec_decode_num_drafts
+                if after.spec_decode_num_accepted_tokens_per_pos:
+                    proposed = after.spec_decode_num_draft_tokens - before.spec_decode_num_draft_tokens
+                    accepted = after.spec_decode_num_accepted_tokens - before.spec_decode_num_accepted_tokens
+                    line += (
+                        f"  verifies {drafts}  acceptance {accepted / max(proposed, 1):5.1%}"
+                        f"  tokens/verify {1 + accepted / max(drafts, 1):4.2f}"
+                    )
+                print(f"[{flags}] {line}", flush=True)
+            results[flags] = speeds
+        finally:
+            release(loaded)
+    base = next(iter(results.values()))
+    for flags, speeds in list(results.items())[1:]:
+        ratios = "  ".join(f"{w} {speeds[w] / base[w]:4.2f}x" for w in WORKLOADS)
+        print(f"vs first: [{flags}] {ratios}", flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--shape", default="llama-tiny", help="a random-weight shape of bench/engine/shapes.py")
+    parser.add_argument("--configs", required=True, help="';'-separated engine flag strings, the first the baseline")
+    parser.add_argument("--input-len", type=int, default=256)
+    parser.add_argument("--output-len", type=int, default=256)
+    parser.add_argument("--prompts", type=int, default=3, help="requests per workload, one at a time")
+    asyncio.run(run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
