@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -62,6 +63,7 @@ def summarize(results: list[RequestResult], duration: float, slo_ttft_s: float, 
     return {
         "requests": len(results),
         "failed": len(results) - len(done),
+        "errors": Counter(r.error[:200] for r in results if r.error).most_common(3),  # why, when any failed
         "duration_s": duration,
         "request_per_s": len(done) / duration,
         "output_tok_per_s": output / duration,

@@ -209,6 +209,8 @@ def report(label: str, summary: dict, bound: dict) -> None:
 
     print(f"\n== {label} ==")
     print(f"requests {summary['requests']} ({summary['failed']} failed) in {summary['duration_s']:.1f} s")
+    for error, count in summary.get("errors", []):
+        print(f"  {count} x {error}")
     print(
         f"request/s       {summary['request_per_s']:10.2f}   {share(summary['request_per_s'], bound['request_per_s'])}"
     )
