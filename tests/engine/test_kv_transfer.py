@@ -9,6 +9,8 @@ import asyncio
 import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
+from smg_grpc_proto.generated import vllm_engine_pb2 as vllm
+from smg_grpc_proto.generated import vllm_engine_pb2_grpc
 
 from engine_svc.serving.kv_transfer import blocks, vllm_params
 from scaleout.v1 import engine_pb2, kv_transfer_pb2
@@ -55,6 +57,7 @@ async def used_blocks(stub) -> int:
     return (await stub.GetLoad(engine_pb2.GetLoadRequest())).kv_blocks_used
 
 
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
 async def test_decode_from_pulled_blocks_matches_one_engine_and_computes_no_prompt(engines):
     prefill, decode, _, prefill_service = engines
     alone = tokens(await prefill.GenerateUnary(request(PROMPT, temperature=0, max_tokens=12, ignore_eos=True)))
@@ -66,6 +69,8 @@ async def test_decode_from_pulled_blocks_matches_one_engine_and_computes_no_prom
     streamed = [m async for m in decode.Generate(step(PROMPT, 12, pull=handoff))]
     after = await decode.GetLoad(engine_pb2.GetLoadRequest())
     info = await decode.GetModelInfo(engine_pb2.GetModelInfoRequest())
+    server = await vllm_engine_pb2_grpc.VllmEngineStub(decode.channel).GetServerInfo(vllm.GetServerInfoRequest())
+    assert server.kv_role == "kv_consumer" and server.kv_engine_id
     # pulled once: the prefill engine freed its copy, a second pull finds nothing
     assert await reason_of(decode.GenerateUnary(step(PROMPT, 4, pull=handoff))) == "KV_HANDOFF_EXPIRED"
     assert [t for m in streamed for c in m.choices for t in c.token_ids] == alone
@@ -75,6 +80,7 @@ async def test_decode_from_pulled_blocks_matches_one_engine_and_computes_no_prom
     assert await used_blocks(prefill) == 0 and info.kv_role == "decode" and info.kv_layout.block_size == 16
 
 
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
 async def test_roles_refuse_the_other_step_and_vllm_params_map_both_ways(engines):
     prefill, decode, _, _ = engines
     assert await reason_of(decode.GenerateUnary(step(PROMPT, 1, hand_off=True))) == "KV_TRANSFER_UNAVAILABLE"
@@ -98,6 +104,7 @@ def _vllm_decode(params) -> engine_pb2.GenerateRequest:
     return message
 
 
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
 async def test_unpulled_blocks_expire_and_a_late_pull_is_refused(engines):
     prefill, decode, _, _ = engines
     handoff = (await prefill.GenerateUnary(step(PROMPT, 1, hand_off=True))).kv_handoff
@@ -107,6 +114,7 @@ async def test_unpulled_blocks_expire_and_a_late_pull_is_refused(engines):
     assert await reason_of(decode.GenerateUnary(step(PROMPT, 4, pull=handoff))) == "KV_HANDOFF_EXPIRED"
 
 
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
 async def test_a_lost_prefill_engine_is_a_typed_error(engines, tiny_model):
     prefill, decode, _, _ = engines
     async with engine_stub(tiny_model, "--kv-role", "prefill", *QUICK_STOP) as (gone, _):
@@ -117,6 +125,7 @@ async def test_a_lost_prefill_engine_is_a_typed_error(engines, tiny_model):
     assert await reason_of(decode.GenerateUnary(step(PROMPT, 4, pull=handoff))) == "KV_HANDOFF_ENGINE_GONE"
 
 
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
 async def test_mismatches_are_refused_and_the_blocks_stay_for_the_right_decode(engines):
     prefill, decode, other_weights, prefill_service = engines
     handoff = (await prefill.GenerateUnary(step(PROMPT, 1, hand_off=True))).kv_handoff

@@ -22,6 +22,8 @@ ANSWER = {"temperature": 0, "max_tokens": 12}
 GONE = {"do_remote_prefill": True, "remote_engine_id": "e", "remote_host": "127.0.0.1", "remote_port": 1}
 GONE |= {"remote_request_id": "r", "remote_block_ids": [1]}
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def pd_router(stacks, tmp_path_factory) -> Iterator[Router]:
