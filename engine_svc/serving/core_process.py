@@ -200,7 +200,8 @@ def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figure
 
 class _Figures:
     """The load figures an API server keeps (EngineProcess._receive reads them in this order: GetLoad's, then
-    the queue-wait estimate's); the three that cost a pass are recomputed every LOAD_EVERY_S."""
+    the queue-wait estimate's, then speculation's counters when it is on); the three that cost a pass are
+    recomputed every LOAD_EVERY_S."""
 
     def __init__(self) -> None:
         self._at, self._pending, self._rate, self._steps_left = float("-inf"), 0, 0.0, ()
@@ -224,6 +225,7 @@ class _Figures:
             self._steps_left,
             engine.pace.decode_step_s,
             engine.pace.prefill_token_s,
+            *(tuple(engine.speculator.counters().values()) if engine.speculator is not None else ()),
         )
 
 
@@ -491,7 +493,16 @@ class EngineProcess(EngineFront):
                     self._load.pending_prefill_tokens,
                     self._load.generated_tokens_per_s,
                 ) = load[:9]
-                self._pace = load[9:]
+                self._pace, spec = load[9:12], load[12:]
+                if spec:  # speculation's counters (Speculator.counters, in its order)
+                    load_figures = self._load
+                    drafts, draft_tokens, accepted, per_pos = spec
+                    load_figures.spec_decode_num_drafts, load_figures.spec_decode_num_draft_tokens = (
+                        drafts,
+                        draft_tokens,
+                    )
+                    load_figures.spec_decode_num_accepted_tokens = accepted
+                    load_figures.spec_decode_num_accepted_tokens_per_pos[:] = per_pos
                 self._submitted = 0
                 for request_id, deltas, prompt, cached, done, stamps, version in rows:
                     self.weight_version = version
