@@ -234,12 +234,17 @@ class EngineService:
             load = engine.load()
             return load.prefix_cache_hit_tokens / max(load.prefix_cache_queried_tokens, 1)
 
+        def spec_acceptance(engine) -> float:
+            load = engine.load()
+            return load.spec_decode_num_accepted_tokens / max(load.spec_decode_num_draft_tokens, 1)
+
         llm.watch(
             queue_depth=read(lambda e: e.num_waiting),
             running=read(lambda e: e.num_running),
             kv_cache_usage=read(kv_usage),
             kv_cache_cached=read(kv_cached),
             prefix_cache_hit=read(prefix_hits),
+            spec_decode_acceptance=read(spec_acceptance),
         )
         # The vllm: series see the same calls; they are engine-wide, so only the first API server's port shows
         # them (a scrape of every port would count them once per API server).

@@ -113,6 +113,11 @@ class LlmMetrics:
             "Prompt tokens served from the prefix cache over prompt tokens admitted, since start (0..1)",
             registry=registry,
         )
+        self.spec_decode_acceptance = Gauge(
+            "scaleout_engine_spec_decode_acceptance_ratio",
+            "Speculative decoding: draft tokens accepted over draft tokens proposed, since start (0..1)",
+            registry=registry,
+        )
 
         def histogram(name: str, doc: str, buckets=LATENCY_BUCKETS) -> Histogram:
             return Histogram(f"scaleout_engine_{name}_seconds", doc, buckets=buckets, registry=registry)
@@ -164,6 +169,7 @@ class LlmMetrics:
         kv_cache_usage: Callable[[], float],
         kv_cache_cached: Callable[[], float] | None = None,
         prefix_cache_hit: Callable[[], float] | None = None,
+        spec_decode_acceptance: Callable[[], float] | None = None,
     ) -> None:
         """Gauges read the engine's own counters at scrape time: nothing on the hot path."""
         self.queue_depth.set_function(queue_depth)
@@ -173,6 +179,8 @@ class LlmMetrics:
             self.kv_cache_cached.set_function(kv_cache_cached)
         if prefix_cache_hit is not None:
             self.prefix_cache_hit.set_function(prefix_cache_hit)
+        if spec_decode_acceptance is not None:
+            self.spec_decode_acceptance.set_function(spec_decode_acceptance)
 
 
 class ServiceMetrics:
