@@ -213,9 +213,9 @@ class Lowering:
         if low > high:
             return None
         out: dict = {"type": "integer"}
-        if low > -INT64:
+        if "minimum" in alt or "exclusiveMinimum" in alt:  # a bound past int64 is clamped, never dropped
             out["minimum"] = low
-        if high < INT64:
+        if "maximum" in alt or "exclusiveMaximum" in alt:
             out["maximum"] = high
         step = alt.get("multipleOf")
         if step is not None and step != 1:

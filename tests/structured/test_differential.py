@@ -65,7 +65,7 @@ ENFORCED = {
         "required": ["n", "s", "x"],
     },
     "formats": {"anyOf": [{"type": "string", "format": f} for f in sorted(FORMATS | set(PATTERNS))]},
-    "bounds past int64": {"type": "integer", "minimum": -1e30, "maximum": 9223372036854775808.0},
+    "bounds past int64": {"type": "integer", "minimum": -1e30, "maximum": 3.6893488147419103e19},
 }
 REFUSED = {
     "overlapping oneOf": ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "#/oneOf: branches 0 and 1"),
