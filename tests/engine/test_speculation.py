@@ -4,12 +4,16 @@ with speculation equal to those without (greedy, seeded sampling, stops, lengths
 from __future__ import annotations
 
 import asyncio
+import json
 
+import grpc
+import jsonschema
 import numpy as np
 import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine_svc.__main__ import make_parser
 from engine_svc.model.sampler import Sampler
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
@@ -22,9 +26,14 @@ from engine_svc.scheduling.speculation import (
     parse_speculative_config,
     propose,
 )
-from scaleout.v1 import engine_pb2
-from tests.engine.conftest import engine_stub, generate, request
+from engine_svc.scheduling.stop_strings import StopStrings
+from engine_svc.serving.loader import build_engine
+from engine_svc.serving.service import EngineService
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+from tests.engine.conftest import engine_args, engine_stub, generate, request, tiny_llama, worded_model
 from tests.engine.test_generate import reference
+from tests.engine.test_structured_outputs import PROMPTS, constrained, guided_stub, text
+from tests.serving import serving
 
 SPEC = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
 LOOP = [1] + [5, 6, 7, 8, 9] * 6  # repetitive: drafts from the prompt
@@ -54,9 +63,9 @@ def test_the_config_is_vllms_and_refuses_what_we_do_not_support():
         '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2}': "<=",
         "[1]": "JSON object",
     }
-    for text, words in refusals.items():
+    for config, words in refusals.items():
         with pytest.raises(ValueError, match=words):
-            parse_speculative_config(text)
+            parse_speculative_config(config)
 
 
 def test_a_window_of_poor_acceptance_pauses_drafting_with_a_growing_backoff():
@@ -152,3 +161,52 @@ async def test_the_transformers_backend_drops_rejected_tokens_from_its_cache(tin
     spec, speculator, _ = await _outputs(tiny_model, cases, "--backend", "transformers", "--speculative-config", SPEC)
     assert [toks[0] for _, toks in spec] == [reference(tiny_model, p, s["max_tokens"]) for p, s in cases]
     assert 0 < speculator.num_accepted_tokens < speculator.num_draft_tokens
+
+
+async def test_stop_strings_end_a_drafted_run_where_they_end_a_plain_one(tokenizer):
+    """A tiny model over the default model's tokenizer (its text decodes): the stop string lands inside a run of
+    accepted drafts and the choice ends at the token that completes it, as without speculation."""
+    model, prompt = worded_model(len(tokenizer)), [1] + [504, 3458, 282, 4649] * 5
+
+    def build(args):
+        return lambda: build_engine(model, args, model_name="worded", stop_strings=StopStrings.of(tokenizer))
+
+    async def run(*flags):
+        args = engine_args("--block-size", "4", *flags)
+        service = EngineService(args, build=build(args))
+        async with serving(service, make_parser()) as target, grpc.aio.insecure_channel(target) as channel:
+            stub = engine_pb2_grpc.EngineServiceStub(channel)
+            _, free = await generate(stub, request(prompt, temperature=0, max_tokens=MAX, ignore_eos=True))
+            stop = tokenizer.decode(free[0][12:14]).strip()[1:4] or tokenizer.decode(free[0][12:14])
+            messages, tokens = await generate(
+                stub, request(prompt, temperature=0, max_tokens=MAX, ignore_eos=True, stop=[stop])
+            )
+            speculator = service.loaded.engine.speculator
+            return free[0], tokens[0], messages[-1].choices[-1], speculator and speculator.num_accepted_tokens
+
+    plain = await run()
+    spec = await run("--speculative-config", SPEC)
+    assert plain[:3] == spec[:3] and spec[2].finish_reason == common_pb2.FINISH_REASON_STOP
+    assert len(spec[1]) < MAX and spec[3] > 0  # it stopped early, and drafts were accepted
+
+
+async def test_guided_requests_beside_drafted_ones_keep_their_grammar():
+    """Structured outputs with speculation on: guided sequences are not drafted (their masks hold), unguided
+    ones in the same steps are, and keep their greedy outputs."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["a"],
+    }
+    async with guided_stub("--block-size", "4", "--speculative-config", SPEC) as (stub, service):
+        guided = [constrained(p, json_schema=json.dumps(schema)) for p in PROMPTS[:3]]
+        runs = await asyncio.gather(
+            *(generate(stub, m) for m in guided),
+            *(generate(stub, request(p, **s)) for p, s in CASES[:2]),
+        )
+        speculator = service.loaded.engine.speculator
+    for _, tokens in runs[:3]:
+        jsonschema.validate(json.loads(text(tokens[0])), schema)
+    model = tiny_llama()
+    assert [t[0] for _, t in runs[3:]] == [reference(model, p, s["max_tokens"]) for p, s in CASES[:2]]
+    assert speculator.num_accepted_tokens > 0
