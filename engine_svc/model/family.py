@@ -73,7 +73,7 @@ class Family:
             attention_softcap=float(config.attn_logit_softcapping or 0.0) if model_type == "gemma2" else 0.0,
             final_softcap=float(getattr(config, "final_logit_softcapping", None) or 0.0),
             windows=windows,
-            rope_kinds=tuple(types[i] if per_type_rope else "" for i in range(layers)),
+            rope_kinds=tuple(types) if per_type_rope and types else ("",) * layers,
             sinks=model_type == "gpt_oss",
         )
 

@@ -67,8 +67,8 @@ def grouped_experts(x, gate_up, down, weights, ids, gating=Gating(), gate_up_bia
     return out
 
 
-def _frozen(t: torch.Tensor | None) -> nn.Parameter | None:
-    return None if t is None else nn.Parameter(t.detach().contiguous(), requires_grad=False)
+def _frozen(t: torch.Tensor) -> nn.Parameter:
+    return nn.Parameter(t.detach().contiguous(), requires_grad=False)
 
 
 class SparseMoe(nn.Module):
