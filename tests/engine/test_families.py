@@ -60,7 +60,9 @@ def test_logits_match_transformers(family):
 async def test_served_on_the_paged_backend_with_transformers_greedy_tokens(family):
     model = tiny(family)
     prompts = [PROMPT, PROMPT[:SHARED] + [11, 12, 13], [1, 5, 9]]
-    async with engine_stub(model, "--block-size", str(BLOCK), "--max-num-batched-tokens", "16") as (stub, _):
+    # In process (a thread): the model is built here, and CUDA's default child core would need a picklable builder.
+    flags = ("--block-size", str(BLOCK), "--max-num-batched-tokens", "16", "--engine-core", "thread")
+    async with engine_stub(model, *flags) as (stub, _):
         info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
         first = await generate(stub, request(prompts[0], temperature=0, max_tokens=8, ignore_eos=True))
         rest = await asyncio.gather(
