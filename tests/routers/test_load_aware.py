@@ -28,7 +28,7 @@ from tests.routers.conftest import MAX_NUM_SEQS, start_router
 
 # On demand (SCALEOUT_LOAD_AWARE_TEST=1), not in CI: neither fast nor deterministic on a shared 2-core host. Each
 # of the three routers needs one engine saturated (8 streams of 1,500 prompt tokens: prefill alone takes tens of
-# seconds there), so the module cannot fit 60 s; SMG's poll is waited for (its gauge), but vllm-router shows its
+# seconds there), so the module cannot fit 60 s (3 passed in 164 s of calls at load average ~20); SMG's poll is waited for (its gauge), but vllm-router shows its
 # view only once it selects, and a chat that lands on the idle stack still shares the two cores with the
 # saturated engine, so how many chats go out before the saturation ends depends on the host's other load.
 pytestmark = [
