@@ -180,7 +180,7 @@ class Sampler:
             rows = batch.logprob_index
             if not self.processed:
                 values = logits[rows] if raw is None else raw
-            elif scores is None:  # every row greedy: processed = after its processors
+            elif scores is None or batch.random is None:  # every row greedy: processed = after its processors
                 values = logits[rows]
             else:
                 values = torch.where(batch.random.greedy[rows, None], logits[rows].float(), scores[rows])

@@ -66,6 +66,7 @@ def parse_speculative_config(text: str) -> SpecConfig | None:
     for name, value in (("num_speculative_tokens", k), ("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"--speculative-config: {name} must be an integer >= 1, not {value!r}")
+    assert isinstance(k, int) and isinstance(lo, int) and isinstance(hi, int)  # checked just above
     if lo > hi:
         raise ValueError(f"--speculative-config: prompt_lookup_min={lo} must be <= prompt_lookup_max={hi}")
     return SpecConfig(k, lo, hi)

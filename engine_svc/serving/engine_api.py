@@ -26,8 +26,12 @@ from scaleout_common.reasons import Reason, fail
 class EngineAPI(Protocol):
     max_waiting: int
     max_queue_wait_s: float  # the queue-wait budget the server's front checks (queue_budget.py; 0: none)
-    weight_version: str  # the weights' version as last known here (controls.py)
     requests: dict[str, RequestState]  # the live requests this server holds, by engine key (tenancy.py)
+
+    @property
+    def weight_version(self) -> str:
+        """The weights' version as last known here (controls.py)."""
+        ...
 
     @property
     def num_running(self) -> int: ...
