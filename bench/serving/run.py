@@ -247,7 +247,8 @@ def report(label: str, summary: dict, bound: dict) -> None:
     if view:
         print(
             f"in the engine   TTFT mean {_ms(view.get('ttft_s', float('nan')))} ms (from its Generate call's start), "
-            f"of which {_ms(view.get('queue_s', float('nan'))).strip()} ms waiting to be scheduled"
+            f"of which {_ms(view.get('queue_s', float('nan'))).strip()} ms waiting to be scheduled; "
+            f"{view.get('preemptions', 0):.0f} preemptions"
         )
     if summary.get("gpu"):
         print(PowerSampler.describe(summary["gpu"]))

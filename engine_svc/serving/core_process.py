@@ -200,8 +200,8 @@ def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figure
 
 class _Figures:
     """The load figures an API server keeps (EngineProcess._receive reads them in this order: GetLoad's, then
-    the queue-wait estimate's, then speculation's counters when it is on); the three that cost a pass are
-    recomputed every LOAD_EVERY_S."""
+    the queue-wait estimate's, the preemptions, then speculation's counters when it is on); the three that cost a
+    pass are recomputed every LOAD_EVERY_S."""
 
     def __init__(self) -> None:
         self._at, self._pending, self._rate, self._steps_left = float("-inf"), 0, 0.0, ()
@@ -225,6 +225,7 @@ class _Figures:
             self._steps_left,
             engine.pace.decode_step_s,
             engine.pace.prefill_token_s,
+            engine.scheduler.num_preemptions,
             *(tuple(engine.speculator.counters().values()) if engine.speculator is not None else ()),
         )
 
@@ -493,7 +494,7 @@ class EngineProcess(EngineFront):
                     self._load.pending_prefill_tokens,
                     self._load.generated_tokens_per_s,
                 ) = load[:9]
-                self._pace, spec = load[9:12], load[12:]
+                self._pace, self._load.preemptions, spec = load[9:12], load[12], load[13:]
                 if spec:  # speculation's counters (Speculator.counters, in its order)
                     load_figures = self._load
                     drafts, draft_tokens, accepted, per_pos = spec

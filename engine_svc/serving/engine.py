@@ -181,6 +181,7 @@ class Engine(EngineFront):
             utilization=utilization(running, self.scheduler.max_num_seqs, used, free),
             prompt_tokens_computed=self.prompt_tokens_computed,
             prompt_tokens_transferred=self.prompt_tokens_transferred,
+            preemptions=self.scheduler.num_preemptions,
             **(self.speculator.counters() if self.speculator is not None else {}),
         )
 

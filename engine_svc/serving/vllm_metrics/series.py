@@ -160,6 +160,13 @@ SERIES: tuple[Series, ...] = (
         load=lambda load: load.prefix_cache_hit_tokens,
     ),
     Series(
+        "vllm:num_preemptions",
+        "counter",
+        "Cumulative number of preemption from the engine.",
+        "sequences preempted under KV pressure (GetLoad.preemptions)",
+        load=lambda load: load.preemptions,
+    ),
+    Series(
         "vllm:prompt_tokens",
         "counter",
         "Number of prefill tokens processed.",

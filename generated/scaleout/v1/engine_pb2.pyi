@@ -153,7 +153,7 @@ class GetLoadRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetLoadResponse(_message.Message):
-    __slots__ = ("running", "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "max_running", "max_waiting", "prefix_caching", "kv_blocks_cached", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "generated_tokens_per_s", "pending_prefill_tokens", "utilization", "prompt_tokens_computed", "prompt_tokens_transferred", "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos")
+    __slots__ = ("running", "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "max_running", "max_waiting", "prefix_caching", "kv_blocks_cached", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "generated_tokens_per_s", "pending_prefill_tokens", "utilization", "prompt_tokens_computed", "prompt_tokens_transferred", "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos", "preemptions")
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     KV_BLOCKS_USED_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +174,7 @@ class GetLoadResponse(_message.Message):
     SPEC_DECODE_NUM_DRAFT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SPEC_DECODE_NUM_ACCEPTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     running: int
     waiting: int
     kv_blocks_used: int
@@ -194,7 +195,8 @@ class GetLoadResponse(_message.Message):
     spec_decode_num_draft_tokens: int
     spec_decode_num_accepted_tokens: int
     spec_decode_num_accepted_tokens_per_pos: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_free: _Optional[int] = ..., kv_block_size: _Optional[int] = ..., max_running: _Optional[int] = ..., max_waiting: _Optional[int] = ..., prefix_caching: _Optional[bool] = ..., kv_blocks_cached: _Optional[int] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ..., generated_tokens_per_s: _Optional[float] = ..., pending_prefill_tokens: _Optional[int] = ..., utilization: _Optional[float] = ..., prompt_tokens_computed: _Optional[int] = ..., prompt_tokens_transferred: _Optional[int] = ..., spec_decode_num_drafts: _Optional[int] = ..., spec_decode_num_draft_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens_per_pos: _Optional[_Iterable[int]] = ...) -> None: ...
+    preemptions: int
+    def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_free: _Optional[int] = ..., kv_block_size: _Optional[int] = ..., max_running: _Optional[int] = ..., max_waiting: _Optional[int] = ..., prefix_caching: _Optional[bool] = ..., kv_blocks_cached: _Optional[int] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ..., generated_tokens_per_s: _Optional[float] = ..., pending_prefill_tokens: _Optional[int] = ..., utilization: _Optional[float] = ..., prompt_tokens_computed: _Optional[int] = ..., prompt_tokens_transferred: _Optional[int] = ..., spec_decode_num_drafts: _Optional[int] = ..., spec_decode_num_draft_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens_per_pos: _Optional[_Iterable[int]] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class GetMetricsRequest(_message.Message):
     __slots__ = ()
