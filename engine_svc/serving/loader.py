@@ -81,7 +81,9 @@ def _eos_ids(model) -> list[int]:
 
 def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int) -> int:
     """KV blocks: as many as the flags ask, else (CUDA) the given share of the memory left once the model is
-    loaded and the largest step's `step_bytes` are set aside, at most what max_num_seqs full sequences need."""
+    loaded and the largest step's `step_bytes` are set aside, all of it: more blocks than max_num_seqs full
+    sequences need keep more prefixes cached (as vLLM sizes its cache by memory); else (CPU) a fixed budget, at
+    most what max_num_seqs full sequences need."""
     if args.num_kv_blocks:
         return args.num_kv_blocks
     per_block = ModelRunner.kv_bytes_per_block(
@@ -90,11 +92,9 @@ def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int
     if device.type == "cuda":
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(device)
-        budget = int(max(0, free - step_bytes) * args.kv_cache_memory_fraction)
-    else:
-        budget = CPU_KV_CACHE_BYTES
+        return max(2, int(max(0, free - step_bytes) * args.kv_cache_memory_fraction) // per_block)
     wanted = args.max_num_seqs * -(-max_model_len // args.block_size) + 1
-    return max(2, min(budget // per_block, wanted))
+    return max(2, min(CPU_KV_CACHE_BYTES // per_block, wanted))
 
 
 def build_engine(
