@@ -237,7 +237,11 @@ def test_a_forced_function_is_called_without_any_prompting(client, model_id):
         )
         strict_response(response)
         [call] = [item for item in response.output if item.type == "function_call"]
-        assert call.name == "get_weather" and isinstance(json.loads(call.arguments).get("city"), str), choice
+        assert call.name == "get_weather" and call.arguments.startswith('{"city":'), (choice, call.arguments)
+        if call.status == "incomplete":  # the tiny model may loop inside the string until max_output_tokens
+            assert response.incomplete_details and response.incomplete_details.reason == "max_output_tokens"
+        else:
+            assert isinstance(json.loads(call.arguments).get("city"), str), (choice, call.arguments)
 
 
 def test_text_format_json_schema_is_enforced(client, model_id):

@@ -87,7 +87,7 @@ def test_json_schemas_are_followed_whenever_the_output_stops(client, model_id, s
         if choice.finish_reason == "stop":
             stopped += 1
             value = json.loads(choice.message.content)
-            jsonschema.validate(value, schema, format_checker=jsonschema.FormatChecker())
+            jsonschema.validate(value, schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     assert stopped >= 0.8 * len(SCHEMAS), f"only {stopped} of {len(SCHEMAS)} outputs finished"
 
 
@@ -375,7 +375,9 @@ def test_the_probe_is_enforced_or_refused(client, model_id):
         if choice.finish_reason == "stop":
             stopped += 1
             value = json.loads(choice.message.content)
-            validator = jsonschema.Draft202012Validator(PROBE[name], format_checker=jsonschema.FormatChecker())
+            validator = jsonschema.Draft202012Validator(
+                PROBE[name], format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+            )
             assert validator.is_valid(value), (name, choice.message.content)
     assert stopped >= len(calls) // 2
     with pytest.raises(openai.BadRequestError) as caught:
