@@ -53,6 +53,7 @@ def read(data: bytes, route: str) -> VllmRequest:
         out["stop"] = body["stop"]
     if body.get("seed", -1) != -1:
         out["seed"] = body["seed"]
+    _vllm_whitespace(out)
     schemas_as_text(out)
     if route == COMPLETION:
         return _completion(body, out)
@@ -94,6 +95,20 @@ def _typed_chat(out: dict) -> render_pb2.RenderChatRequest:
         if "content" in message:
             added.content.string_value = message["content"]
     return request
+
+
+def _vllm_whitespace(out: dict) -> None:
+    """vLLM's default for constrained JSON: free whitespace allowed (our own routes default to compact JSON,
+    render_svc/structured.py); a request that says `disable_any_whitespace` keeps its choice."""
+    response_format = out.get("response_format")
+    constrained = isinstance(response_format, dict) and response_format.get("type") != "text"
+    if not constrained and "structured_outputs" not in out:
+        return
+    params = out.get("structured_outputs")
+    if params is None:
+        out["structured_outputs"] = {"disable_any_whitespace": False}
+    elif isinstance(params, dict):
+        params.setdefault("disable_any_whitespace", False)
 
 
 def _is_str(value) -> bool:
