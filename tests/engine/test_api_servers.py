@@ -83,7 +83,19 @@ async def engine_process():
     once SERVING, and makes sure no process of its session outlives the test."""
     command = [sys.executable, "-m", "engine_svc", "--engine-core", "process", "--api-servers", "3"]
     server = subprocess.Popen(
-        [*command, "--port", "0", "--metrics-port", "-1", "--drain-delay-s", "0.2", "--log-level", "WARNING"],
+        [
+            *command,
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--drain-delay-s",
+            "0.2",
+            "--drain-grace-s",
+            "120",
+            "--log-level",
+            "WARNING",
+        ],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -119,7 +131,7 @@ async def test_sigterm_drains_every_api_server_then_all_end():
             await call.read()
         server.send_signal(signal.SIGTERM)  # the first server alone: it drains the others
         rests = [await _rest(call) for call in calls]
-        assert server.wait(60) == 0
+        assert server.wait(150) == 0
         assert await _session_ends(server, 5), "processes of the engine outlived it"
     for rest in rests:
         assert rest[-1].finished and not rest[-1].HasField("error")
