@@ -67,13 +67,16 @@ class Consumer:
                     parent = h
 
 
-async def _traffic(stub, count: int, seed: int) -> None:
+async def _traffic(stub, count: int, seed: int, at_once: int = 1) -> None:
     rng = random.Random(seed)
+    messages = []
     for i in range(count):
         prompt = SYSTEM[: rng.randrange(5, 24)] + [rng.randrange(5, 200) for _ in range(rng.randrange(1, 12))]
         message = request(prompt, temperature=0, max_tokens=rng.randrange(1, 6), ignore_eos=True)
         message.cache_salt = ("", "a", "b")[i % 3]
-        await generate(stub, message)
+        messages.append(message)
+    for start in range(0, count, at_once):
+        await asyncio.gather(*(generate(stub, m) for m in messages[start : start + at_once]))
 
 
 async def _read(stream, consumer: Consumer, until) -> None:
@@ -93,7 +96,7 @@ async def test_a_late_subscriber_holds_exactly_the_prefix_table(tiny_model, core
     flags = ("--block-size", "4", "--num-kv-blocks", "48", "--kv-events", "--engine-core", core)
     async with engine_stub(model, *flags) as (stub, service):
         control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
-        await _traffic(stub, 60, seed=1)  # enough to evict: 48 blocks of 4 tokens
+        await _traffic(stub, 1000, seed=1, at_once=16)  # a router joining after 1,000 requests (48 blocks: evictions)
         late = Consumer()
         stream = control.SubscribeKvEvents(kv_events_pb2.SubscribeKvEventsRequest())
         first = await stream.read()
