@@ -23,10 +23,10 @@ import time
 
 import grpc
 import torch
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from torch.multiprocessing.reductions import reduce_tensor
 
 from bench.engine.shapes import SHAPES
+from bench.serving.run import wait_serving
 from scaleout.v1 import common_pb2, control_pb2, control_pb2_grpc, engine_pb2, engine_pb2_grpc
 
 C = control_pb2
@@ -75,10 +75,10 @@ async def decode_rate(stub, streams: int, tokens: int) -> float:
 
 async def bench(target: str, args) -> dict:
     options = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+    await wait_serving(target)
     async with grpc.aio.insecure_channel(target, options=options) as channel:
         stub, control = engine_pb2_grpc.EngineServiceStub(channel), control_pb2_grpc.EngineControlServiceStub(channel)
         result: dict = {"shape": args.shape, "streams": args.streams, "device": torch.cuda.get_device_name()}
-        await _serving(channel)
         result["decode_tok_s_before_sleep"] = await decode_rate(stub, args.streams, args.new_tokens)
         state = trainer_weights(args.shape)
         result["gb"] = sum(t.numel() * t.element_size() for t in state.values()) / 1e9
@@ -116,20 +116,6 @@ async def bench(target: str, args) -> dict:
         result["wake_up_s"] = time.perf_counter() - t
         result["decode_tok_s_after_wake_up"] = await decode_rate(stub, args.streams, args.new_tokens)
         return result
-
-
-async def _serving(channel) -> None:
-    """Until the engine's health check says SERVING (LISTENING comes before the model has loaded)."""
-    health = health_pb2_grpc.HealthStub(channel)
-    for _ in range(600):
-        try:
-            reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-            if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                return
-        except grpc.aio.AioRpcError:
-            pass
-        await asyncio.sleep(0.5)
-    raise RuntimeError("the engine did not become ready in 300 s")
 
 
 def main() -> None:

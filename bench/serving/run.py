@@ -97,7 +97,8 @@ def parse_args(argv=None):
 # ---- servers ------------------------------------------------------------------------------------------------
 
 
-async def _wait_serving(target: str, process: subprocess.Popen | None = None) -> None:
+async def wait_serving(target: str, process: subprocess.Popen | None = None) -> None:
+    """Until the server at `target` says SERVING (LISTENING comes before the model has loaded)."""
     import grpc
 
     async with grpc.aio.insecure_channel(target, options=OPTIONS) as channel:
@@ -339,7 +340,7 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
             served = replace(bench, shape=bench.shape.for_flags(flags))  # the roofline of the dtypes run
             server = EngineServer(args, flags) if target == "engine" else GatewayStack(args, flags)
             try:
-                await _wait_serving(server.target, getattr(server, "process", None))
+                await wait_serving(server.target, getattr(server, "process", None))
                 print(
                     f"\n[{target} {variant} with caching {caching} serving after {time.perf_counter() - began:.0f} s; "
                     f"the roofline reads {served.shape.weight_bytes / 1e9:.2f} GB of weights a decode step and "
