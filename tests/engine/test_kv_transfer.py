@@ -179,6 +179,8 @@ def test_vllm_params_map_both_ways():
         ({"remote_port": "50052"}, "remote_port"),
         ({"remote_block_ids": "4,5"}, "remote_block_ids"),
         ({"do_remote_prefill": "yes"}, "do_remote_prefill"),
+        ({"remote_blocks_expiry_time": 1.0}, "remote_blocks_expiry_time"),
+        ({"transfer_mode": "read"}, "transfer_mode"),
     ],
 )
 def test_vllm_params_refused_name_their_key(change, field):

@@ -10,8 +10,9 @@ KvTransfer and back. The whole mapping:
   remote_block_ids               KvHandoff.block_ids                    a list of ints (or one group of them)
   remote_num_tokens              KvHandoff.num_tokens
   tp_size, pp_size, dcp_size     KvHandoff.tp_size / -                  1 or null (our engines run one rank)
-  remote_blocks_expiry_time,     -                                      taken and unused (informational)
-  remote_registration_generation, transfer_mode
+  remote_blocks_expiry_time,     -                                      refused: NIXL connector state that only
+  remote_registration_generation, transfer_mode                         a vLLM prefill engine writes; its blocks
+                                                                        cannot be pulled from here
 
 A key not in this table, a value of the wrong type, both steps at once: INVALID_KV_TRANSFER naming it. Null is
 absent (vLLM's routers send the remote_* keys as null on the prefill request). The prefill answer goes back in
@@ -35,7 +36,7 @@ _HANDOFF = {  # vLLM key -> KvHandoff field, and the JSON type it must have
     "tp_size": ("tp_size", int),
 }
 _ONE_RANK = ("pp_size", "dcp_size")
-_UNUSED = ("remote_blocks_expiry_time", "remote_registration_generation", "transfer_mode")
+_NIXL_ONLY = ("remote_blocks_expiry_time", "remote_registration_generation", "transfer_mode")
 _STEPS = ("do_remote_decode", "do_remote_prefill")
 
 
@@ -60,8 +61,10 @@ def _block_ids(value) -> list[int]:
 def parse(params: struct_pb2.Struct) -> kv_transfer_pb2.KvTransfer | None:
     """The step vLLM's params ask for (None: neither)."""
     given = {k: v for k, v in json_format.MessageToDict(params).items() if v is not None}
-    known = {*_HANDOFF, *_ONE_RANK, *_UNUSED, *_STEPS, "remote_block_ids"}
+    known = {*_HANDOFF, *_ONE_RANK, *_STEPS, "remote_block_ids"}
     for key in given:
+        if key in _NIXL_ONLY:
+            raise _bad(key, "is vLLM's NIXL connector state: a handoff from a vLLM engine cannot be pulled by this one")
         if key not in known:
             raise _bad(key, f"is not a key of vLLM's kv_transfer_params this engine knows ({', '.join(sorted(known))})")
     for key in _STEPS:
