@@ -122,7 +122,7 @@ def in_process_request(loaded, prompts):
 def release(loaded) -> None:
     """Stop an in-process engine and give its GPU memory back."""
     loaded.engine.stop()
-    del loaded
+    loaded.engine = None  # the caller still holds `loaded`: drop the engine (its KV cache, graphs) here
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
