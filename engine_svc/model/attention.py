@@ -7,8 +7,10 @@ one batched index and attend with a length mask (CUDA-graph friendly: fixed shap
 call covers either adjacent chunks that start their sequences (a block-diagonal causal mask over their rows)
 or one chunk that continues a sequence (its context gathered from the cache). A sliding-window layer
 (`window`) sees only keys within the last `window` positions of its query: its masks narrow the causal ones
-(its blocks stay in the table: correct, not yet freed). Soft-capped scores (Gemma 2) take the math path. Faster
-kernels plug in as other backends; `pick_attention` and `make_backend` choose one from the flags.
+(its blocks stay in the table: correct, not yet freed). Soft-capped scores (Gemma 2) and sinks (gpt-oss) take the
+math path. This backend is the reference of those semantics (transformers'); the Triton kernels
+(triton_attention.py) do the same. Faster kernels plug in as other backends; `pick_attention` and `make_backend`
+choose one from the flags.
 """
 
 from __future__ import annotations
@@ -238,16 +240,12 @@ def _end(chunk: PrefillChunk) -> int:
     return chunk.token_start + chunk.num_tokens
 
 
-def pick_attention(name: str, device: torch.device, head_dim: int, plain: bool = True) -> str:
-    """auto: the paged Triton attention kernel on CUDA when Triton is there, head_dim suits it and the model's
-    attention is `plain` (no sliding window or soft-cap: the kernels have neither yet), else SDPA."""
-    if name == "triton" and not plain:
-        raise ValueError(
-            "--attention triton: this model's sliding windows, soft-capping or sinks need --attention sdpa"
-        )
+def pick_attention(name: str, device: torch.device, head_dim: int) -> str:
+    """auto: the paged Triton attention kernels on CUDA when Triton is there and head_dim suits them (sliding
+    windows, soft-capping and sinks included), else SDPA."""
     if name != "auto":
         return name
-    if device.type != "cuda" or not plain or head_dim < 16 or head_dim & (head_dim - 1):
+    if device.type != "cuda" or head_dim < 16 or head_dim & (head_dim - 1):
         return "sdpa"
     try:
         import triton  # noqa: F401  # pyright: ignore[reportMissingImports]
@@ -259,9 +257,9 @@ def pick_attention(name: str, device: torch.device, head_dim: int, plain: bool =
 def make_backend(
     name: str, num_heads: int, num_kv_heads: int, head_dim: int, scale: float = 0.0, softcap: float = 0.0
 ) -> AttentionBackend:
-    """`scale`: the scores' (0: head_dim ** -0.5); `softcap`: tanh soft-capping of the scores (SDPA only)."""
+    """`scale`: the scores' (0: head_dim ** -0.5); `softcap`: tanh soft-capping of the scores (0: none)."""
     if name == "triton":
         from engine_svc.model.triton_attention import TritonBackend
 
-        return TritonBackend(num_heads, num_kv_heads, head_dim, scale)
+        return TritonBackend(num_heads, num_kv_heads, head_dim, scale, softcap)
     return SdpaBackend(num_heads, num_kv_heads, head_dim, scale, softcap)

@@ -43,11 +43,6 @@ class Family:
     rope_kinds: tuple[str, ...] = ()  # per layer: which RoPE table ("": the model's one table)
     sinks: bool = False  # a learned sink logit per head in every softmax (gpt-oss)
 
-    @property
-    def plain_attention(self) -> bool:
-        """Causal softmax attention alike in every layer (no window, soft-cap, sinks): what the Triton kernels do."""
-        return not (any(self.windows) or self.attention_softcap or self.sinks) and len(set(self.rope_kinds)) <= 1
-
     @classmethod
     def of(cls, config) -> Family:
         model_type = config.model_type

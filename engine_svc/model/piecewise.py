@@ -68,7 +68,7 @@ class PiecewiseSteps:
         q, attn = self.q[:tokens], self.attn[:tokens]  # attention sees the real rows only
         for graph, kv_cache, layer in zip(graphs, kv_caches, self.layers):
             graph.replay()
-            self.backend.forward(q, None, kv_cache, meta, out=attn, window=layer.window)
+            self.backend.forward(q, None, kv_cache, meta, out=attn, window=layer.window, sinks=layer.sinks)
         graphs[-1].replay()
         return self.model.logits(self.x[:bucket], self.residual[:bucket], logits_rows, ops)
 

@@ -10,6 +10,10 @@ A decode step of a few rows has too few (row, KV head) programs to keep the GPU 
 context over several programs (flash-decoding) and a second kernel combines the partial softmaxes. The
 rotation of q and k and the K/V write into the cache are one more kernel per layer (`rope_store`), and a
 decode loop's step-to-step advance of positions, lengths and slots is one kernel (`advance`).
+
+Sliding-window layers, soft-capped scores and attention sinks are per-layer variants of both kernels (see
+`triton_prefill`): a windowed decode row walks (and splits) only the last `window` tokens of its context, and
+the sink joins the softmax of the row's first split only, so the combine counts it once.
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
@@ -21,7 +25,7 @@ import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
-from engine_svc.model.triton_prefill import prefill_attention
+from engine_svc.model.triton_prefill import prefill_attention, soft_cap
 
 TOKENS_PER_TILE = 64
 SMS_TO_FILL = 132  # an H100 / H200: a few decode rows split their context until the programs cover it
@@ -59,7 +63,10 @@ def _paged_attention(
     out_ptr,
     part_ptr,
     stats_ptr,
+    sinks_ptr,
     scale,
+    window,
+    softcap,
     stride_q_seq,
     stride_q_head,
     stride_slot,
@@ -76,6 +83,9 @@ def _paged_attention(
     HEADS_FIRST: tl.constexpr,
     KV_FP8: tl.constexpr,
     WIDEN_ASM: tl.constexpr,
+    WINDOWED: tl.constexpr,
+    SINKS: tl.constexpr,
+    SOFTCAP: tl.constexpr,
 ):
     if HEADS_FIRST:  # a row's KV heads run side by side: together they read each token's whole cache row
         kv_head, seq, kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
@@ -92,11 +102,18 @@ def _paged_attention(
     if KV_FP8:  # e4m3 widens to float16 in one instruction (cvt.rn.f16x2.e4m3x2): q goes to float16 too
         q = q.to(tl.float16)
     length = tl.load(lens_ptr + seq)
-    per_split = tl.cdiv(tl.cdiv(length, TILE), SPLITS) * TILE
-    lo = split * per_split
+    first = length * 0  # the first key the row sees (an integer of length's type)
+    if WINDOWED:  # the last `window` positions, the new token's included: earlier tiles are never read
+        first = tl.maximum(length - window, 0)
+    per_split = tl.cdiv(tl.cdiv(length - first, TILE), SPLITS) * TILE
+    lo = first + split * per_split
     hi = tl.minimum(lo + per_split, length)
     best = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     total = tl.zeros([GROUP_PAD], tl.float32)
+    if SINKS:  # in the first split: the sink logit with weight exp(0) = 1 and no value
+        sink = tl.load(sinks_ptr + heads, mask=group < GROUP, other=0.0).to(tl.float32)
+        best = tl.where(split == 0, sink, best)
+        total = tl.where(split == 0, 1.0, total)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
     for start in range(lo, hi, TILE):
         tokens = start + tl.arange(0, TILE)
@@ -113,6 +130,8 @@ def _paged_attention(
         if KV_FP8:
             k, v = k.to(tl.float16), _widen_e4m3(v, WIDEN_ASM)
         scores = tl.dot(q, tl.trans(k)) * scale
+        if SOFTCAP:
+            scores = soft_cap(scores, softcap)
         scores = tl.where(valid[None, :], scores, float("-inf"))
         new_best = tl.maximum(best, tl.max(scores, 1))
         weights = tl.exp(scores - new_best[:, None])
@@ -279,6 +298,9 @@ def paged_attention(
     table_index: torch.Tensor | None = None,
     splits: int = 1,
     out: torch.Tensor | None = None,
+    window: int = 0,
+    sinks: torch.Tensor | None = None,
+    softcap: float = 0.0,
     tile: int = TOKENS_PER_TILE,
     heads_first: bool = True,
     num_warps: int = 2,
@@ -288,7 +310,8 @@ def paged_attention(
     block_tables[table_index[i]] (table_index None: row i's own table) in kv_cache [slots, 2, kv_heads, dim]
     (the model's dtype, or float8 e4m3: K/V widened to float16 after each load, q with them).
     `splits` > 1 (a power of two) splits each row's context over that many programs. `out`: where to write
-    (contiguous, like q; default a new tensor). `tile` (context tokens per loop step), `heads_first` (the grid's
+    (contiguous, like q; default a new tensor). `window` (0: none), `sinks` [heads] and `softcap` (0: none): the
+    layer's variants, as in `prefill_attention`. `tile` (context tokens per loop step), `heads_first` (the grid's
     first axis runs over KV heads, so a row's heads run side by side), `num_warps` and `num_stages` are for
     tuning: the defaults won the sweep of `python -m bench.engine.kernels --parts attention` on the H200 at 64 and
     256 rows of 192 tokens (Llama-8B shape: 57.3 -> 54.1 us at 256 rows, 13.8 -> 12.5 at 64, against Triton's
@@ -313,7 +336,10 @@ def paged_attention(
         out,
         part,
         stats,
+        q if sinks is None else sinks,
         scale,
+        window,
+        softcap,
         q.stride(0),
         q.stride(1),
         kv_cache.stride(0),
@@ -330,6 +356,9 @@ def paged_attention(
         HEADS_FIRST=heads_first,
         KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
         WIDEN_ASM=not triton.knobs.runtime.interpret,  # pyright: ignore[reportAttributeAccessIssue]
+        WINDOWED=window > 0,
+        SINKS=sinks is not None,
+        SOFTCAP=softcap > 0,
         num_warps=num_warps,
         num_stages=num_stages,
     )
@@ -346,9 +375,10 @@ class TritonBackend(AttentionBackend):
 
     wants_prefill_table = True
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float = 0.0):
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float = 0.0, softcap: float = 0.0):
         self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
         self.scale = scale or head_dim**-0.5
+        self.softcap = softcap
 
     def advance(self, positions: torch.Tensor, meta: AttentionMetadata) -> None:
         tables = meta.decode_block_tables
@@ -366,25 +396,30 @@ class TritonBackend(AttentionBackend):
         )
 
     def decode_width_free(self, rows: int, max_len: int) -> bool:
-        """Each row walks its own blocks up to its length; only the context splits follow the width."""
+        """Each row walks its own blocks up to its length; only the context splits follow the width (a windowed
+        layer's splits follow min(width, window): one split here, one there)."""
         return pick_splits(rows, self.num_kv_heads, max_len) == 1
 
     def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
         return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
 
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out=None, window: int = 0, sinks=None):
-        assert not window and sinks is None, "no window or sinks in the Triton kernels (SDPA is picked for those)"
         decodes, chunks, blocks = meta.num_decodes, meta.prefill_table, meta.prefill_blocks
         if not meta.prefills or chunks is None or blocks is None:  # decode only (a graph's step): row i, sequence i
-            return self._decode(q, kv_cache, meta, out)
+            return self._decode(q, kv_cache, meta, out, window, sinks)
         out = torch.empty_like(q) if out is None else out
         if decodes:
-            self._decode(q[:decodes], kv_cache, meta, out[:decodes])
+            self._decode(q[:decodes], kv_cache, meta, out[:decodes], window, sinks)
         longest = max(c.num_tokens for c in meta.prefills)
-        return prefill_attention(q, kv_cache, blocks, chunks, longest, meta.block_size, self.scale, out=out)
+        return prefill_attention(
+            q, kv_cache, blocks, chunks, longest, meta.block_size, self.scale, out, window, sinks, self.softcap
+        )
 
-    def _decode(self, q, kv_cache, meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
+    def _decode(self, q, kv_cache, meta: AttentionMetadata, out=None, window: int = 0, sinks=None) -> torch.Tensor:
         tables = meta.decode_block_tables
-        splits = pick_splits(q.shape[0], self.num_kv_heads, tables.shape[1] * meta.block_size)
+        span = tables.shape[1] * meta.block_size
+        splits = pick_splits(q.shape[0], self.num_kv_heads, min(span, window) if window else span)
         lengths = meta.decode_context_lens
-        return paged_attention(q, kv_cache, tables, lengths, meta.block_size, self.scale, splits=splits, out=out)
+        return paged_attention(
+            q, kv_cache, tables, lengths, meta.block_size, self.scale, None, splits, out, window, sinks, self.softcap
+        )

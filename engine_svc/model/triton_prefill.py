@@ -18,6 +18,12 @@ A chunk may continue a sequence (context_start cached tokens before it: a later 
 prefix-cache hit); query token i of the chunk sees keys 0..context_start + i. Every chunk of a step goes in
 one launch: the grid is (query tiles of the longest chunk, chunks, KV heads), and a shorter chunk's programs
 past its end return at once.
+
+A layer's variants, as transformers computes them (`SdpaBackend` is the reference): a sliding window (query p sees
+keys p - window < k <= p) reads only the key tiles that reach some row's window, so a long context costs
+window, not position, per row: masked tiles at both edges, unmasked ones between; soft-capping (Gemma 2) puts
+cap * tanh(score / cap) on the scaled scores before the mask; sinks (gpt-oss) start each row's online softmax
+at the head's sink logit with weight 1 and no value, so the sink takes its share of the denominator.
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
@@ -33,12 +39,20 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def soft_cap(scores, cap):
+    """cap * tanh(scores / cap), through exp (the interpreter and every Triton build have it): exact at the
+    limits (exp overflows to inf: cap; underflows to 0: -cap)."""
+    return cap - 2.0 * cap / (tl.exp(2.0 * scores / cap) + 1.0)
+
+
+@triton.jit
 def _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, seq_end, lo, hi, limit, qk_scale,
-            stride_slot, stride_kv, stride_cache_head,
+            stride_slot, stride_kv, stride_cache_head, window, cap,
             HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-            IEEE: tl.constexpr, KV_FP8: tl.constexpr):  # fmt: skip
-    """Keys lo..hi-1 (a multiple of BLOCK_N apart) into the running softmax; CAUSAL: row r sees keys <= limit[r],
-    and keys from `seq_end` on (past the last row's) are not read."""
+            IEEE: tl.constexpr, KV_FP8: tl.constexpr, WINDOWED: tl.constexpr, SOFTCAP: tl.constexpr):  # fmt: skip
+    """Keys lo..hi-1 (a multiple of BLOCK_N apart) into the running softmax; CAUSAL (masked): row r sees keys
+    <= limit[r] (and > limit[r] - window, WINDOWED), and keys from `seq_end` on (past the last row's) are not
+    read. `cap`: the soft-cap in log2 units (SOFTCAP)."""
     dims = tl.arange(0, HEAD_DIM)
     for base in range(lo, hi, BLOCK_N):
         tokens = base + tl.arange(0, BLOCK_N)
@@ -65,13 +79,22 @@ def _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, se
             scores = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
         else:
             scores = tl.dot(q, tl.trans(k)) * qk_scale
+        if SOFTCAP:
+            scores = soft_cap(scores, cap)
         if CAUSAL:
-            scores = tl.where(tokens[None, :] <= limit[:, None], scores, float("-inf"))
-        # Every row sees key 0 (in the first tile read), so `best` is finite after it and a row masked out of
-        # a later tile adds exp2(-inf) = 0.
+            seen = tokens[None, :] <= limit[:, None]
+            if WINDOWED:
+                seen = seen & (tokens[None, :] > limit[:, None] - window)
+            scores = tl.where(seen, scores, float("-inf"))
+        # Without a window every row sees key 0 (in the first tile read), so `best` is finite after it and a row
+        # masked out of a later tile adds exp2(-inf) = 0. A windowed row may meet a tile wholly outside its
+        # window first: it subtracts 0 there, not -inf (which would give NaN), and stays at -inf.
         new_best = tl.maximum(best, tl.max(scores, 1))
-        weights = tl.math.exp2(scores - new_best[:, None])
-        rescale = tl.math.exp2(best - new_best)
+        shift = new_best
+        if WINDOWED:
+            shift = tl.where(new_best == float("-inf"), 0.0, new_best)
+        weights = tl.math.exp2(scores - shift[:, None])
+        rescale = tl.math.exp2(best - shift)
         total = total * rescale + tl.sum(weights, 1)
         if IEEE:
             acc = acc * rescale[:, None] + tl.dot(weights.to(v.dtype), v, input_precision="ieee")
@@ -84,10 +107,11 @@ def _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, se
 # The block list and the chunk table are views into a step's packed inputs, 16-byte aligned or not from one step
 # to the next: not specialised on it, so no second compile while serving.
 @triton.jit(do_not_specialize=["tables_ptr", "chunks_ptr"])
-def _paged_prefill(q_ptr, cache_ptr, tables_ptr, chunks_ptr, out_ptr, qk_scale,
+def _paged_prefill(q_ptr, cache_ptr, tables_ptr, chunks_ptr, out_ptr, sinks_ptr, qk_scale, window, cap,
                    stride_q_seq, stride_q_head, stride_slot, stride_kv, stride_cache_head,
                    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, KV_FP8: tl.constexpr):  # fmt: skip
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, KV_FP8: tl.constexpr,
+                   WINDOWED: tl.constexpr, SINKS: tl.constexpr, SOFTCAP: tl.constexpr):  # fmt: skip
     tile = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest tiles (latest rows) first
     chunk = tl.program_id(1)
     kv_head = tl.program_id(2)
@@ -109,16 +133,28 @@ def _paged_prefill(q_ptr, cache_ptr, tables_ptr, chunks_ptr, out_ptr, qk_scale,
     limit = context + token  # the last key row r sees
     first_limit = context + tile * BLOCK_M
     end = tl.minimum(context + tile * BLOCK_M + BLOCK_M, context + num_tokens)  # keys past the tile's last row
-    full = (first_limit + 1) // BLOCK_N * BLOCK_N  # tiles below every row's limit: no mask
+    full = (first_limit + 1) // BLOCK_N * BLOCK_N  # tiles below every row's limit: no causal mask
     best = tl.full([BLOCK_M * GROUP_PAD], float("-inf"), tl.float32)
     total = tl.zeros([BLOCK_M * GROUP_PAD], tl.float32)
+    if SINKS:  # the sink logit (natural units -> log2) with weight exp2(0) = 1 and no value
+        sink = tl.load(sinks_ptr + kv_head * GROUP + head, mask=head < GROUP, other=0.0).to(tl.float32)
+        best = sink * 1.4426950408889634
+        total = tl.full([BLOCK_M * GROUP_PAD], 1.0, tl.float32)
     acc = tl.zeros([BLOCK_M * GROUP_PAD, HEAD_DIM], tl.float32)
-    acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, 0, full, limit,
-                               qk_scale, stride_slot, stride_kv, stride_cache_head,
-                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, IEEE, KV_FP8)  # fmt: skip
-    acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, full, end, limit,
-                               qk_scale, stride_slot, stride_kv, stride_cache_head,
-                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, IEEE, KV_FP8)  # fmt: skip
+    lo = 0  # tiles before the first row's window are never read
+    inside = 0  # from here on every row's window holds the whole tile
+    if WINDOWED:
+        lo = tl.maximum(first_limit - window + 1, 0) // BLOCK_N * BLOCK_N
+        inside = tl.minimum(tl.cdiv(tl.maximum(end - window, 0), BLOCK_N) * BLOCK_N, full)
+        acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, lo,
+                                   inside, limit, qk_scale, stride_slot, stride_kv, stride_cache_head, window, cap,
+                                   HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, IEEE, KV_FP8, WINDOWED, SOFTCAP)  # fmt: skip
+    acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, inside, full,
+                               limit, qk_scale, stride_slot, stride_kv, stride_cache_head, window, cap,
+                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, IEEE, KV_FP8, WINDOWED, SOFTCAP)  # fmt: skip
+    acc, best, total = _attend(q, acc, best, total, cache_ptr, tables_ptr, first_block, kv_head, end, full, end,
+                               limit, qk_scale, stride_slot, stride_kv, stride_cache_head, window, cap,
+                               HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, IEEE, KV_FP8, WINDOWED, SOFTCAP)  # fmt: skip
     out = acc / total[:, None]
     tl.store(out_ptr + offsets[:, None] + dims[None, :], out.to(out_ptr.dtype.element_ty), mask=real[:, None])
 
@@ -132,7 +168,10 @@ def prefill_attention(
     block_size: int,
     scale: float,
     out: torch.Tensor | None = None,
-    block_n: int = 64,
+    window: int = 0,
+    sinks: torch.Tensor | None = None,
+    softcap: float = 0.0,
+    block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int = 2,
 ) -> torch.Tensor:
@@ -141,12 +180,16 @@ def prefill_attention(
     (int64): per chunk its first row in q [rows, heads, dim], its token count, the tokens of its sequence cached
     before it (context start), and the index in `blocks` of the first of its sequence's blocks (which follow in
     order). `max_tokens`: the largest token count (a host int, for the grid).
-    Writes the chunks' rows of `out` (default: a new tensor like q; other rows left as they are)."""
+    Writes the chunks' rows of `out` (default: a new tensor like q; other rows left as they are). `window`: keys
+    within the last `window` positions of each query (0: all); `sinks`: [heads] sink logits (None: none);
+    `softcap`: cap * tanh(score / cap) on the scaled scores (0: none). A 256-wide head (Gemma) takes 64-row,
+    32-key tiles: its fp32 accumulator of 128 rows would not stay in registers."""
     heads, dim = q.shape[1], q.shape[2]
     kv_heads = kv_cache.shape[2]
     group = heads // kv_heads
     group_pad = triton.next_power_of_2(group)
-    block_m = max(1, ROWS_PER_TILE // group_pad)
+    wide = dim > 128
+    block_m = max(1, (ROWS_PER_TILE // 2 if wide else ROWS_PER_TILE) // group_pad)
     if out is None:
         out = torch.empty_like(q)
     assert q.stride(2) == 1 and out.stride() == q.stride() and kv_cache.stride(3) == 1
@@ -157,7 +200,10 @@ def prefill_attention(
         blocks,
         chunks,
         out,
+        q if sinks is None else sinks,
         scale * LOG2E,
+        window,
+        softcap * LOG2E,
         q.stride(0),
         q.stride(1),
         kv_cache.stride(0),
@@ -168,9 +214,12 @@ def prefill_attention(
         HEAD_DIM=dim,
         BLOCK_SIZE=block_size,
         BLOCK_M=block_m,
-        BLOCK_N=block_n,
+        BLOCK_N=block_n or (32 if wide else 64),
         IEEE=q.dtype == torch.float32,
         KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
+        WINDOWED=window > 0,
+        SINKS=sinks is not None,
+        SOFTCAP=softcap > 0,
         num_warps=num_warps or (8 if dim >= 128 else 4),
         num_stages=num_stages,
     )

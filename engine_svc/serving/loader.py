@@ -10,7 +10,7 @@ import torch
 
 from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import head_dim
-from engine_svc.model.family import Family, fast_path_problem
+from engine_svc.model.family import fast_path_problem
 from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
 from engine_svc.model.head_dtype import HEAD_DTYPES, apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
@@ -137,7 +137,7 @@ def build_engine(
             max_model_len=max_model_len,
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
-            attention=pick_attention(args.attention, device, head_dim(config), Family.of(config).plain_attention),
+            attention=pick_attention(args.attention, device, head_dim(config)),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
             quantization=args.quantization,
             kv_cache_dtype=args.kv_cache_dtype,

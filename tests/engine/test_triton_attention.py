@@ -184,11 +184,10 @@ def test_prefill_kernel_in_float32():
     torch.testing.assert_close(got[LEAD:], expected[LEAD:], atol=1e-4, rtol=1e-4)
 
 
-def test_backend_mixed_step_equals_sdpa_backend():
-    """Decode rows (the decode kernel) and prefill chunks (the prefill kernel) of one step, against SdpaBackend."""
-    heads, kv_heads, dim = 8, 2, 64
+def mixed_step(heads: int, kv_heads: int, dim: int):
+    """q and the metadata of one step: LEAD decode rows (sequences of 1, 17 and 40 tokens on the chunks' blocks:
+    any cached rows do) and the prefill chunks CHUNKS[4:] (fresh and continuing); and the cache."""
     cache, blocks, table, rows = prefill_step(kv_heads, dim, DTYPE, CHUNKS[4:])
-    # The LEAD decode rows: sequences of 1, 17 and 40 tokens on the chunks' blocks (any cached rows do).
     decode_tables = blocks[:9].view(LEAD, 3)
     decode_lens = torch.tensor([1, 17, 40], device=DEVICE)
     slots = [
@@ -200,19 +199,86 @@ def test_backend_mixed_step_equals_sdpa_backend():
         chunk_blocks = blocks[first : first + count]
         prefills.append(PrefillChunk(row, n, start, chunk_blocks))
         slots += [chunk_blocks[t // BLOCK_SIZE].item() * BLOCK_SIZE + t % BLOCK_SIZE for t in range(start, start + n)]
-    slot_mapping = torch.tensor(slots, device=DEVICE)
-    meta = AttentionMetadata(slot_mapping, BLOCK_SIZE, LEAD, decode_tables, decode_lens, prefills)
+    meta = AttentionMetadata(torch.tensor(slots, device=DEVICE), BLOCK_SIZE, LEAD, decode_tables, decode_lens, prefills)
     meta.prefill_table, meta.prefill_blocks = table, blocks
-    q = torch.randn(rows, heads, dim, device=DEVICE, dtype=DTYPE)
-    got = triton_attention.TritonBackend(heads, kv_heads, dim).forward(q, None, cache, meta)
-    sdpa = SdpaBackend(heads, kv_heads, dim)
+    return torch.randn(rows, heads, dim, device=DEVICE, dtype=DTYPE), cache, meta
+
+
+def sdpa_reference(q, cache, meta, window=0, sinks=None, softcap=0.0):
+    """SdpaBackend's output (transformers' semantics of windows, sinks and soft-caps) in float32."""
+    sdpa = SdpaBackend(q.shape[1], cache.shape[2], q.shape[2], softcap=softcap)
     sdpa.prepare(meta)
-    expected = sdpa.forward(q.float(), cache[slot_mapping].float(), cache.float(), meta)
-    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
+    kv = cache[meta.slot_mapping].float()
+    return sdpa.forward(
+        q.float(), kv, cache.float(), meta, window=window, sinks=None if sinks is None else sinks.float()
+    )
+
+
+def test_backend_mixed_step_equals_sdpa_backend():
+    """Decode rows (the decode kernel) and prefill chunks (the prefill kernel) of one step, against SdpaBackend."""
+    heads, kv_heads, dim = 8, 2, 64
+    q, cache, meta = mixed_step(heads, kv_heads, dim)
+    got = triton_attention.TritonBackend(heads, kv_heads, dim).forward(q, None, cache, meta)
+    torch.testing.assert_close(got.float(), sdpa_reference(q, cache, meta), atol=2e-2, rtol=2e-2)
     # Into a given buffer (piecewise graphs read it): the same values, and that buffer returned.
     out = torch.full_like(q, float("nan"))
     assert triton_attention.TritonBackend(heads, kv_heads, dim).forward(q, None, cache, meta, out=out) is out
     torch.testing.assert_close(out, got)
+
+
+def sink_logits(heads: int) -> torch.Tensor:
+    """Sinks large enough to take much of each softmax (the scores of these random q, k are about N(0, 1))."""
+    return (torch.randn(heads, generator=torch.Generator().manual_seed(3)) * 2).to(DEVICE, DTYPE)
+
+
+# (window, sinks, soft-cap): windows under a query tile (24 < BLOCK_M), over several key tiles (70), none.
+VARIANTS = [(24, True, 0.0), (70, False, 1.0), (0, True, 1.5), (70, True, 2.0)]
+
+
+@pytest.mark.parametrize("window,sinks,softcap", VARIANTS)
+def test_backend_windows_sinks_softcap_equal_sdpa_backend(window, sinks, softcap):
+    """A mixed step (decode rows, fresh and continuing prefill chunks, contexts past the window) of a windowed,
+    sinked or soft-capped layer against SdpaBackend; the prefill kernel also with 16-key tiles, so that a window
+    spans masked tiles at both of its edges and unmasked ones between."""
+    heads, kv_heads, dim = 8, 2, 64
+    q, cache, meta = mixed_step(heads, kv_heads, dim)
+    per_head = sink_logits(heads) if sinks else None
+    expected = sdpa_reference(q, cache, meta, window, per_head, softcap)
+    backend = triton_attention.TritonBackend(heads, kv_heads, dim, softcap=softcap)
+    got = backend.forward(q, None, cache, meta, window=window, sinks=per_head)
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
+    table, blocks, longest = meta.prefill_table, meta.prefill_blocks, max(c.num_tokens for c in meta.prefills)
+    assert table is not None and blocks is not None
+    narrow = prefill_attention(q, cache, blocks, table, longest, BLOCK_SIZE, dim**-0.5, None, window, per_head,
+                               softcap, block_n=16)  # fmt: skip
+    torch.testing.assert_close(narrow[LEAD:].float(), expected[LEAD:], atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("window,sinks,softcap,splits", [(40, True, 0.0, 4), (20, False, 1.0, 1), (0, True, 1.5, 2),
+                                                          (16, True, 2.0, 16)])  # fmt: skip
+def test_split_decode_windows_sinks_softcap_equal_sdpa_backend(window, sinks, softcap, splits):
+    """Decode rows of LENGTHS (1 to 144 tokens) split over programs of 16-token tiles: a window starts mid-block,
+    some splits fall wholly before it or are empty, and the sink is counted once by the combine."""
+    heads, kv_heads, dim = 8, 2, 64
+    cache, tables = paged_cache(kv_heads, dim)
+    lengths = torch.tensor(LENGTHS, device=DEVICE)
+    slots = torch.zeros(len(LENGTHS), dtype=torch.int64, device=DEVICE)
+    meta = AttentionMetadata(slots, BLOCK_SIZE, len(LENGTHS), tables, lengths)
+    q = torch.randn(len(LENGTHS), heads, dim, device=DEVICE, dtype=DTYPE)
+    per_head = sink_logits(heads) if sinks else None
+    got = triton_attention.paged_attention(q, cache, tables, lengths, BLOCK_SIZE, dim**-0.5, None, splits, None,
+                                           window, per_head, softcap, tile=16)  # fmt: skip
+    expected = sdpa_reference(q, cache, meta, window, per_head, softcap)
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_wide_heads_window_and_softcap_equal_sdpa_backend():
+    """Gemma's 256-wide heads (one KV head for four query heads, as Gemma 3 270M) take the narrower prefill tiles."""
+    heads, kv_heads, dim = 4, 1, 256
+    q, cache, meta = mixed_step(heads, kv_heads, dim)
+    expected = sdpa_reference(q, cache, meta, 24, None, 1.0)
+    got = triton_attention.TritonBackend(heads, kv_heads, dim, softcap=1.0).forward(q, None, cache, meta, window=24)
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
 
 
 def test_runner_steps_equal_the_sdpa_backend():
@@ -249,6 +315,44 @@ def test_runner_steps_equal_the_sdpa_backend():
         torch.testing.assert_close(logits[1], logits[0], atol=5e-2, rtol=5e-2)
         caches = [runner.kv_caches[-1].float() for runner in runners]
         torch.testing.assert_close(caches[1], caches[0], atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gpt_oss"])
+def test_runner_windowed_families_equal_the_sdpa_backend(family):
+    """Tiny Gemma 2 (window 8 on every other layer, soft-capped scores) and gpt-oss (window 8 and sinks) through
+    the runner: a prefill past the window, a chunk continuing it, a mixed step and a decode give the logits of
+    the SDPA backend (itself checked against transformers in test_families.py)."""
+    from engine_svc.model.attention import make_backend
+    from engine_svc.model.runner import ModelRunner
+    from engine_svc.scheduling.sampling import SamplingConfig
+    from engine_svc.scheduling.sequence import Chunk, Sequence
+    from tests.engine.families import tiny
+
+    model = tiny(family).to(DEVICE, DTYPE)
+    runners = [
+        ModelRunner(model, block_size=4, num_blocks=32, max_num_seqs=4, max_model_len=128, cuda_graphs=False)
+        for _ in range(2)
+    ]
+    layer, kind = runners[1].model.layer0, runners[1].model.family
+    shape = (layer.num_heads, layer.num_kv_heads, layer.head_dim, kind.attention_scale, kind.attention_softcap)
+    runners[1].backend = make_backend("triton", *shape)
+    g = torch.Generator().manual_seed(0)
+    a, b = (Sequence(name, 0, torch.randint(3, 200, (n,), generator=g).tolist(), SamplingConfig())
+            for name, n in (("a", 30), ("b", 21)))  # fmt: skip
+    a.block_ids, b.block_ids = list(range(1, 10)), list(range(10, 17))
+    steps = [  # fresh (a, past the window), continuing, a decode beside a fresh prompt, a decode alone
+        lambda: [Chunk(a, 0, 19)],
+        lambda: [Chunk(a, 19, 11)],
+        lambda: [Chunk(a, 30, 1), Chunk(b, 0, 21)],
+        lambda: [Chunk(a, 31, 1), Chunk(b, 21, 1)],
+    ]
+    with torch.inference_mode():
+        for step in steps:
+            chunks = step()
+            sdpa, kernels = (runner.execute(chunks).float() for runner in runners)
+            torch.testing.assert_close(kernels, sdpa, atol=5e-2, rtol=5e-2)
+            for row, chunk in enumerate(c for c in chunks if c.samples):
+                chunk.seq.append(int(sdpa[row].argmax()))
 
 
 FP8 = torch.float8_e4m3fn
