@@ -113,6 +113,10 @@ class Stack(Started):
         self.internal_port = free_port(config.host)
         # The one-hop replicas' ports, picked ahead: each is told the others' (its Responses peers).
         self._chat_ports = [free_port(config.host) for _ in range(config.replicas.get("chat", 1))]
+        # Each render replica's HTTP face (vLLM's render routes, which the gateway proxies there as they are):
+        # picked ahead, kept across restarts. Plaintext only, so with secure the gateway transcodes instead.
+        renders = 0 if config.secure else config.replicas.get("render", 1)
+        self.render_http_ports = [free_port(config.host) for _ in range(renders)]
         self._workdir = Path(tempfile.mkdtemp(prefix="scaleout-"))
         self._stopping = threading.Event()
         self.failed: str | None = None  # set by the supervisor when a child keeps dying
@@ -194,6 +198,8 @@ class Stack(Started):
             argv += ["--response-peers", ",".join(peers), "--response-advertise", peers[index]]
         elif cfg.model:
             argv += ["--model", cfg.model]
+        if role == "render" and self.render_http_ports:
+            argv += ["--http-port", str(self.render_http_ports[index])]
         argv += cfg.service_args.get(role, [])
         # Logs meant for a terminal read better as text; log files keep JSON lines (trace ids).
         env = {**os.environ, **({"SCALEOUT_LOG_FORMAT": "text"} if cfg.log_dir is None else {}), **cfg.env}
@@ -242,7 +248,17 @@ class Stack(Started):
 
     def _write_envoy_config(self) -> list[str]:
         cfg = self.config
-        upstreams = [Upstream(role, [Endpoint(cfg.host, r.bound_port) for r in self._role(role)]) for role in SERVICES]
+        http = dict(enumerate(self.render_http_ports))
+        upstreams = [
+            Upstream(
+                role,
+                [
+                    Endpoint(cfg.host, r.bound_port, http.get(i, 0) if role == "render" else 0)
+                    for i, r in enumerate(self._role(role))
+                ],
+            )
+            for role in SERVICES
+        ]
         config_path = self._workdir / "envoy.yaml"
         tracing = cfg.tracing or Tracing.from_env({**os.environ, **cfg.env})  # the services' own OTEL_* settings
         edge = self.edge()

@@ -15,7 +15,7 @@ import jinja2
 
 from gateway.edge import Edge
 from gateway.limits import REPLY_MAPPERS, Limits
-from gateway.rest_routes import rest_routes
+from gateway.rest_routes import HTTP_FACES, rest_routes
 from scaleout.v1 import (
     anthropic_pb2,
     chat_pb2,
@@ -152,6 +152,7 @@ class PrefixRouting:
 class Endpoint:
     host: str
     port: int
+    http_port: int = 0  # the replica's plain-HTTP face (render's --http-port), 0: none
 
 
 @dataclass
@@ -176,6 +177,12 @@ class Upstream:
     @property
     def cluster(self) -> str:
         return f"{self.role}_service"
+
+    @property
+    def http_cluster(self) -> str | None:
+        """The cluster of the replicas' HTTP faces (rest_routes.HTTP_FACES), when every replica has one."""
+        has = self.role in HTTP_FACES and self.endpoints and all(e.http_port for e in self.endpoints)
+        return f"{self.role}_http" if has else None
 
     @property
     def streaming_methods(self) -> list[str]:
@@ -254,7 +261,7 @@ def render_config(
         admin_host=admin_host,
         admin_port=admin_port,
         limits=limits,
-        rest_routes=rest_routes(((u.role, SERVICES[u.role]) for u in upstreams), limits),
+        rest_routes=rest_routes(((u.role, SERVICES[u.role], u.http_cluster) for u in upstreams), limits),
         reply_mappers=REPLY_MAPPERS,
         gateway_mapper={"filter": {"response_flag_filter": {}}, "reason": f"{GATEWAY_REASON_PREFIX}%RESPONSE_FLAGS%"},
         native_grpc=NATIVE_GRPC,
@@ -337,15 +344,16 @@ def main() -> None:
         "--upstream",
         action="append",
         required=True,
-        metavar="ROLE=HOST:PORT",
-        help="a replica (or DNS name) per role; repeat for several",
+        metavar="ROLE=HOST:PORT[:HTTP_PORT]",
+        help="a replica (or DNS name) per role; repeat for several. HTTP_PORT: render's --http-port, where the "
+        "gateway proxies vLLM's render routes untranscoded (every render replica must have one)",
     )
     args = parser.parse_args()
     upstreams = {role: Upstream(role) for role in SERVICES}
     for spec in args.upstream:
         role, address = spec.split("=", 1)
-        host, port = address.rsplit(":", 1)
-        upstreams[role].endpoints.append(Endpoint(host, int(port)))
+        host, port, *http_port = address.split(":")
+        upstreams[role].endpoints.append(Endpoint(host, int(port), int(http_port[0]) if http_port else 0))
     print(
         render_config(
             list(upstreams.values()),

@@ -28,11 +28,17 @@ URI_TEMPLATE = {
 }
 
 
+# Methods whose REST path a role's replicas also serve as plain HTTP (render's --http-port, render_svc/http_face.py):
+# where every replica of the role has that port, the gateway proxies the path there as it is, untranscoded.
+HTTP_FACES = {"render": ("RenderChatVllm", "RenderCompletionVllm")}
+
+
 @dataclass(frozen=True)
 class RestRoute:
     path: str  # the annotation's template
     methods: tuple[str, ...]  # what the transcoder takes on it (Allow)
     max_body_bytes: int
+    proxy: str | None = None  # the cluster of the replicas' HTTP faces that serve this path as it is
 
     @property
     def match(self) -> dict:
@@ -53,13 +59,17 @@ class RestRoute:
         return ", ".join(self.methods)
 
 
-def rest_routes(roles: Iterable[tuple[str, tuple[ServiceDescriptor, ...]]], limits: Limits) -> list[RestRoute]:
-    """Every REST path the given roles' services bind, with the methods it takes and its body limit."""
-    paths: dict[str, tuple[set[str], int]] = {}
-    for role, services in roles:
+def rest_routes(
+    roles: Iterable[tuple[str, tuple[ServiceDescriptor, ...], str | None]], limits: Limits
+) -> list[RestRoute]:
+    """Every REST path the given roles' services bind, with the methods it takes, its body limit and, for a path
+    of `HTTP_FACES`, the role's HTTP cluster (the third of each role's triple; None: transcoded as the others)."""
+    paths: dict[str, tuple[set[str], int, str | None]] = {}
+    for role, services, http_cluster in roles:
         for service in services:
             for method in service.methods:
+                proxy = http_cluster if method.name in HTTP_FACES.get(role, ()) else None
                 for rule in method_bindings(method.GetOptions()):
                     verb, path = verb_and_path(rule)
-                    paths.setdefault(path, (set(), limits.body_bytes(role)))[0].add(verb.upper())
-    return [RestRoute(path, tuple(sorted(verbs)), size) for path, (verbs, size) in paths.items()]
+                    paths.setdefault(path, (set(), limits.body_bytes(role), proxy))[0].add(verb.upper())
+    return [RestRoute(path, tuple(sorted(verbs)), size, proxy) for path, (verbs, size, proxy) in paths.items()]

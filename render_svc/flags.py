@@ -84,6 +84,14 @@ def parser() -> EnvArgumentParser:
         default=4096,
         help="requests smaller than this render on the event loop (a thread hop costs more)",
     )
+    p.add_argument(
+        "--http-port",
+        type=int,
+        default=-1,
+        help="also serve vLLM's render routes (POST /v1/chat/completions/render, /v1/completions/render) over plain "
+        "HTTP on this port, without gRPC or the gateway's transcoding (render_svc/http_face.py); 0 picks a free "
+        "one, -1: off. Plaintext only: not with --tls-dir",
+    )
     return p
 
 

@@ -30,6 +30,10 @@ class HealthServicer(health.aio.HealthServicer):  # pyright: ignore[reportAttrib
         super().__init__()
         self._elsewhere = elsewhere
 
+    def serving(self, name: str) -> bool:
+        """Whether `name` (a service this server holds) is SERVING now: for the server's other faces (HTTP)."""
+        return self._server_status.get(name) == health_pb2.HealthCheckResponse.SERVING
+
     async def Check(self, request, context):
         status = self._server_status.get(request.service)
         if status is None and self._elsewhere is not None:

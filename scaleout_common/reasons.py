@@ -208,6 +208,11 @@ class Reason(StrEnum):
         C.RESOURCE_EXHAUSTED,
         "the decode engine has too few free KV blocks to take a pulled prompt's blocks",
     )
+    KV_CACHE_REMAPPED = (
+        "KV_CACHE_REMAPPED",
+        C.FAILED_PRECONDITION,
+        "a device-to-device pull names a KV cache generation the prefill engine no longer has (re-allocated)",
+    )
     NO_TOKENIZER_FILES = (
         "NO_TOKENIZER_FILES",
         C.FAILED_PRECONDITION,
@@ -251,6 +256,11 @@ class Reason(StrEnum):
     )
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS", C.RESOURCE_EXHAUSTED, "more open derender streams than --max-streams"
     NOT_READY = "NOT_READY", C.UNAVAILABLE, "the server is still loading"
+    PATH_NOT_SERVED = (
+        "PATH_NOT_SERVED",
+        C.NOT_FOUND,
+        "a path a service's HTTP port does not serve (render's --http-port: vLLM's two render routes)",
+    )
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
     INVALID_MESSAGE = "INVALID_MESSAGE", C.INVALID_ARGUMENT, "request bytes that do not parse as the method's message"
     INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer (the log has it by incident)"

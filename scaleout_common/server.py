@@ -61,6 +61,8 @@ class Service(Protocol):
     # not hold (the one-hop service answers for the roles behind the gateway; None: not found).
     # `listening(port)`, called once the port is bound, before `load` (the engine's other API servers
     # listen on the same one).
+    # `readiness(serving)`, called before `listening`: `serving()` says whether the gRPC health check says SERVING
+    # now (a service's other faces answer their own health probes from it: render_svc/http_face.py).
     # `shares_port: bool`, True when other processes listen on this port too (SO_REUSEPORT); by default a
     # port is one server's.
 
@@ -150,6 +152,8 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     # Machine-readable line for launchers and tests (port 0 picks a free port).
     print(f"LISTENING {names[0]} {args.host}:{port}", flush=True)
     telemetry.start(args.host)
+    if (readiness := getattr(service, "readiness", None)) is not None:
+        readiness(lambda: health_servicer.serving(names[0]))
     for hook in (getattr(service, "listening", None), listening):
         if hook is not None:
             hook(port)

@@ -1,7 +1,7 @@
 """Chat render side by side with vLLM 0.33's render server, in one run (python -m bench.render.vs_vllm).
 
-Starts our render service as routers call it (a stack of render replicas behind Envoy, REST transcoded to gRPC:
-devstack.stack with no other roles) and vLLM's (`vllm launch render`, CPU build, from --vllm, on the same model
+Starts our render service as routers call it (a stack of render replicas behind Envoy, which proxies vLLM's render
+paths to the replicas' HTTP faces, render_svc/http_face.py: devstack.stack with no other roles) and vLLM's (`vllm launch render`, CPU build, from --vllm, on the same model
 and served name), checks that both give the same token ids for every body, then sends the same vLLM-shaped
 bodies ({"model", "messages"}) to `POST /v1/chat/completions/render` of each with `hey`, one server after the
 other, round by round (so drift on the shared machine hits both alike), at each concurrency:
@@ -15,13 +15,14 @@ Turn 1 rows run against a stack whose render keeps no prompt piece's token ids (
 is a new conversation, tokenized whole); turn 2 rows against one with the default cache, as the replica that
 rendered turn 1 has it (the first request tokenizes the history; the rest find it, and tokenize what is new).
 
-With --grpc, our RenderChat is also driven over gRPC on the render replica's own port (h2load: unary gRPC
-frames, no Envoy): what the REST route costs on top. Per row: requests/s of each, ours / vLLM, and CPU
+With --direct, the same bodies also go straight to one render replica's HTTP face (no Envoy): what the gateway
+costs. With --grpc, our RenderChat is also driven over gRPC on the render replica's own port (h2load: unary gRPC
+frames, no Envoy). Per row: requests/s of each, ours / vLLM, and CPU
 milliseconds per request of each server's processes and their children (/proc/<pid>/stat: user + system; ours
 is the render replicas plus Envoy), with the machine's load average, since `hey` and other work share its
 cores. Needs `hey` (apt-get install hey) and, for --grpc, `h2load` (apt-get install nghttp2-client).
 
-    python -m bench.render.vs_vllm [--seconds 5] [--rounds 3] [--concurrency 1,8] [--render-replicas 1] [--grpc]
+    python -m bench.render.vs_vllm [--seconds 5] [--rounds 3] [--concurrency 1,8] [--render-replicas 1] [--direct] [--grpc]
 """
 
 from __future__ import annotations
@@ -197,6 +198,7 @@ def main() -> None:
     parser.add_argument("--vllm-args", default="", help="more flags for `vllm launch render`")
     parser.add_argument("--render-replicas", type=int, default=1)
     parser.add_argument("--render-args", default="", help="more flags for our render replicas")
+    parser.add_argument("--direct", action="store_true", help="also straight to a replica's HTTP face, no Envoy")
     parser.add_argument("--grpc", action="store_true", help="also RenderChat over gRPC, straight to a replica")
     args = parser.parse_args()
     for tool in ["hey"] + (["h2load"] if args.grpc else []):
@@ -225,23 +227,27 @@ def main() -> None:
             renders = [r.process.pid for r in stack.replicas if r.name.startswith("render-")]
             assert stack.envoy is not None  # started by the stack
             body = {"model": name, "messages": WORKLOADS[workload]}
-            files = {"vllm": work / "body.json", "ours": work / "body.json", "ours gRPC": work / "frame.bin"}
+            files = {"vllm": work / "body.json", "ours": work / "body.json", "gRPC direct": work / "frame.bin"}
+            files["HTTP direct"] = files["vllm"]
             files["vllm"].write_text(json.dumps(body))
             ours, theirs = token_ids(post(stack.rest_url, body)), token_ids(post(vllm_url, body))
             if ours != theirs:
                 raise SystemExit(f"{workload}: token ids differ ({len(ours)} ours, {len(theirs)} vLLM's)")
             message = json_format.ParseDict({"messages": body["messages"]}, render_pb2.RenderChatRequest())
             payload = message.SerializeToString()
-            files["ours gRPC"].write_bytes(b"\0" + len(payload).to_bytes(4, "big") + payload)
+            files["gRPC direct"].write_bytes(b"\0" + len(payload).to_bytes(4, "big") + payload)
             for concurrency in [int(c) for c in args.concurrency.split(",")]:
                 targets = [
                     Target("ours", stack.rest_url, {"render": renders, "envoy": [stack.envoy.pid]}),
                     Target("vllm", vllm_url, {"vllm": [vllm.pid]}),
                 ]
+                direct = next(r for r in stack.replicas if r.name.startswith("render-"))
+                if args.direct:
+                    url = f"http://127.0.0.1:{stack.render_http_ports[0]}"
+                    targets.append(Target("HTTP direct", url, {"render": [direct.process.pid]}))
                 if args.grpc:
-                    direct = next(r for r in stack.replicas if r.name.startswith("render-"))
                     target = f"127.0.0.1:{direct.bound_port}"
-                    targets.append(Target("ours gRPC", target, {"render": [direct.process.pid]}, grpc=True))
+                    targets.append(Target("gRPC direct", target, {"render": [direct.process.pid]}, grpc=True))
                 load = os.getloadavg()[0]
                 measure(targets, files, concurrency, args)
                 rows.append((workload, len(ours), concurrency, load, os.getloadavg()[0], targets))
@@ -268,7 +274,7 @@ def report_row(row) -> None:
         f"(render {ms_per(ours, 'render'):.2f} + envoy {ms_per(ours, 'envoy'):.2f})  vLLM {ms_per(vllm):6.2f}"
     )
     for extra in targets[2:]:
-        line += f"  | gRPC direct {rate(extra):7.1f}/s ({rate(extra) / rate(vllm):.2f}x, {ms_per(extra):.2f} ms/req)"
+        line += f"  | {extra.name} {rate(extra):7.1f}/s ({rate(extra) / rate(vllm):.2f}x, {ms_per(extra):.2f} ms/req)"
     failed = sum(t.failed for t in targets)
     print(line + f"  load {load:.1f}->{load_after:.1f}" + (f"  FAILED {failed}" if failed else ""), flush=True)
 

@@ -9,6 +9,6 @@ The typed RenderChat / RenderCompletion keep their contract at `/v1/chat/complet
 `/v1/completions/render/typed`.
 """
 
-from render_svc.vllm_render.answer import render_chat_vllm, render_completion_vllm
+from render_svc.vllm_render.answer import chat_json, completion_json, render_chat_vllm, render_completion_vllm
 
-__all__ = ["render_chat_vllm", "render_completion_vllm"]
+__all__ = ["chat_json", "completion_json", "render_chat_vllm", "render_completion_vllm"]

@@ -90,6 +90,10 @@ def test_rest_walk_from_vllms_render_shape_answers_paris(stack):
     assert [item["token_ids"] for item in completions.json()] == [[1, 504], [3575]]
     refused = post(stack, "/v1/completions/render", {"prompt": "hi", "prompts": ["hi"]})
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompts"
+    # all three went to the render replica's HTTP face, untranscoded (render_svc/http_face.py)
+    stats = f"http://{stack.config.host}:{stack.admin_port}/stats?filter=^cluster.render_http.upstream_rq_completed$"
+    with urllib.request.urlopen(stats, timeout=10) as answer:
+        assert int(answer.read().decode().split(":")[1]) >= 3
 
 
 def test_grpc_walk_through_the_gateway_answers_paris(stack):

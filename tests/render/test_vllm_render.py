@@ -1,25 +1,33 @@
 """vLLM's render protocol (render_svc/vllm_render) held against vLLM 0.33's own render server: every case of
 `vllm_render_cases.py` through a real render server (RenderChatVllm / RenderCompletionVllm over gRPC) answers
 what vLLM answered (`vllm_render_answers.json`, recorded by `python -m tests.render.record_vllm_render`), but
-where the case says why not; and the field table covers every field of vLLM's two request models."""
+where the case says why not; the same server's HTTP face (--http-port, render_svc/http_face.py) answers every
+case exactly as the RPC does, errors in the gateway's OpenAI shape; and the field table covers every field of
+vLLM's two request models."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import grpc
+import httpx
 import pytest
 import pytest_asyncio
 from google.api import httpbody_pb2
+from google.protobuf import json_format
 
+from render_svc import flags
+from render_svc.service import RenderService
 from render_svc.vllm_render.fields import BOTH, CHAT, COMPLETION, FIELDS, OURS
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
+from scaleout_common.openai_errors import error_type
 from scaleout_common.reasons import Reason
-from tests.render.conftest import render_channel
 from tests.render.vllm_compare import differences, recorded
 from tests.render.vllm_render_cases import CASES
 from tests.render.vllm_render_cases import CHAT as CHAT_PATH
+from tests.serving import serving
 
 RECORDED = recorded()
 METHODS = {CHAT_PATH: "RenderChatVllm"}
@@ -27,27 +35,38 @@ TYPED = {CHAT: render_pb2.RenderChatRequest, COMPLETION: render_pb2.RenderComple
 
 
 @pytest_asyncio.fixture(scope="module")
-async def call():
-    """A render server as `vllm launch render` was recorded against: the default model under its folder name."""
-    async with render_channel() as channel:
+async def faces():
+    """A render server as `vllm launch render` was recorded against (the default model under its folder name),
+    with its HTTP face on: (gRPC channel, HTTP client)."""
+    argv = ["--http-port", "0"]
+    service = RenderService(flags.parser().parse_args(argv))
+    async with serving(service, flags.parser(), *argv) as target, grpc.aio.insecure_channel(target) as channel:
+        assert service.http is not None
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.http.port}", timeout=60) as http:
+            yield channel, http
 
-        async def send(case):
-            method = METHODS.get(case.path, "RenderCompletionVllm")
-            rpc = channel.unary_unary(
-                f"/scaleout.v1.RenderService/{method}",
-                request_serializer=httpbody_pb2.HttpBody.SerializeToString,
-                response_deserializer=httpbody_pb2.HttpBody.FromString,
-            )
-            body = httpbody_pb2.HttpBody(content_type="application/json", data=json.dumps(case.body).encode())
-            try:
-                answer = await rpc(body)
-            except grpc.aio.AioRpcError as error:
-                failure = ServiceError.from_rpc_error(error)
-                return Reason(failure.reason).http, failure
-            assert answer.content_type == "application/json"
-            return 200, json.loads(answer.data)
 
-        yield send
+@pytest.fixture
+def call(faces):
+    channel = faces[0]
+
+    async def send(case):
+        method = METHODS.get(case.path, "RenderCompletionVllm")
+        rpc = channel.unary_unary(
+            f"/scaleout.v1.RenderService/{method}",
+            request_serializer=httpbody_pb2.HttpBody.SerializeToString,
+            response_deserializer=httpbody_pb2.HttpBody.FromString,
+        )
+        body = httpbody_pb2.HttpBody(content_type="application/json", data=json.dumps(case.body).encode())
+        try:
+            answer = await rpc(body)
+        except grpc.aio.AioRpcError as error:
+            failure = ServiceError.from_rpc_error(error)
+            return Reason(failure.reason).http, failure
+        assert answer.content_type == "application/json"
+        return 200, json.loads(answer.data)
+
+    return send
 
 
 def test_the_corpus_covers_vllms_shapes():
@@ -78,6 +97,48 @@ async def test_answers_as_vllm_does(call, case):
             ids = item["token_ids"]
             assert item["scaleout"]["derender_context"]["num_prompt_tokens"] == len(ids)
             assert "token_ids" not in item["scaleout"]["generate_request"]  # they are the top-level ones
+
+
+_RANDOM = re.compile(r'((?:chatcmpl|cmpl)-)[0-9a-f]{32}|("created":)\s*\d+')
+
+
+def _same_ids(answer) -> str:
+    """An answer's JSON with its random request ids (a request without request_id) and times made equal."""
+    return _RANDOM.sub(lambda m: (m.group(1) or m.group(2)) + "*", json.dumps(answer, sort_keys=True))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+async def test_the_http_face_answers_as_the_rpc(faces, call, case):
+    status, rpc = await call(case)
+    answer = await faces[1].post(case.path, content=json.dumps(case.body))
+    assert answer.status_code == status and answer.headers["content-type"] == "application/json"
+    if status == 200:
+        assert _same_ids(answer.json()) == _same_ids(rpc)
+        return
+    # the gateway's transcoded route: OpenAI's error object, the status details as the transcoder prints them
+    details = json_format.MessageToDict(
+        rpc.to_status(), preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )["details"]
+    param = rpc.violations[0][0] if rpc.violations else None
+    assert answer.json() == {
+        "error": {
+            "message": rpc.message,
+            "type": error_type(status),
+            "param": param,
+            "code": rpc.reason,
+            "details": details,
+        }
+    }
+
+
+async def test_the_http_face_refuses_other_paths_and_methods_and_says_health(faces):
+    http = faces[1]
+    assert (await http.get("/health")).status_code == 200
+    wrong = await http.get(CHAT_PATH)
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["code"] == Reason.METHOD_NOT_ALLOWED
+    missing = await http.post("/v1/chat/completions/render/typed", content=b"{}")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == Reason.PATH_NOT_SERVED
 
 
 @pytest.mark.parametrize("route", [CHAT, COMPLETION])
