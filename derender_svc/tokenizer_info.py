@@ -10,23 +10,11 @@ from dataclasses import dataclass, field
 from tokenizers import Tokenizer
 
 from scaleout_common import format_detect as detect
+from scaleout_common.byte_level import byte_level_alphabet
 from scaleout_common.models import tokenizer_fingerprint
 from scaleout_common.reasoning_ids import ReasoningIds, tokenizer_spec
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-
-
-def _byte_level_alphabet() -> dict[str, int]:
-    """GPT-2's printable stand-ins for bytes (ByteLevel pre-tokenizer), inverted: char -> byte."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            chars[chr(byte)] = byte
-        else:
-            chars[chr(256 + extra)] = byte
-            extra += 1
-    return chars
 
 
 def _decoder_types(tokenizer: Tokenizer) -> set[str]:
@@ -40,7 +28,7 @@ def token_bytes_table(tokenizer: Tokenizer) -> list[bytes]:
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     added = set(tokenizer.get_added_tokens_decoder())
     kinds = _decoder_types(tokenizer)
-    alphabet = _byte_level_alphabet() if "ByteLevel" in kinds else None
+    alphabet = byte_level_alphabet() if "ByteLevel" in kinds else None
     table = []
     for token_id in range(size):
         piece = tokenizer.id_to_token(token_id) or ""

@@ -22,6 +22,7 @@ import itertools
 import json
 import re
 
+from render_svc.fast_bpe import FastBpe, fast_bpe
 from render_svc.piece_cache import PieceCache
 
 # Pieces at least this long are cached on their own; shorter ones are tokenized with their neighbours each time.
@@ -58,6 +59,7 @@ class Tokens:
         self.vocab_size = len(tokenizer)
         self._rust = getattr(tokenizer, "_tokenizer", None)
         self._splitter: re.Pattern | None = None
+        self._fast: FastBpe | None = None
         self.cache: PieceCache | None = None
         if self._rust is not None:
             # The Python wrapper sets these per call; direct calls must see the same (no truncation or padding).
@@ -65,6 +67,7 @@ class Tokens:
             self._rust.no_padding()
             self._rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
             self._splitter = _splitter(self._rust)
+            self._fast = fast_bpe(self._rust, self._splitter)
 
     def use_cache(self, budget_mb: int) -> None:
         """Keep long pieces' ids (up to `budget_mb`); 0 keeps none."""
@@ -154,13 +157,20 @@ class Tokens:
                     todo.append(piece)
                 else:
                     out[id(piece)] = known
+        if self._fast is not None:  # byte-level BPE through tiktoken's core, where its ids are the same
+            fast = [(piece, self._fast.encode(piece)) for piece in todo]
+            todo = [piece for piece, ids in fast if ids is None]
+            encoded = [(piece, ids) for piece, ids in fast if ids is not None]
+        else:
+            encoded = []
         if todo:
             assert self._rust is not None  # pieces come from a fast tokenizer only
-            encoded = self._rust.encode_batch_fast(todo, add_special_tokens=False)
-            for piece, encoding in zip(todo, encoded):
-                out[id(piece)] = ids = encoding.ids
-                if cache is not None and len(piece) >= MIN_CACHED_CHARS:
-                    cache.put(piece, ids)
+            encodings = self._rust.encode_batch_fast(todo, add_special_tokens=False)
+            encoded += [(piece, encoding.ids) for piece, encoding in zip(todo, encodings)]
+        for piece, ids in encoded:
+            out[id(piece)] = ids
+            if cache is not None and len(piece) >= MIN_CACHED_CHARS:
+                cache.put(piece, ids)
         return out
 
     def decode(self, ids, skip_special_tokens: bool) -> str:
