@@ -121,6 +121,7 @@ class ModelRunner:
         if self.cuda_graphs and attention == "triton" and mixed_step_graphs_up_to:
             self.pieces = PiecewiseSteps(self.model, self.backend, block_size, mixed_step_graphs_up_to)
         self.kv_caches: list[torch.Tensor] = []
+        self.kv_generation = 0  # counts the cache's allocations: a peer that mapped an older one maps again (P/D)
         if num_blocks:
             self.allocate_kv(num_blocks)
 
@@ -137,6 +138,7 @@ class ModelRunner:
             self.pieces.forget()
         self.kv_caches = []  # the old cache goes before the new one is made
         self.kv_caches = [torch.zeros(shape, dtype=self.kv_dtype, device=self.device) for _ in self.model.layers]
+        self.kv_generation += 1
 
     @torch.inference_mode()
     def step_peak_bytes(self, tokens: int, rows: int) -> int:

@@ -38,6 +38,7 @@ class KvHandoffs:
         self._kept: dict[str, Kept] = {}  # not claimed yet
         self._done: list[Kept] = []  # claimed and read: to free
         self.expired = 0  # handoffs freed unclaimed, since start
+        self.released = 0  # handoffs claimed and handed back, since start
 
     @property
     def num_kept(self) -> int:
@@ -70,6 +71,7 @@ class KvHandoffs:
         """Any thread: the claimed handoff's blocks were read (or the reader went away): free them."""
         with self._lock:
             self._done.append(kept)
+            self.released += 1
         self.wake()
 
     def due(self, now: float) -> bool:

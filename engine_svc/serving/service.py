@@ -146,6 +146,9 @@ class KvTransferServicer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         async for chunk in self.service.kv.PullKvBlocks(request, context):
             yield chunk
 
+    async def ShareKvCache(self, request, context):
+        return await self.service.kv.ShareKvCache(request, context)
+
 
 class EngineService:
     service_names: Sequence[str] = (

@@ -8,12 +8,13 @@ import asyncio
 
 import grpc
 import pytest
+import torch
 from google.protobuf import json_format, struct_pb2
 from smg_grpc_proto.generated import vllm_engine_pb2 as vllm
 from smg_grpc_proto.generated import vllm_engine_pb2_grpc
 
-from engine_svc.serving.kv_transfer import blocks, vllm_params
-from scaleout.v1 import engine_pb2, kv_transfer_pb2
+from engine_svc.serving.kv_transfer import blocks, transport, vllm_params
+from scaleout.v1 import engine_pb2, kv_transfer_pb2, kv_transfer_pb2_grpc
 from scaleout_common.errors import ServiceError
 from tests.engine.conftest import engine_stub, request, tiny_llama
 
@@ -133,6 +134,49 @@ async def test_mismatches_are_refused_and_the_blocks_stay_for_the_right_decode(e
         assert await reason_of(stub.GenerateUnary(step(prompt, 4, pull=handoff))) == "KV_HANDOFF_MISMATCH"
     assert prefill_service.loaded.engine.handoffs.peek(handoff.handoff_id) is not None
     assert len(tokens(await decode.GenerateUnary(step(PROMPT, 2, pull=handoff)))) == 2
+
+
+async def _released(handoffs, before: int) -> bool:
+    """Whether a claimed handoff was handed back to be freed (the call's end runs the stream's `finally`)."""
+    for _ in range(100):
+        if handoffs.released > before:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
+async def test_the_device_path_shares_no_cpu_cache_and_claims_blocks_until_the_call_ends(engines):
+    """CPU CI's share of the CUDA IPC path: ShareKvCache answers the engine's device (no handles off CUDA), and a
+    pull naming the cache's generation claims the blocks (one empty chunk), keeps them while the caller copies,
+    and frees them when it ends the call; a stale generation is KV_CACHE_REMAPPED."""
+    prefill, decode, _, prefill_service = engines
+    layout = (await decode.GetModelInfo(engine_pb2.GetModelInfoRequest())).kv_layout
+    handoff = (await prefill.GenerateUnary(step(PROMPT, 1, hand_off=True))).kv_handoff
+    peer = kv_transfer_pb2_grpc.KvTransferServiceStub(prefill.channel)
+    me = transport.device_of(torch.device("cpu"))
+    share = kv_transfer_pb2.ShareKvCacheRequest(engine_id=handoff.engine_id, layout=layout, device=me)
+    shared = await peer.ShareKvCache(share)
+    assert shared.device.host_id == me.host_id and not shared.device.device_uuid and not shared.layers
+    assert shared.cache_generation == prefill_service.loaded.engine.runner.kv_generation >= 1
+    share.layout.block_size = 8
+    assert await reason_of(peer.ShareKvCache(share)) == "KV_HANDOFF_MISMATCH"
+    pull = kv_transfer_pb2.PullKvBlocksRequest(
+        engine_id=handoff.engine_id, handoff_id=handoff.handoff_id, block_ids=handoff.block_ids, layout=layout
+    )
+    pull.token_ids.extend(PROMPT)
+    pull.cache_generation = shared.cache_generation + 1
+    assert await reason_of(peer.PullKvBlocks(pull).read()) == "KV_CACHE_REMAPPED"
+    pull.cache_generation = shared.cache_generation
+    call = peer.PullKvBlocks(pull)
+    assert (await call.read()).data == b""
+    handoffs = prefill_service.loaded.engine.handoffs
+    released = handoffs.released
+    assert handoffs.peek(handoff.handoff_id) is None  # claimed: held while the call lasts, then freed
+    await asyncio.sleep(0.1)
+    assert handoffs.released == released
+    call.cancel()
+    assert await _released(handoffs, released)
 
 
 def test_layouts_differ_by_any_field():

@@ -23,10 +23,12 @@ CHUNK_BYTES = 4 << 20  # per stream message (at least one block): under the chan
 
 @dataclass
 class Pulled:
-    """A prompt's K/V pulled from a prefill engine, on the host: [blocks, layers, bytes of a layer's block]."""
+    """A prompt's K/V pulled from a prefill engine: [blocks, layers, bytes of a layer's block], on the host
+    (streamed) or on this engine's device (copied there on a side stream: `ready` once the copy is done)."""
 
     data: torch.Tensor  # uint8
     num_tokens: int
+    ready: torch.cuda.Event | None = None
 
 
 def layout_of(runner: ModelRunner, model_name: str, tokenizer_fingerprint: str) -> kv_transfer_pb2.KvLayout:
@@ -59,11 +61,17 @@ def _rows(block_ids: list[int], block_size: int, device: torch.device) -> torch.
     return (blocks[:, None] * block_size + torch.arange(block_size, device=device)).flatten()
 
 
+def gather(caches: list[torch.Tensor], block_size: int, block_ids: list[int]) -> torch.Tensor:
+    """The K/V of `block_ids` on the caches' device, [blocks, layers, bytes of a layer's block] (as bytes: the
+    same gather for every dtype, fp8 included)."""
+    rows = _rows(block_ids, block_size, caches[0].device)
+    per_layer = [cache.view(torch.uint8).index_select(0, rows).view(len(block_ids), -1) for cache in caches]
+    return torch.stack(per_layer, 1)
+
+
 def read(caches: list[torch.Tensor], block_size: int, block_ids: list[int]) -> bytes:
     """The K/V of `block_ids`, block after block, on the wire's layout."""
-    rows = _rows(block_ids, block_size, caches[0].device)
-    per_layer = [cache.index_select(0, rows).view(len(block_ids), -1) for cache in caches]
-    return torch.stack(per_layer, 1).view(torch.uint8).cpu().numpy().tobytes()
+    return gather(caches, block_size, block_ids).cpu().numpy().tobytes()
 
 
 def block_bytes(layout: kv_transfer_pb2.KvLayout) -> int:
@@ -78,9 +86,15 @@ def staged(chunks: list[bytes], num_blocks: int, num_layers: int) -> torch.Tenso
 
 
 def land(caches: list[torch.Tensor], block_size: int, block_ids: list[int], pulled: Pulled) -> None:
-    """Write pulled K/V into `block_ids` of this engine's cache."""
+    """Write pulled K/V into `block_ids` of this engine's cache (as bytes, fp8 included)."""
     cache0 = caches[0]
     rows = _rows(block_ids, block_size, cache0.device)
-    data = pulled.data[: len(block_ids)].to(cache0.device)
+    data = pulled.data[: len(block_ids)]
+    if pulled.ready is not None:  # copied on a side stream: this stream reads it once that copy is done
+        stream = torch.cuda.current_stream(cache0.device)
+        stream.wait_event(pulled.ready)
+        data.record_stream(stream)
+    data = data.to(cache0.device)
     for layer, cache in enumerate(caches):
-        cache.index_copy_(0, rows, data[:, layer].contiguous().view(cache.dtype).view(-1, *cache.shape[1:]))
+        raw = cache.view(torch.uint8)
+        raw.index_copy_(0, rows, data[:, layer].reshape(-1, *raw.shape[1:]))

@@ -2,30 +2,29 @@
 engine takes it, the decode step's pull from the prefill engine before the request is queued, the prefill step's
 answer, and KvTransferService (the blocks this engine keeps, streamed to a decode engine, then freed).
 
-The transport is our own contract over gRPC (kv_transfer.proto): it works wherever the engines reach each other,
-CPU included. The pull runs on the decode engine's event loop while its step loop keeps stepping; only the landing
-(one scatter per layer into fresh blocks) runs on the step thread. Both ends need the step loop in this process
-(--engine-core thread) and the paged runner: elsewhere a KV step is refused (KV_TRANSFER_UNAVAILABLE).
+The transport is our own contract (kv_transfer.proto): the blocks' bytes over a gRPC stream wherever the engines
+reach each other, CPU included, or device to device through CUDA IPC between processes on one GPU (transport.py
+picks, pull.py pulls). The pull runs on the decode engine's event loop while its step loop keeps stepping; only
+the landing (one scatter per layer into fresh blocks) runs on the step thread. Both ends need the step loop and
+the KV cache in this process (--engine-core thread) and the paged runner: elsewhere a KV step is refused
+(KV_TRANSFER_UNAVAILABLE).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import uuid
-
-import grpc
 
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving.engine import Engine
-from engine_svc.serving.kv_transfer import blocks, vllm_params
+from engine_svc.serving.kv_transfer import blocks, transport, vllm_params
+from engine_svc.serving.kv_transfer.pull import Puller
 from scaleout.v1 import engine_pb2, kv_transfer_pb2, kv_transfer_pb2_grpc
-from scaleout_common.channels import open_channel
-from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
 ROLES = ("both", "prefill", "decode")
-_PASSED_ON = {Reason.KV_HANDOFF_EXPIRED, Reason.KV_HANDOFF_ENGINE_GONE, Reason.KV_HANDOFF_MISMATCH}
 
 
 def add_flags(parser) -> None:
@@ -63,7 +62,6 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
     def __init__(self, args, port: int, engine, model_name: str, tokenizer_fingerprint: str):
         self.role = args.kv_role
         self.pull_timeout_s = args.kv_pull_timeout_s
-        self.peer_tls_name = args.kv_peer_tls_name or None
         host = args.kv_advertise_host or args.host
         host = socket.gethostname() if host in ("", "0.0.0.0", "::", "[::]") else host
         # One id per process: a handoff made by an engine that restarted since names an engine that is gone.
@@ -74,6 +72,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             self.engine, self.runner = engine, engine.runner
             engine.handoffs.timeout_s = args.kv_handoff_timeout_s
             self.layout = blocks.layout_of(engine.runner, model_name, tokenizer_fingerprint)
+            self.puller = Puller(self.layout, engine.runner.device, args.kv_peer_tls_name or None)
 
     # ---- a Generate call's KV step ------------------------------------------------------------------
 
@@ -108,7 +107,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             seq.hand_off = True
         else:
             timeout = self.pull_timeout_s if deadline_s is None else min(self.pull_timeout_s, deadline_s)
-            seq.pulled = await self.pull(step.pull, seq.prompt_ids, timeout)
+            seq.pulled = await self.puller.pull(step.pull, seq.prompt_ids, timeout)
 
     def answer(self, message: engine_pb2.GenerateResponse, request: engine_pb2.GenerateRequest) -> None:
         """Complete a prefill's last message: where to pull from, and vLLM's shape when it asked in vLLM's."""
@@ -120,53 +119,38 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         if request.HasField("kv_transfer_params"):
             message.kv_transfer_params.CopyFrom(vllm_params.answer(address))
 
-    async def pull(self, handoff: kv_transfer_pb2.KvHandoff, prompt: list[int], limit_s: float) -> blocks.Pulled:
-        """The prompt's K/V from the prefill engine `handoff` names, on the host (that engine frees its copy)."""
-        layout, where = self.layout, f"{handoff.host}:{handoff.port}"
-        tokens = handoff.num_tokens or min(len(prompt), len(handoff.block_ids) * layout.block_size)
-        if not handoff.block_ids or tokens > min(len(prompt), len(handoff.block_ids) * layout.block_size):
-            raise fail(
-                Reason.KV_HANDOFF_MISMATCH,
-                f"the handoff's {len(handoff.block_ids)} blocks and {tokens} tokens do not fit "
-                f"a prompt of {len(prompt)} tokens in blocks of {layout.block_size}",
-            )
-        request = kv_transfer_pb2.PullKvBlocksRequest(
-            engine_id=handoff.engine_id,
-            handoff_id=handoff.handoff_id,
-            block_ids=handoff.block_ids,
-            layout=layout,
-            token_ids=prompt,
-        )
-        channel = open_channel(where, tls_name=self.peer_tls_name)
-        try:
-            call = kv_transfer_pb2_grpc.KvTransferServiceStub(channel).PullKvBlocks(request, timeout=limit_s)
-            chunks = [chunk.data async for chunk in call]
-        except grpc.aio.AioRpcError as error:
-            passed = ServiceError.from_rpc_error(error)
-            if passed.reason in _PASSED_ON:
-                raise passed from None
-            raise fail(
-                Reason.KV_HANDOFF_ENGINE_GONE,
-                f"the prefill engine at {where} did not hand the KV blocks over: {error.code().name} {error.details()}",
-            ) from None
-        finally:
-            await channel.close()
-        received, wanted = sum(map(len, chunks)), len(handoff.block_ids) * blocks.block_bytes(layout)
-        if received != wanted:
-            raise fail(Reason.KV_HANDOFF_MISMATCH, f"the prefill engine sent {received} bytes of K/V, not {wanted}")
-        data = blocks.staged(chunks, len(handoff.block_ids), layout.num_layers)
-        return blocks.Pulled(data, tokens)
-
     # ---- KvTransferService (the prefill end) ----------------------------------------------------------
 
-    async def PullKvBlocks(self, request, context):
-        engine = self.engine
-        if engine is None:
+    def _serving(self, engine_id: str) -> Engine:
+        """This engine, when it is the one a caller names."""
+        if self.engine is None:
             raise fail(Reason.KV_TRANSFER_UNAVAILABLE, "this engine keeps no KV blocks for others")
-        if request.engine_id != self.address.engine_id:
+        if engine_id != self.address.engine_id:
             raise fail(
                 Reason.KV_HANDOFF_ENGINE_GONE,
-                f"engine {request.engine_id} is gone: engine {self.address.engine_id} serves here now",
+                f"engine {engine_id} is gone: engine {self.address.engine_id} serves here now",
+            )
+        return self.engine
+
+    async def ShareKvCache(self, request, context):
+        self._serving(request.engine_id)
+        if why := blocks.mismatch(self.layout, request.layout):
+            raise fail(Reason.KV_HANDOFF_MISMATCH, f"KV cache layouts differ: {why}")
+        runner = self.runner
+        me = transport.device_of(runner.device)
+        # The generation before the tensors: a cache allocated between the two reads is refused at its first pull.
+        answer = kv_transfer_pb2.ShareKvCacheResponse(device=me, cache_generation=runner.kv_generation)
+        caches = runner.kv_caches
+        if transport.choose(me, request.device) == transport.CUDA_IPC and caches:
+            answer.layers.extend(transport.share(caches))
+        return answer
+
+    async def PullKvBlocks(self, request, context):
+        engine = self._serving(request.engine_id)
+        if request.cache_generation and request.cache_generation != self.runner.kv_generation:
+            raise fail(
+                Reason.KV_CACHE_REMAPPED,
+                f"the KV cache mapped at generation {request.cache_generation} is at {self.runner.kv_generation} now",
             )
         kept = engine.handoffs.peek(request.handoff_id)
         if kept is None:
@@ -183,6 +167,9 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             raise fail(Reason.KV_HANDOFF_EXPIRED, f"KV handoff {request.handoff_id} expired or was pulled meanwhile")
         runner = self.runner
         try:
+            if request.cache_generation:  # the caller copies them itself: keep them until it ends the call
+                yield kv_transfer_pb2.KvBlockChunk()
+                await asyncio.Event().wait()
             layer_block = runner.kv_caches[0][: runner.block_size].nbytes
             per = max(1, blocks.CHUNK_BYTES // (layer_block * len(runner.kv_caches)))
             for first in range(0, len(kept.block_ids), per):

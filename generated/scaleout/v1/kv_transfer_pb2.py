@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/kv_transfer.proto\x12\x0bscaleout.v1\"P\n\nKvTransfer\x12\x12\n\x08hand_off\x18\x01 \x01(\x08H\x00\x12&\n\x04pull\x18\x02 \x01(\x0b\x32\x16.scaleout.v1.KvHandoffH\x00\x42\x06\n\x04step\"\x86\x01\n\tKvHandoff\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x12\n\nhandoff_id\x18\x04 \x01(\t\x12\x11\n\tblock_ids\x18\x05 \x03(\x05\x12\x12\n\nnum_tokens\x18\x06 \x01(\x05\x12\x0f\n\x07tp_size\x18\x07 \x01(\x05\"~\n\x08KvLayout\x12\x12\n\nblock_size\x18\x01 \x01(\x05\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\x12\n\nnum_layers\x18\x03 \x01(\x05\x12\x14\n\x0cnum_kv_heads\x18\x04 \x01(\x05\x12\x10\n\x08head_dim\x18\x05 \x01(\x05\x12\x13\n\x0b\x66ingerprint\x18\x06 \x01(\t\"\x89\x01\n\x13PullKvBlocksRequest\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x12\n\nhandoff_id\x18\x02 \x01(\t\x12\x11\n\tblock_ids\x18\x03 \x03(\x05\x12%\n\x06layout\x18\x04 \x01(\x0b\x32\x15.scaleout.v1.KvLayout\x12\x11\n\ttoken_ids\x18\x05 \x03(\x05\"1\n\x0cKvBlockChunk\x12\x13\n\x0b\x66irst_block\x18\x01 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\x62\n\x11KvTransferService\x12M\n\x0cPullKvBlocks\x12 .scaleout.v1.PullKvBlocksRequest\x1a\x19.scaleout.v1.KvBlockChunk0\x01\x42\x91\x01\n\x0f\x63om.scaleout.v1B\x0fKvTransferProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/kv_transfer.proto\x12\x0bscaleout.v1\"P\n\nKvTransfer\x12\x12\n\x08hand_off\x18\x01 \x01(\x08H\x00\x12&\n\x04pull\x18\x02 \x01(\x0b\x32\x16.scaleout.v1.KvHandoffH\x00\x42\x06\n\x04step\"\x86\x01\n\tKvHandoff\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x12\n\nhandoff_id\x18\x04 \x01(\t\x12\x11\n\tblock_ids\x18\x05 \x03(\x05\x12\x12\n\nnum_tokens\x18\x06 \x01(\x05\x12\x0f\n\x07tp_size\x18\x07 \x01(\x05\"~\n\x08KvLayout\x12\x12\n\nblock_size\x18\x01 \x01(\x05\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\x12\n\nnum_layers\x18\x03 \x01(\x05\x12\x14\n\x0cnum_kv_heads\x18\x04 \x01(\x05\x12\x10\n\x08head_dim\x18\x05 \x01(\x05\x12\x13\n\x0b\x66ingerprint\x18\x06 \x01(\t\"\xa3\x01\n\x13PullKvBlocksRequest\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x12\n\nhandoff_id\x18\x02 \x01(\t\x12\x11\n\tblock_ids\x18\x03 \x03(\x05\x12%\n\x06layout\x18\x04 \x01(\x0b\x32\x15.scaleout.v1.KvLayout\x12\x11\n\ttoken_ids\x18\x05 \x03(\x05\x12\x18\n\x10\x63\x61\x63he_generation\x18\x06 \x01(\x03\"D\n\x08KvDevice\x12\x0f\n\x07host_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_uuid\x18\x02 \x01(\t\x12\x12\n\nprocess_id\x18\x03 \x01(\t\"v\n\x13ShareKvCacheRequest\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12%\n\x06layout\x18\x02 \x01(\x0b\x32\x15.scaleout.v1.KvLayout\x12%\n\x06\x64\x65vice\x18\x03 \x01(\x0b\x32\x15.scaleout.v1.KvDevice\"\x83\x01\n\x14ShareKvCacheResponse\x12%\n\x06\x64\x65vice\x18\x01 \x01(\x0b\x32\x15.scaleout.v1.KvDevice\x12\x18\n\x10\x63\x61\x63he_generation\x18\x02 \x01(\x03\x12*\n\x06layers\x18\x03 \x03(\x0b\x32\x1a.scaleout.v1.CudaIpcTensor\"\x89\x02\n\rCudaIpcTensor\x12\x0e\n\x06handle\x18\x01 \x01(\x0c\x12\x1a\n\x12storage_size_bytes\x18\x02 \x01(\x03\x12\x1c\n\x14storage_offset_bytes\x18\x03 \x01(\x03\x12\x1a\n\x12ref_counter_handle\x18\x04 \x01(\x0c\x12\x1a\n\x12ref_counter_offset\x18\x05 \x01(\x03\x12\x19\n\x0c\x65vent_handle\x18\x06 \x01(\x0cH\x00\x88\x01\x01\x12\x1b\n\x13\x65vent_sync_required\x18\x07 \x01(\x08\x12\r\n\x05shape\x18\x08 \x03(\x03\x12\x0e\n\x06stride\x18\t \x03(\x03\x12\x0e\n\x06offset\x18\n \x01(\x03\x42\x0f\n\r_event_handle\"1\n\x0cKvBlockChunk\x12\x13\n\x0b\x66irst_block\x18\x01 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\xb7\x01\n\x11KvTransferService\x12M\n\x0cPullKvBlocks\x12 .scaleout.v1.PullKvBlocksRequest\x1a\x19.scaleout.v1.KvBlockChunk0\x01\x12S\n\x0cShareKvCache\x12 .scaleout.v1.ShareKvCacheRequest\x1a!.scaleout.v1.ShareKvCacheResponseB\x91\x01\n\x0f\x63om.scaleout.v1B\x0fKvTransferProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,9 +39,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KVLAYOUT']._serialized_start=265
   _globals['_KVLAYOUT']._serialized_end=391
   _globals['_PULLKVBLOCKSREQUEST']._serialized_start=394
-  _globals['_PULLKVBLOCKSREQUEST']._serialized_end=531
-  _globals['_KVBLOCKCHUNK']._serialized_start=533
-  _globals['_KVBLOCKCHUNK']._serialized_end=582
-  _globals['_KVTRANSFERSERVICE']._serialized_start=584
-  _globals['_KVTRANSFERSERVICE']._serialized_end=682
+  _globals['_PULLKVBLOCKSREQUEST']._serialized_end=557
+  _globals['_KVDEVICE']._serialized_start=559
+  _globals['_KVDEVICE']._serialized_end=627
+  _globals['_SHAREKVCACHEREQUEST']._serialized_start=629
+  _globals['_SHAREKVCACHEREQUEST']._serialized_end=747
+  _globals['_SHAREKVCACHERESPONSE']._serialized_start=750
+  _globals['_SHAREKVCACHERESPONSE']._serialized_end=881
+  _globals['_CUDAIPCTENSOR']._serialized_start=884
+  _globals['_CUDAIPCTENSOR']._serialized_end=1149
+  _globals['_KVBLOCKCHUNK']._serialized_start=1151
+  _globals['_KVBLOCKCHUNK']._serialized_end=1200
+  _globals['_KVTRANSFERSERVICE']._serialized_start=1203
+  _globals['_KVTRANSFERSERVICE']._serialized_end=1386
 # @@protoc_insertion_point(module_scope)

@@ -42,6 +42,11 @@ class KvTransferServiceStub:
                 request_serializer=scaleout_dot_v1_dot_kv__transfer__pb2.PullKvBlocksRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_kv__transfer__pb2.KvBlockChunk.FromString,
                 _registered_method=True)
+        self.ShareKvCache = channel.unary_unary(
+                '/scaleout.v1.KvTransferService/ShareKvCache',
+                request_serializer=scaleout_dot_v1_dot_kv__transfer__pb2.ShareKvCacheRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_kv__transfer__pb2.ShareKvCacheResponse.FromString,
+                _registered_method=True)
 
 
 class KvTransferServiceServicer:
@@ -60,6 +65,17 @@ class KvTransferServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShareKvCache(self, request, context):
+        """The device path: a decode engine on the same GPU of the same host (another process) asks once for this
+        engine's KV cache as CUDA IPC handles, maps it, and from then on copies a handoff's blocks device to device
+        (PullKvBlocksRequest.cache_generation). The answer names this engine's device; it carries the handles only
+        when the caller's device says it can map them (transport.py: the one rule). FAILED_PRECONDITION
+        (KV_HANDOFF_MISMATCH) when the layouts differ; UNAVAILABLE (KV_HANDOFF_ENGINE_GONE) as for PullKvBlocks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KvTransferServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -67,6 +83,11 @@ def add_KvTransferServiceServicer_to_server(servicer, server):
                     servicer.PullKvBlocks,
                     request_deserializer=scaleout_dot_v1_dot_kv__transfer__pb2.PullKvBlocksRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_kv__transfer__pb2.KvBlockChunk.SerializeToString,
+            ),
+            'ShareKvCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareKvCache,
+                    request_deserializer=scaleout_dot_v1_dot_kv__transfer__pb2.ShareKvCacheRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_kv__transfer__pb2.ShareKvCacheResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -99,6 +120,33 @@ class KvTransferService:
             '/scaleout.v1.KvTransferService/PullKvBlocks',
             scaleout_dot_v1_dot_kv__transfer__pb2.PullKvBlocksRequest.SerializeToString,
             scaleout_dot_v1_dot_kv__transfer__pb2.KvBlockChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareKvCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.KvTransferService/ShareKvCache',
+            scaleout_dot_v1_dot_kv__transfer__pb2.ShareKvCacheRequest.SerializeToString,
+            scaleout_dot_v1_dot_kv__transfer__pb2.ShareKvCacheResponse.FromString,
             options,
             channel_credentials,
             insecure,
