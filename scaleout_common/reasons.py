@@ -213,11 +213,6 @@ class Reason(StrEnum):
         C.FAILED_PRECONDITION,
         "a device-to-device pull names a KV cache generation the prefill engine no longer has (re-allocated)",
     )
-    KV_CACHE_REMAPPED = (
-        "KV_CACHE_REMAPPED",
-        C.FAILED_PRECONDITION,
-        "a device-to-device pull names a KV cache generation the prefill engine no longer has (re-allocated)",
-    )
     NO_TOKENIZER_FILES = (
         "NO_TOKENIZER_FILES",
         C.FAILED_PRECONDITION,
