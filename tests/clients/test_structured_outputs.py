@@ -79,16 +79,18 @@ def test_json_schemas_are_followed_whenever_the_output_stops(client, model_id, s
             seed=index if sampled else None,
         )
 
-    results = run_all([call(i, name, schema) for i, (name, schema) in enumerate(SCHEMAS)])
+    # Greedy runs every schema; sampling a third of them (every third) shows the same at temperature 0.8.
+    schemas = SCHEMAS[::3] if sampled else SCHEMAS
+    results = run_all([call(i, name, schema) for i, (name, schema) in enumerate(schemas)])
     stopped = 0
-    for (name, schema), result in zip(SCHEMAS, results):
+    for (name, schema), result in zip(schemas, results):
         choice = result.choices[0]
         assert choice.finish_reason in ("stop", "length"), (name, choice.finish_reason)
         if choice.finish_reason == "stop":
             stopped += 1
             value = json.loads(choice.message.content)
             jsonschema.validate(value, schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-    assert stopped >= 0.8 * len(SCHEMAS), f"only {stopped} of {len(SCHEMAS)} outputs finished"
+    assert stopped >= 0.8 * len(schemas), f"only {stopped} of {len(schemas)} outputs finished"
 
 
 def test_json_mode_returns_a_json_object(client, model_id):
