@@ -105,8 +105,10 @@ def _paged_attention(
     first = length * 0  # the first key the row sees (an integer of length's type)
     if WINDOWED:  # the last `window` positions, the new token's included: earlier tiles are never read
         first = tl.maximum(length - window, 0)
-    per_split = tl.cdiv(tl.cdiv(length - first, TILE), SPLITS) * TILE
-    lo = first + split * per_split
+    # Whole tiles from the one holding `first` (the keys before it masked): tiles at any offset spill registers.
+    start = first // TILE * TILE
+    per_split = tl.cdiv(tl.cdiv(length - start, TILE), SPLITS) * TILE
+    lo = start + split * per_split
     hi = tl.minimum(lo + per_split, length)
     best = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     total = tl.zeros([GROUP_PAD], tl.float32)
@@ -115,8 +117,8 @@ def _paged_attention(
         best = tl.where(split == 0, sink, best)
         total = tl.where(split == 0, 1.0, total)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
-    for start in range(lo, hi, TILE):
-        tokens = start + tl.arange(0, TILE)
+    for base in range(lo, hi, TILE):
+        tokens = base + tl.arange(0, TILE)
         valid = tokens < hi
         blocks = tl.load(tables_ptr + table * stride_table + tokens // BLOCK_SIZE, mask=valid, other=0)
         rows = (
@@ -132,7 +134,10 @@ def _paged_attention(
         scores = tl.dot(q, tl.trans(k)) * scale
         if SOFTCAP:
             scores = soft_cap(scores, softcap)
-        scores = tl.where(valid[None, :], scores, float("-inf"))
+        seen = valid
+        if WINDOWED:  # a mask on the scores only: one on the loads too spills registers (sm_90, head_dim 128)
+            seen = seen & (tokens >= first)
+        scores = tl.where(seen[None, :], scores, float("-inf"))
         new_best = tl.maximum(best, tl.max(scores, 1))
         weights = tl.exp(scores - new_best[:, None])
         rescale = tl.exp(best - new_best)
@@ -301,7 +306,7 @@ def paged_attention(
     window: int = 0,
     sinks: torch.Tensor | None = None,
     softcap: float = 0.0,
-    tile: int = TOKENS_PER_TILE,
+    tile: int | None = None,
     heads_first: bool = True,
     num_warps: int = 2,
     num_stages: int = 2,
@@ -315,7 +320,8 @@ def paged_attention(
     first axis runs over KV heads, so a row's heads run side by side), `num_warps` and `num_stages` are for
     tuning: the defaults won the sweep of `python -m bench.engine.kernels --parts attention` on the H200 at 64 and
     256 rows of 192 tokens (Llama-8B shape: 57.3 -> 54.1 us at 256 rows, 13.8 -> 12.5 at 64, against Triton's
-    default 4 warps, 3 stages, rows first)."""
+    default 4 warps, 3 stages, rows first). A 256-wide head (Gemma) takes 32-token tiles: at 64 its K/V tiles
+    spill (sm_90: 6 KB of stack a thread against 128 B)."""
     rows, heads, dim = q.shape
     kv_heads = kv_cache.shape[2]
     group = heads // kv_heads
@@ -350,7 +356,7 @@ def paged_attention(
         GROUP_PAD=group_pad,
         HEAD_DIM=dim,
         BLOCK_SIZE=block_size,
-        TILE=tile,
+        TILE=tile or (TOKENS_PER_TILE // 2 if dim > 128 else TOKENS_PER_TILE),
         INDEXED=table_index is not None,
         SPLITS=splits,
         HEADS_FIRST=heads_first,
