@@ -350,7 +350,9 @@ def test_runner_windowed_families_equal_the_sdpa_backend(family):
         for step in steps:
             chunks = step()
             sdpa, kernels = (runner.execute(chunks).float() for runner in runners)
-            torch.testing.assert_close(kernels, sdpa, atol=5e-2, rtol=5e-2)
+            # bf16 (CUDA): each backend's logits are within 0.022 of float32's (measured on CPU), so twice that.
+            tolerance = 1e-3 if DTYPE == torch.float32 else 5e-2
+            torch.testing.assert_close(kernels, sdpa, atol=tolerance, rtol=tolerance)
             for row, chunk in enumerate(c for c in chunks if c.samples):
                 chunk.seq.append(int(sdpa[row].argmax()))
 
