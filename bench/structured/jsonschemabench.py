@@ -3,7 +3,8 @@ path: per subset, how many schemas are accepted (lowered and compiled within the
 differential check on each accepted one (random completions walked from its grammar, validated by jsonschema
 Draft 2020-12 with format checks: tests/structured/differential.py); compile times cold and from the cache.
 
-    python -m bench.structured.jsonschemabench --data ~/.cache/scaleout/jsonschemabench/data --json out.json
+    python -m bench.structured.jsonschemabench --workers 2 --rows rows.jsonl --json out.json   # the paper's 8 subsets
+    python -m bench.structured.jsonschemabench --from-rows rows.jsonl      # the report of a run (cut short or not)
     python -m bench.structured.jsonschemabench --limit 100 --vocab model     # the default model's tokenizer
 
 Each schema runs in a worker process; a worker whose schema runs past `--timeout-s` (the engine's compile
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -23,8 +26,14 @@ import statistics
 import time
 from pathlib import Path
 
-# The paper's Table 4 (declared coverage), where known; filled in by hand from arXiv:2501.10868.
+# The paper's Table 4 (declared coverage) per subset and engine, where known; filled in by hand from arXiv:2501.10868.
+ENGINES = ("XGrammar", "Guidance", "Llamacpp", "Outlines", "OpenAI")
 PAPER: dict[str, dict[str, float]] = {}
+# The 8 subsets the paper's Table 4 covers (8,949 schemas here; Github_trivial and Github_ultra are left out).
+PAPER_SUBSETS = (
+    "Glaiveai2K", "Github_easy", "Snowplow", "Github_medium", "Kubernetes", "WashingtonPost", "Github_hard",
+    "JsonSchemaStore",
+)  # fmt: skip
 SUBSETS = (
     "Glaiveai2K", "Github_trivial", "Github_easy", "Snowplow", "Github_medium", "Kubernetes", "WashingtonPost",
     "Github_hard", "JsonSchemaStore", "Github_ultra",
@@ -52,7 +61,7 @@ def _worker(vocab_kind: str, samples: int, timeout_s: float, tasks, results) -> 
         row = {
             "accepted": outcome.accepted, "reason": outcome.reason, "compile_s": outcome.compile_s,
             "cached_s": outcome.cached_s, "valid": outcome.valid, "invalid": outcome.invalid[:2],
-            "unfinished": outcome.unfinished,
+            "unfinished": outcome.unfinished, "backend": outcome.backend,
         }  # fmt: skip
         results.put(("done", os.getpid(), subset, path, row))
         if "did not compile within" in outcome.reason:
@@ -61,7 +70,7 @@ def _worker(vocab_kind: str, samples: int, timeout_s: float, tasks, results) -> 
             os._exit(0)  # its compile still runs natively: a fresh worker takes over
 
 
-def run(files: list[tuple[str, str]], args) -> dict:
+def run(files: list[tuple[str, str]], args, log=None) -> dict:
     ctx = mp.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue()
     for task in files:
@@ -85,6 +94,9 @@ def run(files: list[tuple[str, str]], args) -> dict:
             else:
                 _, pid, subset, path, row = message
                 rows[path] = (subset, row)
+                if log is not None:
+                    log.write(json.dumps([path, subset, row]) + "\n")
+                    log.flush()
                 workers[pid] = (workers[pid][0], None)
                 if len(rows) % 100 == 0:
                     print(f"{len(rows)}/{len(files)}", flush=True)
@@ -119,6 +131,7 @@ def report(rows: dict) -> dict:
             reasons[re.sub(r"#\S*: |\d+", "", row["reason"])[:90]] += 1
             continue
         c["accepted"] += 1
+        c[f"by_{row.get('backend') or 'xgrammar'}"] += 1
         c["outputs"] += row["valid"] + len(row["invalid"])
         c["invalid_outputs"] += len(row["invalid"])
         c["schemas_with_invalid"] += bool(row["invalid"])
@@ -135,14 +148,16 @@ def report(rows: dict) -> dict:
         return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values or [0])[0]
 
     print(
-        f"{'subset':16} {'schemas':>7} {'accepted':>9} {'outputs':>8} {'invalid':>8}  paper (XGrammar/Guidance/OpenAI)"
+        f"{'subset':16} {'schemas':>7} {'accepted':>9} {'on llg':>7} {'outputs':>8} {'invalid':>8}  paper: "
+        + " / ".join(ENGINES)
     )
     for name, c in [*table.items(), ("total", dict(total))]:
         paper = PAPER.get(name, {})
-        ref = " / ".join(f"{paper[k]:.2f}" if k in paper else "?" for k in ("XGrammar", "Guidance", "OpenAI"))
+        ref = " / ".join(f"{paper[k]:.2f}" if k in paper else "?" for k in ENGINES)
         acc = c.get("accepted", 0) / max(c.get("schemas", 1), 1)
         print(
-            f"{name:16} {c.get('schemas', 0):7} {acc:9.1%} {c.get('outputs', 0):8} {c.get('invalid_outputs', 0):8}  {ref}"
+            f"{name:16} {c.get('schemas', 0):7} {acc:9.1%} {c.get('by_llguidance', 0):7} {c.get('outputs', 0):8} "
+            f"{c.get('invalid_outputs', 0):8}  {ref}"
         )
     times = {
         "cold_p50_ms": pct(cold, 50) * 1e3, "cold_p99_ms": pct(cold, 99) * 1e3,
@@ -160,20 +175,32 @@ def report(rows: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.path.expanduser("~/.cache/scaleout/jsonschemabench/data"))
-    parser.add_argument("--subsets", default=",".join(SUBSETS))
+    parser.add_argument("--subsets", default=",".join(PAPER_SUBSETS), help="default: the paper's 8 (8,949 schemas)")
     parser.add_argument("--limit", type=int, default=0, help="schemas per subset (0: all)")
     parser.add_argument("--samples", type=int, default=5, help="random completions per accepted schema")
     parser.add_argument("--vocab", choices=("tiny", "model"), default="tiny")
     parser.add_argument("--timeout-s", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json")
+    parser.add_argument("--rows", help="append each schema's row here as it finishes (JSON lines)")
+    parser.add_argument("--from-rows", help="report the rows of an earlier --rows file (nothing is run)")
     args = parser.parse_args()
-    files = []
-    for subset in args.subsets.split(","):
-        paths = sorted(Path(args.data, subset).glob("*.json"))
-        files += [(subset, str(p)) for p in (paths[: args.limit] if args.limit else paths)]
     start = time.time()
-    out = report(run(files, args))
+    if args.from_rows:
+        rows = {}
+        for line in Path(args.from_rows).read_text().splitlines():
+            path, subset, row = json.loads(line)
+            rows[path] = (subset, row)
+    else:
+        per_subset = []
+        for subset in args.subsets.split(","):
+            paths = sorted(Path(args.data, subset).glob("*.json"))
+            per_subset.append([(subset, str(p)) for p in (paths[: args.limit] if args.limit else paths)])
+        # subsets interleaved: a run cut short is still a sample of each
+        files = [task for group in itertools.zip_longest(*per_subset) for task in group if task is not None]
+        with open(args.rows, "a") if args.rows else contextlib.nullcontext() as log:
+            rows = run(files, args, log)
+    out = report(rows)
     out["seconds"] = time.time() - start
     out["args"] = vars(args)
     if args.json:

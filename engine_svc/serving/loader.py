@@ -293,7 +293,11 @@ def make_grammar_backend(tokenizer, vocab_size: int, args):
         return None
     from engine_svc.structured.xgrammar_backend import XGrammarBackend
 
-    return XGrammarBackend.from_hf(tokenizer, vocab_size, threads=args.grammar_compile_threads)
+    if args.structured_outputs_backend == "xgrammar":
+        return XGrammarBackend.from_hf(tokenizer, vocab_size, threads=args.grammar_compile_threads)
+    from engine_svc.structured.dual_backend import DualBackend
+
+    return DualBackend.from_hf(tokenizer, vocab_size, threads=args.grammar_compile_threads)
 
 
 def core_in_child_process(args) -> bool:
@@ -426,9 +430,11 @@ def add_engine_flags(parser) -> None:
     )
     parser.add_argument(
         "--structured-outputs-backend",
-        default="xgrammar",
-        choices=["xgrammar", "none"],
-        help="grammar engine for structured outputs (JSON schema, regex, choice, grammar); none: refuse them",
+        default="auto",
+        choices=["auto", "xgrammar", "none"],
+        help="grammar engine for structured outputs (JSON schema, regex, choice, grammar); auto: xgrammar, and "
+        "llguidance for the JSON schemas xgrammar cannot enforce in full (engine_svc/structured/dual_backend.py); "
+        "none: refuse them",
     )
     parser.add_argument(
         "--grammar-compile-timeout-s",

@@ -16,7 +16,8 @@ nodes of one shape each, which xgrammar builds faithfully:
 - `oneOf` is kept (as `anyOf`) only where no output of one branch can satisfy another (different types, a
   discriminating enum, or a required name the other branch never writes); otherwise refused;
 - typeless nodes with type keywords (`{"minLength": 2}`) are held to those types, which is sound (a subset).
-What no rewrite can express is refused (GrammarError "path: keyword ..."). Keywords the 2020-12 validator does
+Forms with an exact rewrite (rewrite.py: `not` of `{}`/`required`, `oneOf` of `required` lists) are rewritten
+first. What no rewrite can express is refused (GrammarError "path: keyword ..."). Keywords the 2020-12 validator does
 not know are annotations and dropped, as are `format`s no validator checks (`int32`, ...); integer bounds are
 made whole and clamped to int64. Outputs may be narrower than the schema (strict mode: no properties or items
 beyond those listed), never wider: tests/structured/test_differential.py proves it on real schemas.
@@ -32,6 +33,7 @@ from typing import Any
 import jsonschema
 import referencing.exceptions
 
+from engine_svc.structured import rewrite
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.schema_merge import TYPES, merge, types_of, unlisted
 from engine_svc.structured.strings import mis_compiled, string_node
@@ -43,17 +45,16 @@ INT64 = (1 << 63) - 1
 MAX_BRANCHES = 64
 
 
+class InvalidSchema(GrammarError):
+    """The schema is not a valid 2020-12 schema: no backend may take it."""
+
+
 class Unsatisfiable(GrammarError):
     """No value satisfies the node (a branch that drops out, or a refusal where nothing is left)."""
 
 
 class Lowering:
     def __init__(self, root: Any):
-        try:
-            jsonschema.Draft202012Validator.check_schema(root)
-        except jsonschema.SchemaError as error:
-            where = "#/" + "/".join(map(str, error.absolute_path))
-            raise GrammarError(f"{where.rstrip('/')}: not a valid JSON Schema (2020-12): {error.message}") from None
         self.validator = jsonschema.Draft202012Validator(root)
         self.defs: dict[str, Any] = {}
         self._names: dict[int, str] = {}
@@ -312,10 +313,21 @@ class Lowering:
         return out
 
 
+def check(schema: Any) -> None:
+    """InvalidSchema unless `schema` is a valid 2020-12 schema."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        where = "#/" + "/".join(map(str, error.absolute_path))
+        raise InvalidSchema(f"{where.rstrip('/')}: not a valid JSON Schema (2020-12): {error.message}") from None
+
+
 def lower(schema: Any) -> Any:
     """`schema` as the backend must see it to enforce all of it; GrammarError naming what it cannot."""
     if schema is True:
         return {}
+    check(schema)
+    schema = rewrite.exact(schema)  # (paths in refusals are the rewritten schema's)
     lowering = Lowering(schema)
     out = lowering.build(schema, "#")
     return {**out, "$defs": lowering.defs} if lowering.defs else out

@@ -2,7 +2,8 @@
 as validators check them, patterns of ours for those it does not (its regexes admit 02-30, 019.1.1.1), and
 the regex patterns it mis-compiles: inside a group that may be skipped (`?`, `*`, `{0,n}`), a sequence holding
 a variable repetition loses elements (`x(yz{1,2})?` writes "xz", `^[a-z]{1,3}(-[a-z]{1,3})?$` writes
-"abcdef"). Those are refused rather than under-enforced.
+"abcdef"), and lookarounds, backreferences and `\b` are ignored. Those are refused rather than under-enforced
+(llguidance then takes the schema where it can: dual_backend.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ PATTERNS = {
 CHECKED_FORMATS = FORMATS | set(PATTERNS) | {"idn-email", "idn-hostname", "iri", "iri-reference", "regex"}
 CHECKED_FORMATS |= {"uri-template", "relative-json-pointer"}
 _REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+# What xgrammar's regex compiler ignores (with a warning): lookarounds, backreferences, word boundaries.
+_IGNORED = {"ASSERT", "ASSERT_NOT", "GROUPREF", "GROUPREF_EXISTS"}
+_IGNORED_AT = {"AT_BOUNDARY", "AT_NON_BOUNDARY", "AT_UNI_BOUNDARY", "AT_UNI_NON_BOUNDARY", "AT_LOC_BOUNDARY"}
 
 
 def _variable(items) -> bool:
@@ -53,6 +57,8 @@ def _bad(items, skippable: bool) -> bool:
         return True
     for op, arg in items:
         name = str(op)
+        if name in _IGNORED or (name == "AT" and str(arg) in _IGNORED_AT):
+            return True
         if name in _REPEATS and _bad(arg[2], skippable or arg[0] == 0):
             return True
         if name == "SUBPATTERN" and _bad(arg[-1], skippable):

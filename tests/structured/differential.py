@@ -1,5 +1,5 @@
-"""The differential check of structured outputs: a schema is compiled by the engine's backend (lowering
-included), random completions are sampled from the grammar itself (a matcher walked with random allowed tokens,
+"""The differential check of structured outputs: a schema is compiled by the engine's backend (the per-schema
+rule of dual_backend.py: xgrammar after our lowering, else llguidance), random completions are sampled from the grammar itself (a matcher walked with random allowed tokens,
 no model), and each is validated by `jsonschema` (Draft 2020-12, format checks on). An accepted schema must
 never yield an invalid completion.
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.compiler import GrammarCompiler
+from engine_svc.structured.dual_backend import DualBackend
 from engine_svc.structured.spec import Constraint
-from engine_svc.structured.xgrammar_backend import XGrammarBackend
 from scaleout_common.errors import ServiceError
 
 TINY = [chr(c) for c in range(32, 127)] + ["\n", "\t", "é", "ß", "中", "😀", "true", "false", "null", '":', '","']
@@ -32,21 +32,21 @@ VALIDATOR = jsonschema.Draft202012Validator
 
 @dataclass
 class Vocab:
-    backend: XGrammarBackend
+    backend: DualBackend
     texts: list[bytes]  # each id's bytes
     stop: int
     closing: frozenset[int]  # ids that tend to end what is open
 
 
 def tiny() -> Vocab:
-    backend = XGrammarBackend.from_vocab([*TINY, "</s>"], len(TINY) + 1, [len(TINY)])
+    backend = DualBackend.from_vocab([*TINY, "</s>"], len(TINY) + 1, [len(TINY)])
     closing = frozenset(i for i, t in enumerate(TINY) if t in CLOSING)
     return Vocab(backend, [t.encode() for t in TINY], len(TINY), closing)
 
 
 def of_tokenizer(tokenizer) -> Vocab:
-    backend = XGrammarBackend.from_hf(tokenizer, len(tokenizer))
-    texts = [bytes(t) if isinstance(t, bytes) else t.encode() for t in backend.info.decoded_vocab]
+    backend = DualBackend.from_hf(tokenizer, len(tokenizer))
+    texts = [bytes(t) if isinstance(t, bytes) else t.encode() for t in backend.xgrammar.info.decoded_vocab]
     closing = frozenset(i for i, t in enumerate(texts) if t.decode(errors="ignore").strip() in CLOSING)
     return Vocab(backend, texts, tokenizer.eos_token_id, closing)
 
@@ -59,6 +59,7 @@ class Outcome:
     cached_s: float = 0.0  # the same constraint again, from the compiler's cache
     valid: int = 0
     invalid: list[str] = field(default_factory=list)  # the invalid completions
+    backend: str = ""  # the backend the rule picked
     unfinished: int = 0  # walks that did not end within max_steps (or found no allowed token)
 
 
@@ -95,7 +96,7 @@ def check(vocab: Vocab, schema, samples: int, seed: int = 0, max_steps: int = 60
             grammar = compiler.get(constraint).result()
         except (ServiceError, GrammarError) as error:
             return Outcome(False, str(error), time.perf_counter() - start)
-        outcome = Outcome(True, compile_s=time.perf_counter() - start)
+        outcome = Outcome(True, compile_s=time.perf_counter() - start, backend=vocab.backend.backend_of(grammar).name)
         start = time.perf_counter()
         compiler.get(constraint).result()
         outcome.cached_s = time.perf_counter() - start

@@ -1,7 +1,8 @@
 """Zero silent under-enforcement, proven the differential way: every schema the engine accepts yields only
 completions that `jsonschema` (Draft 2020-12, format checks) finds valid. Random completions are walked from
-the compiled grammar itself (tests/structured/differential.py, no model), over a fixed sample of real schemas
-(JSONSchemaBench, tests/structured/data/, made by make_sample.py) and the constructs xgrammar alone drops."""
+the compiled grammar itself (tests/structured/differential.py, no model) on whichever backend the engine's rule
+picks (xgrammar after our lowering, else llguidance), over a fixed sample of real schemas (JSONSchemaBench,
+tests/structured/data/, made by make_sample.py), the constructs xgrammar alone drops and those only llguidance takes."""
 
 from __future__ import annotations
 
@@ -67,13 +68,26 @@ ENFORCED = {
     "formats": {"anyOf": [{"type": "string", "format": f} for f in sorted(FORMATS | set(PATTERNS))]},
     "bounds past int64": {"type": "integer", "minimum": -1e30, "maximum": 3.6893488147419103e19},
 }
+# What our lowering refuses for xgrammar and llguidance enforces (dual_backend.py's rule picks it).
+ON_LLGUIDANCE = {
+    "pattern beside maxLength": {"type": "string", "pattern": "^[a-c]+$", "minLength": 2, "maxLength": 3},
+    "format beside pattern": {"type": "string", "format": "date", "pattern": "^20"},
+    "a pattern xgrammar mis-compiles": {"type": "string", "pattern": "^[a-z]{1,3}(-[a-z]{1,3})?$"},
+    "formats": {
+        "type": "object",
+        "properties": {
+            "f": {"anyOf": [{"type": "string", "format": f} for f in ("email", "uuid", "uri", "duration", *PATTERNS)]},
+            "g": {"type": "string", "format": "date", "pattern": "^2", "maxLength": 10},
+        },
+        "required": ["f", "g"],
+    },
+}
 REFUSED = {
     "overlapping oneOf": ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "#/oneOf: branches 0 and 1"),
     "not": ({"properties": {"a": {"not": {"type": "string"}}}}, "#/properties/a: not"),
     "a checked format": ({"type": "string", "format": "regex"}, "#: format 'regex'"),
-    "format beside pattern": ({"type": "string", "format": "email", "pattern": "a"}, "#: format 'email' beside"),
     "uniqueItems": ({"type": "array", "uniqueItems": True}, "#: uniqueItems"),
-    "a mis-compiled pattern": ({"type": "string", "pattern": "^[a-z]{1,3}(-[a-z]{1,3})?$"}, "#: pattern"),
+    "a lookahead": ({"type": "string", "pattern": "^(?!ab)[a-c]{2}$"}, "#: pattern"),
     "an invalid schema": ({"type": "integer", "minimum": "3"}, "#/minimum: not a valid JSON Schema"),
 }
 
@@ -87,6 +101,14 @@ def vocab():
 def test_enforced_constructs_yield_only_valid_outputs(vocab, name):
     outcome = check(vocab, ENFORCED[name], samples=40)
     assert outcome.accepted, outcome.reason
+    assert not outcome.invalid, outcome.invalid[:3]
+    assert outcome.valid >= 30
+
+
+@pytest.mark.parametrize("name", ON_LLGUIDANCE)
+def test_what_xgrammar_cannot_take_is_enforced_by_llguidance(vocab, name):
+    outcome = check(vocab, ON_LLGUIDANCE[name], samples=40)
+    assert outcome.accepted and outcome.backend == "llguidance", (outcome.backend, outcome.reason)
     assert not outcome.invalid, outcome.invalid[:3]
     assert outcome.valid >= 30
 

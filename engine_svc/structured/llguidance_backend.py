@@ -1,0 +1,168 @@
+"""JSON schemas on llguidance (what the paper's coverage leader, Guidance, runs): the schemas our xgrammar lowering
+refuses, compiled in llguidance's strict mode (dual_backend.py picks per schema).
+
+Strict, per llguidance's docs/json_schema.md and checked against 1.7.6: keywords it does not implement (`not`,
+`uniqueItems`, `if`, `contains`, `dependencies`, `propertyNames`, ...) and formats it does not know are errors, not
+dropped; `oneOf` compiles only where llguidance proves the branches disjoint (`coerce_one_of` off); sibling keywords
+beside `anyOf`/`allOf`/`$ref` are intersected; `pattern` beside `minLength`/`maxLength` is intersected. `lenient`
+and `coerce_one_of` are forced off over whatever the schema's own `x-guidance` says. Before compiling, the schema is
+rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator checks (`int64`, `made-up`) and
+keywords the 2020-12 validator ignores (`dependencies`) are dropped as the annotations they are; `date`, `time`,
+`date-time`, `ipv4`, `ipv6` and `hostname` become strings.py's patterns (llguidance's own formats admit what
+validators refuse: year 0000, second 60), as they do for xgrammar.
+Unlike xgrammar's strict mode, objects keep JSON Schema's default (`additionalProperties` true) where unstated.
+
+Matchers stop on the request's stop ids, not the tokenizer's EOS: the mask llguidance writes has its EOS bit
+cleared and the stop ids set while the grammar is complete.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import llguidance
+import llguidance.hf
+import llguidance.torch
+import torch
+
+from engine_svc.structured import rewrite
+from engine_svc.structured.backend import GrammarError
+from engine_svc.structured.guide import allow
+from engine_svc.structured.spec import Constraint
+from engine_svc.structured.strings import CHECKED_FORMATS, PATTERNS
+
+# Keywords the 2020-12 validator ignores that llguidance would refuse (draft-07's `dependencies`).
+_IGNORED = ("dependencies",)
+
+
+def prepare(node: Any) -> Any:
+    """`node` (a schema) as llguidance must see it: exact rewrites (rewrite.py), and without the `format`s
+    validators do not check or the keywords they ignore, in every subschema (a copy)."""
+    return _drop_annotations(rewrite.exact(node))
+
+
+def _drop_annotations(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out = rewrite.subschemas(node, _drop_annotations)
+    fmt = out.get("format")
+    if isinstance(fmt, str) and fmt not in CHECKED_FORMATS:
+        del out["format"]
+    elif fmt in PATTERNS:  # llguidance's own admit what validators refuse (0000-01-01, 10:00:60)
+        del out["format"]
+        if "pattern" in out:
+            out["allOf"] = [*out.get("allOf", []), {"pattern": PATTERNS[fmt]}]
+        else:
+            out["pattern"] = PATTERNS[fmt]
+    for key in _IGNORED:
+        out.pop(key, None)
+    return out
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or ["error"])[0][:300]
+
+
+@dataclass(frozen=True)
+class LLGuidanceGrammar:
+    grammar: str  # llguidance's serialized grammar
+    prototype: llguidance.LLMatcher  # built once (the compile); each output's matcher is a copy
+
+    @property
+    def memory_size_bytes(self) -> int:
+        return 4 * len(self.grammar)  # an estimate: llguidance does not report its size
+
+
+class LLGuidanceMatcher:
+    __slots__ = ("done", "eos", "inner", "stops")
+
+    def __init__(self, inner: llguidance.LLMatcher, stops: frozenset[int], eos: tuple[int, ...]):
+        self.inner, self.stops, self.eos = inner, stops, eos
+        self.done = False  # took a stop id
+
+    def accept(self, token: int) -> bool:
+        if self.done:
+            return False
+        if token in self.stops:
+            self.done = self.inner.is_accepting()
+            return self.done
+        if token in self.eos or self.inner.validate_tokens([token]) != 1:
+            return False  # checked first: a refused token would leave llguidance's matcher in its error state
+        return self.inner.consume_token(token)
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        if self.done:
+            bitmask[row].zero_()
+            return
+        llguidance.torch.fill_next_token_bitmask(self.inner, bitmask, row)
+        words = bitmask[row]
+        for token in self.eos:  # llguidance's EOS: the request's stop ids stand for it
+            word, bit = divmod(token, 32)
+            value = int(words[word]) & 0xFFFFFFFF & ~(1 << bit)
+            words[word] = value - (1 << 32) if value >= 1 << 31 else value
+        if self.stops and self.inner.is_accepting():
+            allow(bitmask, row, self.stops)
+
+    def is_terminated(self) -> bool:
+        return self.done or (not self.stops and self.inner.is_stopped())
+
+
+class LLGuidanceBackend:
+    """JSON schemas on llguidance for one tokenizer; masks share xgrammar's layout (int32 words over `words` ids)."""
+
+    name = "llguidance"
+
+    def __init__(self, tokenizer: llguidance.LLTokenizer, vocab_size: int):
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.words = tokenizer.vocab_size
+        self.eos = tuple(tokenizer.eos_tokens)
+
+    @classmethod
+    def from_hf(cls, tokenizer, words: int, vocab_size: int) -> LLGuidanceBackend:
+        """`words`: the tokenizer's ids the masks cover (as xgrammar's); `vocab_size`: the logits' width."""
+        return cls(llguidance.hf.from_tokenizer(tokenizer, n_vocab=words), vocab_size)
+
+    @classmethod
+    def from_vocab(cls, tokens: list[str], vocab_size: int, stop_token_ids: list[int]) -> LLGuidanceBackend:
+        """For a plain vocabulary: token i is the text tokens[i] (tests' tiny models); stop ids are special."""
+        return cls(llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Vocab(tokens, stop_token_ids))), vocab_size)
+
+    def compile(self, constraint: Constraint) -> LLGuidanceGrammar:
+        if constraint.kind != "json_schema":
+            raise GrammarError(f"llguidance takes JSON schemas here, not a {constraint.kind}")
+        try:
+            schema = prepare(json.loads(constraint.text))
+            options: Any = {"lenient": False, "coerce_one_of": False, "whitespace_flexible": constraint.any_whitespace}
+            if not constraint.any_whitespace:
+                options |= {"item_separator": ",", "key_separator": ":"}
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=options)
+        except (ValueError, TypeError) as error:
+            raise GrammarError(f"llguidance: {_first_line(str(error))}") from None
+        prototype = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
+        if prototype.is_error():
+            raise GrammarError(f"llguidance: {_first_line(prototype.get_error())}")
+        return LLGuidanceGrammar(grammar, prototype)
+
+    def matcher(self, grammar: LLGuidanceGrammar, stop_token_ids: frozenset[int]) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(grammar.prototype.deep_copy(), frozenset(stop_token_ids), self.eos)
+
+
+class _Vocab:
+    """What llguidance.TokenizerWrapper reads from a tokenizer, for a plain vocabulary (tests' tiny models)."""
+
+    def __init__(self, tokens: list[str], stops: list[int]):
+        self.tokens = [t.encode() for t in tokens]
+        self.eos_token_id, self.bos_token_id, self.special_token_ids = stops[0], None, list(stops)
+        self._ids = {t: i for i, t in enumerate(self.tokens) if i not in stops}
+
+    def __call__(self, text: bytes | str) -> list[int]:  # greedy, one byte-string token at a time
+        data = text.encode() if isinstance(text, str) else text
+        out, i = [], 0
+        while i < len(data):
+            size = next(n for n in range(min(8, len(data) - i), 0, -1) if data[i : i + n] in self._ids)
+            out.append(self._ids[data[i : i + size]])
+            i += size
+        return out

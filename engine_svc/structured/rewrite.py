@@ -1,0 +1,108 @@
+"""Exact rewrites of JSON Schema forms neither backend builds into forms both do: the same instances are valid
+before and after (Draft 2020-12), so no output gets wider or narrower. Applied before either backend sees a
+schema (json_schema.lower for xgrammar, llguidance_backend for llguidance).
+
+- `not: {}` (nothing): the node is `false`.
+- `not: {required: [a, b]}`: an object missing a or b, `{type: object, anyOf: [{properties: {a: false}}, ...]}`;
+  `not: {anyOf: [X, Y]}` is `not X` and `not Y` (each rewritten, or the node is left as it was).
+- `oneOf` whose branches only list `required` names (JSONSchemaBench's most common overlapping `oneOf`, "exactly
+  one of these"): branch i becomes its names present and, for every other branch, one of that branch's other
+  names absent; the branches are then disjoint and it is an `anyOf`. Non-objects satisfy every such branch, so
+  they satisfy none of the `oneOf` when it has two or more: the node is held to objects.
+`subschemas` maps a function over every subschema position of a node (what the rewrites and llguidance's
+preparation walk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# Schema keywords whose value is a map of subschemas, and those whose value is a subschema or a list of them.
+MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+SUBSCHEMAS = (
+    "items", "prefixItems", "additionalProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+    "contains", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems",
+)  # fmt: skip
+ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default", "deprecated"})
+
+
+def subschemas(node: dict, fn: Callable[[Any], Any]) -> dict:
+    """A copy of `node` with `fn` applied to each of its direct subschemas."""
+    out = dict(node)
+    for key in MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: fn(sub) for name, sub in out[key].items()}
+    for key in SUBSCHEMAS:
+        value = out.get(key)
+        if isinstance(value, dict):
+            out[key] = fn(value)
+        elif isinstance(value, list):
+            out[key] = [fn(item) for item in value]
+    return out
+
+
+def exact(node: Any) -> Any:
+    """`node` with the rewrites above applied everywhere (a copy)."""
+    if not isinstance(node, dict):
+        return node
+    out = subschemas(node, exact)
+    if "not" in out:
+        negated = _negate(out["not"])
+        if negated is False:
+            return False
+        if negated is not None:
+            del out["not"]
+            out["allOf"] = [*out.get("allOf", []), negated]
+    if isinstance(out.get("oneOf"), list):
+        branches = [names for b in out["oneOf"] if (names := _required_only(b)) is not None]
+        if len(branches) >= 2 and len(branches) == len(out["oneOf"]):
+            out["allOf"] = [*out.get("allOf", []), {"type": "object", "anyOf": _exactly_one(branches)}]
+            del out["oneOf"]
+    return out
+
+
+def _negate(schema: Any) -> Any:
+    """A schema valid exactly where `schema` is not (False: nothing is), or None when no rewrite is known."""
+    if schema is True or schema == {}:
+        return False
+    if not isinstance(schema, dict):
+        return None
+    names = _required_only(schema)
+    if names is not None:
+        if not names:
+            return False  # {required: []} holds everywhere
+        return {"type": "object", "anyOf": [{"properties": {n: False}} for n in names]}
+    if set(schema) - ANNOTATIONS == {"anyOf"} and isinstance(schema["anyOf"], list):
+        parts = [_negate(x) for x in schema["anyOf"]]
+        if any(p is None for p in parts):
+            return None
+        return {"allOf": parts} if all(p is not False for p in parts) else False
+    return None
+
+
+def _required_only(schema: Any) -> list[str] | None:
+    """The names of a schema that only lists `required` names (and annotations), else None."""
+    if not isinstance(schema, dict) or set(schema) - ANNOTATIONS != {"required"}:
+        return None
+    names = schema["required"]
+    return list(dict.fromkeys(names)) if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
+
+
+def _exactly_one(branches: list[list[str]]) -> list[Any]:
+    """For `oneOf` of required-only branches: each branch's names present, some name of every other absent."""
+    out: list[Any] = []
+    for i, names in enumerate(branches):
+        parts: list[Any] = []
+        for j, other in enumerate(branches):
+            missing = [n for n in other if n not in names]
+            if j == i:
+                continue
+            if not missing:
+                parts = [False]  # branch j holds wherever branch i does: branch i never holds alone
+                break
+            absent = [{"properties": {n: False}} for n in missing]
+            parts.append(absent[0] if len(absent) == 1 else {"anyOf": absent})
+        if parts != [False]:
+            out.append({"required": names, "allOf": parts} if parts else {"required": names})
+    return out or [False]
