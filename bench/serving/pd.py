@@ -1,11 +1,15 @@
 """P/D against colocated on one machine (python -m bench.serving.pd): two engine servers of one shape (seeded random
 weights: the same model), one `--kv-role prefill`, one `--kv-role decode`, and what a KV handoff costs.
 
-- transfer: a prompt of N tokens prefilled and kept (hand_off), then PullKvBlocks timed alone (the stream, the bytes
-  landing on the host), beside the copy bound: the same bytes device -> host -> device (pinned) in this process;
+- transfer: a prompt of N tokens prefilled and kept (hand_off), then pulled by this process with the decode
+  engine's own puller (engine_svc/serving/kv_transfer/pull.py), once per transport: the gRPC stream (the bytes
+  landing on the host) and, on CUDA, CUDA IPC (this process maps the prefill engine's cache and copies the blocks
+  device to device, as a decode engine on the same GPU does); beside the copy bound: the same bytes device -> host
+  -> device (pinned) in this process;
 - TTFT and TPOT of `--requests` requests sent at once: P/D (the prefill step on one engine, then the decode step on
   the other, which pulls and decodes; TTFT from the prefill call's start to the first decoded token) against the
-  same requests sent whole to the decode engine alone (colocated).
+  same requests sent whole to the decode engine alone (colocated); `transports` counts the decode engine's pulls
+  by the transport its log says ran.
 
 Prints JSON (and writes it to --json). On one GPU both engines share the device, so P/D shows its cost, not its
 benefit (no interference between prefills and decodes is removed).
@@ -15,32 +19,48 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import grpc
 import torch
 
-from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc, kv_transfer_pb2, kv_transfer_pb2_grpc
+from engine_svc.serving.kv_transfer.pull import Puller
+from engine_svc.serving.kv_transfer.transport import CUDA_IPC, STREAM
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc, kv_transfer_pb2
 
 CHANNEL = [("grpc.max_receive_message_length", 1 << 28)]
 
 
-def start(args, role: str, port: int) -> subprocess.Popen:
+def start(args, role: str, port: int, log: Path) -> subprocess.Popen:
     argv = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", args.device]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--metrics-port", "-1", "--kv-role", role]
     argv += ["--engine-core", "thread", "--kv-cache-memory-fraction", str(args.kv_fraction)]
-    return subprocess.Popen(argv + args.engine_flags.split())
+    with log.open("w") as out:
+        return subprocess.Popen(argv + args.engine_flags.split(), stdout=out, stderr=subprocess.STDOUT)
 
 
-async def ready(stub, process: subprocess.Popen) -> engine_pb2.GetModelInfoResponse:
+def tail(log: Path) -> str:
+    return log.read_text()[-4000:]
+
+
+def transports(log: Path) -> dict[str, int]:
+    """The decode engine's pulls by transport, from its log (pull.py's line)."""
+    return dict(collections.Counter(re.findall(r"via (\w+) in", log.read_text())))
+
+
+async def ready(stub, process: subprocess.Popen, log: Path) -> engine_pb2.GetModelInfoResponse:
     while True:
         if process.poll() is not None:
-            raise SystemExit(f"an engine exited with {process.returncode}")
+            raise SystemExit(f"an engine exited with {process.returncode}:\n{tail(log)}")
         try:
             return await stub.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=2)
         except grpc.aio.AioRpcError:
@@ -60,17 +80,16 @@ def prompt_of(length: int, salt: int) -> list[int]:
     return [1] + [(salt * 7919 + i * 31) % 30000 + 100 for i in range(length - 1)]
 
 
-async def transfer(prefill, channel, layout, length: int, salt: int) -> dict:
+async def transfer(prefill, puller: Puller, length: int, salt: int) -> dict:
+    """One handoff of `length` tokens pulled by `puller`: its time and the transport that ran."""
     prompt = prompt_of(length, salt)
     handoff = (await prefill.GenerateUnary(request(prompt, 1, hand_off=True))).kv_handoff
-    pull = kv_transfer_pb2.PullKvBlocksRequest(engine_id=handoff.engine_id, handoff_id=handoff.handoff_id)
-    pull.block_ids.extend(handoff.block_ids)
-    pull.layout.CopyFrom(layout)
-    pull.token_ids.extend(prompt)
+    before = dict(puller.pulls)
     start = time.perf_counter()
-    chunks = kv_transfer_pb2_grpc.KvTransferServiceStub(channel).PullKvBlocks(pull)
-    size = sum([len(chunk.data) async for chunk in chunks])
-    return {"tokens": length, "bytes": size, "pull_s": time.perf_counter() - start}
+    pulled = await puller.pull(handoff, prompt, 120)
+    seconds = time.perf_counter() - start
+    (way,) = [k for k, v in puller.pulls.items() if v != before.get(k, 0)]
+    return {"tokens": length, "bytes": pulled.data.numel(), "transport": way, "pull_s": seconds}
 
 
 def copy_bound_s(size: int, device: str) -> float | None:
@@ -112,28 +131,44 @@ async def load(args, prefill, decode, pd: bool, salt: int) -> dict:
     }
 
 
+async def transfers(args, prefill, layout) -> list[dict]:
+    """Each --transfer-tokens length pulled by each transport this machine has (after a warm-up pull of each)."""
+    device = torch.device(args.device)
+    pullers = [Puller(layout, torch.device("cpu"), None)]  # no device to map into: the stream
+    if device.type == "cuda":
+        pullers.append(Puller(layout, device, None))  # the same GPU, another process: CUDA IPC
+    rows = []
+    for k, puller in enumerate(pullers):
+        await transfer(prefill, puller, 256, 10 + k)  # warm-up (and the one ShareKvCache)
+        for i, tokens in enumerate(args.transfer_tokens):
+            row = await transfer(prefill, puller, tokens, 100 + 10 * k + i)
+            row["copy_bound_s"] = copy_bound_s(row["bytes"], args.device)
+            row["pull_s_per_1000_tokens"] = row["pull_s"] * 1000 / tokens
+            rows.append(row)
+    assert {row["transport"] for row in rows} <= {STREAM, CUDA_IPC}
+    return rows
+
+
 async def run(args) -> dict:
     prefill_port, decode_port = args.port, args.port + 1
-    processes = [start(args, "prefill", prefill_port)]
+    folder = Path(tempfile.mkdtemp(prefix="pd-"))  # the engines' logs
+    logs = folder / "prefill.log", folder / "decode.log"
+    processes = [start(args, "prefill", prefill_port, logs[0])]
     out: dict = {"shape": args.shape, "device": args.device, "requests": args.requests}
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{prefill_port}", options=CHANNEL) as prefill_channel:
             prefill = engine_pb2_grpc.EngineServiceStub(prefill_channel)
-            await ready(prefill, processes[0])  # the decode engine sizes its cache from the memory this one left
-            processes.append(start(args, "decode", decode_port))
+            await ready(prefill, processes[0], logs[0])  # the decode engine sizes its cache from what this one left
+            processes.append(start(args, "decode", decode_port, logs[1]))
             async with grpc.aio.insecure_channel(f"127.0.0.1:{decode_port}", options=CHANNEL) as decode_channel:
                 decode = engine_pb2_grpc.EngineServiceStub(decode_channel)
-                layout = (await ready(decode, processes[1])).kv_layout
-                await transfer(prefill, prefill_channel, layout, 256, 0)  # warm-up
-                out["transfer"] = []
-                for i, tokens in enumerate(args.transfer_tokens):
-                    row = await transfer(prefill, prefill_channel, layout, tokens, 100 + i)
-                    row["copy_bound_s"] = copy_bound_s(row["bytes"], args.device)
-                    row["pull_s_per_1000_tokens"] = row["pull_s"] * 1000 / tokens
-                    out["transfer"].append(row)
+                layout = (await ready(decode, processes[1], logs[1])).kv_layout
+                out["transfer"] = await transfers(args, prefill, layout)
                 await load(args, prefill, decode, True, 500)  # warm-up of both paths
                 out["colocated"] = await load(args, prefill, decode, False, 1_000)
+                warm = transports(logs[1])
                 out["pd"] = await load(args, prefill, decode, True, 2_000)
+                out["pd"]["transports"] = {k: v - warm.get(k, 0) for k, v in transports(logs[1]).items()}
     finally:
         for process in processes:
             process.terminate()
