@@ -9,7 +9,9 @@ and C prefills, so
     t_step(C)     =   max((weights + C * ctx * kv_bytes_per_token) / bandwidth, 2 * C * matmul_params / rate)
     t_prefill     =   (2 * matmul_params * I_new + 4 * layers * q_dim * I_new * (I_cached + I_new / 2)) / rate
 
-with ctx the mean context of a decode (prompt + half the output). TTFT can be no better than one t_prefill,
+with ctx the mean context of a decode (prompt + half the output). A sliding-window layer (Gemma 2/3, gpt-oss,
+Mistral) reads and attends to min(ctx, window) keys, not ctx: its share of the KV bytes and of the attention
+FLOPs counts that. TTFT can be no better than one t_prefill,
 TPOT no better than one t_step(C). The figures are bounds, not predictions: real kernels reach a fraction.
 
 The bound follows the dtypes the engine runs (`ModelShape.for_flags`): under `--quantization fp8` the layers'
@@ -26,6 +28,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from engine_svc.model.decoder import head_dim
+from engine_svc.model.family import Family
 
 
 @dataclass
@@ -95,6 +98,7 @@ class ModelShape:
     dtype_bytes: int  # the model's dtype: embeddings, the vocabulary head
     projection_bytes: int = 0  # a layer projection's weight (0: dtype_bytes); 1 under --quantization fp8
     kv_bytes: int = 0  # a cached K or V value (0: dtype_bytes); 1 under --kv-cache-dtype fp8
+    windows: tuple[int, ...] = ()  # per layer: its sliding window (0: every key); () for none
 
     @classmethod
     def from_config(cls, config, dtype_bytes: int) -> ModelShape:
@@ -111,6 +115,7 @@ class ModelShape:
             config.vocab_size,
             bool(getattr(config, "tie_word_embeddings", False)),
             dtype_bytes,
+            windows=Family.of(config).windows,
         )
 
     def for_flags(self, flags: list[str]) -> ModelShape:
@@ -144,6 +149,11 @@ class ModelShape:
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * (self.kv_bytes or self.dtype_bytes)
 
+    def keys_seen(self, context: float) -> float:
+        """Keys a query at `context` attends to, summed over the layers (a windowed layer's stop at its window)."""
+        windows = self.windows or (0,) * self.layers
+        return sum(min(context, window) if window else context for window in windows)
+
     def matmul_seconds(self, tokens: float, machine: Machine) -> float:
         """The projections and the head for `tokens` tokens at the rates of their dtypes."""
         fp8 = self.projection_bytes == 1 and machine.fp8_rate
@@ -164,10 +174,10 @@ def bounds(
     c, new = max(concurrency, 1), max(prompt_len - cached_len, 1.0)
     ctx = prompt_len + output_len / 2
     step = max(
-        (shape.weight_bytes + c * ctx * shape.kv_bytes_per_token) / machine.bandwidth,
+        (shape.weight_bytes + c * shape.keys_seen(ctx) * shape.kv_bytes_per_token / shape.layers) / machine.bandwidth,
         shape.matmul_seconds(c, machine),
     )
-    attention = 4 * shape.layers * shape.heads * shape.head_dim * new * (cached_len + new / 2)
+    attention = 4 * shape.heads * shape.head_dim * new * shape.keys_seen(cached_len + new / 2)
     prefill = shape.matmul_seconds(new, machine) + attention / machine.matmul_rate
     round_s = output_len * step + c * prefill
     return {
