@@ -14,6 +14,7 @@ from smg_grpc_proto.generated import vllm_engine_pb2 as vllm
 from smg_grpc_proto.generated import vllm_engine_pb2_grpc
 
 from engine_svc.serving.kv_transfer import blocks, transport, vllm_params
+from engine_svc.serving.kv_transfer.pull import Puller
 from scaleout.v1 import engine_pb2, kv_transfer_pb2, kv_transfer_pb2_grpc
 from scaleout_common.errors import ServiceError
 from tests.engine.conftest import engine_stub, request, tiny_llama
@@ -177,6 +178,19 @@ async def test_the_device_path_shares_no_cpu_cache_and_claims_blocks_until_the_c
     assert handoffs.released == released
     call.cancel()
     assert await _released(handoffs, released)
+
+
+@pytest.mark.slow  # two tiny-model engines (module-scoped)
+async def test_a_puller_on_a_gpu_asks_once_and_streams_from_an_engine_it_cannot_map(engines):
+    prefill, decode, _, _ = engines
+    layout = (await decode.GetModelInfo(engine_pb2.GetModelInfoRequest())).kv_layout
+    puller = Puller(layout, torch.device("cpu"), None)
+    puller.me = kv_transfer_pb2.KvDevice(host_id=transport.host_id(), device_uuid="GPU-here", process_id="other")
+    for _ in range(2):
+        handoff = (await prefill.GenerateUnary(step(PROMPT, 1, hand_off=True))).kv_handoff
+        pulled = await puller.pull(handoff, PROMPT, 5)
+        assert pulled.data.shape[0] == len(handoff.block_ids) and pulled.ready is None
+    assert puller.pulls == {transport.STREAM: 2} and puller.mapped == {handoff.engine_id: None}
 
 
 def test_layouts_differ_by_any_field():
