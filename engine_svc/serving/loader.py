@@ -301,9 +301,12 @@ def make_grammar_backend(tokenizer, vocab_size: int, args):
 
 
 def core_in_child_process(args) -> bool:
-    """Whether the step loop runs in a child process (auto: on CUDA, where the GIL would set the pace)."""
+    """Whether the step loop runs in a child process (auto: on CUDA, where the GIL would set the pace; not for a
+    P/D role, whose KV steps need the cache in the server's process: kv_transfer/peer.py)."""
     if args.engine_core != "auto" or args.api_servers > 1:
         return args.engine_core != "thread"
+    if getattr(args, "kv_role", "both") != "both":
+        return False
     return args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
 
 
@@ -400,7 +403,7 @@ def add_engine_flags(parser) -> None:
         default="auto",
         choices=["auto", "thread", "process"],
         help="where the step loop runs: a thread of the server, or a child process that never waits "
-        "for the server's GIL; auto: process on CUDA, thread on CPU",
+        "for the server's GIL; auto: process on CUDA, thread on CPU and for a P/D --kv-role",
     )
     parser.add_argument(
         "--api-servers",

@@ -165,6 +165,11 @@ class EngineService:
         the first's core and sets `ready` once it does; `tallies`: (the first's shared tallies, this one's row)."""
         if args.api_servers < 1 or (args.api_servers > 1 and args.engine_core == "thread"):
             raise SystemExit("--api-servers: at least 1, and more than 1 only with the engine core in a process")
+        if getattr(args, "kv_role", "both") != "both" and core_in_child_process(args):
+            raise SystemExit(
+                f"--kv-role {args.kv_role}: KV steps need the engine core in the server's process "
+                "(--engine-core auto or thread, one API server)"
+            )
         self.args = args
         self._build = build or functools.partial(load_engine, args)
         self._attach = attach

@@ -1,13 +1,16 @@
 """The KV handoff's transport rule and the device path's parts that run without CUDA (no servers: fast): which
 transport two engines' devices get, a shared cache refused when its shapes are not the layout's, and blocks
-gathered and landed as bytes (fp8 included) round-trip exactly."""
+gathered and landed as bytes (fp8 included) round-trip exactly; a P/D role keeps the engine core in the server."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from engine_svc.__main__ import make_parser
 from engine_svc.serving.kv_transfer import blocks, transport
+from engine_svc.serving.loader import core_in_child_process
+from engine_svc.serving.service import EngineService
 from scaleout.v1 import kv_transfer_pb2
 
 GPU = kv_transfer_pb2.KvDevice(host_id="boot-a", device_uuid="GPU-1", process_id="p1")
@@ -67,3 +70,22 @@ def test_blocks_gather_and_land_as_bytes(dtype):
         assert torch.equal(mine[4:8].view(torch.uint8), theirs[12:16].view(torch.uint8))
         assert torch.equal(mine[20:24].view(torch.uint8), theirs[28:32].view(torch.uint8))
         assert not mine[:4].view(torch.uint8).any()
+
+
+@pytest.mark.parametrize(
+    "flags, in_child",
+    [
+        ([], True),  # CUDA's default: the core in a process
+        (["--kv-role", "prefill"], False),  # a P/D role: the KV step needs the cache in the server's process
+        (["--kv-role", "decode"], False),
+        (["--kv-role", "decode", "--engine-core", "thread"], False),
+    ],
+)
+def test_a_pd_role_keeps_the_engine_core_in_the_server(flags, in_child):
+    assert core_in_child_process(make_parser().parse_args(["--device", "cuda", *flags])) == in_child
+
+
+@pytest.mark.parametrize("flags", [["--engine-core", "process"], ["--api-servers", "2"]])
+def test_a_pd_role_with_the_core_in_a_process_is_refused_at_start(flags):
+    with pytest.raises(SystemExit, match="--kv-role prefill"):
+        EngineService(make_parser().parse_args(["--device", "cuda", "--kv-role", "prefill", *flags]))
