@@ -5,6 +5,7 @@ schema (json_schema.lower for xgrammar, llguidance_backend for llguidance).
 - `not: {}` (nothing): the node is `false`.
 - `not: {required: [a, b]}`: an object missing a or b, `{type: object, anyOf: [{properties: {a: false}}, ...]}`;
   `not: {anyOf: [X, Y]}` is `not X` and `not Y` (each rewritten, or the node is left as it was).
+- `oneOf` whose branches admit values of different JSON types (by `type`, `const`, `enum`, local `$ref`s): `anyOf`.
 - `oneOf` whose branches only list `required` names (JSONSchemaBench's most common overlapping `oneOf`, "exactly
   one of these"): branch i becomes its names present and, for every other branch, one of that branch's other
   names absent; the branches are then disjoint and it is an `anyOf`. Non-objects satisfy every such branch, so
@@ -42,11 +43,90 @@ def subschemas(node: dict, fn: Callable[[Any], Any]) -> dict:
     return out
 
 
-def exact(node: Any) -> Any:
-    """`node` with the rewrites above applied everywhere (a copy)."""
-    if not isinstance(node, dict):
+def exact(root: Any) -> Any:
+    """`root` with the rewrites above applied everywhere (a copy)."""
+    return _Rewrite(root).node(root)
+
+
+class _Rewrite:
+    def __init__(self, root: Any):
+        self.root = root
+
+    def node(self, node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = subschemas(node, self.node)
+        if isinstance(out.get("oneOf"), list) and self._disjoint_types(out["oneOf"]):
+            branches = out.pop("oneOf")
+            if "anyOf" in out:
+                out["allOf"] = [*out.get("allOf", []), {"anyOf": branches}]
+            else:
+                out["anyOf"] = branches
+        return _rewrite(out)
+
+    def _disjoint_types(self, branches: list) -> bool:
+        """No two branches admit a value of the same JSON type (then `oneOf` is `anyOf`)."""
+        seen: set[str] = set()
+        for branch in branches:
+            kinds = self._types(branch, 0)
+            if kinds is None or kinds & seen:
+                return False
+            seen |= kinds
+        return True
+
+    def _types(self, schema: Any, depth: int) -> set[str] | None:
+        """The JSON types `schema` may admit (None: any, or not known); `number` stands for integers too."""
+        if not isinstance(schema, dict) or depth > 8:
+            return None if schema is not False else set()
+        found: set[str] | None = None
+        if isinstance(schema.get("type"), (str, list)):
+            named = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
+            found = {t for n in named for t in (("number", "integer") if n == "number" else (n,))}
+        for key in ("const", "enum"):
+            if key in schema:
+                values = [schema[key]] if key == "const" else schema[key]
+                if not isinstance(values, list):
+                    return None
+                kinds = {t for v in values for t in _json_types(v)}
+                found = kinds if found is None else found & kinds
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            target = self._resolve(ref)
+            kinds = None if target is None else self._types(target, depth + 1)
+            if kinds is not None:
+                found = kinds if found is None else found & kinds
+        return found
+
+    def _resolve(self, ref: str) -> Any:
+        """A local `#/...` reference's target (None: any other kind)."""
+        if ref == "#":
+            return self.root
+        if not ref.startswith("#/"):
+            return None
+        node = self.root
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
         return node
-    out = subschemas(node, exact)
+
+
+def _json_types(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ("null",)
+    if isinstance(value, bool):
+        return ("boolean",)
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return ("number", "integer")
+    return {float: ("number",), str: ("string",), list: ("array",), dict: ("object",)}.get(type(value), ())
+
+
+def _rewrite(out: dict) -> Any:
+    """`not` and `oneOf` of `required` lists, rewritten in one node (its subschemas are already)."""
     if "not" in out:
         negated = _negate(out["not"])
         if negated is False:

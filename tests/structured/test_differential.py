@@ -67,16 +67,37 @@ ENFORCED = {
     },
     "formats": {"anyOf": [{"type": "string", "format": f} for f in sorted(FORMATS | set(PATTERNS))]},
     "bounds past int64": {"type": "integer", "minimum": -1e30, "maximum": 3.6893488147419103e19},
+    # exact rewrites (engine_svc/structured/rewrite.py)
+    "oneOf of required lists": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
+        "oneOf": [{"required": ["a", "c"]}, {"required": ["b"]}, {"required": ["a"]}],
+    },
+    "not required, not {}": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "null"}, "x": {"not": {}}},
+        "not": {"required": ["a", "b"]},
+        "additionalProperties": True,
+    },
 }
 # What our lowering refuses for xgrammar and llguidance enforces (dual_backend.py's rule picks it).
 ON_LLGUIDANCE = {
     "pattern beside maxLength": {"type": "string", "pattern": "^[a-c]+$", "minLength": 2, "maxLength": 3},
     "format beside pattern": {"type": "string", "format": "date", "pattern": "^20"},
+    "oneOf of types through $ref": {
+        "$defs": {"d": {"type": "string", "pattern": "^[a-z]{1,3}(-[a-z]{1,3})?$"}},
+        "oneOf": [{"$ref": "#/$defs/d"}, {"type": "null"}],
+    },
+    "draft-07 dependencies (an annotation in 2020-12)": {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "^x+$", "maxLength": 3}},
+        "dependencies": {"a": ["b"]},
+    },
     "a pattern xgrammar mis-compiles": {"type": "string", "pattern": "^[a-z]{1,3}(-[a-z]{1,3})?$"},
     "formats": {
         "type": "object",
         "properties": {
-            "f": {"anyOf": [{"type": "string", "format": f} for f in ("email", "uuid", "uri", "duration", *PATTERNS)]},
+            "f": {"anyOf": [{"type": "string", "format": f} for f in ("uuid", "duration", "date-time", "ipv4")]},
             "g": {"type": "string", "format": "date", "pattern": "^2", "maxLength": 10},
         },
         "required": ["f", "g"],
@@ -130,5 +151,5 @@ def test_real_schemas_accepted_are_enforced(vocab):
         outputs += outcome.valid + len(outcome.invalid)
         invalid += [(subset, name, text[:200]) for text in outcome.invalid]
     assert not invalid, invalid[:5]
-    assert accepted >= 0.8 * len(schemas), f"{accepted} of {len(schemas)} accepted"  # 59 of 72 at 38's fix
+    assert accepted >= 64, f"{accepted} of {len(schemas)} accepted"  # 66 of 72 with llguidance (59 on xgrammar alone)
     assert outputs >= 3 * accepted
