@@ -114,6 +114,22 @@ FAMILY_SHAPES: dict[str, dict] = {
         rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
         tie_word_embeddings=False,
     ),
+    # Mistral 7B with an 8-token window on every layer: its output depends on the last 32 x 7 + 1 tokens alone
+    # (RoPE is relative), so a random-weight 7B writes again what it wrote after the same 225 tokens: the copying
+    # that n-gram speculation lives on (bench.engine.spec_decode's echo), at a 7B's cost per step.
+    "mistral-7b-w8": dict(
+        model_type="mistral",
+        vocab_size=32768,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        sliding_window=8,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+        tie_word_embeddings=False,
+    ),
     "gemma3-270m": dict(
         model_type="gemma3_text",
         vocab_size=262144,

@@ -4,7 +4,9 @@ pay; acceptance from the engine's own counters.
     python -m bench.engine.spec_decode --device cuda --shape llama-8b \\
         --configs "--max-model-len 4096;--max-model-len 4096 --speculative-config '{\"method\": \"ngram\", ...}'"
 
-Random weights make a model's own text meaningless, so the repetitive workload is built from the model's output:
+Random weights make a model's own text meaningless, so the repetitive workload is built from the model's output
+(on a shape that copies: a plain random-weight model's next token depends on its whole context, so it does not
+write G again; bench/engine/shapes.py's mistral-7b-w8 sees only its last 225 tokens, and does):
 `echo` first asks for a greedy continuation G of a random prompt P (not timed, on the first configuration), then
 times P + G + P: a model whose next token follows its context writes G again, which the n-gram lookup finds in
 the prompt (the shape of code editing or summarising a given text). `random` is a fresh random prompt, greedy
