@@ -249,6 +249,35 @@ def test_a_bad_schema_is_a_400_naming_the_field(client, model_id):
     assert caught.value.param == "response_format"  # the client's field, not the engine's path
 
 
+# Only llguidance takes it (our xgrammar lowering refuses length bounds beside a pattern): the engine's rule
+# (engine_svc/structured/dual_backend.py) compiles it there, and the mask path runs llguidance's matcher.
+ON_LLGUIDANCE = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$", "minLength": 2, "maxLength": 4}},
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+
+def test_a_schema_only_llguidance_takes_is_followed(client, model_id):
+    results = run_all(
+        [
+            lambda seed=seed: client.chat.completions.create(
+                model=model_id,
+                messages=ask("an airport code"),
+                response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": ON_LLGUIDANCE}},
+                max_tokens=24,
+                temperature=1.0,
+                seed=seed,
+            )
+            for seed in range(3)
+        ]
+    )
+    for result in results:
+        assert result.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(result.choices[0].message.content), ON_LLGUIDANCE)
+
+
 @pytest.fixture(scope="module")
 def thinking_client(tmp_path_factory):
     """A stack whose chat template opens a <think> block (Qwen3's style) and render's reasoning parser."""
