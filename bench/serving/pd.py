@@ -9,7 +9,7 @@ weights: the same model), one `--kv-role prefill`, one `--kv-role decode`, and w
 - TTFT and TPOT of `--requests` requests sent at once: P/D (the prefill step on one engine, then the decode step on
   the other, which pulls and decodes; TTFT from the prefill call's start to the first decoded token) against the
   same requests sent whole to the decode engine alone (colocated); `transports` counts the decode engine's pulls
-  by the transport its log says ran.
+  by the transport its responses name.
 
 Prints JSON (and writes it to --json). On one GPU both engines share the device, so P/D shows its cost, not its
 benefit (no interference between prefills and decodes is removed).
@@ -22,7 +22,6 @@ import asyncio
 import collections
 import itertools
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -50,11 +49,6 @@ def start(args, role: str, port: int, log: Path) -> subprocess.Popen:
 
 def tail(log: Path) -> str:
     return log.read_text()[-4000:]
-
-
-def transports(log: Path) -> dict[str, int]:
-    """The decode engine's pulls by transport, from its log (pull.py's line)."""
-    return dict(collections.Counter(re.findall(r"via (\w+) in", log.read_text())))
 
 
 async def ready(stub, process: subprocess.Popen, log: Path) -> engine_pb2.GetModelInfoResponse:
@@ -108,27 +102,34 @@ def copy_bound_s(size: int, device: str) -> float | None:
     return best
 
 
-async def one(args, prefill, decode, pd: bool, salt: int) -> tuple[float, list[float]]:
-    """TTFT and the gaps between later tokens of one request."""
+async def one(args, prefill, decode, pd: bool, salt: int) -> tuple[float, list[float], str]:
+    """TTFT, the gaps between later tokens and the KV transport ("" colocated) of one request."""
     prompt = prompt_of(args.prompt_tokens, salt)
     start = time.perf_counter()
     message = request(prompt, args.output_tokens)
     if pd:
         handoff = (await prefill.GenerateUnary(request(prompt, 1, hand_off=True))).kv_handoff
         message.kv_transfer.CopyFrom(kv_transfer_pb2.KvTransfer(pull=handoff))
-    stamps = [time.perf_counter() async for m in decode.Generate(message) if any(c.token_ids for c in m.choices)]
-    return stamps[0] - start, [b - a for a, b in itertools.pairwise(stamps)]
+    stamps, way = [], ""
+    async for m in decode.Generate(message):
+        way = way or m.prompt.kv_transport
+        if any(c.token_ids for c in m.choices):
+            stamps.append(time.perf_counter())
+    return stamps[0] - start, [b - a for a, b in itertools.pairwise(stamps)], way
 
 
 async def load(args, prefill, decode, pd: bool, salt: int) -> dict:
     results = await asyncio.gather(*(one(args, prefill, decode, pd, salt + k) for k in range(args.requests)))
     ttft = sorted(r[0] for r in results)
     gaps = [g for r in results for g in r[1]]
-    return {
+    out = {
         "ttft_p50_ms": 1e3 * statistics.median(ttft),
         "ttft_p90_ms": 1e3 * ttft[int(0.9 * (len(ttft) - 1))],
         "tpot_mean_ms": 1e3 * statistics.fmean(gaps) if gaps else None,
     }
+    if pd:  # as the decode engine's responses name them (PromptInfo.kv_transport)
+        out["transports"] = dict(collections.Counter(r[2] for r in results))
+    return out
 
 
 async def transfers(args, prefill, layout) -> list[dict]:
@@ -166,9 +167,7 @@ async def run(args) -> dict:
                 out["transfer"] = await transfers(args, prefill, layout)
                 await load(args, prefill, decode, True, 500)  # warm-up of both paths
                 out["colocated"] = await load(args, prefill, decode, False, 1_000)
-                warm = transports(logs[1])
                 out["pd"] = await load(args, prefill, decode, True, 2_000)
-                out["pd"]["transports"] = {k: v - warm.get(k, 0) for k, v in transports(logs[1]).items()}
     finally:
         for process in processes:
             process.terminate()

@@ -60,32 +60,35 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
     async def _submit(self, request, context):
         """The request admitted under its tenant's key (tenancy.py), its KV step's pull done (kv_transfer/); its
-        state, stream interval and public id."""
+        state, stream interval, public id and the pull's transport ("" without one)."""
         who = caller(context)
         tenancy.check_priority(who, request)
         kv = self.service.kv
         step = kv.step(request)
         request_id = request.request_id or uuid.uuid4().hex
         key, seqs, interval = admit(request, self.loaded.limits, tenancy.engine_key(who, request_id))
-        if step is not None:
-            await kv.prepare(step, seqs, context.time_remaining())
-        return self.engine.submit(key, seqs, who.client), interval, request_id
+        way = "" if step is None else await kv.prepare(step, seqs, context.time_remaining())
+        return self.engine.submit(key, seqs, who.client), interval, request_id, way
 
     async def Generate(self, request, context):
         await self._compile(request)
-        state, interval, request_id = await self._submit(request, context)
+        state, interval, request_id, way = await self._submit(request, context)
         async for message in stream_responses(self.engine, state, interval, request_id):
             if message.HasField("kv_handoff"):
                 self.service.kv.answer(message, request)
+            if way and message.HasField("prompt"):
+                message.prompt.kv_transport = way
             yield message
         report_engine_timing(**state.timings())
 
     async def GenerateUnary(self, request, context):
         await self._compile(request)
-        state, _, request_id = await self._submit(request, context)
+        state, _, request_id, way = await self._submit(request, context)
         response = await collect(self.engine, state, request_id)
         if response.HasField("kv_handoff"):
             self.service.kv.answer(response, request)
+        if way:
+            response.prompt.kv_transport = way
         report_engine_timing(**state.timings())
         return response
 

@@ -94,7 +94,7 @@ async def test_decode_over_cuda_ipc_matches_the_engine_alone(tmp_path):
             before = await decode.GetLoad(engine_pb2.GetLoadRequest())
             pulled = await decode.GenerateUnary(_step(prompt, 12, pull=handoff))
             after = await decode.GetLoad(engine_pb2.GetLoadRequest())
-            assert list(pulled.choices[0].token_ids) == list(alone)
+            assert list(pulled.choices[0].token_ids) == list(alone) and pulled.prompt.kv_transport == "cuda_ipc"
             assert after.prompt_tokens_computed == before.prompt_tokens_computed
             assert after.prompt_tokens_transferred - before.prompt_tokens_transferred == len(prompt)
         for _ in range(50):  # the prefill engine frees each handoff's blocks once the decode engine copied them

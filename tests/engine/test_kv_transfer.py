@@ -79,6 +79,7 @@ async def test_decode_from_pulled_blocks_matches_one_engine_and_computes_no_prom
     assert after.prompt_tokens_computed == before.prompt_tokens_computed
     assert after.prompt_tokens_transferred - before.prompt_tokens_transferred == len(PROMPT)
     assert streamed[0].prompt.cached_tokens == len(PROMPT) - 1  # all but the last token, which samples
+    assert streamed[0].prompt.kv_transport == "grpc_stream"  # CPU: the stream (test_kv_ipc_cuda.py: the device)
     assert await used_blocks(prefill) == 0 and info.kv_role == "decode" and info.kv_layout.block_size == 16
 
 

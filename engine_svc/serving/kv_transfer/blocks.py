@@ -29,6 +29,7 @@ class Pulled:
     data: torch.Tensor  # uint8
     num_tokens: int
     ready: torch.cuda.Event | None = None
+    transport: str = "grpc_stream"  # transport.py's name of the way it came
 
 
 def layout_of(runner: ModelRunner, model_name: str, tokenizer_fingerprint: str) -> kv_transfer_pb2.KvLayout:

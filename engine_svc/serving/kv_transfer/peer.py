@@ -99,15 +99,16 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             raise fail(Reason.INVALID_KV_TRANSFER, "a KV handoff carries one choice: n must be 1", "n")
         return step
 
-    async def prepare(self, step: kv_transfer_pb2.KvTransfer, seqs: list[Sequence], deadline_s: float | None) -> None:
+    async def prepare(self, step: kv_transfer_pb2.KvTransfer, seqs: list[Sequence], deadline_s: float | None) -> str:
         """Mark a prefill's sequence to keep its blocks, or pull a decode's prompt K/V for it (within the caller's
-        remaining `deadline_s` too)."""
+        remaining `deadline_s` too); the transport the pull took ("" for a prefill)."""
         (seq,) = seqs
         if step.WhichOneof("step") == "hand_off":
             seq.hand_off = True
-        else:
-            timeout = self.pull_timeout_s if deadline_s is None else min(self.pull_timeout_s, deadline_s)
-            seq.pulled = await self.puller.pull(step.pull, seq.prompt_ids, timeout)
+            return ""
+        timeout = self.pull_timeout_s if deadline_s is None else min(self.pull_timeout_s, deadline_s)
+        seq.pulled = pulled = await self.puller.pull(step.pull, seq.prompt_ids, timeout)
+        return pulled.transport
 
     def answer(self, message: engine_pb2.GenerateResponse, request: engine_pb2.GenerateRequest) -> None:
         """Complete a prefill's last message: where to pull from, and vLLM's shape when it asked in vLLM's."""

@@ -95,7 +95,7 @@ class Puller:
             way,
             1e3 * (time.perf_counter() - start),
         )
-        return blocks.Pulled(data, tokens, ready)
+        return blocks.Pulled(data, tokens, ready, way)
 
     async def _mapped(self, stub, engine_id: str, limit_s: float) -> Mapped | None:
         """The prefill engine's cache mapped here, asked for once per engine (None: stream from it)."""

@@ -54,7 +54,7 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
         loaded = self.typed.loaded
         ours = mapping.generate_request(request, loaded.limits.max_model_len)
         await self.typed._compile(ours)
-        state, interval, request_id = await self.typed._submit(ours, context)
+        state, interval, request_id, _ = await self.typed._submit(ours, context)  # it refuses KV steps
         prompt_ids = ours.token_ids
         if request.stream:
             async for message in self._stream(state, interval, request_id, prompt_ids):

@@ -79,14 +79,16 @@ class GenerateChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ...) -> None: ...
 
 class PromptInfo(_message.Message):
-    __slots__ = ("num_tokens", "logprobs", "cached_tokens")
+    __slots__ = ("num_tokens", "logprobs", "cached_tokens", "kv_transport")
     NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     num_tokens: int
     logprobs: _common_pb2.TokenLogprobs
     cached_tokens: int
-    def __init__(self, num_tokens: _Optional[int] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
+    kv_transport: str
+    def __init__(self, num_tokens: _Optional[int] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., cached_tokens: _Optional[int] = ..., kv_transport: _Optional[str] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("request_ids",)
