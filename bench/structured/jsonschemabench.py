@@ -121,6 +121,7 @@ def report(rows: dict) -> dict:
     per: dict = collections.defaultdict(lambda: collections.Counter())
     reasons: collections.Counter = collections.Counter()
     cold, cached, bad = [], [], []
+    by_backend: dict = collections.defaultdict(list)
     for path, (subset, row) in rows.items():
         c = per[subset]
         if row is None:
@@ -136,6 +137,7 @@ def report(rows: dict) -> dict:
         c["invalid_outputs"] += len(row["invalid"])
         c["schemas_with_invalid"] += bool(row["invalid"])
         cold.append(row["compile_s"])
+        by_backend[row.get("backend") or "xgrammar"].append(row["compile_s"])
         cached.append(row["cached_s"])
         if row["invalid"]:
             bad.append((path, row["invalid"][0][:200]))
@@ -163,6 +165,8 @@ def report(rows: dict) -> dict:
         "cold_p50_ms": pct(cold, 50) * 1e3, "cold_p99_ms": pct(cold, 99) * 1e3,
         "cached_p50_us": pct(cached, 50) * 1e6, "cached_p99_us": pct(cached, 99) * 1e6,
     }  # fmt: skip
+    for name, values in sorted(by_backend.items()):
+        times[f"cold_p50_ms_{name}"], times[f"cold_p99_ms_{name}"] = pct(values, 50) * 1e3, pct(values, 99) * 1e3
     print("compile: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
     print("top refusals:")
     for reason, count in reasons.most_common(20):

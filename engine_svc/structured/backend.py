@@ -1,8 +1,8 @@
 """What the engine needs from a grammar library: compile a constraint for one tokenizer, follow an output with a
 matcher, and turn the matcher's state into a token mask on the logits.
 
-`XGrammarBackend` (xgrammar_backend.py) implements it; another library (llguidance, outlines-core) would
-implement the same three pieces. Masks are bitmasks: int32 words, bit j of row r set when token 32*w+j is
+`XGrammarBackend` (xgrammar_backend.py) implements it; `DualBackend` (dual_backend.py, the engine's default)
+adds llguidance's compile and matchers (llguidance_backend.py) for the JSON schemas xgrammar cannot enforce. Masks are bitmasks: int32 words, bit j of row r set when token 32*w+j is
 allowed, filled on the host and applied to the logits on their device.
 """
 
