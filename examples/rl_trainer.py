@@ -5,7 +5,8 @@ every engine replica (docs/rl.md). Two ways to move the weights:
 
 - nccl: the trainer serves a torch.distributed group (a TCP store at --master-address:--master-port, rank 0) that
   every engine replica joins (`/init_weight_transfer_engine`); `/update_weights` names the tensors and the
-  trainer broadcasts them in that order. NCCL between GPUs, gloo on CPU.
+  trainer broadcasts them in that order, one by one or packed (vLLM's packed broadcast: `--packed-bytes`). NCCL
+  between GPUs, gloo on CPU.
 - disk: the trainer writes a safetensors folder the engines can read; `/update_weights {"update_info": {"path"}}`.
 
     python examples/rl_trainer.py --url http://127.0.0.1:8080 --model DIR --way nccl --version step-1
@@ -67,9 +68,23 @@ def join_group(master_address: str, master_port: int, world_size: int, backend: 
     dist.init_process_group(backend, store=store, rank=0, world_size=world_size)
 
 
-def broadcast(state: dict[str, torch.Tensor]) -> None:
+def broadcast(state: dict[str, torch.Tensor], packed_bytes: int = 0) -> None:
+    """Each tensor in turn, or (packed_bytes > 0) vLLM's packed broadcast (packed_tensor.py's
+    packed_nccl_broadcast_producer): the tensors' bytes back to back in one flat uint8 buffer per broadcast, a
+    buffer sent once it holds more than packed_bytes (the tensor that crosses the line included)."""
+    if not packed_bytes:
+        for tensor in state.values():
+            dist.broadcast(tensor.contiguous(), src=0)
+        return
+    parts, size = [], 0
     for tensor in state.values():
-        dist.broadcast(tensor.contiguous(), src=0)
+        parts.append(tensor.contiguous().view(-1).view(torch.uint8))
+        size += parts[-1].numel()
+        if size > packed_bytes:
+            dist.broadcast(torch.cat(parts), src=0)
+            parts, size = [], 0
+    if parts:
+        dist.broadcast(torch.cat(parts), src=0)
 
 
 def in_background(call, *args) -> threading.Thread:
@@ -94,21 +109,27 @@ def finish(thread: threading.Thread) -> None:
         raise thread.failed[0]  # type: ignore[attr-defined]
 
 
-def init_nccl(engines: Engines, master_address: str, master_port: int, backend: str = "gloo") -> None:
-    """Every engine joins the trainer's group (rank_offset 1: the trainer is rank 0)."""
+def init_nccl(
+    engines: Engines, master_address: str, master_port: int, backend: str = "gloo", packed_bytes: int = 0
+) -> None:
+    """Every engine joins the trainer's group (rank_offset 1: the trainer is rank 0); packed_bytes > 0: the
+    updates are packed broadcasts of that buffer size (init_info's packed fields, as vLLM's trainer sends them)."""
     world_size = engines.world_size() + 1
     init_info = {"master_address": master_address, "master_port": master_port, "rank_offset": 1}
     init_info["world_size"] = world_size
+    if packed_bytes:
+        init_info.update(packed=True, packed_buffer_size_bytes=packed_bytes)
     call = in_background(engines.call, "POST", "/init_weight_transfer_engine", {"init_info": init_info})
     join_group(master_address, master_port, world_size, backend)
     finish(call)
 
 
-def update_over_nccl(engines: Engines, state: dict[str, torch.Tensor], version: str) -> None:
+def update_over_nccl(engines: Engines, state: dict[str, torch.Tensor], version: str, packed_bytes: int = 0) -> None:
+    """One update; packed_bytes as given to init_nccl."""
     engines.call("POST", "/pause", mode="keep")
     engines.call("POST", "/start_weight_update")
     call = in_background(engines.call, "POST", "/update_weights", {"update_info": specs(state)})
-    broadcast(state)
+    broadcast(state, packed_bytes)
     finish(call)
     engines.call("POST", "/finish_weight_update", {"weight_version": version})
     engines.call("POST", "/resume")
@@ -134,6 +155,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="the trainer's model: a Hugging Face folder")
     parser.add_argument("--way", choices=["nccl", "disk"], default="nccl")
     parser.add_argument("--version", default="step-1")
+    parser.add_argument("--packed-bytes", type=int, default=0, help="nccl: packed broadcasts of this size (0: off)")
     parser.add_argument("--master-address", default="127.0.0.1", help="where the engines reach this trainer")
     parser.add_argument("--folder", default="/tmp/rl-weights", help="disk: a folder the engines can read")
     args = parser.parse_args()
@@ -146,8 +168,8 @@ def main() -> None:
     if args.way == "nccl":
         group = "nccl" if torch.cuda.is_available() else "gloo"
         state = {k: v.detach().to("cuda" if group == "nccl" else "cpu") for k, v in state.items()}
-        init_nccl(engines, args.master_address, free_port(), group)
-        update_over_nccl(engines, state, args.version)
+        init_nccl(engines, args.master_address, free_port(), group, args.packed_bytes)
+        update_over_nccl(engines, state, args.version, args.packed_bytes)
     else:
         update_from_disk(engines, {k: v.detach() for k, v in state.items()}, Path(args.folder), args.version)
     print(engines.call("GET", "/weight_info"))

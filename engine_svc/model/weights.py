@@ -10,6 +10,7 @@ Runners are told apart by type here (not a Runner method) so that a runner chang
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 import torch
@@ -88,6 +89,21 @@ def load(targets: dict[str, torch.Tensor], tensors: Iterable[tuple[str, torch.Te
         targets[name].copy_(tensor)
         count += 1
     return count
+
+
+def digests(targets: dict[str, torch.Tensor]) -> dict[str, str]:
+    """Name -> SHA-256 (hex) of the tensor's bytes: vLLM's weight_checksum digest, so a trainer's digest of its own
+    tensor (same dtype) matches."""
+    return {
+        name: hashlib.sha256(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()).hexdigest()
+        for name, t in targets.items()
+    }
+
+
+@torch.no_grad()
+def zero(targets: dict[str, torch.Tensor]) -> None:
+    for tensor in targets.values():
+        tensor.zero_()
 
 
 class Parked:

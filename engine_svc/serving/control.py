@@ -97,6 +97,26 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
         backend = self.service.args.weight_transfer_backend
         return control_pb2.GetWeightInfoResponse(weight_version=version, backend=backend, world_size=1)
 
+    async def ShutdownWeightTransfer(self, request, context):
+        await self._run(context, "ShutdownWeightTransfer", "shutdown_transfer")
+        return control_pb2.ShutdownWeightTransferResponse()
+
+    async def GetWeightChecksums(self, request, context):
+        checksums = await self._run(context, "GetWeightChecksums", "checksums")
+        return control_pb2.GetWeightChecksumsResponse(checksums=checksums)
+
+    async def ZeroWeights(self, request, context):
+        await self._run(context, "ZeroWeights", "zero_weights")
+        return control_pb2.ZeroWeightsResponse()
+
+    async def AbortRequests(self, request, context):
+        aborted = await self._run(context, "AbortRequests", "abort", list(request.request_ids))
+        return control_pb2.AbortRequestsResponse(aborted=aborted)
+
+    async def ReleaseKvCache(self, request, context):
+        await self._run(context, "ReleaseKvCache", "release_kv")
+        return control_pb2.ReleaseKvCacheResponse()
+
     async def SubscribeKvEvents(self, request, context):
         require_trusted(caller(context), "SubscribeKvEvents")
         hub = await self.service.loaded.engine.kv_hub()

@@ -42,8 +42,9 @@ class Controls:
     """`engine`'s control state. Every op but `refuses` runs on the step thread, taking the step's outputs."""
 
     OPS = frozenset(
-        {"pause", "resume", "pause_state", "sleep", "wake_up", "sleep_state"}
+        {"pause", "resume", "pause_state", "abort", "sleep", "wake_up", "sleep_state", "release_kv"}
         | {"init_transfer", "start_update", "update_weights", "finish_update", "set_version", "weight_info"}
+        | {"shutdown_transfer", "checksums", "zero_weights"}
     )
 
     def __init__(self, engine):
@@ -96,6 +97,10 @@ class Controls:
     def pause_state(self, outputs) -> tuple[bool, int]:
         return self.paused is not None, self.paused or 0
 
+    def abort(self, outputs, request_ids: list[str]) -> int:
+        """End the live requests of these ids (all when none), paused or not; how many."""
+        return self.engine.abort_all(outputs, frozenset(request_ids))
+
     # ---- sleep -------------------------------------------------------------------------------------------------
 
     def sleep(self, outputs, level: int, mode: int):
@@ -139,6 +144,17 @@ class Controls:
     def sleep_state(self, outputs) -> tuple[bool, int, list[int]]:
         return self.sleeping, self.level, sorted(self.asleep)
 
+    def release_kv(self, outputs) -> None:
+        """Free the KV cache of a paused engine (vLLM's release_kv_cache_memory); WakeUp (kv_cache) restores it."""
+        if self.paused is None:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "the KV cache is released only while paused: /pause first")
+        if WEIGHTS in self.asleep:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "the weights are asleep: WakeUp (weights) first")
+        if KV_CACHE not in self.asleep:
+            self._recompute_all()
+            self.memory.free_kv()
+            self.asleep.add(KV_CACHE)
+
     # ---- weights -----------------------------------------------------------------------------------------------
 
     def init_transfer(self, outputs, request: control_pb2.InitWeightTransferRequest, backend: str) -> str:
@@ -153,10 +169,7 @@ class Controls:
     def start_update(self, outputs) -> None:
         if self.transfer is None or not self.transfer.joined:
             raise fail(Reason.WEIGHT_TRANSFER_STATE, "StartWeightUpdate before InitWeightTransfer")
-        if WEIGHTS in self.asleep:
-            raise fail(Reason.WEIGHT_TRANSFER_STATE, "the weights are asleep: WakeUp (weights) first")
-        if self._slots is None:
-            self._slots = weights.slots(self.engine.runner)
+        self._weights()
         self.updating = True
 
     def update_weights(self, outputs, request: control_pb2.UpdateWeightsRequest) -> int:
@@ -177,6 +190,29 @@ class Controls:
 
     def weight_info(self, outputs) -> str:
         return self.version
+
+    def shutdown_transfer(self, outputs) -> None:
+        if self.updating:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "a weight update is in progress: FinishWeightUpdate first")
+        self.close()
+        self.transfer = None
+
+    def checksums(self, outputs) -> dict[str, str]:
+        return weights.digests(self._weights())
+
+    def zero_weights(self, outputs) -> None:
+        """Every weight zeroed; as after an update, nothing computed by the old weights is read again."""
+        if self.updating:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "a weight update is in progress: FinishWeightUpdate first")
+        weights.zero(self._weights())
+        self._recompute_all()
+
+    def _weights(self) -> dict:
+        if WEIGHTS in self.asleep:
+            raise fail(Reason.WEIGHT_TRANSFER_STATE, "the weights are asleep: WakeUp (weights) first")
+        if self._slots is None:
+            self._slots = weights.slots(self.engine.runner)
+        return self._slots
 
     def _recompute_all(self) -> int:
         """Every running sequence back to the queue to recompute, and the prefix cache emptied; blocks dropped."""

@@ -47,6 +47,7 @@ from engine_svc.serving.load_figures import TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
+from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
 from engine_svc.structured.guide import Guide, Masker, MaskJob
 from engine_svc.structured.spec import Constraint
@@ -343,9 +344,13 @@ class Engine(EngineFront):
         else:
             call.future.set_result(answer)
 
-    def abort_all(self, outputs) -> int:
-        """End every live request with FINISH_REASON_ABORT (a pause in abort mode); how many."""
-        live = [state for state in self.requests.values() if not state.done]
+    def abort_all(self, outputs, request_ids: frozenset[str] = frozenset()) -> int:
+        """End every live request (of these public ids, when any) with FINISH_REASON_ABORT; how many."""
+        live = [
+            state
+            for key, state in self.requests.items()
+            if not state.done and (not request_ids or public_id(key) in request_ids)
+        ]
         for state in live:
             self._finish_request(state, outputs, common_pb2.FINISH_REASON_ABORT)
         return len(live)

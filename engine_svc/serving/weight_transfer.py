@@ -2,7 +2,11 @@
 
 - nccl: torch.distributed. InitWeightTransfer joins the trainer's group (a TCP store the trainer serves at
   master_address:master_port; the trainer is rank 0) over NCCL on CUDA and gloo on CPU, so CI runs the same code;
-  UpdateWeights receives each named tensor by a broadcast from rank 0, in the order named. The group is the
+  UpdateWeights receives each named tensor by a broadcast from rank 0, in the order named, or, packed (vLLM's
+  packed broadcast), the tensors' bytes back to back in flat uint8 buffers, one broadcast each: a buffer takes the
+  next tensors in order until it holds more than packed_buffer_size_bytes (the tensor that crosses the line
+  included; no alignment), the last one what is left (vLLM's packed_tensor.packed_nccl_broadcast_consumer). An
+  update naming no tensors sends the previous update's again (vLLM's). The group is the
   process's default one: the engine uses torch.distributed for nothing else. (vLLM's trainer helpers rendezvous
   their own way, PyNccl over a StatelessProcessGroup: a trainer joins with torch.distributed, as
   examples/rl_trainer.py does; the HTTP calls are vLLM's.)
@@ -14,6 +18,7 @@ Every tensor is checked against the model (weights.check) before any is written.
 
 from __future__ import annotations
 
+import math
 import pickle
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +33,7 @@ from scaleout_common.reasons import Reason, fail
 
 BACKENDS = ("nccl", "disk", "ipc")
 RENDEZVOUS_TIMEOUT_S = 300  # a trainer may load its model between the engine's init call and its own
+PACKED_BUFFER_BYTES = 1 << 30  # vLLM's DEFAULT_PACKED_BUFFER_SIZE_BYTES
 
 
 def add_flags(parser) -> None:
@@ -46,10 +52,12 @@ class WeightTransfer:
     def __init__(self, backend: str, device: torch.device):
         self.backend, self.device = backend, device
         self.joined = False
+        self.packed_bytes = 0  # packed broadcasts of about this many bytes each; 0: one broadcast per tensor
+        self.last: tuple[list[str], list[str], list[list[int]]] | None = None  # the previous update's tensors
 
     def init(self, request: control_pb2.InitWeightTransferRequest) -> str:
         """Join the trainer (nccl); the backend's name as InitWeightTransferResponse has it."""
-        rendezvous = bool(request.master_address or request.master_port or request.world_size)
+        rendezvous = bool(request.master_address or request.master_port or request.world_size or request.packed)
         if self.backend != "nccl":
             if rendezvous:
                 raise fail(
@@ -66,6 +74,10 @@ class WeightTransfer:
         if dist.is_initialized():  # a trainer that starts over: its new group replaces the old
             dist.destroy_process_group()
             self.joined = False
+        size = request.packed_buffer_size_bytes if request.HasField("packed_buffer_size_bytes") else PACKED_BUFFER_BYTES
+        if size <= 0:
+            raise fail(Reason.INVALID_REQUEST, f"packed_buffer_size_bytes {size} is not positive", "init_info")
+        self.packed_bytes, self.last = size if request.packed else 0, None
         group = "nccl" if self.device.type == "cuda" else "gloo"
         try:
             store = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
@@ -89,13 +101,18 @@ class WeightTransfer:
             return self._from_disk(targets, request.path)
         if request.path:
             raise fail(Reason.WEIGHT_TRANSFER_UNAVAILABLE, f"backend {self.backend} reads no folder", "path")
-        names, shapes = list(request.names), [list(s.dims) for s in request.shapes]
-        if not (len(names) == len(request.dtypes) == len(shapes)):
+        names, dtype_names, shapes = list(request.names), list(request.dtypes), [list(s.dims) for s in request.shapes]
+        if not (len(names) == len(dtype_names) == len(shapes)):
             raise fail(Reason.INVALID_REQUEST, "names, dtype_names and shapes differ in length", "names")
-        dtypes = [_dtype(name) for name in request.dtypes]
+        if self.backend == "nccl" and not names and self.last is not None:
+            names, dtype_names, shapes = self.last
+        dtypes = [_dtype(name) for name in dtype_names]
         weights.check(targets, names, shapes)
         if self.backend == "ipc":
             return weights.load(targets, zip(names, self._from_ipc(request.ipc_handles_pickled, len(names))))
+        self.last = names, dtype_names, shapes
+        if self.packed_bytes:
+            return weights.load(targets, self._packed(names, shapes, dtypes))
         return weights.load(targets, ((n, self._broadcast(s, d)) for n, s, d in zip(names, shapes, dtypes)))
 
     def _broadcast(self, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
@@ -105,6 +122,26 @@ class WeightTransfer:
         except RuntimeError as error:
             raise fail(Reason.WEIGHT_TRANSFER_FAILED, f"the trainer's broadcast failed: {error}") from None
         return tensor
+
+    def _packed(self, names: list[str], shapes: list[list[int]], dtypes: list[torch.dtype]):
+        """(name, tensor) received in packed buffers, cut where the trainer's packer cuts them."""
+        chunk: list[tuple[str, list[int], torch.dtype, int]] = []
+        total = 0
+        for name, shape, dtype in zip(names, shapes, dtypes):
+            chunk.append((name, shape, dtype, math.prod(shape) * dtype.itemsize))
+            total += chunk[-1][3]
+            if total > self.packed_bytes:
+                yield from self._unpack(chunk, total)
+                chunk, total = [], 0
+        if chunk:
+            yield from self._unpack(chunk, total)
+
+    def _unpack(self, chunk: list[tuple[str, list[int], torch.dtype, int]], total: int):
+        buffer = self._broadcast([total], torch.uint8)
+        for (name, shape, dtype, _), part in zip(chunk, buffer.split([size for *_, size in chunk])):
+            if part.storage_offset() % dtype.itemsize:  # after a tensor of an odd byte count: aligned by a copy
+                part = part.clone()
+            yield name, part.view(dtype).view(shape)
 
     def _from_disk(self, targets: dict[str, torch.Tensor], path: str) -> int:
         from safetensors import safe_open

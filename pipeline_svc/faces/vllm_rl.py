@@ -1,14 +1,20 @@
 """vLLM's RL routes (its serve/dev sleep and cache routers, rl/online/api_router.py) as a face over
 EngineControlService, each applied to every engine replica (FleetOperations.control_all); admin-scoped.
 
-Held against vLLM 0.33's routers and its rlhf_http_* examples: the paths, query parameters (`mode`, `clear_cache`,
-`level`, repeated `tags`, `include_dp`), the bodies (`{"init_info": {...}}`, `{"update_info": {...}}`,
-`{"weight_version"}`, `{"new_version"}`) and the answers. The tables below are the whole mapping. What differs:
-- nccl rendezvous is torch.distributed's (docs/rl.md): vLLM's `packed` broadcast and `nccl_unique_id_b64` are
-  refused (400 naming them), as is anything else we do not honour;
+Held against vLLM 0.33's routers (entrypoints/rl/online/api_router.py, serve/dev/sleep/api_router.py) and its
+weight-transfer engines (distributed/weight_transfer/nccl_engine.py, nccl_common.py): the paths, query parameters
+(`mode`, `clear_cache`, `level`, repeated `tags`, `include_dp`), the bodies (`{"init_info": {...}}`,
+`{"update_info": {...}}` or one per replica, `{"weight_version"}`, `{"new_version"}`, `{"request_ids"}`,
+`{"action", "baseline"}`) and the answers. The tables below are the whole mapping. What differs:
+- nccl rendezvous is torch.distributed's (docs/rl.md): `nccl_unique_id_b64` is refused (400 naming it), as is
+  anything else we do not honour; `packed_num_buffers` (how many CUDA streams vLLM overlaps) is checked and not
+  forwarded: the bytes and the buffers' boundaries do not depend on it;
 - `update_info.path` (ours): the disk backend's safetensors folder;
 - replica i of the fleet takes rank `rank_offset + i` (vLLM's data-parallel ranks), and `/get_world_size` counts
-  every replica (include_dp) or one.
+  every replica (include_dp) or one;
+- `/weight_checker` digests are keyed `dp<i>:pp0:pcp0:tp0:<checkpoint name>` (vLLM: its module's parameter names);
+- `/start_draft_weight_update` (no draft model here) and `/collective_rpc` (no engine method is callable by name)
+  are refused, 501 RPC_NOT_SERVED.
 """
 
 from __future__ import annotations
@@ -34,26 +40,34 @@ PAUSE_MODES: dict[str, C.PauseMode] = {
     "wait": C.PAUSE_MODE_WAIT,
     "keep": C.PAUSE_MODE_KEEP,
 }
-SLEEP_TAGS: dict[str, C.SleepTag] = {"weights": C.SLEEP_TAG_WEIGHTS, "kv_cache": C.SLEEP_TAG_KV_CACHE}
+SLEEP_TAGS: dict[str, C.SleepTag] = {
+    "weights": C.SLEEP_TAG_WEIGHTS,
+    "kv_cache": C.SLEEP_TAG_KV_CACHE,
+    "scheduling": C.SLEEP_TAG_SCHEDULING,
+}
 
-# `init_info` key -> what it sets on InitWeightTransferRequest; False: refused unless false/absent (packed).
+# `init_info` key -> what it sets on InitWeightTransferRequest (vLLM's NCCLWeightTransferInitInfo, as its trainer's
+# build_worker_init_payload sends it).
 INIT_INFO: dict[str, Callable[[C.InitWeightTransferRequest, object], None]] = {
     "master_address": lambda r, v: setattr(r, "master_address", _typed(v, str, "init_info.master_address")),
     "master_port": lambda r, v: setattr(r, "master_port", _typed(v, int, "init_info.master_port")),
     "rank_offset": lambda r, v: setattr(r, "rank", _typed(v, int, "init_info.rank_offset")),  # + the replica's position
     "world_size": lambda r, v: setattr(r, "world_size", _typed(v, int, "init_info.world_size")),
-    "packed": lambda r, v: _unpacked(v, "init_info.packed"),
+    "packed": lambda r, v: setattr(r, "packed", _typed(v, bool, "init_info.packed")),
+    "packed_buffer_size_bytes": lambda r, v: setattr(
+        r, "packed_buffer_size_bytes", _positive(v, "init_info.packed_buffer_size_bytes")
+    ),
+    "packed_num_buffers": lambda r, v: _positive(v, "init_info.packed_num_buffers"),  # checked only (docstring)
 }
 
-# `update_info` key -> what it sets on UpdateWeightsRequest.
+# `update_info` key -> what it sets on UpdateWeightsRequest (vLLM's NCCL and IPC update infos; `path` is ours).
 UPDATE_INFO: dict[str, Callable[[C.UpdateWeightsRequest, object], None]] = {
     "names": lambda r, v: r.names.extend(_strings(v, "update_info.names")),
     "dtype_names": lambda r, v: r.dtypes.extend(_strings(v, "update_info.dtype_names")),
     "shapes": lambda r, v: r.shapes.extend(C.TensorShape(dims=s) for s in _shapes(v)),
     "path": lambda r, v: setattr(r, "path", _typed(v, str, "update_info.path")),
     "ipc_handles_pickled": lambda r, v: setattr(r, "ipc_handles_pickled", _b64(v)),
-    "packed": lambda r, v: _unpacked(v, "update_info.packed"),
-    "is_checkpoint_format": lambda r, v: _checkpoint_format(v, "update_info.is_checkpoint_format"),
+    "is_checkpoint_format": lambda r, v: _checkpoint_format(v, "update_info.is_checkpoint_format"),  # vLLM < 0.33
 }
 
 MESSAGES = {  # vLLM's answers to the weight-transfer phases
@@ -61,7 +75,10 @@ MESSAGES = {  # vLLM's answers to the weight-transfer phases
     "start": {"message": "Weight update started"},
     "update": {"message": "Weights updated"},
     "finish": {"message": "Weight update finished"},
+    "shutdown": {"message": "Weight transfer shut down"},
 }
+
+CHECKSUM_KEY = "dp{replica}:pp0:pcp0:tp0:{name}"  # vLLM's worker prefix (Worker._weight_checksum_prefix)
 
 
 def _typed(value, kind: type, field: str):
@@ -86,18 +103,17 @@ def _shapes(value) -> list[list[int]]:
     return value
 
 
+def _positive(value, field: str) -> int:
+    if _typed(value, int, field) <= 0:
+        raise fail(Reason.INVALID_REQUEST, f"{field} must be positive", field)
+    return value
+
+
 def _b64(value) -> bytes:
     try:
         return base64.b64decode(_typed(value, str, "update_info.ipc_handles_pickled"), validate=True)
     except binascii.Error:
         raise fail(Reason.INVALID_REQUEST, "update_info.ipc_handles_pickled is not base64", "update_info") from None
-
-
-def _unpacked(value, field: str) -> None:
-    if _typed(value, bool, field):
-        raise fail(
-            Reason.UNSUPPORTED_FIELD, f"{field}: packed broadcasts are not supported (send packed: false)", field
-        )
 
 
 def _checkpoint_format(value, field: str) -> None:
@@ -168,14 +184,28 @@ class VllmRl:
 
     async def WakeUp(self, request, context):
         if unknown := [t for t in request.tags if t not in SLEEP_TAGS]:
-            raise fail(Reason.INVALID_REQUEST, f"tag {quote(unknown[0])} is not weights or kv_cache", "tags")
+            raise fail(
+                Reason.INVALID_REQUEST, f"tag {quote(unknown[0])} is not weights, kv_cache or scheduling", "tags"
+            )
         tags = list(request.tags) or None
         answers = await self._all(context, "WakeUp", C.WakeUpRequest(tags=[SLEEP_TAGS[t] for t in tags or []]))
         return json_body({"status": "awake" if all(a.awake for a in answers) else "sleeping", "tags": tags})
 
-    async def IsSleeping(self, request, context):
+    async def IsSleeping(self, request, context):  # vLLM's: paused counts as sleeping (EngineCore.is_sleeping)
         states = await self._all(context, "GetSleepState", C.GetSleepStateRequest())
-        return json_body({"is_sleeping": any(s.sleeping for s in states)})
+        pauses = await self._all(context, "GetPauseState", C.GetPauseStateRequest())
+        return json_body({"is_sleeping": any(s.sleeping or s.asleep for s in states) or any(p.paused for p in pauses)})
+
+    async def ReleaseKvCacheMemory(self, request, context):
+        await self._all(context, "ReleaseKvCache", C.ReleaseKvCacheRequest())
+        return json_body({"status": "kv_cache_released"})
+
+    async def AbortRequests(self, request, context):
+        body = _body(request)
+        _only(body, {"request_ids"})
+        ids = _strings(body.get("request_ids") or [], "request_ids")
+        answers = await self._all(context, "AbortRequests", C.AbortRequestsRequest(request_ids=ids))
+        return json_body({"status": "aborted", "aborted": len(ids) if ids else sum(a.aborted for a in answers)})
 
     async def InitWeightTransferEngine(self, request, context):
         body = _body(request)
@@ -203,9 +233,29 @@ class VllmRl:
     async def UpdateWeights(self, request, context):
         body = _body(request)
         _only(body, {"update_info"})
-        update = _apply(UPDATE_INFO, C.UpdateWeightsRequest(), _object(body, "update_info", True), "update_info")
-        await self._all(context, "UpdateWeights", update)
+        infos = body.get("update_info")
+        if isinstance(infos, list):  # one per replica (vLLM's per-rank list; a replica is one rank)
+            replicas = len(await self._all(context, "GetWeightInfo", C.GetWeightInfoRequest()))
+            if len(infos) != replicas or not all(isinstance(i, dict) for i in infos):
+                raise fail(
+                    Reason.INVALID_REQUEST, f"update_info needs one object per replica ({replicas})", "update_info"
+                )
+            updates = [_apply(UPDATE_INFO, C.UpdateWeightsRequest(), i, "update_info") for i in infos]
+            await self._all(context, "UpdateWeights", lambda position: updates[position])
+        else:
+            update = _apply(UPDATE_INFO, C.UpdateWeightsRequest(), _object(body, "update_info", True), "update_info")
+            await self._all(context, "UpdateWeights", update)
         return json_body(MESSAGES["update"])
+
+    async def ShutdownWeightTransferEngine(self, request, context):
+        await self._all(context, "ShutdownWeightTransfer", C.ShutdownWeightTransferRequest())
+        return json_body(MESSAGES["shutdown"])
+
+    async def StartDraftWeightUpdate(self, request, context):
+        raise fail(Reason.RPC_NOT_SERVED, "/start_draft_weight_update: the engines run no speculative draft model")
+
+    async def CollectiveRpc(self, request, context):
+        raise fail(Reason.RPC_NOT_SERVED, "/collective_rpc: no engine method is callable by name")
 
     async def FinishWeightUpdate(self, request, context):
         body = _body(request)
@@ -232,3 +282,29 @@ class VllmRl:
         include_dp = request.include_dp if request.HasField("include_dp") else True
         sizes = [i.world_size for i in infos]
         return json_body({"world_size": sum(sizes) if include_dp else max(sizes, default=0)})
+
+    async def WeightChecker(self, request, context):
+        body = _body(request)
+        _only(body, {"action", "baseline"})
+        action, baseline = body.get("action"), body.get("baseline")
+        if action not in ("checksum", "reset", "compare"):
+            raise fail(Reason.INVALID_REQUEST, "action must be checksum, reset or compare", "action")
+        if (baseline is not None) != (action == "compare"):
+            raise fail(Reason.INVALID_REQUEST, "a baseline goes with action 'compare', and only with it", "baseline")
+        if action == "reset":
+            await self._all(context, "ZeroWeights", C.ZeroWeightsRequest())
+            return json_body({"status": "reset"})
+        if baseline is not None and not (
+            isinstance(baseline, dict) and all(isinstance(v, str) for v in baseline.values())
+        ):
+            raise fail(Reason.INVALID_REQUEST, "baseline must map names to strings", "baseline")
+        answers = await self._all(context, "GetWeightChecksums", C.GetWeightChecksumsRequest())
+        checksums = {
+            CHECKSUM_KEY.format(replica=position, name=name): digest
+            for position, answer in enumerate(answers)
+            for name, digest in sorted(answer.checksums.items())
+        }
+        if action == "checksum":
+            return json_body({"checksums": checksums})
+        mismatches = sorted(k for k in checksums.keys() | baseline.keys() if checksums.get(k) != baseline.get(k))
+        return json_body({"match": not mismatches, "mismatches": mismatches})

@@ -4,17 +4,17 @@ pause in each mode with requests in flight, sleep and wake (EngineControlService
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import os
 
 import grpc
 import pytest
 import torch
 from safetensors.torch import save_file
 
+from engine_svc.model import weights
 from examples import rl_trainer
 from scaleout.v1 import common_pb2, control_pb2, control_pb2_grpc, engine_pb2
 from tests.engine.conftest import engine_stub, generate, request, tiny_llama
+from tests.engine.rl_trainer_process import VLLM_PACKER, Trainer
 from tests.engine.test_generate import reference
 
 pytestmark = pytest.mark.slow  # a real engine server (a tiny model)
@@ -22,16 +22,11 @@ C = control_pb2
 PROMPT = [1] + [(7 * j) % 190 + 5 for j in range(22)]  # 23 tokens: 5 full blocks of 4
 
 
-def _trainer(port: int, state: dict[str, torch.Tensor]) -> None:
-    """The trainer process: rank 0 of a gloo group of 2, broadcasting `state`. Forked, so it starts at once (a
-    spawned one spends ~20 s importing torch on a busy CI machine); it leaves without the parent's exit hooks."""
-    code = 1
-    try:
-        rl_trainer.join_group("127.0.0.1", port, 2)
-        rl_trainer.broadcast(state)
-        code = 0
-    finally:
-        os._exit(code)
+@pytest.fixture(scope="module")
+def trainer():
+    process = Trainer()  # forked before the engine joins any group (rl_trainer_process.py says why)
+    yield process
+    process.close()
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +40,7 @@ def updates(*seeds: int) -> dict[int, torch.nn.Module]:
     return {seed: tiny_llama(seed) for seed in seeds}
 
 
-MODELS = updates(0, 1, 2)  # 0: what the engine loads (build_tiny)
+MODELS = updates(0, 1, 2, 3)  # 0: what the engine loads (build_tiny)
 
 
 async def greedy(stub, prompt=PROMPT, max_tokens=8):
@@ -65,7 +60,7 @@ async def from_disk(control, service, tmp_path, seed: int, version: str) -> C.Fi
     return await control.FinishWeightUpdate(C.FinishWeightUpdateRequest(weight_version=version))
 
 
-async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
+async def test_a_trainer_process_updates_the_weights_over_gloo(trainer, engine):
     stub, control, service = engine
     before, _ = await greedy(stub)
     assert before == reference(MODELS[0], PROMPT, 8)
@@ -73,10 +68,7 @@ async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
     assert again[0].prompt.cached_tokens == 20  # the prompt's full blocks are cached
     hub = service.loaded.engine.kv_events
     assert hub.table()  # what KV-event subscribers mirror
-    port = rl_trainer.free_port()
-    state = {k: v.detach() for k, v in MODELS[1].named_parameters()}
-    trainer = multiprocessing.get_context("fork").Process(target=_trainer, args=(port, state))
-    trainer.start()
+    port = trainer.start({k: v.detach() for k, v in MODELS[1].named_parameters()})
     try:
         service.args.weight_transfer_backend = "nccl"
         init = C.InitWeightTransferRequest(master_address="127.0.0.1", master_port=port, rank=1, world_size=2)
@@ -88,8 +80,8 @@ async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
         assert (await control.UpdateWeights(update)).tensors == len(spec["names"])
         finished = await control.FinishWeightUpdate(C.FinishWeightUpdateRequest(weight_version="step-1"))
     finally:
-        trainer.join(60)
-    assert trainer.exitcode == 0 and finished.weight_version == "step-1" and finished.blocks_dropped >= 5
+        trainer.done()
+    assert finished.weight_version == "step-1" and finished.blocks_dropped >= 5
     await control.GetPauseState(C.GetPauseStateRequest())  # a later turn of the step loop: its KV events are out
     assert hub.table() == {}  # AllBlocksCleared went out with the update
     after, messages = await greedy(stub)
@@ -98,6 +90,47 @@ async def test_a_trainer_process_updates_the_weights_over_gloo(engine):
     assert {m.weight_version for m in messages} == {"step-1"}
     info = await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())
     assert info.weight_version == "step-1"
+
+
+@pytest.mark.parametrize(
+    "packer",
+    [pytest.param("vllm", marks=pytest.mark.skipif(not VLLM_PACKER.exists(), reason="vLLM 0.33 is absent")), "ours"],
+)
+async def test_packed_broadcasts_cut_as_vllms_trainer_cuts_them(trainer, engine, packer):
+    stub, control, service = engine
+    state = {k: v.detach() for k, v in MODELS[3].named_parameters()}
+    packed_bytes = sum(t.numel() * t.element_size() for t in state.values()) // 5  # ~5 buffers, cut mid-tensor list
+    port = trainer.start(state, rounds=2, packed_bytes=packed_bytes, packer=packer)
+    try:
+        service.args.weight_transfer_backend = "nccl"
+        init = C.InitWeightTransferRequest(master_address="127.0.0.1", master_port=port, rank=1, world_size=2)
+        init.packed, init.packed_buffer_size_bytes = True, packed_bytes
+        await control.InitWeightTransfer(init)
+        await control.StartWeightUpdate(C.StartWeightUpdateRequest())
+        spec = rl_trainer.specs(state)
+        shapes = [C.TensorShape(dims=s) for s in spec["shapes"]]
+        update = C.UpdateWeightsRequest(names=spec["names"], dtypes=spec["dtype_names"], shapes=shapes)
+        assert (await control.UpdateWeights(update)).tensors == len(state)
+        await control.FinishWeightUpdate(C.FinishWeightUpdateRequest(weight_version="packed"))
+        assert (await greedy(stub))[0] == reference(MODELS[3], PROMPT, 8)
+        digests = weights.digests(state)  # vLLM's weight_checker digest of the trainer's own tensors
+        held = dict((await control.GetWeightChecksums(C.GetWeightChecksumsRequest())).checksums)
+        assert {name: held[name] for name in state} == digests
+        await control.ZeroWeights(C.ZeroWeightsRequest())
+        zeroed = (await control.GetWeightChecksums(C.GetWeightChecksumsRequest())).checksums
+        assert all(zeroed[name] != digest for name, digest in digests.items())
+        # An update naming nothing sends the previous one's tensors again (what vLLM's trainer does when unchanged).
+        await control.StartWeightUpdate(C.StartWeightUpdateRequest())
+        assert (await control.UpdateWeights(C.UpdateWeightsRequest())).tensors == len(state)
+        await control.FinishWeightUpdate(C.FinishWeightUpdateRequest())
+    finally:
+        trainer.done()
+    held = dict((await control.GetWeightChecksums(C.GetWeightChecksumsRequest())).checksums)
+    assert {name: held[name] for name in state} == digests
+    await control.ShutdownWeightTransfer(C.ShutdownWeightTransferRequest())
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await control.StartWeightUpdate(C.StartWeightUpdateRequest())
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # shut down: init again first
 
 
 async def test_weights_from_a_safetensors_folder_and_their_refusals(engine, tmp_path):

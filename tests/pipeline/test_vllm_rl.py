@@ -17,6 +17,9 @@ ANSWERS = {
     "GetPauseState": [C.GetPauseStateResponse(), C.GetPauseStateResponse(paused=True, mode=C.PAUSE_MODE_KEEP)],
     "WakeUp": [C.WakeUpResponse(awake=True), C.WakeUpResponse(awake=False)],
     "GetWeightInfo": [C.GetWeightInfoResponse(weight_version="v7", world_size=1)] * 2,
+    "GetSleepState": [C.GetSleepStateResponse(), C.GetSleepStateResponse(asleep=[C.SLEEP_TAG_KV_CACHE])],
+    "AbortRequests": [C.AbortRequestsResponse(aborted=2), C.AbortRequestsResponse(aborted=1)],
+    "GetWeightChecksums": [C.GetWeightChecksumsResponse(checksums={"w": "a"})] * 2,
 }
 
 
@@ -51,7 +54,9 @@ def face():
 
 async def test_init_info_maps_rank_offset_to_each_replicas_rank(face):
     server, fleet = face
-    init = {"master_address": "10.0.0.1", "master_port": 29500, "rank_offset": 1, "world_size": 3, "packed": False}
+    # What vLLM's NCCLTrainerWeightTransferEngine sends (nccl_common.build_worker_init_payload).
+    init = {"master_address": "10.0.0.1", "master_port": 29500, "rank_offset": 1, "world_size": 3, "packed": True}
+    init |= {"packed_buffer_size_bytes": 1 << 30, "packed_num_buffers": 2}
     assert answer(await server.InitWeightTransferEngine(body({"init_info": init}), None)) == {
         "message": "Weight transfer initialized"
     }
@@ -60,11 +65,12 @@ async def test_init_info_maps_rank_offset_to_each_replicas_rank(face):
         ("10.0.0.1", 29500, 1, 3),
         ("10.0.0.1", 29500, 2, 3),
     ]
+    assert sent[1].packed and sent[1].packed_buffer_size_bytes == 1 << 30
 
 
 async def test_update_info_and_the_phases_answers(face):
     server, fleet = face
-    info = {"names": ["a", "b"], "dtype_names": ["bfloat16", "float32"], "shapes": [[2, 3], [4]], "packed": False}
+    info = {"names": ["a", "b"], "dtype_names": ["bfloat16", "float32"], "shapes": [[2, 3], [4]]}
     assert answer(await server.UpdateWeights(body({"update_info": info}), None)) == {"message": "Weights updated"}
     sent = fleet.sent["UpdateWeights"][0]
     assert (list(sent.names), list(sent.dtypes), [list(s.dims) for s in sent.shapes]) == (
@@ -87,6 +93,11 @@ async def test_update_info_and_the_phases_answers(face):
         "success": True,
         "new_version": "s2",
     }
+    await server.UpdateWeights(body({"update_info": [{"names": ["a"]}, {"names": ["b"]}]}), None)  # one per replica
+    assert [list(r.names) for r in fleet.sent["UpdateWeights"]] == [["a"], ["b"]]
+    assert answer(await server.ShutdownWeightTransferEngine(V.VllmShutdownWeightTransferEngineRequest(), None)) == {
+        "message": "Weight transfer shut down"
+    }
     assert answer(await server.WeightInfo(V.VllmWeightInfoRequest(), None)) == {"weight_version": "v7"}
     assert answer(await server.GetWorldSize(V.VllmGetWorldSizeRequest(), None)) == {"world_size": 2}
     assert answer(await server.GetWorldSize(V.VllmGetWorldSizeRequest(include_dp=False), None)) == {"world_size": 1}
@@ -107,12 +118,38 @@ async def test_pause_sleep_and_wake_answers(face):
     assert answer(woke) == {"status": "sleeping", "tags": ["weights"]}  # one replica still asleep
     assert list(fleet.sent["WakeUp"][0].tags) == [C.SLEEP_TAG_WEIGHTS]
     assert answer(await server.WakeUp(V.VllmWakeUpRequest(), None))["tags"] is None
+    await server.WakeUp(V.VllmWakeUpRequest(tags=["scheduling"]), None)
+    assert list(fleet.sent["WakeUp"][0].tags) == [C.SLEEP_TAG_SCHEDULING]
+    assert answer(await server.IsSleeping(V.VllmIsSleepingRequest(), None)) == {"is_sleeping": True}  # KV released
+    released = await server.ReleaseKvCacheMemory(V.VllmReleaseKvCacheMemoryRequest(), None)
+    assert answer(released) == {"status": "kv_cache_released"} and "ReleaseKvCache" in fleet.sent
+
+
+async def test_abort_requests_and_the_weight_checker(face):
+    server, fleet = face
+    assert answer(await server.AbortRequests(body({}), None)) == {"status": "aborted", "aborted": 3}
+    assert list(fleet.sent["AbortRequests"][0].request_ids) == []
+    named = await server.AbortRequests(body({"request_ids": ["x", "y"]}), None)
+    assert answer(named) == {"status": "aborted", "aborted": 2}  # vLLM counts the ids named
+    assert list(fleet.sent["AbortRequests"][1].request_ids) == ["x", "y"]
+    checksums = {"dp0:pp0:pcp0:tp0:w": "a", "dp1:pp0:pcp0:tp0:w": "a"}
+    assert answer(await server.WeightChecker(body({"action": "checksum"}), None)) == {"checksums": checksums}
+    compare = {"action": "compare", "baseline": {**checksums, "dp1:pp0:pcp0:tp0:w": "b", "z": "c"}}
+    assert answer(await server.WeightChecker(body(compare), None)) == {
+        "match": False,
+        "mismatches": ["dp1:pp0:pcp0:tp0:w", "z"],
+    }
+    compare["baseline"] = checksums
+    assert answer(await server.WeightChecker(body(compare), None)) == {"match": True, "mismatches": []}
+    assert answer(await server.WeightChecker(body({"action": "reset"}), None)) == {"status": "reset"}
+    assert "ZeroWeights" in fleet.sent
 
 
 @pytest.mark.parametrize(
     ("call", "field"),
     [
-        (lambda s: s.UpdateWeights(body({"update_info": {"packed": True}}), None), "update_info.packed"),
+        (lambda s: s.UpdateWeights(body({"update_info": {"packed": True}}), None), "update_info.packed"),  # 0.33: init
+        (lambda s: s.UpdateWeights(body({"update_info": [{}]}), None), "update_info"),  # one replica's of two
         (lambda s: s.UpdateWeights(body({"update_info": {"tensor_sizes": [1]}}), None), "update_info.tensor_sizes"),
         (lambda s: s.UpdateWeights(body({"update_info": {"names": "a"}}), None), "update_info.names"),
         (lambda s: s.UpdateWeights(body({}), None), "update_info"),
@@ -122,6 +159,13 @@ async def test_pause_sleep_and_wake_answers(face):
         (lambda s: s.UpdateWeightVersion(body({}), None), "new_version"),
         (lambda s: s.Pause(V.VllmPauseRequest(mode="later"), None), "mode"),
         (lambda s: s.WakeUp(V.VllmWakeUpRequest(tags=["all"]), None), "tags"),
+        (lambda s: s.InitWeightTransferEngine(body({"init_info": {"packed_num_buffers": 0}}), None), "init_info"),
+        (lambda s: s.AbortRequests(body({"request_ids": "x"}), None), "request_ids"),
+        (lambda s: s.AbortRequests(body({"ids": []}), None), "ids"),
+        (lambda s: s.WeightChecker(body({"action": "compare"}), None), "baseline"),
+        (lambda s: s.WeightChecker(body({"action": "checksum", "baseline": {}}), None), "baseline"),
+        (lambda s: s.WeightChecker(body({"action": "compare", "baseline": {"w": 1}}), None), "baseline"),
+        (lambda s: s.WeightChecker(body({"action": "sum"}), None), "action"),
     ],
 )
 async def test_refusals_name_the_field(face, call, field):
@@ -129,4 +173,12 @@ async def test_refusals_name_the_field(face, call, field):
     with pytest.raises(ServiceError) as refused:
         await call(server)
     assert refused.value.code.name == "INVALID_ARGUMENT" and refused.value.violations[0][0].startswith(field)
-    assert not fleet.sent  # refused before any replica was called
+    assert not set(fleet.sent) - {"GetWeightInfo"}  # refused before any replica was changed
+
+
+@pytest.mark.parametrize("method", ["StartDraftWeightUpdate", "CollectiveRpc"])
+async def test_routes_not_served_are_refused_by_name(face, method):
+    server, _ = face
+    with pytest.raises(ServiceError) as refused:
+        await getattr(server, method)(body({"method": "reset_weights"}), None)
+    assert refused.value.code.name == "UNIMPLEMENTED" and refused.value.reason == "RPC_NOT_SERVED"

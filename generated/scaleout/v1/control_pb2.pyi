@@ -20,6 +20,7 @@ class SleepTag(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SLEEP_TAG_UNSPECIFIED: _ClassVar[SleepTag]
     SLEEP_TAG_WEIGHTS: _ClassVar[SleepTag]
     SLEEP_TAG_KV_CACHE: _ClassVar[SleepTag]
+    SLEEP_TAG_SCHEDULING: _ClassVar[SleepTag]
 PAUSE_MODE_UNSPECIFIED: PauseMode
 PAUSE_MODE_ABORT: PauseMode
 PAUSE_MODE_WAIT: PauseMode
@@ -27,6 +28,7 @@ PAUSE_MODE_KEEP: PauseMode
 SLEEP_TAG_UNSPECIFIED: SleepTag
 SLEEP_TAG_WEIGHTS: SleepTag
 SLEEP_TAG_KV_CACHE: SleepTag
+SLEEP_TAG_SCHEDULING: SleepTag
 
 class PauseRequest(_message.Message):
     __slots__ = ("mode",)
@@ -99,16 +101,20 @@ class GetSleepStateResponse(_message.Message):
     def __init__(self, sleeping: _Optional[bool] = ..., level: _Optional[int] = ..., asleep: _Optional[_Iterable[_Union[SleepTag, str]]] = ...) -> None: ...
 
 class InitWeightTransferRequest(_message.Message):
-    __slots__ = ("master_address", "master_port", "rank", "world_size")
+    __slots__ = ("master_address", "master_port", "rank", "world_size", "packed", "packed_buffer_size_bytes")
     MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MASTER_PORT_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
+    PACKED_BUFFER_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     master_address: str
     master_port: int
     rank: int
     world_size: int
-    def __init__(self, master_address: _Optional[str] = ..., master_port: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ...) -> None: ...
+    packed: bool
+    packed_buffer_size_bytes: int
+    def __init__(self, master_address: _Optional[str] = ..., master_port: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., packed: _Optional[bool] = ..., packed_buffer_size_bytes: _Optional[int] = ...) -> None: ...
 
 class InitWeightTransferResponse(_message.Message):
     __slots__ = ("backend",)
@@ -187,6 +193,59 @@ class GetWeightInfoResponse(_message.Message):
     backend: str
     world_size: int
     def __init__(self, weight_version: _Optional[str] = ..., backend: _Optional[str] = ..., world_size: _Optional[int] = ...) -> None: ...
+
+class ShutdownWeightTransferRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ShutdownWeightTransferResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetWeightChecksumsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetWeightChecksumsResponse(_message.Message):
+    __slots__ = ("checksums",)
+    class ChecksumsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CHECKSUMS_FIELD_NUMBER: _ClassVar[int]
+    checksums: _containers.ScalarMap[str, str]
+    def __init__(self, checksums: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ZeroWeightsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ZeroWeightsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AbortRequestsRequest(_message.Message):
+    __slots__ = ("request_ids",)
+    REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    request_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AbortRequestsResponse(_message.Message):
+    __slots__ = ("aborted",)
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    aborted: int
+    def __init__(self, aborted: _Optional[int] = ...) -> None: ...
+
+class ReleaseKvCacheRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReleaseKvCacheResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ResetPrefixCacheRequest(_message.Message):
     __slots__ = ()

@@ -114,6 +114,31 @@ class EngineControlServiceStub:
                 request_serializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoResponse.FromString,
                 _registered_method=True)
+        self.ShutdownWeightTransfer = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/ShutdownWeightTransfer',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.ShutdownWeightTransferRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.ShutdownWeightTransferResponse.FromString,
+                _registered_method=True)
+        self.GetWeightChecksums = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/GetWeightChecksums',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.GetWeightChecksumsRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.GetWeightChecksumsResponse.FromString,
+                _registered_method=True)
+        self.ZeroWeights = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/ZeroWeights',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.ZeroWeightsRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.ZeroWeightsResponse.FromString,
+                _registered_method=True)
+        self.AbortRequests = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/AbortRequests',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.AbortRequestsRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.AbortRequestsResponse.FromString,
+                _registered_method=True)
+        self.ReleaseKvCache = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/ReleaseKvCache',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheResponse.FromString,
+                _registered_method=True)
 
 
 class EngineControlServiceServicer:
@@ -238,6 +263,47 @@ class EngineControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShutdownWeightTransfer(self, request, context):
+        """Leaves the trainer's process group (nccl) and forgets the transfer: a later update needs InitWeightTransfer.
+        A no-op when none was joined. FAILED_PRECONDITION (WEIGHT_TRANSFER_STATE) during an update.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWeightChecksums(self, request, context):
+        """A SHA-256 of each weight's bytes, by its checkpoint (Hugging Face) name: the same digest a trainer takes of its
+        own tensor of the same dtype, so it can check an update landed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ZeroWeights(self, request, context):
+        """Sets every weight to zero (to prove a later update writes them all). The prefix cache is emptied and running
+        sequences recompute, as after FinishWeightUpdate. FAILED_PRECONDITION (WEIGHT_TRANSFER_STATE) during an update
+        or while the weights are asleep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortRequests(self, request, context):
+        """Ends in-flight requests with FINISH_REASON_ABORT without pausing: those whose request id (as their caller
+        sent it) is named, or every one when none is named.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseKvCache(self, request, context):
+        """Frees the KV cache of a paused engine (any mode; frozen requests recompute after): WakeUp (kv_cache) restores
+        it. FAILED_PRECONDITION (WEIGHT_TRANSFER_STATE) when not paused, or while the weights are asleep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -315,6 +381,31 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
                     servicer.GetWeightInfo,
                     request_deserializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_control__pb2.GetWeightInfoResponse.SerializeToString,
+            ),
+            'ShutdownWeightTransfer': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShutdownWeightTransfer,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.ShutdownWeightTransferRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.ShutdownWeightTransferResponse.SerializeToString,
+            ),
+            'GetWeightChecksums': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWeightChecksums,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.GetWeightChecksumsRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.GetWeightChecksumsResponse.SerializeToString,
+            ),
+            'ZeroWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.ZeroWeights,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.ZeroWeightsRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.ZeroWeightsResponse.SerializeToString,
+            ),
+            'AbortRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortRequests,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.AbortRequestsRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.AbortRequestsResponse.SerializeToString,
+            ),
+            'ReleaseKvCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseKvCache,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -726,6 +817,141 @@ class EngineControlService:
             '/scaleout.v1.EngineControlService/GetWeightInfo',
             scaleout_dot_v1_dot_control__pb2.GetWeightInfoRequest.SerializeToString,
             scaleout_dot_v1_dot_control__pb2.GetWeightInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShutdownWeightTransfer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/ShutdownWeightTransfer',
+            scaleout_dot_v1_dot_control__pb2.ShutdownWeightTransferRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.ShutdownWeightTransferResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWeightChecksums(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/GetWeightChecksums',
+            scaleout_dot_v1_dot_control__pb2.GetWeightChecksumsRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.GetWeightChecksumsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ZeroWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/ZeroWeights',
+            scaleout_dot_v1_dot_control__pb2.ZeroWeightsRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.ZeroWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/AbortRequests',
+            scaleout_dot_v1_dot_control__pb2.AbortRequestsRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.AbortRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseKvCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/ReleaseKvCache',
+            scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/vllm_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"J\n\x10VllmPauseRequest\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x18\n\x0b\x63lear_cache\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_clear_cache\"\x13\n\x11VllmResumeRequest\"\x15\n\x13VllmIsPausedRequest\">\n\x10VllmSleepRequest\x12\x12\n\x05level\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x0c\n\x04mode\x18\x02 \x01(\tB\x08\n\x06_level\"!\n\x11VllmWakeUpRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\"\x17\n\x15VllmIsSleepingRequest\"\x17\n\x15VllmWeightInfoRequest\"A\n\x17VllmGetWorldSizeRequest\x12\x17\n\ninclude_dp\x18\x01 \x01(\x08H\x00\x88\x01\x01\x42\r\n\x0b_include_dp\"\x14\n\x12VllmGetLoadRequest\"\x1b\n\x19VllmKvEventSourcesRequest\"U\n\x1bVllmResetPrefixCacheRequest\x12\x1e\n\x16reset_running_requests\x18\x01 \x01(\x08\x12\x16\n\x0ereset_external\x18\x02 \x01(\x08\x32\xf2\x0b\n\x11VllmServerService\x12S\n\x07GetLoad\x12\x1f.scaleout.v1.VllmGetLoadRequest\x1a\x14.google.api.HttpBody\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/get_load\x12o\n\x10ResetPrefixCache\x12(.scaleout.v1.VllmResetPrefixCacheRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x13/reset_prefix_cache\x12i\n\x0eKvEventSources\x12&.scaleout.v1.VllmKvEventSourcesRequest\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/kv_event_sources\x12L\n\x05Pause\x12\x1d.scaleout.v1.VllmPauseRequest\x1a\x14.google.api.HttpBody\"\x0e\x82\xd3\xe4\x93\x02\x08\"\x06/pause\x12O\n\x06Resume\x12\x1e.scaleout.v1.VllmResumeRequest\x1a\x14.google.api.HttpBody\"\x0f\x82\xd3\xe4\x93\x02\t\"\x07/resume\x12V\n\x08IsPaused\x12 .scaleout.v1.VllmIsPausedRequest\x1a\x14.google.api.HttpBody\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/is_paused\x12L\n\x05Sleep\x12\x1d.scaleout.v1.VllmSleepRequest\x1a\x14.google.api.HttpBody\"\x0e\x82\xd3\xe4\x93\x02\x08\"\x06/sleep\x12P\n\x06WakeUp\x12\x1e.scaleout.v1.VllmWakeUpRequest\x1a\x14.google.api.HttpBody\"\x10\x82\xd3\xe4\x93\x02\n\"\x08/wake_up\x12\\\n\nIsSleeping\x12\".scaleout.v1.VllmIsSleepingRequest\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/is_sleeping\x12o\n\x18InitWeightTransferEngine\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\'\x82\xd3\xe4\x93\x02!\"\x1c/init_weight_transfer_engine:\x01*\x12`\n\x11StartWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/start_weight_update:\x01*\x12W\n\rUpdateWeights\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/update_weights:\x01*\x12\x62\n\x12\x46inishWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\" \x82\xd3\xe4\x93\x02\x1a\"\x15/finish_weight_update:\x01*\x12\x64\n\x13UpdateWeightVersion\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/update_weight_version:\x01*\x12\\\n\nWeightInfo\x12\".scaleout.v1.VllmWeightInfoRequest\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/weight_info\x12\x63\n\x0cGetWorldSize\x12$.scaleout.v1.VllmGetWorldSizeRequest\x1a\x14.google.api.HttpBody\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/get_world_sizeB\x91\x01\n\x0f\x63om.scaleout.v1B\x0fVllmServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dscaleout/v1/vllm_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\")\n\'VllmShutdownWeightTransferEngineRequest\"!\n\x1fVllmReleaseKvCacheMemoryRequest\"J\n\x10VllmPauseRequest\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x18\n\x0b\x63lear_cache\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_clear_cache\"\x13\n\x11VllmResumeRequest\"\x15\n\x13VllmIsPausedRequest\">\n\x10VllmSleepRequest\x12\x12\n\x05level\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x0c\n\x04mode\x18\x02 \x01(\tB\x08\n\x06_level\"!\n\x11VllmWakeUpRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\"\x17\n\x15VllmIsSleepingRequest\"\x17\n\x15VllmWeightInfoRequest\"A\n\x17VllmGetWorldSizeRequest\x12\x17\n\ninclude_dp\x18\x01 \x01(\x08H\x00\x88\x01\x01\x42\r\n\x0b_include_dp\"\x14\n\x12VllmGetLoadRequest\"\x1b\n\x19VllmKvEventSourcesRequest\"U\n\x1bVllmResetPrefixCacheRequest\x12\x1e\n\x16reset_running_requests\x18\x01 \x01(\x08\x12\x16\n\x0ereset_external\x18\x02 \x01(\x08\x32\xff\x10\n\x11VllmServerService\x12S\n\x07GetLoad\x12\x1f.scaleout.v1.VllmGetLoadRequest\x1a\x14.google.api.HttpBody\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/get_load\x12o\n\x10ResetPrefixCache\x12(.scaleout.v1.VllmResetPrefixCacheRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x13/reset_prefix_cache\x12i\n\x0eKvEventSources\x12&.scaleout.v1.VllmKvEventSourcesRequest\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/kv_event_sources\x12L\n\x05Pause\x12\x1d.scaleout.v1.VllmPauseRequest\x1a\x14.google.api.HttpBody\"\x0e\x82\xd3\xe4\x93\x02\x08\"\x06/pause\x12O\n\x06Resume\x12\x1e.scaleout.v1.VllmResumeRequest\x1a\x14.google.api.HttpBody\"\x0f\x82\xd3\xe4\x93\x02\t\"\x07/resume\x12V\n\x08IsPaused\x12 .scaleout.v1.VllmIsPausedRequest\x1a\x14.google.api.HttpBody\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/is_paused\x12L\n\x05Sleep\x12\x1d.scaleout.v1.VllmSleepRequest\x1a\x14.google.api.HttpBody\"\x0e\x82\xd3\xe4\x93\x02\x08\"\x06/sleep\x12P\n\x06WakeUp\x12\x1e.scaleout.v1.VllmWakeUpRequest\x1a\x14.google.api.HttpBody\"\x10\x82\xd3\xe4\x93\x02\n\"\x08/wake_up\x12\\\n\nIsSleeping\x12\".scaleout.v1.VllmIsSleepingRequest\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/is_sleeping\x12o\n\x18InitWeightTransferEngine\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\'\x82\xd3\xe4\x93\x02!\"\x1c/init_weight_transfer_engine:\x01*\x12`\n\x11StartWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/start_weight_update:\x01*\x12W\n\rUpdateWeights\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/update_weights:\x01*\x12\x62\n\x12\x46inishWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\" \x82\xd3\xe4\x93\x02\x1a\"\x15/finish_weight_update:\x01*\x12\x64\n\x13UpdateWeightVersion\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/update_weight_version:\x01*\x12\\\n\nWeightInfo\x12\".scaleout.v1.VllmWeightInfoRequest\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/weight_info\x12\x63\n\x0cGetWorldSize\x12$.scaleout.v1.VllmGetWorldSizeRequest\x1a\x14.google.api.HttpBody\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/get_world_size\x12W\n\rAbortRequests\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/abort_requests:\x01*\x12\x94\x01\n\x1cShutdownWeightTransferEngine\x12\x34.scaleout.v1.VllmShutdownWeightTransferEngineRequest\x1a\x14.google.api.HttpBody\"(\x82\xd3\xe4\x93\x02\"\" /shutdown_weight_transfer_engine\x12W\n\rWeightChecker\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/weight_checker:\x01*\x12|\n\x14ReleaseKvCacheMemory\x12,.scaleout.v1.VllmReleaseKvCacheMemoryRequest\x1a\x14.google.api.HttpBody\" \x82\xd3\xe4\x93\x02\x1a\"\x18/release_kv_cache_memory\x12k\n\x16StartDraftWeightUpdate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/start_draft_weight_update:\x01*\x12W\n\rCollectiveRpc\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/collective_rpc:\x01*B\x91\x01\n\x0f\x63om.scaleout.v1B\x0fVllmServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -66,28 +66,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VLLMSERVERSERVICE'].methods_by_name['WeightInfo']._serialized_options = b'\202\323\344\223\002\016\022\014/weight_info'
   _globals['_VLLMSERVERSERVICE'].methods_by_name['GetWorldSize']._loaded_options = None
   _globals['_VLLMSERVERSERVICE'].methods_by_name['GetWorldSize']._serialized_options = b'\202\323\344\223\002\021\022\017/get_world_size'
-  _globals['_VLLMPAUSEREQUEST']._serialized_start=103
-  _globals['_VLLMPAUSEREQUEST']._serialized_end=177
-  _globals['_VLLMRESUMEREQUEST']._serialized_start=179
-  _globals['_VLLMRESUMEREQUEST']._serialized_end=198
-  _globals['_VLLMISPAUSEDREQUEST']._serialized_start=200
-  _globals['_VLLMISPAUSEDREQUEST']._serialized_end=221
-  _globals['_VLLMSLEEPREQUEST']._serialized_start=223
-  _globals['_VLLMSLEEPREQUEST']._serialized_end=285
-  _globals['_VLLMWAKEUPREQUEST']._serialized_start=287
-  _globals['_VLLMWAKEUPREQUEST']._serialized_end=320
-  _globals['_VLLMISSLEEPINGREQUEST']._serialized_start=322
-  _globals['_VLLMISSLEEPINGREQUEST']._serialized_end=345
-  _globals['_VLLMWEIGHTINFOREQUEST']._serialized_start=347
-  _globals['_VLLMWEIGHTINFOREQUEST']._serialized_end=370
-  _globals['_VLLMGETWORLDSIZEREQUEST']._serialized_start=372
-  _globals['_VLLMGETWORLDSIZEREQUEST']._serialized_end=437
-  _globals['_VLLMGETLOADREQUEST']._serialized_start=439
-  _globals['_VLLMGETLOADREQUEST']._serialized_end=459
-  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_start=461
-  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_end=488
-  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_start=490
-  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_end=575
-  _globals['_VLLMSERVERSERVICE']._serialized_start=578
-  _globals['_VLLMSERVERSERVICE']._serialized_end=2100
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['AbortRequests']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['AbortRequests']._serialized_options = b'\202\323\344\223\002\024\"\017/abort_requests:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['ShutdownWeightTransferEngine']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['ShutdownWeightTransferEngine']._serialized_options = b'\202\323\344\223\002\"\" /shutdown_weight_transfer_engine'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['WeightChecker']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['WeightChecker']._serialized_options = b'\202\323\344\223\002\024\"\017/weight_checker:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['ReleaseKvCacheMemory']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['ReleaseKvCacheMemory']._serialized_options = b'\202\323\344\223\002\032\"\030/release_kv_cache_memory'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['StartDraftWeightUpdate']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['StartDraftWeightUpdate']._serialized_options = b'\202\323\344\223\002\037\"\032/start_draft_weight_update:\001*'
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['CollectiveRpc']._loaded_options = None
+  _globals['_VLLMSERVERSERVICE'].methods_by_name['CollectiveRpc']._serialized_options = b'\202\323\344\223\002\024\"\017/collective_rpc:\001*'
+  _globals['_VLLMSHUTDOWNWEIGHTTRANSFERENGINEREQUEST']._serialized_start=103
+  _globals['_VLLMSHUTDOWNWEIGHTTRANSFERENGINEREQUEST']._serialized_end=144
+  _globals['_VLLMRELEASEKVCACHEMEMORYREQUEST']._serialized_start=146
+  _globals['_VLLMRELEASEKVCACHEMEMORYREQUEST']._serialized_end=179
+  _globals['_VLLMPAUSEREQUEST']._serialized_start=181
+  _globals['_VLLMPAUSEREQUEST']._serialized_end=255
+  _globals['_VLLMRESUMEREQUEST']._serialized_start=257
+  _globals['_VLLMRESUMEREQUEST']._serialized_end=276
+  _globals['_VLLMISPAUSEDREQUEST']._serialized_start=278
+  _globals['_VLLMISPAUSEDREQUEST']._serialized_end=299
+  _globals['_VLLMSLEEPREQUEST']._serialized_start=301
+  _globals['_VLLMSLEEPREQUEST']._serialized_end=363
+  _globals['_VLLMWAKEUPREQUEST']._serialized_start=365
+  _globals['_VLLMWAKEUPREQUEST']._serialized_end=398
+  _globals['_VLLMISSLEEPINGREQUEST']._serialized_start=400
+  _globals['_VLLMISSLEEPINGREQUEST']._serialized_end=423
+  _globals['_VLLMWEIGHTINFOREQUEST']._serialized_start=425
+  _globals['_VLLMWEIGHTINFOREQUEST']._serialized_end=448
+  _globals['_VLLMGETWORLDSIZEREQUEST']._serialized_start=450
+  _globals['_VLLMGETWORLDSIZEREQUEST']._serialized_end=515
+  _globals['_VLLMGETLOADREQUEST']._serialized_start=517
+  _globals['_VLLMGETLOADREQUEST']._serialized_end=537
+  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_start=539
+  _globals['_VLLMKVEVENTSOURCESREQUEST']._serialized_end=566
+  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_start=568
+  _globals['_VLLMRESETPREFIXCACHEREQUEST']._serialized_end=653
+  _globals['_VLLMSERVERSERVICE']._serialized_start=656
+  _globals['_VLLMSERVERSERVICE']._serialized_end=2831
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class VllmShutdownWeightTransferEngineRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class VllmReleaseKvCacheMemoryRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class VllmPauseRequest(_message.Message):
     __slots__ = ("mode", "clear_cache")
     MODE_FIELD_NUMBER: _ClassVar[int]

@@ -118,6 +118,36 @@ class VllmServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetWorldSizeRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.AbortRequests = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/AbortRequests',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.ShutdownWeightTransferEngine = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/ShutdownWeightTransferEngine',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmShutdownWeightTransferEngineRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.WeightChecker = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/WeightChecker',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.ReleaseKvCacheMemory = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/ReleaseKvCacheMemory',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmReleaseKvCacheMemoryRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.StartDraftWeightUpdate = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/StartDraftWeightUpdate',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.CollectiveRpc = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/CollectiveRpc',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class VllmServerServiceServicer:
@@ -245,6 +275,50 @@ class VllmServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AbortRequests(self, request, context):
+        """`POST /abort_requests {"request_ids": [...]}`: `{"status": "aborted", "aborted": n}` (n: the ids named, as
+        vLLM counts; with none named every in-flight request ends and n counts them).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShutdownWeightTransferEngine(self, request, context):
+        """`POST /shutdown_weight_transfer_engine`: `{"message": "Weight transfer shut down"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WeightChecker(self, request, context):
+        """`POST /weight_checker {"action": "checksum"|"reset"|"compare", "baseline": {...}}`: `{"checksums": {...}}`,
+        `{"status": "reset"}` or `{"match": bool, "mismatches": [...]}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseKvCacheMemory(self, request, context):
+        """`POST /release_kv_cache_memory` (a paused engine): `{"status": "kv_cache_released"}`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartDraftWeightUpdate(self, request, context):
+        """`POST /start_draft_weight_update`: refused (RPC_NOT_SERVED): the engines run no speculative draft model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CollectiveRpc(self, request, context):
+        """`POST /collective_rpc`: refused (RPC_NOT_SERVED): no method of the engine is callable by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VllmServerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -326,6 +400,36 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             'GetWorldSize': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWorldSize,
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetWorldSizeRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'AbortRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortRequests,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'ShutdownWeightTransferEngine': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShutdownWeightTransferEngine,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmShutdownWeightTransferEngineRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'WeightChecker': grpc.unary_unary_rpc_method_handler(
+                    servicer.WeightChecker,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'ReleaseKvCacheMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseKvCacheMemory,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmReleaseKvCacheMemoryRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StartDraftWeightUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartDraftWeightUpdate,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CollectiveRpc': grpc.unary_unary_rpc_method_handler(
+                    servicer.CollectiveRpc,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -763,6 +867,168 @@ class VllmServerService:
             target,
             '/scaleout.v1.VllmServerService/GetWorldSize',
             scaleout_dot_v1_dot_vllm__server__pb2.VllmGetWorldSizeRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/AbortRequests',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShutdownWeightTransferEngine(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/ShutdownWeightTransferEngine',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmShutdownWeightTransferEngineRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WeightChecker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/WeightChecker',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseKvCacheMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/ReleaseKvCacheMemory',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmReleaseKvCacheMemoryRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartDraftWeightUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/StartDraftWeightUpdate',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CollectiveRpc(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/CollectiveRpc',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
