@@ -45,6 +45,11 @@ FANNED_OUT = {
     "scaleout.v1.EngineControlService.FinishWeightUpdate": "scaleout.v1.VllmServerService.FinishWeightUpdate",
     "scaleout.v1.EngineControlService.SetWeightVersion": "scaleout.v1.VllmServerService.UpdateWeightVersion",
     "scaleout.v1.EngineControlService.GetWeightInfo": "scaleout.v1.VllmServerService.WeightInfo",
+    "scaleout.v1.EngineControlService.ShutdownWeightTransfer": "scaleout.v1.VllmServerService.ShutdownWeightTransferEngine",
+    "scaleout.v1.EngineControlService.GetWeightChecksums": "scaleout.v1.VllmServerService.WeightChecker",
+    "scaleout.v1.EngineControlService.ZeroWeights": "scaleout.v1.VllmServerService.WeightChecker",
+    "scaleout.v1.EngineControlService.AbortRequests": "scaleout.v1.VllmServerService.AbortRequests",
+    "scaleout.v1.EngineControlService.ReleaseKvCache": "scaleout.v1.VllmServerService.ReleaseKvCacheMemory",
 }
 # One replica's stream with no REST twin: a router subscribes to each replica's KV events over gRPC.
 PER_REPLICA = {"scaleout.v1.EngineControlService.SubscribeKvEvents"}

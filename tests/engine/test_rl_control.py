@@ -234,3 +234,26 @@ async def test_sleep_and_wake_up_by_tags(engine, tmp_path):
     assert (await control.WakeUp(C.WakeUpRequest())).awake
     await from_disk(control, service, tmp_path / "again", 2, "awake")
     assert (await greedy(stub))[0] == reference(MODELS[2], PROMPT, 8)
+
+
+async def test_abort_requests_by_id_or_all_and_release_the_kv_cache(engine):
+    stub, control, service = engine
+    calls = [
+        stub.Generate(request(PROMPT, request_id=f"r{i}", temperature=0, max_tokens=400, ignore_eos=True))
+        for i in range(3)
+    ]
+    for call in calls:
+        await _until_tokens(call, 1)
+    assert (await control.AbortRequests(C.AbortRequestsRequest(request_ids=["r0", "gone"]))).aborted == 1
+    assert (await control.AbortRequests(C.AbortRequestsRequest())).aborted == 2  # none named: every one
+    for call in calls:
+        assert [m async for m in call][-1].choices[-1].finish_reason == common_pb2.FINISH_REASON_ABORT
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await control.ReleaseKvCache(C.ReleaseKvCacheRequest())
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # only while paused
+    await control.Pause(C.PauseRequest(mode=C.PAUSE_MODE_KEEP))
+    await control.ReleaseKvCache(C.ReleaseKvCacheRequest())
+    assert service.loaded.engine.runner.kv_caches == []
+    assert (await control.WakeUp(C.WakeUpRequest(tags=[C.SLEEP_TAG_KV_CACHE]))).awake
+    await control.Resume(C.ResumeRequest())
+    assert len((await greedy(stub))[0]) == 8
