@@ -29,7 +29,8 @@ from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
-_PASSED_ON = {Reason.KV_HANDOFF_EXPIRED, Reason.KV_HANDOFF_ENGINE_GONE, Reason.KV_HANDOFF_MISMATCH}
+_THIS_HANDOFF = {Reason.KV_HANDOFF_EXPIRED, Reason.KV_HANDOFF_MISMATCH}
+_PASSED_ON = {*_THIS_HANDOFF, Reason.KV_HANDOFF_ENGINE_GONE}
 
 
 @dataclass
@@ -76,8 +77,9 @@ class Puller:
             if data is None:
                 data = await self._stream(stub, request, limit_s)
         except grpc.aio.AioRpcError as error:
-            self.mapped.pop(handoff.engine_id, None)
             passed = ServiceError.from_rpc_error(error)
+            if passed.reason not in _THIS_HANDOFF:  # the engine may be gone: map it again if it answers
+                self.mapped.pop(handoff.engine_id, None)
             if passed.reason in _PASSED_ON:
                 raise passed from None
             raise fail(
@@ -114,7 +116,7 @@ class Puller:
                 try:
                     layers = transport.open_shared(list(answer.layers), self.layout, self.device)
                     mapped = Mapped(answer.cache_generation, layers)
-                except (ValueError, RuntimeError) as error:
+                except Exception as error:  # a layout it cannot hold, or the driver's refusal: either way, stream
                     log.warning("cannot map the KV cache of engine %s (%s): streaming from it", engine_id, error)
         self.mapped[engine_id] = mapped
         return mapped
