@@ -6,9 +6,9 @@
 # of 16 requests of 1,000 + 128 tokens at once, P/D against the decode engine alone, with the transport the decode
 # engine used. Results in $OUT/h200_pd.json and .log (bench/serving/README.md takes the numbers).
 source bench/serving/h200_env.sh
-timeout 150 python3 -m pytest -q -p no:cacheprovider --durations=3 tests/engine/test_kv_ipc_cuda.py 2>&1 | quiet \
+timeout 180 python3 -m pytest -q -p no:cacheprovider --durations=3 tests/engine/test_kv_ipc_cuda.py 2>&1 | quiet \
   | tee "$OUT/h200_pd_test.log"
-timeout 360 python3 -m bench.serving.pd --shape llama-8b --device cuda --kv-fraction 0.35 \
+timeout 340 python3 -m bench.serving.pd --shape llama-8b --device cuda --kv-fraction 0.35 \
   --engine-flags "--max-model-len 20000" --transfer-tokens 1000 4000 16000 --prompt-tokens 1000 \
   --output-tokens 128 --requests 16 --json "$OUT/h200_pd.json" 2>&1 | quiet | tee "$OUT/h200_pd.log"
 echo "total: ${SECONDS} s"
