@@ -19,7 +19,8 @@ from render_svc.http_face import METHODS, ROUTES
 FACE_PATHS = ("/v1/chat/completions/render", "/v1/completions/render")
 
 
-def _routes(http_port: int) -> list[dict]:
+def _routes(http_port: int) -> tuple[dict, list[dict]]:
+    """The rendered config, and its routes, with every render replica's HTTP face on `http_port` (0: none)."""
     upstreams = [
         Upstream(role, [Endpoint("127.0.0.1", 50051 + i, http_port if role == "render" else 0)])
         for i, role in enumerate(SERVICES)
