@@ -386,9 +386,11 @@ class Stack(Started):
             lines.append(f"CA certificate:        {self.ca_cert}  (TLS at the gateway, mTLS between every hop)")
             key = self.api_key or f"the keys in {self.api_keys_path}"
             lines.append(f"API key:               {key}  (Authorization: Bearer <key>)")
+        http = {f"render-{i}": port for i, port in enumerate(self.render_http_ports)}
         for r in self.replicas:
             metrics = f"  metrics {r.metrics_url}" if r.metrics_url else ""
-            lines.append(f"{r.name:<22} {self.config.host}:{r.port}{metrics}")
+            face = f"  vLLM render HTTP {self.config.host}:{http[r.name]}" if r.name in http else ""
+            lines.append(f"{r.name:<22} {self.config.host}:{r.port}{metrics}{face}")
         return "\n".join(lines)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
