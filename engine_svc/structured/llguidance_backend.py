@@ -9,7 +9,8 @@ and `coerce_one_of` are forced off over whatever the schema's own `x-guidance` s
 rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator checks (`int64`, `made-up`) and
 keywords the 2020-12 validator ignores (`dependencies`) are dropped as the annotations they are; `date`, `time`,
 `date-time`, `ipv4`, `ipv6` and `hostname` become strings.py's patterns (llguidance's own formats admit what
-validators refuse: year 0000, second 60), as they do for xgrammar.
+validators refuse: year 0000, second 60), as they do for xgrammar. llguidance does not keep names written under
+`additionalProperties` / `patternProperties` unique (documented): a `minProperties` they must make up is refused.
 Unlike xgrammar's strict mode, objects keep JSON Schema's default (`additionalProperties` true) where unstated.
 
 Matchers stop on the request's stop ids, not the tokenizer's EOS: the mask llguidance writes has its EOS bit
@@ -40,7 +41,32 @@ _IGNORED = ("dependencies",)
 def prepare(node: Any) -> Any:
     """`node` (a schema) as llguidance must see it: exact rewrites (rewrite.py), and without the `format`s
     validators do not check or the keywords they ignore, in every subschema (a copy)."""
-    return _drop_annotations(rewrite.exact(node))
+    out = _drop_annotations(rewrite.exact(node))
+    _check_counts(out, "#")
+    return out
+
+
+def _check_counts(node: Any, path: str) -> None:
+    """llguidance may write a name twice under `additionalProperties` / `patternProperties` (a parser keeps one):
+    a `minProperties` those names must make up is refused."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _check_counts(item, f"{path}/{i}")
+        return
+    if not isinstance(node, dict):
+        return
+    listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    required = {n for n in node.get("required", []) if n in listed} if isinstance(node.get("required"), list) else set()
+    open_ = node.get("additionalProperties", True) is not False or "patternProperties" in node
+    if open_ and isinstance(node.get("minProperties"), int) and node["minProperties"] > len(required):
+        raise GrammarError(f"{path}: minProperties beyond the required properties (llguidance may repeat a name)")
+    for key in rewrite.MAPS:
+        if isinstance(node.get(key), dict):
+            for name, sub in node[key].items():
+                _check_counts(sub, f"{path}/{key}/{name}")
+    for key in rewrite.SUBSCHEMAS:
+        if isinstance(node.get(key), (dict, list)):
+            _check_counts(node[key], f"{path}/{key}")
 
 
 def _drop_annotations(node: Any) -> Any:

@@ -108,6 +108,16 @@ REFUSED = {
     "not": ({"properties": {"a": {"not": {"type": "string"}}}}, "#/properties/a: not"),
     "a checked format": ({"type": "string", "format": "regex"}, "#: format 'regex'"),
     "uniqueItems": ({"type": "array", "uniqueItems": True}, "#: uniqueItems"),
+    "minProperties made up by unlisted names on llguidance": (
+        {
+            "type": "object",
+            "properties": {"z": {"type": "string", "pattern": "^a$", "maxLength": 1}},
+            "required": ["z"],
+            "additionalProperties": {"type": "integer"},
+            "minProperties": 3,
+        },
+        "#: minProperties beyond the required properties",
+    ),
     "a lookahead": ({"type": "string", "pattern": "^(?!ab)[a-c]{2}$"}, "#: pattern"),
     "an invalid schema": ({"type": "integer", "minimum": "3"}, "#/minimum: not a valid JSON Schema"),
 }
