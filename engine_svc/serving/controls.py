@@ -13,7 +13,10 @@ The policy:
 - Sleep: a pause in its mode, then level 1 frees the KV cache (running sequences recompute after) and moves the
   weights to host memory (on CPU they are there already and stay); level 2 frees the cache and drops the weights
   (WakeUp reallocates them uninitialised: a weight update must follow). Level 0 only pauses. WakeUp restores the
-  tags named (all by default); once nothing is asleep the pause ends.
+  tags named (all by default); once nothing is asleep any pause ends (vLLM's: a /pause too). ReleaseKvCache frees
+  the KV cache of a paused engine (running sequences recompute after WakeUp).
+- AbortRequests ends live requests (by public id, or all) without pausing. ZeroWeights (vLLM's weight_checker
+  reset) drops the prefix cache and recomputes running sequences, as a weight update does.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ class Controls:
             self.asleep.add(WEIGHTS)
 
     def wake_up(self, outputs, tags: list[int]) -> bool:
-        """Restore `tags` (all when empty); True once nothing is asleep (the pause has ended)."""
+        """Restore `tags` (all when empty; SCHEDULING restores nothing); True once nothing is asleep (then any pause
+        has ended)."""
         restored = False
         for tag in tags or (WEIGHTS, KV_CACHE):
             if tag in self.asleep:
@@ -136,8 +140,8 @@ class Controls:
             return False
         if restored:  # nothing holds a block now (_release sent every sequence back): warm-up may write them
             self.memory.recapture()
-        if self.sleeping:
-            self.sleeping, self.level = False, 0
+        self.sleeping, self.level = False, 0
+        if not self.updating:  # awake ends any pause, as vLLM's EngineCore.wake_up resumes its scheduler
             self.resume(outputs)
         return True
 

@@ -61,7 +61,9 @@ class WeightTransfer:
         if self.backend != "nccl":
             if rendezvous:
                 raise fail(
-                    Reason.WEIGHT_TRANSFER_UNAVAILABLE, f"backend {self.backend} takes no rendezvous", "init_info"
+                    Reason.WEIGHT_TRANSFER_UNAVAILABLE,
+                    f"backend {self.backend} takes no rendezvous and no packed buffers",
+                    "init_info",
                 )
             if self.backend == "ipc" and self.device.type != "cuda":
                 raise fail(Reason.WEIGHT_TRANSFER_UNAVAILABLE, "the ipc backend needs a CUDA engine")

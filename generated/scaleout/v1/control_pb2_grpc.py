@@ -206,7 +206,8 @@ class EngineControlServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WakeUp(self, request, context):
-        """Restores what Sleep released (the tags named, or all); generation resumes once nothing is asleep.
+        """Restores what Sleep or ReleaseKvCache released (the tags named, or all); once nothing is asleep generation
+        resumes, ending a Pause too (as vLLM's wake_up resumes its scheduler).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -298,7 +299,7 @@ class EngineControlServiceServicer:
 
     def ReleaseKvCache(self, request, context):
         """Frees the KV cache of a paused engine (any mode; frozen requests recompute after): WakeUp (kv_cache) restores
-        it. FAILED_PRECONDITION (WEIGHT_TRANSFER_STATE) when not paused, or while the weights are asleep.
+        it (and resumes). FAILED_PRECONDITION (WEIGHT_TRANSFER_STATE) when not paused, or while the weights are asleep.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
