@@ -10,7 +10,8 @@ rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator
 keywords the 2020-12 validator ignores (`dependencies`) are dropped as the annotations they are; `date`, `time`,
 `date-time`, `ipv4`, `ipv6` and `hostname` become strings.py's patterns (llguidance's own formats admit what
 validators refuse: year 0000, second 60), as they do for xgrammar. llguidance does not keep names written under
-`additionalProperties` / `patternProperties` unique (documented): a `minProperties` they must make up is refused.
+`additionalProperties` / `patternProperties` unique (documented): a `minProperties` they must make up is refused,
+as is a `multipleOf` that is not whole (validators divide in floating point; xgrammar's lowering refuses it too).
 Unlike xgrammar's strict mode, objects keep JSON Schema's default (`additionalProperties` true) where unstated.
 
 Matchers stop on the request's stop ids, not the tokenizer's EOS: the mask llguidance writes has its EOS bit
@@ -42,16 +43,17 @@ def prepare(node: Any) -> Any:
     """`node` (a schema) as llguidance must see it: exact rewrites (rewrite.py), and without the `format`s
     validators do not check or the keywords they ignore, in every subschema (a copy)."""
     out = _drop_annotations(rewrite.exact(node))
-    _check_counts(out, "#")
+    _check_departures(out, "#")
     return out
 
 
-def _check_counts(node: Any, path: str) -> None:
-    """llguidance may write a name twice under `additionalProperties` / `patternProperties` (a parser keeps one):
-    a `minProperties` those names must make up is refused."""
+def _check_departures(node: Any, path: str) -> None:
+    """Where llguidance's outputs may fail a validator, refused: a `minProperties` that names under
+    `additionalProperties` / `patternProperties` must make up (llguidance may write one twice, a parser keeps one),
+    and a `multipleOf` that is not whole (validators divide in floating point: 64.91 is no multiple of 0.01)."""
     if isinstance(node, list):
         for i, item in enumerate(node):
-            _check_counts(item, f"{path}/{i}")
+            _check_departures(item, f"{path}/{i}")
         return
     if not isinstance(node, dict):
         return
@@ -60,13 +62,16 @@ def _check_counts(node: Any, path: str) -> None:
     open_ = node.get("additionalProperties", True) is not False or "patternProperties" in node
     if open_ and isinstance(node.get("minProperties"), int) and node["minProperties"] > len(required):
         raise GrammarError(f"{path}: minProperties beyond the required properties (llguidance may repeat a name)")
+    step = node.get("multipleOf")
+    if isinstance(step, (int, float)) and not float(step).is_integer():
+        raise GrammarError(f"{path}: multipleOf {step} (not whole: validators check it in floating point)")
     for key in rewrite.MAPS:
         if isinstance(node.get(key), dict):
             for name, sub in node[key].items():
-                _check_counts(sub, f"{path}/{key}/{name}")
+                _check_departures(sub, f"{path}/{key}/{name}")
     for key in rewrite.SUBSCHEMAS:
         if isinstance(node.get(key), (dict, list)):
-            _check_counts(node[key], f"{path}/{key}")
+            _check_departures(node[key], f"{path}/{key}")
 
 
 def _drop_annotations(node: Any) -> Any:

@@ -118,6 +118,13 @@ REFUSED = {
         },
         "#: minProperties beyond the required properties",
     ),
+    "a fractional multipleOf on llguidance": (
+        {
+            "type": "object",
+            "properties": {"x": {"type": "number", "multipleOf": 0.01}, "p": {"pattern": "^a$", "maxLength": 1}},
+        },
+        "#/properties/x: multipleOf 0.01",
+    ),
     "a lookahead": ({"type": "string", "pattern": "^(?!ab)[a-c]{2}$"}, "#: pattern"),
     "an invalid schema": ({"type": "integer", "minimum": "3"}, "#/minimum: not a valid JSON Schema"),
 }
