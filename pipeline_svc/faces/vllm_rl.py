@@ -121,10 +121,8 @@ def _checkpoint_format(value, field: str) -> None:
         raise fail(Reason.UNSUPPORTED_FIELD, f"{field}: only checkpoint-format weights are loaded", field)
 
 
-def _object(body: dict, key: str, required: bool) -> dict:
+def _object(body: dict, key: str) -> dict:
     value = body.get(key)
-    if value is None and not required:
-        return {}
     if not isinstance(value, dict):
         raise fail(Reason.INVALID_REQUEST, f"the body needs {key!r}: an object", key)
     return value
@@ -210,7 +208,7 @@ class VllmRl:
     async def InitWeightTransferEngine(self, request, context):
         body = _body(request)
         _only(body, {"init_info"})
-        base = _apply(INIT_INFO, C.InitWeightTransferRequest(), _object(body, "init_info", True), "init_info")
+        base = _apply(INIT_INFO, C.InitWeightTransferRequest(), _object(body, "init_info"), "init_info")
 
         def ranked(position: int) -> C.InitWeightTransferRequest:
             mine = C.InitWeightTransferRequest()
@@ -243,7 +241,7 @@ class VllmRl:
             updates = [_apply(UPDATE_INFO, C.UpdateWeightsRequest(), i, "update_info") for i in infos]
             await self._all(context, "UpdateWeights", lambda position: updates[position])
         else:
-            update = _apply(UPDATE_INFO, C.UpdateWeightsRequest(), _object(body, "update_info", True), "update_info")
+            update = _apply(UPDATE_INFO, C.UpdateWeightsRequest(), _object(body, "update_info"), "update_info")
             await self._all(context, "UpdateWeights", update)
         return json_body(MESSAGES["update"])
 
