@@ -6,8 +6,8 @@ Strict, per llguidance's docs/json_schema.md and checked against 1.7.6: keywords
 dropped; `oneOf` compiles only where llguidance proves the branches disjoint (`coerce_one_of` off); sibling keywords
 beside `anyOf`/`allOf`/`$ref` are intersected; `pattern` beside `minLength`/`maxLength` is intersected. `lenient`
 and `coerce_one_of` are forced off over whatever the schema's own `x-guidance` says. Before compiling, the schema is
-rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator checks (`int64`, `made-up`) and
-keywords the 2020-12 validator ignores (`dependencies`) are dropped as the annotations they are; `date`, `time`,
+rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator checks (`int64`, `made-up`) are
+dropped as the annotations they are; `date`, `time`,
 `date-time`, `ipv4`, `ipv6` and `hostname` become strings.py's patterns (llguidance's own formats admit what
 validators refuse: year 0000, second 60), as they do for xgrammar. llguidance does not keep names written under
 `additionalProperties` / `patternProperties` unique (documented): a `minProperties` they must make up is refused,
@@ -35,13 +35,10 @@ from engine_svc.structured.guide import allow
 from engine_svc.structured.spec import Constraint
 from engine_svc.structured.strings import CHECKED_FORMATS, PATTERNS
 
-# Keywords the 2020-12 validator ignores that llguidance would refuse (draft-07's `dependencies`).
-_IGNORED = ("dependencies",)
-
 
 def prepare(node: Any) -> Any:
     """`node` (a schema) as llguidance must see it: exact rewrites (rewrite.py), and without the `format`s
-    validators do not check or the keywords they ignore, in every subschema (a copy)."""
+    validators do not check, in every subschema (a copy)."""
     out = _drop_annotations(rewrite.exact(node))
     _check_departures(out, "#")
     return out
@@ -87,8 +84,6 @@ def _drop_annotations(node: Any) -> Any:
             out["allOf"] = [*out.get("allOf", []), {"pattern": PATTERNS[fmt]}]
         else:
             out["pattern"] = PATTERNS[fmt]
-    for key in _IGNORED:
-        out.pop(key, None)
     return out
 
 

@@ -5,6 +5,8 @@ schema (json_schema.lower for xgrammar, llguidance_backend for llguidance).
 - `not: {}` (nothing): the node is `false`.
 - `not: {required: [a, b]}`: an object missing a or b, `{type: object, anyOf: [{properties: {a: false}}, ...]}`;
   `not: {anyOf: [X, Y]}` is `not X` and `not Y` (each rewritten, or the node is left as it was).
+- `dependentRequired`, `dependentSchemas`, draft-07's `dependencies`: per name, "absent, or present with those
+  names / that schema" (`anyOf`).
 - `oneOf` whose branches admit values of different JSON types (by `type`, `const`, `enum`, local `$ref`s): `anyOf`.
 - `oneOf` whose branches only list `required` names (JSONSchemaBench's most common overlapping `oneOf`, "exactly
   one of these"): branch i becomes its names present and, for every other branch, one of that branch's other
@@ -25,6 +27,9 @@ SUBSCHEMAS = (
     "items", "prefixItems", "additionalProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
     "contains", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems",
 )  # fmt: skip
+# 2020-12's dependentRequired / dependentSchemas, and draft-07's dependencies (either form): a schema that names
+# draft-07 is validated under it where a $ref enters it (jsonschema follows $schema), so it is a keyword here.
+DEPENDENCIES = ("dependentRequired", "dependentSchemas", "dependencies")
 ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default", "deprecated"})
 
 
@@ -56,6 +61,10 @@ class _Rewrite:
         if not isinstance(node, dict):
             return node
         out = subschemas(node, self.node)
+        for key in DEPENDENCIES:
+            spec = out.get(key)
+            if isinstance(spec, dict) and all(_names(v) or isinstance(v, (dict, bool)) for v in spec.values()):
+                out["allOf"] = [*out.get("allOf", []), *_dependencies(out.pop(key), self.node)]
         if isinstance(out.get("oneOf"), list) and self._disjoint_types(out["oneOf"]):
             branches = out.pop("oneOf")
             if "anyOf" in out:
@@ -113,6 +122,19 @@ class _Rewrite:
             else:
                 return None
         return node
+
+
+def _dependencies(spec: dict, rewrite: Callable[[Any], Any]) -> list[Any]:
+    """Each `name: [names]` or `name: schema` as "name absent, or present with those names / that schema"."""
+    out: list[Any] = []
+    for name, then in spec.items():
+        present = {"required": [name, *then]} if _names(then) else {"allOf": [{"required": [name]}, rewrite(then)]}
+        out.append({"anyOf": [{"properties": {name: False}}, present]})
+    return out
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
 
 
 def _json_types(value: Any) -> tuple[str, ...]:

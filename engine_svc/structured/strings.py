@@ -2,7 +2,8 @@
 as validators check them, patterns of ours for those it does not (its regexes admit 02-30, 019.1.1.1), and
 the regex patterns it mis-compiles: inside a group that may be skipped (`?`, `*`, `{0,n}`), a sequence holding
 a variable repetition loses elements (`x(yz{1,2})?` writes "xz", `^[a-z]{1,3}(-[a-z]{1,3})?$` writes
-"abcdef"), and lookarounds, backreferences and `\b` are ignored. Those are refused rather than under-enforced
+"abcdef"), lookarounds, backreferences and `\b` are ignored, and a literal backslash, quote or control
+character is written unescaped (invalid JSON). Those are refused rather than under-enforced
 (llguidance then takes the schema where it can: dual_backend.py).
 """
 
@@ -58,6 +59,8 @@ def _bad(items, skippable: bool) -> bool:
     for op, arg in items:
         name = str(op)
         if name in _IGNORED or (name == "AT" and str(arg) in _IGNORED_AT):
+            return True
+        if name == "LITERAL" and (arg in (0x22, 0x5C) or arg < 0x20):  # written raw: `\`, `"` unescaped in JSON
             return True
         if name in _REPEATS and _bad(arg[2], skippable or arg[0] == 0):
             return True

@@ -73,6 +73,12 @@ ENFORCED = {
         "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
         "oneOf": [{"required": ["a", "c"]}, {"required": ["b"]}, {"required": ["a"]}],
     },
+    "dependentRequired, dependentSchemas": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
+        "dependentRequired": {"a": ["b"]},
+        "dependentSchemas": {"b": {"required": ["c"]}},
+    },
     "not required, not {}": {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "null"}, "x": {"not": {}}},
@@ -88,7 +94,7 @@ ON_LLGUIDANCE = {
         "$defs": {"d": {"type": "string", "pattern": "^[a-z]{1,3}(-[a-z]{1,3})?$"}},
         "oneOf": [{"$ref": "#/$defs/d"}, {"type": "null"}],
     },
-    "draft-07 dependencies (an annotation in 2020-12)": {
+    "draft-07 dependencies (rewritten)": {
         "type": "object",
         "properties": {"a": {"type": "string", "pattern": "^x+$", "maxLength": 3}},
         "dependencies": {"a": ["b"]},
