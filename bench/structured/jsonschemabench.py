@@ -110,6 +110,8 @@ def run(files: list[tuple[str, str]], args, log=None) -> dict:
                 if task is not None and task[1] not in rows:
                     reason = f"did not compile within {args.timeout_s:g} s (worker ended)"
                     rows[task[1]] = (task[0], {"accepted": False, "reason": reason})
+                    if log is not None:
+                        log.write(json.dumps([task[1], task[0], rows[task[1]][1]]) + "\n")
                 del workers[pid]
                 spawn()
     for _ in workers:

@@ -8,7 +8,8 @@ beside `anyOf`/`allOf`/`$ref` are intersected; `pattern` beside `minLength`/`max
 and `coerce_one_of` are forced off over whatever the schema's own `x-guidance` says. Before compiling, the schema is
 rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator checks (`int64`, `made-up`) are
 dropped as the annotations they are; `date`, `time`,
-`date-time`, `ipv4`, `ipv6` and `hostname` become strings.py's patterns (llguidance's own formats admit what
+`date-time`, `ipv4`, `ipv6` and `hostname` become strings.py's patterns and `uri-reference`, `iri`,
+`iri-reference`, `idn-email` the `uri` / `email` they contain (llguidance's own formats admit what
 validators refuse: year 0000, second 60), as they do for xgrammar. llguidance does not keep names written under
 `additionalProperties` / `patternProperties` unique (documented): a `minProperties` they must make up is refused,
 as is a `multipleOf` that is not whole (validators divide in floating point; xgrammar's lowering refuses it too).
@@ -33,7 +34,9 @@ from engine_svc.structured import rewrite
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.guide import allow
 from engine_svc.structured.spec import Constraint
-from engine_svc.structured.strings import CHECKED_FORMATS, PATTERNS
+from engine_svc.structured.strings import CHECKED_FORMATS, NARROWER, PATTERNS
+
+_NARROWER = {**NARROWER, "uri-reference": "uri"}  # (llguidance knows no uri-reference: every URI is one)
 
 
 def prepare(node: Any) -> Any:
@@ -45,8 +48,8 @@ def prepare(node: Any) -> Any:
 
 
 def _check_departures(node: Any, path: str) -> None:
-    """Where llguidance's outputs may fail a validator, refused: a `minProperties` that names under
-    `additionalProperties` / `patternProperties` must make up (llguidance may write one twice, a parser keeps one),
+    """Where llguidance's outputs may fail a validator, refused: a `minProperties` that needs two or more names under
+    `additionalProperties` / `patternProperties` (llguidance may write one twice, a parser keeps one),
     and a `multipleOf` that is not whole (validators divide in floating point: 64.91 is no multiple of 0.01)."""
     if isinstance(node, list):
         for i, item in enumerate(node):
@@ -57,7 +60,8 @@ def _check_departures(node: Any, path: str) -> None:
     listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
     required = {n for n in node.get("required", []) if n in listed} if isinstance(node.get("required"), list) else set()
     open_ = node.get("additionalProperties", True) is not False or "patternProperties" in node
-    if open_ and isinstance(node.get("minProperties"), int) and node["minProperties"] > len(required):
+    # the required names are written once each; the rest may all be one name written again and again
+    if open_ and isinstance(node.get("minProperties"), int) and node["minProperties"] > len(required) + 1:
         raise GrammarError(f"{path}: minProperties beyond the required properties (llguidance may repeat a name)")
     step = node.get("multipleOf")
     if isinstance(step, (int, float)) and not float(step).is_integer():
@@ -76,9 +80,13 @@ def _drop_annotations(node: Any) -> Any:
         return node
     out = rewrite.subschemas(node, _drop_annotations)
     fmt = out.get("format")
-    if isinstance(fmt, str) and fmt not in CHECKED_FORMATS:
+    if not isinstance(fmt, str):
+        return out
+    if fmt not in CHECKED_FORMATS:
         del out["format"]
-    elif fmt in PATTERNS:  # llguidance's own admit what validators refuse (0000-01-01, 10:00:60)
+        return out
+    fmt = out["format"] = _NARROWER.get(fmt, fmt)  # formats llguidance does not know: one they contain
+    if fmt in PATTERNS:  # llguidance's own admit what validators refuse (0000-01-01, 10:00:60)
         del out["format"]
         if "pattern" in out:
             out["allOf"] = [*out.get("allOf", []), {"pattern": PATTERNS[fmt]}]

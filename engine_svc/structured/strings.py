@@ -32,6 +32,8 @@ PATTERNS = {
     "hostname": r"^[a-z][a-z0-9]{0,30}$",
     "ipv6": r"^([0-9a-f]{1,4}:){7}[0-9a-f]{1,4}$",
 }
+# Formats held to one they contain: every URI is an IRI (reference), every email address an internationalized one.
+NARROWER = {"iri": "uri", "iri-reference": "uri", "idn-email": "email", "idn-hostname": "hostname"}
 CHECKED_FORMATS = FORMATS | set(PATTERNS) | {"idn-email", "idn-hostname", "iri", "iri-reference", "regex"}
 CHECKED_FORMATS |= {"uri-template", "relative-json-pointer"}
 _REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
@@ -83,7 +85,7 @@ def mis_compiled(pattern: str) -> bool:
 def string_node(alt: dict, path: str) -> dict | None:
     """A string node (its format, pattern, lengths) xgrammar enforces in full; None: no string satisfies it."""
     out: dict = {"type": "string"}
-    fmt = alt.get("format")
+    fmt = NARROWER.get(alt.get("format"), alt.get("format"))
     if fmt in CHECKED_FORMATS and fmt not in FORMATS and fmt not in PATTERNS:
         raise GrammarError(f"{path}: format {fmt!r} is checked by validators but not enforced by the backend")
     sized = "minLength" in alt or "maxLength" in alt

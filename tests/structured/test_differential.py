@@ -103,7 +103,7 @@ ON_LLGUIDANCE = {
     "formats": {
         "type": "object",
         "properties": {
-            "f": {"anyOf": [{"type": "string", "format": f} for f in ("uuid", "duration", "date-time", "ipv4")]},
+            "f": {"anyOf": [{"type": "string", "format": f} for f in ("uuid", "duration", "date-time", "iri", "ipv4")]},
             "g": {"type": "string", "format": "date", "pattern": "^2", "maxLength": 10},
         },
         "required": ["f", "g"],
