@@ -2,9 +2,11 @@
 weights to the engine, job after job, one tensor at a time or packed, by vLLM 0.33's own packer (its wheel's
 packed_tensor.py, which needs only torch) or by examples/rl_trainer.py's.
 
-Forked once, before the engine joins any group: a process forked after gloo ran inherits gloo's transport state
-without the threads that serve it, and its group hangs. Forked (not spawned) so it starts at once (a spawned one
-spends ~20 s importing torch on a busy CI machine); it leaves by os._exit, without the parent's exit hooks.
+Forked once, before this process has run gloo (the engine's side, or tests/gateway's trainer): a process forked
+after gloo ran inherits gloo's transport state without the threads that serve it, and its group hangs. So the test
+module forks it at import, during collection, before any test runs. Forked (not spawned) so it starts at once (a
+spawned one spends ~20 s importing torch on a busy CI machine); it leaves by os._exit, without the parent's exit
+hooks, when told to or when the parent is gone.
 """
 
 from __future__ import annotations
@@ -54,8 +56,16 @@ def _vllm_packer():
     return send
 
 
-def _serve(jobs) -> None:
-    while (job := jobs.recv()) is not None:
+def _next(jobs):
+    try:
+        return jobs.recv()
+    except EOFError:  # the parent is gone
+        return None
+
+
+def _serve(jobs, parents) -> None:
+    parents.close()  # so that the parent's exit ends the pipe here
+    while (job := _next(jobs)) is not None:
         port, state, rounds, packed_bytes, packer = job
         try:
             send = _vllm_packer() if packer == "vllm" else rl_trainer.broadcast
@@ -72,8 +82,9 @@ def _serve(jobs) -> None:
 class Trainer:
     def __init__(self):
         self.jobs, theirs = multiprocessing.Pipe()
-        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(theirs,))
+        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(theirs, self.jobs))
         self.process.start()
+        theirs.close()
 
     def start(self, state: dict[str, torch.Tensor], rounds: int = 1, packed_bytes: int = 0, packer: str = "ours"):
         """Serve a group at a free port (returned) and send `state` `rounds` times once the engine joins."""

@@ -20,13 +20,13 @@ from tests.engine.test_generate import reference
 pytestmark = pytest.mark.slow  # a real engine server (a tiny model)
 C = control_pb2
 PROMPT = [1] + [(7 * j) % 190 + 5 for j in range(22)]  # 23 tokens: 5 full blocks of 4
+TRAINER = Trainer()  # forked now, during collection: before any test runs gloo here (rl_trainer_process.py)
 
 
 @pytest.fixture(scope="module")
 def trainer():
-    process = Trainer()  # forked before the engine joins any group (rl_trainer_process.py says why)
-    yield process
-    process.close()
+    yield TRAINER
+    TRAINER.close()
 
 
 @pytest.fixture(scope="module")
