@@ -85,7 +85,8 @@ def mis_compiled(pattern: str) -> bool:
 def string_node(alt: dict, path: str) -> dict | None:
     """A string node (its format, pattern, lengths) xgrammar enforces in full; None: no string satisfies it."""
     out: dict = {"type": "string"}
-    fmt = NARROWER.get(alt.get("format"), alt.get("format"))
+    fmt = alt.get("format")
+    fmt = NARROWER.get(fmt, fmt) if isinstance(fmt, str) else fmt
     if fmt in CHECKED_FORMATS and fmt not in FORMATS and fmt not in PATTERNS:
         raise GrammarError(f"{path}: format {fmt!r} is checked by validators but not enforced by the backend")
     sized = "minLength" in alt or "maxLength" in alt
