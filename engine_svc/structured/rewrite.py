@@ -5,6 +5,8 @@ schema (json_schema.lower for xgrammar, llguidance_backend for llguidance).
 - `not: {}` (nothing): the node is `false`.
 - `not: {required: [a, b]}`: an object missing a or b, `{type: object, anyOf: [{properties: {a: false}}, ...]}`;
   `not: {anyOf: [X, Y]}` is `not X` and `not Y` (each rewritten, or the node is left as it was).
+- `if`/`then`/`else`: "(if and then) or (not if and else)" where `not if` has an exact form (`required` lists, or
+  `properties` of `const`/`enum` values over properties the node holds to a finite set: a discriminator).
 - `dependentRequired`, `dependentSchemas`, draft-07's `dependencies`: per name, "absent, or present with those
   names / that schema" (`anyOf`).
 - `oneOf` whose branches admit values of different JSON types (by `type`, `const`, `enum`, local `$ref`s): `anyOf`.
@@ -71,7 +73,65 @@ class _Rewrite:
                 out["allOf"] = [*out.get("allOf", []), {"anyOf": branches}]
             else:
                 out["anyOf"] = branches
+        if "if" in out and ("then" in out or "else" in out):
+            branches = self._conditional(out)
+            if branches is not None:
+                for key in ("if", "then", "else"):
+                    out.pop(key, None)
+                out["allOf"] = [*out.get("allOf", []), {"anyOf": branches}]
         return _rewrite(out)
+
+    def _conditional(self, node: dict) -> list[Any] | None:
+        """`if`/`then`/`else` as "(if and then) or (not if and else)", where `not if` has an exact form: `if`
+        lists `required` names and `properties` held to `const`/`enum` values, and each such property is held by
+        the node itself to a finite set (its `enum`/`const`, or boolean): outside `if`'s values means inside the rest."""
+        test = node["if"]
+        negated = _negate(test)
+        if negated is None:
+            negated = self._negate_discriminator(test, node)
+        if negated is None:
+            return None
+        then, otherwise = node.get("then", True), node.get("else", True)
+        return (
+            [{"allOf": [test, then]}, {"allOf": [negated, otherwise]}]
+            if negated is not False
+            else [{"allOf": [test, then]}]
+        )
+
+    def _negate_discriminator(self, test: Any, node: dict) -> Any:
+        if not isinstance(test, dict) or not set(test) - ANNOTATIONS <= {"properties", "required", "type"}:
+            return None
+        if test.get("type", "object") != "object" or not isinstance(test.get("properties", {}), dict):
+            return None
+        required = _required_only({"required": test.get("required", [])}) if "required" in test else []
+        if required is None:
+            return None
+        parts: list[Any] = [{"type": "object", "properties": {name: False}} for name in required]
+        if "type" in test:
+            parts.append({"type": ["null", "boolean", "number", "string", "array"]})
+        own = node.get("properties", {}) if isinstance(node.get("properties"), dict) else {}
+        for name, sub in test.get("properties", {}).items():
+            if sub is True or (isinstance(sub, dict) and not set(sub) - ANNOTATIONS):
+                continue  # holds for any value
+            values = _values(sub)
+            domain = _values(self._deref(own.get(name)))
+            if values is None or domain is None:
+                return None
+            rest = [v for v in domain if not any(_same(v, w) for w in values)]
+            if rest:
+                parts.append({"type": "object", "required": [name], "properties": {name: {"enum": rest}}})
+        return {"anyOf": parts} if parts else False
+
+    def _deref(self, schema: Any) -> Any:
+        for _ in range(8):
+            if not (
+                isinstance(schema, dict)
+                and isinstance(schema.get("$ref"), str)
+                and set(schema) - ANNOTATIONS == {"$ref"}
+            ):
+                break
+            schema = self._resolve(schema["$ref"])
+        return schema
 
     def _disjoint_types(self, branches: list) -> bool:
         """No two branches admit a value of the same JSON type (then `oneOf` is `anyOf`)."""
@@ -131,6 +191,29 @@ def _dependencies(spec: dict, rewrite: Callable[[Any], Any]) -> list[Any]:
         present = {"required": [name, *then]} if _names(then) else {"allOf": [{"required": [name]}, rewrite(then)]}
         out.append({"anyOf": [{"properties": {name: False}}, present]})
     return out
+
+
+def _values(schema: Any) -> list[Any] | None:
+    """The values a schema of only `const`, `enum` or `type: boolean` (and annotations) allows, else None."""
+    if not isinstance(schema, dict):
+        return None
+    keys = set(schema) - ANNOTATIONS
+    if keys == {"const"}:
+        return [schema["const"]]
+    if (
+        keys in ({"enum"}, {"enum", "type"})
+        and isinstance(schema["enum"], list)
+        and isinstance(schema.get("type", ""), str)
+    ):
+        return [v for v in schema["enum"] if "type" not in schema or schema["type"] in _json_types(v)]
+    if keys == {"type"} and schema["type"] == "boolean":
+        return [True, False]
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (true is not 1)."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
 
 
 def _names(value: Any) -> bool:

@@ -73,6 +73,14 @@ ENFORCED = {
         "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
         "oneOf": [{"required": ["a", "c"]}, {"required": ["b"]}, {"required": ["a"]}],
     },
+    "if/then/else on a discriminator": {
+        "type": "object",
+        "properties": {"k": {"enum": ["a", "b", "c"]}, "x": {"type": "integer"}, "y": {"type": "null"}},
+        "required": ["k"],
+        "if": {"properties": {"k": {"const": "a"}}},
+        "then": {"required": ["x"]},
+        "else": {"required": ["y"], "properties": {"x": False}},
+    },
     "dependentRequired, dependentSchemas": {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
