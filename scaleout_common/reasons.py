@@ -208,6 +208,16 @@ class Reason(StrEnum):
         C.RESOURCE_EXHAUSTED,
         "the decode engine has too few free KV blocks to take a pulled prompt's blocks",
     )
+    KV_PULL_NO_MEMORY = (
+        "KV_PULL_NO_MEMORY",
+        C.RESOURCE_EXHAUSTED,
+        "a device ran out of memory staging, reading or landing a pulled prompt's K/V (the handoff is spent: prefill again)",
+    )
+    KV_PULL_FAILED = (
+        "KV_PULL_FAILED",
+        C.UNAVAILABLE,
+        "the device copy of a pulled prompt's K/V failed (a CUDA error; the decode engine's log has it)",
+    )
     KV_CACHE_REMAPPED = (
         "KV_CACHE_REMAPPED",
         C.FAILED_PRECONDITION,

@@ -11,7 +11,9 @@ weights: the same model), one `--kv-role prefill`, one `--kv-role decode`, and w
   same requests sent whole to the decode engine alone (colocated); `transports` counts the decode engine's pulls
   by the transport its responses name.
 
-Prints JSON (and writes it to --json). On one GPU both engines share the device, so P/D shows its cost, not its
+The engines' logs go to --log-dir (default: $OUT when set, else a new temporary folder), kept after the run: a
+failure's incident ids are there (and their tails are printed when a call fails). Prints JSON (and writes it to
+--json). On one GPU both engines share the device, so P/D shows its cost, not its
 benefit (no interference between prefills and decodes is removed).
 """
 
@@ -22,6 +24,7 @@ import asyncio
 import collections
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -147,13 +150,17 @@ async def transfers(args, prefill, layout) -> list[dict]:
             row["pull_s_per_1000_tokens"] = row["pull_s"] * 1000 / tokens
             rows.append(row)
     assert {row["transport"] for row in rows} <= {STREAM, CUDA_IPC}
+    del pullers  # their mappings and staging: this process's GPU memory back to the engines
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     return rows
 
 
 async def run(args) -> dict:
     prefill_port, decode_port = args.port, args.port + 1
-    folder = Path(tempfile.mkdtemp(prefix="pd-"))  # the engines' logs
+    folder = Path(args.log_dir)  # main() made it
     logs = folder / "prefill.log", folder / "decode.log"
+    print(f"engine logs: {logs[0]} {logs[1]}", file=sys.stderr, flush=True)
     processes = [start(args, "prefill", prefill_port, logs[0])]
     out: dict = {"shape": args.shape, "device": args.device, "requests": args.requests}
     try:
@@ -168,6 +175,10 @@ async def run(args) -> dict:
                 await load(args, prefill, decode, True, 500)  # warm-up of both paths
                 out["colocated"] = await load(args, prefill, decode, False, 1_000)
                 out["pd"] = await load(args, prefill, decode, True, 2_000)
+    except grpc.aio.AioRpcError:
+        for log in logs:  # the incident behind an INTERNAL, when an engine logged one
+            print(f"--- {log}:\n{tail(log)}", file=sys.stderr, flush=True)
+        raise
     finally:
         for process in processes:
             process.terminate()
@@ -187,7 +198,10 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=16, help="sent at once, for TTFT and TPOT")
     parser.add_argument("--json", default="")
+    parser.add_argument("--log-dir", default="", help="where the engines' logs go (default: $OUT, else a temp dir)")
     args = parser.parse_args()
+    args.log_dir = args.log_dir or os.environ.get("OUT") or tempfile.mkdtemp(prefix="pd-")
+    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     out = asyncio.run(run(args))
     text = json.dumps(out, indent=1)
     print(text)

@@ -357,19 +357,26 @@ class Engine(EngineFront):
 
     def _land(self, state: RequestState, outputs) -> bool:
         """A decode step's pulled prompt K/V, written into blocks of its own: only the last prompt token runs (its
-        logits sample the first token). False (the request failed) when too few blocks are free."""
+        logits sample the first token). False (the request failed: that request alone, typed) when too few blocks
+        are free or the device has no memory for the landing's copy."""
         (seq,) = state.seqs
         pulled, seq.pulled = seq.pulled, None
         assert isinstance(pulled, kv_blocks.Pulled)
+        error = None
         if not self.scheduler.pool.grow(seq, pulled.num_tokens):
             error = fail(Reason.KV_HANDOFF_NO_ROOM, f"too few free KV blocks for {pulled.num_tokens} pulled tokens")
+        else:
+            runner = self.runner
+            assert isinstance(runner, ModelRunner)  # KvPeer takes KV steps only then
+            try:
+                kv_blocks.land(runner.kv_caches, runner.block_size, seq.block_ids, pulled)
+            except torch.OutOfMemoryError as oom:
+                error = fail(Reason.KV_PULL_NO_MEMORY, f"no device memory to land {pulled.num_tokens} tokens: {oom}")
+        if error is not None:
             outputs[state] = StepOutput(error=error)
             self._retire({seq})
             self._close(state)
             return False
-        runner = self.runner
-        assert isinstance(runner, ModelRunner)  # KvPeer takes KV steps only then
-        kv_blocks.land(runner.kv_caches, runner.block_size, seq.block_ids, pulled)
         seq.num_computed = min(pulled.num_tokens, len(seq.prompt_ids) - 1)
         seq.num_transferred = pulled.num_tokens
         seq.num_cached_tokens = seq.num_computed  # its usage's cached tokens; not a prefix-cache hit

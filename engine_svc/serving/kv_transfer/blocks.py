@@ -62,12 +62,25 @@ def _rows(block_ids: list[int], block_size: int, device: torch.device) -> torch.
     return (blocks[:, None] * block_size + torch.arange(block_size, device=device)).flatten()
 
 
-def gather(caches: list[torch.Tensor], block_size: int, block_ids: list[int]) -> torch.Tensor:
+def empty(layout: kv_transfer_pb2.KvLayout, num_blocks: int, device: torch.device) -> torch.Tensor:
+    """Room for `num_blocks` blocks as `gather` writes them (allocated first: running out of memory then leaves
+    the caller free to take another way)."""
+    return torch.empty(num_blocks, layout.num_layers, block_bytes(layout) // layout.num_layers, dtype=torch.uint8,
+                       device=device)  # fmt: skip
+
+
+def gather(
+    caches: list[torch.Tensor], block_size: int, block_ids: list[int], out: torch.Tensor | None = None
+) -> torch.Tensor:
     """The K/V of `block_ids` on the caches' device, [blocks, layers, bytes of a layer's block] (as bytes: the
-    same gather for every dtype, fp8 included)."""
+    same gather for every dtype, fp8 included), into `out` when given; beyond it, one layer's worth at a time."""
     rows = _rows(block_ids, block_size, caches[0].device)
-    per_layer = [cache.view(torch.uint8).index_select(0, rows).view(len(block_ids), -1) for cache in caches]
-    return torch.stack(per_layer, 1)
+    if out is None:
+        out = torch.empty(len(block_ids), len(caches), caches[0][:block_size].nbytes, dtype=torch.uint8,
+                          device=caches[0].device)  # fmt: skip
+    for layer, cache in enumerate(caches):
+        out[:, layer] = cache.view(torch.uint8).index_select(0, rows).view(len(block_ids), -1)
+    return out
 
 
 def read(caches: list[torch.Tensor], block_size: int, block_ids: list[int]) -> bytes:
@@ -95,7 +108,6 @@ def land(caches: list[torch.Tensor], block_size: int, block_ids: list[int], pull
         stream = torch.cuda.current_stream(cache0.device)
         stream.wait_event(pulled.ready)
         data.record_stream(stream)
-    data = data.to(cache0.device)
-    for layer, cache in enumerate(caches):
+    for layer, cache in enumerate(caches):  # a streamed prompt moves to the device a layer at a time
         raw = cache.view(torch.uint8)
-        raw.index_copy_(0, rows, data[:, layer].reshape(-1, *raw.shape[1:]))
+        raw.index_copy_(0, rows, data[:, layer].to(cache0.device).reshape(-1, *raw.shape[1:]))

@@ -13,8 +13,11 @@ the KV cache in this process (--engine-core thread) and the paged runner: elsewh
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import uuid
+
+import torch
 
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.sequence import Sequence
@@ -24,6 +27,7 @@ from engine_svc.serving.kv_transfer.pull import Puller
 from scaleout.v1 import engine_pb2, kv_transfer_pb2, kv_transfer_pb2_grpc
 from scaleout_common.reasons import Reason, fail
 
+log = logging.getLogger(__name__)
 ROLES = ("both", "prefill", "decode")
 
 
@@ -143,7 +147,10 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         answer = kv_transfer_pb2.ShareKvCacheResponse(device=me, cache_generation=runner.kv_generation)
         caches = runner.kv_caches
         if transport.choose(me, request.device) == transport.CUDA_IPC and caches:
-            answer.layers.extend(transport.share(caches))
+            try:
+                answer.layers.extend(transport.share(caches))
+            except RuntimeError as error:  # the driver's refusal: without handles the caller streams
+                log.warning("cannot share the KV cache over CUDA IPC (%s): the caller streams", error)
         return answer
 
     async def PullKvBlocks(self, request, context):
@@ -174,7 +181,10 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
             layer_block = runner.kv_caches[0][: runner.block_size].nbytes
             per = max(1, blocks.CHUNK_BYTES // (layer_block * len(runner.kv_caches)))
             for first in range(0, len(kept.block_ids), per):
-                data = blocks.read(runner.kv_caches, runner.block_size, kept.block_ids[first : first + per])
+                try:
+                    data = blocks.read(runner.kv_caches, runner.block_size, kept.block_ids[first : first + per])
+                except torch.OutOfMemoryError as error:  # a chunk's gather on the device, beside the steps
+                    raise fail(Reason.KV_PULL_NO_MEMORY, f"no device memory to read KV blocks: {error}") from None
                 yield kv_transfer_pb2.KvBlockChunk(first_block=first, data=data)
         finally:
             engine.handoffs.done(kept)

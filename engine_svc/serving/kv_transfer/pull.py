@@ -6,15 +6,19 @@ the rule picks (transport.py).
   (ShareKvCache); for each handoff PullKvBlocks only claims the blocks (one empty chunk), they are gathered device
   to device into a staging tensor on a side CUDA stream (the step loop keeps stepping on its own stream), and the
   call ends once the copy is done, which frees them there. Landing waits on the copy's event on the step stream.
-  A cache the prefill engine allocated anew (KV_CACHE_REMAPPED) or that cannot be mapped: this pull streams.
+  A cache the prefill engine allocated anew (KV_CACHE_REMAPPED) or that cannot be mapped, or no device memory for
+  the staging tensor (allocated before the claim, so the blocks are still there to stream): this pull streams.
+  Concurrent first pulls from one engine share one ShareKvCache and one mapping.
 
-Runs on the server's event loop, never on the step thread.
+Never INTERNAL: device memory that runs out once the blocks are claimed is KV_PULL_NO_MEMORY, any other device
+error of the copy KV_PULL_FAILED (both logged). Runs on the server's event loop, never on the step thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -30,7 +34,7 @@ from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 _THIS_HANDOFF = {Reason.KV_HANDOFF_EXPIRED, Reason.KV_HANDOFF_MISMATCH}
-_PASSED_ON = {*_THIS_HANDOFF, Reason.KV_HANDOFF_ENGINE_GONE}
+_PASSED_ON = {*_THIS_HANDOFF, Reason.KV_HANDOFF_ENGINE_GONE, Reason.KV_PULL_NO_MEMORY}
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Puller:
         self.layout, self.device, self.tls_name = layout, device, tls_name
         self.me = transport.device_of(device)
         self.mapped: dict[str, Mapped | None] = {}  # prefill engine id -> its cache here (None: stream from it)
+        self._mapping: dict[str, asyncio.Future] = {}  # prefill engine id -> the one ShareKvCache under way
         self.side = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.pulls: collections.Counter[str] = collections.Counter()  # by transport, since start
 
@@ -76,6 +81,13 @@ class Puller:
                 way = transport.CUDA_IPC if data is not None else way
             if data is None:
                 data = await self._stream(stub, request, limit_s)
+        except torch.OutOfMemoryError as error:  # the blocks are claimed (freed there when the call ends): no retry
+            raise fail(
+                Reason.KV_PULL_NO_MEMORY, f"no device memory for the {tokens} pulled tokens' K/V: {error}"
+            ) from None
+        except RuntimeError as error:  # a device fault of the copy (ServiceError is not one): typed, logged
+            log.exception("KV pull from %s failed", where)
+            raise fail(Reason.KV_PULL_FAILED, f"the KV copy from {where} failed: {error}") from None
         except grpc.aio.AioRpcError as error:
             passed = ServiceError.from_rpc_error(error)
             if passed.reason not in _THIS_HANDOFF:  # the engine may be gone: map it again if it answers
@@ -100,9 +112,17 @@ class Puller:
         return blocks.Pulled(data, tokens, ready, way)
 
     async def _mapped(self, stub, engine_id: str, limit_s: float) -> Mapped | None:
-        """The prefill engine's cache mapped here, asked for once per engine (None: stream from it)."""
+        """The prefill engine's cache mapped here, asked for once per engine (None: stream from it); pulls that
+        arrive while it is asked wait for that one answer (one ShareKvCache, one mapping)."""
         if engine_id in self.mapped:
             return self.mapped[engine_id]
+        if engine_id not in self._mapping:
+            task = asyncio.ensure_future(self._map(stub, engine_id, limit_s))
+            task.add_done_callback(lambda _: self._mapping.pop(engine_id, None))
+            self._mapping[engine_id] = task
+        return await asyncio.shield(self._mapping[engine_id])  # one caller cancelled leaves it to the others
+
+    async def _map(self, stub, engine_id: str, limit_s: float) -> Mapped | None:
         mapped = None
         if self.me.device_uuid:  # off CUDA there is nothing to map: do not ask
             share = kv_transfer_pb2.ShareKvCacheRequest(engine_id=engine_id, layout=self.layout, device=self.me)
@@ -123,7 +143,15 @@ class Puller:
 
     async def _copy(self, stub, request, mapped: Mapped, limit_s: float):
         """Claim the blocks, copy them device to device, then end the call (which frees them there); (None, None)
-        when the prefill engine's cache was allocated anew since it was mapped (this pull streams instead)."""
+        when the prefill engine's cache was allocated anew since it was mapped, or when the staging tensor does
+        not fit in device memory now (this pull streams instead: nothing is claimed yet)."""
+        side = torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext()
+        try:
+            with side:
+                staging = blocks.empty(self.layout, len(request.block_ids), self.device)
+        except torch.OutOfMemoryError:
+            log.warning("no device memory to stage %d KV blocks: streaming them", len(request.block_ids))
+            return None, None
         claim = kv_transfer_pb2.PullKvBlocksRequest()
         claim.CopyFrom(request)
         claim.cache_generation = mapped.generation
@@ -131,15 +159,17 @@ class Puller:
         try:
             if await call.read() is grpc.aio.EOF:  # the blocks are claimed: they stay until this call ends
                 raise fail(Reason.KV_HANDOFF_ENGINE_GONE, "the prefill engine ended the pull without claiming")
-            with torch.cuda.stream(self.side):
-                data = blocks.gather(mapped.layers, self.layout.block_size, list(request.block_ids))
-                ready = self.side.record_event()
-            await asyncio.to_thread(ready.synchronize)  # then the prefill engine may reuse the blocks
-            return data, ready
+            with side:
+                blocks.gather(mapped.layers, self.layout.block_size, list(request.block_ids), out=staging)
+                ready = self.side.record_event() if self.side is not None else None
+            if ready is not None:
+                await asyncio.to_thread(ready.synchronize)  # then the prefill engine may reuse the blocks
+            return staging, ready
         except grpc.aio.AioRpcError as error:
             if ServiceError.from_rpc_error(error).reason != Reason.KV_CACHE_REMAPPED:
                 raise
-            del self.mapped[request.engine_id]  # mapped again at the next pull
+            if self.mapped.get(request.engine_id) is mapped:  # mapped again at the next pull
+                del self.mapped[request.engine_id]
             return None, None
         finally:
             call.cancel()
