@@ -31,6 +31,7 @@ PATTERNS = {
     "ipv4": rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}$",
     "hostname": r"^[a-z][a-z0-9]{0,30}$",
     "ipv6": r"^([0-9a-f]{1,4}:){7}[0-9a-f]{1,4}$",
+    "regex": r"^[A-Za-z0-9 _-]*$",  # literal text: always a valid regex
 }
 # Formats held to one they contain: every URI is an IRI (reference), every email address an internationalized one.
 NARROWER = {"iri": "uri", "iri-reference": "uri", "idn-email": "email", "idn-hostname": "hostname"}

@@ -120,7 +120,7 @@ ON_LLGUIDANCE = {
 REFUSED = {
     "overlapping oneOf": ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "#/oneOf: branches 0 and 1"),
     "not": ({"properties": {"a": {"not": {"type": "string"}}}}, "#/properties/a: not"),
-    "a checked format": ({"type": "string", "format": "regex"}, "#: format 'regex'"),
+    "a checked format": ({"type": "string", "format": "relative-json-pointer"}, "#: format 'relative-json-pointer'"),
     "uniqueItems": ({"type": "array", "uniqueItems": True}, "#: uniqueItems"),
     "minProperties made up by unlisted names on llguidance": (
         {
