@@ -14,6 +14,7 @@ from unittest import mock
 
 import torch
 
+from bench.engine.isolate import in_child
 from bench.engine.run import closed_loop, in_process_request, make_requests, release
 from bench.engine.shapes import build_model, shape_vocab
 from engine_svc.__main__ import make_parser
@@ -58,9 +59,13 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--engine-flags", default="--decode-steps 8")
     args = parser.parse_args()
+    for freeze in (False, True):  # each in a process of its own: the second finds the GPU empty
+        print(in_child(one_config, args, freeze), flush=True)
+
+
+def one_config(args, freeze: bool) -> str:
     model = build_model(args.shape, args.device, torch.bfloat16 if args.device == "cuda" else torch.float32)
-    for freeze in (False, True):
-        print(asyncio.run(measure(model, args, freeze)), flush=True)
+    return asyncio.run(measure(model, args, freeze))
 
 
 if __name__ == "__main__":

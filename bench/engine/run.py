@@ -25,6 +25,7 @@ import grpc
 import torch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.engine.isolate import in_child
 from bench.engine.shapes import build_model, shape_vocab
 from engine_svc.__main__ import make_parser
 from engine_svc.scheduling.admission import admit
@@ -103,6 +104,11 @@ async def bench_in_process(args, model, levels, vocab) -> dict[int, float]:
     finally:
         release(loaded)
     return results
+
+
+def in_process_child(args, levels, vocab) -> dict[int, float]:
+    model = build_model(args.shape, args.device, pick_dtype("auto", torch.device(args.device)))
+    return asyncio.run(bench_in_process(args, model, levels, vocab))
 
 
 def in_process_request(loaded, prompts):
@@ -288,10 +294,10 @@ def main() -> None:
     table["grpc"] = asyncio.run(bench_grpc(args, levels, vocab, coarse, decode))
     if coarse:
         table[f"grpc_interval{args.coarse_interval}"] = coarse
-    model = build_model(args.shape, args.device, pick_dtype("auto", device))
-    print("in-process engine", flush=True)
-    table["in_process"] = asyncio.run(bench_in_process(args, model, levels, vocab))
+    print("in-process engine (a process of its own: the baselines then find the GPU empty)", flush=True)
+    table["in_process"] = in_child(in_process_child, args, levels, vocab)
     baselines = [b for b in args.baselines.split(",") if b and b != "none"]
+    model = build_model(args.shape, args.device, pick_dtype("auto", device)) if baselines else None
     if "generate" in baselines:
         print("transformers generate (static batch)", flush=True)
         table["transformers_generate"] = bench_generate(args, model, base_levels, vocab)

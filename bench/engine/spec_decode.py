@@ -14,6 +14,7 @@ the prompt (the shape of code editing or summarising a given text). `random` is 
 matches, are mostly rejected: speculation has to switch itself off). Each line: decode tok/s (tokens after the
 first over the time since it), the copy share of echo's output, and per configuration with speculation its
 acceptance (accepted / draft tokens) and mean tokens per verify step; then each configuration against the first.
+Each configuration runs in a process of its own (bench/engine/isolate.py): the next one finds the GPU empty.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 
 import torch
 
-from bench.engine.run import release
+from bench.engine.isolate import in_child
 from bench.engine.shapes import build_model, shape_vocab
 from engine_svc.__main__ import make_parser
 from engine_svc.scheduling.admission import admit
@@ -52,57 +53,71 @@ async def generate(loaded, prompt: list[int], new_tokens: int, temperature: floa
     return tokens, (len(tokens) - 1) / max(time.perf_counter() - first, 1e-9)
 
 
-async def run(args) -> None:
-    device, vocab = args.device, shape_vocab(args.shape)
+async def measure(args, flags: str, prompts: list[list[int]], echoes: list[list[int]]) -> dict[str, float]:
+    """One configuration's decode tok/s per workload (fills `echoes` when empty: the first configuration)."""
+    device, vocab, rng = args.device, shape_vocab(args.shape), random.Random(1)
     model = build_model(
         args.shape, device, pick_dtype(args.dtype, torch.device(device)), args.input_len * 3 + args.output_len * 3
     )
-    rng = random.Random(0)
+    loaded = build_engine(model, make_parser().parse_args(shlex.split(flags)), model_name=args.shape, owns_model=True)
+    del model
+    loaded.engine.start(asyncio.get_running_loop())
+    try:
+        await generate(loaded, prompts[0][:16], 8)  # warm-up: graph capture
+        if not echoes:
+            for p in prompts:
+                echoes.append(p + (await generate(loaded, p, args.output_len))[0] + p)
+        speeds: dict[str, float] = {}
+        for workload in WORKLOADS:
+            before = loaded.engine.load()
+            rates, copied = [], 0
+            for i in range(len(prompts)):
+                if workload == "echo":
+                    out, rate = await generate(loaded, echoes[i], args.output_len)
+                    g = echoes[i][args.input_len : -args.input_len]
+                    copied += next((j for j, (a, b) in enumerate(zip(out, g)) if a != b), len(out))
+                else:
+                    fresh = [rng.randrange(10, vocab - 10) for _ in range(args.input_len)]
+                    out, rate = await generate(loaded, fresh, args.output_len, 1.0 if workload == "sampled" else 0)
+                rates.append(rate)
+            speeds[workload] = sum(rates) / len(rates)
+            line = f"{workload:8s} {speeds[workload]:9.1f} tok/s"
+            if workload == "echo":
+                line += f"  copied {copied / (len(prompts) * args.output_len):5.1%}"
+            after = loaded.engine.load()
+            drafts = after.spec_decode_num_drafts - before.spec_decode_num_drafts
+            if after.spec_decode_num_accepted_tokens_per_pos:
+                proposed = after.spec_decode_num_draft_tokens - before.spec_decode_num_draft_tokens
+                accepted = after.spec_decode_num_accepted_tokens - before.spec_decode_num_accepted_tokens
+                line += (
+                    f"  verifies {drafts}  acceptance {accepted / max(proposed, 1):5.1%}"
+                    f"  tokens/verify {1 + accepted / max(drafts, 1):4.2f}"
+                )
+            print(f"[{flags}] {line}", flush=True)
+        return speeds
+    finally:
+        loaded.engine.stop()
+
+
+def one_config(args, flags: str, prompts, echoes) -> tuple[dict[str, float], list[list[int]]]:
+    """A child process's work (isolate.py): one configuration, and the echo prompts for the next."""
+    speeds = asyncio.run(measure(args, flags, prompts, echoes))
+    return speeds, echoes
+
+
+def run(args) -> dict[str, dict[str, float]]:
+    """Each configuration in a process of its own (the engine's GPU memory goes with it); tok/s by flags."""
+    vocab, rng = shape_vocab(args.shape), random.Random(0)
     prompts = [[rng.randrange(10, vocab - 10) for _ in range(args.input_len)] for _ in range(args.prompts)]
     echoes: list[list[int]] = []
     results: dict[str, dict[str, float]] = {}
     for flags in args.configs.split(";"):
-        loaded = build_engine(model, make_parser().parse_args(shlex.split(flags)), model_name=args.shape)
-        loaded.engine.start(asyncio.get_running_loop())
-        try:
-            await generate(loaded, prompts[0][:16], 8)  # warm-up: graph capture
-            if not echoes:
-                for p in prompts:
-                    echoes.append(p + (await generate(loaded, p, args.output_len))[0] + p)
-            speeds: dict[str, float] = {}
-            for workload in WORKLOADS:
-                before = loaded.engine.load()
-                rates, copied = [], 0
-                for i in range(len(prompts)):
-                    if workload == "echo":
-                        out, rate = await generate(loaded, echoes[i], args.output_len)
-                        g = echoes[i][args.input_len : -args.input_len]
-                        copied += next((j for j, (a, b) in enumerate(zip(out, g)) if a != b), len(out))
-                    else:
-                        fresh = [rng.randrange(10, vocab - 10) for _ in range(args.input_len)]
-                        out, rate = await generate(loaded, fresh, args.output_len, 1.0 if workload == "sampled" else 0)
-                    rates.append(rate)
-                speeds[workload] = sum(rates) / len(rates)
-                line = f"{workload:8s} {speeds[workload]:9.1f} tok/s"
-                if workload == "echo":
-                    line += f"  copied {copied / (len(prompts) * args.output_len):5.1%}"
-                after = loaded.engine.load()
-                drafts = after.spec_decode_num_drafts - before.spec_decode_num_drafts
-                if after.spec_decode_num_accepted_tokens_per_pos:
-                    proposed = after.spec_decode_num_draft_tokens - before.spec_decode_num_draft_tokens
-                    accepted = after.spec_decode_num_accepted_tokens - before.spec_decode_num_accepted_tokens
-                    line += (
-                        f"  verifies {drafts}  acceptance {accepted / max(proposed, 1):5.1%}"
-                        f"  tokens/verify {1 + accepted / max(drafts, 1):4.2f}"
-                    )
-                print(f"[{flags}] {line}", flush=True)
-            results[flags] = speeds
-        finally:
-            release(loaded)
+        results[flags], echoes = in_child(one_config, args, flags, prompts, echoes)
     base = next(iter(results.values()))
     for flags, speeds in list(results.items())[1:]:
         ratios = "  ".join(f"{w} {speeds[w] / base[w]:4.2f}x" for w in WORKLOADS)
         print(f"vs first: [{flags}] {ratios}", flush=True)
+    return results
 
 
 def main(argv=None) -> None:
@@ -114,7 +129,7 @@ def main(argv=None) -> None:
     parser.add_argument("--input-len", type=int, default=256)
     parser.add_argument("--output-len", type=int, default=256)
     parser.add_argument("--prompts", type=int, default=3, help="requests per workload, one at a time")
-    asyncio.run(run(parser.parse_args(argv)))
+    run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

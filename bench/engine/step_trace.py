@@ -23,6 +23,7 @@ from collections import defaultdict
 
 import torch
 
+from bench.engine.isolate import in_child
 from bench.engine.run import closed_loop, in_process_request, make_requests, release
 from bench.engine.shapes import build_model, shape_vocab
 from bench.serving.datasets import multi_turn
@@ -211,10 +212,14 @@ def main() -> None:
     parser.add_argument("--trace-dir", help="with --profile: write each kind's first profiled call here (Chrome)")
     parser.add_argument("--multiturn", type=int, default=0, help="this many conversations instead of random prompts")
     args = parser.parse_args()
+    for flags in args.configs.split(";"):  # each in a process of its own: the next finds the GPU empty
+        in_child(one_config, args, flags)
+
+
+def one_config(args, flags: str) -> None:
     model = build_model(args.shape, args.device, pick_dtype("auto", torch.device(args.device)))
-    for flags in args.configs.split(";"):
-        run = measure_multiturn if args.multiturn else measure
-        asyncio.run(run(model, flags, args, shape_vocab(args.shape)))
+    run = measure_multiturn if args.multiturn else measure
+    asyncio.run(run(model, flags, args, shape_vocab(args.shape)))
 
 
 if __name__ == "__main__":
