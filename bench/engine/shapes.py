@@ -130,6 +130,34 @@ FAMILY_SHAPES: dict[str, dict] = {
         rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
         tie_word_embeddings=False,
     ),
+    # GLM-4.5-Air (zai-org/GLM-4.5-Air's config.json): one dense layer, then 45 of 128 routed experts (8 a token,
+    # sigmoid routing in one group) beside one shared expert; half of each head's dims rotate; qkv biases.
+    "glm-4.5-air": dict(
+        model_type="glm4_moe",
+        vocab_size=151552,
+        hidden_size=4096,
+        intermediate_size=10944,
+        moe_intermediate_size=1408,
+        n_routed_experts=128,
+        n_shared_experts=1,
+        num_experts_per_tok=8,
+        first_k_dense_replace=1,
+        n_group=1,
+        topk_group=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.0,
+        num_hidden_layers=46,
+        num_attention_heads=96,
+        num_key_value_heads=8,
+        head_dim=128,
+        attention_bias=True,
+        use_qk_norm=False,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "partial_rotary_factor": 0.5},
+        pad_token_id=151329,
+        eos_token_id=[151329, 151336, 151338],
+        tie_word_embeddings=False,
+    ),
     "gemma3-270m": dict(
         model_type="gemma3_text",
         vocab_size=262144,
@@ -151,6 +179,11 @@ FAMILY_SHAPES: dict[str, dict] = {
         tie_word_embeddings=True,
     ),
 }
+
+
+# The whole GLM-4.5-Air is 106B parameters (212 GB in bf16): more than one H200. Its first 16 layers (~76 GB)
+# fit one; a layer's step time is the whole model's over 46.
+FAMILY_SHAPES["glm-4.5-air-16l"] = dict(FAMILY_SHAPES["glm-4.5-air"], num_hidden_layers=16)
 
 
 def shape_config(shape: str, max_len: int = 131072):

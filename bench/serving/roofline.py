@@ -102,9 +102,11 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config, dtype_bytes: int) -> ModelShape:
-        """A mixture of experts (Qwen3 MoE) counts the experts a token runs (top-k of them) as its MLP: the
-        bound of a decode step where few tokens share experts; a large batch reads more experts than that."""
+        """A mixture of experts (Qwen3 MoE) counts the experts a token runs (top-k of them, and GLM-4.5's shared
+        ones) as its MLP: the bound of a decode step where few tokens share experts; a large batch reads more
+        experts than that. Dense layers among the routed ones (GLM-4.5's first) count as routed ones."""
         experts = getattr(config, "num_experts_per_tok", 0)
+        experts += (getattr(config, "n_shared_experts", None) or 0) if experts else 0
         return cls(
             config.num_hidden_layers,
             config.hidden_size,

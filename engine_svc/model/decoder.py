@@ -1,5 +1,6 @@
 """Our decoder over a paged KV cache: fused qkv and gate_up projections, RMSNorm, RoPE, grown per family by
-the settings of family.py (q/k norms, sandwich norms, GeGLU, sliding windows, soft-caps, mixture of experts).
+the settings of family.py (q/k norms, sandwich norms, GeGLU, sliding windows, soft-caps, mixture of experts)
+and partial rotary embeddings (the rotary module's own width: GLM-4.5).
 
 Weights come from the transformers model (which handles config and loading); `FusedDecoder.from_hf` takes
 them into fused modules. The forward works on a flat batch of tokens (decodes first, then prefill chunks)
@@ -16,6 +17,7 @@ from torch import nn
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
 from engine_svc.model.family import FAST_PATH_ARCHITECTURES, Family, fast_path_problem
 from engine_svc.model.moe import SparseMoe
+from engine_svc.model.rope import head_rows, inv_freq, rope_table, rotary_order
 
 __all__ = ["FAST_PATH_ARCHITECTURES", "FusedDecoder", "head_dim", "supports_fast_path"]
 
@@ -128,22 +130,26 @@ class GeluGateUp(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, hf_layer, config, layer_index: int, family: Family):
+    def __init__(self, hf_layer, config, layer_index: int, family: Family, rotary_dim: int):
         super().__init__()
         attn, mlp = hf_layer.self_attn, hf_layer.mlp
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = head_dim(config)
+        order = rotary_order(self.head_dim, rotary_dim)
         self.layer_index = layer_index
         self.window = family.windows[layer_index]
         self.rope_index = sorted(set(family.rope_kinds)).index(family.rope_kinds[layer_index])
-        norm = lambda module: RMSNorm(module.weight, config.rms_norm_eps, family.norm_offset)  # noqa: E731
-        self.qkv = NormedProjection(
-            norm(hf_layer.input_layernorm), _fused_linear(attn.q_proj, attn.k_proj, attn.v_proj)
+        norm = lambda module, rows=None: RMSNorm(  # noqa: E731
+            module.weight if rows is None else module.weight[rows.to(module.weight.device)],
+            config.rms_norm_eps,
+            family.norm_offset,
         )
-        # Qwen3, Gemma 3: each q and k head RMS-normed before RoPE.
-        self.q_norm = norm(attn.q_norm) if hasattr(attn, "q_norm") else None
-        self.k_norm = norm(attn.k_norm) if hasattr(attn, "k_norm") else None
+        q_proj, k_proj = head_rows(attn.q_proj, order), head_rows(attn.k_proj, order)
+        self.qkv = NormedProjection(norm(hf_layer.input_layernorm), _fused_linear(q_proj, k_proj, attn.v_proj))
+        # Qwen3, Gemma 3, GLM-4.5 with use_qk_norm: each q and k head RMS-normed before RoPE.
+        self.q_norm = norm(attn.q_norm, order) if hasattr(attn, "q_norm") else None
+        self.k_norm = norm(attn.k_norm, order) if hasattr(attn, "k_norm") else None
         self.o_proj = attn.o_proj
         self.sinks = attn.sinks.detach() if hasattr(attn, "sinks") else None  # gpt-oss: [heads] sink logits
         pre_mlp = hf_layer.pre_feedforward_layernorm if family.sandwich else hf_layer.post_attention_layernorm
@@ -204,17 +210,19 @@ class FusedDecoder(nn.Module):
         self.embed = inner.embed_tokens
         # Gemma's embeddings are scaled: by the embedding module itself in recent transformers, else here.
         self.embed_scale = 0.0 if hasattr(self.embed, "embed_scale") else family.embed_scale
+        rotary = inner.rotary_emb
+        kinds = sorted(set(family.rope_kinds))
+        rotary_dims = {kind: 2 * inv_freq(rotary, kind).numel() for kind in kinds}
         self.layers = nn.ModuleList()
         for i in range(len(inner.layers)):
-            self.layers.append(DecoderLayer(inner.layers[i], config, i, family))
+            self.layers.append(DecoderLayer(inner.layers[i], config, i, family, rotary_dims[family.rope_kinds[i]]))
             if consume:
                 inner.layers[i] = nn.Identity()
         final_norm = RMSNorm(inner.norm.weight, config.rms_norm_eps, family.norm_offset)
         self.head = NormedProjection(final_norm, VocabHead(hf_model.lm_head))
         self.max_model_len = max_model_len
-        rotary = inner.rotary_emb
         dtype = self.embed.weight.dtype
-        tables = [_rope_table(rotary, kind, max_model_len) for kind in sorted(set(family.rope_kinds))]
+        tables = [rope_table(rotary, kind, max_model_len, head_dim(config)) for kind in kinds]
         self.register_buffer("cos", torch.stack([c for c, _ in tables]).to(dtype), persistent=False)
         self.register_buffer("sin", torch.stack([s for _, s in tables]).to(dtype), persistent=False)
 
@@ -300,14 +308,3 @@ def head_dim(config) -> int:
 
 def supports_fast_path(config) -> bool:
     return fast_path_problem(config) is None
-
-
-def _rope_table(rotary, kind: str, max_model_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin [max_model_len, head_dim] (float32, half-rotation layout) of the transformers rotary module's
-    table `kind` (Gemma 3: one per layer type, "" the module's only one), its attention scaling applied."""
-    inv_freq = getattr(rotary, f"{kind}_inv_freq" if kind else "inv_freq")
-    scaling = getattr(rotary, f"{kind}_attention_scaling" if kind else "attention_scaling")
-    positions = torch.arange(max_model_len, dtype=torch.float32, device=inv_freq.device)
-    freqs = positions[:, None] * inv_freq.float()[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos() * scaling, emb.sin() * scaling

@@ -10,7 +10,10 @@ Llama is the base: pre-norm RMSNorm, fused qkv, RoPE, SwiGLU MLP. The others add
 - Mistral (and Qwen2/3 with use_sliding_window): a sliding window on every (or the configured) layer;
 - Qwen3 MoE: a routed mixture of experts in place of the MLP (moe.py);
 - gpt-oss: attention sinks (a learned logit per head that takes softmax mass), sliding-window layers alternating
-  with global ones, qkv and o_proj biases, its own experts (moe.py).
+  with global ones, qkv and o_proj biases, its own experts (moe.py);
+- GLM-4.5 (glm4_moe): qkv biases, optional q/k norm, partial rotary (decoder.py reads the rotary module's width),
+  its first first_k_dense_replace layers dense, then experts with sigmoid grouped routing and shared experts.
+Each MoE family's routing rule is picked in one place: moe.Routing.of.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ FAST_PATH_ARCHITECTURES = {
     "Gemma2ForCausalLM",
     "Gemma3ForCausalLM",
     "GptOssForCausalLM",
+    "Glm4MoeForCausalLM",
 }
 _ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
 

@@ -1,10 +1,10 @@
-"""A routed mixture of experts in place of a decoder layer's MLP (Qwen3 MoE, gpt-oss).
+"""A routed mixture of experts in place of a decoder layer's MLP (Qwen3 MoE, gpt-oss, GLM-4.5).
 
-Routing as transformers does it. Qwen3: softmax over every expert's logit (float32), the top k, renormalised to
-sum to one where the config says (norm_topk_prob), cast to the model's dtype. gpt-oss: the top k of the biased
-logits, softmax over those k. The experts are gated MLPs stored as 3-D tensors (gate_up [experts, 2 * inner,
-hidden] as [gate; up], down [experts, hidden, inner]; gpt-oss's transposed, interleaved, biased weights are
-brought to that layout at load), SwiGLU or gpt-oss's clamped variant: (up + 1) * gate * sigmoid(alpha * gate).
+Each family routes by its own rule (`Routing`, read from the config: the one place that picks it). The experts
+are gated MLPs stored as 3-D tensors (gate_up [experts, 2 * inner, hidden] as [gate; up], down [experts, hidden,
+inner]; gpt-oss's transposed, interleaved, biased weights are brought to that layout at load), SwiGLU or gpt-oss's
+clamped variant: (up + 1) * gate * sigmoid(alpha * gate). GLM-4.5's shared experts, a plain SwiGLU MLP over every
+token, are added to the routed ones.
 
 On CPU the assignments are sorted by expert and each expert that got tokens runs its two matmuls over them
 (a plain grouped path: the host reads the counts). On CUDA the grouped GEMMs run in one Triton kernel each
@@ -35,16 +35,64 @@ class Gating:
         return (up + 1) * gate * torch.sigmoid(gate * self.alpha)
 
 
-def route(x: torch.Tensor, router: torch.Tensor, top_k: int, renormalize: bool, bias=None, softmax_top_k=False):
-    """(weights [tokens, k] in x's dtype, expert ids [tokens, k]) of each token."""
+@dataclass(frozen=True)
+class Routing:
+    """How a family picks each token's `top_k` experts and weighs them, as transformers does:
+    - "softmax" (Qwen3 MoE): softmax over every expert's logit (float32), the top k, renormalised to sum to one
+      where norm_topk_prob says;
+    - "softmax_top_k" (gpt-oss): the top k of the biased logits, softmax over those k;
+    - "sigmoid_groups" (GLM-4.5): sigmoid scores (float32); experts chosen by score + the correction bias
+      (e_score_correction_bias: for the choice only), among the `top_groups` of `groups` equal groups whose two
+      best biased scores sum highest; weighted by their unbiased scores, renormalised where norm_topk_prob says,
+      times routed_scaling_factor.
+    The weights come in the model's dtype."""
+
+    rule: str
+    top_k: int
+    renormalize: bool = False
+    groups: int = 1
+    top_groups: int = 1
+    scale: float = 1.0
+
+    @classmethod
+    def of(cls, config) -> Routing:
+        top_k, renormalize = config.num_experts_per_tok, bool(getattr(config, "norm_topk_prob", False))
+        if config.model_type == "gpt_oss":
+            return cls("softmax_top_k", top_k)
+        if config.model_type == "glm4_moe":
+            groups, scale = (config.n_group, config.topk_group), float(config.routed_scaling_factor)
+            return cls("sigmoid_groups", top_k, renormalize, *groups, scale)
+        return cls("softmax", top_k, renormalize)
+
+
+def route(x: torch.Tensor, router: torch.Tensor, routing: Routing, bias=None, correction=None):
+    """(weights [tokens, k] in x's dtype, expert ids [tokens, k]) of each token; `bias`: the router's (gpt-oss),
+    `correction`: the choice's (GLM-4.5)."""
+    if routing.rule == "sigmoid_groups":
+        return _sigmoid_groups(x, router, routing, correction)
     logits = F.linear(x, router, bias)
-    if softmax_top_k:  # gpt-oss: softmax over the k chosen logits
-        values, ids = torch.topk(logits, top_k, dim=-1)
+    if routing.rule == "softmax_top_k":
+        values, ids = torch.topk(logits, routing.top_k, dim=-1)
         return F.softmax(values, dim=-1, dtype=values.dtype), ids
-    weights, ids = torch.topk(F.softmax(logits, dim=-1, dtype=torch.float32), top_k, dim=-1)
-    if renormalize:
+    weights, ids = torch.topk(F.softmax(logits, dim=-1, dtype=torch.float32), routing.top_k, dim=-1)
+    if routing.renormalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights.to(x.dtype), ids
+
+
+def _sigmoid_groups(x, router, routing: Routing, correction):
+    scores = F.linear(x.float(), router.float()).sigmoid()
+    choice = scores if correction is None else scores + correction.float()
+    if routing.top_groups < routing.groups:  # the other groups' experts are out of the choice
+        grouped = choice.view(choice.shape[0], routing.groups, -1)
+        best = grouped.topk(2, dim=-1)[0].sum(dim=-1).topk(routing.top_groups, dim=-1)[1]
+        keep = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=x.device).scatter_(1, best, True)
+        choice = grouped.masked_fill(~keep[..., None], float("-inf")).flatten(1)
+    ids = torch.topk(choice, routing.top_k, dim=-1)[1]
+    weights = scores.gather(1, ids)
+    if routing.renormalize:
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return (weights * routing.scale).to(x.dtype), ids
 
 
 def grouped_experts(x, gate_up, down, weights, ids, gating=Gating(), gate_up_bias=None, down_bias=None):
@@ -72,13 +120,13 @@ def _frozen(t: torch.Tensor) -> nn.Parameter:
 
 
 class SparseMoe(nn.Module):
-    """The experts of one layer, called on the normed hidden rows [tokens, hidden]."""
+    """The experts of one layer (and its shared experts, GLM-4.5), called on the normed hidden rows [tokens,
+    hidden]."""
 
     def __init__(self, hf_block, config):
         super().__init__()
         experts = hf_block.experts
-        self.top_k = config.num_experts_per_tok
-        self.renormalize = bool(getattr(config, "norm_topk_prob", False))
+        self.routing = Routing.of(config)
         self.bias = None  # a Projection without bias, for NormedProjection
         if hasattr(hf_block, "router"):  # gpt-oss: [experts, hidden, 2 * inner], gate and up interleaved
             gate_up, gate_up_bias = experts.gate_up_proj.transpose(1, 2), experts.gate_up_proj_bias
@@ -86,20 +134,30 @@ class SparseMoe(nn.Module):
             self.gate_up = _frozen(torch.cat((gate_up[:, 0::2], gate_up[:, 1::2]), dim=1))
             self.gate_up_bias = _frozen(torch.cat((gate_up_bias[:, 0::2], gate_up_bias[:, 1::2]), dim=1))
             self.down, self.down_bias = _frozen(experts.down_proj.transpose(1, 2)), _frozen(experts.down_proj_bias)
-            self.gating, self.softmax_top_k = Gating(experts.alpha, experts.limit), True
+            self.gating = Gating(experts.alpha, experts.limit)
         else:
             self.router, self.router_bias = _frozen(hf_block.gate.weight), None
             self.gate_up, self.gate_up_bias = _frozen(experts.gate_up_proj), None
             self.down, self.down_bias = _frozen(experts.down_proj), None
-            self.gating, self.softmax_top_k = Gating(), False
+            self.gating = Gating()
+        correction = getattr(hf_block.gate, "e_score_correction_bias", None) if hasattr(hf_block, "gate") else None
+        self.correction = None if correction is None else _frozen(correction)
+        shared = getattr(hf_block, "shared_experts", None)
+        self.shared_gate_up = (
+            None if shared is None else _frozen(torch.cat((shared.gate_proj.weight, shared.up_proj.weight)))
+        )
+        self.shared_down = None if shared is None else _frozen(shared.down_proj.weight)
 
     @property
     def weight(self) -> torch.Tensor:
         return self.router
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weights, ids = route(x, self.router, self.top_k, self.renormalize, self.router_bias, self.softmax_top_k)
+        weights, ids = route(x, self.router, self.routing, self.router_bias, self.correction)
         run = grouped_experts
         if x.is_cuda:
             from engine_svc.model.triton_moe import fused_experts as run
-        return run(x, self.gate_up, self.down, weights, ids, self.gating, self.gate_up_bias, self.down_bias)
+        out = run(x, self.gate_up, self.down, weights, ids, self.gating, self.gate_up_bias, self.down_bias)
+        if self.shared_gate_up is not None:
+            out = out + F.linear(Gating()(F.linear(x, self.shared_gate_up)), self.shared_down)
+        return out

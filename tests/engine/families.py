@@ -9,6 +9,8 @@ from transformers import (
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
+    Glm4MoeConfig,
+    Glm4MoeForCausalLM,
     GptOssConfig,
     GptOssForCausalLM,
     MistralConfig,
@@ -105,6 +107,29 @@ def _gpt_oss():
     return GptOssForCausalLM(config)
 
 
+def _glm4_moe():
+    config = Glm4MoeConfig(
+        **COMMON,
+        num_hidden_layers=2,
+        first_k_dense_replace=1,  # one dense layer, then one routed
+        n_routed_experts=16,
+        n_group=4,  # 4 groups of 4 experts, the best 2 groups kept: the others' experts are out of the choice
+        topk_group=2,
+        num_experts_per_tok=3,
+        n_shared_experts=1,
+        moe_intermediate_size=32,
+        routed_scaling_factor=2.5,
+        norm_topk_prob=True,
+        use_qk_norm=True,
+        attention_bias=True,
+        partial_rotary_factor=0.5,  # the first 8 of each head's 16 dims rotate
+    )
+    model = Glm4MoeForCausalLM(config)
+    for layer in model.model.layers[config.first_k_dense_replace :]:  # a buffer: tiny() leaves it be
+        layer.mlp.gate.e_score_correction_bias.normal_(0, 0.2)
+    return model
+
+
 FAMILIES = {
     "qwen3": _qwen3,
     "mistral": _mistral,
@@ -112,6 +137,7 @@ FAMILIES = {
     "gemma2": _gemma2,
     "qwen3_moe": _qwen3_moe,
     "gpt_oss": _gpt_oss,
+    "glm4_moe": _glm4_moe,
 }
 
 

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 import torch
 
+from engine_svc.model.moe import Routing, route
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
@@ -19,6 +20,10 @@ from tests.engine.families import FAMILIES, WINDOW, greedy, logits_of, tiny
 BLOCK = 4
 PROMPT = [1] + [(7 * j) % 200 + 3 for j in range(29)]  # 30 tokens: over 3 sliding windows
 SHARED = 20  # tokens (5 full blocks) a second prompt shares with PROMPT: its prefix-cache hit
+# fp8's bound on the logits' error, as a share of their largest (0.15 unless named). GLM-4.5's tiny model has more
+# fp8 projections ahead of its last layer (a dense MLP's and the attention's); each alone moves the logits by 3-7%
+# as in the other families, together by 19% (the same with the exact run's routing replayed: no expert flip).
+FP8_BOUND = {"glm4_moe": 0.25}
 
 
 def _sequence(name: str, tokens: list[int], blocks: list[int]) -> Sequence:
@@ -89,4 +94,18 @@ def test_fp8_weights_and_cache_stay_near_the_logits(family):
         runner.execute([Chunk(seq, 0, 12)])
         got = runner.execute([Chunk(seq, 12, 18)])[0]
     expected = logits_of(model, PROMPT)[-1]
-    assert (got - expected).abs().max() < 0.15 * expected.abs().max()
+    assert (got - expected).abs().max() < FP8_BOUND.get(family, 0.15) * expected.abs().max()
+
+
+def test_grouped_routing_keeps_each_token_to_its_best_groups():
+    """GLM-4.5's routing on its tiny model's router: each token's experts lie in its top_groups groups, and for
+    most tokens that is not the best experts overall (so the equivalence tests above see groups excluded)."""
+    model = tiny("glm4_moe")
+    gate, routing = model.model.layers[1].mlp.gate, Routing.of(model.config)
+    x = torch.randn(64, model.config.hidden_size)
+    _, ids = route(x, gate.weight, routing, None, gate.e_score_correction_bias)
+    per_group = gate.weight.shape[0] // routing.groups
+    assert all(len(set(row)) <= routing.top_groups for row in (ids // per_group).tolist())
+    ungrouped = Routing(routing.rule, routing.top_k, routing.renormalize, scale=routing.scale)
+    _, anywhere = route(x, gate.weight, ungrouped, None, gate.e_score_correction_bias)
+    assert (ids.sort(-1)[0] != anywhere.sort(-1)[0]).any(-1).float().mean() > 0.5

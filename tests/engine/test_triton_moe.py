@@ -12,7 +12,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("the Triton kernels need CUDA (or TRITON_INTERPRET=1)", allow_module_level=True)
 triton_moe = pytest.importorskip("engine_svc.model.triton_moe")
 
-from engine_svc.model.moe import Gating, grouped_experts, route  # noqa: E402
+from engine_svc.model.moe import Gating, Routing, grouped_experts, route  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
@@ -35,7 +35,7 @@ def test_fused_experts_equal_the_grouped_path(tokens, biased):
     router = torch.randn(experts, hidden, device=DEVICE, dtype=DTYPE)
     gate_up = torch.randn(experts, 2 * inner, hidden, device=DEVICE, dtype=DTYPE) / hidden**0.5
     down = torch.randn(experts, hidden, inner, device=DEVICE, dtype=DTYPE) / inner**0.5
-    weights, ids = route(x, router, top_k, renormalize=True)
+    weights, ids = route(x, router, Routing("softmax", top_k, renormalize=True))
     gating, biases = Gating(), (None, None)
     if biased:
         gating = Gating(alpha=1.702, limit=1.0)
