@@ -74,7 +74,7 @@ class Puller:
         start, channel = time.perf_counter(), open_channel(where, tls_name=self.tls_name)
         try:
             stub = kv_transfer_pb2_grpc.KvTransferServiceStub(channel)
-            mapped = await self._mapped(stub, handoff.engine_id, limit_s)
+            mapped = await self._mapped(where, handoff.engine_id, limit_s)
             data, ready, way = None, None, transport.STREAM
             if mapped is not None:
                 data, ready = await self._copy(stub, request, mapped, limit_s)
@@ -111,27 +111,31 @@ class Puller:
         )
         return blocks.Pulled(data, tokens, ready, way)
 
-    async def _mapped(self, stub, engine_id: str, limit_s: float) -> Mapped | None:
+    async def _mapped(self, where: str, engine_id: str, limit_s: float) -> Mapped | None:
         """The prefill engine's cache mapped here, asked for once per engine (None: stream from it); pulls that
         arrive while it is asked wait for that one answer (one ShareKvCache, one mapping)."""
         if engine_id in self.mapped:
             return self.mapped[engine_id]
         if engine_id not in self._mapping:
-            task = asyncio.ensure_future(self._map(stub, engine_id, limit_s))
+            task = asyncio.ensure_future(self._map(where, engine_id, limit_s))
             task.add_done_callback(lambda _: self._mapping.pop(engine_id, None))
             self._mapping[engine_id] = task
         return await asyncio.shield(self._mapping[engine_id])  # one caller cancelled leaves it to the others
 
-    async def _map(self, stub, engine_id: str, limit_s: float) -> Mapped | None:
+    async def _map(self, where: str, engine_id: str, limit_s: float) -> Mapped | None:
+        """Ask and map, on a channel of its own (the pull that started it may end first)."""
         mapped = None
         if self.me.device_uuid:  # off CUDA there is nothing to map: do not ask
             share = kv_transfer_pb2.ShareKvCacheRequest(engine_id=engine_id, layout=self.layout, device=self.me)
+            channel = open_channel(where, tls_name=self.tls_name)
             try:
-                answer = await stub.ShareKvCache(share, timeout=limit_s)
+                answer = await kv_transfer_pb2_grpc.KvTransferServiceStub(channel).ShareKvCache(share, timeout=limit_s)
             except grpc.aio.AioRpcError as error:
                 if error.code() != grpc.StatusCode.UNIMPLEMENTED:  # an engine without the device path: stream
                     raise
                 answer = kv_transfer_pb2.ShareKvCacheResponse()
+            finally:
+                await channel.close()
             if transport.choose(self.me, answer.device) == transport.CUDA_IPC and answer.layers:
                 try:
                     layers = transport.open_shared(list(answer.layers), self.layout, self.device)
