@@ -81,10 +81,8 @@ class Puller:
                 way = transport.CUDA_IPC if data is not None else way
             if data is None:
                 data = await self._stream(stub, request, limit_s)
-        except torch.OutOfMemoryError as error:  # the blocks are claimed (freed there when the call ends): no retry
-            raise fail(
-                Reason.KV_PULL_NO_MEMORY, f"no device memory for the {tokens} pulled tokens' K/V: {error}"
-            ) from None
+        except (torch.OutOfMemoryError, MemoryError) as error:  # claimed (freed there when the call ends): no retry
+            raise fail(Reason.KV_PULL_NO_MEMORY, f"no memory for the {tokens} pulled tokens' K/V: {error}") from None
         except RuntimeError as error:  # a device fault of the copy (ServiceError is not one): typed, logged
             log.exception("KV pull from %s failed", where)
             raise fail(Reason.KV_PULL_FAILED, f"the KV copy from {where} failed: {error}") from None
