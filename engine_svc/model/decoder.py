@@ -136,7 +136,8 @@ class DecoderLayer(nn.Module):
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = head_dim(config)
-        order = rotary_order(self.head_dim, rotary_dim)
+        # Partial rotary: each q and k head's dims in this order, not the checkpoint's (None: as loaded).
+        self.head_order = order = rotary_order(self.head_dim, rotary_dim)
         self.layer_index = layer_index
         self.window = family.windows[layer_index]
         self.rope_index = sorted(set(family.rope_kinds)).index(family.rope_kinds[layer_index])

@@ -38,6 +38,11 @@ def _fused_slots(model) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {"model.embed_tokens.weight": model.embed.weight}
     for i, layer in enumerate(model.layers):
         prefix = f"model.layers.{i}."
+        if layer.mlp_kind == "moe" or layer.head_order is not None:  # no slots for experts or reordered heads yet
+            raise fail(
+                Reason.WEIGHT_TRANSFER_UNAVAILABLE,
+                "a mixture of experts or a partial-rotary model takes no weight updates yet",
+            )
         qkv, gate_up = layer.qkv.linear, layer.gate_up.linear
         if any(p.weight.itemsize == 1 for p in (qkv, gate_up, layer.o_proj, layer.down)):
             raise fail(
