@@ -118,7 +118,7 @@ def in_process_request(loaded, prompts):
     async def one(w, r, c, new_tokens=None, salt=""):
         rid, seqs, interval = admit(pick(prompts, w, r, c, new_tokens, salt), loaded.limits)
         count = 0
-        async for m in stream_responses(loaded.engine, loaded.engine.submit(rid, seqs), interval):
+        async for m in stream_responses(loaded.engine, loaded.engine.submit(rid, seqs), interval, rid):
             count += sum(len(ch.token_ids) for ch in m.choices)
         return count
 
@@ -129,6 +129,9 @@ def release(loaded) -> None:
     """Stop an in-process engine and give its GPU memory back."""
     loaded.engine.stop()
     loaded.engine = None  # the caller still holds `loaded`: drop the engine (its KV cache, graphs) here
+    # Engine.start froze every object then alive (gc.freeze), the engine too: its cycles (engine -> step sink ->
+    # its bound _deliver -> engine) are out of the collector's reach, and hold the runner, until unfrozen.
+    gc.unfreeze()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

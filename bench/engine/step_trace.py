@@ -150,7 +150,7 @@ async def conversations_loop(loaded, conversations, streams: int) -> list[dict]:
                 rid, seqs, interval = admit(engine_pb2.GenerateRequest(token_ids=history, sampling_params=params),
                                             loaded.limits)  # fmt: skip
                 state = loaded.engine.submit(rid, seqs)
-                async for m in stream_responses(loaded.engine, state, interval):
+                async for m in stream_responses(loaded.engine, state, interval, rid):
                     history += [t for c in m.choices for t in c.token_ids]
                 timings.append(state.timings())
 
