@@ -184,7 +184,7 @@ async def closed_loop(loaded, requests, streams: int, rounds: int, outputs: list
                 await engine.compile_grammar(seqs[0].config.constraint)
             state = engine.submit(request_id, seqs)
             ids: list[int] = []
-            async for message in stream_responses(engine, state, 1):
+            async for message in stream_responses(engine, state, 1, request_id):
                 for choice in message.choices:
                     ids += choice.token_ids
             produced += len(ids)
