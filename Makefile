@@ -28,7 +28,10 @@ lint: setup
 check: lint
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# The tests' second real model (Gemma 3 270M, the dev extra's GGUF) converted once first, not inside the first
+# test that needs it: minutes on two cores, past a test's timeout.
 test: lint
+	$(BIN)/python -m tests.engine.gemma3_270m
 	$(BIN)/python -m pytest -q --durations=40
 
 codegen: setup

@@ -16,7 +16,7 @@ from tests.engine.conftest import engine_stub, generate, request
 from tests.engine.gemma3_270m import gemma3_270m_folder
 
 pytestmark = pytest.mark.slow
-NEW_TOKENS = 12
+NEW_TOKENS = 6  # few: every step runs the 262k-row lm_head twice (ours, transformers')
 
 
 async def test_gemma3_270m_serves_paged_with_transformers_greedy_tokens():
@@ -27,7 +27,6 @@ async def test_gemma3_270m_serves_paged_with_transformers_greedy_tokens():
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     texts = [
         "The capital of France is",
-        "def fibonacci(n):",
         " ".join(f"item {i}," for i in range(110)),  # over 512 tokens: the sliding layers' window wraps
     ]
     prompts = [tokenizer(text)["input_ids"] for text in texts]
