@@ -9,22 +9,23 @@ the gateway gives on the transcoded route: an error is OpenAI's error object wit
 transcoder would print (`details`), its HTTP status the gRPC code's. Readiness follows the gRPC server's:
 NOT_READY until the model is loaded, DRAINING once the replica drains (503: the gateway retries elsewhere).
 
-uvicorn with httptools (llhttp) speaks HTTP; the app is a bare ASGI callable. Plaintext only: with --tls-dir
-the replica serves gRPC alone and the gateway transcodes.
+render_svc/http_server.py speaks HTTP (a small asyncio.Protocol over httptools: uvicorn's ASGI cost as much as a
+short render); a short render answers on the spot, a large or templated one from its pool. Plaintext only: with
+--tls-dir the replica serves gRPC alone and the gateway transcodes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import uuid
+from collections.abc import Awaitable
 
 import orjson
-import uvicorn
 from google.protobuf import json_format
 
+from render_svc.http_server import HttpServer, Request, Response
 from render_svc.vllm_render import chat_json, completion_json
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
@@ -60,7 +61,7 @@ class _Headers:
 
 
 class HttpFace:
-    """The ASGI app: `service` is the RenderService (its renderer and thread pools)."""
+    """The handler render_svc/http_server.py calls: `service` is the RenderService (its renderer and pools)."""
 
     def __init__(self, service, max_body_bytes: int, serving):
         self.service = service
@@ -68,48 +69,40 @@ class HttpFace:
         self.serving = serving  # the gRPC health check's readiness
         self.draining = False
 
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            return
+    def answer(self, request: Request) -> Response | Awaitable[Response]:
         try:
-            body = await self._answer(scope, receive)
-            status, headers = 200, JSON_HEADERS
+            work = self._route(request)
         except Exception as error:
-            status, headers, body = _error(error, scope["path"])
-        headers = [*headers, (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+            return _error(error, request.path)
+        return (200, JSON_HEADERS, work) if isinstance(work, bytes) else self._later(work, request.path)
 
-    async def _answer(self, scope, receive) -> bytes:
-        route = ROUTES.get(scope["path"])
-        if scope["path"] == HEALTH and scope["method"] in ("GET", "HEAD"):
+    def refuse(self, why: str, message: str) -> Response:
+        reason = Reason.REQUEST_BODY_TOO_LARGE if why == "too_large" else Reason.INVALID_HTTP
+        return _error(fail(reason, message), "")
+
+    async def _later(self, work: Awaitable[bytes], path: str) -> Response:
+        try:
+            return 200, JSON_HEADERS, await work
+        except Exception as error:
+            return _error(error, path)
+
+    def _route(self, request: Request) -> bytes | Awaitable[bytes]:
+        route = ROUTES.get(request.path)
+        if request.path == HEALTH and request.method in ("GET", "HEAD"):
             if not self.serving():
                 raise fail(Reason.NOT_READY, "not serving: loading or draining")
             return b""
         if route is None:
             raise fail(Reason.PATH_NOT_SERVED, f"this port serves POST {' and '.join(ROUTES)} and GET {HEALTH} only")
-        if scope["method"] != "POST":
+        if request.method != "POST":
             raise fail(Reason.METHOD_NOT_ALLOWED, "this path takes POST only")
         if self.draining:
             raise fail(Reason.DRAINING, "server is shutting down; retry on another replica")
         if self.service.renderer is None:
             raise fail(Reason.NOT_READY, "server is still loading; retry shortly")
-        admit(_Headers(scope["headers"]))
-        data = await self._body(receive)
+        admit(_Headers(request.headers))
         function, templated = route
-        return await self.service.call_json(function, data, templated and b'"chat_template"' in data)
-
-    async def _body(self, receive) -> bytes:
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise fail(Reason.REQUEST_BODY_TOO_LARGE, f"the body is larger than {self.max_body_bytes} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return self.service.call_json(function, request.body, templated and b'"chat_template"' in request.body)
 
 
 def _error(error: Exception, path: str) -> tuple[int, list, bytes]:
@@ -132,46 +125,31 @@ def _error(error: Exception, path: str) -> tuple[int, list, bytes]:
     return status, headers, orjson.dumps(shaped)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn inside the replica's loop: the gRPC server owns the signals (SIGTERM drains both)."""
+class HttpFaceServer:
+    """The face on its own port, in the replica's loop (the gRPC server owns the signals: SIGTERM drains both)."""
 
-    @contextlib.contextmanager
-    def capture_signals(self):
-        yield
-
-
-class HttpServer:
-    def __init__(self, app: HttpFace, host: str, port: int, grace_s: float):
-        self.app = app
+    def __init__(self, face: HttpFace, host: str, port: int, grace_s: float):
+        self.face = face
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            self.socket.bind((host, port))
+            sock.bind((host, port))
         except OSError as error:
             raise SystemExit(f"cannot listen on {host}:{port} (--http-port): {error}") from None
-        self.port = self.socket.getsockname()[1]
-        config = uvicorn.Config(
-            app,
-            http="httptools",
-            lifespan="off",
-            access_log=False,
-            log_config=None,
-            server_header=False,
-            date_header=False,
-            timeout_graceful_shutdown=int(grace_s),
-            timeout_keep_alive=75,  # past the gateway's connection idle timeout: Envoy closes first
-        )
-        self._server = _Server(config)
+        self.port = sock.getsockname()[1]
+        # idle keep-alive connections live past the gateway's connection idle timeout: Envoy closes first
+        self._server = HttpServer(face, sock, idle_s=75, grace_s=grace_s)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._server.serve(sockets=[self.socket]))
+        self._server.socket.listen(1024)  # connections queue from now; accepted once the task has run
+        self._task = asyncio.get_running_loop().create_task(self._server.start())
 
     def drain(self) -> None:
-        self.app.draining = True
+        self.face.draining = True
 
     async def close(self) -> None:
         if self._task is not None:
-            self._server.should_exit = True
             await self._task
+        await self._server.close()

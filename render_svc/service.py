@@ -19,7 +19,7 @@ from render_svc import telemetry as _telemetry  # noqa: F401  (registers the rea
 from render_svc.api_rpcs import count_message_tokens, count_response_tokens, render_messages, render_responses
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
-from render_svc.http_face import HttpFace, HttpServer
+from render_svc.http_face import HttpFace, HttpFaceServer
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
@@ -42,7 +42,7 @@ class RenderService:
         self._templates = BoundedPool(
             args.template_workers, args.max_pending_templates, "request-template renders", "template"
         )
-        self.http: HttpServer | None = None
+        self.http: HttpFaceServer | None = None
 
     def readiness(self, serving) -> None:
         """The HTTP face (--http-port) binds beside the gRPC port; it says NOT_READY until load() is done."""
@@ -51,7 +51,7 @@ class RenderService:
         if getattr(self.args, "tls_dir", None):
             raise SystemExit("--http-port serves plaintext HTTP: not with --tls-dir")
         face = HttpFace(self, self.args.max_message_mb * 1024 * 1024, serving)
-        self.http = HttpServer(face, self.args.host, self.args.http_port, self.args.drain_grace_s)
+        self.http = HttpFaceServer(face, self.args.host, self.args.http_port, self.args.drain_grace_s)
         self.http.start()
         print(f"LISTENING_HTTP {self.service_names[0]} {self.args.host}:{self.http.port}", flush=True)
 
@@ -96,11 +96,14 @@ class RenderService:
             return function(self.renderer, request)
         return await self._pool.run(function, self.renderer, request)
 
-    async def call_json(self, function, data: bytes, templated: bool):
-        """A JSON face's render (the client's bytes in, the answer's out), placed as `call_chat` places it."""
+    def call_json(self, function, data: bytes, templated: bool):
+        """A JSON face's render (the client's bytes in, the answer's out), placed as `call_chat` places it: the
+        answer itself when it rendered on the event loop, else an awaitable of it (no task for a short render)."""
         if templated:
-            return await self._templates.run(function, self.renderer, data)
-        return await self.call(function, data, len(data) >= self.args.inline_bytes)
+            return self._templates.run(function, self.renderer, data)
+        if len(data) < self.args.inline_bytes:
+            return function(self.renderer, data)
+        return self._pool.run(function, self.renderer, data)
 
     async def call_chat(self, function, request, templated: bool):
         """A chat render; one with a request chat_template (`templated`) always runs in the templates' own pool:
