@@ -7,9 +7,10 @@ renders), and the response goes out in one `write`.
 
 HTTP kept: keep-alive (HTTP/1.1 by default, `Connection: close` honoured, HTTP/1.0 closes unless keep-alive),
 pipelining (requests answered in order, one at a time per connection; reading pauses while PIPELINE_MAX wait),
-chunked and `Expect: 100-continue` bodies, a body limit (413 from the handler's `too_large`, then the connection
-closes), 400 and close on bytes that are not HTTP, HEAD without a body, back-pressure from a client that stops
-reading, an idle connection closed after `idle_s`, and a graceful close (in-flight requests finish).
+chunked and `Expect: 100-continue` bodies, percent-decoded paths, a body limit (413 from the handler's
+`too_large`, then the connection closes), 400 and close on bytes that are not HTTP, HEAD without a body,
+back-pressure from a client that stops reading, an idle connection closed after `idle_s`, and a graceful close
+(in-flight requests finish).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import http
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -131,6 +133,8 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         path = self._url.split(b"?", 1)[0].decode("latin-1")
+        if "%" in path:  # as ASGI servers give it: percent-decoded
+            path = urllib.parse.unquote(path)
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         method = self.parser.get_method().decode("latin-1")
         self.queue.append(Request(method, path, self._headers, body, self.parser.should_keep_alive()))

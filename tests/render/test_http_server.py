@@ -1,6 +1,6 @@
 """render_svc/http_server.py, the HTTP/1.1 server under render's HTTP face, over raw sockets with a stub handler
 (no model): keep-alive, pipelining in order (answers on the spot and from awaitables), Connection: close and
-HTTP/1.0, chunked bodies, Expect: 100-continue, HEAD, the body limit and bytes that are not HTTP (the handler's
+HTTP/1.0, chunked bodies, Expect: 100-continue, HEAD, percent-decoded paths, the body limit and bytes that are not HTTP (the handler's
 refusal, then close), and a graceful close that lets an in-flight request finish."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ async def test_chunked_expect_continue_and_head(served):
     assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
     writer.write(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
     assert json.loads((await _read(reader))[2])["body"] == "abcde"
-    writer.write(b"HEAD /h HTTP/1.1\r\nhost: x\r\n\r\n" + _post("/after"))
+    writer.write(b"HEAD /h HTTP/1.1\r\nhost: x\r\n\r\n" + _post("/aft%65r"))  # percent-decoded
     head = await reader.readuntil(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK") and b"content-length: " in head  # no body follows
     assert json.loads((await _read(reader))[2])["path"] == "/after"
