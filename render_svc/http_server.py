@@ -122,7 +122,9 @@ class _Connection(asyncio.Protocol):
         self._headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
-        if (b"expect", b"100-continue") in self._headers and self.parser.get_http_version() == "1.1":
+        # not while an earlier answer is due: it would come first (a client waiting for 100 sends after ~1 s)
+        idle = not self.busy and not self.queue
+        if idle and (b"expect", b"100-continue") in self._headers and self.parser.get_http_version() == "1.1":
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
