@@ -20,10 +20,10 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from devstack.stack import Stack, StackConfig
-from scaleout_common.models import load_tokenizer
 from tests.clients.prompts import WEATHER_TOOLS
 from tests.clients.schemas import strict
 from tests.engine.gemma3_270m import NAME, gemma3_270m_folder
+from tests.gateway.rest import post
 
 pytestmark = pytest.mark.slow
 
@@ -44,17 +44,20 @@ def folder():
 
 
 @pytest.fixture(scope="module")
-def client(folder, tmp_path_factory):
+def stack(folder, tmp_path_factory):
     config = StackConfig(
         port=0,
         model=str(folder),
         service_args={"render": ["--tool-parser", "gemma", *LENGTH], "engine": LENGTH},
         log_dir=tmp_path_factory.mktemp("gemma3-stack-logs"),
     )
-    with (
-        Stack(config) as stack,
-        openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk,
-    ):
+    with Stack(config) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(stack):
+    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
         yield sdk
 
 
@@ -62,12 +65,12 @@ def test_models_lists_gemma(client):
     assert [m.id for m in client.models.list().data] == [NAME]
 
 
-def test_chat_renders_gemma_turns_and_streams_the_unary_answer(client, folder):
+def test_chat_renders_gemma_turns_and_streams_the_unary_answer(stack, client):
     answer = strict(
         ChatCompletion, client.chat.completions.create(model=NAME, messages=MESSAGES, extra_body=IDS, **GREEDY)
     )
-    tokenizer = load_tokenizer(folder)
-    prompt = tokenizer.decode(answer.prompt_token_ids)
+    shown = {"tokens": answer.prompt_token_ids, "skip_special_tokens": False}
+    prompt = post(stack, "/detokenize", shown).json()["prompt"]
     assert prompt == f"<bos><start_of_turn>user\n{SYSTEM}\n\n{QUESTION}<end_of_turn>\n<start_of_turn>model\n"
     (choice,) = answer.choices
     ids = choice.token_ids
