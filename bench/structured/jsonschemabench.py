@@ -6,6 +6,7 @@ Draft 2020-12 with format checks: tests/structured/differential.py); compile tim
 
     python -m bench.structured.jsonschemabench --workers 2 --rows rows.jsonl --json out.json   # the paper's 8 subsets
     python -m bench.structured.jsonschemabench --from-rows rows.jsonl      # the report of a run (cut short or not)
+    python -m bench.structured.jsonschemabench --refused-in rows.jsonl --rows again.jsonl   # re-run its refusals
     python -m bench.structured.jsonschemabench --limit 100 --vocab model     # the default model's tokenizer
 
 Each schema runs in a worker process; a worker whose schema runs past `--timeout-s` (the engine's compile
@@ -180,6 +181,14 @@ def report(rows: dict) -> dict:
     return {"subsets": table, "total": dict(total), "compile": times, "refusals": dict(reasons.most_common(40))}
 
 
+def _read_rows(path: str) -> dict:
+    rows = {}
+    for line in Path(path).read_text().splitlines():
+        name, subset, row = json.loads(line)
+        rows[name] = (subset, row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.path.expanduser("~/.cache/scaleout/jsonschemabench/data"))
@@ -192,13 +201,18 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--rows", help="append each schema's row here as it finishes (JSON lines)")
     parser.add_argument("--from-rows", help="report the rows of an earlier --rows file (nothing is run)")
+    parser.add_argument(
+        "--refused-in", help="run only the schemas an earlier --rows file refused; report its rows with theirs replaced"
+    )
     args = parser.parse_args()
     start = time.time()
     if args.from_rows:
-        rows = {}
-        for line in Path(args.from_rows).read_text().splitlines():
-            path, subset, row = json.loads(line)
-            rows[path] = (subset, row)
+        rows = _read_rows(args.from_rows)
+    elif args.refused_in:
+        rows = _read_rows(args.refused_in)
+        files = [(subset, path) for path, (subset, row) in rows.items() if row is not None and not row["accepted"]]
+        with open(args.rows, "a") if args.rows else contextlib.nullcontext() as log:
+            rows.update(run(files, args, log))
     else:
         per_subset = []
         for subset in args.subsets.split(","):

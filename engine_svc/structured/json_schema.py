@@ -10,23 +10,26 @@ nodes of one shape each, which xgrammar builds faithfully:
   ...that type's keywords}`;
 - applicators are resolved by distributing: a node's own keywords are merged into each `anyOf`/`oneOf` branch,
   `allOf` subschemas and `$ref` targets beside other keywords are merged into one node (bounds tightened,
-  `required` united, `properties` met pairwise); a `$ref` alone stays a reference (recursion works);
+  `required` united, `properties` met pairwise); a `$ref` alone stays a reference (recursion works); a `$ref`
+  with siblings whose target reaches itself is defined once per set of siblings (`$defs`: the target met with
+  them, the recursion inside going on through the plain target) -- exact;
 - `required` names missing from `properties` get the schema the object gives them (a matching
   `patternProperties` or `additionalProperties`); enum values are kept only where the rest of the node accepts them;
 - `oneOf` is kept (as `anyOf`) only where no output of one branch can satisfy another (different types, a
-  discriminating enum, or a required name the other branch never writes); otherwise refused;
+  discriminator: a required name whose values in one branch the other rejects, or a required name the other
+  (closed) branch never writes); otherwise refused;
 - typeless nodes with type keywords (`{"minLength": 2}`) are held to those types, which is sound (a subset).
-Forms with an exact rewrite (rewrite.py: `not` of `{}`/`required`, `oneOf` of `required` lists) are rewritten
-first. What no rewrite can express is refused (GrammarError "path: keyword ..."). Keywords the 2020-12 validator does
-not know are annotations and dropped, as are `format`s no validator checks (`int32`, ...); integer bounds are
-made whole and clamped to int64. Outputs may be narrower than the schema (strict mode: no properties or items
+Forms with an exact rewrite (rewrite.py, negation.py: `not`, `if`, `dependent*`, `oneOf` of `required` lists) are
+rewritten first. What no rewrite can express is refused (GrammarError "path: keyword ..."). Keywords the 2020-12 validator does
+not know are annotations and dropped, as are `format`s no validator checks (`int32`, ...); numbers.py makes integer
+bounds whole and holds a fractional `multipleOf` (0.01) to integers, the values validators' float check passes. Outputs may be narrower than the schema (strict mode: no properties or items
 beyond those listed), never wider: tests/structured/test_differential.py proves it on real schemas.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 import re
 from typing import Any
 
@@ -35,14 +38,15 @@ import referencing.exceptions
 
 from engine_svc.structured import rewrite
 from engine_svc.structured.backend import GrammarError
+from engine_svc.structured.numbers import integer_node, number_node
 from engine_svc.structured.schema_merge import TYPES, merge, types_of, unlisted
 from engine_svc.structured.strings import mis_compiled, string_node
 
 KEYWORDS = frozenset(jsonschema.Draft202012Validator.VALIDATORS)  # everything else is an annotation
 REFUSED = ("not", "dependentRequired", "dependentSchemas", "contains", "$dynamicRef")
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf")
-INT64 = (1 << 63) - 1
 MAX_BRANCHES = 64
+MAX_DEFS = 512
 
 
 class InvalidSchema(GrammarError):
@@ -57,9 +61,9 @@ class Lowering:
     def __init__(self, root: Any):
         self.validator = jsonschema.Draft202012Validator(root)
         self.defs: dict[str, Any] = {}
-        self._names: dict[int, str] = {}
-        self._expanding: list[int] = []  # $ref targets being merged into a node
-        self._building: set[int] = set()  # $ref targets being lowered into $defs
+        self._names: dict[tuple[int, str], str] = {}
+        self._expanding: list[int] = []  # $ref targets being merged into a node or lowered into $defs
+        self._ref_targets: dict[int, list[Any]] = {}
 
     # -- applicators: a schema -> its alternatives (merged dicts, no applicator but a lone $ref) --
 
@@ -101,26 +105,68 @@ class Lowering:
                     continue
                 for x in self._expand(a, path):
                     for y in self._expand(b, path):
-                        merged = merge(x, y, path)
-                        if merged is not None:
-                            out.append(merged)
+                        for z in self._second_ref(x, y, path):
+                            if "$ref" in x and "$ref" in z:
+                                raise GrammarError(f"{path}: $ref {x['$ref']!r} is recursive and meets another $ref")
+                            merged = merge(x, z, path)
+                            if merged is not None:
+                                out.append(merged)
                 if len(out) > MAX_BRANCHES:
                     raise GrammarError(f"{path}: more than {MAX_BRANCHES} alternatives once anyOf/oneOf/allOf combine")
         return out
 
-    def _expand(self, alt: dict, path: str) -> list[dict]:
-        """A lone `$ref` that meets other keywords: its target's alternatives (merged with whatever else)."""
+    def _expand(self, alt: dict, path: str, inline: bool = False) -> list[dict]:
+        """A `$ref` that meets other keywords: its target's alternatives merged with them (a recursive one is
+        kept, unless `inline`: then only a reference back from inside its applicators is)."""
         if "$ref" not in alt:
             return [alt]
         target = self._resolve(alt["$ref"], path)
-        if id(target) in self._expanding or id(target) in self._building:
-            raise GrammarError(f"{path}: $ref {alt['$ref']!r} is recursive and meets other keywords")
+        if id(target) in self._expanding or (not inline and self._cyclic(target, path)):
+            return [alt]  # recursive: kept as a reference with siblings, defined once per siblings (node)
         self._expanding.append(id(target))
         try:
             rest = {k: v for k, v in alt.items() if k != "$ref"}
             return self.conjoin([rest], self.alternatives(target, alt["$ref"]), path)
         finally:
             self._expanding.pop()
+
+    def _second_ref(self, x: dict, y: dict, path: str) -> list[dict]:
+        """`y` to merge into `x` where both keep a recursive reference: the same target's siblings alone, else
+        the second inlined once (its applicators, not its properties)."""
+        if "$ref" not in x or "$ref" not in y:
+            return [y]
+        if self._resolve(x["$ref"], path) is self._resolve(y["$ref"], path):
+            return [{k: v for k, v in y.items() if k != "$ref"}]
+        return self._expand(y, path, inline=True)
+
+    def _cyclic(self, target: Any, path: str) -> bool:
+        """`target` reaches a `$ref` back to itself (inlining it into a node would never end)."""
+        seen, todo = set(), list(self._refs(target, path))
+        while todo:
+            node = todo.pop()
+            if node is target:
+                return True
+            if id(node) not in seen:
+                seen.add(id(node))
+                todo.extend(self._refs(node, path))
+        return False
+
+    def _refs(self, schema: Any, path: str) -> list[Any]:
+        """The targets of the `$ref`s anywhere inside `schema` (memoized)."""
+        if id(schema) not in self._ref_targets:
+            found: list[Any] = []
+
+            def walk(node: Any) -> Any:
+                if isinstance(node, dict):
+                    if isinstance(node.get("$ref"), str):
+                        with contextlib.suppress(GrammarError):  # refused where it is lowered, if it is
+                            found.append(self._resolve(node["$ref"], path))
+                    rewrite.subschemas(node, walk)
+                return node
+
+            walk(schema)
+            self._ref_targets[id(schema)] = found
+        return self._ref_targets[id(schema)]
 
     def _resolve(self, ref: str, path: str) -> Any:
         try:
@@ -129,7 +175,7 @@ class Lowering:
             raise GrammarError(f"{path}: $ref {ref!r} does not resolve inside the schema") from None
 
     def _check_disjoint(self, branches: list[list[dict]], path: str) -> None:
-        expanded = [[x for a in b for x in self._expand(a, path)] for b in branches]
+        expanded = [[x for a in b for x in self._expand(a, path, inline=True)] for b in branches]
         for i, left in enumerate(expanded):
             for j in range(i + 1, len(expanded)):
                 for a in left:
@@ -150,26 +196,26 @@ class Lowering:
             return not any(check.is_valid(v) for v in a["enum"])
         if "enum" in b and not any(self.validator.evolve(schema=a).is_valid(v) for v in b["enum"]):
             return True
-        closed = a.get("additionalProperties", False) is False and "patternProperties" not in a  # writes only its own
-        if ta == {"object"} and "object" in tb and closed:
-            written = set(a.get("properties", {})) | set(a.get("required", []))
-            if set(b.get("required", [])) - written:
+        if ta != {"object"} or "object" not in tb:
+            return False
+        for name in a.get("required", []):  # a discriminator: a's values for a name it writes, none valid in b
+            right = b.get("properties", {}).get(name, unlisted(b, name))
+            if right is False:
                 return True
-            for name in a.get("required", []):
-                left = a.get("properties", {}).get(name)
-                right = b.get("properties", {}).get(name, unlisted(b, name))
-                if right is False:
-                    return True
-                if isinstance(left, dict) and ("const" in left or "enum" in left):
-                    values = [left["const"]] if "const" in left else left["enum"]
-                    if not any(self.validator.evolve(schema=right).is_valid(v) for v in values):
-                        return True
-        return False
+            left = a.get("properties", {}).get(name, unlisted(a, name))
+            values = [v for v in _finite(left) or [] if self.validator.evolve(schema=left).is_valid(v)]
+            if values and not any(self.validator.evolve(schema=right).is_valid(v) for v in values):
+                return True
+        closed = a.get("additionalProperties", False) is False and "patternProperties" not in a  # writes only its own
+        written = set(a.get("properties", {})) | set(a.get("required", []))
+        return closed and "$ref" not in a and bool(set(b.get("required", [])) - written)
 
     # -- alternatives -> nodes xgrammar builds exactly --
 
     def build(self, schema: Any, path: str) -> Any:
-        alts = self.alternatives(schema, path)
+        return self._nodes(self.alternatives(schema, path), path)
+
+    def _nodes(self, alts: list[dict], path: str) -> Any:
         nodes = [n for a in alts if (n := self.node(a, path)) is not None]
         if not nodes:
             raise Unsatisfiable(f"{path}: no value satisfies this schema (as the grammar backend enforces it)")
@@ -177,7 +223,7 @@ class Lowering:
 
     def node(self, alt: dict, path: str) -> Any:
         if "$ref" in alt:
-            return {"$ref": f"#/$defs/{self._define(alt['$ref'], path)}"}
+            return {"$ref": f"#/$defs/{self._define(alt, path)}"}
         if "enum" in alt or "const" in alt:
             values = [alt["const"]] if "const" in alt else alt["enum"]
             rest = self.validator.evolve(schema={k: v for k, v in alt.items() if k not in ("enum", "const")})
@@ -189,53 +235,34 @@ class Lowering:
         nodes = [n for t in types if (n := getattr(self, f"_{t}")(alt, path)) is not None]
         return None if not nodes else nodes[0] if len(nodes) == 1 else {"anyOf": nodes}
 
-    def _define(self, ref: str, path: str) -> str:
+    def _define(self, alt: dict, path: str) -> str:
+        """The `$defs` name of a reference's target met with the reference's siblings (none, or those a recursive
+        reference kept: the target inlined once there, the recursion inside going on through the plain target)."""
+        ref = alt["$ref"]
         target = self._resolve(ref, path)
-        name = self._names.get(id(target))
+        rest = {k: v for k, v in alt.items() if k != "$ref"}
+        key = (id(target), json.dumps(rest, sort_keys=True, default=str))
+        name = self._names.get(key)
         if name is None:
-            name = self._names[id(target)] = f"d{len(self._names)}"
-            self._building.add(id(target))
+            if len(self._names) >= MAX_DEFS:
+                raise GrammarError(f"{path}: more than {MAX_DEFS} definitions once $refs meet their siblings")
+            name = self._names[key] = f"d{len(self._names)}"
+            self._expanding.append(id(target))  # a reference back to it with siblings is defined in turn
             try:
-                self.defs[name] = self.build(target, ref)
+                alts = self.conjoin([rest], self.alternatives(target, ref), ref) if rest else None
+                self.defs[name] = self._nodes(alts, ref) if rest else self.build(target, ref)
             finally:
-                self._building.discard(id(target))
+                self._expanding.pop()
         return name
 
     def _string(self, alt: dict, path: str) -> dict | None:
         return string_node(alt, path)
 
     def _integer(self, alt: dict, path: str) -> dict | None:
-        low, high = -INT64, INT64
-        for key, value in alt.items():
-            if key in ("minimum", "exclusiveMinimum"):
-                low = max(low, math.floor(value) + 1 if key == "exclusiveMinimum" else math.ceil(value))
-            elif key in ("maximum", "exclusiveMaximum"):
-                high = min(high, math.ceil(value) - 1 if key == "exclusiveMaximum" else math.floor(value))
-        if low > high:
-            return None
-        out: dict = {"type": "integer"}
-        if "minimum" in alt or "exclusiveMinimum" in alt:  # a bound past int64 is clamped, never dropped
-            out["minimum"] = low
-        if "maximum" in alt or "exclusiveMaximum" in alt:
-            out["maximum"] = high
-        step = alt.get("multipleOf")
-        if step is not None and step != 1:
-            if step != int(step) or (("minimum" in out) != ("maximum" in out)):
-                raise GrammarError(f"{path}: multipleOf {step} with a one-sided bound is not enforced by the backend")
-            out["multipleOf"] = int(step)
-        return out
+        return integer_node(alt, path)
 
     def _number(self, alt: dict, path: str) -> dict | None:
-        step = alt.get("multipleOf")
-        if step is not None:
-            if step != int(step):
-                raise GrammarError(f"{path}: multipleOf {step} on a number is not enforced by the backend")
-            return self._integer(alt, path)
-        out: dict = {"type": "number"}
-        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            if key in alt:
-                out[key] = float(alt[key])
-        return out
+        return number_node(alt, path)
 
     def _boolean(self, alt: dict, path: str) -> dict:
         return {"type": "boolean"}
@@ -302,7 +329,7 @@ class Lowering:
         if "propertyNames" in alt:
             if patterns:  # xgrammar writes pattern-matched names without checking them
                 raise GrammarError(f"{path}: propertyNames beside patternProperties is not enforced by the backend")
-            names = [x for a in self.alternatives(alt["propertyNames"], path) for x in self._expand(a, path)]
+            names = self.conjoin(self.alternatives(alt["propertyNames"], path), [{"type": "string"}], path)
             nodes = [n for a in names if (n := self.node(a, f"{path}/propertyNames")) is not None]
             if not nodes:
                 return None if required or alt.get("minProperties", 0) > 0 else {**out, "properties": {}}
@@ -311,6 +338,16 @@ class Lowering:
             if key in alt:
                 out[key] = alt[key]
         return out
+
+
+def _finite(schema: Any) -> list[Any] | None:
+    """Values that include all `schema` admits, where a `const`/`enum` (or one inside its `allOf`) bounds it."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema or isinstance(schema.get("enum"), list):
+        return [schema["const"]] if "const" in schema else schema["enum"]
+    found = (_finite(sub) for sub in schema.get("allOf", []))
+    return next((values for values in found if values is not None), None)
 
 
 def check(schema: Any) -> None:

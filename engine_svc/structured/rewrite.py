@@ -2,11 +2,10 @@
 before and after (Draft 2020-12), so no output gets wider or narrower. Applied before either backend sees a
 schema (json_schema.lower for xgrammar, llguidance_backend for llguidance).
 
-- `not: {}` (nothing): the node is `false`.
-- `not: {required: [a, b]}`: an object missing a or b, `{type: object, anyOf: [{properties: {a: false}}, ...]}`;
-  `not: {anyOf: [X, Y]}` is `not X` and `not Y` (each rewritten, or the node is left as it was).
-- `if`/`then`/`else`: "(if and then) or (not if and else)" where `not if` has an exact form (`required` lists, or
-  `properties` of `const`/`enum` values over properties the node holds to a finite set: a discriminator).
+- `not`: the forms of negation.py (`{}`, a `type`, `enum`/`const` values, `required` lists, `anyOf`).
+- `if`/`then`/`else`: "(if and then) or (not if and else)" where `not if` has an exact form (negation.py, or
+  `required` lists and `properties` of `const`/`enum` values: a discriminator, whose "not" is the rest of the
+  finite set the node holds it to, else every other value: negation.not_values).
 - `dependentRequired`, `dependentSchemas`, draft-07's `dependencies`: per name, "absent, or present with those
   names / that schema" (`anyOf`).
 - `oneOf` whose branches admit values of different JSON types (by `type`, `const`, `enum`, local `$ref`s): `anyOf`.
@@ -23,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine_svc.structured.negation import ANNOTATIONS, negate, not_values, required_only
+
 # Schema keywords whose value is a map of subschemas, and those whose value is a subschema or a list of them.
 MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 SUBSCHEMAS = (
@@ -32,7 +33,6 @@ SUBSCHEMAS = (
 # 2020-12's dependentRequired / dependentSchemas, and draft-07's dependencies (either form): a schema that names
 # draft-07 is validated under it where a $ref enters it (jsonschema follows $schema), so it is a keyword here.
 DEPENDENCIES = ("dependentRequired", "dependentSchemas", "dependencies")
-ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default", "deprecated"})
 
 
 def subschemas(node: dict, fn: Callable[[Any], Any]) -> dict:
@@ -86,24 +86,21 @@ class _Rewrite:
         lists `required` names and `properties` held to `const`/`enum` values, and each such property is held by
         the node itself to a finite set (its `enum`/`const`, or boolean): outside `if`'s values means inside the rest."""
         test = node["if"]
-        negated = _negate(test)
+        negated = negate(test)
         if negated is None:
             negated = self._negate_discriminator(test, node)
         if negated is None:
             return None
         then, otherwise = node.get("then", True), node.get("else", True)
-        return (
-            [{"allOf": [test, then]}, {"allOf": [negated, otherwise]}]
-            if negated is not False
-            else [{"allOf": [test, then]}]
-        )
+        out = [{"allOf": [case, then]} for case in _cases(test)]
+        return out + [{"allOf": [negated, otherwise]}] if negated is not False else out
 
     def _negate_discriminator(self, test: Any, node: dict) -> Any:
         if not isinstance(test, dict) or not set(test) - ANNOTATIONS <= {"properties", "required", "type"}:
             return None
         if test.get("type", "object") != "object" or not isinstance(test.get("properties", {}), dict):
             return None
-        required = _required_only({"required": test.get("required", [])}) if "required" in test else []
+        required = required_only({"required": test.get("required", [])}) if "required" in test else []
         if required is None:
             return None
         parts: list[Any] = [{"type": "object", "properties": {name: False}} for name in required]
@@ -115,8 +112,13 @@ class _Rewrite:
                 continue  # holds for any value
             values = _values(sub)
             domain = _values(self._deref(own.get(name)))
-            if values is None or domain is None:
+            if values is None:
                 return None
+            if domain is None:  # any value but the test's
+                if (other := not_values(values)) is None:
+                    return None
+                parts.append({"type": "object", "required": [name], "properties": {name: other}})
+                continue
             rest = [v for v in domain if not any(_same(v, w) for w in values)]
             if rest:
                 parts.append({"type": "object", "required": [name], "properties": {name: {"enum": rest}}})
@@ -184,6 +186,18 @@ class _Rewrite:
         return node
 
 
+def _cases(test: Any) -> list[Any]:
+    """`test` as disjoint cases: `{properties: {p: S}}` alone holds where p is absent or p is present and S
+    holds (so a chain of `if`s on one discriminator meets as one case per value, not every combination)."""
+    if not isinstance(test, dict) or set(test) - ANNOTATIONS != {"properties"}:
+        return [test]
+    props = test["properties"]
+    if not isinstance(props, dict) or len(props) != 1:
+        return [test]
+    [(name, sub)] = props.items()
+    return [{"properties": {name: False}}, {"required": [name], "properties": {name: sub}}]
+
+
 def _dependencies(spec: dict, rewrite: Callable[[Any], Any]) -> list[Any]:
     """Each `name: [names]` or `name: schema` as "name absent, or present with those names / that schema"."""
     out: list[Any] = []
@@ -198,7 +212,7 @@ def _values(schema: Any) -> list[Any] | None:
     if not isinstance(schema, dict):
         return None
     keys = set(schema) - ANNOTATIONS
-    if keys == {"const"}:
+    if keys == {"const"} or (keys == {"const", "type"} and schema["type"] in _json_types(schema["const"])):
         return [schema["const"]]
     if (
         keys in ({"enum"}, {"enum", "type"})
@@ -233,45 +247,18 @@ def _json_types(value: Any) -> tuple[str, ...]:
 def _rewrite(out: dict) -> Any:
     """`not` and `oneOf` of `required` lists, rewritten in one node (its subschemas are already)."""
     if "not" in out:
-        negated = _negate(out["not"])
+        negated = negate(out["not"])
         if negated is False:
             return False
         if negated is not None:
             del out["not"]
             out["allOf"] = [*out.get("allOf", []), negated]
     if isinstance(out.get("oneOf"), list):
-        branches = [names for b in out["oneOf"] if (names := _required_only(b)) is not None]
+        branches = [names for b in out["oneOf"] if (names := required_only(b)) is not None]
         if len(branches) >= 2 and len(branches) == len(out["oneOf"]):
             out["allOf"] = [*out.get("allOf", []), {"type": "object", "anyOf": _exactly_one(branches)}]
             del out["oneOf"]
     return out
-
-
-def _negate(schema: Any) -> Any:
-    """A schema valid exactly where `schema` is not (False: nothing is), or None when no rewrite is known."""
-    if schema is True or schema == {}:
-        return False
-    if not isinstance(schema, dict):
-        return None
-    names = _required_only(schema)
-    if names is not None:
-        if not names:
-            return False  # {required: []} holds everywhere
-        return {"type": "object", "anyOf": [{"properties": {n: False}} for n in names]}
-    if set(schema) - ANNOTATIONS == {"anyOf"} and isinstance(schema["anyOf"], list):
-        parts = [_negate(x) for x in schema["anyOf"]]
-        if any(p is None for p in parts):
-            return None
-        return {"allOf": parts} if all(p is not False for p in parts) else False
-    return None
-
-
-def _required_only(schema: Any) -> list[str] | None:
-    """The names of a schema that only lists `required` names (and annotations), else None."""
-    if not isinstance(schema, dict) or set(schema) - ANNOTATIONS != {"required"}:
-        return None
-    names = schema["required"]
-    return list(dict.fromkeys(names)) if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
 
 
 def _exactly_one(branches: list[list[str]]) -> list[Any]:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from engine_svc.structured.backend import GrammarError
+from engine_svc.structured.strings import both_outside
 
 TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
 FAMILIES = {
@@ -88,8 +89,11 @@ def merge(a: dict, b: dict, path: str) -> dict | None:
     for key in UPPER:
         if key in a and key in b:
             out[key] = min(a[key], b[key])
+    outside = both_outside(a["pattern"], b["pattern"]) if "pattern" in a and "pattern" in b else None
+    if outside is not None:  # two "none of these strings" patterns: none of either's
+        out["pattern"] = outside
     for key in EQUAL:
-        if key in a and key in b and not _same(a[key], b[key]):
+        if key in a and key in b and not _same(a[key], b[key]) and not (key == "pattern" and outside):
             raise GrammarError(f"{path}: allOf with two different {key}s ({a[key]!r}, {b[key]!r})")
     for key in NESTED:
         if key in a and key in b:
@@ -102,12 +106,51 @@ def merge(a: dict, b: dict, path: str) -> dict | None:
         raise GrammarError(f"{path}: allOf with two prefixItems")
     if "patternProperties" in a and "patternProperties" in b:
         raise GrammarError(f"{path}: allOf with two patternProperties")
+    if "enum" in out and any(k in out for k in ("minLength", "maxLength", "pattern")):
+        out["enum"] = [v for v in out["enum"] if not isinstance(v, str) or _string_admits(out, v)]
+        if not out["enum"]:
+            return None  # pruned now, before the alternatives multiply
     if "properties" in a or "properties" in b:
         left, right = a.get("properties", {}), b.get("properties", {})
         props = {}
         for name in dict.fromkeys([*left, *right]):
             first = left[name] if name in left else unlisted(a, name)
             second = right[name] if name in right else unlisted(b, name)
-            props[name] = first if second is True else second if first is True else {"allOf": [first, second]}
+            props[name] = _meet(first, second)
+            if props[name] is False and name in out.get("required", []):
+                return None
         out["properties"] = props
     return out
+
+
+def _string_admits(node: dict, value: str) -> bool:
+    if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
+        return False
+    try:
+        return "pattern" not in node or re.search(node["pattern"], value) is not None
+    except re.error:
+        return True  # (the validator decides, once the node is built)
+
+
+def _meet(first: Any, second: Any) -> Any:
+    """Two property schemas at once; False where both are finite sets of values and none is in both (a branch
+    of one discriminator value meeting another's is pruned here, not once the alternatives have multiplied)."""
+    if first is False or second is False:
+        return False
+    if first is True or second is True:
+        return first if second is True else second
+    both = {"allOf": [first, second]}
+    return False if _values(both) == [] else both
+
+
+def _values(schema: Any) -> list[Any] | None:
+    """The values a schema is held to by its `const`/`enum`, and those of its `allOf` (None: not bounded)."""
+    if not isinstance(schema, dict):
+        return None
+    found = (
+        [[schema["const"]]] if "const" in schema else [schema["enum"]] if isinstance(schema.get("enum"), list) else []
+    )
+    found += [v for sub in schema.get("allOf", []) if (v := _values(sub)) is not None]
+    if not found:
+        return None
+    return [v for v in found[0] if all(any(_same(v, w) for w in other) for other in found[1:])]

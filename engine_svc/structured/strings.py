@@ -10,6 +10,7 @@ character is written unescaped (invalid JSON). Those are refused rather than und
 from __future__ import annotations
 
 import math
+import re
 
 from engine_svc.structured.backend import GrammarError
 
@@ -107,3 +108,29 @@ def string_node(alt: dict, path: str) -> dict | None:
         if key in alt:
             out[key] = alt[key]
     return out
+
+
+_OUTSIDE: dict[str, frozenset[str]] = {}  # each pattern `outside` wrote: the words it leaves out
+
+
+def both_outside(a: str, b: str) -> str | None:
+    """Two patterns of `outside` at once: the words of either left out (None: not two such patterns)."""
+    return outside(sorted(_OUTSIDE[a] | _OUTSIDE[b])) if a in _OUTSIDE and b in _OUTSIDE else None
+
+
+def outside(words: list[str]) -> str | None:
+    """A pattern matching exactly the non-empty strings not in `words` (None: a word holds a character the
+    backend writes raw, or too many words). Each alternative is a prefix the words share, then a character no
+    word continues that prefix with (or any, past a word's end) and anything; or a proper prefix that is no word.
+    Alternatives at the top level only, none skippable: nothing the backend mis-compiles."""
+    if len(words) > 64 or any(c in '"\\' or c < " " for w in words for c in w):
+        return None
+    prefixes = {w[:i] for w in words for i in range(len(w) + 1)}
+    parts = [re.escape(p) for p in sorted(prefixes - set(words) - {""})]
+    for prefix in sorted(prefixes):
+        following = sorted({w[len(prefix)] for w in words if w.startswith(prefix) and len(w) > len(prefix)})
+        ruled_out = "".join("\\" + c if c in "]\\^-[" else c for c in following)
+        parts.append(re.escape(prefix) + (f"[^{ruled_out}]" if ruled_out else ".") + ".*")
+    pattern = f"^({'|'.join(parts)})$"
+    _OUTSIDE[pattern] = frozenset(words)
+    return pattern

@@ -93,6 +93,54 @@ ENFORCED = {
         "not": {"required": ["a", "b"]},
         "additionalProperties": True,
     },
+    "recursive $ref with siblings": {
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {
+                    "v": {"type": "integer"},
+                    "kids": {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/n", "required": ["v"]}},
+                },
+            }
+        },
+        "$ref": "#/$defs/n",
+        "maxProperties": 1,
+    },
+    "fractional multipleOf (as integers)": {
+        "type": "object",
+        "properties": {
+            "price": {"type": "number", "multipleOf": 0.01, "exclusiveMinimum": 0, "maximum": 50},
+            "step": {"type": "number", "multipleOf": 0.1},
+        },
+        "required": ["price", "step"],
+    },
+    "oneOf on a discriminator, objects open": {
+        "type": "object",
+        "properties": {"shape": {"type": "string"}, "r": {"type": "number"}, "w": {"type": "number"}},
+        "oneOf": [
+            {"properties": {"shape": {"enum": ["circle"]}}, "required": ["shape", "r"]},
+            {"properties": {"shape": {"enum": ["square"]}}, "required": ["shape", "w"]},
+        ],
+    },
+    "not enum, not type, not allOf of required": {
+        "type": "object",
+        "properties": {"k": {"type": "string", "not": {"enum": ["a", "ab", "b]"]}}, "t": {"not": {"type": "string"}}},
+        "required": ["k", "t"],
+        "not": {"allOf": [{"required": ["k"]}, {"required": ["z"]}]},
+    },
+    "if chain on a free-string discriminator": {
+        "type": "object",
+        "properties": {"k": {"type": "string", "maxLength": 1}, "a": {"type": "integer"}, "b": {"type": "null"}},
+        "required": ["k"],
+        "allOf": [
+            {
+                "if": {"properties": {"k": {"const": "a"}}},
+                "then": {"required": ["a"]},
+                "else": {"properties": {"a": False}},
+            },
+            {"if": {"properties": {"k": {"const": "b"}}}, "then": {"required": ["b"]}},
+        ],
+    },
 }
 # What our lowering refuses for xgrammar and llguidance enforces (dual_backend.py's rule picks it).
 ON_LLGUIDANCE = {
@@ -119,7 +167,8 @@ ON_LLGUIDANCE = {
 }
 REFUSED = {
     "overlapping oneOf": ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "#/oneOf: branches 0 and 1"),
-    "not": ({"properties": {"a": {"not": {"type": "string"}}}}, "#/properties/a: not"),
+    "not": ({"properties": {"a": {"not": {"type": "string", "minLength": 2}}}}, "#/properties/a: not"),
+    "a multipleOf floats do not divide exactly": ({"type": "number", "multipleOf": 1e-5}, "#: multipleOf 1e-05"),
     "a checked format": ({"type": "string", "format": "relative-json-pointer"}, "#: format 'relative-json-pointer'"),
     "uniqueItems": ({"type": "array", "uniqueItems": True}, "#: uniqueItems"),
     "minProperties made up by unlisted names on llguidance": (
