@@ -19,8 +19,9 @@ import asyncio
 import collections
 import http
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import httptools
 
@@ -38,13 +39,15 @@ class Request:
     keep_alive: bool
 
 
-class Handler:
+class Handler(Protocol):
     """What the server calls: `answer` gives a Response, or an awaitable of one (work off the loop);
     `refuse(reason)` the Response for a request the server refuses itself ("too_large" or "invalid")."""
 
     max_body_bytes: int
-    answer: Callable[[Request], Response | Awaitable[Response]]
-    refuse: Callable[[str, str], Response]
+
+    def answer(self, request: Request) -> Response | Awaitable[Response]: ...
+
+    def refuse(self, why: str, message: str) -> Response: ...
 
 
 def _encode(response: Response, head_only: bool, close: bool) -> bytes:
@@ -67,8 +70,8 @@ class _Connection(asyncio.Protocol):
         self._url, self._headers, self._body, self._size = b"", [], [], 0
 
     # -- the connection --------------------------------------------------------------------------------------
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's transports are read-write
         self.server.connections.add(self)
         self.last = self.server.loop.time()
         self.server.loop.call_later(self.server.idle_s, self._idle_check)
@@ -124,7 +127,8 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         # not while an earlier answer is due: it would come first (a client waiting for 100 sends after ~1 s)
         idle = not self.busy and not self.queue
-        if idle and (b"expect", b"100-continue") in self._headers and self.parser.get_http_version() == "1.1":
+        expects = (b"expect", b"100-continue") in self._headers and self.parser.get_http_version() == "1.1"
+        if idle and expects and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
@@ -140,7 +144,7 @@ class _Connection(asyncio.Protocol):
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         method = self.parser.get_method().decode("latin-1")
         self.queue.append(Request(method, path, self._headers, body, self.parser.should_keep_alive()))
-        if len(self.queue) >= PIPELINE_MAX and not self.read_paused:
+        if len(self.queue) >= PIPELINE_MAX and not self.read_paused and self.transport is not None:
             self.read_paused = True
             self.transport.pause_reading()
         self._next()
@@ -167,7 +171,7 @@ class _Connection(asyncio.Protocol):
             else:
                 self.busy = True
                 self.server.loop.create_task(self._later(request, answer))
-        if self.read_paused and len(self.queue) < PIPELINE_MAX // 2 and not self.closing:
+        if self.read_paused and len(self.queue) < PIPELINE_MAX // 2 and not self.closing and self.transport is not None:
             self.read_paused = False
             self.transport.resume_reading()
 

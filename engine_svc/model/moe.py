@@ -158,6 +158,6 @@ class SparseMoe(nn.Module):
         if x.is_cuda:
             from engine_svc.model.triton_moe import fused_experts as run
         out = run(x, self.gate_up, self.down, weights, ids, self.gating, self.gate_up_bias, self.down_bias)
-        if self.shared_gate_up is not None:
+        if self.shared_gate_up is not None and self.shared_down is not None:
             out = out + F.linear(Gating()(F.linear(x, self.shared_gate_up)), self.shared_down)
         return out

@@ -100,7 +100,7 @@ def digests(targets: dict[str, torch.Tensor]) -> dict[str, str]:
     """Name -> SHA-256 (hex) of the tensor's bytes: vLLM's weight_checksum digest, so a trainer's digest of its own
     tensor (same dtype) matches."""
     return {
-        name: hashlib.sha256(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy()).hexdigest()
+        name: hashlib.sha256(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().data).hexdigest()
         for name, t in targets.items()
     }
 

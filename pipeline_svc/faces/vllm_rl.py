@@ -48,7 +48,7 @@ SLEEP_TAGS: dict[str, C.SleepTag] = {
 
 # `init_info` key -> what it sets on InitWeightTransferRequest (vLLM's NCCLWeightTransferInitInfo, as its trainer's
 # build_worker_init_payload sends it).
-INIT_INFO: dict[str, Callable[[C.InitWeightTransferRequest, object], None]] = {
+INIT_INFO: dict[str, Callable[[C.InitWeightTransferRequest, object], object]] = {
     "master_address": lambda r, v: setattr(r, "master_address", _typed(v, str, "init_info.master_address")),
     "master_port": lambda r, v: setattr(r, "master_port", _typed(v, int, "init_info.master_port")),
     "rank_offset": lambda r, v: setattr(r, "rank", _typed(v, int, "init_info.rank_offset")),  # + the replica's position
@@ -304,5 +304,6 @@ class VllmRl:
         }
         if action == "checksum":
             return json_body({"checksums": checksums})
+        assert isinstance(baseline, dict)  # action is "compare": checked above
         mismatches = sorted(k for k in checksums.keys() | baseline.keys() if checksums.get(k) != baseline.get(k))
         return json_body({"match": not mismatches, "mismatches": mismatches})

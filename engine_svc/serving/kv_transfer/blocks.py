@@ -28,7 +28,7 @@ class Pulled:
 
     data: torch.Tensor  # uint8
     num_tokens: int
-    ready: torch.cuda.Event | None = None
+    ready: torch.cuda.Event | torch.Event | None = None
     transport: str = "grpc_stream"  # transport.py's name of the way it came
 
 

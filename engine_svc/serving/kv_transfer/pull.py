@@ -159,7 +159,8 @@ class Puller:
         claim.cache_generation = mapped.generation
         call = stub.PullKvBlocks(claim, timeout=limit_s)
         try:
-            if await call.read() is grpc.aio.EOF:  # the blocks are claimed: they stay until this call ends
+            # grpc.aio.EOF is missing from grpc's type stubs. The blocks are claimed: they stay until this call ends.
+            if await call.read() is grpc.aio.EOF:  # pyright: ignore[reportAttributeAccessIssue]
                 raise fail(Reason.KV_HANDOFF_ENGINE_GONE, "the prefill engine ended the pull without claiming")
             with side:
                 blocks.gather(mapped.layers, self.layout.block_size, list(request.block_ids), out=staging)

@@ -15,6 +15,7 @@ import socket
 import uuid
 from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from torch.multiprocessing.reductions import rebuild_cuda_tensor, reduce_tensor
@@ -49,7 +50,8 @@ def share(caches: list[torch.Tensor]) -> list[kv_transfer_pb2.CudaIpcTensor]:
     """The prefill side: each layer's cache as another process on this GPU maps it."""
     out = []
     for tensor in caches:
-        _, args = reduce_tensor(tensor)
+        # rebuild_cuda_tensor's arguments (torch.multiprocessing.reductions); the stubs type them as any rebuild's
+        args = cast("tuple[Any, ...]", reduce_tensor(tensor)[1])
         (_, shape, stride, offset, _, _, _, handle, size, storage_offset, _, counter, counter_offset, event, sync) = (
             args
         )
