@@ -64,6 +64,7 @@ class Lowering:
         self._names: dict[tuple[int, str], str] = {}
         self._expanding: list[int] = []  # $ref targets being merged into a node or lowered into $defs
         self._ref_targets: dict[int, list[Any]] = {}
+        self._unsatisfiable: set[tuple[int, str]] = set()  # (target, siblings) no value satisfies
 
     # -- applicators: a schema -> its alternatives (merged dicts, no applicator but a lone $ref) --
 
@@ -242,15 +243,24 @@ class Lowering:
         target = self._resolve(ref, path)
         rest = {k: v for k, v in alt.items() if k != "$ref"}
         key = (id(target), json.dumps(rest, sort_keys=True, default=str))
+        if key in self._unsatisfiable:
+            raise Unsatisfiable(f"{path}: no value satisfies {ref!r} (as the grammar backend enforces it)")
         name = self._names.get(key)
         if name is None:
             if len(self._names) >= MAX_DEFS:
                 raise GrammarError(f"{path}: more than {MAX_DEFS} definitions once $refs meet their siblings")
-            name = self._names[key] = f"d{len(self._names)}"
+            before = len(self._names)
+            name = self._names[key] = f"d{before}"
             self._expanding.append(id(target))  # a reference back to it with siblings is defined in turn
             try:
                 alts = self.conjoin([rest], self.alternatives(target, ref), ref) if rest else None
                 self.defs[name] = self._nodes(alts, ref) if rest else self.build(target, ref)
+            except Unsatisfiable:
+                # the definitions made since may refer to this one: all dropped (the caller drops the branch)
+                for dropped in list(self._names)[before:]:
+                    self.defs.pop(self._names.pop(dropped), None)
+                self._unsatisfiable.add(key)
+                raise
             finally:
                 self._expanding.pop()
         return name

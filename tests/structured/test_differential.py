@@ -106,6 +106,18 @@ ENFORCED = {
         "$ref": "#/$defs/n",
         "maxProperties": 1,
     },
+    "an unsatisfiable definition others refer to": {
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {"m": {"$ref": "#/$defs/m"}, "bad": {"type": "string", "minLength": 3, "maxLength": 1}},
+                "required": ["bad"],
+            },
+            "m": {"type": "object", "properties": {"back": {"$ref": "#/$defs/n"}}},
+        },
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/n"}, "y": {"type": "integer"}},
+    },
     "fractional multipleOf (as integers)": {
         "type": "object",
         "properties": {
