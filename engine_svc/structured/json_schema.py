@@ -344,6 +344,9 @@ class Lowering:
             if not nodes:
                 return None if required or alt.get("minProperties", 0) > 0 else {**out, "properties": {}}
             out["propertyNames"] = nodes[0] if len(nodes) == 1 else {"anyOf": nodes}
+        if (patterns or out["additionalProperties"] is not False) and alt.get("minProperties", 0) > len(required) + 1:
+            # names written under additionalProperties / patternProperties may repeat (a parser keeps one)
+            raise GrammarError(f"{path}: minProperties beyond the required properties (a name may repeat)")
         for key in ("minProperties", "maxProperties"):
             if key in alt:
                 out[key] = alt[key]

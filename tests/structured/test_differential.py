@@ -200,6 +200,10 @@ REFUSED = {
         },
         "#/properties/x: multipleOf 0.01",
     ),
+    "minProperties made up by repeatable names": (
+        {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 3},
+        "#: minProperties beyond the required properties",
+    ),
     "a lookahead": ({"type": "string", "pattern": "^(?!ab)[a-c]{2}$"}, "#: pattern"),
     "an invalid schema": ({"type": "integer", "minimum": "3"}, "#/minimum: not a valid JSON Schema"),
 }
