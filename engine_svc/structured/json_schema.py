@@ -28,17 +28,16 @@ beyond those listed), never wider: tests/structured/test_differential.py proves 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from typing import Any
 
 import jsonschema
-import referencing.exceptions
 
 from engine_svc.structured import rewrite
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.numbers import integer_node, number_node
+from engine_svc.structured.refs import Refs
 from engine_svc.structured.schema_merge import TYPES, merge, types_of, unlisted
 from engine_svc.structured.strings import mis_compiled, string_node
 
@@ -63,7 +62,7 @@ class Lowering:
         self.defs: dict[str, Any] = {}
         self._names: dict[tuple[int, str], str] = {}
         self._expanding: list[int] = []  # $ref targets being merged into a node or lowered into $defs
-        self._ref_targets: dict[int, list[Any]] = {}
+        self.refs = Refs(self.validator)
         self._unsatisfiable: set[tuple[int, str]] = set()  # (target, siblings) no value satisfies
 
     # -- applicators: a schema -> its alternatives (merged dicts, no applicator but a lone $ref) --
@@ -122,7 +121,7 @@ class Lowering:
         if "$ref" not in alt:
             return [alt]
         target = self._resolve(alt["$ref"], path)
-        if id(target) in self._expanding or (not inline and self._cyclic(target, path)):
+        if id(target) in self._expanding or (not inline and self.refs.cyclic(target, path)):
             return [alt]  # recursive: kept as a reference with siblings, defined once per siblings (node)
         self._expanding.append(id(target))
         try:
@@ -140,40 +139,8 @@ class Lowering:
             return [{k: v for k, v in y.items() if k != "$ref"}]
         return self._expand(y, path, inline=True)
 
-    def _cyclic(self, target: Any, path: str) -> bool:
-        """`target` reaches a `$ref` back to itself (inlining it into a node would never end)."""
-        seen, todo = set(), list(self._refs(target, path))
-        while todo:
-            node = todo.pop()
-            if node is target:
-                return True
-            if id(node) not in seen:
-                seen.add(id(node))
-                todo.extend(self._refs(node, path))
-        return False
-
-    def _refs(self, schema: Any, path: str) -> list[Any]:
-        """The targets of the `$ref`s anywhere inside `schema` (memoized)."""
-        if id(schema) not in self._ref_targets:
-            found: list[Any] = []
-
-            def walk(node: Any) -> Any:
-                if isinstance(node, dict):
-                    if isinstance(node.get("$ref"), str):
-                        with contextlib.suppress(GrammarError):  # refused where it is lowered, if it is
-                            found.append(self._resolve(node["$ref"], path))
-                    rewrite.subschemas(node, walk)
-                return node
-
-            walk(schema)
-            self._ref_targets[id(schema)] = found
-        return self._ref_targets[id(schema)]
-
     def _resolve(self, ref: str, path: str) -> Any:
-        try:
-            return self.validator._resolver.lookup(ref).contents
-        except referencing.exceptions.Unresolvable:
-            raise GrammarError(f"{path}: $ref {ref!r} does not resolve inside the schema") from None
+        return self.refs.resolve(ref, path)
 
     def _check_disjoint(self, branches: list[list[dict]], path: str) -> None:
         expanded = [[x for a in b for x in self._expand(a, path, inline=True)] for b in branches]
