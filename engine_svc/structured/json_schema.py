@@ -220,8 +220,10 @@ class Lowering:
             name = self._names[key] = f"d{before}"
             self._expanding.append(id(target))  # a reference back to it with siblings is defined in turn
             try:
-                alts = self.conjoin([rest], self.alternatives(target, ref), ref) if rest else None
-                self.defs[name] = self._nodes(alts, ref) if rest else self.build(target, ref)
+                if rest:
+                    self.defs[name] = self._nodes(self.conjoin([rest], self.alternatives(target, ref), ref), ref)
+                else:
+                    self.defs[name] = self.build(target, ref)
             except Unsatisfiable:
                 # the definitions made since may refer to this one: all dropped (the caller drops the branch)
                 for dropped in list(self._names)[before:]:

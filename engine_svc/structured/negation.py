@@ -44,7 +44,8 @@ def negate(schema: Any) -> Any:
         return None if missing is None else {"anyOf": [{"type": [t for t in JSON_TYPES if t != "object"]}, missing]}
     if keys == {"allOf"} and isinstance(schema["allOf"], list):
         parts = [required_only(x) for x in schema["allOf"]]
-        return None if None in parts else negate({"required": [n for p in parts for n in p]})
+        names = [n for p in parts if p is not None for n in p]
+        return None if None in parts else negate({"required": names})
     if keys == {"anyOf"} and isinstance(schema["anyOf"], list):
         parts = [negate(x) for x in schema["anyOf"]]
         if any(p is None for p in parts):
