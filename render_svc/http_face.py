@@ -96,6 +96,8 @@ class HttpFace:
             raise fail(Reason.PATH_NOT_SERVED, f"this port serves POST {' and '.join(ROUTES)} and GET {HEALTH} only")
         if request.method != "POST":
             raise fail(Reason.METHOD_NOT_ALLOWED, "this path takes POST only")
+        if request.query:  # never taken and ignored: the request is the JSON body alone
+            raise fail(Reason.UNSUPPORTED_FIELD, "these routes take no query parameters", "query")
         if self.draining:
             raise fail(Reason.DRAINING, "server is shutting down; retry on another replica")
         if self.service.renderer is None:

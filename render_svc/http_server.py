@@ -37,6 +37,7 @@ class Request:
     headers: list[tuple[bytes, bytes]]  # names lower-cased, in order
     body: bytes
     keep_alive: bool
+    query: str = ""  # what follows "?", as sent
 
 
 class Handler(Protocol):
@@ -138,12 +139,14 @@ class _Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        path = self._url.split(b"?", 1)[0].decode("latin-1")
+        raw, _, query = self._url.partition(b"?")
+        path = raw.decode("latin-1")
         if "%" in path:  # as ASGI servers give it: percent-decoded
             path = urllib.parse.unquote(path)
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         method = self.parser.get_method().decode("latin-1")
-        self.queue.append(Request(method, path, self._headers, body, self.parser.should_keep_alive()))
+        keep_alive = self.parser.should_keep_alive()
+        self.queue.append(Request(method, path, self._headers, body, keep_alive, query.decode("latin-1")))
         if len(self.queue) >= PIPELINE_MAX and not self.read_paused and self.transport is not None:
             self.read_paused = True
             self.transport.pause_reading()

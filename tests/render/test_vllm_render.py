@@ -139,6 +139,9 @@ async def test_the_http_face_refuses_other_paths_and_methods_and_says_health(fac
     assert wrong.json()["error"]["code"] == Reason.METHOD_NOT_ALLOWED
     missing = await http.post("/v1/chat/completions/render/typed", content=b"{}")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == Reason.PATH_NOT_SERVED
+    queried = await http.post(CHAT_PATH + "?stream=true", content=b"{}")
+    assert queried.status_code == 400 and queried.json()["error"]["code"] == Reason.UNSUPPORTED_FIELD
+    assert queried.json()["error"]["param"] == "query"
 
 
 @pytest.mark.parametrize("route", [CHAT, COMPLETION])
