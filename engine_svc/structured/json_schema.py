@@ -34,7 +34,7 @@ from typing import Any
 
 import jsonschema
 
-from engine_svc.structured import rewrite
+from engine_svc.structured import rewrite, unique
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.numbers import integer_node, number_node
 from engine_svc.structured.refs import Refs
@@ -346,7 +346,7 @@ def lower(schema: Any) -> Any:
     if schema is True:
         return {}
     check(schema)
-    schema = rewrite.exact(schema)  # (paths in refusals are the rewritten schema's)
+    schema = unique.hold(rewrite.exact(schema))  # (paths in refusals are the rewritten schema's)
     lowering = Lowering(schema)
     out = lowering.build(schema, "#")
     return {**out, "$defs": lowering.defs} if lowering.defs else out

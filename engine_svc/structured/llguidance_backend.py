@@ -30,7 +30,7 @@ import llguidance.hf
 import llguidance.torch
 import torch
 
-from engine_svc.structured import rewrite
+from engine_svc.structured import rewrite, unique
 from engine_svc.structured.backend import GrammarError
 from engine_svc.structured.guide import allow
 from engine_svc.structured.spec import Constraint
@@ -42,7 +42,7 @@ _NARROWER = {**NARROWER, "uri-reference": "uri"}  # (llguidance knows no uri-ref
 def prepare(node: Any) -> Any:
     """`node` (a schema) as llguidance must see it: exact rewrites (rewrite.py), and without the `format`s
     validators do not check, in every subschema (a copy)."""
-    out = _drop_annotations(rewrite.exact(node))
+    out = _drop_annotations(unique.hold(rewrite.exact(node)))
     _check_departures(out, "#")
     return out
 

@@ -154,6 +154,22 @@ ENFORCED = {
         ],
     },
 }
+# uniqueItems held exactly (unique.py): distinct values of a small set in its order, else at most one item.
+ENFORCED |= {
+    "uniqueItems over an enum": {
+        "type": "array",
+        "items": {"enum": ["a", "b", 1, 1.0, True, None]},
+        "uniqueItems": True,
+        "minItems": 1,
+        "maxItems": 4,
+    },
+    "uniqueItems over booleans, typeless": {"items": {"type": "boolean"}, "uniqueItems": True},
+    "uniqueItems over strings": {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+        "required": ["tags"],
+    },
+}
 # What our lowering refuses for xgrammar and llguidance enforces (dual_backend.py's rule picks it).
 ON_LLGUIDANCE = {
     "pattern beside maxLength": {"type": "string", "pattern": "^[a-c]+$", "minLength": 2, "maxLength": 3},
@@ -182,7 +198,10 @@ REFUSED = {
     "not": ({"properties": {"a": {"not": {"type": "string", "minLength": 2}}}}, "#/properties/a: not"),
     "a multipleOf floats do not divide exactly": ({"type": "number", "multipleOf": 1e-5}, "#: multipleOf 1e-05"),
     "a checked format": ({"type": "string", "format": "relative-json-pointer"}, "#: format 'relative-json-pointer'"),
-    "uniqueItems": ({"type": "array", "uniqueItems": True}, "#: uniqueItems"),
+    "uniqueItems over open items, two or more": (
+        {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 2},
+        "#: uniqueItems",
+    ),
     "minProperties made up by unlisted names on llguidance": (
         {
             "type": "object",
