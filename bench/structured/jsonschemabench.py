@@ -28,10 +28,20 @@ import statistics
 import time
 from pathlib import Path
 
-# The paper's Table 4 (declared coverage) per subset and engine, filled in by hand from arXiv:2501.10868 where
-# known. Empty: the table's figures could not be retrieved here (the paper's text was not reachable); "?" prints.
+# The paper's Table 4, declared coverage (the share of schemas an engine compiles, enforced or not), from
+# arXiv:2501.10868v3 (27 Feb 2025). XGrammar prints NA on Snowplow; its 1.00 on Glaiveai2K counts the 12 schemas no
+# value satisfies (which we refuse: every output for them is invalid).
 ENGINES = ("XGrammar", "Guidance", "Llamacpp", "Outlines", "OpenAI")
-PAPER: dict[str, dict[str, float]] = {}
+PAPER: dict[str, dict[str, float]] = {
+    "Glaiveai2K": dict(zip(ENGINES, (1.00, 0.98, 0.98, 0.99, 0.89))),
+    "Github_easy": dict(zip(ENGINES, (0.91, 0.90, 0.85, 0.86, 0.30))),
+    "Snowplow": dict(zip(ENGINES[1:], (0.87, 0.92, 0.95, 0.21))),
+    "Github_medium": dict(zip(ENGINES, (0.79, 0.79, 0.77, 0.72, 0.13))),
+    "Kubernetes": dict(zip(ENGINES, (0.12, 0.98, 0.98, 0.98, 0.21))),
+    "WashingtonPost": dict(zip(ENGINES, (0.85, 0.86, 0.97, 0.97, 0.13))),
+    "Github_hard": dict(zip(ENGINES, (0.69, 0.60, 0.61, 0.47, 0.09))),
+    "JsonSchemaStore": dict(zip(ENGINES, (0.76, 0.35, 0.54, 0.38, 0.06))),
+}
 # The 8 subsets the paper's Table 4 covers (8,949 schemas here; Github_trivial and Github_ultra are left out).
 PAPER_SUBSETS = (
     "Glaiveai2K", "Github_easy", "Snowplow", "Github_medium", "Kubernetes", "WashingtonPost", "Github_hard",

@@ -1,8 +1,9 @@
-"""Speculative decoding with n-gram (prompt lookup) drafts: vLLM's `--speculative-config` for method "ngram".
+"""Speculative decoding: vLLM's `--speculative-config` for method "ngram" (prompt lookup drafts) and method
+"draft_model" (a small model's greedy drafts: draft_model.py).
 
 Each step, a decoding sequence whose prompt + output ends with an n-gram (prompt_lookup_min..max tokens) seen
 earlier in it gets up to k draft tokens: those that followed the earliest of the longest such matches (vLLM's
-ngram_proposer). Its chunk then runs its last token and the drafts in one forward over its paged KV (the
+ngram_proposer); with a draft model, k of its greedy tokens. Its chunk then runs its last token and the drafts in one forward over its paged KV (the
 chunked-prefill path with cached context) and returns k + 1 logits rows.
 
 Verification is sampling: row j is drawn by the engine's own sampler as if the first j drafts were output
@@ -30,7 +31,10 @@ import numpy as np
 
 from engine_svc.scheduling.sequence import Chunk, Sequence
 
-KEYS = ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
+KEYS = {  # by method: the keys honoured (any other is refused by name)
+    "ngram": ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"),
+    "draft_model": ("method", "model", "num_speculative_tokens", "draft_sample_method"),
+}
 WINDOW = 8  # verifies per sequence the acceptance is judged over
 MIN_ACCEPTED = 0.5  # accepted tokens per verify below which drafting stops paying (its step costs more)
 BACKOFF = (16, 512)  # output tokens without drafts after a failed window: first, most (doubling in between)
@@ -39,13 +43,16 @@ BACKOFF = (16, 512)  # output tokens without drafts after a failed window: first
 @dataclass(frozen=True)
 class SpecConfig:
     num_speculative_tokens: int
-    prompt_lookup_min: int
-    prompt_lookup_max: int
+    prompt_lookup_min: int = 0
+    prompt_lookup_max: int = 0
+    method: str = "ngram"
+    model: str = ""  # the draft model's folder or name (method "draft_model")
 
 
 def parse_speculative_config(text: str) -> SpecConfig | None:
-    """vLLM's --speculative-config JSON; only method "ngram" and its keys (anything else is refused by name).
-    vLLM's defaults: neither lookup bound given, both 5; one given, the other the same."""
+    """vLLM's --speculative-config JSON; methods "ngram" and "draft_model" and their keys (anything else is
+    refused by name). As vLLM: no method but a model means "draft_model"; neither lookup bound given, both 5; one
+    given, the other the same."""
     if not text:
         return None
     try:
@@ -54,13 +61,19 @@ def parse_speculative_config(text: str) -> SpecConfig | None:
         raise ValueError(f"--speculative-config is not JSON: {error}") from None
     if not isinstance(spec, dict):
         raise ValueError("--speculative-config must be a JSON object")
-    unknown = sorted(set(spec) - set(KEYS))
-    if unknown:
-        raise ValueError(f"--speculative-config: unsupported keys {', '.join(unknown)} (supported: {', '.join(KEYS)})")
     method = spec.get("method")
-    if method not in ("ngram", "[ngram]"):
-        raise ValueError(f"--speculative-config: method {method!r} is not supported (only 'ngram')")
+    if method is None and spec.get("model") is not None:
+        method = "draft_model"
+    method = "ngram" if method == "[ngram]" else method
+    if method not in KEYS:
+        raise ValueError(f"--speculative-config: method {method!r} is not supported (only 'ngram', 'draft_model')")
+    unknown = sorted(set(spec) - set(KEYS[method]))
+    if unknown:
+        supported = ", ".join(KEYS[method])
+        raise ValueError(f"--speculative-config: unsupported keys {', '.join(unknown)} (supported: {supported})")
     k = spec.get("num_speculative_tokens")
+    if method == "draft_model":
+        return _draft_model_config(spec, k)
     lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
     lo, hi = (5, 5) if lo is None and hi is None else (lo or hi, hi or lo)
     for name, value in (("num_speculative_tokens", k), ("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
@@ -70,6 +83,17 @@ def parse_speculative_config(text: str) -> SpecConfig | None:
     if lo > hi:
         raise ValueError(f"--speculative-config: prompt_lookup_min={lo} must be <= prompt_lookup_max={hi}")
     return SpecConfig(k, lo, hi)
+
+
+def _draft_model_config(spec: dict, k) -> SpecConfig:
+    model, sample = spec.get("model"), spec.get("draft_sample_method", "greedy")
+    if not isinstance(model, str) or not model:
+        raise ValueError("--speculative-config: method 'draft_model' needs a model (the draft's folder or name)")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"--speculative-config: num_speculative_tokens must be an integer >= 1, not {k!r}")
+    if sample != "greedy":
+        raise ValueError(f"--speculative-config: draft_sample_method {sample!r} is not supported (only 'greedy')")
+    return SpecConfig(k, method="draft_model", model=model)
 
 
 def propose(tokens: np.ndarray, k: int, min_n: int, max_n: int) -> list[int]:
@@ -132,11 +156,12 @@ class DraftRow:
 
 class Speculator:
     """Drafts for a step's decodes and verifies them (step thread only); counts what vLLM's spec_decode metrics
-    count."""
+    count. `drafter`: a DraftModel (method "draft_model"), else drafts are n-gram lookups."""
 
-    def __init__(self, config: SpecConfig, max_model_len: int):
+    def __init__(self, config: SpecConfig, max_model_len: int, drafter=None):
         self.config = config
         self.max_model_len = max_model_len
+        self.drafter = drafter
         self.states: dict[Sequence, _Drafting] = {}
         self.num_drafts = 0  # verifies
         self.num_draft_tokens = 0
@@ -154,12 +179,14 @@ class Speculator:
 
     def forget(self, seq: Sequence) -> None:
         self.states.pop(seq, None)
+        if self.drafter is not None:
+            self.drafter.forget(seq)
 
     def draft(self, chunks: list[Chunk], scheduler, guided) -> list[Chunk]:
         """Give the step's eligible decodes their drafts, in place: each becomes a chunk of 1 + k tokens with the
-        drafts appended to its output until `verify`. Returns the drafted chunks."""
+        drafts appended to its output until `verify`. Returns the drafted chunks (in step order)."""
         room = scheduler.max_batched_tokens - sum(c.num_tokens for c in chunks)
-        drafted = []
+        drafted, wanted = [], []
         cfg = self.config
         for i, c in enumerate(chunks):
             seq = c.seq
@@ -176,15 +203,32 @@ class Speculator:
                 seq.config.max_tokens - len(seq.output_ids) - 1,
                 self.max_model_len - seq.num_tokens - 1,
             )
-            tokens = propose(state.tokens(seq), k, cfg.prompt_lookup_min, cfg.prompt_lookup_max) if k > 0 else []
-            if not tokens or not scheduler.pool.grow(seq, seq.num_tokens + len(tokens)):
+            if self.drafter is not None:  # the draft model writes K/V up to the drafts: blocks first
+                if k > 0 and scheduler.pool.grow(seq, seq.num_tokens + k):
+                    wanted.append((i, k))
+                    room -= k
                 continue
-            seq.output_ids += tokens
-            seq.num_tokens += len(tokens)
-            chunks[i] = Chunk(seq, c.start, 1 + len(tokens), num_draft=len(tokens))
-            drafted.append(chunks[i])
-            room -= len(tokens)
+            tokens = propose(state.tokens(seq), k, cfg.prompt_lookup_min, cfg.prompt_lookup_max) if k > 0 else []
+            if tokens and scheduler.pool.grow(seq, seq.num_tokens + len(tokens)):
+                drafted.append(self._extend(chunks, i, tokens))
+                room -= len(tokens)
+        if wanted:
+            assert self.drafter is not None
+            proposals = self.drafter.propose([(chunks[i].seq, k) for i, k in wanted], scheduler.max_batched_tokens)
+            for (i, _), tokens in zip(wanted, proposals):
+                if tokens:
+                    drafted.append(self._extend(chunks, i, tokens))
+                else:  # still catching up on a long context: a plain decode this step
+                    scheduler.pool.shrink(chunks[i].seq, chunks[i].seq.num_tokens)
         return drafted
+
+    @staticmethod
+    def _extend(chunks: list[Chunk], i: int, tokens: list[int]) -> Chunk:
+        c = chunks[i]
+        c.seq.output_ids += tokens
+        c.seq.num_tokens += len(tokens)
+        chunks[i] = Chunk(c.seq, c.start, 1 + len(tokens), num_draft=len(tokens))
+        return chunks[i]
 
     def verify(self, sampler, drafted: list[Chunk], rows, runs: dict[Sequence, tuple[list, list]]) -> None:
         """Sample the drafted chunks' draft rows (`rows`, num_draft each, in order), take their drafts back out of

@@ -18,10 +18,12 @@ from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
+from engine_svc.scheduling.draft_model import DraftModel
 from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
 from engine_svc.scheduling.speculation import Speculator, parse_speculative_config
 from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving import queue_budget
+from engine_svc.serving.draft_loader import load_draft
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_hub import KvHub
@@ -79,14 +81,15 @@ def _eos_ids(model) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids)
 
 
-def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int) -> int:
+def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int, draft_bytes: int = 0) -> int:
     """KV blocks: as many as the flags ask, else (CUDA) the given share of the memory left once the model is
     loaded and the largest step's `step_bytes` are set aside, all of it: more blocks than max_num_seqs full
     sequences need keep more prefixes cached (as vLLM sizes its cache by memory); else (CPU) a fixed budget, at
-    most what max_num_seqs full sequences need."""
+    most what max_num_seqs full sequences need. `draft_bytes`: a draft model's cache bytes per block (its cache
+    has as many blocks)."""
     if args.num_kv_blocks:
         return args.num_kv_blocks
-    per_block = ModelRunner.kv_bytes_per_block(
+    per_block = draft_bytes + ModelRunner.kv_bytes_per_block(
         config, args.block_size, kv_cache_torch_dtype(args.kv_cache_dtype, dtype)
     )
     if device.type == "cuda":
@@ -151,12 +154,17 @@ def build_engine(
                 f"a step of {max_batched_tokens} tokens does not fit beside the model: "
                 "lower --max-num-batched-tokens or --max-num-seqs"
             ) from error
-        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, step_bytes)
+        draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
+        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, step_bytes, draft_bytes)
         runner.allocate_kv(num_blocks)
         runner.warm_up()
     else:
-        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, 0)
         runner = TransformersRunner(hf_model)
+        draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
+        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, 0, draft_bytes)
+    if isinstance(draft, ModelRunner):
+        draft.allocate_kv(num_blocks)
+        draft.warm_up()
     max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
     pool = BlockPool(num_blocks, args.block_size)
     pool.caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
@@ -187,7 +195,8 @@ def build_engine(
         logprobs_mode=args.logprobs_mode,
     )
     engine.kv_events = kv_hub(pool, args)
-    engine.speculator = Speculator(speculative, max_model_len) if speculative else None
+    if speculative:
+        engine.speculator = Speculator(speculative, max_model_len, DraftModel(draft) if draft is not None else None)
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = EngineLimits(
@@ -233,6 +242,13 @@ def build_engine(
         args.logprobs_mode,
         head_dtype,
     )
+
+
+def _draft(speculative, args, config, device, dtype, max_model_len: int, model_path: str):
+    """The draft model's runner and its cache's bytes per block, with method "draft_model"; else (None, 0)."""
+    if speculative is None or speculative.method != "draft_model":
+        return None, 0
+    return load_draft(speculative, args, config, device, dtype, max_model_len, model_path)
 
 
 def kv_hub(pool: BlockPool, args) -> KvHub | None:
@@ -388,8 +404,10 @@ def add_engine_flags(parser) -> None:
     parser.add_argument(
         "--speculative-config",
         default="",
-        help='vLLM\'s speculative decoding config (JSON), method "ngram" only: {"method": "ngram", '
-        '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2} (docs/speculative.md)',
+        help='vLLM\'s speculative decoding config (JSON): n-gram lookup {"method": "ngram", '
+        '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}, or a draft model of the '
+        'same tokenizer {"method": "draft_model", "model": "<folder>", "num_speculative_tokens": 4} '
+        "(docs/speculative.md)",
     )
     parser.add_argument(
         "--admission-window-ms",
