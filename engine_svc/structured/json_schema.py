@@ -92,8 +92,14 @@ class Lowering:
                 self.conjoin(alts, self.alternatives(s, f"{path}/oneOf/{i}"), path)
                 for i, s in enumerate(schema["oneOf"])
             ]
-            self._check_disjoint(branches, f"{path}/oneOf")
-            alts = [a for b in branches for a in b]
+            try:
+                self._check_disjoint(branches, f"{path}/oneOf")
+                alts = [a for b in branches for a in b]
+            except GrammarError:
+                exact = rewrite.exclusive(schema["oneOf"])  # each branch and no other, where that is expressible
+                if exact is None:
+                    raise
+                alts = self.conjoin(alts, self.alternatives(exact, f"{path}/oneOf"), f"{path}/oneOf")
         return alts
 
     def conjoin(self, left: list[dict], right: list[dict], path: str) -> list[dict]:

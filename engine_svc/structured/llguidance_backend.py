@@ -3,7 +3,8 @@ refuses, compiled in llguidance's strict mode (dual_backend.py picks per schema)
 
 Strict, per llguidance's docs/json_schema.md and checked against 1.7.6: keywords it does not implement (`not`,
 `uniqueItems`, `if`, `contains`, `dependencies`, `propertyNames`, ...) and formats it does not know are errors, not
-dropped; `oneOf` compiles only where llguidance proves the branches disjoint (`coerce_one_of` off); sibling keywords
+dropped; `oneOf` compiles only where llguidance proves the branches disjoint (`coerce_one_of` off), else it is
+retried with each overlapping `oneOf` as "one branch and not the others" where that is exact (rewrite.exclusive); sibling keywords
 beside `anyOf`/`allOf`/`$ref` are intersected; `pattern` beside `minLength`/`maxLength` is intersected. `lenient`
 and `coerce_one_of` are forced off over whatever the schema's own `x-guidance` says. Before compiling, the schema is
 rewritten where an exact rewrite exists (rewrite.py), and `format`s no validator checks (`int64`, `made-up`) are
@@ -95,6 +96,13 @@ def _drop_annotations(node: Any) -> Any:
     return out
 
 
+def _grammar(schema: Any, options: Any) -> str:
+    try:
+        return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=options)
+    except (ValueError, TypeError) as error:
+        raise GrammarError(f"llguidance: {_first_line(str(error))}") from None
+
+
 def _first_line(text: str) -> str:
     return (text.strip().splitlines() or ["error"])[0][:300]
 
@@ -167,14 +175,19 @@ class LLGuidanceBackend:
     def compile(self, constraint: Constraint) -> LLGuidanceGrammar:
         if constraint.kind != "json_schema":
             raise GrammarError(f"llguidance takes JSON schemas here, not a {constraint.kind}")
+        options: Any = {"lenient": False, "coerce_one_of": False, "whitespace_flexible": constraint.any_whitespace}
+        if not constraint.any_whitespace:
+            options |= {"item_separator": ",", "key_separator": ":"}
         try:
             schema = prepare(json.loads(constraint.text))
-            options: Any = {"lenient": False, "coerce_one_of": False, "whitespace_flexible": constraint.any_whitespace}
-            if not constraint.any_whitespace:
-                options |= {"item_separator": ",", "key_separator": ":"}
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=options)
         except (ValueError, TypeError) as error:
             raise GrammarError(f"llguidance: {_first_line(str(error))}") from None
+        try:
+            grammar = _grammar(schema, options)
+        except GrammarError as error:
+            if "oneOf" not in str(error):
+                raise
+            grammar = _grammar(rewrite.without_one_of(schema), options)  # overlapping branches, made exclusive
         prototype = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
         if prototype.is_error():
             raise GrammarError(f"llguidance: {_first_line(prototype.get_error())}")

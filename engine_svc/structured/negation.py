@@ -6,7 +6,9 @@
   (strings.outside); numbers, arrays and objects among the values are not rewritten.
 - `{required: [a, b]}` (other keywords' subschemas holding everywhere): an object missing a or b;
   `{type: object, required: ...}`: that, or any other type; `{allOf: [{required: ...}, ...]}`: the names united.
-- `{anyOf: [X, Y]}`: not X and not Y.
+- `{anyOf: [X, Y]}`: not X and not Y; `{not: X}`: X.
+- `{properties: {p: S}, required: [...]}` (and `type: object`): an object missing a required name or holding some
+  p with a value not S (each S negated by these rules), or (with `type`) any other type.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ def negate(schema: Any) -> Any:
     """A schema valid exactly where `schema` is not (False: nothing is), or None when no rewrite is known."""
     if schema is True or schema == {}:
         return False
+    if schema is False:
+        return {}
     if not isinstance(schema, dict):
         return None
     keys = set(schema) - ANNOTATIONS
@@ -46,12 +50,34 @@ def negate(schema: Any) -> Any:
         parts = [required_only(x) for x in schema["allOf"]]
         names = [n for p in parts if p is not None for n in p]
         return None if None in parts else negate({"required": names})
+    if keys == {"not"}:
+        return schema["not"]
+    if keys <= {"properties", "required", "type"} and schema.get("type", "object") == "object":
+        return _not_object(schema)
     if keys == {"anyOf"} and isinstance(schema["anyOf"], list):
         parts = [negate(x) for x in schema["anyOf"]]
         if any(p is None for p in parts):
             return None
         return {"allOf": parts} if all(p is not False for p in parts) else False
     return None
+
+
+def _not_object(schema: dict) -> Any:
+    props, names = schema.get("properties", {}), schema.get("required", [])
+    if not isinstance(props, dict) or not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        return None
+    parts: list[Any] = [{"properties": {n: False}} for n in dict.fromkeys(names)]
+    for name, sub in props.items():
+        other = negate(sub)
+        if other is None:
+            return None
+        if other is not False:
+            parts.append({"required": [name], "properties": {name: other}})
+    objects = {"type": "object", "anyOf": parts} if parts else False
+    if "type" not in schema:
+        return objects
+    others = {"type": [t for t in JSON_TYPES if t != "object"]}
+    return {"anyOf": [others, objects]} if objects is not False else others
 
 
 def not_values(values: list[Any]) -> Any:

@@ -186,6 +186,36 @@ class _Rewrite:
         return node
 
 
+def exclusive(branches: Any) -> Any:
+    """`oneOf: branches` as an `anyOf` of "branch i and not each other branch" where every branch has an exact
+    negation (negation.py), else None. Exact; a fallback for `oneOf`s whose branches may overlap (each negation
+    multiplies the alternatives a backend builds)."""
+    if not isinstance(branches, list) or len(branches) < 2:
+        return None
+    others = [negate(b) for b in branches]
+    if any(n is None for n in others):
+        return None
+    out = [
+        {"allOf": [branch, *(n for j, n in enumerate(others) if j != i)]}
+        for i, branch in enumerate(branches)
+        if not any(n is False for j, n in enumerate(others) if j != i)
+    ]
+    return {"anyOf": out} if out else False
+
+
+def without_one_of(node: Any) -> Any:
+    """`node` with every `oneOf` that `exclusive` expresses rewritten so (a copy): for a backend that takes
+    `oneOf` only where it proves the branches disjoint."""
+    if not isinstance(node, dict):
+        return node
+    out = subschemas(node, without_one_of)
+    exact = exclusive(out.get("oneOf"))
+    if exact is not None:
+        del out["oneOf"]
+        out["allOf"] = [*out.get("allOf", []), exact]
+    return out
+
+
 def _cases(test: Any) -> list[Any]:
     """`test` as disjoint cases: `{properties: {p: S}}` alone holds where p is absent or p is present and S
     holds (so a chain of `if`s on one discriminator meets as one case per value, not every combination)."""
