@@ -170,6 +170,12 @@ ENFORCED |= {
         "required": ["tags"],
     },
 }
+# An overlapping oneOf whose branches negate exactly: "one branch and not the others" (rewrite.exclusive).
+ENFORCED["oneOf on optional discriminators"] = {
+    "type": "object",
+    "properties": {"k": {"type": "string"}, "n": {"type": "integer"}},
+    "oneOf": [{"properties": {"k": {"const": "a"}}}, {"properties": {"k": {"enum": ["a", "b"]}}, "required": ["n"]}],
+}
 # What our lowering refuses for xgrammar and llguidance enforces (dual_backend.py's rule picks it).
 ON_LLGUIDANCE = {
     "pattern beside maxLength": {"type": "string", "pattern": "^[a-c]+$", "minLength": 2, "maxLength": 3},
