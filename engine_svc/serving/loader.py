@@ -248,7 +248,7 @@ def _draft(speculative, args, config, device, dtype, max_model_len: int, model_p
     """The draft model's runner and its cache's bytes per block, with method "draft_model"; else (None, 0)."""
     if speculative is None or speculative.method != "draft_model":
         return None, 0
-    return load_draft(speculative, args, config, device, dtype, max_model_len, model_path)
+    return load_draft(speculative, args, config, device, dtype, max_model_len, model_path, load_hf_model)
 
 
 def kv_hub(pool: BlockPool, args) -> KvHub | None:
