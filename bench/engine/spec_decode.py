@@ -1,8 +1,15 @@
-"""Batch-1 decode speed with and without n-gram speculation, in process, on workloads where drafts do and do not
-pay; acceptance from the engine's own counters.
+"""Batch-1 decode speed with and without speculation (n-gram or a draft model), in process, on workloads where
+drafts do and do not pay; acceptance from the engine's own counters.
 
     python -m bench.engine.spec_decode --device cuda --shape llama-8b \\
         --configs "--max-model-len 4096;--max-model-len 4096 --speculative-config '{\"method\": \"ngram\", ...}'"
+
+Draft models: `--draft-layers N` writes a draft of the shape into `--draft-dir` (the target's random weights cut
+to its first N layers, with its embeddings, final norm and head: a layer-skip draft of the same vocabulary), and
+`@draft` in a configuration stands for that folder:
+
+    --draft-layers 2 --configs "...;... --speculative-config '{\"method\": \"draft_model\", \"model\": \"@draft\",
+        \"num_speculative_tokens\": 4}'"
 
 Random weights make a model's own text meaningless, so the repetitive workload is built from the model's output
 (on a shape that copies: a plain random-weight model's next token depends on its whole context, so it does not
@@ -56,9 +63,7 @@ async def generate(loaded, prompt: list[int], new_tokens: int, temperature: floa
 async def measure(args, flags: str, prompts: list[list[int]], echoes: list[list[int]]) -> dict[str, float]:
     """One configuration's decode tok/s per workload (fills `echoes` when empty: the first configuration)."""
     device, vocab, rng = args.device, shape_vocab(args.shape), random.Random(1)
-    model = build_model(
-        args.shape, device, pick_dtype(args.dtype, torch.device(device)), args.input_len * 3 + args.output_len * 3
-    )
+    model = build_model(args.shape, device, pick_dtype(args.dtype, torch.device(device)), max_len(args))
     loaded = build_engine(model, make_parser().parse_args(shlex.split(flags)), model_name=args.shape, owns_model=True)
     del model
     loaded.engine.start(asyncio.get_running_loop())
@@ -105,8 +110,28 @@ def one_config(args, flags: str, prompts, echoes) -> tuple[dict[str, float], lis
     return speeds, echoes
 
 
+def max_len(args) -> int:
+    """The random-weight model's context: what the workloads need (echo prompts are P + G + P)."""
+    return args.input_len * 3 + args.output_len * 3
+
+
+def write_draft(args) -> str:
+    """A child process's work: the shape's model (the target's seeded weights) cut to its first `draft_layers`
+    layers, saved as a folder for --speculative-config's "model"."""
+    model = build_model(args.shape, args.device, pick_dtype(args.dtype, torch.device(args.device)), max_len(args))
+    inner = model.model
+    inner.layers = inner.layers[: args.draft_layers]
+    model.config.num_hidden_layers = args.draft_layers
+    if getattr(model.config, "layer_types", None):
+        model.config.layer_types = model.config.layer_types[: args.draft_layers]
+    model.save_pretrained(args.draft_dir)
+    return args.draft_dir
+
+
 def run(args) -> dict[str, dict[str, float]]:
     """Each configuration in a process of its own (the engine's GPU memory goes with it); tok/s by flags."""
+    if args.draft_layers:
+        args.configs = args.configs.replace("@draft", in_child(write_draft, args))
     vocab, rng = shape_vocab(args.shape), random.Random(0)
     prompts = [[rng.randrange(10, vocab - 10) for _ in range(args.input_len)] for _ in range(args.prompts)]
     echoes: list[list[int]] = []
@@ -129,6 +154,8 @@ def main(argv=None) -> None:
     parser.add_argument("--input-len", type=int, default=256)
     parser.add_argument("--output-len", type=int, default=256)
     parser.add_argument("--prompts", type=int, default=3, help="requests per workload, one at a time")
+    parser.add_argument("--draft-layers", type=int, default=0, help="write a draft of the shape's first N layers")
+    parser.add_argument("--draft-dir", default="/tmp/spec_draft", help="where --draft-layers writes it (@draft)")
     run(parser.parse_args(argv))
 
 

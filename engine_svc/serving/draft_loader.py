@@ -52,8 +52,9 @@ def load_draft(
     target_path,
     load,
 ) -> tuple[ModelRunner | TransformersRunner, int]:
-    """The draft's runner (its model loaded by `load`, the loader's load_hf_model), its KV cache not allocated yet (ModelRunner.allocate_kv, with the target's block
-    count), and that cache's bytes per block (0 for the transformers runner, whose cache is its own)."""
+    """The draft's runner (its model loaded by `load`, the loader's load_hf_model), its KV cache not allocated yet
+    (ModelRunner.allocate_kv, with the target's block count), and that cache's bytes per block (0 for the
+    transformers runner, whose cache is its own)."""
     folder = resolve_model(spec.model)
     trust = args.trust_remote_code
     config = AutoConfig.from_pretrained(folder, trust_remote_code=trust)

@@ -276,7 +276,7 @@ SERIES: tuple[Series, ...] = (
         "vllm:spec_decode_num_draft_tokens",
         "counter",
         "Number of draft tokens.",
-        "n-gram tokens proposed (GetLoad.spec_decode_num_draft_tokens)",
+        "draft tokens proposed, n-gram or draft model (GetLoad.spec_decode_num_draft_tokens)",
         load=lambda load: load.spec_decode_num_draft_tokens,
     ),
     Series(
