@@ -66,23 +66,53 @@ class DraftModel:
                 self.seen[seq] = _Seen(seq.block_ids, start + size, [])
             else:
                 drafting.append((seq, k))
-        drafts: dict[Sequence, list[int]] = {seq: [] for seq, _ in drafting}
-        step, j = chunks, 0
-        while step:
-            logits = self.runner.execute(step)
-            live = [(seq, k) for seq, k in drafting if k > j]
-            tokens = logits[:, : self.runner.vocab_size].argmax(-1).tolist() if live else []
-            j += 1
-            step = []
-            for (seq, k), token in zip(live, tokens):
+        logits = self.runner.execute(chunks) if chunks else None
+        drafts: dict[Sequence, list[int]] = {}
+        if drafting:
+            assert logits is not None
+            for (seq, _), token in zip(drafting, self._argmax(logits)):
+                drafts[seq] = [token]
+            ks = {k for _, k in drafting}
+            if self.runner.chains_decode_steps and len(ks) == 1 and ks != {1}:
+                self._chain(drafting, drafts)
+            else:
+                self._step_by_step(drafting, drafts)
+        for seq, _ in drafting:
+            self.seen[seq] = _Seen(seq.block_ids, seq.num_tokens, drafts[seq][:-1])
+        return [drafts.get(seq, []) for seq, _ in wanted]
+
+    def _argmax(self, logits: torch.Tensor) -> list[int]:
+        return logits[:, : self.runner.vocab_size].argmax(-1).tolist()
+
+    def _chain(self, drafting: list[tuple[Sequence, int]], drafts: dict[Sequence, list[int]]) -> None:
+        """Drafts 2..k of sequences that all want k, chained on the device (the runner's decode loop: each step's
+        argmax is the next one's input, one host read at the end)."""
+        seqs, k = [seq for seq, _ in drafting], drafting[0][1]
+        for seq in seqs:
+            seq.append(drafts[seq][0])
+        forward = self.runner.decode_loop([Chunk(seq, seq.num_tokens - 1, 1) for seq in seqs])
+        greedy, steps = None, []
+        for _ in range(k - 1):
+            _, greedy = forward(greedy)
+            steps.append(greedy.clone())
+        for seq, row in zip(seqs, torch.stack(steps, 1).tolist()):
+            seq.output_ids.pop()
+            seq.num_tokens -= 1
+            drafts[seq] += row
+
+    def _step_by_step(self, drafting: list[tuple[Sequence, int]], drafts: dict[Sequence, list[int]]) -> None:
+        """Drafts 2..k, one step each over the sequences still drafting, each draft in the sequence while the next
+        is computed."""
+        live = [(seq, k) for seq, k in drafting if k > 1]
+        while live:
+            for seq, _ in live:
+                seq.append(drafts[seq][-1])
+            tokens = self._argmax(self.runner.execute([Chunk(seq, seq.num_tokens - 1, 1) for seq, _ in live]))
+            for (seq, _), token in zip(live, tokens):
                 drafts[seq].append(token)
-                if k > j:  # fed back for the next draft: in the sequence until the drafts are done
-                    seq.append(token)
-                    step.append(Chunk(seq, seq.num_tokens - 1, 1))
+            live = [(seq, k) for seq, k in live if k > len(drafts[seq])]
         for seq, _ in drafting:
             fed = len(drafts[seq]) - 1
             if fed:
                 del seq.output_ids[-fed:]
                 seq.num_tokens -= fed
-            self.seen[seq] = _Seen(seq.block_ids, seq.num_tokens, drafts[seq][:-1])
-        return [drafts.get(seq, []) for seq, _ in wanted]
