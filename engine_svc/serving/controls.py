@@ -14,7 +14,8 @@ The policy:
   weights to host memory (on CPU they are there already and stay); level 2 frees the cache and drops the weights
   (WakeUp reallocates them uninitialised: a weight update must follow). Level 0 only pauses. WakeUp restores the
   tags named (all by default); once nothing is asleep any pause ends (vLLM's: a /pause too). ReleaseKvCache frees
-  the KV cache of a paused engine (running sequences recompute after WakeUp).
+  the KV cache of a paused engine (running sequences recompute after WakeUp). A draft model (speculation) sleeps
+  with the target: its cache freed, its weights moved to host memory at either level (no update reloads them).
 - AbortRequests ends live requests (by public id, or all) without pausing. ZeroWeights (vLLM's weight_checker
   reset) drops the prefix cache and recomputes running sequences, as a weight update does.
 """
@@ -60,6 +61,7 @@ class Controls:
         self.version = INITIAL_VERSION
         self.transfer: WeightTransfer | None = None
         self.memory = weights.Memory(engine.runner)
+        self.draft_memory: weights.Memory | None = None  # a draft model's (set by the loader)
         self._slots: dict | None = None
 
     @property
@@ -116,11 +118,14 @@ class Controls:
         if level == 0:
             return
         self._recompute_all()
-        self.memory.free_kv()
+        for memory in self._memories():
+            memory.free_kv()
         self.asleep.add(KV_CACHE)
         device = self.engine.runner.device
         if level == 2 or device.type == "cuda":  # level 1 on CPU: the weights are in host memory already
             self.memory.park_weights(keep=level == 1)
+            if self.draft_memory is not None and device.type == "cuda":
+                self.draft_memory.park_weights(keep=True)
             self.asleep.add(WEIGHTS)
 
     def wake_up(self, outputs, tags: list[int]) -> bool:
@@ -129,17 +134,20 @@ class Controls:
         restored = False
         for tag in tags or (WEIGHTS, KV_CACHE):
             if tag in self.asleep:
+                for memory in self._memories():
+                    if tag == WEIGHTS:
+                        memory.restore_weights()
+                    else:
+                        memory.restore_kv()
                 if tag == WEIGHTS:
-                    self.memory.restore_weights()
                     self._slots = None  # views of the data the weights had before
-                else:
-                    self.memory.restore_kv()
                 self.asleep.discard(tag)
                 restored = True
         if self.asleep:
             return False
         if restored:  # nothing holds a block now (_release sent every sequence back): warm-up may write them
-            self.memory.recapture()
+            for memory in self._memories():
+                memory.recapture()
         self.sleeping, self.level = False, 0
         if not self.updating:  # awake ends any pause, as vLLM's EngineCore.wake_up resumes its scheduler
             self.resume(outputs)
@@ -156,8 +164,12 @@ class Controls:
             raise fail(Reason.WEIGHT_TRANSFER_STATE, "the weights are asleep: WakeUp (weights) first")
         if KV_CACHE not in self.asleep:
             self._recompute_all()
-            self.memory.free_kv()
+            for memory in self._memories():
+                memory.free_kv()
             self.asleep.add(KV_CACHE)
+
+    def _memories(self) -> list[weights.Memory]:
+        return [self.memory] if self.draft_memory is None else [self.memory, self.draft_memory]
 
     # ---- weights -----------------------------------------------------------------------------------------------
 

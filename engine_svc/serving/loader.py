@@ -16,6 +16,7 @@ from engine_svc.model.head_dtype import HEAD_DTYPES, apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.model.sampler import LOGPROBS_MODES
+from engine_svc.model.weights import Memory
 from engine_svc.scheduling.admission import EngineLimits
 from engine_svc.scheduling.block_pool import BlockPool
 from engine_svc.scheduling.draft_model import DraftModel
@@ -197,6 +198,8 @@ def build_engine(
     engine.kv_events = kv_hub(pool, args)
     if speculative:
         engine.speculator = Speculator(speculative, max_model_len, DraftModel(draft) if draft is not None else None)
+        if draft is not None:
+            engine.controls.draft_memory = Memory(draft)
     temperature = getattr(hf_model.generation_config, "temperature", None)
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = EngineLimits(

@@ -18,7 +18,7 @@ from engine_svc.scheduling.speculation import SpecConfig, parse_speculative_conf
 from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.serving.loader import build_engine
 from engine_svc.serving.service import EngineService
-from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+from scaleout.v1 import common_pb2, control_pb2, control_pb2_grpc, engine_pb2, engine_pb2_grpc
 from scaleout_common.models import resolve_model
 from tests.engine.conftest import engine_args, engine_stub, generate, request, tiny_llama, worded_model
 from tests.engine.test_generate import reference
@@ -86,12 +86,18 @@ def test_a_draft_of_another_vocabulary_or_tokenizer_is_refused_at_start(drafts, 
         build_engine(worded_model(len(tokenizer)), args, model_name="w", model_path=str(resolve_model(None)))
 
 
-async def _run(model, cases, *flags):
+async def _run(model, cases, *flags, sleep: bool = False):
     """The cases' outputs, the speculator, the load after them, and the draft tokens proposed and accepted for
-    one greedy request after them (alone: a copy of the target has every greedy draft accepted)."""
+    one greedy request after them (alone: a copy of the target has every greedy draft accepted); with `sleep`,
+    the engine sleeps (level 1: both caches freed) and wakes up before that request."""
     async with engine_stub(model, *FLAGS, *flags) as (stub, service):
         runs = await asyncio.gather(*(generate(stub, request(p, **s)) for p, s in cases))
         load = await stub.GetLoad(engine_pb2.GetLoadRequest())
+        if sleep:
+            control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
+            await control.Sleep(control_pb2.SleepRequest(level=1))
+            assert service.loaded.engine.speculator.drafter.runner.kv_caches == []
+            assert (await control.WakeUp(control_pb2.WakeUpRequest())).awake
         await generate(stub, request(PLAIN, temperature=0, max_tokens=MAX, ignore_eos=True))
         after = await stub.GetLoad(engine_pb2.GetLoadRequest())
         greedy = (
@@ -119,12 +125,12 @@ def _same_outputs(runs_a, runs_b):
 @pytest.mark.slow
 async def test_a_copy_of_the_target_as_draft_gives_the_plain_outputs_at_high_acceptance(tiny_model, drafts, plain):
     runs, speculator, load, (proposed, accepted) = await _run(
-        tiny_model, CASES, "--speculative-config", spec(drafts / "same")
+        tiny_model, CASES, "--speculative-config", spec(drafts / "same"), sleep=True
     )
     _same_outputs(plain, runs)
     assert len(runs[3][1][0]) < MAX  # the stop token ended a drafted run early
     assert load.kv_blocks_used == 0  # every block grown for drafts went back
-    assert proposed == accepted > MAX // 2  # the draft's cache holds what the target's does
+    assert proposed == accepted > MAX // 2  # the draft's cache (woken up) holds what the target's does
     assert sum(speculator.accepted_per_pos) == speculator.num_accepted_tokens
     assert load.spec_decode_num_draft_tokens + proposed == speculator.num_draft_tokens  # GetLoad counts them
 
