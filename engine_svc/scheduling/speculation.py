@@ -3,8 +3,9 @@
 
 Each step, a decoding sequence whose prompt + output ends with an n-gram (prompt_lookup_min..max tokens) seen
 earlier in it gets up to k draft tokens: those that followed the earliest of the longest such matches (vLLM's
-ngram_proposer); with a draft model, k of its greedy tokens. Its chunk then runs its last token and the drafts in one forward over its paged KV (the
-chunked-prefill path with cached context) and returns k + 1 logits rows.
+ngram_proposer); with a draft model, every decoding sequence gets k of the draft's greedy tokens. Its chunk then
+runs its last token and the drafts in one forward over its paged KV (the chunked-prefill path with cached
+context) and returns k + 1 logits rows.
 
 Verification is sampling: row j is drawn by the engine's own sampler as if the first j drafts were output
 already (same noise position, penalties and processors), and draft j is accepted while it equals that draw. For
