@@ -117,8 +117,9 @@ def max_len(args) -> int:
 
 def write_draft(args) -> str:
     """A child process's work: the shape's model (the target's seeded weights) cut to its first `draft_layers`
-    layers, saved as a folder for --speculative-config's "model"."""
-    model = build_model(args.shape, args.device, pick_dtype(args.dtype, torch.device(args.device)), max_len(args))
+    layers, saved as a folder for --speculative-config's "model" (at the shape's full context, so a served bench
+    of the shape, bench.serving, may use it too: the context length changes no weight)."""
+    model = build_model(args.shape, args.device, pick_dtype(args.dtype, torch.device(args.device)))
     inner = model.model
     inner.layers = inner.layers[: args.draft_layers]
     model.config.num_hidden_layers = args.draft_layers
