@@ -147,7 +147,8 @@ def check_call(call) -> None:
 @pytest.mark.parametrize("parallel", [True, False])
 def test_tool_choice_required_always_calls(client, model_id, stream, parallel):
     questions = ["What is the weather in Oslo?", "What time is it in Tokyo?", "Hello!", "Tell me a joke."]
-    for question in questions:
+
+    def ask(question: str):
         kwargs = dict(
             model=model_id,
             messages=[{"role": "user", "content": question}],
@@ -159,9 +160,11 @@ def test_tool_choice_required_always_calls(client, model_id, stream, parallel):
         )
         if stream:
             with client.chat.completions.stream(**kwargs) as events:
-                choice = events.get_final_completion().choices[0]
-        else:
-            choice = client.chat.completions.create(**kwargs).choices[0]
+                return events.get_final_completion().choices[0]
+        return client.chat.completions.create(**kwargs).choices[0]
+
+    answers = run_all([lambda q=q: ask(q) for q in questions])  # one batch: decoded side by side
+    for question, choice in zip(questions, answers):
         calls = choice.message.tool_calls
         assert calls, (question, choice)
         for call in calls:
@@ -173,15 +176,19 @@ def test_tool_choice_required_always_calls(client, model_id, stream, parallel):
 
 
 def test_named_tool_choice_calls_exactly_that_function(client, model_id):
-    for name in ("get_weather", "get_time"):
-        choice = client.chat.completions.create(
+    def call(name: str):
+        return lambda: client.chat.completions.create(
             model=model_id,
             messages=[{"role": "user", "content": "Help me plan my day in Berlin."}],
             tools=[WEATHER, TIME],
             tool_choice={"type": "function", "function": {"name": name}},
             temperature=0,
             max_tokens=200,
-        ).choices[0]
+        )
+
+    names = ("get_weather", "get_time")
+    for name, answer in zip(names, run_all([call(n) for n in names])):
+        choice = answer.choices[0]
         assert choice.finish_reason == "stop"  # OpenAI's (and vLLM's) finish for a forced function
         [call] = choice.message.tool_calls
         assert call.function.name == name
