@@ -129,10 +129,7 @@ def release(loaded) -> None:
     """Stop an in-process engine and give its GPU memory back."""
     loaded.engine.stop()
     loaded.engine = None  # the caller still holds `loaded`: drop the engine (its KV cache, graphs) here
-    # Engine.start froze every object then alive (gc.freeze), the engine too: its cycles (engine -> step sink ->
-    # its bound _deliver -> engine) are out of the collector's reach, and hold the runner, until unfrozen.
-    gc.unfreeze()
-    gc.collect()
+    gc.collect()  # its cycles, unfrozen by stop()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 

@@ -161,6 +161,10 @@ class Engine(EngineFront):
         self.controls.close()
         if self.grammars is not None:
             self.grammars.close()
+        # start() froze every object then alive, this engine's too: its cycles (engine -> step sink -> its bound
+        # _deliver -> engine) hold the runner and KV cache out of the collector's reach until unfrozen. A process
+        # that outlives its engine (tests, benches: GBs an engine) gets them back at its next full collection.
+        gc.unfreeze()
 
     def load(self) -> engine_pb2.GetLoadResponse:
         pool, running = self.scheduler.pool, self.num_running

@@ -79,9 +79,9 @@ async def test_many_connections_share_one_core(tiny_model):
 
 @contextlib.asynccontextmanager
 async def engine_process():
-    """`python -m engine_svc` with 3 API servers on the default model, in its own session; yields (process, port)
+    """`python -m engine_svc` with 2 API servers on the default model, in its own session; yields (process, port)
     once SERVING, and makes sure no process of its session outlives the test."""
-    command = [sys.executable, "-m", "engine_svc", "--engine-core", "process", "--api-servers", "3"]
+    command = [sys.executable, "-m", "engine_svc", "--engine-core", "process", "--api-servers", "2"]
     server = subprocess.Popen(
         [
             *command,
@@ -126,7 +126,7 @@ async def _session_ends(server, within_s: float) -> bool:
 
 async def test_sigterm_drains_every_api_server_then_all_end():
     async with engine_process() as (server, port), connections(port) as stubs:
-        calls = [s.Generate(request([1, 5, 7], temperature=0, max_tokens=48, ignore_eos=True)) for s in stubs]
+        calls = [s.Generate(request([1, 5, 7], temperature=0, max_tokens=16, ignore_eos=True)) for s in stubs]
         for call in calls:
             await call.read()
         server.send_signal(signal.SIGTERM)  # the first server alone: it drains the others
