@@ -30,12 +30,18 @@ CASES = {
         tools=[WEATHER, TIME],
         tool_choice="required",
     ),
+    "forced, one call": dict(
+        messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+        tools=[WEATHER, TIME],
+        tool_choice="required",
+        parallel_tool_calls=False,
+    ),
     "schema output": dict(
         messages=ask("facts about Lyon"),
         response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": CITY}},
     ),
 }
-ENDS = {"forced tool call": "tool_calls", "schema output": "stop"}
+ENDS = {"forced tool call": "tool_calls", "forced, one call": "tool_calls", "schema output": "stop"}
 
 
 def main() -> None:
