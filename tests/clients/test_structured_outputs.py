@@ -248,7 +248,7 @@ def test_a_bad_schema_is_a_400_naming_the_field(client, model_id):
             messages=ask("anything"),
             response_format={
                 "type": "json_schema",
-                "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}},
+                "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True, "minItems": 2}},
             },
             max_tokens=5,
         )

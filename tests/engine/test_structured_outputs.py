@@ -306,7 +306,7 @@ async def test_one_compile_per_constraint_and_cache_hits():
     "kind,reason,field",
     [
         ({"json_schema": "{not json"}, "INVALID_GRAMMAR", "sampling_params.structured_outputs.json_schema"),
-        ({"json_schema": '{"type": "array", "uniqueItems": true}'}, "INVALID_GRAMMAR", None),
+        ({"json_schema": '{"type": "array", "uniqueItems": true, "minItems": 2}'}, "INVALID_GRAMMAR", None),
         ({"json_schema": '{"type": "string", "format": "relative-json-pointer"}'}, "INVALID_GRAMMAR", None),
         ({"json_schema": '{"type": "string", "pattern": "^a+$", "maxLength": 3}'}, "INVALID_GRAMMAR", None),
         ({"regex": "(unclosed"}, "INVALID_GRAMMAR", "sampling_params.structured_outputs.regex"),
