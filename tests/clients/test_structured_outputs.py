@@ -6,7 +6,6 @@ that decode exactly as they do without constrained neighbours."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -389,12 +388,6 @@ PROBE = {
 }
 
 
-# Not yet run to completion: on the 2-core machine under load the stack timed out (issue 38's session); run with
-# SCALEOUT_STRUCTURED_E2E=1. The grammar side of both is proven in tests/structured (real tokenizer and tiny vocab).
-E2E = pytest.mark.skipif(not os.environ.get("SCALEOUT_STRUCTURED_E2E"), reason="on demand: SCALEOUT_STRUCTURED_E2E=1")
-
-
-@E2E
 def test_the_probe_is_enforced_or_refused(client, model_id):
     def call(schema: dict, seed: int):
         return lambda: client.chat.completions.create(
@@ -431,10 +424,11 @@ def test_the_probe_is_enforced_or_refused(client, model_id):
     assert caught.value.code == "INVALID_GRAMMAR" and "#/oneOf" in caught.value.message
 
 
-@E2E
-def test_forced_tool_calls_end_as_calls_at_the_default_temperature(client, model_id):
-    """Compact JSON: a forced call at temperature 1 fits in 64 tokens and ends `tool_calls` (issue 38: 4 of 8
-    ended `length` on whitespace when any was allowed)."""
+@pytest.mark.parametrize("parallel", [False, True])
+def test_forced_tool_calls_end_as_calls_at_the_default_temperature(client, model_id, parallel):
+    """Compact JSON: a forced call at temperature 1 fits in 64 tokens (issue 38: 4 of 8 ended `length` on
+    whitespace when any was allowed). One call allowed, it ends `tool_calls`; with parallel calls (the default) this
+    135M model opens a second call in about a third of runs, which 64 tokens cannot hold: the first is whole."""
 
     def call(seed: int):
         return lambda: client.chat.completions.create(
@@ -442,10 +436,16 @@ def test_forced_tool_calls_end_as_calls_at_the_default_temperature(client, model
             messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
             tools=[WEATHER, TIME],
             tool_choice="required",
+            parallel_tool_calls=parallel,
             max_tokens=64,
             seed=seed,
         )
 
-    choices = [result.choices[0] for result in run_all([call(seed) for seed in range(20)])]
+    seeds = range(8 if parallel else 20)
+    choices = [result.choices[0] for result in run_all([call(seed) for seed in seeds])]
     ended = sum(choice.finish_reason == "tool_calls" for choice in choices)
-    assert ended >= 19, [(c.finish_reason, c.message.tool_calls) for c in choices]
+    if not parallel:
+        assert ended >= 19, [(c.finish_reason, c.message.tool_calls) for c in choices]
+    for choice in choices:
+        first = choice.message.tool_calls[0]
+        check_call(first)
