@@ -37,9 +37,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-# In-process engines' KV caches and models (GBs for the default model's) live in reference cycles that only a full
-# collection frees; after a module that left this much behind, one is run rather than waited for.
-COLLECT_ABOVE_BYTES = 1 << 30
+# In-process engines' KV caches and models (~1.5 GB for the default model's) live in reference cycles that only a
+# full collection frees; after a module that left about two of them behind, one is run rather than waited for (the
+# process idles near 1.4 GB, so a lower bound would collect after nearly every module, ~0.3 s each).
+COLLECT_ABOVE_BYTES = 3 << 30
 
 
 @pytest.fixture(scope="module", autouse=True)

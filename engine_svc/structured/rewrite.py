@@ -110,8 +110,8 @@ class _Rewrite:
         for name, sub in test.get("properties", {}).items():
             if sub is True or (isinstance(sub, dict) and not set(sub) - ANNOTATIONS):
                 continue  # holds for any value
-            values = _values(sub)
-            domain = _values(self._deref(own.get(name)))
+            values = values_of(sub)
+            domain = values_of(self._deref(own.get(name)))
             if values is None:
                 return None
             if domain is None:  # any value but the test's
@@ -119,7 +119,7 @@ class _Rewrite:
                     return None
                 parts.append({"type": "object", "required": [name], "properties": {name: other}})
                 continue
-            rest = [v for v in domain if not any(_same(v, w) for w in values)]
+            rest = [v for v in domain if not any(same_value(v, w) for w in values)]
             if rest:
                 parts.append({"type": "object", "required": [name], "properties": {name: {"enum": rest}}})
         return {"anyOf": parts} if parts else False
@@ -237,7 +237,7 @@ def _dependencies(spec: dict, rewrite: Callable[[Any], Any]) -> list[Any]:
     return out
 
 
-def _values(schema: Any) -> list[Any] | None:
+def values_of(schema: Any) -> list[Any] | None:
     """The values a schema of only `const`, `enum` or `type: boolean` (and annotations) allows, else None."""
     if not isinstance(schema, dict):
         return None
@@ -255,7 +255,7 @@ def _values(schema: Any) -> list[Any] | None:
     return None
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """JSON equality (true is not 1)."""
     return isinstance(a, bool) == isinstance(b, bool) and a == b
 

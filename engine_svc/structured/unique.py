@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from engine_svc.structured.rewrite import _same, _values, subschemas
+from engine_svc.structured.rewrite import same_value, subschemas, values_of
 
 MAX_VALUES = 6  # 2**6 = 64 tuples at most (json_schema.MAX_BRANCHES)
 SCALARS = (str, int, float, bool, type(None))
@@ -29,7 +29,7 @@ def hold(node: Any) -> Any:
     if out.get("uniqueItems") is not True or "prefixItems" in out:
         return out
     low, high = out.get("minItems", 0), out.get("maxItems")
-    values = _distinct(_values(out.get("items")))
+    values = _distinct(values_of(out.get("items")))
     if values is not None and len(values) <= MAX_VALUES and isinstance(low, int):
         top = len(values) if not isinstance(high, int) else min(high, len(values))
         tuples = [
@@ -54,6 +54,6 @@ def _distinct(values: list[Any] | None) -> list[Any] | None:
         return None
     kept: list[Any] = []
     for value in values:
-        if not any(_same(value, seen) for seen in kept):
+        if not any(same_value(value, seen) for seen in kept):
             kept.append(value)
     return kept

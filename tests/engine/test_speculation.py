@@ -63,6 +63,11 @@ def test_the_config_is_vllms_and_refuses_what_we_do_not_support():
         '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2}': "<=",
         "[1]": "JSON object",
     }
+    assert_refused(refusals)
+
+
+def assert_refused(refusals: dict[str, str]) -> None:
+    """Each --speculative-config refused with a message holding its words."""
     for config, words in refusals.items():
         with pytest.raises(ValueError, match=words):
             parse_speculative_config(config)
