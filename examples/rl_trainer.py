@@ -3,10 +3,11 @@
 The HTTP calls are vLLM's RL API (its serve/dev and rl/online routers), sent to the gateway, which applies each to
 every engine replica (docs/rl.md). Two ways to move the weights:
 
-- nccl: the trainer serves a torch.distributed group (a TCP store at --master-address:--master-port, rank 0) that
-  every engine replica joins (`/init_weight_transfer_engine`); `/update_weights` names the tensors and the
-  trainer broadcasts them in that order, one by one or packed (vLLM's packed broadcast: `--packed-bytes`). NCCL
-  between GPUs, gloo on CPU.
+- nccl: the trainer serves a group (a TCP store at --master-address:--master-port, rank 0) that every engine
+  replica joins (`/init_weight_transfer_engine`); `/update_weights` names the tensors and the trainer broadcasts
+  them in that order, one by one or packed (vLLM's packed broadcast: `--packed-bytes`). Between GPUs the group is
+  vLLM's (its ncclUniqueId in the store, one NCCL communicator: vLLM's own NCCLTrainerWeightTransferEngine joins
+  the same way), on CPU torch.distributed's gloo.
 - disk: the trainer writes a safetensors folder the engines can read; `/update_weights {"update_info": {"path"}}`.
 
     python examples/rl_trainer.py --url http://127.0.0.1:8080 --model DIR --way nccl --version step-1
@@ -18,8 +19,10 @@ Each update: pause (keep: in-flight requests freeze and resume under the new wei
 from __future__ import annotations
 
 import argparse
+import pickle
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -27,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 TIMEOUT_S = 600  # a broadcast of a large model's weights takes a while
+Send = Callable[[torch.Tensor], None]  # one broadcast from rank 0
 
 
 class Engines:
@@ -62,29 +66,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def join_group(master_address: str, master_port: int, world_size: int, backend: str = "gloo") -> None:
-    """Serve the group's TCP store as rank 0 and join (blocks until every engine has joined too)."""
-    store = dist.TCPStore(master_address, master_port, world_size, is_master=True)
-    dist.init_process_group(backend, store=store, rank=0, world_size=world_size)
+def gloo_send(tensor: torch.Tensor) -> None:
+    dist.broadcast(tensor, src=0)
 
 
-def broadcast(state: dict[str, torch.Tensor], packed_bytes: int = 0) -> None:
+def join_group(master_address: str, master_port: int, world_size: int, backend: str = "gloo") -> Send:
+    """Serve the group's TCP store as rank 0 and join (blocks until every engine has joined too); its broadcast."""
+    store = dist.TCPStore(master_address, master_port, world_size, is_master=True)  # pyright: ignore[reportPrivateImportUsage]
+    if backend != "nccl":
+        dist.init_process_group(backend, store=store, rank=0, world_size=world_size)
+        return gloo_send
+    # vLLM's rendezvous (PyNcclCommunicator over its StatelessProcessGroup): the id as the store's first broadcast
+    # (vLLM pickles its ctypes ncclUniqueId; the engines read plain bytes too), then vLLM's warm-up all_reduce.
+    from torch.cuda import nccl
+
+    uid = nccl.unique_id()
+    store.set("broadcast_from/0/0", pickle.dumps(uid))  # pyright: ignore[reportArgumentType]: bytes are taken
+    comm = nccl.init_rank(world_size, uid, 0)
+    nccl.all_reduce([torch.zeros(1, device="cuda")], comms=[comm])
+    return lambda tensor: nccl.broadcast([tensor], root=0, comms=[comm])
+
+
+def broadcast(state: dict[str, torch.Tensor], packed_bytes: int = 0, send: Send = gloo_send) -> None:
     """Each tensor in turn, or (packed_bytes > 0) vLLM's packed broadcast (packed_tensor.py's
     packed_nccl_broadcast_producer): the tensors' bytes back to back in one flat uint8 buffer per broadcast, a
     buffer sent once it holds more than packed_bytes (the tensor that crosses the line included)."""
     if not packed_bytes:
         for tensor in state.values():
-            dist.broadcast(tensor.contiguous(), src=0)
+            send(tensor.contiguous())
         return
     parts, size = [], 0
     for tensor in state.values():
         parts.append(tensor.contiguous().view(-1).view(torch.uint8))
         size += parts[-1].numel()
         if size > packed_bytes:
-            dist.broadcast(torch.cat(parts), src=0)
+            send(torch.cat(parts))
             parts, size = [], 0
     if parts:
-        dist.broadcast(torch.cat(parts), src=0)
+        send(torch.cat(parts))
 
 
 def in_background(call, *args) -> threading.Thread:
@@ -111,7 +130,7 @@ def finish(thread: threading.Thread) -> None:
 
 def init_nccl(
     engines: Engines, master_address: str, master_port: int, backend: str = "gloo", packed_bytes: int = 0
-) -> None:
+) -> Send:
     """Every engine joins the trainer's group (rank_offset 1: the trainer is rank 0); packed_bytes > 0: the
     updates are packed broadcasts of that buffer size (init_info's packed fields, as vLLM's trainer sends them)."""
     world_size = engines.world_size() + 1
@@ -120,16 +139,19 @@ def init_nccl(
     if packed_bytes:
         init_info.update(packed=True, packed_buffer_size_bytes=packed_bytes)
     call = in_background(engines.call, "POST", "/init_weight_transfer_engine", {"init_info": init_info})
-    join_group(master_address, master_port, world_size, backend)
+    send = join_group(master_address, master_port, world_size, backend)
     finish(call)
+    return send
 
 
-def update_over_nccl(engines: Engines, state: dict[str, torch.Tensor], version: str, packed_bytes: int = 0) -> None:
-    """One update; packed_bytes as given to init_nccl."""
+def update_over_nccl(
+    engines: Engines, state: dict[str, torch.Tensor], version: str, packed_bytes: int = 0, send: Send = gloo_send
+) -> None:
+    """One update; packed_bytes as given to init_nccl, send as it returned."""
     engines.call("POST", "/pause", mode="keep")
     engines.call("POST", "/start_weight_update")
     call = in_background(engines.call, "POST", "/update_weights", {"update_info": specs(state)})
-    broadcast(state, packed_bytes)
+    broadcast(state, packed_bytes, send)
     finish(call)
     engines.call("POST", "/finish_weight_update", {"weight_version": version})
     engines.call("POST", "/resume")
@@ -168,8 +190,8 @@ def main() -> None:
     if args.way == "nccl":
         group = "nccl" if torch.cuda.is_available() else "gloo"
         state = {k: v.detach().to("cuda" if group == "nccl" else "cpu") for k, v in state.items()}
-        init_nccl(engines, args.master_address, free_port(), group, args.packed_bytes)
-        update_over_nccl(engines, state, args.version, args.packed_bytes)
+        send = init_nccl(engines, args.master_address, free_port(), group, args.packed_bytes)
+        update_over_nccl(engines, state, args.version, args.packed_bytes, send)
     else:
         update_from_disk(engines, {k: v.detach() for k, v in state.items()}, Path(args.folder), args.version)
     print(engines.call("GET", "/weight_info"))

@@ -3,6 +3,11 @@ streams frozen in keep mode; and decode speed before sleep and after wake-up. Fo
 backend has not run anywhere else).
 
     python -m bench.engine.rl_ipc --shape llama-8b --streams 256 --out bench/engine/results/h200_rl_ipc_8b.json
+    python -m bench.engine.rl_ipc ... --vllm-packer PATH/packed_tensor.py [--packed-bytes N]
+
+With --vllm-packer (vLLM 0.33's vllm/distributed/weight_transfer/packed_tensor.py, which needs only torch) the
+update is vLLM's packed IPC instead: its own packed_ipc_producer fills one --packed-bytes buffer at a time, and each
+chunk is one UpdateWeights (names, sizes, the buffer's handle), as its IPCTrainerWeightTransferEngine sends them.
 
 The engine server runs in a subprocess (--weight-transfer-backend ipc; its core in a process of its own); this
 process is the trainer, on the same GPU: it holds a bf16 copy of every weight and hands the engine their IPC
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import pickle
 import subprocess
@@ -27,6 +33,7 @@ from torch.multiprocessing.reductions import reduce_tensor
 
 from bench.engine.shapes import SHAPES
 from bench.serving.run import wait_serving
+from engine_svc.model import weights
 from scaleout.v1 import common_pb2, control_pb2, control_pb2_grpc, engine_pb2, engine_pb2_grpc
 
 C = control_pb2
@@ -51,6 +58,24 @@ def ipc_update(state: dict[str, torch.Tensor]) -> C.UpdateWeightsRequest:
         shapes=[C.TensorShape(dims=list(t.shape)) for t in state.values()],
         ipc_handles_pickled=pickle.dumps(handles),
     )
+
+
+def packed_updates(state: dict[str, torch.Tensor], packer: str, packed_bytes: int):
+    """vLLM's packed IPC chunks of `state`, each as one UpdateWeightsRequest (the next is packed after it is sent)."""
+    spec = importlib.util.spec_from_file_location("vllm_packed_tensor", packer)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    chunks = module.packed_ipc_producer(iter(state.items()), uuid, lambda item: item[1], buffer_size_bytes=packed_bytes)
+    for chunk in chunks:
+        yield C.UpdateWeightsRequest(
+            names=chunk.names,
+            dtypes=chunk.dtype_names,
+            shapes=[C.TensorShape(dims=s) for s in chunk.shapes],
+            ipc_handles_pickled=pickle.dumps(chunk.ipc_handle),
+            tensor_sizes=chunk.tensor_sizes,
+        )
 
 
 async def decode_rate(stub, streams: int, tokens: int) -> float:
@@ -88,12 +113,18 @@ async def bench(target: str, args) -> dict:
         )
         calls = [stub.Generate(request) for _ in range(args.streams)]
         await asyncio.gather(*(call.read() for call in calls))  # every stream has started
-        await control.InitWeightTransfer(C.InitWeightTransferRequest())
+        await control.InitWeightTransfer(C.InitWeightTransferRequest(packed=bool(args.vllm_packer)))
         paused = time.perf_counter()
         await control.Pause(C.PauseRequest(mode=C.PAUSE_MODE_KEEP))
         started = time.perf_counter()
         await control.StartWeightUpdate(C.StartWeightUpdateRequest())
-        await control.UpdateWeights(ipc_update(state))
+        if args.vllm_packer:
+            result["packed_bytes"], result["chunks"] = args.packed_bytes, 0
+            for update in packed_updates(state, args.vllm_packer, args.packed_bytes):
+                await control.UpdateWeights(update)
+                result["chunks"] += 1
+        else:
+            await control.UpdateWeights(ipc_update(state))
         await control.FinishWeightUpdate(C.FinishWeightUpdateRequest(weight_version="bench-1"))
         finished = time.perf_counter()
         await control.Resume(C.ResumeRequest())
@@ -106,6 +137,9 @@ async def bench(target: str, args) -> dict:
             versions.add(message.weight_version)
             call.cancel()
         result["versions_read_after_resume"] = sorted(versions)
+        engine_weights = await control.GetWeightChecksums(C.GetWeightChecksumsRequest())
+        mine = weights.digests(state)
+        result["checksums_match_the_trainer"] = all(engine_weights.checksums.get(n) == d for n, d in mine.items())
         del state
         torch.cuda.empty_cache()
         t = time.perf_counter()
@@ -124,6 +158,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--num-kv-blocks", type=int, default=8192, help="leaves room for the trainer's copy")
+    parser.add_argument("--vllm-packer", default="", help="vLLM's packed_tensor.py: send packed IPC chunks with it")
+    parser.add_argument("--packed-bytes", type=int, default=1 << 30, help="with --vllm-packer: its buffer's size")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     command = [sys.executable, "-m", "bench.engine.server", "--shape", args.shape, "--device", "cuda", "--port", "0"]

@@ -197,6 +197,8 @@ class Controls:
         if not self.updating:
             raise fail(Reason.WEIGHT_TRANSFER_STATE, "FinishWeightUpdate before StartWeightUpdate")
         self.updating = False
+        if self.transfer is not None:
+            self.transfer.finish()
         dropped = self._recompute_all()
         self.version = version or self.version
         return self.version, dropped

@@ -6,8 +6,9 @@ weight-transfer engines (distributed/weight_transfer/nccl_engine.py, nccl_common
 (`mode`, `clear_cache`, `level`, repeated `tags`, `include_dp`), the bodies (`{"init_info": {...}}`,
 `{"update_info": {...}}` or one per replica, `{"weight_version"}`, `{"new_version"}`, `{"request_ids"}`,
 `{"action", "baseline"}`) and the answers. The tables below are the whole mapping. What differs:
-- nccl rendezvous is torch.distributed's (docs/rl.md): `nccl_unique_id_b64` is refused (400 naming it), as is
-  anything else we do not honour; `packed_num_buffers` (how many CUDA streams vLLM overlaps) is checked and not
+- nccl: on CUDA engines vLLM's own rendezvous (its store's ncclUniqueId, or `nccl_unique_id_b64`), on CPU
+  engines torch.distributed's gloo (docs/rl.md); anything we do not honour is refused (400 naming it);
+  `packed_num_buffers` (how many CUDA streams vLLM overlaps) is checked and not
   forwarded: the bytes and the buffers' boundaries do not depend on it;
 - `update_info.path` (ours): the disk backend's safetensors folder;
 - replica i of the fleet takes rank `rank_offset + i` (vLLM's data-parallel ranks), and `/get_world_size` counts
@@ -58,6 +59,7 @@ INIT_INFO: dict[str, Callable[[C.InitWeightTransferRequest, object], object]] = 
         r, "packed_buffer_size_bytes", _positive(v, "init_info.packed_buffer_size_bytes")
     ),
     "packed_num_buffers": lambda r, v: _positive(v, "init_info.packed_num_buffers"),  # checked only (docstring)
+    "nccl_unique_id_b64": lambda r, v: setattr(r, "nccl_unique_id", _b64(v, "init_info.nccl_unique_id_b64")),
 }
 
 # `update_info` key -> what it sets on UpdateWeightsRequest (vLLM's NCCL and IPC update infos; `path` is ours).
@@ -66,7 +68,8 @@ UPDATE_INFO: dict[str, Callable[[C.UpdateWeightsRequest, object], None]] = {
     "dtype_names": lambda r, v: r.dtypes.extend(_strings(v, "update_info.dtype_names")),
     "shapes": lambda r, v: r.shapes.extend(C.TensorShape(dims=s) for s in _shapes(v)),
     "path": lambda r, v: setattr(r, "path", _typed(v, str, "update_info.path")),
-    "ipc_handles_pickled": lambda r, v: setattr(r, "ipc_handles_pickled", _b64(v)),
+    "ipc_handles_pickled": lambda r, v: setattr(r, "ipc_handles_pickled", _b64(v, "update_info.ipc_handles_pickled")),
+    "tensor_sizes": lambda r, v: r.tensor_sizes.extend(_sizes(v)),
     "is_checkpoint_format": lambda r, v: _checkpoint_format(v, "update_info.is_checkpoint_format"),  # vLLM < 0.33
 }
 
@@ -109,11 +112,20 @@ def _positive(value, field: str) -> int:
     return value
 
 
-def _b64(value) -> bytes:
+def _b64(value, field: str) -> bytes:
+    """Standard base64 (RFC 4648, not URL-safe), as vLLM decodes it."""
     try:
-        return base64.b64decode(_typed(value, str, "update_info.ipc_handles_pickled"), validate=True)
+        return base64.b64decode(_typed(value, str, field), validate=True)
     except binascii.Error:
-        raise fail(Reason.INVALID_REQUEST, "update_info.ipc_handles_pickled is not base64", "update_info") from None
+        raise fail(Reason.INVALID_REQUEST, f"{field} is not standard base64", field) from None
+
+
+def _sizes(value) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        raise fail(
+            Reason.INVALID_REQUEST, "update_info.tensor_sizes must be a list of byte counts", "update_info.tensor_sizes"
+        )
+    return value
 
 
 def _checkpoint_format(value, field: str) -> None:

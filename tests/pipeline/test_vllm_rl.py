@@ -150,10 +150,10 @@ async def test_abort_requests_and_the_weight_checker(face):
     [
         (lambda s: s.UpdateWeights(body({"update_info": {"packed": True}}), None), "update_info.packed"),  # 0.33: init
         (lambda s: s.UpdateWeights(body({"update_info": [{}]}), None), "update_info"),  # one replica's of two
-        (lambda s: s.UpdateWeights(body({"update_info": {"tensor_sizes": [1]}}), None), "update_info.tensor_sizes"),
+        (lambda s: s.UpdateWeights(body({"update_info": {"tensor_sizes": [-1]}}), None), "update_info.tensor_sizes"),
         (lambda s: s.UpdateWeights(body({"update_info": {"names": "a"}}), None), "update_info.names"),
         (lambda s: s.UpdateWeights(body({}), None), "update_info"),
-        (lambda s: s.InitWeightTransferEngine(body({"init_info": {"nccl_unique_id_b64": "x"}}), None), "init_info"),
+        (lambda s: s.InitWeightTransferEngine(body({"init_info": {"nccl_unique_id_b64": "x-_"}}), None), "init_info.n"),
         (lambda s: s.InitWeightTransferEngine(body({"init_info": {"world_size": "2"}}), None), "init_info"),
         (lambda s: s.StartWeightUpdate(body({"is_checkpoint_format": False}), None), "is_checkpoint_format"),
         (lambda s: s.UpdateWeightVersion(body({}), None), "new_version"),

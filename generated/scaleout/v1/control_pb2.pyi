@@ -101,20 +101,22 @@ class GetSleepStateResponse(_message.Message):
     def __init__(self, sleeping: _Optional[bool] = ..., level: _Optional[int] = ..., asleep: _Optional[_Iterable[_Union[SleepTag, str]]] = ...) -> None: ...
 
 class InitWeightTransferRequest(_message.Message):
-    __slots__ = ("master_address", "master_port", "rank", "world_size", "packed", "packed_buffer_size_bytes")
+    __slots__ = ("master_address", "master_port", "rank", "world_size", "packed", "packed_buffer_size_bytes", "nccl_unique_id")
     MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MASTER_PORT_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
     PACKED_FIELD_NUMBER: _ClassVar[int]
     PACKED_BUFFER_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NCCL_UNIQUE_ID_FIELD_NUMBER: _ClassVar[int]
     master_address: str
     master_port: int
     rank: int
     world_size: int
     packed: bool
     packed_buffer_size_bytes: int
-    def __init__(self, master_address: _Optional[str] = ..., master_port: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., packed: _Optional[bool] = ..., packed_buffer_size_bytes: _Optional[int] = ...) -> None: ...
+    nccl_unique_id: bytes
+    def __init__(self, master_address: _Optional[str] = ..., master_port: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., packed: _Optional[bool] = ..., packed_buffer_size_bytes: _Optional[int] = ..., nccl_unique_id: _Optional[bytes] = ...) -> None: ...
 
 class InitWeightTransferResponse(_message.Message):
     __slots__ = ("backend",)
@@ -137,18 +139,20 @@ class TensorShape(_message.Message):
     def __init__(self, dims: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class UpdateWeightsRequest(_message.Message):
-    __slots__ = ("names", "dtypes", "shapes", "path", "ipc_handles_pickled")
+    __slots__ = ("names", "dtypes", "shapes", "path", "ipc_handles_pickled", "tensor_sizes")
     NAMES_FIELD_NUMBER: _ClassVar[int]
     DTYPES_FIELD_NUMBER: _ClassVar[int]
     SHAPES_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     IPC_HANDLES_PICKLED_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_SIZES_FIELD_NUMBER: _ClassVar[int]
     names: _containers.RepeatedScalarFieldContainer[str]
     dtypes: _containers.RepeatedScalarFieldContainer[str]
     shapes: _containers.RepeatedCompositeFieldContainer[TensorShape]
     path: str
     ipc_handles_pickled: bytes
-    def __init__(self, names: _Optional[_Iterable[str]] = ..., dtypes: _Optional[_Iterable[str]] = ..., shapes: _Optional[_Iterable[_Union[TensorShape, _Mapping]]] = ..., path: _Optional[str] = ..., ipc_handles_pickled: _Optional[bytes] = ...) -> None: ...
+    tensor_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., dtypes: _Optional[_Iterable[str]] = ..., shapes: _Optional[_Iterable[_Union[TensorShape, _Mapping]]] = ..., path: _Optional[str] = ..., ipc_handles_pickled: _Optional[bytes] = ..., tensor_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class UpdateWeightsResponse(_message.Message):
     __slots__ = ("tensors",)
