@@ -17,7 +17,6 @@ import types
 import pytest
 import torch
 
-from devstack.stack import free_port
 from engine_svc.serving import trainer_group
 from engine_svc.serving.weight_transfer import WeightTransfer
 from examples import rl_trainer
@@ -33,7 +32,7 @@ def _vllm_unique_id_class() -> type:
     name = "vllm.distributed.device_communicators.pynccl_wrapper"
     module = types.ModuleType(name)
 
-    class ncclUniqueId(ctypes.Structure):  # noqa: N801: vLLM's name
+    class ncclUniqueId(ctypes.Structure):
         _fields_ = [("internal", ctypes.c_byte * 128)]
 
     ncclUniqueId.__module__ = name
@@ -76,7 +75,7 @@ def test_one_rank_builds_the_communicator_warms_up_and_broadcasts():
 def test_a_vllm_trainer_updates_the_weights_over_nccl():
     state = {k: torch.randn(s, dtype=torch.bfloat16) for k, s in SHAPES.items()}
     targets = {k: torch.zeros(s, dtype=torch.bfloat16, device="cuda:0") for k, s in SHAPES.items()}
-    port = free_port()
+    port = rl_trainer.free_port()
     context = multiprocessing.get_context("spawn")
     answers = context.Queue()
     trainer = context.Process(target=_trainer, args=(port, torch.cuda.device_count() - 1, state, answers))
