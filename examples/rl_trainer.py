@@ -78,13 +78,13 @@ def join_group(master_address: str, master_port: int, world_size: int, backend: 
         return gloo_send
     # vLLM's rendezvous (PyNcclCommunicator over its StatelessProcessGroup): the id as the store's first broadcast
     # (vLLM pickles its ctypes ncclUniqueId; the engines read plain bytes too), then vLLM's warm-up all_reduce.
-    from torch.cuda import nccl
+    from scaleout_common import nccl
 
     uid = nccl.unique_id()
     store.set("broadcast_from/0/0", pickle.dumps(uid))  # pyright: ignore[reportArgumentType]: bytes are taken
-    comm = nccl.init_rank(world_size, uid, 0)
-    nccl.all_reduce([torch.zeros(1, device="cuda")], comms=[comm])
-    return lambda tensor: nccl.broadcast([tensor], root=0, comms=[comm])
+    communicator = nccl.Communicator(uid, 0, world_size, torch.device("cuda", torch.cuda.current_device()))
+    communicator.all_reduce_sum(torch.zeros(1, device="cuda"))
+    return communicator.broadcast
 
 
 def broadcast(state: dict[str, torch.Tensor], packed_bytes: int = 0, send: Send = gloo_send) -> None:

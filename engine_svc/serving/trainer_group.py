@@ -4,7 +4,7 @@
   a torch-free trainer's `nccl_unique_id_b64`) joins unchanged. The trainer, rank 0, serves a TCP store at
   master_address:master_port and puts its ncclUniqueId under `broadcast_from/0/0` (the first broadcast_obj of
   vLLM's StatelessProcessGroup, pickled: vLLM's ctypes ncclUniqueId or plain bytes are read, nothing else is
-  unpickled). Every rank then builds one NCCL communicator (ncclCommInitRank, through torch.cuda.nccl) and runs
+  unpickled). Every rank then builds one NCCL communicator (ncclCommInitRank, scaleout_common/nccl.py) and runs
   vLLM's warm-up, a one-element float32 all_reduce; the weights are NCCL broadcasts from rank 0 on the current
   stream, as PyNcclCommunicator.broadcast sends them.
 - CPU: gloo through torch.distributed over the same store (there is no NCCL on CPU, and vLLM's trainer needs CUDA):
@@ -20,9 +20,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from scaleout_common import nccl
+
 RENDEZVOUS_TIMEOUT_S = 300  # a trainer may load its model between the engine's init call and its own
 UNIQUE_ID_KEY = "broadcast_from/0/0"  # StatelessProcessGroup.broadcast_obj's first key from rank 0
-UNIQUE_ID_BYTES = 128  # NCCL_UNIQUE_ID_BYTES
+UNIQUE_ID_BYTES = nccl.UNIQUE_ID_BYTES
 VLLM_UNIQUE_ID = ("vllm.distributed.device_communicators.pynccl_wrapper", "ncclUniqueId")
 
 
@@ -75,25 +77,19 @@ class NcclGroup:
     """One NCCL communicator with the trainer, as vLLM's PyNcclCommunicator builds it."""
 
     def __init__(self, uid: bytes, rank: int, world_size: int, device: torch.device):
-        from torch.cuda import nccl
-
-        self.device = device
         try:
-            with torch.cuda.device(device):
-                self.comm = nccl.init_rank(world_size, uid, rank)
-                warm = torch.zeros(1, device=device)
-                nccl.all_reduce([warm], comms=[self.comm])  # vLLM's warm-up: every rank runs it first
-                torch.cuda.current_stream(device).synchronize()
-        except RuntimeError as error:
+            self.communicator = nccl.Communicator(uid, rank, world_size, device)
+            warm = torch.zeros(1, device=device)
+            self.communicator.all_reduce_sum(warm)  # vLLM's warm-up: every rank runs it first
+            torch.cuda.current_stream(device).synchronize()
+        except (OSError, RuntimeError) as error:  # no libnccl; NCCL's own errors
             raise GroupError(f"ncclCommInitRank with the trainer failed: {error}") from None
 
     def broadcast(self, tensor: torch.Tensor) -> None:
-        from torch.cuda import nccl
-
-        nccl.broadcast([tensor], root=0, comms=[self.comm])
+        self.communicator.broadcast(tensor)
 
     def close(self) -> None:
-        self.comm = None  # the communicator is destroyed with its last reference
+        self.communicator.close()
 
 
 class GlooGroup:

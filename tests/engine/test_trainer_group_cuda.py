@@ -21,41 +21,37 @@ from engine_svc.serving import trainer_group
 from engine_svc.serving.weight_transfer import WeightTransfer
 from examples import rl_trainer
 from scaleout.v1 import control_pb2 as C
+from scaleout_common import nccl
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 SHAPES = {"a": [64, 33], "b": [7], "c": [128, 128]}
 PACKED_BYTES = 9000  # cuts the three tensors into two buffers
 
 
-def _vllm_unique_id_class() -> type:
-    """vLLM's pynccl_wrapper.ncclUniqueId: its module path and its layout (128 bytes), so it pickles as vLLM's."""
+class ncclUniqueId(ctypes.Structure):  # vLLM's pynccl_wrapper.ncclUniqueId: pickles as vLLM's (module set below)
+    _fields_ = [("internal", ctypes.c_byte * 128)]
+
+
+def _as_vllms() -> None:
     name = "vllm.distributed.device_communicators.pynccl_wrapper"
-    module = types.ModuleType(name)
-
-    class ncclUniqueId(ctypes.Structure):
-        _fields_ = [("internal", ctypes.c_byte * 128)]
-
     ncclUniqueId.__module__ = name
-    module.ncclUniqueId = ncclUniqueId  # type: ignore[attr-defined]
-    sys.modules[name] = module
-    return ncclUniqueId
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].ncclUniqueId = ncclUniqueId  # type: ignore[attr-defined]
 
 
 def _trainer(port: int, device: int, state: dict[str, torch.Tensor], answers) -> None:
     """vLLM's trainer side (NCCLTrainerWeightTransferEngine.trainer_init, then send_weights packed)."""
-    from torch.cuda import nccl
-
     try:
+        _as_vllms()
         torch.cuda.set_device(device)
         store = torch.distributed.TCPStore("127.0.0.1", port, 2, is_master=True, use_libuv=False)  # pyright: ignore[reportPrivateImportUsage]
-        uid = _vllm_unique_id_class()()
-        raw = nccl.unique_id()
+        uid, raw = ncclUniqueId(), nccl.unique_id()
         ctypes.memmove(uid.internal, raw, len(raw))
         store.set("broadcast_from/0/0", pickle.dumps(uid))  # pyright: ignore[reportArgumentType]: bytes are taken
-        comm = nccl.init_rank(2, raw, 0)
-        nccl.all_reduce([torch.zeros(1, device=f"cuda:{device}")], comms=[comm])
+        communicator = nccl.Communicator(raw, 0, 2, torch.device("cuda", device))
+        communicator.all_reduce_sum(torch.zeros(1, device=f"cuda:{device}"))
         on_device = {k: v.to(f"cuda:{device}") for k, v in state.items()}
-        rl_trainer.broadcast(on_device, PACKED_BYTES, lambda t: nccl.broadcast([t], root=0, comms=[comm]))
+        rl_trainer.broadcast(on_device, PACKED_BYTES, communicator.broadcast)
         torch.cuda.synchronize()
         answers.put(None)
     except Exception as error:  # the test's answer
@@ -63,8 +59,6 @@ def _trainer(port: int, device: int, state: dict[str, torch.Tensor], answers) ->
 
 
 def test_one_rank_builds_the_communicator_warms_up_and_broadcasts():
-    from torch.cuda import nccl
-
     group = trainer_group.NcclGroup(nccl.unique_id(), 0, 1, torch.device("cuda:0"))
     tensor = torch.arange(10.0, device="cuda:0")
     group.broadcast(tensor)
