@@ -35,7 +35,9 @@ class ncclUniqueId(ctypes.Structure):  # vLLM's pynccl_wrapper.ncclUniqueId: pic
 def _as_vllms() -> None:
     name = "vllm.distributed.device_communicators.pynccl_wrapper"
     ncclUniqueId.__module__ = name
-    sys.modules[name] = types.ModuleType(name)
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):  # pickle imports the module, its parents first
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
     sys.modules[name].ncclUniqueId = ncclUniqueId  # type: ignore[attr-defined]
 
 
