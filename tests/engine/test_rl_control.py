@@ -152,6 +152,24 @@ async def test_weights_from_a_safetensors_folder_and_their_refusals(engine, tmp_
     assert (await greedy(stub))[0] == reference(MODELS[2], PROMPT, 8)  # nothing was written
 
 
+@pytest.mark.parametrize(
+    ("backend", "init", "code"),
+    [
+        ("nccl", {"nccl_unique_id": bytes(128), "rank": 1, "world_size": 2}, "FAILED_PRECONDITION"),  # CUDA only
+        ("nccl", {"nccl_unique_id": bytes(128), "master_address": "h", "rank": 1, "world_size": 2}, "INVALID_ARGUMENT"),
+        ("nccl", {"master_address": "127.0.0.1", "master_port": 1, "rank": 2, "world_size": 2}, "INVALID_ARGUMENT"),
+        ("ipc", {"packed": True}, "FAILED_PRECONDITION"),  # CUDA only
+        ("disk", {"packed": True}, "FAILED_PRECONDITION"),
+    ],
+)
+async def test_what_a_cpu_engine_cannot_join_is_refused(engine, backend, init, code):
+    _, control, service = engine
+    service.args.weight_transfer_backend = backend
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await control.InitWeightTransfer(C.InitWeightTransferRequest(**init))
+    assert refused.value.code().name == code
+
+
 async def _until_tokens(call, count: int) -> list[engine_pb2.GenerateResponse]:
     """The stream's first messages, until they hold `count` tokens."""
     messages: list[engine_pb2.GenerateResponse] = []
