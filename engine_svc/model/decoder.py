@@ -244,12 +244,14 @@ class FusedDecoder(nn.Module):
 
     def quantize_projections(self, linear, normed) -> None:
         """Each layer's plain projections as linear(projection), its normed ones as normed(norm, linear(projection),
-        gated) (the vocabulary head keeps the model's dtype). Not yet in fp8: GeGLU gate_up projections and
-        the experts of a mixture."""
+        gated) (the vocabulary head keeps the model's dtype); the experts of a mixture in e4m3 (SparseMoe.to_fp8).
+        Not yet in fp8: GeGLU gate_up projections."""
         for layer in cast(list[DecoderLayer], list(self.layers)):  # ModuleList's items are typed as Module
             layer.o_proj = linear(layer.o_proj)
             if layer.mlp_kind != "moe":
                 layer.down = linear(layer.down)
+            else:
+                cast(SparseMoe, cast(NormedProjection, layer.gate_up).linear).to_fp8()
             for name in ("qkv", "gate_up") if layer.mlp_kind == "silu" else ("qkv",):
                 part = getattr(layer, name)
                 setattr(layer, name, normed(part.norm, linear(part.linear), part.gated))

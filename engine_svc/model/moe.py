@@ -95,8 +95,20 @@ def _sigmoid_groups(x, router, routing: Routing, correction):
     return (weights * routing.scale).to(x.dtype), ids
 
 
-def grouped_experts(x, gate_up, down, weights, ids, gating=Gating(), gate_up_bias=None, down_bias=None):
-    """sum over each token's k experts of weight * down(gating(gate_up(x))), one pair of matmuls per expert hit."""
+def grouped_experts(
+    x,
+    gate_up,
+    down,
+    weights,
+    ids,
+    gating=Gating(),
+    gate_up_bias=None,
+    down_bias=None,
+    gate_up_scale=None,
+    down_scale=None,
+):
+    """sum over each token's k experts of weight * down(gating(gate_up(x))), one pair of matmuls per expert hit;
+    fp8 experts (`*_scale`: [experts, out], each weight row's) are dequantized an expert at a time."""
     flat = ids.flatten()
     order = torch.argsort(flat, stable=True)
     counts = torch.bincount(flat, minlength=gate_up.shape[0]).tolist()
@@ -108,11 +120,16 @@ def grouped_experts(x, gate_up, down, weights, ids, gating=Gating(), gate_up_bia
         if not count:
             continue
         rows = tokens[start : start + count]
-        h = F.linear(x[rows], gate_up[expert], None if gate_up_bias is None else gate_up_bias[expert])
-        y = F.linear(gating(h), down[expert], None if down_bias is None else down_bias[expert])
+        w1, w2 = _dequantized(gate_up, gate_up_scale, expert, x.dtype), _dequantized(down, down_scale, expert, x.dtype)
+        h = F.linear(x[rows], w1, None if gate_up_bias is None else gate_up_bias[expert])
+        y = F.linear(gating(h), w2, None if down_bias is None else down_bias[expert])
         out.index_add_(0, rows, y * scale[start : start + count])
         start += count
     return out
+
+
+def _dequantized(weight, scale, expert: int, dtype) -> torch.Tensor:
+    return weight[expert] if scale is None else (weight[expert].float() * scale[expert][:, None]).to(dtype)
 
 
 def _frozen(t: torch.Tensor) -> nn.Parameter:
@@ -147,6 +164,20 @@ class SparseMoe(nn.Module):
             None if shared is None else _frozen(torch.cat((shared.gate_proj.weight, shared.up_proj.weight)))
         )
         self.shared_down = None if shared is None else _frozen(shared.down_proj.weight)
+        self.gate_up_scale: torch.Tensor | None = None  # set by to_fp8: each expert weight row's scale
+        self.down_scale: torch.Tensor | None = None
+
+    def to_fp8(self) -> None:
+        """The experts' weights in e4m3 with a scale per row (fp8_linear's rule), half the bytes a decode reads;
+        the products run at the activations' dtype (weight-only: the routed tokens are too few per expert for
+        fp8 activations to pay). The router and the shared experts keep the model's dtype."""
+        from engine_svc.model.fp8_linear import quantize_rows  # fp8_linear imports the decoder, which imports this
+
+        for name in ("gate_up", "down"):
+            weight = getattr(self, name)
+            quantized, scale = quantize_rows(weight.reshape(-1, weight.shape[-1]))
+            setattr(self, name, _frozen(quantized.view(weight.shape)))
+            setattr(self, f"{name}_scale", scale.view(weight.shape[:2]))
 
     @property
     def weight(self) -> torch.Tensor:
@@ -157,7 +188,10 @@ class SparseMoe(nn.Module):
         run = grouped_experts
         if x.is_cuda:
             from engine_svc.model.triton_moe import fused_experts as run
-        out = run(x, self.gate_up, self.down, weights, ids, self.gating, self.gate_up_bias, self.down_bias)
+        out = run(
+            x, self.gate_up, self.down, weights, ids, self.gating, self.gate_up_bias, self.down_bias,
+            self.gate_up_scale, self.down_scale,
+        )  # fmt: skip
         if self.shared_gate_up is not None and self.shared_down is not None:
             out = out + F.linear(Gating()(F.linear(x, self.shared_gate_up)), self.shared_down)
         return out

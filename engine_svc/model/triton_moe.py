@@ -6,9 +6,11 @@ expert and pads each expert's run to a multiple of BLOCK_M, on the device and wi
 capture it): a program takes BLOCK_M sorted assignments of one expert, gathers their input rows, multiplies by
 that expert's weight tile and scatters the products back to the assignments' rows. The sorted list has room
 for the worst padding (every expert a run), its unused blocks exit at once. The down kernel scales each product
-by its routing weight, and the k products of a token are summed after.
+by its routing weight, and the k products of a token are summed after. fp8 experts (moe.py's to_fp8) load e4m3
+weight tiles, widen them to the activations' dtype for the tensor cores, and scale each output column by its
+weight row's scale after the inner loop.
 
-Not yet: fp8 experts, tuned block sizes per shape (a first cut: 16 x 64 x 64).
+Not yet: tuned block sizes per shape (a first cut: 16 x 64 x 64).
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
@@ -23,13 +25,14 @@ BLOCK_M, BLOCK_N, BLOCK_K = 16, 64, 64
 
 
 @triton.jit
-def _grouped_gemm(a_ptr, w_ptr, bias_ptr, c_ptr, sorted_ptr, block_expert_ptr, scale_ptr, assignments, n, k,
-                  stride_a, stride_we, stride_wn, stride_wk, stride_c, stride_bias,
+def _grouped_gemm(a_ptr, w_ptr, bias_ptr, c_ptr, sorted_ptr, block_expert_ptr, scale_ptr, w_scale_ptr, assignments,
+                  n, k, stride_a, stride_we, stride_wn, stride_wk, stride_c, stride_bias, stride_ws,
                   TOP_K: tl.constexpr, A_BY_TOKEN: tl.constexpr, SCALE: tl.constexpr, BIAS: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+                  W_FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
     """c[assignment] = a[row] @ w[expert]^T for the block's assignments; row = assignment // TOP_K where
-    A_BY_TOKEN (the gate_up: each token's input once), else the assignment itself (the down); BIAS adds the
-    expert's bias row (gpt-oss), SCALE multiplies by the assignment's routing weight after."""
+    A_BY_TOKEN (the gate_up: each token's input once), else the assignment itself (the down); W_FP8 scales each
+    column by its e4m3 weight row's scale, BIAS adds the expert's bias row (gpt-oss), SCALE multiplies by the
+    assignment's routing weight after."""
     expert = tl.load(block_expert_ptr + tl.program_id(0))
     if expert < 0:  # past the last expert's run
         return
@@ -48,7 +51,12 @@ def _grouped_gemm(a_ptr, w_ptr, bias_ptr, c_ptr, sorted_ptr, block_expert_ptr, s
             mask=(cols[None, :] < n) & (inner[:, None] < k),
             other=0.0,
         )
+        if W_FP8:
+            w = w.to(a_ptr.dtype.element_ty)
         acc = tl.dot(a, w, acc)
+    if W_FP8:
+        w_scale = tl.load(w_scale_ptr + expert.to(tl.int64) * stride_ws + cols, mask=cols < n, other=0.0)
+        acc = acc * w_scale[None, :]
     if BIAS:
         bias = tl.load(bias_ptr + expert.to(tl.int64) * stride_bias + cols, mask=cols < n, other=0.0)
         acc = acc + bias.to(tl.float32)[None, :]
@@ -78,27 +86,30 @@ def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[
     return sorted_ids, torch.where(block_expert < num_experts, block_expert, -1)
 
 
-def _gemm(a, w, bias, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool) -> None:
+def _gemm(a, w, bias, w_scale, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool) -> None:
     n, k = w.shape[1], w.shape[2]
     grid = (block_expert.shape[0], triton.cdiv(n, BLOCK_N))
     _grouped_gemm[grid](  # pyright: ignore[reportIndexIssue]
-        a, w, w if bias is None else bias, out, sorted_ids, block_expert, scale, out.shape[0], n, k,
-        a.stride(0), w.stride(0), w.stride(1), w.stride(2), out.stride(0), 0 if bias is None else bias.stride(0),
-        TOP_K=top_k, A_BY_TOKEN=by_token, SCALE=not by_token, BIAS=bias is not None,
+        a, w, w if bias is None else bias, out, sorted_ids, block_expert, scale, scale if w_scale is None else w_scale,
+        out.shape[0], n, k, a.stride(0), w.stride(0), w.stride(1), w.stride(2), out.stride(0),
+        0 if bias is None else bias.stride(0), 0 if w_scale is None else w_scale.stride(0),
+        TOP_K=top_k, A_BY_TOKEN=by_token, SCALE=not by_token, BIAS=bias is not None, W_FP8=w_scale is not None,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
     )  # fmt: skip
 
 
-def fused_experts(x, gate_up, down, weights, ids, gating, gate_up_bias=None, down_bias=None) -> torch.Tensor:
+def fused_experts(
+    x, gate_up, down, weights, ids, gating, gate_up_bias=None, down_bias=None, gate_up_scale=None, down_scale=None
+) -> torch.Tensor:
     """sum over each token's k experts of weight * down(gating(gate_up(x))) (moe.py's grouped_experts): x
     [tokens, hidden], gate_up [experts, 2 * inner, hidden], down [experts, hidden, inner], weights and ids
-    [tokens, k], the biases [experts, out] or None."""
+    [tokens, k], the biases [experts, out] or None, the fp8 weights' row scales [experts, out] or None."""
     tokens, top_k = ids.shape
     sorted_ids, block_expert = align(ids, gate_up.shape[0])
     x, scale = x.contiguous(), weights.flatten().contiguous()
     h = x.new_empty(tokens * top_k, gate_up.shape[1])
-    _gemm(x, gate_up, gate_up_bias, h, sorted_ids, block_expert, scale, top_k, by_token=True)
+    _gemm(x, gate_up, gate_up_bias, gate_up_scale, h, sorted_ids, block_expert, scale, top_k, by_token=True)
     act = gating(h).contiguous()
     out = x.new_empty(tokens * top_k, down.shape[1])
-    _gemm(act, down, down_bias, out, sorted_ids, block_expert, scale, top_k, by_token=False)
+    _gemm(act, down, down_bias, down_scale, out, sorted_ids, block_expert, scale, top_k, by_token=False)
     return out.view(tokens, top_k, -1).sum(dim=1)
