@@ -56,7 +56,9 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     "kimi_k2": ReasoningTags(
         ("<think>",), ("</think>",), ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
     ),
-    **dict.fromkeys(("deepseek_r1", "deepseek-r1", "minimax_m2", "step3", "step3p5"), _R1),
+    **dict.fromkeys(("deepseek_r1", "deepseek-r1", "step3"), _R1),
+    "minimax_m2": ReasoningTags(("<think>",), ("</think>",), ("<minimax:tool_call>",), FORCED=True),
+    "step3p5": ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True),
     **dict.fromkeys(
         ("minimax", "minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),
@@ -69,8 +71,8 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ("hunyuan", "hunyuan_a13b"),
         ReasoningTags(("<think>\n", "<think>"), ("\n</think>\n", "\n</think>", "</think>"), ("<tool_calls>",)),
     ),
-    "seed_oss": ReasoningTags(("<seed:think>",), ("</seed:think>",)),
-    "mistral": ReasoningTags(("[THINK]",), ("[/THINK]",)),
+    "seed_oss": ReasoningTags(("<seed:think>",), ("</seed:think>",), ("<seed:tool_call>",)),
+    "mistral": ReasoningTags(("[THINK]",), ("[/THINK]",), ("[TOOL_CALLS]",)),
     "gemma": ReasoningTags(("<unused94>thought\n", "<unused94>thought", "<unused94>"), ("<unused95>",)),
     "gemma4": ReasoningTags(
         ("<|channel>thought\n", "<|channel>thought", "<|channel>"), ("<channel|>",), ("<|tool_call>",)

@@ -22,9 +22,11 @@ from derender_svc.parsers.think import (
     HunyuanReasoningParser,
     KimiK2ReasoningParser,
     KimiReasoningParser,
+    MiniMaxM2ReasoningParser,
     MistralReasoningParser,
     Qwen3ReasoningParser,
     SeedOssReasoningParser,
+    Step3p5ReasoningParser,
     ThinkReasoningParser,
 )
 from derender_svc.parsers.token_calls import DeepSeekV3ToolParser, DeepSeekV31ToolParser, KimiK2ToolParser
@@ -54,9 +56,9 @@ REASONING_PARSERS = {
     "minimax_append_think": AppendThinkReasoningParser,
     "minimax_m2_append_think": AppendThinkReasoningParser,
     "minimax-append-think": AppendThinkReasoningParser,
-    "minimax_m2": DeepSeekR1ReasoningParser,
+    "minimax_m2": MiniMaxM2ReasoningParser,
     "step3": DeepSeekR1ReasoningParser,
-    "step3p5": DeepSeekR1ReasoningParser,
+    "step3p5": Step3p5ReasoningParser,
     "interns1": Qwen3ReasoningParser,
     "seed_oss": SeedOssReasoningParser,
     "mistral": MistralReasoningParser,

@@ -5,8 +5,9 @@ One policy, parametrised per family:
   family always reasons first (`FORCED`: DeepSeek-R1, MiniMax-M2, Step3 -- vLLM and SGLang assume it too, so
   an output with no tags at all is reasoning); a start tag the model repeats there is dropped;
 - otherwise a start tag after leading whitespace opens it, and anything else makes the whole output content;
-- the first end tag closes it; `ENDS_ON` tags, the family's tool-call opener (Qwen3's and GLM's `<tool_call>`,
-  Kimi-K2's section, Hunyuan's `<tool_calls>`), close it too and stay in the content for the tool parser, since
+- the first end tag closes it; `ENDS_ON` tags, the family's tool-call opener (Qwen3's, GLM's and Step-3.5's
+  `<tool_call>`, Kimi-K2's section, Hunyuan's `<tool_calls>`, MiniMax-M2's `<minimax:tool_call>`, Magistral's
+  `[TOOL_CALLS]`, Seed-OSS's `<seed:tool_call>`), close it too and stay in the content for the tool parser, since
   a call is never reasoning (vLLM's and SGLang's `tool_start_token`); an output that ends inside the block is all
   reasoning.
 Tags are tuples: the longest one matching at a place wins (`<think>\\n` before `<think>`).
@@ -86,6 +87,14 @@ class DeepSeekR1ReasoningParser(ThinkReasoningParser):
     FORCED = True
 
 
+class MiniMaxM2ReasoningParser(DeepSeekR1ReasoningParser):
+    ENDS_ON = ("<minimax:tool_call>",)
+
+
+class Step3p5ReasoningParser(DeepSeekR1ReasoningParser):
+    ENDS_ON = ("<tool_call>",)
+
+
 class KimiReasoningParser(ThinkReasoningParser):
     """Kimi-VL-Thinking / Kimi-k1.5: `◁think▷…◁/think▷`."""
 
@@ -123,12 +132,14 @@ class Gemma4ReasoningParser(ThinkReasoningParser):
 
 class SeedOssReasoningParser(ThinkReasoningParser):
     START, END = ("<seed:think>",), ("</seed:think>",)
+    ENDS_ON = ("<seed:tool_call>",)
 
 
 class MistralReasoningParser(ThinkReasoningParser):
     """Magistral: `[THINK]…[/THINK]`."""
 
     START, END = ("[THINK]",), ("[/THINK]",)
+    ENDS_ON = ("[TOOL_CALLS]",)
 
 
 class AppendThinkReasoningParser(ThinkReasoningParser):

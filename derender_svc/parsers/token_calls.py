@@ -6,7 +6,8 @@
 - `kimi_k2` (Kimi-K2): `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>
   ARGS<|tool_call_end|>...<|tool_calls_section_end|>` (also the singular `<|tool_call_section_begin|>`); an id
   without its `:N` counter is no call, and a bare counter (`0`) names the one tool whose parameters cover the
-  arguments, as in vLLM.
+  arguments, as in vLLM; a call the output ends inside counts when its arguments are whole JSON (vLLM and
+  SGLang read a truncated call up to the end of the output).
 The bars are U+FF5C and the spaces U+2581, as in DeepSeek's vocabulary. Both DeepSeek bodies are accepted by
 either name, since the tokens are the same."""
 
@@ -57,7 +58,7 @@ class KimiK2ToolParser(BlockToolParser):
     CALLS = ((KIMI_CALL[0], (KIMI_CALL[1],)),)
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
-        if not closed or KIMI_ARGS not in body:
+        if KIMI_ARGS not in body:
             return None
         function_id, args = body.split(KIMI_ARGS, 1)
         match = _KIMI_ID.match(function_id)

@@ -15,7 +15,8 @@ from derender_svc.parsers.arguments import dumps
 from derender_svc.parsers.block import BlockToolParser, Call
 from derender_svc.parsers.schema import convert, parameter_types
 
-_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|$)", re.DOTALL)
+# a `<function=` before `</function>` starts the next call (vLLM's qwen3 grammar)
+_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|(?=<function=)|$)", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
 _GLM_NAME = re.compile(r"\s*([^\s<]+)\s*(.*)$", re.DOTALL)
 _GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)

@@ -59,9 +59,21 @@ def reasoning_formats() -> dict:
         ]),
         "nemotron_v3": think_family(extra=[("<think>plan<tool_call>{}", False, "plan", "<tool_call>{}")]),
         "nemotron": think_family(),
-        "minimax_m2": think_family(forced=True),
-        "seed_oss": think_family("<seed:think>", "</seed:think>"),
-        "mistral": think_family("[THINK]", "[/THINK]"),
+        # vLLM's grammars: each family's tool-call opener ends the block too
+        "minimax_m2": think_family(forced=True, extra=[
+            ('plan<minimax:tool_call>\n<invoke name="f">', False, "plan", '<minimax:tool_call>\n<invoke name="f">'),
+            ("<think>plan\n<minimax:tool_call>", True, "plan\n", "<minimax:tool_call>"),
+        ]),
+        "step3p5": think_family(forced=True, extra=[
+            ("plan<tool_call>\n<function=f>", False, "plan", "<tool_call>\n<function=f>"),
+        ]),
+        "seed_oss": think_family("<seed:think>", "</seed:think>", extra=[
+            ("<seed:think>plan<seed:tool_call>x", False, "plan", "<seed:tool_call>x"),
+        ]),
+        "mistral": think_family("[THINK]", "[/THINK]", extra=[
+            ('[THINK]plan[TOOL_CALLS]f[ARGS]{"a": 1}', False, "plan", '[TOOL_CALLS]f[ARGS]{"a": 1}'),
+            ("plan[TOOL_CALLS]", True, "plan", "[TOOL_CALLS]"),
+        ]),
         "granite": _reasoning(
             lambda r, c: f"Here is my thought process:{r}Here is my response:{c}",
             None,

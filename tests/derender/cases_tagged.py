@@ -31,6 +31,11 @@ def qwen3_coder_cases():
             ("<tool_call>\nno function here\n</tool_call>", "<tool_call>\nno function here\n</tool_call>", []),
             ("<tool_call>\n<function=zip>\n<parameter=n>\n1e999\n</parameter>\n</function>\n</tool_call>", "",
              [("zip", {"n": "1e999"})]),  # not a finite number: kept as text
+            # a `<function=` before `</function>` starts the next call (vLLM's qwen3 grammar), not more parameters
+            ("<tool_call>\n<function=a>\n<parameter=x>\n1\n</parameter>\n<function=b>\n<parameter=y>\n[2]\n"
+             "</parameter>\n</function>\n</tool_call>", "", [("a", {"x": 1}), ("b", {"y": [2]})]),
+            ("<function=zip>\n<parameter=code>\n7\n</parameter>\n<function=a>\n<parameter=x>\n3\n</parameter>\n"
+             "</function>", "", [("zip", {"code": "7"}), ("a", {"x": 3})]),
         ],
     )  # fmt: skip
 
@@ -136,5 +141,10 @@ def kimi_k2_cases():
             (f"Checking. {K[0]}{K[1]}0 {K[2]}{{\"code\": \"7\", \"on\": true}}{K[3]}{K[4]}", "Checking. ",
              [("zip", {"code": "7", "on": True})]),
             (f"{K[0]}{K[1]}0{K[2]}{{\"x\": 1}}{K[3]}{K[4]}", f"{K[0]}{K[1]}0{K[2]}{{\"x\": 1}}{K[3]}{K[4]}", []),
+            # cut off after whole arguments: still a call (vLLM, SGLang); cut inside them: text
+            (f"Working. {K[0]}{K[1]}functions.search:0{K[2]}{{\"q\": \"t\"}}", "Working. ", [("search", {"q": "t"})]),
+            (f"{K[0]}{K[1]}functions.f:0{K[2]}{{}}{K[3]}{K[1]}functions.g:1{K[2]}{{\"b\": 2}}", "",
+             [("f", {}), ("g", {"b": 2})]),
+            (f"{K[0]}{K[1]}functions.f:0{K[2]}{{\"q\": \"t", f"{K[0]}{K[1]}functions.f:0{K[2]}{{\"q\": \"t", []),
         ],
     )  # fmt: skip
