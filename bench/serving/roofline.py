@@ -9,7 +9,10 @@ and C prefills, so
     t_step(C)     =   max((weights + C * ctx * kv_bytes_per_token) / bandwidth, 2 * C * matmul_params / rate)
     t_prefill     =   (2 * matmul_params * I_new + 4 * layers * q_dim * I_new * (I_cached + I_new / 2)) / rate
 
-with ctx the mean context of a decode (prompt + half the output). A sliding-window layer (Gemma 2/3, gpt-oss,
+with ctx the mean context of a decode (prompt + half the output). A mixture of experts multiplies a token by its
+top-k experts, but a decode step of C tokens reads every expert any of them routes to: E * (1 - (1 - k/E)^C)
+of the E experts under even routing (what random weights give), so the weights' bytes grow with C (Qwen3-30B-A3B
+at 64 streams reads ~126 of its 128 experts a layer). A sliding-window layer (Gemma 2/3, gpt-oss,
 Mistral) reads and attends to min(ctx, window) keys, not ctx: its share of the KV bytes and of the attention
 FLOPs counts that. TTFT can be no better than one t_prefill,
 TPOT no better than one t_step(C). The figures are bounds, not predictions: real kernels reach a fraction.
@@ -99,14 +102,19 @@ class ModelShape:
     projection_bytes: int = 0  # a layer projection's weight (0: dtype_bytes); 1 under --quantization fp8
     kv_bytes: int = 0  # a cached K or V value (0: dtype_bytes); 1 under --kv-cache-dtype fp8
     windows: tuple[int, ...] = ()  # per layer: its sliding window (0: every key); () for none
+    experts: int = 0  # a mixture's routed experts a layer (0: dense)
+    top_k: int = 0  # the routed experts a token runs
+    expert_intermediate: int = 0  # one routed expert's intermediate size
 
     @classmethod
     def from_config(cls, config, dtype_bytes: int) -> ModelShape:
-        """A mixture of experts (Qwen3 MoE) counts the experts a token runs (top-k of them, and GLM-4.5's shared
-        ones) as its MLP: the bound of a decode step where few tokens share experts; a large batch reads more
-        experts than that. Dense layers among the routed ones (GLM-4.5's first) count as routed ones."""
-        experts = getattr(config, "num_experts_per_tok", 0)
-        experts += (getattr(config, "n_shared_experts", None) or 0) if experts else 0
+        """A mixture of experts (Qwen3 MoE, GLM-4.5, gpt-oss) counts the experts a token runs (top-k of them, and
+        GLM-4.5's shared ones) as its MLP; `weight_bytes_at` adds the experts a batch reads beyond a token's. Dense
+        layers among the routed ones (GLM-4.5's first) count as routed ones."""
+        top_k = getattr(config, "num_experts_per_tok", 0)
+        experts = top_k + ((getattr(config, "n_shared_experts", None) or 0) if top_k else 0)
+        routed = next((getattr(config, k) for k in ("num_experts", "n_routed_experts", "num_local_experts")
+                       if getattr(config, k, None)), 0) if top_k else 0  # fmt: skip
         return cls(
             config.num_hidden_layers,
             config.hidden_size,
@@ -118,6 +126,9 @@ class ModelShape:
             bool(getattr(config, "tie_word_embeddings", False)),
             dtype_bytes,
             windows=Family.of(config).windows,
+            experts=routed,
+            top_k=top_k,
+            expert_intermediate=config.moe_intermediate_size if top_k else 0,
         )
 
     def for_flags(self, flags: list[str]) -> ModelShape:
@@ -146,6 +157,14 @@ class ModelShape:
         """Bytes a decode step reads: the matmul weights (the embedding table is read a row per token)."""
         projection = self.projection_bytes or self.dtype_bytes
         return self.projection_params * projection + self.vocab * self.hidden * self.dtype_bytes
+
+    def weight_bytes_at(self, tokens: float) -> float:
+        """Bytes a decode step of `tokens` tokens reads: a mixture's expected experts hit (module docstring)."""
+        if not self.experts:
+            return self.weight_bytes
+        hit = self.experts * (1 - (1 - self.top_k / self.experts) ** tokens)
+        expert = self.layers * 3 * self.hidden * self.expert_intermediate * (self.projection_bytes or self.dtype_bytes)
+        return self.weight_bytes + (hit - self.top_k) * expert
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -176,7 +195,8 @@ def bounds(
     c, new = max(concurrency, 1), max(prompt_len - cached_len, 1.0)
     ctx = prompt_len + output_len / 2
     step = max(
-        (shape.weight_bytes + c * shape.keys_seen(ctx) * shape.kv_bytes_per_token / shape.layers) / machine.bandwidth,
+        (shape.weight_bytes_at(c) + c * shape.keys_seen(ctx) * shape.kv_bytes_per_token / shape.layers)
+        / machine.bandwidth,
         shape.matmul_seconds(c, machine),
     )
     attention = 4 * shape.heads * shape.head_dim * new * shape.keys_seen(cached_len + new / 2)

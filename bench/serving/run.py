@@ -325,7 +325,8 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
     print(machine.describe())
     print(
         f"model {served_model(args)}: {shape.matmul_params / 1e6:.0f}M matmul parameters, "
-        f"{shape.weight_bytes / 1e9:.2f} GB read per decode step, {shape.kv_bytes_per_token / 1024:.1f} KiB KV/token "
+        f"{shape.weight_bytes / 1e9:.2f} GB read per decode step of one token, "
+        f"{shape.kv_bytes_per_token / 1024:.1f} KiB KV/token "
         "in the model's dtype"
     )
     vocab = shape.vocab if args.model else shape_vocab(args.shape)
@@ -343,7 +344,8 @@ async def main_async(args, save=lambda runs: None) -> list[dict]:
                 await wait_serving(server.target, getattr(server, "process", None))
                 print(
                     f"\n[{target} {variant} with caching {caching} serving after {time.perf_counter() - began:.0f} s; "
-                    f"the roofline reads {served.shape.weight_bytes / 1e9:.2f} GB of weights a decode step and "
+                    f"the roofline reads {served.shape.weight_bytes / 1e9:.2f} GB of weights a decode step of one "
+                    f"token ({served.shape.weight_bytes_at(64) / 1e9:.2f} GB at 64) and "
                     f"{served.shape.kv_bytes_per_token / 1024:.1f} KiB of KV a token]",
                     flush=True,
                 )
