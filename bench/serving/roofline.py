@@ -179,8 +179,10 @@ class ModelShape:
         """The projections and the head for `tokens` tokens at the rates of their dtypes."""
         fp8 = self.projection_bytes == 1 and machine.fp8_rate
         projection_rate = machine.fp8_rate if fp8 else machine.matmul_rate
-        head = 2 * tokens * self.vocab * self.hidden / machine.matmul_rate
-        return 2 * tokens * self.projection_params / projection_rate + head
+        # A mixture's experts are fp8 weights only: multiplied in the model's dtype.
+        experts = self.layers * 3 * self.hidden * self.intermediate if self.experts else 0
+        head = 2 * tokens * (self.vocab * self.hidden + experts) / machine.matmul_rate
+        return 2 * tokens * (self.projection_params - experts) / projection_rate + head
 
 
 def bounds(
