@@ -32,8 +32,10 @@ class Defaults:
 
 
 def parser_name(name: str, registry: dict, field: str) -> str | None:
-    if name == NONE:
+    """The registered spelling of `name`, matched ignoring case as SGLang matches (`DeepSeek-R1`)."""
+    if name.lower() == NONE:
         return None
+    name = next((known for known in registry if known.lower() == name.lower()), name)
     if name not in registry:
         raise fail(Reason.UNKNOWN_PARSER, f"unknown parser {quote(name)} (known: {sorted(registry)})", field)
     return name

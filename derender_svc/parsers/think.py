@@ -79,6 +79,12 @@ class Qwen3ReasoningParser(ThinkReasoningParser):
     ENDS_ON = ("<tool_call>",)
 
 
+class Qwen3ThinkingReasoningParser(Qwen3ReasoningParser):
+    """Qwen3 thinking-only models (SGLang's `qwen3-thinking`): the template opens the block, so it is forced."""
+
+    FORCED = True
+
+
 class KimiK2ReasoningParser(ThinkReasoningParser):
     ENDS_ON = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
 

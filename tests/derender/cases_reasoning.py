@@ -47,6 +47,9 @@ def reasoning_formats() -> dict:
             ("plan\n<tool_call>{}</tool_call>", True, "plan\n", "<tool_call>{}</tool_call>"),
         ]),
         "deepseek_r1": think_family(forced=True, extra=[("abc</think>def", False, "abc", "def")]),
+        "qwen3-thinking": think_family(forced=True, extra=[
+            ("plan<tool_call>{}</tool_call>", False, "plan", "<tool_call>{}</tool_call>"),
+        ]),
         "glm45": think_family(extra=[
             ("\n<think>x</think>\ny", False, "x", "\ny"),
             ("<think>plan<tool_call>f<arg_key>a</arg_key>", False, "plan", "<tool_call>f<arg_key>a</arg_key>"),

@@ -76,6 +76,16 @@ CALL_IN_REASONING = [
     ("gemma4", "gemma4", '<|channel>thought\nI need the weather<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}'
      "<tool_call|>"),
     ("gemma4", "gemma4", '<|channel>thought\nI need the weather<channel|>call:get_weather{city:<|"|>Paris<|"|>}'),
+    # forced families (no start tag) and the other tool openers vLLM's grammars end the block on
+    ("minimax_m2", "minimax_m2", 'I need the weather<minimax:tool_call>\n<invoke name="get_weather">\n'
+     '<parameter name="city">Paris</parameter>\n</invoke>\n</minimax:tool_call>'),
+    ("step3p5", "step3p5", "I need the weather<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+     "</parameter>\n</function>\n</tool_call>"),
+    ("qwen3-thinking", "hermes", 'I need the weather\n<tool_call>\n{"name": "get_weather", "arguments": '
+     '{"city": "Paris"}}\n</tool_call>'),
+    ("mistral", "mistral", '[THINK]I need the weather[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'),
+    ("QWEN3", "Hermes", '<think>I need the weather<tool_call>{"name": "get_weather", "arguments": '
+     '{"city": "Paris"}}</tool_call>'),  # names match ignoring case, as SGLang's
 ]  # fmt: skip
 
 
