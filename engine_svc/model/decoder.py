@@ -244,14 +244,19 @@ class FusedDecoder(nn.Module):
 
     def quantize_projections(self, linear, normed) -> None:
         """Each layer's plain projections as linear(projection), its normed ones as normed(norm, linear(projection),
-        gated) (the vocabulary head keeps the model's dtype); the experts of a mixture in e4m3 (SparseMoe.to_fp8).
-        Not yet in fp8: GeGLU gate_up projections."""
+        gated) (the vocabulary head keeps the model's dtype); the experts of a mixture in e4m3 (SparseMoe.to_fp8);
+        a GeGLU's fused [gate; up] as linear(projection) inside it (its activations quantized by the product, not
+        fused into the norm)."""
         for layer in cast(list[DecoderLayer], list(self.layers)):  # ModuleList's items are typed as Module
             layer.o_proj = linear(layer.o_proj)
+            mlp = cast(NormedProjection, layer.gate_up).linear
             if layer.mlp_kind != "moe":
                 layer.down = linear(layer.down)
             else:
-                cast(SparseMoe, cast(NormedProjection, layer.gate_up).linear).to_fp8()
+                cast(SparseMoe, mlp).to_fp8()
+            if isinstance(mlp, GeluGateUp):
+                mlp.fused = linear(mlp.fused)
+                mlp.weight, mlp.bias = mlp.fused.weight, mlp.fused.bias
             for name in ("qkv", "gate_up") if layer.mlp_kind == "silu" else ("qkv",):
                 part = getattr(layer, name)
                 setattr(layer, name, normed(part.norm, linear(part.linear), part.gated))

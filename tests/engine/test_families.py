@@ -24,6 +24,7 @@ SHARED = 20  # tokens (5 full blocks) a second prompt shares with PROMPT: its pr
 # fp8 projections ahead of its last layer (a dense MLP's and the attention's); each alone moves the logits by 3-7%
 # as in the other families, together by 19% (the same with the exact run's routing replayed: no expert flip).
 FP8_BOUND = {"glm4_moe": 0.25}
+FP8 = torch.float8_e4m3fn
 
 
 def _sequence(name: str, tokens: list[int], blocks: list[int]) -> Sequence:
@@ -83,15 +84,15 @@ async def test_served_on_the_paged_backend_with_transformers_greedy_tokens(famil
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_fp8_weights_and_cache_stay_near_the_logits(family):
     """--quantization fp8 and --kv-cache-dtype fp8 (CPU converts e4m3 in torch): each family runs them, its
-    logits within e4m3's rounding of transformers' (families' projections fp8 cannot take stay unquantized; the
-    experts of a mixture are e4m3 too)."""
+    logits within e4m3's rounding of transformers' (the experts of a mixture and GeGLU's gate_up are e4m3 too)."""
     model = tiny(family)
     runner = ModelRunner(
         model, block_size=BLOCK, num_blocks=16, max_num_seqs=1, max_model_len=64, cuda_graphs=False,
         quantization="fp8", kv_cache_dtype="fp8",
     )  # fmt: skip
-    experts = [layer.gate_up.linear for layer in runner.model.layers if layer.mlp_kind == "moe"]
-    assert all(e.gate_up.dtype == e.down.dtype == torch.float8_e4m3fn for e in experts)  # SparseMoe.to_fp8
+    for layer in runner.model.layers:  # every MLP in e4m3: SwiGLU's and GeGLU's gate_up, a mixture's experts
+        mlp = layer.gate_up.linear
+        assert {w.dtype for w in ((mlp.gate_up, mlp.down) if layer.mlp_kind == "moe" else (mlp.weight,))} == {FP8}
     seq = _sequence("a", PROMPT, list(range(1, 9)))
     with torch.inference_mode():
         runner.execute([Chunk(seq, 0, 12)])
