@@ -10,18 +10,33 @@ by its routing weight, and the k products of a token are summed after. fp8 exper
 weight tiles, widen them to the activations' dtype for the tensor cores, and scale each output column by its
 weight row's scale after the inner loop.
 
-Not yet: tuned block sizes per shape (a first cut: 16 x 64 x 64).
+Not yet: tiles tuned per shape (`Tiles`, a first cut: 16 x 64 x 64, Triton's default warps and stages;
+bench/engine/moe_tiles.py sweeps them on a GPU).
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
-BLOCK_M, BLOCK_N, BLOCK_K = 16, 64, 64
+
+class Tiles(NamedTuple):
+    """A launch's tile sizes (assignments, output columns, inner) and Triton's warps and pipeline stages."""
+
+    m: int = 16
+    n: int = 64
+    k: int = 64
+    warps: int = 4
+    stages: int = 3
+
+
+TILES = Tiles()
+BLOCK_M = TILES.m  # `align`'s padding
 
 
 @triton.jit
@@ -86,30 +101,40 @@ def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[
     return sorted_ids, torch.where(block_expert < num_experts, block_expert, -1)
 
 
-def _gemm(a, w, bias, w_scale, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool) -> None:
+def _gemm(a, w, bias, w_scale, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool, tiles: Tiles) -> None:
     n, k = w.shape[1], w.shape[2]
-    grid = (block_expert.shape[0], triton.cdiv(n, BLOCK_N))
+    grid = (block_expert.shape[0], triton.cdiv(n, tiles.n))
     _grouped_gemm[grid](  # pyright: ignore[reportIndexIssue]
         a, w, w if bias is None else bias, out, sorted_ids, block_expert, scale, scale if w_scale is None else w_scale,
         out.shape[0], n, k, a.stride(0), w.stride(0), w.stride(1), w.stride(2), out.stride(0),
         0 if bias is None else bias.stride(0), 0 if w_scale is None else w_scale.stride(0),
         TOP_K=top_k, A_BY_TOKEN=by_token, SCALE=not by_token, BIAS=bias is not None, W_FP8=w_scale is not None,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        BLOCK_M=tiles.m, BLOCK_N=tiles.n, BLOCK_K=tiles.k, num_warps=tiles.warps, num_stages=tiles.stages,
     )  # fmt: skip
 
 
 def fused_experts(
-    x, gate_up, down, weights, ids, gating, gate_up_bias=None, down_bias=None, gate_up_scale=None, down_scale=None
+    x,
+    gate_up,
+    down,
+    weights,
+    ids,
+    gating,
+    gate_up_bias=None,
+    down_bias=None,
+    gate_up_scale=None,
+    down_scale=None,
+    tiles: Tiles = TILES,
 ) -> torch.Tensor:
     """sum over each token's k experts of weight * down(gating(gate_up(x))) (moe.py's grouped_experts): x
     [tokens, hidden], gate_up [experts, 2 * inner, hidden], down [experts, hidden, inner], weights and ids
     [tokens, k], the biases [experts, out] or None, the fp8 weights' row scales [experts, out] or None."""
     tokens, top_k = ids.shape
-    sorted_ids, block_expert = align(ids, gate_up.shape[0])
+    sorted_ids, block_expert = align(ids, gate_up.shape[0], tiles.m)
     x, scale = x.contiguous(), weights.flatten().contiguous()
     h = x.new_empty(tokens * top_k, gate_up.shape[1])
-    _gemm(x, gate_up, gate_up_bias, gate_up_scale, h, sorted_ids, block_expert, scale, top_k, by_token=True)
+    _gemm(x, gate_up, gate_up_bias, gate_up_scale, h, sorted_ids, block_expert, scale, top_k, True, tiles)
     act = gating(h).contiguous()
     out = x.new_empty(tokens * top_k, down.shape[1])
-    _gemm(act, down, down_bias, down_scale, out, sorted_ids, block_expert, scale, top_k, by_token=False)
+    _gemm(act, down, down_bias, down_scale, out, sorted_ids, block_expert, scale, top_k, False, tiles)
     return out.view(tokens, top_k, -1).sum(dim=1)

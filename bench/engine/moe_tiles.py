@@ -1,0 +1,98 @@
+"""The fused experts' tiles (engine_svc/model/triton_moe.py `Tiles`) swept on a GPU: one layer of a mixture's shape,
+bf16 and fp8 experts, at several token counts; each launch's time, the bytes of the experts its tokens reach (the
+bound of a memory-bound step) as GB/s against the measured copy bandwidth, and its largest difference from the
+default tiles' output. For choosing the tiles per shape (issue 39: Qwen3-30B-A3B at 34% of its roofline with the
+default ones).
+
+    python -m bench.engine.moe_tiles --shape qwen3-30b-a3b --tokens 1,64,256 --json moe_tiles.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+
+import torch
+
+from bench.engine.shapes import SHAPES
+from bench.serving.roofline import measure
+from engine_svc.model.fp8_linear import quantize_rows
+from engine_svc.model.moe import Gating
+from engine_svc.model.triton_moe import TILES, Tiles, fused_experts
+
+GRID = [
+    Tiles(m, n, k, w, s) for m, n, k, w, s in itertools.product((16, 32, 64), (64, 128), (64, 128, 256), (4, 8), (3, 4))
+]
+
+
+def timed(run, repeat: int = 20) -> float:
+    """Mean seconds a call, by CUDA events, after two warm-up calls."""
+    run(), run()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeat):
+        run()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3 / repeat
+
+
+def layer(shape: dict, fp8: bool):
+    """(gate_up, down, their scales or None): one layer's experts, random."""
+    experts, hidden, inner = shape["num_experts"], shape["hidden_size"], shape["moe_intermediate_size"]
+    gate_up = torch.randn(experts, 2 * inner, hidden, device="cuda", dtype=torch.bfloat16) / hidden**0.5
+    down = torch.randn(experts, hidden, inner, device="cuda", dtype=torch.bfloat16) / inner**0.5
+    if not fp8:
+        return gate_up, down, None, None
+    (q1, s1), (q2, s2) = (quantize_rows(w.reshape(-1, w.shape[-1])) for w in (gate_up, down))
+    return q1.view(gate_up.shape), q2.view(down.shape), s1.view(gate_up.shape[:2]), s2.view(down.shape[:2])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="qwen3-30b-a3b")
+    parser.add_argument("--tokens", default="1,64,256")
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    shape = SHAPES[args.shape]
+    experts, top_k, hidden = shape["num_experts"], shape["num_experts_per_tok"], shape["hidden_size"]
+    bandwidth = measure("cuda", torch.bfloat16).bandwidth
+    rows = []
+    for fp8, tokens in itertools.product((False, True), (int(t) for t in args.tokens.split(","))):
+        gate_up, down, s1, s2 = layer(shape, fp8)
+        x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+        ids = torch.rand(tokens, experts, device="cuda").topk(top_k, dim=1).indices
+        weights = torch.full((tokens, top_k), 1 / top_k, device="cuda", dtype=torch.bfloat16)
+        reached = ids.unique().numel() * (gate_up[0].nbytes + down[0].nbytes)
+
+        def run(tiles: Tiles):
+            return fused_experts(x, gate_up, down, weights, ids, Gating(), None, None, s1, s2, tiles=tiles)
+
+        reference = run(TILES)
+        for tiles in GRID:
+            try:
+                seconds = timed(lambda: run(tiles))
+                error = (run(tiles) - reference).abs().max().item()
+            except Exception as failure:  # a tile too large for shared memory: reported, the sweep goes on
+                print(f"{'fp8' if fp8 else 'bf16'} {tokens:4d} tokens {tiles}: {type(failure).__name__}")
+                continue
+            rows.append(
+                {"fp8": fp8, "tokens": tokens, "tiles": tiles._asdict(), "us": seconds * 1e6,
+                 "bandwidth_share": reached / seconds / bandwidth, "max_diff": error, "default": tiles == TILES}
+            )  # fmt: skip
+        mine = [r for r in rows if r["fp8"] == fp8 and r["tokens"] == tokens]
+        best, default = min(mine, key=lambda r: r["us"]), next(r for r in mine if r["default"])
+        print(
+            f"{'fp8' if fp8 else 'bf16'} {tokens:4d} tokens: default {default['us']:.1f} us "
+            f"({default['bandwidth_share']:.0%} of the copy bandwidth), best {best['us']:.1f} us "
+            f"({best['bandwidth_share']:.0%}) with {Tiles(**best['tiles'])}, max diff {best['max_diff']:.2e}",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"shape": args.shape, "bandwidth": bandwidth, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
