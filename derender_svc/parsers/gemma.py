@@ -16,7 +16,7 @@ import re
 from derender_svc.parsers.arguments import dumps
 from derender_svc.parsers.block import BlockToolParser, Call
 from derender_svc.parsers.pythonic import parse_calls
-from derender_svc.parsers.schema import convert
+from derender_svc.parsers.schema import convert, parameter_types
 
 FENCE, FENCE_END = "```tool_code", "```"
 CALL, CALL_END, ESCAPE = "<start_function_call>", "<end_function_call>", "<escape>"
@@ -34,6 +34,7 @@ class _Reader:
 
     def __init__(self, text: str, escape: str = ESCAPE):
         self.text, self.at, self.escape = text, 0, escape
+        self.quoted = False  # the last value read was a quoted string
 
     def skip(self) -> None:
         while self.at < len(self.text) and self.text[self.at] in " \t\r\n":
@@ -43,7 +44,8 @@ class _Reader:
         self.skip()
         text, at = self.text, self.at
         quote = self.escape
-        if text.startswith(quote, at):
+        self.quoted = text.startswith(quote, at)
+        if self.quoted:
             end = text.find(quote, at + len(quote))
             if end < 0:
                 raise ValueError("unterminated quote")
@@ -107,10 +109,11 @@ class _Reader:
         return False
 
     def comma(self, close: str) -> None:
+        """A comma, or none before the next item after a quoted value (`a:<escape>x<escape>b:...`: vLLM reads it)."""
         self.skip()
         if self.text.startswith(",", self.at):
             self.at += 1
-        elif not self.text.startswith(close, self.at):
+        elif not self.text.startswith(close, self.at) and not self.quoted:
             raise ValueError("expected a comma")
 
 
@@ -137,15 +140,19 @@ class GemmaToolParser(BlockToolParser):
         if opener == FENCE:
             match = _PRINT.match(body)
             return parse_calls(match.group(1) if match else body)
-        return call_body(body, ESCAPE)
+        return call_body(body, ESCAPE, self.tools)
 
 
-def call_body(body: str, escape: str) -> list[Call] | None:
-    """`call:f{...}` -> [(f, JSON arguments)], or None."""
+def call_body(body: str, escape: str, tools=None) -> list[Call] | None:
+    """`call:f{...}` -> [(f, JSON arguments)], or None. With `tools` (FunctionGemma) a quoted value is typed by the
+    schema, and read as JSON where the schema does not make it a string (`<escape>42<escape>` is 42, as vLLM's)."""
     match = _FG_CALL.match(body)
     if match is None:
         return None
     args = function_gemma_args(match.group(2), escape)
+    if args is not None and tools is not None:
+        types = parameter_types(tools, match.group(1)) or {}
+        args = {k: convert(v, types.get(k), loose=True) if isinstance(v, str) else v for k, v in args.items()}
     text = dumps(args) if args is not None else None
     return [(match.group(1), text)] if text is not None else None
 

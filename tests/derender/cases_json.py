@@ -102,6 +102,14 @@ def gemma_cases():
             ("<start_function_call>call:f{a:<escape>x, y<escape>}<end_function_call>", "", [("f", {"a": "x, y"})]),
             ("<start_function_call>nonsense<end_function_call>", "<start_function_call>nonsense<end_function_call>",
              []),
+            # vLLM's readings: no comma needed after a quoted value; a quoted value is JSON unless the schema
+            # makes it a string
+            ("<start_function_call>call:get_weather{city:<escape>NYC<escape>unit:<escape>celsius<escape>}"
+             "<end_function_call>", "", [("get_weather", {"city": "NYC", "unit": "celsius"})]),
+            ("<start_function_call>call:other{count:<escape>42<escape>,on:<escape>true<escape>,z:<escape>007<escape>}"
+             "<end_function_call>", "", [("other", {"count": 42, "on": True, "z": "007"})]),
+            ("<start_function_call>call:zip{code:<escape>42<escape>,n:<escape>2.5<escape>}<end_function_call>", "",
+             [("zip", {"code": "42", "n": 2.5})]),
         ],
     )  # fmt: skip
 
