@@ -2,9 +2,10 @@
 # Issue 42's speculative decoding check, one device call from the repository root (carry .whl, as h200.sh), results
 # in $OUT. Batch 1, Llama-3.1-8B shape (random weights), bf16, n-gram speculation (vLLM's --speculative-config)
 # against plain decoding:
-# 1. in process (bench/engine/spec_decode.py), on mistral-7b-w8 (a 7B whose 8-token windows make it write again
-#    what it wrote after the same 225 tokens; a plain random 8B does not copy, 0% on the H100): `echo` is the
-#    repetitive workload (the prompt holds the text the model writes: P + G + P after it wrote G for P), `random` a fresh random prompt (greedy), `sampled` the same
+# 1. in process (bench/engine/spec_decode.py), on llama-8b-w1 (Llama-3.1-8B's dimensions with a one-token window
+#    on every layer: its next token is a function of the current one, so it writes again exactly what it wrote
+#    after the same token, in bf16 too; a plain random 8B does not copy, 0% on the H100, and mistral-7b-w8's
+#    8-token windows copy in float32 only): `echo` is the repetitive workload (the prompt holds the text the model writes: P + G + P after it wrote G for P), `random` a fresh random prompt (greedy), `sampled` the same
 #    at temperature 1 (drafts mostly rejected: speculation must switch itself off, >= 1.0x); acceptance and tokens
 #    per verify from the engine's counters; target: echo >= 1.8x, random and sampled >= 1.0x;
 # 2. served through gRPC (bench/serving, one stream, --variant plain vs ngram): random 128 / 1,024 (a random-weight
@@ -12,7 +13,7 @@
 #    vllm:spec_decode_* series on its metrics port say how much was accepted.
 source bench/serving/h200_env.sh
 SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
-timeout 280 python3 -m bench.engine.spec_decode --device cuda --shape mistral-7b-w8 --input-len 512 --output-len 512 \
+timeout 280 python3 -m bench.engine.spec_decode --device cuda --shape llama-8b-w1 --input-len 512 --output-len 512 \
   --prompts 3 --configs "--max-model-len 4096;--max-model-len 4096 --speculative-config '$SPEC'" 2>&1 | quiet \
   | tee "$OUT/spec_in_process.log"
 timeout 280 python3 -m bench.serving --device cuda --shape llama-8b --caching on \
