@@ -31,6 +31,9 @@ _KIMI_ID = re.compile(r"^\s*(?:(?:functions\.)?(.+?):)?\d+\s*$", re.DOTALL)
 
 
 def _json_args(text: str) -> str | None:
+    """The arguments as JSON text: an object or array, none at all as {} (vLLM makes such a call too)."""
+    if not text.strip():
+        return "{}"
     value = loads(text.strip())
     return arguments_json(value) if isinstance(value, (dict, list)) else None
 
@@ -61,6 +64,8 @@ class KimiK2ToolParser(BlockToolParser):
         if KIMI_ARGS not in body:
             return None
         function_id, args = body.split(KIMI_ARGS, 1)
+        if not closed and not args.strip():  # cut off before its arguments: not a call
+            return None
         match = _KIMI_ID.match(function_id)
         args = _json_args(args)
         name = (match.group(1) or self._by_arguments(args)) if match else None

@@ -118,6 +118,7 @@ def deepseek_v31_cases():
              [("f", {})]),  # a bad call after a good one is text
             (f"{DS[0]}{DS[1]}f{DS[2]}{{\"a\": 1e999}}{DS[3]}{DS[4]}",
              f"{DS[0]}{DS[1]}f{DS[2]}{{\"a\": 1e999}}{DS[3]}{DS[4]}", []),
+            (f"{DS[0]}{DS[1]}get_time{DS[2]}{DS[3]}{DS[4]}", "", [("get_time", {})]),  # no arguments at all
         ],
     )  # fmt: skip
 
@@ -146,5 +147,7 @@ def kimi_k2_cases():
             (f"{K[0]}{K[1]}functions.f:0{K[2]}{{}}{K[3]}{K[1]}functions.g:1{K[2]}{{\"b\": 2}}", "",
              [("f", {}), ("g", {"b": 2})]),
             (f"{K[0]}{K[1]}functions.f:0{K[2]}{{\"q\": \"t", f"{K[0]}{K[1]}functions.f:0{K[2]}{{\"q\": \"t", []),
+            (f"{K[0]}{K[1]}functions.get_time:0{K[2]}{K[3]}{K[4]}", "", [("get_time", {})]),  # no arguments at all
+            (f"x{K[0]}{K[1]}functions.get_time:0{K[2]}", f"x{K[0]}{K[1]}functions.get_time:0{K[2]}", []),
         ],
     )  # fmt: skip
