@@ -38,13 +38,17 @@ def _process(args: list[str], log) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """All at once (one after another took ~22 s of graceful shutdowns)."""
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + 10
+    for process in processes:
+        try:
+            process.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _serving(port: int) -> bool:
@@ -76,12 +80,14 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
     logs, folder = tmp_path_factory.mktemp("smg-grpc"), str(resolve_model(None))
     with ExitStack() as running:
         engines, ports = [], [free_port(), free_port()]
+        everyone: list[subprocess.Popen] = []
+        running.callback(_stop, everyone)
         for number, port in enumerate(ports):
             log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
             args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
             args.append("--kv-events")  # SMG subscribes to SubscribeKvEvents for cache_aware
             engines.append(_process([sys.executable, "-m", "engine_svc", *args], log))
-            running.callback(_stop, engines[-1])
+            everyone.append(engines[-1])
         _wait(lambda: all(_serving(p) for p in ports), "the engines", engines)
         port, metrics_port = free_port(), free_port()
         smg_bin = os.path.join(os.path.dirname(sys.executable), "smg")
@@ -92,7 +98,7 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
         # the events alone, so the test below is deterministic.
         launch += ["--worker-warmup-secs", "0", "--worker-warmup-divert-every", "0"]
         router = _process(launch, running.enter_context(open(logs / "smg.log", "wb")))
-        running.callback(_stop, router)
+        everyone.append(router)
         url = f"http://127.0.0.1:{port}"
 
         def workers_ready() -> bool:
