@@ -9,6 +9,7 @@ import json
 
 # (tags that must all appear in the template, parser name), first match wins
 TOOL_RULES = [
+    (("<seed:tool_call>",), "seed_oss"),
     (("<function=", "<parameter="), "qwen3_coder"),
     (("<arg_key>",), "glm45"),
     (("<minimax:tool_call>",), "minimax_m2"),

@@ -31,7 +31,7 @@ from derender_svc.parsers.think import (
     ThinkReasoningParser,
 )
 from derender_svc.parsers.token_calls import DeepSeekV3ToolParser, DeepSeekV31ToolParser, KimiK2ToolParser
-from derender_svc.parsers.xml_calls import Glm45ToolParser, MiniMaxM2ToolParser, Qwen3CoderToolParser
+from derender_svc.parsers.xml_calls import Glm45ToolParser, MiniMaxM2ToolParser, Qwen3CoderToolParser, SeedOssToolParser
 from scaleout_common.reasoning_ids import ReasoningIds, reasoning_ids
 
 REASONING_PARSERS = {
@@ -81,6 +81,7 @@ TOOL_PARSERS = {
     "qwen3_coder": Qwen3CoderToolParser,
     "qwen3_xml": Qwen3CoderToolParser,
     "step3p5": Qwen3CoderToolParser,
+    "seed_oss": SeedOssToolParser,
     "llama3_json": Llama3JsonToolParser,
     "llama3": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,

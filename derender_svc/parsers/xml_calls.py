@@ -2,6 +2,7 @@
 
 - `qwen3_coder` (Qwen3-Coder, Qwen3-Next): `<tool_call>\\n<function=f>\\n<parameter=p>\\nvalue\\n</parameter>\\n
   </function>\\n</tool_call>`; a bare `<function=...>` counts too, `</parameter>` may be missing (vLLM).
+- `seed_oss` (Seed-OSS): the same inside `<seed:tool_call>…</seed:tool_call>`.
 - `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`.
 - `minimax_m2` (MiniMax-M2): `<minimax:tool_call>\\n<invoke name="f">\\n<parameter name="p">value</parameter>\\n
   </invoke>\\n</minimax:tool_call>`.
@@ -47,7 +48,7 @@ class Qwen3CoderToolParser(_TypedCalls):
     DROP_AFTER = ("</tool_call>",)
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
-        source = body if opener == "<tool_call>" else opener + body + ("</function>" if closed else "")
+        source = body if opener != "<function=" else opener + body + ("</function>" if closed else "")
         matches = _FUNCTION.findall(source)
         if not matches or source.strip()[:10] != "<function=":
             return None
@@ -57,6 +58,13 @@ class Qwen3CoderToolParser(_TypedCalls):
         ]
         valid = [call for call in calls if call is not None]
         return valid if len(valid) == len(calls) else None
+
+
+class SeedOssToolParser(Qwen3CoderToolParser):
+    """Seed-OSS: the same calls in `<seed:tool_call>…</seed:tool_call>` (vLLM's seed_oss grammar)."""
+
+    CALLS = (("<seed:tool_call>", ("</seed:tool_call>",)), ("<function=", ("</function>",)))
+    DROP_AFTER = ("</seed:tool_call>",)
 
 
 class Glm45ToolParser(_TypedCalls):

@@ -40,6 +40,27 @@ def qwen3_coder_cases():
     )  # fmt: skip
 
 
+def seed_oss_cases():
+    def render(calls, i):
+        return "\n".join(
+            f"<seed:tool_call>\n<function={n}>\n"
+            + "".join(f"<parameter={k}>{_text(v)}</parameter>\n" for k, v in a.items())
+            + "</function>\n</seed:tool_call>"
+            for n, a in calls
+        )
+
+    return _table(
+        render,
+        [
+            ("<seed:tool_call>\n<function=zip>\n<parameter=n>\n4\n</parameter>\n</function>\n</seed:tool_call>", "",
+             [("zip", {"n": 4})]),
+            # Qwen's wrapper is text here; the bare function inside is still a call
+            ("<tool_call>\n<function=zip>\n</function>\n</tool_call>", "<tool_call>\n\n</tool_call>", [("zip", {})]),
+            ("<seed:tool_call>\nnothing\n</seed:tool_call>", "<seed:tool_call>\nnothing\n</seed:tool_call>", []),
+        ],
+    )  # fmt: skip
+
+
 def glm45_cases():
     def render(calls, i):
         sep = "\n" if i % 2 == 0 else ""  # GLM-4.5/4.6 put newlines between the tags, GLM-4.7 none

@@ -21,10 +21,12 @@ from tests.derender.cases_tagged import (
     kimi_k2_cases,
     minimax_m2_cases,
     qwen3_coder_cases,
+    seed_oss_cases,
 )
 
 TOOL_FORMATS = {
     "qwen3_coder": qwen3_coder_cases,
+    "seed_oss": seed_oss_cases,
     "glm45": glm45_cases,
     "minimax_m2": minimax_m2_cases,
     "deepseek_v3": deepseek_v3_cases,

@@ -12,6 +12,10 @@ from scaleout_common.format_detect import reasoning_parser_for, tool_parser_for
     "template,tool",
     [
         ("<tool_call>\n<function=NAME>\n<parameter=P>\nvalue\n</parameter>\n</function>\n</tool_call>", "qwen3_coder"),
+        (
+            "<seed:tool_call>\n<function=NAME>\n<parameter=P>value</parameter>\n</function>\n</seed:tool_call>",
+            "seed_oss",
+        ),
         ("<tool_call>{{ tc.name }}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value></tool_call>", "glm45"),
         ('<minimax:tool_call>\n<invoke name="f">', "minimax_m2"),
         ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n", "deepseek_v3"),

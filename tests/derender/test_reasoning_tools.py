@@ -84,6 +84,8 @@ CALL_IN_REASONING = [
     ("qwen3-thinking", "hermes", 'I need the weather\n<tool_call>\n{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}\n</tool_call>'),
     ("mistral", "mistral", '[THINK]I need the weather[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'),
+    ("seed_oss", "seed_oss", "<seed:think>I need the weather<seed:tool_call>\n<function=get_weather>\n"
+     "<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>"),
     ("QWEN3", "Hermes", '<think>I need the weather<tool_call>{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}</tool_call>'),  # names match ignoring case, as SGLang's
 ]  # fmt: skip
