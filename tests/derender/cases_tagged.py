@@ -6,16 +6,19 @@ from __future__ import annotations
 from tests.derender.case_kit import DS, TWO, K, _j, _table, _text  # noqa: F401
 
 
-def qwen3_coder_cases():
+def _functions(wrap: str, pad: str):
+    """Calls as `<wrap><function=f><parameter=p>value</parameter></function></wrap>`, `pad` around each value."""
+
     def call(name, args):
-        params = "".join(f"<parameter={k}>\n{_text(v)}\n</parameter>\n" for k, v in args.items())
-        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+        params = "".join(f"<parameter={k}>{pad}{_text(v)}{pad}</parameter>\n" for k, v in args.items())
+        return f"<{wrap}>\n<function={name}>\n{params}</function>\n</{wrap}>"
 
-    def render(calls, i):
-        return "\n".join(call(n, a) for n, a in calls)
+    return lambda calls, i: "\n".join(call(n, a) for n, a in calls)
 
+
+def qwen3_coder_cases():
     return _table(
-        render,
+        _functions("tool_call", "\n"),
         [
             ("<tool_call>\n<function=zip>\n<parameter=code>\n01234\n</parameter>\n</function>\n</tool_call>", "",
              [("zip", {"code": "01234"})]),
@@ -41,16 +44,8 @@ def qwen3_coder_cases():
 
 
 def seed_oss_cases():
-    def render(calls, i):
-        return "\n".join(
-            f"<seed:tool_call>\n<function={n}>\n"
-            + "".join(f"<parameter={k}>{_text(v)}</parameter>\n" for k, v in a.items())
-            + "</function>\n</seed:tool_call>"
-            for n, a in calls
-        )
-
     return _table(
-        render,
+        _functions("seed:tool_call", ""),
         [
             ("<seed:tool_call>\n<function=zip>\n<parameter=n>\n4\n</parameter>\n</function>\n</seed:tool_call>", "",
              [("zip", {"n": 4})]),
