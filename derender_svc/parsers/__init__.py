@@ -76,6 +76,8 @@ TOOL_PARSERS = {
     "hermes": HermesToolParser,
     "qwen": HermesToolParser,
     "qwen25": HermesToolParser,
+    "qwen3_json": HermesToolParser,
+    "granite4": HermesToolParser,
     "qwen2_5_coder": Qwen25CoderToolParser,
     "qwen25_coder": Qwen25CoderToolParser,
     "qwen3_coder": Qwen3CoderToolParser,
