@@ -102,6 +102,20 @@ def llama3_cases():
             [],
         ),
         ('<|python_tag|>{"name": "now"}', "", [("now", {})]),
+        # Llama 3.1's built-in tools, as its chat template writes them (llama.cpp reads them)
+        (
+            '<|python_tag|>brave_search.call(query="weather in Paris")',
+            "",
+            [("brave_search", {"query": "weather in Paris"})],
+        ),
+        ("<|python_tag|>python.call(code=\"print('hey')\")", "", [("python", {"code": "print('hey')"})]),
+        (
+            'I will look. <|python_tag|>wolfram_alpha.call(query="2+2")',
+            "I will look. ",
+            [("wolfram_alpha", {"query": "2+2"})],
+        ),
+        ("<|python_tag|>print('hey')", "<|python_tag|>print('hey')", []),  # not a call form
+        ('<|python_tag|>brave_search.call(query="cut', '<|python_tag|>brave_search.call(query="cut', []),
     ]
     return cases
 
