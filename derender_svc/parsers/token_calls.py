@@ -9,7 +9,9 @@
   arguments, as in vLLM; a call the output ends inside counts when its arguments are whole JSON (vLLM and
   SGLang read a truncated call up to the end of the output).
 The bars are U+FF5C and the spaces U+2581, as in DeepSeek's vocabulary. Both DeepSeek bodies are accepted by
-either name, since the tokens are the same."""
+either name, since the tokens are the same; so are the section openers R1's distills write as text
+(`<｜tool_calls_begin｜>`, `<｜tool calls begin｜>`, `<｜tool\\_calls\\_begin｜>`, `<｜tool▁calls｜>`) and a call
+without its `<｜tool▁call▁begin｜>` (`function<｜tool▁sep｜>…`), as llama.cpp reads them."""
 
 from __future__ import annotations
 
@@ -22,6 +24,14 @@ from derender_svc.parsers.schema import parameter_types, tool_names
 DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
 DS_CALL = ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>")
 DS_SEP = "<｜tool▁sep｜>"
+DS_OPENERS = (
+    DS_CALLS[0],
+    "<｜tool_calls_begin｜>",
+    "<｜tool calls begin｜>",
+    "<｜tool\\_calls\\_begin｜>",
+    "<｜tool▁calls｜>",
+)
+DS_BARE_CALL = "function" + DS_SEP  # a call whose begin tag the model left out
 _V3_BODY = re.compile(r"\s*(\S*?)\s*\n?```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 KIMI_SECTION = (("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"),
                 ("<|tool_calls_section_end|>", "<|tool_call_section_end|>"))  # fmt: skip
@@ -39,10 +49,11 @@ def _json_args(text: str) -> str | None:
 
 
 class DeepSeekV3ToolParser(BlockToolParser):
-    SECTION = ((DS_CALLS[0],), (DS_CALLS[1],))
-    CALLS = ((DS_CALL[0], (DS_CALL[1],)),)
+    SECTION = (DS_OPENERS, (DS_CALLS[1],))
+    CALLS = ((DS_CALL[0], (DS_CALL[1],)), (DS_BARE_CALL, (DS_CALL[1],)))
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        body = DS_BARE_CALL + body if opener == DS_BARE_CALL else body
         if not closed or DS_SEP not in body:
             return None
         left, right = body.split(DS_SEP, 1)

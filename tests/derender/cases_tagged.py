@@ -118,6 +118,12 @@ def deepseek_v3_cases():
             (f"{DS[0]}{DS[1]}function{DS[2]}f\n```json\n{{}}\n```{DS[3]}", "", [("f", {})]),  # EOS ate the end
             (f"x{DS[0]}{DS[1]}function{DS[2]}f\n```json\n{{\"a\": 1", f"x{DS[0]}{DS[1]}function{DS[2]}f\n```json"
              '\n{"a": 1', []),
+            # R1 distills' openers written as text, and a call without its begin tag (llama.cpp reads them)
+            (f"<｜tool▁calls｜>function{DS[2]}f\n```json\n{{\"a\": 1}}\n```{DS[3]}{DS[4]}", "", [("f", {"a": 1})]),
+            (f"Hi <｜tool calls begin｜>{DS[1]}function{DS[2]}g\n```json\n{{}}\n```{DS[3]}", "Hi ", [("g", {})]),
+            (f"<｜tool_calls_begin｜>{DS[1]}h{DS[2]}{{\"b\": [1]}}{DS[3]}{DS[4]}", "", [("h", {"b": [1]})]),
+            (f"<｜tool\\_calls\\_begin｜>{DS[1]}function{DS[2]}a\n```json\n{{}}\n```{DS[3]}function{DS[2]}b\n```json\n"
+             f"{{}}\n```{DS[3]}{DS[4]}", "", [("a", {}), ("b", {})]),
         ],
     )  # fmt: skip
 

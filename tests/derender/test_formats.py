@@ -112,6 +112,14 @@ PIECES = [
     *('"name"', '"arguments"', '"f"', "f", "x", "1", "é", "🎉", "<", "<tool", "functions.f:0", "a=1", "◁think▷"),
     *("Here is my response:", "<unused94>thought", "<unused95>", "analysis", "final", "commentary to=functions.f"),
     *("<|channel>", "<channel|>", "thought\n", "<|tool_call>", "<tool_call|>", "call:f{", '<|"|>'),
+    *(
+        "<｜tool▁calls｜>",
+        "<｜tool calls begin｜>",
+        "function<｜tool▁sep｜>",
+        "<|python_tag|>",
+        "f.call(",
+        "<seed:tool_call>",
+    ),
 ]
 PARSERS = [tool_builder(n) for n in sorted(TOOL_PARSERS)] + [
     reasoning_builder(n, s) for n in sorted(REASONING_PARSERS) for s in (False, True)
