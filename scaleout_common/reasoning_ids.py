@@ -61,6 +61,13 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     "minimax_m2": ReasoningTags(("<think>",), ("</think>",), ("<minimax:tool_call>",), FORCED=True),
     "step3p5": ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True),
     **dict.fromkeys(
+        ("deepseek_v4", "deepseek-v4"),
+        ReasoningTags(
+            ("<think>",), ("</think>",), ("<｜DSML｜tool_calls>", "<｜DSML｜toolcalls>", "<｜DSML｜tool>"), True
+        ),
+    ),
+    "deepseek_v41": ReasoningTags(("<think>",), ("</think>",), ("<｜DSML｜ calls>",), FORCED=True),
+    **dict.fromkeys(
         ("minimax", "minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),
     ),

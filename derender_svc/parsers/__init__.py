@@ -4,6 +4,7 @@ families and what is auto-detected, is in docs/derender.md."""
 
 from __future__ import annotations
 
+from derender_svc.parsers.dsml import DeepSeekV4ToolParser, DeepSeekV32ToolParser, DeepSeekV41ToolParser
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser
@@ -16,6 +17,8 @@ from derender_svc.parsers.required import RequiredToolParser
 from derender_svc.parsers.think import (
     AppendThinkReasoningParser,
     DeepSeekR1ReasoningParser,
+    DeepSeekV4ReasoningParser,
+    DeepSeekV41ReasoningParser,
     Gemma4ReasoningParser,
     GemmaReasoningParser,
     GraniteReasoningParser,
@@ -31,7 +34,12 @@ from derender_svc.parsers.think import (
     ThinkReasoningParser,
 )
 from derender_svc.parsers.token_calls import DeepSeekV3ToolParser, DeepSeekV31ToolParser, KimiK2ToolParser
-from derender_svc.parsers.xml_calls import Glm45ToolParser, MiniMaxM2ToolParser, Qwen3CoderToolParser, SeedOssToolParser
+from derender_svc.parsers.xml_calls import (
+    Glm45ToolParser,
+    MiniMaxM2ToolParser,
+    Qwen3CoderToolParser,
+    SeedOssToolParser,
+)
 from scaleout_common.reasoning_ids import ReasoningIds, reasoning_ids
 
 REASONING_PARSERS = {
@@ -42,6 +50,9 @@ REASONING_PARSERS = {
     "deepseek-r1": DeepSeekR1ReasoningParser,
     "deepseek_v3": ThinkReasoningParser,
     "deepseek-v3": ThinkReasoningParser,
+    "deepseek_v4": DeepSeekV4ReasoningParser,
+    "deepseek-v4": DeepSeekV4ReasoningParser,
+    "deepseek_v41": DeepSeekV41ReasoningParser,
     "glm45": Qwen3ReasoningParser,
     "glm47": Qwen3ReasoningParser,
     "kimi": KimiReasoningParser,
@@ -94,6 +105,11 @@ TOOL_PARSERS = {
     "deepseekv3": DeepSeekV3ToolParser,
     "deepseek_v31": DeepSeekV31ToolParser,
     "deepseekv31": DeepSeekV31ToolParser,
+    "deepseek_v32": DeepSeekV32ToolParser,
+    "deepseekv32": DeepSeekV32ToolParser,
+    "deepseek_v4": DeepSeekV4ToolParser,
+    "deepseekv4": DeepSeekV4ToolParser,
+    "deepseek_v41": DeepSeekV41ToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

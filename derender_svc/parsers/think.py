@@ -7,9 +7,9 @@ One policy, parametrised per family:
 - otherwise a start tag after leading whitespace opens it, and anything else makes the whole output content;
 - the first end tag closes it; `ENDS_ON` tags, the family's tool-call opener (Qwen3's, GLM's and Step-3.5's
   `<tool_call>`, Kimi-K2's section, Hunyuan's `<tool_calls>`, MiniMax-M2's `<minimax:tool_call>`, Magistral's
-  `[TOOL_CALLS]`, Seed-OSS's `<seed:tool_call>`), close it too and stay in the content for the tool parser, since
-  a call is never reasoning (vLLM's and SGLang's `tool_start_token`); an output that ends inside the block is all
-  reasoning.
+  `[TOOL_CALLS]`, Seed-OSS's `<seed:tool_call>`, DeepSeek-V4's DSML section), close it too and stay in the
+  content for the tool parser, since a call is never reasoning (vLLM's and SGLang's `tool_start_token`); an
+  output that ends inside the block is all reasoning.
 Tags are tuples: the longest one matching at a place wins (`<think>\\n` before `<think>`).
 """
 
@@ -99,6 +99,16 @@ class MiniMaxM2ReasoningParser(DeepSeekR1ReasoningParser):
 
 class Step3p5ReasoningParser(DeepSeekR1ReasoningParser):
     ENDS_ON = ("<tool_call>",)
+
+
+class DeepSeekV4ReasoningParser(DeepSeekR1ReasoningParser):
+    """DeepSeek-V4: thinking unless the prompt turned it off (vLLM's default), its DSML section ends it."""
+
+    ENDS_ON = ("<｜DSML｜tool_calls>", "<｜DSML｜toolcalls>", "<｜DSML｜tool>")
+
+
+class DeepSeekV41ReasoningParser(DeepSeekR1ReasoningParser):
+    ENDS_ON = ("<｜DSML｜ calls>",)
 
 
 class KimiReasoningParser(ThinkReasoningParser):

@@ -47,6 +47,11 @@ def reasoning_formats() -> dict:
             ("plan\n<tool_call>{}</tool_call>", True, "plan\n", "<tool_call>{}</tool_call>"),
         ]),
         "deepseek_r1": think_family(forced=True, extra=[("abc</think>def", False, "abc", "def")]),
+        "deepseek_v4": think_family(forced=True, extra=[
+            ("plan<｜DSML｜tool_calls>\n<｜DSML｜invoke", False, "plan", "<｜DSML｜tool_calls>\n<｜DSML｜invoke"),
+            ("<think>plan<｜DSML｜tool>", False, "plan", "<｜DSML｜tool>"),
+        ]),
+        "deepseek_v41": think_family(forced=True, extra=[("plan<｜DSML｜ calls>", False, "plan", "<｜DSML｜ calls>")]),
         "qwen3-thinking": think_family(forced=True, extra=[
             ("plan<tool_call>{}</tool_call>", False, "plan", "<tool_call>{}</tool_call>"),
         ]),

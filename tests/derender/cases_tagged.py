@@ -173,3 +173,69 @@ def kimi_k2_cases():
             (f"x{K[0]}{K[1]}functions.get_time:0{K[2]}", f"x{K[0]}{K[1]}functions.get_time:0{K[2]}", []),
         ],
     )  # fmt: skip
+
+
+def _dsml(section: str, bar: str):
+    """DeepSeek's DSML calls in `section`; `bar` is the DSML bar with V4.1's space or without."""
+
+    def render(calls, i):
+        def param(k, v):
+            string = isinstance(v, str) and (i % 2 == 0 or k != "q")
+            value = v if string else _j(v, i)
+            return f'<{bar}parameter name="{k}" string="{"true" if string else "false"}">{value}</{bar}parameter>\n'
+
+        invokes = "".join(
+            f'<{bar}invoke name="{n}">\n' + "".join(param(k, v) for k, v in a.items()) + f"</{bar}invoke>\n"
+            for n, a in calls
+        )
+        return f"<{bar}{section}>\n{invokes}</{bar}{section}>"
+
+    return render
+
+
+D = "｜DSML｜"
+
+
+def deepseek_v32_cases():
+    return _table(
+        _dsml("function_calls", D),
+        [
+            (f'<{D}function_calls>\n<{D}invoke name="zip">\n<{D}parameter name="code" string="true">007'
+             f'</{D}parameter>\n<{D}parameter name="n">2.5</{D}parameter>\n</{D}invoke>\n</{D}function_calls>', "",
+             [("zip", {"code": "007", "n": 2.5})]),  # no `string` attribute: JSON when it parses
+            (f'<{D}function_calls>\n<{D}invoke name="f">\n<{D}parameter name="p" string="false">not json'
+             f'</{D}parameter>\n</{D}invoke>\n</{D}function_calls>', "", [("f", {"p": "not json"})]),
+            (f'<{D}function_calls>\n<{D}invoke name="a">\n<{D}parameter name="arguments" string="false">{{"x": 4}}'
+             f'</{D}parameter>\n</{D}invoke>\n</{D}function_calls>', "", [("a", {"x": 4})]),  # wrapper unwrapped
+            (f"<{D}function_calls>\nnothing\n</{D}function_calls>", f"<{D}function_calls>\nnothing\n"
+             f"</{D}function_calls>", []),
+            (f'<{D}tool_calls>\n<{D}invoke name="f">\n</{D}invoke>\n</{D}tool_calls>', f"<{D}tool_calls>\n\n"
+             f"</{D}tool_calls>", [("f", {})]),  # V4's wrapper is text here; an invoke outside a section is a call
+            (f'<{D}invoke name="g">\n<{D}parameter name="a" string="true">x</{D}parameter>\n</{D}invoke>', "",
+             [("g", {"a": "x"})]),
+            (f'<{D}function_calls>\n<{D}invoke name="f">\n</{D}invoke>\nstray\n</{D}function_calls>',
+             f'<{D}function_calls>\n<{D}invoke name="f">\n</{D}invoke>\nstray\n</{D}function_calls>', []),
+        ],
+    )  # fmt: skip
+
+
+def deepseek_v4_cases():
+    return _table(
+        _dsml("tool_calls", D),
+        [
+            (f'<{D}toolcalls>\n<{D}invoke name="f">\n<{D}parameter name="a" string="true">1</{D}parameter>\n'
+             f"</{D}invoke>\n</{D}tool_calls>", "", [("f", {"a": "1"})]),
+            (f'Hi <{D}tool_calls>\n<{D}invoke name="g">\n<{D}parameter name="b" string="false">[1, 2]'
+             f"</{D}parameter>\n</{D}invoke>", "Hi ", [("g", {"b": [1, 2]})]),  # cut off after a whole call
+            (f'<{D}tool_calls>\n<{D}invoke name="">\n</{D}invoke>\n</{D}tool_calls>', f'<{D}tool_calls>\n'
+             f'<{D}invoke name="">\n</{D}invoke>\n</{D}tool_calls>', []),
+        ],
+    )  # fmt: skip
+
+
+def deepseek_v41_cases():
+    return _table(
+        _dsml("calls", D + " "),
+        [(f'<{D} calls>\n<{D} invoke name="f">\n<{D} parameter name="a" string="false">true</{D} parameter>\n'
+          f"</{D} invoke>\n</{D} calls>", "", [("f", {"a": True})])],
+    )  # fmt: skip

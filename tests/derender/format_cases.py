@@ -16,7 +16,10 @@ from tests.derender.cases_json import (
 from tests.derender.cases_reasoning import reasoning_formats  # noqa: F401
 from tests.derender.cases_tagged import (
     deepseek_v3_cases,
+    deepseek_v4_cases,
     deepseek_v31_cases,
+    deepseek_v32_cases,
+    deepseek_v41_cases,
     glm45_cases,
     kimi_k2_cases,
     minimax_m2_cases,
@@ -32,6 +35,9 @@ TOOL_FORMATS = {
     "deepseek_v3": deepseek_v3_cases,
     "deepseek_v31": deepseek_v31_cases,
     "kimi_k2": kimi_k2_cases,
+    "deepseek_v32": deepseek_v32_cases,
+    "deepseek_v4": deepseek_v4_cases,
+    "deepseek_v41": deepseek_v41_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,

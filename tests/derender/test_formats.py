@@ -120,6 +120,11 @@ PIECES = [
         "f.call(",
         "<seed:tool_call>",
     ),
+    *("<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜tool_calls>", '<｜DSML｜invoke name="f">'),
+    *("</｜DSML｜invoke>", '<｜DSML｜parameter name="a" string="false">', "</｜DSML｜parameter>", "<｜DSML｜ calls>"),
+    *("<｜tool_calls_begin｜>", "<｜tool_call_begin｜>", "<｜tool_sep｜>", '<steptml:invoke name="f">'),
+    *('<steptml:parameter name="a">', "</steptml:parameter>", "</steptml:invoke>", "<｜tool_call_end｜>"),
+    *("<｜tool_calls_end｜>", "<longcat_tool_call>", "</longcat_tool_call>"),
 ]
 PARSERS = [tool_builder(n) for n in sorted(TOOL_PARSERS)] + [
     reasoning_builder(n, s) for n in sorted(REASONING_PARSERS) for s in (False, True)
