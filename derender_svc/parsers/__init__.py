@@ -39,6 +39,7 @@ from derender_svc.parsers.xml_calls import (
     MiniMaxM2ToolParser,
     Qwen3CoderToolParser,
     SeedOssToolParser,
+    Step3ToolParser,
 )
 from scaleout_common.reasoning_ids import ReasoningIds, reasoning_ids
 
@@ -110,6 +111,7 @@ TOOL_PARSERS = {
     "deepseek_v4": DeepSeekV4ToolParser,
     "deepseekv4": DeepSeekV4ToolParser,
     "deepseek_v41": DeepSeekV41ToolParser,
+    "step3": Step3ToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

@@ -6,6 +6,9 @@
 - `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`.
 - `minimax_m2` (MiniMax-M2): `<minimax:tool_call>\\n<invoke name="f">\\n<parameter name="p">value</parameter>\\n
   </invoke>\\n</minimax:tool_call>`.
+- `step3` (Step-3): `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="f">
+  <steptml:parameter name="p">value</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>`;
+  values are stripped, text for a string parameter and JSON (else a Python literal, else text) otherwise (SGLang).
 One newline on each side of a value is layout, not value. Calls arrive whole (`block.py`)."""
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ _GLM_NAME = re.compile(r"\s*([^\s<]+)\s*(.*)$", re.DOTALL)
 _GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
 _INVOKE = re.compile(r'^\s*name=["\']?([^"\'>]*)["\']?\s*>(.*)$', re.DOTALL)
 _M2_PARAMETER = re.compile(r'<parameter\s+name=["\']?([^"\'>]*)["\']?\s*>(.*?)(?:</parameter>|$)', re.DOTALL)
+_STEP3_CALL = re.compile(
+    r'^\s*function\s*<｜tool_sep｜>\s*<steptml:invoke name="([^"]+)">(.*?)</steptml:invoke>\s*$', re.DOTALL
+)
+_STEP3_PARAMETER = re.compile(r'<steptml:parameter name="([^"]+)">(.*?)</steptml:parameter>', re.DOTALL)
 
 
 def _unpad(value: str) -> str:
@@ -38,9 +45,12 @@ class _TypedCalls(BlockToolParser):
         if not name:
             return None
         types = parameter_types(self.tools, name) or {}
-        args = {key.strip(): convert(value, types.get(key.strip()), self.LOOSE) for key, value in pairs}
+        args = {key.strip(): self.value(value, types.get(key.strip())) for key, value in pairs}
         text = dumps(args)
         return None if text is None else (name, text)
+
+    def value(self, text: str, kind: str | None):
+        return convert(text, kind, self.LOOSE)
 
 
 class Qwen3CoderToolParser(_TypedCalls):
@@ -94,3 +104,20 @@ class MiniMaxM2ToolParser(_TypedCalls):
         name, inner = match.groups()
         call = self.typed(name, [(key, _unpad(value)) for key, value in _M2_PARAMETER.findall(inner)])
         return None if call is None else [call]
+
+
+class Step3ToolParser(_TypedCalls):
+    LOOSE = True
+    SECTION = (("<｜tool_calls_begin｜>",), ("<｜tool_calls_end｜>",))
+    CALLS = (("<｜tool_call_begin｜>", ("<｜tool_call_end｜>",)),)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        match = _STEP3_CALL.match(body) if closed else None
+        if match is None:
+            return None
+        name, inner = match.groups()
+        call = self.typed(name, [(key, value.strip()) for key, value in _STEP3_PARAMETER.findall(inner)])
+        return None if call is None else [call]
+
+    def value(self, text: str, kind: str | None):
+        return text if kind == "string" and text != "null" else convert(text, kind or "object")

@@ -239,3 +239,34 @@ def deepseek_v41_cases():
         [(f'<{D} calls>\n<{D} invoke name="f">\n<{D} parameter name="a" string="false">true</{D} parameter>\n'
           f"</{D} invoke>\n</{D} calls>", "", [("f", {"a": True})])],
     )  # fmt: skip
+
+
+S3 = (
+    "<｜tool_calls_begin｜>",
+    "<｜tool_call_begin｜>",
+    "<｜tool_sep｜>",
+    "<｜tool_call_end｜>",
+    "<｜tool_calls_end｜>",
+)
+
+
+def step3_cases():
+    def render(calls, i):
+        params = lambda a: "".join(  # noqa: E731
+            f'<steptml:parameter name="{k}">{_text(v)}</steptml:parameter>' for k, v in a.items()
+        )
+        invoke = lambda n, a: f'<steptml:invoke name="{n}">{params(a)}</steptml:invoke>'  # noqa: E731
+        return S3[0] + "".join(f"{S3[1]}function{S3[2]}{invoke(n, a)}{S3[3]}" for n, a in calls) + S3[4]
+
+    return _table(
+        render,
+        [
+            (f'{S3[0]}{S3[1]}function{S3[2]}<steptml:invoke name="zip"><steptml:parameter name="code"> 07 '
+             f'</steptml:parameter><steptml:parameter name="on">true</steptml:parameter></steptml:invoke>{S3[3]}'
+             f"{S3[4]}", "", [("zip", {"code": "07", "on": True})]),
+            (f'{S3[0]}{S3[1]}tool{S3[2]}<steptml:invoke name="f"></steptml:invoke>{S3[3]}{S3[4]}',
+             f'{S3[0]}{S3[1]}tool{S3[2]}<steptml:invoke name="f"></steptml:invoke>{S3[3]}{S3[4]}', []),
+            (f'{S3[0]}{S3[1]}function{S3[2]}<steptml:invoke name="other"><steptml:parameter name="n">5'
+             f"</steptml:parameter></steptml:invoke>{S3[3]}{S3[4]}", "", [("other", {"n": 5})]),  # no schema: JSON
+        ],
+    )  # fmt: skip

@@ -25,6 +25,7 @@ from tests.derender.cases_tagged import (
     minimax_m2_cases,
     qwen3_coder_cases,
     seed_oss_cases,
+    step3_cases,
 )
 
 TOOL_FORMATS = {
@@ -38,6 +39,7 @@ TOOL_FORMATS = {
     "deepseek_v32": deepseek_v32_cases,
     "deepseek_v4": deepseek_v4_cases,
     "deepseek_v41": deepseek_v41_cases,
+    "step3": step3_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,
