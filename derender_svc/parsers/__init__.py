@@ -7,7 +7,7 @@ from __future__ import annotations
 from derender_svc.parsers.dsml import DeepSeekV4ToolParser, DeepSeekV32ToolParser, DeepSeekV41ToolParser
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
-from derender_svc.parsers.hermes import HermesToolParser
+from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
 from derender_svc.parsers.json_blocks import GraniteToolParser, Qwen25CoderToolParser, ToolCallsBlockParser
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
@@ -112,6 +112,7 @@ TOOL_PARSERS = {
     "deepseekv4": DeepSeekV4ToolParser,
     "deepseek_v41": DeepSeekV41ToolParser,
     "step3": Step3ToolParser,
+    "longcat": LongcatToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

@@ -2,7 +2,8 @@
 
 `</tool_call>` counts only outside JSON strings, so an argument may mention it. A block holding a JSON list
 of call objects gives each. A block whose JSON does not parse, or names no function, is shown as text (vLLM
-does the same); a block cut off by the end of the output still counts when its JSON is complete."""
+does the same); a block cut off by the end of the output still counts when its JSON is complete. `longcat`
+(LongCat-Flash) writes the same blocks as `<longcat_tool_call>…</longcat_tool_call>`."""
 
 from __future__ import annotations
 
@@ -28,3 +29,7 @@ class HermesToolParser(BlockToolParser):
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         return json_calls(body)
+
+
+class LongcatToolParser(HermesToolParser):
+    CALLS = (("<longcat_tool_call>", ("</longcat_tool_call>",)),)

@@ -34,16 +34,31 @@ def granite_cases():
     )  # fmt: skip
 
 
-def hunyuan_cases():
-    def render(calls, i):
-        return "<tool_calls>" + _j(_objects(calls, i), i) + "</tool_calls>"
+def _tool_calls_list(calls, i):
+    return "<tool_calls>" + _j(_objects(calls, i), i) + "</tool_calls>"
 
+
+def hunyuan_cases():
     return _table(
-        render,
+        _tool_calls_list,
         [
             ("<tool_calls>[]</tool_calls>", "<tool_calls>[]</tool_calls>", []),
             ("<tool_calls>oops</tool_calls>", "<tool_calls>oops</tool_calls>", []),
             ('<tool_calls>[{"name": "f", "arguments": "{\\"a\\": 1}"}]</tool_calls>', "", [("f", {"a": 1})]),
+        ],
+    )  # fmt: skip
+
+
+def longcat_cases():
+    def render(calls, i):
+        return "\n".join(f"<longcat_tool_call>\n{_j(o, i)}\n</longcat_tool_call>" for o in _objects(calls, i))
+
+    return _table(
+        render,
+        [
+            ("<longcat_tool_call>oops</longcat_tool_call>", "<longcat_tool_call>oops</longcat_tool_call>", []),
+            ('<tool_call>{"name": "f", "arguments": {}}</tool_call>', '<tool_call>{"name": "f", "arguments": {}}'
+             "</tool_call>", []),  # hermes' tag is text here
         ],
     )  # fmt: skip
 

@@ -10,6 +10,7 @@ from tests.derender.cases_json import (
     granite_cases,
     harmony_tool_cases,
     hunyuan_cases,
+    longcat_cases,
     minimax_cases,
     qwen25_coder_cases,
 )
@@ -40,6 +41,7 @@ TOOL_FORMATS = {
     "deepseek_v4": deepseek_v4_cases,
     "deepseek_v41": deepseek_v41_cases,
     "step3": step3_cases,
+    "longcat": longcat_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,
