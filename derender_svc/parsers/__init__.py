@@ -113,6 +113,7 @@ TOOL_PARSERS = {
     "deepseek_v41": DeepSeekV41ToolParser,
     "step3": Step3ToolParser,
     "longcat": LongcatToolParser,
+    "jamba": ToolCallsBlockParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

@@ -49,6 +49,17 @@ def hunyuan_cases():
     )  # fmt: skip
 
 
+def jamba_cases():
+    return _table(
+        _tool_calls_list,
+        [
+            ('<tool_calls>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]</tool_calls>', "",
+             [("f", {"a": 1}), ("g", {})]),
+            ('<tool_calls>[{"arguments": {}}]</tool_calls>', '<tool_calls>[{"arguments": {}}]</tool_calls>', []),
+        ],
+    )  # fmt: skip
+
+
 def longcat_cases():
     def render(calls, i):
         return "\n".join(f"<longcat_tool_call>\n{_j(o, i)}\n</longcat_tool_call>" for o in _objects(calls, i))
