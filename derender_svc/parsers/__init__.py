@@ -8,7 +8,12 @@ from derender_svc.parsers.dsml import DeepSeekV4ToolParser, DeepSeekV32ToolParse
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
-from derender_svc.parsers.json_blocks import GraniteToolParser, Qwen25CoderToolParser, ToolCallsBlockParser
+from derender_svc.parsers.json_blocks import (
+    GraniteToolParser,
+    Phi4MiniToolParser,
+    Qwen25CoderToolParser,
+    ToolCallsBlockParser,
+)
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
@@ -114,6 +119,7 @@ TOOL_PARSERS = {
     "step3": Step3ToolParser,
     "longcat": LongcatToolParser,
     "jamba": ToolCallsBlockParser,
+    "phi4_mini_json": Phi4MiniToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

@@ -4,7 +4,8 @@
   the start as vLLM accepts);
 - `hunyuan_a13b` (`<tool_calls>[{...}]</tool_calls>`) and `minimax` (MiniMax-M1: `<tool_calls>` then one JSON
   object per line, `</tool_calls>`): one parser, either layout;
-- `qwen2_5_coder` (Qwen2.5-Coder): hermes blocks, and the same objects in `<tools>…</tools>` or a ```json fence.
+- `qwen2_5_coder` (Qwen2.5-Coder): hermes blocks, and the same objects in `<tools>…</tools>` or a ```json fence;
+- the formats of smaller families, each described by its class.
 A wrapper whose JSON is not calls is shown as text."""
 
 from __future__ import annotations
@@ -80,3 +81,17 @@ class Qwen25CoderToolParser(BlockToolParser):
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         return json_objects(body) if closed or opener != "```json" else None
+
+
+class Phi4MiniToolParser(BlockToolParser):
+    """Phi-4-mini (`phi4_mini_json`): `functools[{"name": ..., "arguments": ...}, ...]`."""
+
+    CALLS = (("functools", ()),)
+    TRACK = "json"
+    VALUE_ENDS = True
+
+    def can_call(self, body: str) -> bool | None:
+        return body.startswith("[") if body else None  # the list follows the word at once
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        return json_calls(body) if closed else None
