@@ -10,6 +10,7 @@ from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolPars
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
 from derender_svc.parsers.json_blocks import (
     GraniteToolParser,
+    InternLmToolParser,
     Phi4MiniToolParser,
     Qwen25CoderToolParser,
     ToolCallsBlockParser,
@@ -120,6 +121,8 @@ TOOL_PARSERS = {
     "longcat": LongcatToolParser,
     "jamba": ToolCallsBlockParser,
     "phi4_mini_json": Phi4MiniToolParser,
+    "internlm": InternLmToolParser,
+    "interns1": InternLmToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

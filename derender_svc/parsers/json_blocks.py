@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from derender_svc.parsers.arguments import call_from_object
+from derender_svc.parsers.arguments import call_from_object, loads
 from derender_svc.parsers.block import BlockToolParser, Call
 from derender_svc.parsers.hermes import json_calls
 
@@ -95,3 +95,15 @@ class Phi4MiniToolParser(BlockToolParser):
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         return json_calls(body) if closed else None
+
+
+class InternLmToolParser(BlockToolParser):
+    """InternLM2/2.5 and Intern-S1 (`internlm`, SGLang's `interns1`): `<|action_start|><|plugin|>\\n{"name": ...,
+    "parameters": {...}}<|action_end|>`, one call per action."""
+
+    CALLS = (("<|action_start|><|plugin|>", ("<|action_end|>",)),)
+    TRACK = "json"
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        call = call_from_object(loads(body.strip()))
+        return None if call is None else [call]

@@ -16,3 +16,21 @@ def phi4_mini_cases():
             ("functools[oops]", "functools[oops]", []),
         ],
     )  # fmt: skip
+
+
+A = ("<|action_start|><|plugin|>", "<|action_end|>")
+
+
+def internlm_cases():
+    def render(calls, i):
+        return "".join(f"{A[0]}\n{_j(o, i)}{A[1]}" for o in _objects(calls, i, "parameters"))
+
+    return _table(
+        render,
+        [
+            (f'{A[0]}\n{{"name": "f", "arguments": {{"a": 1}}}}{A[1]}', "", [("f", {"a": 1})]),
+            (f"{A[0]}\nnot json{A[1]}", f"{A[0]}\nnot json{A[1]}", []),
+            (f'I will search.{A[0]}\n{{"name": "search", "parameters": {{"q": "x"}}}}', "I will search.",
+             [("search", {"q": "x"})]),  # the end token was eaten by EOS
+        ],
+    )  # fmt: skip
