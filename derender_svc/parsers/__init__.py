@@ -9,6 +9,7 @@ from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
 from derender_svc.parsers.json_blocks import (
+    Granite20bFcToolParser,
     GraniteToolParser,
     InternLmToolParser,
     Phi4MiniToolParser,
@@ -123,6 +124,7 @@ TOOL_PARSERS = {
     "phi4_mini_json": Phi4MiniToolParser,
     "internlm": InternLmToolParser,
     "interns1": InternLmToolParser,
+    "granite-20b-fc": Granite20bFcToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

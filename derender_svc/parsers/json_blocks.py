@@ -107,3 +107,15 @@ class InternLmToolParser(BlockToolParser):
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         call = call_from_object(loads(body.strip()))
         return None if call is None else [call]
+
+
+class Granite20bFcToolParser(BlockToolParser):
+    """Granite-20B-FunctionCalling (`granite-20b-fc`): `<function_call> {"name": ..., "arguments": ...}`, repeated."""
+
+    CALLS = (("<function_call>", ()),)
+    TRACK = "json"
+    VALUE_ENDS = True
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        call = call_from_object(loads(body.strip())) if closed else None
+        return None if call is None else [call]

@@ -34,3 +34,13 @@ def internlm_cases():
              [("search", {"q": "x"})]),  # the end token was eaten by EOS
         ],
     )  # fmt: skip
+
+
+def granite_20b_fc_cases():
+    return _table(
+        lambda calls, i: " ".join(f"<function_call> {_j(o, i)}" for o in _objects(calls, i)),
+        [
+            ('<function_call> {"name": "f", "arguments": {"a": [1]}}', "", [("f", {"a": [1]})]),
+            ("<function_call> oops", "<function_call> oops", []),
+        ],
+    )  # fmt: skip
