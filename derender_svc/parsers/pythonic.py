@@ -86,3 +86,10 @@ class PythonicToolParser(BlockToolParser):
         # the output ended inside the list (an unclosed string, a cut): its complete elements still count
         complete = split_elements(body)[:-1] if opener == "[" else []
         return parse_calls("[" + ",".join(complete) + "]") if complete else None
+
+
+class Lfm2ToolParser(PythonicToolParser):
+    """LFM2 / LFM2.5 (`lfm2`): the list inside `<|tool_call_start|>…<|tool_call_end|>` only."""
+
+    CALLS = (("<|tool_call_start|>", ("<|tool_call_end|>",)),)
+    DROP_AFTER = ("<|tool_call_end|>",)

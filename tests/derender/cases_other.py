@@ -6,6 +6,10 @@ from __future__ import annotations
 from tests.derender.case_kit import _j, _objects, _table
 
 
+def _py_call(name: str, args: dict) -> str:
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
 def phi4_mini_cases():
     return _table(
         lambda calls, i: "functools" + _j(_objects(calls, i), i),
@@ -42,5 +46,19 @@ def granite_20b_fc_cases():
         [
             ('<function_call> {"name": "f", "arguments": {"a": [1]}}', "", [("f", {"a": [1]})]),
             ("<function_call> oops", "<function_call> oops", []),
+        ],
+    )  # fmt: skip
+
+
+T = ("<|tool_call_start|>", "<|tool_call_end|>")
+
+
+def lfm2_cases():
+    return _table(
+        lambda calls, i: f"{T[0]}[{', '.join(_py_call(n, a) for n, a in calls)}]{T[1]}",
+        [
+            (f"{T[0]}[f(a=1), g(2)]{T[1]}", "", [("f", {"a": 1})]),  # the bad element alone is dropped
+            ("[f(a=1)]", "[f(a=1)]", []),  # a bare list is text: LFM2 always wraps its calls
+            (f"{T[0]}[not a call]{T[1]}", f"{T[0]}[not a call]{T[1]}", []),
         ],
     )  # fmt: skip

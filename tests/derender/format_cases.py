@@ -15,7 +15,7 @@ from tests.derender.cases_json import (
     minimax_cases,
     qwen25_coder_cases,
 )
-from tests.derender.cases_other import granite_20b_fc_cases, internlm_cases, phi4_mini_cases
+from tests.derender.cases_other import granite_20b_fc_cases, internlm_cases, lfm2_cases, phi4_mini_cases
 from tests.derender.cases_reasoning import reasoning_formats  # noqa: F401
 from tests.derender.cases_tagged import (
     deepseek_v3_cases,
@@ -48,6 +48,7 @@ TOOL_FORMATS = {
     "phi4_mini_json": phi4_mini_cases,
     "internlm": internlm_cases,
     "granite-20b-fc": granite_20b_fc_cases,
+    "lfm2": lfm2_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,
