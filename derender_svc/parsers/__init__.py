@@ -19,7 +19,7 @@ from derender_svc.parsers.json_blocks import (
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
-from derender_svc.parsers.pythonic import Lfm2ToolParser, PythonicToolParser
+from derender_svc.parsers.pythonic import Lfm2ToolParser, Olmo3ToolParser, PythonicToolParser
 from derender_svc.parsers.required import RequiredToolParser
 from derender_svc.parsers.think import (
     AppendThinkReasoningParser,
@@ -126,6 +126,7 @@ TOOL_PARSERS = {
     "interns1": InternLmToolParser,
     "granite-20b-fc": Granite20bFcToolParser,
     "lfm2": Lfm2ToolParser,
+    "olmo3": Olmo3ToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,

@@ -93,3 +93,15 @@ class Lfm2ToolParser(PythonicToolParser):
 
     CALLS = (("<|tool_call_start|>", ("<|tool_call_end|>",)),)
     DROP_AFTER = ("<|tool_call_end|>",)
+
+
+class Olmo3ToolParser(PythonicToolParser):
+    """OLMo 3 (`olmo3`): calls one per line, without brackets, inside `<function_calls>…</function_calls>`."""
+
+    CALLS = (("<function_calls>", ("</function_calls>",)),)
+    VALUE_ENDS = False
+    DROP_AFTER = ()
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        lines = [line.strip() for line in body.splitlines() if line.strip()]
+        return parse_calls("[" + ", ".join(lines) + "]") if closed and lines else None

@@ -62,3 +62,14 @@ def lfm2_cases():
             (f"{T[0]}[not a call]{T[1]}", f"{T[0]}[not a call]{T[1]}", []),
         ],
     )  # fmt: skip
+
+
+def olmo3_cases():
+    return _table(
+        lambda calls, i: "<function_calls>\n" + "\n".join(_py_call(n, a) for n, a in calls) + "\n</function_calls>",
+        [
+            ("<function_calls>f(a=1)</function_calls>", "", [("f", {"a": 1})]),
+            ("<function_calls>\nno calls\n</function_calls>", "<function_calls>\nno calls\n</function_calls>", []),
+            ("<function_calls>\nf(s='a\\nb')\n</function_calls>", "", [("f", {"s": "a\nb"})]),
+        ],
+    )  # fmt: skip

@@ -15,7 +15,7 @@ from tests.derender.cases_json import (
     minimax_cases,
     qwen25_coder_cases,
 )
-from tests.derender.cases_other import granite_20b_fc_cases, internlm_cases, lfm2_cases, phi4_mini_cases
+from tests.derender.cases_other import granite_20b_fc_cases, internlm_cases, lfm2_cases, olmo3_cases, phi4_mini_cases
 from tests.derender.cases_reasoning import reasoning_formats  # noqa: F401
 from tests.derender.cases_tagged import (
     deepseek_v3_cases,
@@ -49,6 +49,7 @@ TOOL_FORMATS = {
     "internlm": internlm_cases,
     "granite-20b-fc": granite_20b_fc_cases,
     "lfm2": lfm2_cases,
+    "olmo3": olmo3_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,
