@@ -210,3 +210,10 @@ class HunyuanReasoningParser(ThinkReasoningParser):
             self.answer = "out"
             return before + rest
         return text
+
+
+class Ernie45ReasoningParser(HunyuanReasoningParser):
+    """ERNIE-4.5 thinking: `…</think>\n\n<response>\n…\n</response>`; the response wrapper is not content (vLLM)."""
+
+    START, END, ENDS_ON = ("<think>",), ("</think>",), ()
+    ANSWER = (("<response>",), ("</response>",))

@@ -61,6 +61,11 @@ def reasoning_formats() -> dict:
             ("plan<tool_call>f</tool_call>", True, "plan", "<tool_call>f</tool_call>"),
         ]),
         "kimi": think_family("◁think▷", "◁/think▷"),
+        "ernie45": think_family(extra=[
+            ("abc\n</think>\n\n\n<response>\ndef\n</response>", True, "abc\n", "\ndef\n"),
+            ("<think>abc</think><response>x</response>", False, "abc", "x"),
+            ("<think>abc</think>\n<response>cut off", False, "abc", "cut off"),
+        ]),
         "kimi_k2": think_family(extra=[
             (f"<think>plan{K[0]}{K[1]}", False, "plan", f"{K[0]}{K[1]}"),
             ("plan<|tool_call_section_begin|>x", True, "plan", "<|tool_call_section_begin|>x"),

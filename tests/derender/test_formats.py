@@ -126,7 +126,8 @@ PIECES = [
     *('<steptml:parameter name="a">', "</steptml:parameter>", "</steptml:invoke>", "<｜tool_call_end｜>"),
     *("<｜tool_calls_end｜>", "<longcat_tool_call>", "</longcat_tool_call>"),
     *("functools", "<|action_start|><|plugin|>", "<|action_end|>", "<function_call>", "<|tool_call_start|>"),
-    *("<|tool_call_end|>", "<function_calls>", "</function_calls>", "f(a=1)"),
+    *("<|tool_call_end|>", "<function_calls>", "</function_calls>", "f(a=1)", "[TOOL_CALLS]", "<response>"),
+    "</response>",
 ]
 PARSERS = [tool_builder(n) for n in sorted(TOOL_PARSERS)] + [
     reasoning_builder(n, s) for n in sorted(REASONING_PARSERS) for s in (False, True)
