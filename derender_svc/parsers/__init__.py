@@ -15,6 +15,7 @@ from derender_svc.parsers.json_blocks import (
     Phi4MiniToolParser,
     Qwen25CoderToolParser,
     ToolCallsBlockParser,
+    XlamToolParser,
 )
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.mistral import MistralToolParser
@@ -128,6 +129,7 @@ TOOL_PARSERS = {
     "granite-20b-fc": Granite20bFcToolParser,
     "lfm2": Lfm2ToolParser,
     "olmo3": Olmo3ToolParser,
+    "xlam": XlamToolParser,
     "ernie45": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
     "glm45": Glm45ToolParser,

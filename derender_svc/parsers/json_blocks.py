@@ -119,3 +119,20 @@ class Granite20bFcToolParser(BlockToolParser):
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         call = call_from_object(loads(body.strip())) if closed else None
         return None if call is None else [call]
+
+
+class XlamToolParser(GraniteToolParser):
+    """xLAM (`xlam`): a JSON list of calls at the start of the output, in a ```` ``` ```` / ```` ```json ```` fence,
+    after `[TOOL_CALLS]`, or in hermes blocks (vLLM's places)."""
+
+    CALLS = (
+        ("<tool_call>", ("</tool_call>",)),
+        ("```json", ("```",)),
+        ("```", ("```",)),
+        ("[TOOL_CALLS]", ()),
+        (BARE, ()),
+    )
+    DROP_AFTER = ()
+
+    def _track(self, ch: str) -> bool:
+        return super()._track(ch) and not dict(self.CALLS)[self.opener]  # a fence or tag ends at its closer

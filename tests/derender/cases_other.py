@@ -73,3 +73,16 @@ def olmo3_cases():
             ("<function_calls>\nf(s='a\\nb')\n</function_calls>", "", [("f", {"s": "a\nb"})]),
         ],
     )  # fmt: skip
+
+
+def xlam_cases():
+    return _table(
+        lambda calls, i: ["", "```json\n", "[TOOL_CALLS]", "<tool_call>"][i % 4] + _j(_objects(calls, i), i)
+        + ["", "\n```", "", "</tool_call>"][i % 4],
+        [
+            ('```\n[{"name": "f", "arguments": {"a": 1}}]\n```', "", [("f", {"a": 1})]),
+            ("```\nprint(1)\n```", "```\nprint(1)\n```", []),
+            ("See [1, 2] and [{}]", "See [1, 2] and [{}]", []),  # a list after text is prose
+            ('[{"name": "f", "arguments": {"a": 1}}', '[{"name": "f", "arguments": {"a": 1}}', []),
+        ],
+    )  # fmt: skip

@@ -15,7 +15,14 @@ from tests.derender.cases_json import (
     minimax_cases,
     qwen25_coder_cases,
 )
-from tests.derender.cases_other import granite_20b_fc_cases, internlm_cases, lfm2_cases, olmo3_cases, phi4_mini_cases
+from tests.derender.cases_other import (
+    granite_20b_fc_cases,
+    internlm_cases,
+    lfm2_cases,
+    olmo3_cases,
+    phi4_mini_cases,
+    xlam_cases,
+)
 from tests.derender.cases_reasoning import reasoning_formats  # noqa: F401
 from tests.derender.cases_tagged import (
     deepseek_v3_cases,
@@ -50,6 +57,7 @@ TOOL_FORMATS = {
     "granite-20b-fc": granite_20b_fc_cases,
     "lfm2": lfm2_cases,
     "olmo3": olmo3_cases,
+    "xlam": xlam_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,
