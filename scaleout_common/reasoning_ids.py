@@ -72,6 +72,9 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),
     ),
     "kimi": ReasoningTags(("◁think▷",), ("◁/think▷",)),
+    **dict.fromkeys(
+        ("minimax_m3", "minimax-m3"), ReasoningTags(("<mm:think>",), ("</mm:think>",), ("]<]minimax[>[<tool_call>",))
+    ),
     "granite": ReasoningTags(
         ("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")
     ),

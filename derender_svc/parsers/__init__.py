@@ -18,6 +18,7 @@ from derender_svc.parsers.json_blocks import (
     XlamToolParser,
 )
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
+from derender_svc.parsers.minimax_m3 import MiniMaxM3ToolParser
 from derender_svc.parsers.mistral import MistralToolParser
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import Lfm2ToolParser, Olmo3ToolParser, PythonicToolParser
@@ -35,6 +36,7 @@ from derender_svc.parsers.think import (
     KimiK2ReasoningParser,
     KimiReasoningParser,
     MiniMaxM2ReasoningParser,
+    MiniMaxM3ReasoningParser,
     MistralReasoningParser,
     Qwen3ReasoningParser,
     Qwen3ThinkingReasoningParser,
@@ -81,6 +83,8 @@ REASONING_PARSERS = {
     "minimax_m2_append_think": AppendThinkReasoningParser,
     "minimax-append-think": AppendThinkReasoningParser,
     "minimax_m2": MiniMaxM2ReasoningParser,
+    "minimax_m3": MiniMaxM3ReasoningParser,
+    "minimax-m3": MiniMaxM3ReasoningParser,
     "step3": DeepSeekR1ReasoningParser,
     "step3p5": Step3p5ReasoningParser,
     "interns1": Qwen3ReasoningParser,
@@ -141,6 +145,8 @@ TOOL_PARSERS = {
     "minimax": ToolCallsBlockParser,
     "minimax_m2": MiniMaxM2ToolParser,
     "minimax-m2": MiniMaxM2ToolParser,
+    "minimax_m3": MiniMaxM3ToolParser,
+    "minimax-m3": MiniMaxM3ToolParser,
     "gemma": GemmaToolParser,
     "functiongemma": GemmaToolParser,
     "gemma4": Gemma4ToolParser,

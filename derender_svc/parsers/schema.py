@@ -18,6 +18,12 @@ _INTS = ("int", "uint", "long", "short", "unsigned")
 
 def parameter_types(tools, function: str) -> dict[str, str] | None:
     """{parameter: JSON-schema type} of `function` among `tools` (proto Tool messages or OpenAI dicts)."""
+    props = properties(tools, function)
+    return None if props is None else {key: type_of(value) for key, value in props.items() if isinstance(value, dict)}
+
+
+def properties(tools, function: str) -> dict | None:
+    """The `properties` schema of `function`'s parameters among `tools`; None when no tool has that name."""
     for tool in tools:
         if isinstance(tool, dict):
             spec = tool.get("function", tool)
@@ -26,8 +32,7 @@ def parameter_types(tools, function: str) -> dict[str, str] | None:
             name = tool.function.name
             params = json_format.MessageToDict(tool.function.parameters) if tool.function.HasField("parameters") else {}
         if name == function:
-            props = params.get("properties") or {}
-            return {key: _type_of(value) for key, value in props.items() if isinstance(value, dict)}
+            return params.get("properties") or {}
     return None
 
 
@@ -36,14 +41,14 @@ def tool_names(tools) -> list[str]:
     return [tool.get("function", tool).get("name") if isinstance(tool, dict) else tool.function.name for tool in tools]
 
 
-def _type_of(prop: dict) -> str:
+def type_of(prop: dict) -> str:
     kind = prop.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
     if kind is None:
         for option in prop.get("anyOf") or prop.get("oneOf") or []:
             if isinstance(option, dict) and option.get("type") not in (None, "null"):
-                return _type_of(option)
+                return type_of(option)
         return "object" if "properties" in prop else "string"
     return str(kind).lower()
 

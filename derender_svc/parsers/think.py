@@ -217,3 +217,10 @@ class Ernie45ReasoningParser(HunyuanReasoningParser):
 
     START, END, ENDS_ON = ("<think>",), ("</think>",), ()
     ANSWER = (("<response>",), ("</response>",))
+
+
+class MiniMaxM3ReasoningParser(ThinkReasoningParser):
+    """MiniMax-M3: `<mm:think>…</mm:think>`, open from the start when the prompt's thinking mode opened it."""
+
+    START, END = ("<mm:think>",), ("</mm:think>",)
+    ENDS_ON = ("]<]minimax[>[<tool_call>",)

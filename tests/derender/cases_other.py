@@ -86,3 +86,36 @@ def xlam_cases():
             ('[{"name": "f", "arguments": {"a": 1}}', '[{"name": "f", "arguments": {"a": 1}}', []),
         ],
     )  # fmt: skip
+
+
+M3 = "]<]minimax[>["
+
+
+def _m3_text(value) -> str:
+    return value if isinstance(value, str) else _j(value, 1)
+
+
+def minimax_m3_cases():
+    def render(calls, i):
+        invokes = "".join(
+            f'{M3}<invoke name="{n}">\n'
+            + "".join(f"{M3}<{k}>{_m3_text(v)}{M3}</{k}>\n" for k, v in a.items())
+            + f"{M3}</invoke>\n"
+            for n, a in calls
+        )
+        return f"{M3}<tool_call>\n{invokes}{M3}</tool_call>"
+
+    def one(name, params):
+        return f"{M3}<tool_call>\n{M3}<invoke name={name}>\n{params}\n{M3}</invoke>\n{M3}</tool_call>"
+
+    return _table(
+        render,
+        [
+            (one('"b"', f"{M3}<y>{M3}<item>1{M3}</item>{M3}<item>2{M3}</item>{M3}</y>"), "", [("b", {"y": ["1", "2"]})]),
+            (one("'b'", f"{M3}<s>x{M3}</s>{M3}<s>y{M3}</s>{M3}<y>{M3}</y>"), "", [("b", {"s": ["x", "y"], "y": []})]),
+            (one("zip", f"{M3}<n>2.0{M3}</n>{M3}<on>true{M3}</on>"), "", [("zip", {"n": 2, "on": True})]),
+            (one('"other"', f"{M3}<k>{M3}<a>1{M3}</a>{M3}</k>"), "", [("other", {"k": {"a": "1"}})]),  # no schema: text
+            (one('"a"', f"{M3}<x>1{M3}</x>{M3}<broken>"), "", [("a", {"x": 1})]),  # stops at the malformed element
+            (f"{M3}<tool_call>\nnothing\n{M3}</tool_call>", f"{M3}<tool_call>\nnothing\n{M3}</tool_call>", []),
+        ],
+    )  # fmt: skip

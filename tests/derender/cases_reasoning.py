@@ -61,6 +61,9 @@ def reasoning_formats() -> dict:
             ("plan<tool_call>f</tool_call>", True, "plan", "<tool_call>f</tool_call>"),
         ]),
         "kimi": think_family("◁think▷", "◁/think▷"),
+        "minimax_m3": think_family("<mm:think>", "</mm:think>", extra=[
+            ("<mm:think>plan]<]minimax[>[<tool_call>", False, "plan", "]<]minimax[>[<tool_call>"),
+        ]),
         "ernie45": think_family(extra=[
             ("abc\n</think>\n\n\n<response>\ndef\n</response>", True, "abc\n", "\ndef\n"),
             ("<think>abc</think><response>x</response>", False, "abc", "x"),

@@ -127,7 +127,8 @@ PIECES = [
     *("<｜tool_calls_end｜>", "<longcat_tool_call>", "</longcat_tool_call>"),
     *("functools", "<|action_start|><|plugin|>", "<|action_end|>", "<function_call>", "<|tool_call_start|>"),
     *("<|tool_call_end|>", "<function_calls>", "</function_calls>", "f(a=1)", "[TOOL_CALLS]", "<response>"),
-    "</response>",
+    *("</response>", "]<]minimax[>[<tool_call>", "]<]minimax[>[</tool_call>", ']<]minimax[>[<invoke name="f">'),
+    *("]<]minimax[>[</invoke>", "]<]minimax[>[<a>", "]<]minimax[>[</a>", "]<]minimax[>[", "<mm:think>", "</mm:think>"),
 ]
 PARSERS = [tool_builder(n) for n in sorted(TOOL_PARSERS)] + [
     reasoning_builder(n, s) for n in sorted(REASONING_PARSERS) for s in (False, True)
