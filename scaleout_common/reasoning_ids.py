@@ -72,6 +72,12 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),
     ),
     "kimi": ReasoningTags(("◁think▷",), ("◁/think▷",)),
+    "kimi_k3": ReasoningTags(
+        ("<|open|>think<|sep|>",),
+        ("<|close|>think<|sep|>",),
+        ("<|open|>tools<|sep|>", "<|open|>response<|sep|>"),
+        FORCED=True,
+    ),
     **dict.fromkeys(
         ("minimax_m3", "minimax-m3"), ReasoningTags(("<mm:think>",), ("</mm:think>",), ("]<]minimax[>[<tool_call>",))
     ),

@@ -34,6 +34,7 @@ from derender_svc.parsers.think import (
     GraniteReasoningParser,
     HunyuanReasoningParser,
     KimiK2ReasoningParser,
+    KimiK3ReasoningParser,
     KimiReasoningParser,
     MiniMaxM2ReasoningParser,
     MiniMaxM3ReasoningParser,
@@ -44,7 +45,12 @@ from derender_svc.parsers.think import (
     Step3p5ReasoningParser,
     ThinkReasoningParser,
 )
-from derender_svc.parsers.token_calls import DeepSeekV3ToolParser, DeepSeekV31ToolParser, KimiK2ToolParser
+from derender_svc.parsers.token_calls import (
+    DeepSeekV3ToolParser,
+    DeepSeekV31ToolParser,
+    KimiK2ToolParser,
+    KimiK3ToolParser,
+)
 from derender_svc.parsers.xml_calls import (
     Glm45ToolParser,
     MiniMaxM2ToolParser,
@@ -69,6 +75,7 @@ REASONING_PARSERS = {
     "glm47": Qwen3ReasoningParser,
     "kimi": KimiReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
+    "kimi_k3": KimiK3ReasoningParser,
     "nemotron": ThinkReasoningParser,
     "nemotron_v3": Qwen3ReasoningParser,
     "nemotron_3": Qwen3ReasoningParser,
@@ -136,6 +143,7 @@ TOOL_PARSERS = {
     "xlam": XlamToolParser,
     "ernie45": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
+    "kimi_k3": KimiK3ToolParser,
     "glm45": Glm45ToolParser,
     "glm47": Glm45ToolParser,
     "glm": Glm45ToolParser,

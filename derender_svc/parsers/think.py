@@ -224,3 +224,14 @@ class MiniMaxM3ReasoningParser(ThinkReasoningParser):
 
     START, END = ("<mm:think>",), ("</mm:think>",)
     ENDS_ON = ("]<]minimax[>[<tool_call>",)
+
+
+class KimiK3ReasoningParser(HunyuanReasoningParser):
+    """Kimi-K3 (XTML): the think channel `<|open|>think<|sep|>…<|close|>think<|sep|>`, open from the start unless
+    the request turned thinking off (vLLM); the response channel's wrapper is dropped, and its opener or the
+    tools channel's ends the reasoning."""
+
+    START, END = ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",)
+    ENDS_ON = ("<|open|>tools<|sep|>", "<|open|>response<|sep|>")
+    ANSWER = (("<|open|>response<|sep|>",), ("<|close|>response<|sep|>",))
+    FORCED = True

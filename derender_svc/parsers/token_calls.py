@@ -8,6 +8,10 @@
   without its `:N` counter is no call, and a bare counter (`0`) names the one tool whose parameters cover the
   arguments, as in vLLM; a call the output ends inside counts when its arguments are whole JSON (vLLM and
   SGLang read a truncated call up to the end of the output).
+- `kimi_k3` (Kimi-K3, XTML): `<|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument key="p"
+  type="string"<|sep|>v<|close|>argument<|sep|>…<|close|>call<|sep|><|close|>tools<|sep|>`; a `string` argument is
+  its raw text, any other type JSON (else text), attribute values unescaped (`&quot;`, `&amp;`); the
+  `<|open|>response<|sep|>…<|close|>response<|sep|>` wrapper around the content is dropped (vLLM).
 The bars are U+FF5C and the spaces U+2581, as in DeepSeek's vocabulary. Both DeepSeek bodies are accepted by
 either name, since the tokens are the same; so are the section openers R1's distills write as text
 (`<｜tool_calls_begin｜>`, `<｜tool calls begin｜>`, `<｜tool\\_calls\\_begin｜>`, `<｜tool▁calls｜>`) and a call
@@ -17,8 +21,9 @@ from __future__ import annotations
 
 import re
 
-from derender_svc.parsers.arguments import arguments_json, loads
+from derender_svc.parsers.arguments import arguments_json, dumps, loads
 from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.scan import split_markers
 from derender_svc.parsers.schema import parameter_types, tool_names
 
 DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
@@ -37,6 +42,9 @@ KIMI_SECTION = (("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"),
                 ("<|tool_calls_section_end|>", "<|tool_call_section_end|>"))  # fmt: skip
 KIMI_CALL = ("<|tool_call_begin|>", "<|tool_call_end|>")
 KIMI_ARGS = "<|tool_call_argument_begin|>"
+K3_RESPONSE = ("<|open|>response<|sep|>", "<|close|>response<|sep|>")
+_K3_ARG = re.compile(r"<\|open\|>\s*argument\s+([^<]*?)<\|sep\|>(.*?)<\|close\|>\s*argument\s*<\|sep\|>", re.DOTALL)
+_K3_ATTR = re.compile(r'(\w+)="([^"]*)"')
 _KIMI_ID = re.compile(r"^\s*(?:(?:functions\.)?(.+?):)?\d+\s*$", re.DOTALL)
 
 
@@ -89,3 +97,44 @@ class KimiK2ToolParser(BlockToolParser):
         if isinstance(value, dict):
             names = [name for name in names if set(value) <= set(parameter_types(self.tools, name) or ())]
         return names[0] if len(names) == 1 and args is not None else None
+
+
+def _k3_attrs(text: str) -> dict[str, str]:
+    return {key: value.replace("&quot;", '"').replace("&amp;", "&") for key, value in _K3_ATTR.findall(text)}
+
+
+class KimiK3ToolParser(BlockToolParser):
+    SECTION = (("<|open|>tools<|sep|>",), ("<|close|>tools<|sep|>",))
+    CALLS = (("<|open|>call", ("<|close|>call<|sep|>",)),)
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "unwrap": ""}  # text that may still be a response marker
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, *K3_RESPONSE)
+
+    def feed(self, text: str, final: bool):
+        """The response wrapper's markers are dropped before the calls are looked for."""
+        text, self.unwrap, kept = self.unwrap + text, "", []
+        while True:
+            before, marker, text = split_markers(text, K3_RESPONSE, final)
+            kept.append(before)
+            if marker is None:
+                self.unwrap = text
+                break
+        return super().feed("".join(kept), final)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        attrs, sep, inner = body.partition("<|sep|>")
+        name = _k3_attrs(attrs).get("tool", "") if closed and sep and attrs[:1].isspace() else ""
+        if not name:
+            return None
+        args = {}
+        for raw_attrs, value in _K3_ARG.findall(inner):
+            arg = _k3_attrs(raw_attrs)
+            parsed = loads(value) if arg.get("type", "string") != "string" else None
+            args[arg.get("key", "")] = value if parsed is None and value.strip() != "null" else parsed
+        text = dumps(args)
+        return None if text is None else [(name, text)]

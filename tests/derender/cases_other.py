@@ -119,3 +119,34 @@ def minimax_m3_cases():
             (f"{M3}<tool_call>\nnothing\n{M3}</tool_call>", f"{M3}<tool_call>\nnothing\n{M3}</tool_call>", []),
         ],
     )  # fmt: skip
+
+
+OP, CL, S = "<|open|>", "<|close|>", "<|sep|>"
+
+
+def _k3_argument(key, value) -> str:
+    kind = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array"}.get(type(value), "object")
+    return f'{OP}argument key="{key}" type="{kind}"{S}{_m3_text(value)}{CL}argument{S}'
+
+
+def kimi_k3_cases():
+    def render(calls, i):
+        body = "".join(
+            f'{OP}call tool="{n}" index="{j}"{S}' + "".join(_k3_argument(k, v) for k, v in a.items()) + f"{CL}call{S}"
+            for j, (n, a) in enumerate(calls)
+        )
+        return f"{OP}tools{S}{body}{CL}tools{S}"
+
+    return _table(
+        render,
+        [
+            (f"{OP}response{S}Running it.{CL}response{S}{OP}tools{S}{OP}call tool=\"f\" index=\"1\"{S}{CL}call{S}{CL}tools{S}",
+             "Running it.", [("f", {})]),
+            (f"{OP}response{S}Just text.{CL}response{S}", "Just text.", []),
+            (f'{OP}tools{S}{OP}call tool="a&amp;b" index="1"{S}{_k3_argument("q", "x")}{CL}call{S}{CL}tools{S}', "",
+             [("a&b", {"q": "x"})]),
+            (f'{OP}tools{S}{OP}call tool="f" index="1"{S}{OP}argument key="n" type="integer"{S}oops{CL}argument{S}'
+             f"{CL}call{S}{CL}tools{S}", "", [("f", {"n": "oops"})]),  # not JSON: kept as text (vLLM)
+            (f"{OP}tools{S}nothing{CL}tools{S}", f"{OP}tools{S}nothing{CL}tools{S}", []),
+        ],
+    )  # fmt: skip

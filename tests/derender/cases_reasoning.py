@@ -61,6 +61,11 @@ def reasoning_formats() -> dict:
             ("plan<tool_call>f</tool_call>", True, "plan", "<tool_call>f</tool_call>"),
         ]),
         "kimi": think_family("◁think▷", "◁/think▷"),
+        "kimi_k3": think_family("<|open|>think<|sep|>", "<|close|>think<|sep|>", forced=True, extra=[
+            ("plan<|close|>think<|sep|><|open|>response<|sep|>Hi.<|close|>response<|sep|>", False, "plan", "Hi."),
+            ("<|open|>response<|sep|>No thinking.<|close|>response<|sep|>", False, "", "No thinking."),
+            ("plan<|open|>tools<|sep|>", False, "plan", "<|open|>tools<|sep|>"),
+        ]),
         "minimax_m3": think_family("<mm:think>", "</mm:think>", extra=[
             ("<mm:think>plan]<]minimax[>[<tool_call>", False, "plan", "]<]minimax[>[<tool_call>"),
         ]),

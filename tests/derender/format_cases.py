@@ -18,6 +18,7 @@ from tests.derender.cases_json import (
 from tests.derender.cases_other import (
     granite_20b_fc_cases,
     internlm_cases,
+    kimi_k3_cases,
     lfm2_cases,
     minimax_m3_cases,
     olmo3_cases,
@@ -60,6 +61,7 @@ TOOL_FORMATS = {
     "olmo3": olmo3_cases,
     "xlam": xlam_cases,
     "minimax_m3": minimax_m3_cases,
+    "kimi_k3": kimi_k3_cases,
     "granite": granite_cases,
     "hunyuan_a13b": hunyuan_cases,
     "minimax": minimax_cases,
