@@ -45,14 +45,7 @@ def hunyuan_cases():
             ("<tool_calls>[]</tool_calls>", "<tool_calls>[]</tool_calls>", []),
             ("<tool_calls>oops</tool_calls>", "<tool_calls>oops</tool_calls>", []),
             ('<tool_calls>[{"name": "f", "arguments": "{\\"a\\": 1}"}]</tool_calls>', "", [("f", {"a": 1})]),
-        ],
-    )  # fmt: skip
-
-
-def jamba_cases():
-    return _table(
-        _tool_calls_list,
-        [
+            # Jamba's (`jamba`, the same parser): two calls in one list; an object without a name is text
             ('<tool_calls>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]</tool_calls>', "",
              [("f", {"a": 1}), ("g", {})]),
             ('<tool_calls>[{"arguments": {}}]</tool_calls>', '<tool_calls>[{"arguments": {}}]</tool_calls>', []),
