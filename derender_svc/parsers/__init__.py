@@ -53,6 +53,7 @@ from derender_svc.parsers.token_calls import (
 )
 from derender_svc.parsers.xml_calls import (
     Glm45ToolParser,
+    MiMoToolParser,
     MiniMaxM2ToolParser,
     Qwen3CoderToolParser,
     SeedOssToolParser,
@@ -64,6 +65,7 @@ REASONING_PARSERS = {
     "think": ThinkReasoningParser,
     "qwen3": Qwen3ReasoningParser,
     "qwen3-thinking": Qwen3ThinkingReasoningParser,
+    "mimo": Qwen3ThinkingReasoningParser,
     "deepseek_r1": DeepSeekR1ReasoningParser,
     "deepseek-r1": DeepSeekR1ReasoningParser,
     "deepseek_v3": ThinkReasoningParser,
@@ -116,6 +118,7 @@ TOOL_PARSERS = {
     "qwen3_xml": Qwen3CoderToolParser,
     "step3p5": Qwen3CoderToolParser,
     "seed_oss": SeedOssToolParser,
+    "mimo": MiMoToolParser,
     "llama3_json": Llama3JsonToolParser,
     "llama3": Llama3JsonToolParser,
     "llama4_json": Llama3JsonToolParser,

@@ -2,7 +2,8 @@
 
 - `qwen3_coder` (Qwen3-Coder, Qwen3-Next): `<tool_call>\\n<function=f>\\n<parameter=p>\\nvalue\\n</parameter>\\n
   </function>\\n</tool_call>`; a bare `<function=...>` counts too, `</parameter>` may be missing (vLLM).
-- `seed_oss` (Seed-OSS): the same inside `<seed:tool_call>…</seed:tool_call>`.
+- `seed_oss` (Seed-OSS): the same inside `<seed:tool_call>…</seed:tool_call>`; `mimo` (MiMo): the same, values
+  verbatim.
 - `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`.
 - `minimax_m2` (MiniMax-M2): `<minimax:tool_call>\\n<invoke name="f">\\n<parameter name="p">value</parameter>\\n
   </invoke>\\n</minimax:tool_call>`.
@@ -56,6 +57,7 @@ class _TypedCalls(BlockToolParser):
 class Qwen3CoderToolParser(_TypedCalls):
     CALLS = (("<tool_call>", ("</tool_call>",)), ("<function=", ("</function>",)))
     DROP_AFTER = ("</tool_call>",)
+    UNPAD = True  # one newline on each side of a value is layout
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         source = body if opener != "<function=" else opener + body + ("</function>" if closed else "")
@@ -63,7 +65,9 @@ class Qwen3CoderToolParser(_TypedCalls):
         if not matches or source.strip()[:10] != "<function=":
             return None
         calls = [
-            self.typed(name, [(key, _unpad(value)) for key, value in _PARAMETER.findall(inner)])
+            self.typed(
+                name, [(key, _unpad(value) if self.UNPAD else value) for key, value in _PARAMETER.findall(inner)]
+            )
             for name, inner in matches
         ]
         valid = [call for call in calls if call is not None]
@@ -75,6 +79,12 @@ class SeedOssToolParser(Qwen3CoderToolParser):
 
     CALLS = (("<seed:tool_call>", ("</seed:tool_call>",)), ("<function=", ("</function>",)))
     DROP_AFTER = ("</seed:tool_call>",)
+
+
+class MiMoToolParser(Qwen3CoderToolParser):
+    """Xiaomi MiMo: Qwen3-Coder's calls with each value verbatim, newlines included (vLLM's mimo)."""
+
+    UNPAD = False
 
 
 class Glm45ToolParser(_TypedCalls):

@@ -56,6 +56,17 @@ def seed_oss_cases():
     )  # fmt: skip
 
 
+def mimo_cases():
+    return _table(
+        _functions("tool_call", ""),
+        [
+            ("<tool_call>\n<function=zip>\n<parameter=code>\n 07\n</parameter>\n</function>\n</tool_call>", "",
+             [("zip", {"code": "\n 07\n"})]),  # verbatim, newlines included
+            ("<function=zip>\n<parameter=n>\n5\n</parameter>\n</function>", "", [("zip", {"n": 5})]),
+        ],
+    )  # fmt: skip
+
+
 def glm45_cases():
     def render(calls, i):
         sep = "\n" if i % 2 == 0 else ""  # GLM-4.5/4.6 put newlines between the tags, GLM-4.7 none

@@ -33,6 +33,7 @@ from tests.derender.cases_tagged import (
     deepseek_v41_cases,
     glm45_cases,
     kimi_k2_cases,
+    mimo_cases,
     minimax_m2_cases,
     qwen3_coder_cases,
     seed_oss_cases,
@@ -42,6 +43,7 @@ from tests.derender.cases_tagged import (
 TOOL_FORMATS = {
     "qwen3_coder": qwen3_coder_cases,
     "seed_oss": seed_oss_cases,
+    "mimo": mimo_cases,
     "glm45": glm45_cases,
     "minimax_m2": minimax_m2_cases,
     "deepseek_v3": deepseek_v3_cases,
