@@ -52,6 +52,7 @@ from derender_svc.parsers.token_calls import (
     KimiK3ToolParser,
 )
 from derender_svc.parsers.xml_calls import (
+    DotsToolParser,
     Glm45ToolParser,
     MiMoToolParser,
     MiniMaxM2ToolParser,
@@ -156,6 +157,7 @@ TOOL_PARSERS = {
     "minimax": ToolCallsBlockParser,
     "minimax_m2": MiniMaxM2ToolParser,
     "minimax-m2": MiniMaxM2ToolParser,
+    "dots": DotsToolParser,
     "minimax_m3": MiniMaxM3ToolParser,
     "minimax-m3": MiniMaxM3ToolParser,
     "gemma": GemmaToolParser,

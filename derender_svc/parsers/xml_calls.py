@@ -116,6 +116,12 @@ class MiniMaxM2ToolParser(_TypedCalls):
         return None if call is None else [call]
 
 
+class DotsToolParser(MiniMaxM2ToolParser):
+    """dots.llm (`dots`): MiniMax-M2's invokes inside `<dots_function_call>…</dots_function_call>`."""
+
+    SECTION = (("<dots_function_call>",), ("</dots_function_call>",))
+
+
 class Step3ToolParser(_TypedCalls):
     LOOSE = True
     SECTION = (("<｜tool_calls_begin｜>",), ("<｜tool_calls_end｜>",))

@@ -93,7 +93,9 @@ def glm45_cases():
     )  # fmt: skip
 
 
-def minimax_m2_cases():
+def _invokes(wrap: str):
+    """Calls as `<wrap><invoke name="f"><parameter name="p">value</parameter></invoke></wrap>` (MiniMax-M2, dots)."""
+
     def render(calls, i):
         invokes = "".join(
             f'<invoke name="{n}">\n'
@@ -101,10 +103,14 @@ def minimax_m2_cases():
             + "</invoke>\n"
             for n, a in calls
         )
-        return f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
+        return f"<{wrap}>\n{invokes}</{wrap}>"
 
+    return render
+
+
+def minimax_m2_cases():
     return _table(
-        render,
+        _invokes("minimax:tool_call"),
         [
             ('<minimax:tool_call>\n<invoke name="zip">\n<parameter name="code">007</parameter>\n</invoke>\n'
              "</minimax:tool_call>", "", [("zip", {"code": "007"})]),
@@ -112,6 +118,18 @@ def minimax_m2_cases():
              "</minimax:tool_call>", []),
             ('<minimax:tool_call>\n<invoke name="zip">\n<parameter name="n">3</parameter>\n</invoke>', "",
              [("zip", {"n": 3})]),
+        ],
+    )  # fmt: skip
+
+
+def dots_cases():
+    return _table(
+        _invokes("dots_function_call"),
+        [
+            ('<dots_function_call>\n<invoke name="zip">\n<parameter name="n">2</parameter>\n</invoke>\n'
+             "</dots_function_call>", "", [("zip", {"n": 2})]),
+            ('<minimax:tool_call>\n<invoke name="f">\n</invoke>\n</minimax:tool_call>', '<minimax:tool_call>\n'
+             '<invoke name="f">\n</invoke>\n</minimax:tool_call>', []),  # MiniMax's wrapper is text here
         ],
     )  # fmt: skip
 
