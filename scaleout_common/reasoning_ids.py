@@ -53,7 +53,7 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ("qwen3-thinking", "mimo"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True)
     ),
     **dict.fromkeys(
-        ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3", "interns1"),
+        ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3", "interns1", "poolside_v1"),
         ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
     ),
     "kimi_k2": ReasoningTags(
@@ -61,7 +61,7 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     ),
     **dict.fromkeys(("deepseek_r1", "deepseek-r1", "step3"), _R1),
     "minimax_m2": ReasoningTags(("<think>",), ("</think>",), ("<minimax:tool_call>",), FORCED=True),
-    "step3p5": ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True),
+    **dict.fromkeys(("step3p5", "step5"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True)),
     **dict.fromkeys(
         ("deepseek_v4", "deepseek-v4"),
         ReasoningTags(
