@@ -9,6 +9,7 @@ from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
 from derender_svc.parsers.json_blocks import (
+    ApertusToolParser,
     Granite20bFcToolParser,
     GraniteToolParser,
     InternLmToolParser,
@@ -148,6 +149,8 @@ TOOL_PARSERS = {
     "lfm2": Lfm2ToolParser,
     "olmo3": Olmo3ToolParser,
     "xlam": XlamToolParser,
+    "apertus": ApertusToolParser,
+    "apertus2509": ApertusToolParser,
     "ernie45": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
     "kimi_k3": KimiK3ToolParser,

@@ -136,3 +136,20 @@ class XlamToolParser(GraniteToolParser):
 
     def _track(self, ch: str) -> bool:
         return super()._track(ch) and not dict(self.CALLS)[self.opener]  # a fence or tag ends at its closer
+
+
+class ApertusToolParser(BlockToolParser):
+    """Apertus (`apertus`, SGLang's `apertus2509`): `<|tools_prefix|>[{"f": {args}}, ...]<|tools_suffix|>`, each
+    call an object keyed by the function's name."""
+
+    CALLS = (("<|tools_prefix|>", ("<|tools_suffix|>",)),)
+    TRACK = "json"
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        value = loads(body.strip())
+        objects = value if isinstance(value, list) and value else [value]
+        calls = [call_from_object({"name": name, "arguments": args}) for obj in objects if isinstance(obj, dict)
+                 for name, args in obj.items()]  # fmt: skip
+        valid = [call for call in calls if call is not None]
+        whole = all(isinstance(obj, dict) and len(obj) == 1 for obj in objects)
+        return valid if whole and valid and len(valid) == len(calls) else None

@@ -150,3 +150,18 @@ def kimi_k3_cases():
             (f"{OP}tools{S}nothing{CL}tools{S}", f"{OP}tools{S}nothing{CL}tools{S}", []),
         ],
     )  # fmt: skip
+
+
+TP = ("<|tools_prefix|>", "<|tools_suffix|>")
+
+
+def apertus_cases():
+    return _table(
+        lambda calls, i: TP[0] + _j([{n: a} for n, a in calls], i) + TP[1],
+        [
+            (f'{TP[0]}[{{"f": {{"a": 1}}, "g": {{}}}}]{TP[1]}', f'{TP[0]}[{{"f": {{"a": 1}}, "g": {{}}}}]{TP[1]}', []),
+            (f"{TP[0]}not json{TP[1]}", f"{TP[0]}not json{TP[1]}", []),
+            (f'Let me see. {TP[0]}[{{"get_weather": {{"loc": "Paris"}}}}]', "Let me see. ",
+             [("get_weather", {"loc": "Paris"})]),  # the suffix eaten by EOS
+        ],
+    )  # fmt: skip

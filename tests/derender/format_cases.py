@@ -15,6 +15,7 @@ from tests.derender.cases_json import (
     qwen25_coder_cases,
 )
 from tests.derender.cases_other import (
+    apertus_cases,
     granite_20b_fc_cases,
     internlm_cases,
     kimi_k3_cases,
@@ -62,6 +63,7 @@ TOOL_FORMATS = {
     "lfm2": lfm2_cases,
     "olmo3": olmo3_cases,
     "xlam": xlam_cases,
+    "apertus": apertus_cases,
     "minimax_m3": minimax_m3_cases,
     "kimi_k3": kimi_k3_cases,
     "granite": granite_cases,
