@@ -10,6 +10,7 @@ from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolPars
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
 from derender_svc.parsers.json_blocks import (
     ApertusToolParser,
+    GigaChat3ToolParser,
     Granite20bFcToolParser,
     GraniteToolParser,
     InternLmToolParser,
@@ -151,6 +152,7 @@ TOOL_PARSERS = {
     "xlam": XlamToolParser,
     "apertus": ApertusToolParser,
     "apertus2509": ApertusToolParser,
+    "gigachat3": GigaChat3ToolParser,
     "ernie45": HermesToolParser,
     "kimi_k2": KimiK2ToolParser,
     "kimi_k3": KimiK3ToolParser,

@@ -153,3 +153,21 @@ class ApertusToolParser(BlockToolParser):
         valid = [call for call in calls if call is not None]
         whole = all(isinstance(obj, dict) and len(obj) == 1 for obj in objects)
         return valid if whole and valid and len(valid) == len(calls) else None
+
+
+class GigaChat3ToolParser(BlockToolParser):
+    """GigaChat 3 (`gigachat3`): `<|message_sep|>function call<|role_sep|>\\n{"name": ..., "arguments": {...}}` (also
+    after `<|function_call|>`); the separator ends the content (vLLM)."""
+
+    CALLS = (
+        ("<|message_sep|>function call<|role_sep|>\n", ()),
+        ("function call<|role_sep|>\n", ()),
+        ("<|function_call|>", ()),
+    )
+    TRACK = "json"
+    VALUE_ENDS = True
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        value = loads(body.strip()) if closed else None
+        call = call_from_object(value, keyed=True) if isinstance(value, dict) else None
+        return [call] if call is not None and isinstance(value.get("arguments"), dict) else None

@@ -165,3 +165,17 @@ def apertus_cases():
              [("get_weather", {"loc": "Paris"})]),  # the suffix eaten by EOS
         ],
     )  # fmt: skip
+
+
+GC = "<|message_sep|>function call<|role_sep|>\n"
+
+
+def gigachat3_cases():
+    return _table(
+        lambda calls, i: "".join(GC + _j(o, i) for o in _objects(calls, i)),
+        [
+            ('<|function_call|>{"name": "f", "arguments": {"a": 1}}', "", [("f", {"a": 1})]),
+            (f'{GC}{{"name": "f", "arguments": "{{}}"}}', f'{GC}{{"name": "f", "arguments": "{{}}"}}', []),
+            (f"{GC}not json", f"{GC}not json", []),
+        ],
+    )  # fmt: skip

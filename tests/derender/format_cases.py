@@ -16,6 +16,7 @@ from tests.derender.cases_json import (
 )
 from tests.derender.cases_other import (
     apertus_cases,
+    gigachat3_cases,
     granite_20b_fc_cases,
     internlm_cases,
     kimi_k3_cases,
@@ -64,6 +65,7 @@ TOOL_FORMATS = {
     "olmo3": olmo3_cases,
     "xlam": xlam_cases,
     "apertus": apertus_cases,
+    "gigachat3": gigachat3_cases,
     "minimax_m3": minimax_m3_cases,
     "kimi_k3": kimi_k3_cases,
     "granite": granite_cases,

@@ -129,6 +129,7 @@ PIECES = [
     *("<|tool_call_end|>", "<function_calls>", "</function_calls>", "f(a=1)", "[TOOL_CALLS]", "<response>"),
     *("</response>", "]<]minimax[>[<tool_call>", "]<]minimax[>[</tool_call>", ']<]minimax[>[<invoke name="f">'),
     *("<dots_function_call>", "</dots_function_call>", "<|tools_prefix|>", "<|tools_suffix|>"),
+    *("<|message_sep|>", "function call<|role_sep|>\n", "<|function_call|>"),
     *("<|open|>", "<|close|>", "<|sep|>", "tools", "response", "think", 'call tool="f" index="1"', "call"),
     *('argument key="a" type="string"', 'argument key="a" type="integer"', "argument"),
     *("]<]minimax[>[</invoke>", "]<]minimax[>[<a>", "]<]minimax[>[</a>", "]<]minimax[>[", "<mm:think>", "</mm:think>"),
