@@ -169,5 +169,7 @@ class GigaChat3ToolParser(BlockToolParser):
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         value = loads(body.strip()) if closed else None
-        call = call_from_object(value, keyed=True) if isinstance(value, dict) else None
-        return [call] if call is not None and isinstance(value.get("arguments"), dict) else None
+        if not isinstance(value, dict) or not isinstance(value.get("arguments"), dict):
+            return None
+        call = call_from_object(value, keyed=True)
+        return None if call is None else [call]
