@@ -86,6 +86,16 @@ CALL_IN_REASONING = [
     ("mistral", "mistral", '[THINK]I need the weather[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'),
     ("seed_oss", "seed_oss", "<seed:think>I need the weather<seed:tool_call>\n<function=get_weather>\n"
      "<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>"),
+    ("deepseek_v4", "deepseek_v4", 'I need the weather<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>'),
+    ("kimi_k3", "kimi_k3", 'I need the weather<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
+     '<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>'
+     "<|close|>tools<|sep|>"),
+    ("minimax_m3", "minimax_m3", '<mm:think>I need the weather]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke '
+     'name="get_weather">\n]<]minimax[>[<city>Paris]<]minimax[>[</city>\n]<]minimax[>[</invoke>\n'
+     "]<]minimax[>[</tool_call>"),
+    ("mimo", "mimo", "I need the weather<tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+     "</function>\n</tool_call>"),
     ("QWEN3", "Hermes", '<think>I need the weather<tool_call>{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}</tool_call>'),  # names match ignoring case, as SGLang's
 ]  # fmt: skip
