@@ -50,7 +50,7 @@ _R1 = ReasoningTags(("<think>",), ("</think>",), FORCED=True)
 REASONING_TAGS: dict[str, ReasoningTags] = {
     **dict.fromkeys(("think", "deepseek_v3", "deepseek-v3", "nemotron", "ernie45", "olmo3"), _THINK),
     **dict.fromkeys(
-        ("qwen3-thinking", "mimo"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True)
+        ("qwen3-thinking", "mimo", "ling3"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True)
     ),
     **dict.fromkeys(
         ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3", "interns1", "poolside_v1"),
