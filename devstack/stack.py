@@ -43,6 +43,20 @@ _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
 _METRICS = re.compile(r"^METRICS (\S+) (\S+)$")
 
 
+def stop_processes(processes: list[subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM them all at once, then kill what is left after the shared grace period."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for process in processes:
+        try:
+            process.wait(max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free now, picked below the kernel's ephemeral range: between this pick and its user binding it,
     a socket bound to port 0 (the replicas' servers) or an outgoing connection could otherwise be handed the
@@ -400,15 +414,5 @@ class Stack(Started):
         if self.envoy is not None and self.envoy.poll() is None:
             with contextlib.suppress(OSError):
                 drain(f"http://{self.config.host}:{self.admin_port}", grace_s)
-        processes = ([self.envoy] if self.envoy else []) + [r.process for r in self.replicas]
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        end = time.monotonic() + grace_s
-        for process in processes:
-            try:
-                process.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(([self.envoy] if self.envoy else []) + [r.process for r in self.replicas], grace_s)
         shutil.rmtree(self._workdir, ignore_errors=True)
