@@ -4,7 +4,10 @@ bound of a memory-bound step) as GB/s against the measured copy bandwidth, and i
 default tiles' output. For choosing the tiles per shape (issue 39: Qwen3-30B-A3B at 34% of its roofline with the
 default ones).
 
-    python -m bench.engine.moe_tiles --shape qwen3-30b-a3b --tokens 1,64,256 --json moe_tiles.json
+    python -m bench.engine.moe_tiles --shape qwen3-30b-a3b --tokens 1,64,256,2048 --json moe_tiles.json
+
+Small token counts are bound by the experts' bytes (GB/s against the copy bandwidth), large ones (prefill chunks)
+by the tensor cores (TFLOP/s).
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ import json
 
 import torch
 
-from bench.engine.shapes import SHAPES
+from bench.engine.shapes import FAMILY_SHAPES, SHAPES
 from bench.serving.roofline import measure
 from engine_svc.model.fp8_linear import quantize_rows
 from engine_svc.model.moe import Gating
-from engine_svc.model.triton_moe import TILES, Tiles, fused_experts
+from engine_svc.model.triton_moe import TILES, Tiles, fused_experts, table_path
 
 GRID = [
-    Tiles(m, n, k, w, s) for m, n, k, w, s in itertools.product((16, 32, 64), (64, 128), (64, 128, 256), (4, 8), (3, 4))
+    Tiles(m, n, k, w, s)
+    for m, n, k, w, s in itertools.product((16, 32, 64, 128), (64, 128, 256), (64, 128), (4, 8), (3, 4))
 ]
 
 
@@ -40,7 +44,7 @@ def timed(run, repeat: int = 20) -> float:
 
 def layer(shape: dict, fp8: bool):
     """(gate_up, down, their scales or None): one layer's experts, random."""
-    experts, hidden, inner = shape["num_experts"], shape["hidden_size"], shape["moe_intermediate_size"]
+    experts, hidden, inner = _experts(shape), shape["hidden_size"], _inner(shape)
     gate_up = torch.randn(experts, 2 * inner, hidden, device="cuda", dtype=torch.bfloat16) / hidden**0.5
     down = torch.randn(experts, hidden, inner, device="cuda", dtype=torch.bfloat16) / inner**0.5
     if not fp8:
@@ -49,14 +53,23 @@ def layer(shape: dict, fp8: bool):
     return q1.view(gate_up.shape), q2.view(down.shape), s1.view(gate_up.shape[:2]), s2.view(down.shape[:2])
 
 
+def _experts(shape: dict) -> int:
+    return next(shape[key] for key in ("num_experts", "n_routed_experts", "num_local_experts") if key in shape)
+
+
+def _inner(shape: dict) -> int:
+    return shape.get("moe_intermediate_size", shape["intermediate_size"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="qwen3-30b-a3b")
     parser.add_argument("--tokens", default="1,64,256")
     parser.add_argument("--json", default="")
+    parser.add_argument("--write", action="store_true", help="write the best tiles a token count as the engine's table")
     args = parser.parse_args()
-    shape = SHAPES[args.shape]
-    experts, top_k, hidden = shape["num_experts"], shape["num_experts_per_tok"], shape["hidden_size"]
+    shape = {**SHAPES, **FAMILY_SHAPES}[args.shape]
+    experts, top_k, hidden = _experts(shape), shape["num_experts_per_tok"], shape["hidden_size"]
     bandwidth = measure("cuda", torch.bfloat16).bandwidth
     rows = []
     for fp8, tokens in itertools.product((False, True), (int(t) for t in args.tokens.split(","))):
@@ -65,6 +78,7 @@ def main() -> None:
         ids = torch.rand(tokens, experts, device="cuda").topk(top_k, dim=1).indices
         weights = torch.full((tokens, top_k), 1 / top_k, device="cuda", dtype=torch.bfloat16)
         reached = ids.unique().numel() * (gate_up[0].nbytes + down[0].nbytes)
+        flops = 6 * tokens * top_k * hidden * _inner(shape)
 
         def run(tiles: Tiles):
             return fused_experts(x, gate_up, down, weights, ids, Gating(), None, None, s1, s2, tiles=tiles)
@@ -79,16 +93,28 @@ def main() -> None:
                 continue
             rows.append(
                 {"fp8": fp8, "tokens": tokens, "tiles": tiles._asdict(), "us": seconds * 1e6,
-                 "bandwidth_share": reached / seconds / bandwidth, "max_diff": error, "default": tiles == TILES}
+                 "bandwidth_share": reached / seconds / bandwidth, "tflops": flops / seconds / 1e12, "max_diff": error, "default": tiles == TILES}
             )  # fmt: skip
         mine = [r for r in rows if r["fp8"] == fp8 and r["tokens"] == tokens]
         best, default = min(mine, key=lambda r: r["us"]), next(r for r in mine if r["default"])
         print(
             f"{'fp8' if fp8 else 'bf16'} {tokens:4d} tokens: default {default['us']:.1f} us "
-            f"({default['bandwidth_share']:.0%} of the copy bandwidth), best {best['us']:.1f} us "
-            f"({best['bandwidth_share']:.0%}) with {Tiles(**best['tiles'])}, max diff {best['max_diff']:.2e}",
+            f"({default['bandwidth_share']:.0%} of the copy bandwidth, {default['tflops']:.0f} TFLOP/s), best "
+            f"{best['us']:.1f} us ({best['bandwidth_share']:.0%}, {best['tflops']:.0f} TFLOP/s) with "
+            f"{Tiles(**best['tiles'])}, max diff {best['max_diff']:.2e}",
             flush=True,
         )
+    if args.write:
+        for fp8 in (False, True):
+            best = {}
+            for row in (r for r in rows if r["fp8"] == fp8):
+                if row["tokens"] not in best or row["us"] < best[row["tokens"]]["us"]:
+                    best[row["tokens"]] = row
+            path = table_path(_experts(shape), _inner(shape), fp8, torch.cuda.get_device_name())
+            table = json.loads(path.read_text()) if path.exists() else {}  # other token counts' entries stay
+            table.update({str(t): r["tiles"] for t, r in best.items()})
+            path.write_text(json.dumps(dict(sorted(table.items(), key=lambda e: int(e[0]))), indent=1) + "\n")
+            print(f"wrote {path}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"shape": args.shape, "bandwidth": bandwidth, "rows": rows}, f, indent=1)

@@ -10,14 +10,18 @@ by its routing weight, and the k products of a token are summed after. fp8 exper
 weight tiles, widen them to the activations' dtype for the tensor cores, and scale each output column by its
 weight row's scale after the inner loop.
 
-Not yet: tiles tuned per shape (`Tiles`, a first cut: 16 x 64 x 64, Triton's default warps and stages;
-bench/engine/moe_tiles.py sweeps them on a GPU).
+Tiles per shape and token count come from a table measured on the GPU (moe_tiles/, one JSON a mixture shape,
+dtype and device, as vLLM's fused_moe configs; `python -m bench.engine.moe_tiles --write` makes one): a call takes
+the entry measured at the nearest token count. Without a table: 16 x 64 x 64, Triton's default warps and stages.
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
 
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -37,6 +41,26 @@ class Tiles(NamedTuple):
 
 TILES = Tiles()
 BLOCK_M = TILES.m  # `align`'s padding
+TABLES = Path(__file__).with_name("moe_tiles")
+
+
+def table_path(experts: int, inner: int, fp8: bool, device: str) -> Path:
+    """Where the measured tiles of a shape (experts, each expert's inner width), dtype and device live."""
+    return TABLES / f"E={experts},N={inner},{'fp8' if fp8 else 'bf16'},{device.replace(' ', '_')}.json"
+
+
+@functools.cache
+def _table(experts: int, inner: int, fp8: bool, device: str) -> tuple[tuple[int, Tiles], ...]:
+    path = table_path(experts, inner, fp8, device)
+    if not path.exists():
+        return ()
+    return tuple(sorted((int(tokens), Tiles(**tiles)) for tokens, tiles in json.loads(path.read_text()).items()))
+
+
+def tiles_for(tokens: int, experts: int, inner: int, fp8: bool, device: torch.device) -> Tiles:
+    """The measured tiles at the token count nearest `tokens` for this shape on this GPU, else the default."""
+    table = _table(experts, inner, fp8, torch.cuda.get_device_name(device))
+    return min(table, key=lambda entry: abs(entry[0] - tokens))[1] if table else TILES
 
 
 @triton.jit
@@ -124,12 +148,15 @@ def fused_experts(
     down_bias=None,
     gate_up_scale=None,
     down_scale=None,
-    tiles: Tiles = TILES,
+    tiles: Tiles | None = None,
 ) -> torch.Tensor:
     """sum over each token's k experts of weight * down(gating(gate_up(x))) (moe.py's grouped_experts): x
     [tokens, hidden], gate_up [experts, 2 * inner, hidden], down [experts, hidden, inner], weights and ids
-    [tokens, k], the biases [experts, out] or None, the fp8 weights' row scales [experts, out] or None."""
+    [tokens, k], the biases [experts, out] or None, the fp8 weights' row scales [experts, out] or None; `tiles`
+    None: the measured table's."""
     tokens, top_k = ids.shape
+    if tiles is None:
+        tiles = tiles_for(tokens, gate_up.shape[0], down.shape[2], gate_up_scale is not None, x.device)
     sorted_ids, block_expert = align(ids, gate_up.shape[0], tiles.m)
     x, scale = x.contiguous(), weights.flatten().contiguous()
     h = x.new_empty(tokens * top_k, gate_up.shape[1])

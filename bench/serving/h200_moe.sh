@@ -1,0 +1,22 @@
+#!/bin/bash
+# Issue 39's mixtures on one GPU (carry .whl, as h200.sh), results in $OUT. `bash bench/serving/h200_moe.sh tiles`
+# sweeps the fused experts' tiles of Qwen3-30B-A3B and gpt-oss-20b (bench/engine/moe_tiles.py, one token count a
+# process so each count's table entry is written as it is measured) and copies the tables the engine reads
+# (engine_svc/model/moe_tiles/) to $OUT; `... serve` serves Qwen3-30B-A3B with fp8 experts (bf16 does not fit an
+# H100 beside its cache) at 1 / 64 / 256 streams, each with the bench's roofline beside it.
+source bench/serving/h200_env.sh
+case "$1" in
+tiles)
+  for shape in qwen3-30b-a3b gpt-oss-20b; do
+    for tokens in 1 8 64 256 1024 4096 8192; do
+      timeout 200 python3 -m bench.engine.moe_tiles --shape $shape --tokens $tokens --write \
+        --json "$OUT/tiles_${shape}_$tokens.json" 2>&1 | quiet | grep -v "OutOfResources" | tail -4 | tee -a "$OUT/tiles.log"
+    done
+  done
+  cp engine_svc/model/moe_tiles/*.json "$OUT/" ;;
+serve)
+  timeout 560 python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
+    --dataset random:128x128@1,random:1024x128@64,random:1024x128@256 --prompts-per-stream 2 --client-processes 4 \
+    --connections 2 --engine-flags "--max-model-len 2048 --quantization fp8 --max-num-seqs 256" \
+    --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b_fp8.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b_fp8.log" ;;
+esac
