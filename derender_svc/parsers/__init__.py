@@ -4,16 +4,23 @@ families and what is auto-detected, is in docs/derender.md."""
 
 from __future__ import annotations
 
-from derender_svc.parsers.dsml import DeepSeekV4ToolParser, DeepSeekV32ToolParser, DeepSeekV41ToolParser
+from derender_svc.parsers.dsml import (
+    DeepSeekV4ToolParser,
+    DeepSeekV32ToolParser,
+    DeepSeekV41ToolParser,
+    GigaChat35ToolParser,
+)
+from derender_svc.parsers.functionary import FunctionaryV31ToolParser, FunctionaryV32ToolParser
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
-from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser
+from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser, TrinityToolParser
 from derender_svc.parsers.json_blocks import (
     ApertusToolParser,
     GigaChat3ToolParser,
     Granite20bFcToolParser,
     GraniteToolParser,
     InternLmToolParser,
+    NemotronV2ToolParser,
     Phi4MiniToolParser,
     Qwen25CoderToolParser,
     ToolCallsBlockParser,
@@ -26,7 +33,9 @@ from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import Lfm2ToolParser, Olmo3ToolParser, PythonicToolParser
 from derender_svc.parsers.required import RequiredToolParser
 from derender_svc.parsers.think import (
+    Apertus2509ReasoningParser,
     AppendThinkReasoningParser,
+    AprielReasoningParser,
     DeepSeekR1ReasoningParser,
     DeepSeekV4ReasoningParser,
     DeepSeekV41ReasoningParser,
@@ -41,6 +50,7 @@ from derender_svc.parsers.think import (
     MiniMaxM2ReasoningParser,
     MiniMaxM3ReasoningParser,
     MistralReasoningParser,
+    NemotronV2ReasoningParser,
     Qwen3ReasoningParser,
     Qwen3ThinkingReasoningParser,
     SeedOssReasoningParser,
@@ -56,6 +66,7 @@ from derender_svc.parsers.token_calls import (
 from derender_svc.parsers.xml_calls import (
     DotsToolParser,
     Glm45ToolParser,
+    IQuestQ1ToolParser,
     MiMoToolParser,
     MiniMaxM2ToolParser,
     Qwen3CoderToolParser,
@@ -77,9 +88,14 @@ REASONING_PARSERS = {
     "deepseek_v4": DeepSeekV4ReasoningParser,
     "deepseek-v4": DeepSeekV4ReasoningParser,
     "deepseek_v41": DeepSeekV41ReasoningParser,
+    "deepseek-v41": DeepSeekV41ReasoningParser,
+    "gigachat35": DeepSeekR1ReasoningParser,
+    "iquest_q1": DeepSeekR1ReasoningParser,
     "glm45": Qwen3ReasoningParser,
     "glm47": Qwen3ReasoningParser,
     "poolside_v1": Qwen3ReasoningParser,
+    "dots": Qwen3ReasoningParser,
+    "nanbeige": Qwen3ReasoningParser,
     "kimi": KimiReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
@@ -87,9 +103,12 @@ REASONING_PARSERS = {
     "nemotron_v3": Qwen3ReasoningParser,
     "nemotron_3": Qwen3ReasoningParser,
     "nano_v3": Qwen3ReasoningParser,
+    "nemotron_v2": NemotronV2ReasoningParser,
     "ernie45": Ernie45ReasoningParser,
     "olmo3": ThinkReasoningParser,
     "granite": GraniteReasoningParser,
+    "apriel": AprielReasoningParser,
+    "apertus2509": Apertus2509ReasoningParser,
     "hunyuan": HunyuanReasoningParser,
     "hunyuan_a13b": HunyuanReasoningParser,
     "minimax": AppendThinkReasoningParser,
@@ -118,10 +137,12 @@ TOOL_PARSERS = {
     "qwen25": HermesToolParser,
     "qwen3_json": HermesToolParser,
     "granite4": HermesToolParser,
+    "trinity": TrinityToolParser,
     "qwen2_5_coder": Qwen25CoderToolParser,
     "qwen25_coder": Qwen25CoderToolParser,
     "qwen3_coder": Qwen3CoderToolParser,
     "qwen3_xml": Qwen3CoderToolParser,
+    "nanbeige": Qwen3CoderToolParser,
     "step3p5": Qwen3CoderToolParser,
     "step5": Qwen3CoderToolParser,
     "seed_oss": SeedOssToolParser,
@@ -141,10 +162,17 @@ TOOL_PARSERS = {
     "deepseek_v4": DeepSeekV4ToolParser,
     "deepseekv4": DeepSeekV4ToolParser,
     "deepseek_v41": DeepSeekV41ToolParser,
+    "deepseekv41": DeepSeekV41ToolParser,
+    "gigachat35": GigaChat35ToolParser,
     "step3": Step3ToolParser,
     "longcat": LongcatToolParser,
     "jamba": ToolCallsBlockParser,
+    "apriel": ToolCallsBlockParser,
     "phi4_mini_json": Phi4MiniToolParser,
+    "firefunction_v2": Phi4MiniToolParser,
+    "functionary_v3_1": FunctionaryV31ToolParser,
+    "functionary_v3_2": FunctionaryV32ToolParser,
+    "nemotron_v2": NemotronV2ToolParser,
     "internlm": InternLmToolParser,
     "interns1": InternLmToolParser,
     "granite-20b-fc": Granite20bFcToolParser,
@@ -162,6 +190,8 @@ TOOL_PARSERS = {
     "glm": Glm45ToolParser,
     "poolside_v1": Glm45ToolParser,
     "ling3": Glm45ToolParser,
+    "spark25": Glm45ToolParser,
+    "iquest_q1": IQuestQ1ToolParser,
     "granite": GraniteToolParser,
     "hunyuan": ToolCallsBlockParser,
     "hunyuan_a13b": ToolCallsBlockParser,

@@ -5,7 +5,8 @@
   \\n</｜DSML｜invoke>\\n</｜DSML｜function_calls>`;
 - `deepseek_v4` (DeepSeek-V4): the same inside `<｜DSML｜tool_calls>` (also `<｜DSML｜toolcalls>`, `<｜DSML｜tool>`,
   spellings seen in production, as vLLM accepts);
-- `deepseek_v41` (DeepSeek-V4.1): the V4 tags with a space after the DSML bar, `<｜DSML｜ calls>`.
+- `deepseek_v41` (DeepSeek-V4.1): the V4 tags with a space after the DSML bar, `<｜DSML｜ calls>`;
+- `gigachat35` (GigaChat 3.5, SGLang): the V4 layout with `｜GCML｜` for the bar, `<｜GCML｜tool_calls>`.
 `string="true"` keeps the text as it is; otherwise (or with no attribute) the text is JSON when it parses, else
 text (vLLM); the tool's schema has the last word, as in vLLM: text for a string parameter (a value decoded from
 JSON goes back to its JSON text), the schema's type for text. Arguments that are one `arguments`/`input` object wrapping the tool's own parameters are unwrapped,
@@ -23,8 +24,7 @@ BAR = "｜DSML｜"
 _NAME = re.compile(r'^\s*name="([^"]*)"\s*>(.*)$', re.DOTALL)
 
 
-def _parameters(spaced: bool) -> re.Pattern:
-    bar = BAR + (" " if spaced else "")
+def _parameters(bar: str) -> re.Pattern:
     start, close = re.escape(f"<{bar}parameter"), re.escape(f"</{bar}parameter>")
     head = rf'{start}\s+name="([^"]+)"(?:\s+string="([^"]*)")?\s*>'
     return re.compile(rf"{head}(.*?)(?:{close}|(?={start}\s+name=)|$)", re.DOTALL)
@@ -40,7 +40,7 @@ class DeepSeekV32ToolParser(BlockToolParser):
 
     INVOKE = (f"<{BAR}invoke", f"</{BAR}invoke>")
     CALLS = _calls((f"<{BAR}function_calls>",), f"</{BAR}function_calls>", INVOKE)
-    PARAMETER = _parameters(spaced=False)
+    PARAMETER = _parameters(BAR)
 
     def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
         if opener == self.INVOKE[0]:
@@ -105,4 +105,13 @@ class DeepSeekV4ToolParser(DeepSeekV32ToolParser):
 class DeepSeekV41ToolParser(DeepSeekV32ToolParser):
     INVOKE = (f"<{BAR} invoke", f"</{BAR} invoke>")
     CALLS = _calls((f"<{BAR} calls>",), f"</{BAR} calls>", INVOKE)
-    PARAMETER = _parameters(spaced=True)
+    PARAMETER = _parameters(BAR + " ")
+
+
+GCML = "｜GCML｜"
+
+
+class GigaChat35ToolParser(DeepSeekV32ToolParser):
+    INVOKE = (f"<{GCML}invoke", f"</{GCML}invoke>")
+    CALLS = _calls((f"<{GCML}tool_calls>",), f"</{GCML}tool_calls>", INVOKE)
+    PARAMETER = _parameters(GCML)

@@ -3,12 +3,15 @@
 `</tool_call>` counts only outside JSON strings, so an argument may mention it. A block holding a JSON list
 of call objects gives each. A block whose JSON does not parse, or names no function, is shown as text (vLLM
 does the same); a block cut off by the end of the output still counts when its JSON is complete. `longcat`
-(LongCat-Flash) writes the same blocks as `<longcat_tool_call>…</longcat_tool_call>`."""
+(LongCat-Flash) writes the same blocks as `<longcat_tool_call>…</longcat_tool_call>`; `trinity` reads them with the
+think tags around them dropped."""
 
 from __future__ import annotations
 
 from derender_svc.parsers.arguments import call_from_object, loads
+from derender_svc.parsers.base import ToolCallDelta
 from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.scan import split_markers
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -33,3 +36,28 @@ class HermesToolParser(BlockToolParser):
 
 class LongcatToolParser(HermesToolParser):
     CALLS = (("<longcat_tool_call>", ("</longcat_tool_call>",)),)
+
+
+class TrinityToolParser(HermesToolParser):
+    """Trinity (SGLang's `trinity`): hermes blocks, also inside `<think>`: the think tags are dropped from the text
+    (their inner text kept) before the calls are read, as SGLang does."""
+
+    THINK = ("<think>", "</think>")
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "carry": ""}  # a think tag split over chunks
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, *self.THINK)
+
+    def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        text, self.carry, out = self.carry + text, "", []
+        while True:
+            before, tag, text = split_markers(text, self.THINK, final)
+            out.append(before)
+            if tag is None:
+                self.carry = text
+                break
+        return super().feed("".join(out), final)

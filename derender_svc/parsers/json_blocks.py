@@ -2,8 +2,8 @@
 
 - `granite` (Granite 3.x: `<|tool_call|>[{...}, ...]`; Granite 4: `<tool_call>{...}</tool_call>`; a bare list at
   the start as vLLM accepts);
-- `hunyuan_a13b` (`<tool_calls>[{...}]</tool_calls>`) and `minimax` (MiniMax-M1: `<tool_calls>` then one JSON
-  object per line, `</tool_calls>`): one parser, either layout;
+- `hunyuan_a13b` (`<tool_calls>[{...}]</tool_calls>`, also Jamba's and Apriel's) and `minimax` (MiniMax-M1:
+  `<tool_calls>` then one JSON object per line, `</tool_calls>`): one parser, either layout;
 - `qwen2_5_coder` (Qwen2.5-Coder): hermes blocks, and the same objects in `<tools>…</tools>` or a ```json fence;
 - the formats of smaller families, each described by its class.
 A wrapper whose JSON is not calls is shown as text."""
@@ -75,6 +75,12 @@ class ToolCallsBlockParser(BlockToolParser):
         return json_objects(body)
 
 
+class NemotronV2ToolParser(ToolCallsBlockParser):
+    """Nemotron-Nano v2 (llama.cpp's Nemotron V2): `<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`."""
+
+    CALLS = (("<TOOLCALL>", ("</TOOLCALL>",)),)
+
+
 class Qwen25CoderToolParser(BlockToolParser):
     CALLS = (("<tool_call>", ("</tool_call>",)), ("<tools>", ("</tools>",)), ("```json", ("```",)))
     TRACK = "json"
@@ -84,7 +90,8 @@ class Qwen25CoderToolParser(BlockToolParser):
 
 
 class Phi4MiniToolParser(BlockToolParser):
-    """Phi-4-mini (`phi4_mini_json`): `functools[{"name": ..., "arguments": ...}, ...]`."""
+    """Phi-4-mini (`phi4_mini_json`) and FireFunction v2 (`firefunction_v2`, llama.cpp; it writes a space first):
+    `functools[{"name": ..., "arguments": ...}, ...]`."""
 
     CALLS = (("functools", ()),)
     TRACK = "json"

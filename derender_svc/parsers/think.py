@@ -235,3 +235,32 @@ class KimiK3ReasoningParser(HunyuanReasoningParser):
     ENDS_ON = ("<|open|>tools<|sep|>", "<|open|>response<|sep|>")
     ANSWER = (("<|open|>response<|sep|>",), ("<|close|>response<|sep|>",))
     FORCED = True
+
+
+class Apertus2509ReasoningParser(ThinkReasoningParser):
+    """Apertus (SGLang's `apertus2509`): `<|inner_prefix|>…<|inner_suffix|>`; a call there ends it (SGLang hands such
+    a call to the tool parser)."""
+
+    START, END = ("<|inner_prefix|>",), ("<|inner_suffix|>",)
+    ENDS_ON = ("<|tools_prefix|>",)
+
+
+class NemotronV2ReasoningParser(ThinkReasoningParser):
+    """Nemotron-Nano v2 (llama.cpp's Nemotron V2): `<think>…</think>`, its `<TOOLCALL>` ends it."""
+
+    ENDS_ON = ("<TOOLCALL>",)
+
+
+class AprielReasoningParser(HunyuanReasoningParser):
+    """Apriel 1.5/1.6 Thinker (llama.cpp's Apriel): the template opens `Here are my reasoning steps:\\n`, the answer
+    follows `[BEGIN FINAL RESPONSE]`; its closing `[END FINAL RESPONSE]` is not content, `<tool_calls>` ends it."""
+
+    START = ("Here are my reasoning steps:\n", "Here are my reasoning steps:")
+    END = ("[BEGIN FINAL RESPONSE]",)
+    ENDS_ON = ("<tool_calls>",)
+    ANSWER = ((), ("\n[END FINAL RESPONSE]", "[END FINAL RESPONSE]"))
+    FORCED = True
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "answer": "in"}

@@ -4,7 +4,8 @@
   </function>\\n</tool_call>`; a bare `<function=...>` counts too, `</parameter>` may be missing (vLLM).
 - `seed_oss` (Seed-OSS): the same inside `<seed:tool_call>…</seed:tool_call>`; `mimo` (MiMo): the same, values
   verbatim.
-- `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`.
+- `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`;
+  `iquest_q1` (IQuest Q1, SGLang): the same inside `<iquest_tool_call>…</iquest_tool_call>`.
 - `minimax_m2` (MiniMax-M2): `<minimax:tool_call>\\n<invoke name="f">\\n<parameter name="p">value</parameter>\\n
   </invoke>\\n</minimax:tool_call>`.
 - `step3` (Step-3): `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="f">
@@ -101,6 +102,10 @@ class Glm45ToolParser(_TypedCalls):
             return None
         call = self.typed(name, [(key, value) for key, value in pairs])
         return None if call is None else [call]
+
+
+class IQuestQ1ToolParser(Glm45ToolParser):
+    CALLS = (("<iquest_tool_call>", ("</iquest_tool_call>",)),)
 
 
 class MiniMaxM2ToolParser(_TypedCalls):

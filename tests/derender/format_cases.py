@@ -26,7 +26,9 @@ from tests.derender.cases_other import (
     phi4_mini_cases,
     xlam_cases,
 )
-from tests.derender.cases_reasoning import reasoning_formats  # noqa: F401
+from tests.derender.cases_peers import REASONING_FORMATS as PEER_REASONING
+from tests.derender.cases_peers import TOOL_FORMATS as PEER_TOOLS
+from tests.derender.cases_reasoning import reasoning_formats as family_reasoning
 from tests.derender.cases_tagged import (
     deepseek_v3_cases,
     deepseek_v4_cases,
@@ -75,4 +77,9 @@ TOOL_FORMATS = {
     "gemma": gemma_cases,
     "gemma4": gemma4_cases,
     "harmony": harmony_tool_cases,
+    **PEER_TOOLS,
 }
+
+
+def reasoning_formats() -> dict:
+    return {**family_reasoning(), **PEER_REASONING}

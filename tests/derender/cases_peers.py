@@ -1,0 +1,146 @@
+"""Tool formats only llama.cpp or SGLang name (Functionary, FireFunction, Nemotron v2; SGLang's trinity,
+gigachat35, iquest_q1), written from llama.cpp's test-chat.cpp and SGLang's detectors: (output, expected content,
+expected calls), and the reasoning formats they add."""
+
+from __future__ import annotations
+
+import itertools
+
+from tests.derender.case_kit import CONTENT, TWO, _j, _objects, _table, _text
+from tests.derender.cases_reasoning import think_family
+from tests.derender.cases_tagged import _dsml
+from tests.derender.parser_cases import ARGS, NAMES
+
+
+def functionary_v3_1_cases():
+    return _table(
+        lambda calls, i: "".join(f"<function={n}>{_j(a, i)}</function>" for n, a in calls),
+        [
+            ('<function=special_function>{"arg1": 1}', "", [("special_function", {"arg1": 1})]),  # cut: JSON whole
+            ("Run it: <|python_tag|>print('hey')\n", "Run it: ", [("python", {"code": "print('hey')\n"})]),
+            ("<function=f>not json</function>", "<function=f>not json</function>", []),
+            ("<function=a b>{}</function>", "<function=a b>{}</function>", []),  # the name is one word
+            ('<function=f>{"s": "</function>"}</function>', "", [("f", {"s": "</function>"})]),
+        ],
+    )  # fmt: skip
+
+
+def functionary_v3_2_cases():
+    def render(calls, i):
+        return "".join((">>>" if j else "") + f"{n}\n{_j(a, i)}" + "\n" * (i % 2) for j, (n, a) in enumerate(calls))
+
+    cases = []
+    for i, (args, lead) in enumerate(itertools.product(ARGS, CONTENT)):
+        call = [(NAMES[i % len(NAMES)], args)]
+        cases.append(((f"all\n{lead}>>>" if lead else "") + render(call, i), lead, call))  # `all` carries content
+    cases += [(render(TWO, 0), "", TWO), (f"all\nDone. >>>{render(TWO, 1)}", "Done. ", TWO)]
+    return cases + [
+        ("all\nHello, world!\nnono\nWhat's up?>>>special_function\n{\"arg1\": 1}\n", "Hello, world!\nnono\nWhat's up?",
+         [("special_function", {"arg1": 1})]),
+        ("python\n# This is a program:\nprint('hey')", "", [("python", {"code": "# This is a program:\nprint('hey')"})]),
+        ('special_function\n{"arg1": 1} \n          ', "", [("special_function", {"arg1": 1})]),
+        ("all\nHello, world!", "Hello, world!", []),
+        ("Hello, world!", "Hello, world!", []),  # no recipient line: content
+        ("f\nnot json>>>all\nok", "f\nnot jsonok", []),
+        ('all\nx>>>f\n{"s": ">>>"}', "x", [("f", {"s": ">>>"})]),
+    ]  # fmt: skip
+
+
+def firefunction_v2_cases():
+    return _table(
+        lambda calls, i: "functools" + _j(_objects(calls, i), i),
+        [
+            (
+                ' functools[{"name": "special_function", "arguments": {"arg1": 1}}]',
+                "",
+                [("special_function", {"arg1": 1})],
+            )
+        ],
+    )
+
+
+TC = ("<TOOLCALL>", "</TOOLCALL>")
+
+
+def nemotron_v2_cases():
+    return _table(
+        lambda calls, i: TC[0] + _j(_objects(calls, i), i) + TC[1],
+        [
+            (f"{TC[0]}oops{TC[1]}", f"{TC[0]}oops{TC[1]}", []),
+            (f'{TC[0]}[{{"name": "f", "arguments": "{{\\"a\\": 1}}"}}]{TC[1]}', "", [("f", {"a": 1})]),
+        ],
+    )  # fmt: skip
+
+
+def trinity_cases():
+    def render(calls, i):
+        blocks = "".join(f"<tool_call>\n{_j(o, i)}\n</tool_call>" for o in _objects(calls, i))
+        return f"<think>{blocks}</think>" if i % 2 else blocks
+
+    return _table(
+        render,
+        [
+            ('<think>plan <tool_call>{"name": "f", "arguments": {}}</tool_call></think>done', "plan done",
+             [("f", {})]),
+            ("<tool_call>oops</tool_call>", "<tool_call>oops</tool_call>", []),
+        ],
+    )  # fmt: skip
+
+
+G = "｜GCML｜"
+
+
+def gigachat35_cases():
+    return _table(
+        _dsml("tool_calls", G),
+        [
+            (f'<{G}tool_calls>\n<{G}invoke name="f">\n<{G}parameter name="a" string="false">oops</{G}parameter>\n'
+             f"</{G}invoke>\n</{G}tool_calls>", "", [("f", {"a": "oops"})]),  # not JSON: text (SGLang)
+            (f"<{G}tool_calls>\nnothing\n</{G}tool_calls>", f"<{G}tool_calls>\nnothing\n</{G}tool_calls>", []),
+        ],
+    )  # fmt: skip
+
+
+IQ = ("<iquest_tool_call>", "</iquest_tool_call>")
+
+
+def iquest_q1_cases():
+    def render(calls, i):
+        return "".join(
+            f"{IQ[0]}{n}\n"
+            + "".join(f"<arg_key>{k}</arg_key><arg_value>{_text(v)}</arg_value>" for k, v in a.items())
+            + IQ[1]
+            for n, a in calls
+        )
+
+    return _table(
+        render,
+        [
+            (f"{IQ[0]}zip<arg_key>code</arg_key><arg_value>007</arg_value>{IQ[1]}", "", [("zip", {"code": "007"})]),
+            (f"{IQ[0]}f\nstray{IQ[1]}", f"{IQ[0]}f\nstray{IQ[1]}", []),  # only argument pairs in the body
+            ("<tool_call>f</tool_call>", "<tool_call>f</tool_call>", []),
+        ],
+    )  # fmt: skip
+
+
+TOOL_FORMATS = {
+    "functionary_v3_1": functionary_v3_1_cases,
+    "functionary_v3_2": functionary_v3_2_cases,
+    "firefunction_v2": firefunction_v2_cases,
+    "nemotron_v2": nemotron_v2_cases,
+    "trinity": trinity_cases,
+    "gigachat35": gigachat35_cases,
+    "iquest_q1": iquest_q1_cases,
+}
+
+B, E = "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]"
+REASONING_FORMATS = {
+    "apertus2509": think_family("<|inner_prefix|>", "<|inner_suffix|>", extra=[
+        ("<|inner_prefix|>plan<|tools_prefix|>[]", False, "plan", "<|tools_prefix|>[]"),
+    ]),
+    "nemotron_v2": think_family(extra=[("<think>plan<TOOLCALL>[]", False, "plan", "<TOOLCALL>[]")]),
+    "apriel": think_family(B, E, forced=True, extra=[
+        (f"plan\n{E}\nThe answer.\n[END FINAL RESPONSE]", True, "plan\n", "\nThe answer."),
+        ("plan<tool_calls>[]</tool_calls>", False, "plan", "<tool_calls>[]</tool_calls>"),
+    ]),
+}  # fmt: skip
