@@ -1,0 +1,83 @@
+"""Auto-detection of the formats added after the first families, each against lines of a real chat template
+(quoted as the template source writes them, with the tags of earlier rules the same template also holds, so a
+rule that would steal it shows here). Where no public template was found, the lines are the format's own
+output as the model's parser reads it (marked)."""
+
+from __future__ import annotations
+
+import pytest
+
+from derender_svc.parsers import REASONING_PARSERS, TOOL_PARSERS
+from scaleout_common.format_detect import reasoning_parser_for, tool_parser_for
+
+# (template lines, tool parser, reasoning parser)
+TEMPLATES = {
+    # llama.cpp models/templates/GigaChat3.5.jinja
+    "gigachat35": ("{{- '<｜GCML｜tool_calls>\\n' -}}{{- '<｜GCML｜invoke name=\"' ~ inner['name'] ~ '\">\\n' -}}"
+                   "role_sep=\"<|role_sep|>\\n\", {%- elif message['role'] in ['function call', 'reasoning function call']"
+                   " {{- 'assistant' + add_tokens.role_sep + '<think>' -}}", "gigachat35", "think"),
+    # llama.cpp models/templates/GigaChat3-10B-A1.8B.jinja
+    "gigachat3": ("role_sep=\"<|role_sep|>\\n\", message_sep=\"<|message_sep|>\\n\\n\" 'role': 'function call', "
+                  "'content': '{\"name\": \"' ~ call['name'] ~ '\", \"arguments\": ' ~ arguments ~ '}'", "gigachat3",
+                  "none"),
+    # llama.cpp models/templates/DeepSeek-V3.2.jinja
+    "deepseek_v32": ("{%- set dsml_token = \"｜DSML｜\" -%} {%- set thinking_start_token = \"<think>\" -%} "
+                     "<{{ dsml_token }}function_calls>\\n<{{ dsml_token }}invoke name=\"$FUNCTION_NAME\">"
+                     "{%- if message.get('tool_calls') -%}", "deepseek_v32", "think"),
+    # DeepSeek-V4's encoding (no public jinja): its section tag
+    "deepseek_v4": ("<｜DSML｜tool_calls>\\n<｜DSML｜invoke name=\"f\">", "deepseek_v4", "none"),
+    # vLLM examples/tool_chat_template_apertus.jinja
+    "apertus": ("{%- set inner_token = '<|inner_prefix|>' -%}{%- set outer_token = '<|inner_suffix|>' -%}"
+                "{%- set tool_calls_token = '<|tools_prefix|>' -%}", "apertus", "apertus2509"),
+    # llama.cpp models/templates/Kimi-K3.jinja
+    "kimi_k3": ("{{- '<|open|>' + tag -}} {{- '<|sep|>' -}} {{- '<|close|>' + tag + '<|sep|>' -}} "
+                "Here are the available tools, described in JSONSchema.\\n\\n```json\\n {{- open_tag('think') -}}",
+                "kimi_k3", "kimi_k3"),
+    # llama.cpp models/templates/NVIDIA-Nemotron-Nano-v2.jinja
+    "nemotron_v2": ("{{- '<TOOLCALL>[{{\"name\": \"tool_name1\", \"arguments\": \"tool_args1\"}}, ' -}} "
+                    "{{- '<think>\\n\\n' -}} {%- set content = (content.split('</think>')[1]", "nemotron_v2",
+                    "nemotron_v2"),
+    # llama.cpp models/templates/unsloth-Apriel-1.5.jinja
+    "apriel": ("Return all function calls as a list of json objects within <tool_call></tool_call> XML tags. "
+               "<tool_calls>[{\"name\": <function-name-1>, \"arguments\": <args-dict-1>}] the final solution in the "
+               "following format: [BEGIN FINAL RESPONSE] ... [END FINAL RESPONSE]. <thinking>", "apriel", "apriel"),
+    # llama.cpp models/templates/meetkai-functionary-medium-v3.1.jinja
+    "functionary_v3_1": ("{{ '<|python_tag|>' + tool_call['function']['arguments'] }} {{ '<function=' + "
+                         "tool_call['function']['name'] + '>' + tool_call['function']['arguments'] + '</function>' }}",
+                         "functionary_v3_1", "none"),
+    # llama.cpp models/templates/meetkai-functionary-medium-v3.2.jinja
+    "functionary_v3_2": ("Ask for the required input to:recipient==all\\nRespond in this format:\\n>>>${recipient}\\n"
+                         "{{ '>>>all\\n' + message['content'] }} {{ '>>>' + tool_call['function']['name'] + '\\n' }}",
+                         "functionary_v3_2", "none"),
+    # vLLM examples/tool_chat_template_phi4_mini.jinja
+    "phi4_mini_json": ("formatted as functools[{\"name\": [function name], \"arguments\": [function arguments as "
+                       "JSON]}, ...]", "phi4_mini_json", "none"),
+    # vLLM examples/tool_chat_template_internlm2_tool.jinja
+    "internlm": ("{{- \"<|im_start|>system name=<|plugin|>\\n[\" }} {{- \"<|action_start|><|plugin|>\\n\" }}",
+                 "internlm", "none"),
+    # vLLM examples/tool_chat_template_granite_20b_fc.jinja
+    "granite-20b-fc": ("<|function_call_library|> {{- '<function_call> ' + {'name': tc.function.name} }}",
+                       "granite-20b-fc", "none"),
+    # llama.cpp models/templates/LFM2.5-8B-A1B.jinja
+    "lfm2": ("{{- \"<|tool_call_start|>[\" + (tool_calls_ns.tool_calls | join(\", \")) + \"]<|tool_call_end|>\" -}}"
+             " {{- \"<think>\" + message.thinking + \"</think>\" -}}", "lfm2", "think"),
+    # vLLM examples/tool_chat_template_olmo3.jinja
+    "olmo3": ("{{- \"<|im_start|>assistant\\n<function_calls>\\n\" }}", "olmo3", "none"),
+    # vLLM examples/tool_chat_template_xlam_llama.jinja
+    "xlam": ("You are a helpful assistant. You are developed by Salesforce xLAM team. make calls in a single JSON "
+             "array: [{\"name\": \"tool_call_name\"", "xlam", "none"),
+    # the formats' own tags (their templates were not found)
+    "iquest_q1": ("<iquest_tool_call>f\\n<arg_key>a</arg_key><arg_value>1</arg_value></iquest_tool_call>",
+                  "iquest_q1", "none"),
+    "minimax_m3": ("]<]minimax[>[<tool_call> <mm:think>", "minimax_m3", "minimax_m3"),
+    "dots": ("<dots_function_call><invoke name=\"f\">", "dots", "none"),
+    "longcat": ("<longcat_tool_call>\\n{\"name\": ...}\\n</longcat_tool_call>", "longcat", "none"),
+    "step3": ("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"f\">",
+              "step3", "none"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("template,tool,reasoning", TEMPLATES.values(), ids=list(TEMPLATES))
+def test_template_formats(template, tool, reasoning):
+    assert (tool_parser_for(template), reasoning_parser_for(template)) == (tool, reasoning)
+    assert tool in TOOL_PARSERS and (reasoning == "none" or reasoning in REASONING_PARSERS)
