@@ -100,6 +100,25 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ("harmony", "openai_gptoss", "gpt_oss", "gpt-oss"),
         ReasoningTags((), ("<|channel|>final<|message|>",), (), True),
     ),
+    # vLLM 0.33's additions
+    **dict.fromkeys(("holo2", "hy_v4"), _R1),
+    "hy_v3": _THINK,
+    "granite_thinking_parser": ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
+    "minicpmv": ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
+    "k2_horizon": ReasoningTags(
+        ("<ifm|think>", "<ifm|think_fast>", "<ifm|think_faster>"),
+        ("</ifm|think>", "</ifm|think_fast>", "</ifm|think_faster>"),
+        ("<ifm|tool_calls>",),
+        FORCED=True,
+    ),
+    "plamo3": ReasoningTags(
+        ("<|plamo:begin_think:plamo|>",),
+        ("<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
+        ("<|plamo:begin_tool_requests:plamo|>",),
+        FORCED=True,
+    ),
+    "cohere_command3": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",)),
+    "cohere_command4": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",), True),
 }
 
 

@@ -4,6 +4,7 @@ families and what is auto-detected, is in docs/derender.md."""
 
 from __future__ import annotations
 
+from derender_svc.parsers.arg_calls import HyV3ToolParser, HyV4ToolParser, K2HorizonToolParser
 from derender_svc.parsers.dsml import (
     DeepSeekV4ToolParser,
     DeepSeekV32ToolParser,
@@ -57,12 +58,21 @@ from derender_svc.parsers.think import (
     Step3p5ReasoningParser,
     ThinkReasoningParser,
 )
+from derender_svc.parsers.think_kin import (
+    CohereCommand3ReasoningParser,
+    CohereCommand4ReasoningParser,
+    GraniteThinkingReasoningParser,
+    K2HorizonReasoningParser,
+    MiniCPMVReasoningParser,
+    Plamo3ReasoningParser,
+)
 from derender_svc.parsers.token_calls import (
     DeepSeekV3ToolParser,
     DeepSeekV31ToolParser,
     KimiK2ToolParser,
     KimiK3ToolParser,
 )
+from derender_svc.parsers.vendor_calls import CohereCommandToolParser, MiniCPM5ToolParser, Plamo3ToolParser
 from derender_svc.parsers.xml_calls import (
     DotsToolParser,
     Glm45ToolParser,
@@ -130,6 +140,16 @@ REASONING_PARSERS = {
     "openai_gptoss": HarmonyReasoningParser,
     "gpt_oss": HarmonyReasoningParser,
     "gpt-oss": HarmonyReasoningParser,
+    # vLLM 0.33's additions (think_kin.py and the channel formats)
+    "holo2": DeepSeekR1ReasoningParser,
+    "hy_v3": ThinkReasoningParser,
+    "hy_v4": DeepSeekR1ReasoningParser,
+    "granite_thinking_parser": GraniteThinkingReasoningParser,
+    "k2_horizon": K2HorizonReasoningParser,
+    "plamo3": Plamo3ReasoningParser,
+    "cohere_command3": CohereCommand3ReasoningParser,
+    "cohere_command4": CohereCommand4ReasoningParser,
+    "minicpmv": MiniCPMVReasoningParser,
 }
 TOOL_PARSERS = {
     "hermes": HermesToolParser,
@@ -208,6 +228,14 @@ TOOL_PARSERS = {
     "openai": HarmonyToolParser,
     "gpt_oss": HarmonyToolParser,
     "gpt-oss": HarmonyToolParser,
+    # vLLM 0.33's additions
+    "hy_v3": HyV3ToolParser,
+    "hy_v4": HyV4ToolParser,
+    "k2_horizon": K2HorizonToolParser,
+    "plamo3": Plamo3ToolParser,
+    "cohere_command3": CohereCommandToolParser,
+    "cohere_command4": CohereCommandToolParser,
+    "minicpm5": MiniCPM5ToolParser,
 }
 # tool_choice naming a function picks `named`, tool_choice "required" picks `required` (over the model's own
 # parser as its fallback); neither can be asked for by name.

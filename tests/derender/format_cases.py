@@ -44,6 +44,8 @@ from tests.derender.cases_tagged import (
     seed_oss_cases,
     step3_cases,
 )
+from tests.derender.cases_vllm033 import TOOL_FORMATS as VLLM033_TOOLS
+from tests.derender.cases_vllm033 import reasoning_cases as vllm033_reasoning
 
 TOOL_FORMATS = {
     "qwen3_coder": qwen3_coder_cases,
@@ -78,8 +80,9 @@ TOOL_FORMATS = {
     "gemma4": gemma4_cases,
     "harmony": harmony_tool_cases,
     **PEER_TOOLS,
+    **VLLM033_TOOLS,
 }
 
 
 def reasoning_formats() -> dict:
-    return {**family_reasoning(), **PEER_REASONING}
+    return {**family_reasoning(), **PEER_REASONING, **vllm033_reasoning()}
