@@ -14,7 +14,8 @@ def build_parser():
         "--reasoning-parser",
         default="auto",
         choices=["auto", NONE, *REASONING_PARSERS],
-        help="default reasoning parser (auto: think when the tokenizer has <think> tokens)",
+        help="default reasoning parser (auto: from the chat template's format, else think when the tokenizer "
+        "has <think> tokens)",
     )
     parser.add_argument(
         "--tool-parser",

@@ -43,8 +43,10 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             info = await asyncio.to_thread(TokenizerInfo.from_hf, tokenizer)
             log.info("derendering for %s (vocab %d)", model_name(folder), info.vocab_size)
         reasoning = self.args.reasoning_parser
-        if reasoning == "auto":
-            reasoning = "think" if info.has_think_tokens else NONE
+        if reasoning == "auto":  # the chat template's format, else think where the vocabulary has its tags
+            reasoning = info.reasoning_format
+            if reasoning == NONE and info.has_think_tokens:
+                reasoning = "think"
         tool = info.tool_format if self.args.tool_parser == "auto" else self.args.tool_parser
         self.defaults = Defaults(info, Limits.from_args(self.args), reasoning, tool)
 

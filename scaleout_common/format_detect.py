@@ -11,6 +11,7 @@ import json
 TOOL_RULES = [
     (("<seed:tool_call>",), "seed_oss"),
     (("<｜GCML｜tool_calls>",), "gigachat35"),
+    (("<|tool_response:begin|>", "<|tool_response:name|>", "<|tool_response:result|>"), "solar_open"),
     (("｜DSML｜", "function_calls"), "deepseek_v32"),  # V3.2 writes `<{{ dsml_token }}function_calls>`
     (("｜DSML｜", "tool_calls"), "deepseek_v4"),
     (("<iquest_tool_call>",), "iquest_q1"),  # GLM's <arg_key> pairs inside
@@ -24,7 +25,7 @@ TOOL_RULES = [
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
     (("<｜tool_calls_begin｜>", "steptml:invoke"), "step3"),
     (("<|open|>", "<|close|>", "<|sep|>"), "kimi_k3"),
-    (("<|channel|>", "<|constrain|>"), "harmony"),
+    (("<|channel|>", "<|message|>"), "harmony"),  # gpt-oss's template writes no <|constrain|>
     (("<|role_sep|>", "function call"), "gigachat3"),
     (("<|tools_prefix|>",), "apertus"),
     (("<|tool_call|>",), "granite"),
@@ -35,6 +36,7 @@ TOOL_RULES = [
     (("<start_function_call>",), "functiongemma"),
     (("```tool_code",), "gemma"),
     (("<longcat_tool_call>",), "longcat"),
+    (("<use_mcp_tool>",), "mirothinker"),  # its template also names hermes' <tool_call>
     (("<|action_start|><|plugin|>",), "internlm"),
     (("<function_call>",), "granite-20b-fc"),
     (("<|tool_call_start|>",), "lfm2"),
@@ -52,6 +54,7 @@ TOOL_RULES = [
 REASONING_RULES = [
     (("<|channel|>", "analysis"), "harmony"),
     (("◁think▷",), "kimi"),
+    (("<|tool_response:begin|>", "<|tool_response:name|>", "<|tool_response:result|>"), "solar_open"),
     (("<|open|>", "<|close|>", "<|sep|>"), "kimi_k3"),
     (("<|inner_prefix|>",), "apertus2509"),
     (("[BEGIN FINAL RESPONSE]",), "apriel"),

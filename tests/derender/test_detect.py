@@ -22,6 +22,7 @@ from scaleout_common.format_detect import reasoning_parser_for, tool_parser_for
         ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ name }}<｜tool▁sep｜>{{ args }}", "deepseek_v31"),
         ("<|tool_calls_section_begin|><|tool_call_begin|>", "kimi_k2"),
         ("<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>", "harmony"),
+        ("<|start|>assistant to=functions.f<|channel|>commentary json<|message|>", "harmony"),  # gpt-oss's own
         ("<|tool_call|>[{{ calls }}]", "granite"),
         ("<tool_calls>[{{ calls }}]</tool_calls>", "hunyuan_a13b"),
         ("<|tool_call>call:{{ name }}{{ '{' }}k:<|\"|>v<|\"|>}<tool_call|>", "gemma4"),
