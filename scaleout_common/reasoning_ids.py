@@ -69,6 +69,19 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ),
     ),
     "deepseek_v41": ReasoningTags(("<think>",), ("</think>",), ("<｜DSML｜ calls>",), FORCED=True),
+    # SGLang's and llama.cpp's names (think.py)
+    "deepseek-v41": ReasoningTags(("<think>",), ("</think>",), ("<｜DSML｜ calls>",), FORCED=True),
+    **dict.fromkeys(("gigachat35", "iquest_q1"), _R1),
+    **dict.fromkeys(("dots", "nanbeige"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",))),
+    "nemotron_v2": ReasoningTags(("<think>",), ("</think>",), ("<TOOLCALL>",)),
+    "apertus2509": ReasoningTags(("<|inner_prefix|>",), ("<|inner_suffix|>",), ("<|tools_prefix|>",)),
+    "apriel": ReasoningTags(
+        ("Here are my reasoning steps:\n", "Here are my reasoning steps:"),
+        ("[BEGIN FINAL RESPONSE]",),
+        ("<tool_calls>",),
+        FORCED=True,
+    ),
+    "solar_open": ReasoningTags(("<|think|>",), ("<|end|>",), ("<|content|>", "<|tool_calls|>")),
     **dict.fromkeys(
         ("minimax", "minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),

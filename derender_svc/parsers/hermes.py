@@ -11,7 +11,7 @@ from __future__ import annotations
 from derender_svc.parsers.arguments import call_from_object, loads
 from derender_svc.parsers.base import ToolCallDelta
 from derender_svc.parsers.block import BlockToolParser, Call
-from derender_svc.parsers.scan import split_markers
+from derender_svc.parsers.scan import drop_tags
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -53,11 +53,5 @@ class TrinityToolParser(HermesToolParser):
         return (*super().markers, *self.THINK)
 
     def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
-        text, self.carry, out = self.carry + text, "", []
-        while True:
-            before, tag, text = split_markers(text, self.THINK, final)
-            out.append(before)
-            if tag is None:
-                self.carry = text
-                break
-        return super().feed("".join(out), final)
+        text, self.carry = drop_tags(self.carry + text, self.THINK, final)
+        return super().feed(text, final)

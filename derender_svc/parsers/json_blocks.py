@@ -11,10 +11,13 @@ A wrapper whose JSON is not calls is shown as text."""
 from __future__ import annotations
 
 import json
+import re
 
-from derender_svc.parsers.arguments import call_from_object, loads
+from derender_svc.parsers.arguments import call_from_object, dumps, loads
+from derender_svc.parsers.base import ToolCallDelta
 from derender_svc.parsers.block import BlockToolParser, Call
 from derender_svc.parsers.hermes import json_calls
+from derender_svc.parsers.scan import drop_tags
 
 BARE = "[{"  # Granite's bare list, recognised only at the start of the output
 
@@ -180,3 +183,56 @@ class GigaChat3ToolParser(BlockToolParser):
             return None
         call = call_from_object(value, keyed=True)
         return None if call is None else [call]
+
+
+class SolarOpenToolParser(BlockToolParser):
+    """Solar Open (llama.cpp's Solar Open): `<|tool_calls|>` then per call `<|tool_call:begin|>ID<|tool_call:name|>f
+    <|tool_call:args|>{...}<|tool_call:end|>`, `<|calls|>` at the end; the message framing around them (`<|content|>`,
+    `<|end|>`, `<|begin|>assistant`, `<|flush|>`) is not content."""
+
+    CALLS = (("<|tool_call:begin|>", ("<|tool_call:end|>",)),)
+    TRACK = "json"
+    FRAMING = ("<|tool_calls|>", "<|calls|>", "<|content|>", "<|end|>", "<|begin|>assistant", "<|flush|>")
+    _CALL = re.compile(r"[^<]*<\|tool_call:name\|>\s*([^<\s]+)\s*<\|tool_call:args\|>(.*)$", re.DOTALL)
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "carry": ""}  # a framing tag split over chunks
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, *self.FRAMING, "<|tool_call:name|>", "<|tool_call:args|>")
+
+    def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        text, self.carry = drop_tags(self.carry + text, self.FRAMING, final)
+        return super().feed(text, final)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        match = self._CALL.match(body)
+        value = loads(match.group(2).strip()) if match else None
+        args = dumps(value) if isinstance(value, dict) else None
+        return None if match is None or args is None else [(match.group(1), args)]
+
+
+class MiroThinkerToolParser(BlockToolParser):
+    """MiroThinker (its template, llama.cpp): `<use_mcp_tool>\\n<server_name>s</server_name>\\n<tool_name>f</tool_name>
+    \\n<arguments>\\n{...}\\n</arguments>\\n</use_mcp_tool>`, one or more calls per block (the server is dropped)."""
+
+    CALLS = (("<use_mcp_tool>", ("</use_mcp_tool>",)),)
+    TRACK = "json"
+    _CALL = re.compile(
+        r"\s*(?:<server_name>[^<]*</server_name>\s*)?<tool_name>\s*([^<\s]+)\s*</tool_name>\s*<arguments>(.*?)</arguments>\s*",
+        re.DOTALL,
+    )
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        calls, at = [], 0
+        while at < len(body):
+            match = self._CALL.match(body, at)
+            value = loads(match.group(2).strip()) if match else None
+            args = dumps(value) if isinstance(value, dict) else None
+            if match is None or args is None:
+                return None
+            calls.append((match.group(1), args))
+            at = match.end()
+        return calls or None

@@ -13,6 +13,7 @@ import re
 
 from derender_svc.parsers.arguments import dumps
 from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.hermes import json_calls
 
 START, END = "<|python_start|>", "<|python_end|>"
 _CALL_START = re.compile(r"\s*\[?\s*[A-Za-z_]\w*\s*\(")
@@ -89,10 +90,19 @@ class PythonicToolParser(BlockToolParser):
 
 
 class Lfm2ToolParser(PythonicToolParser):
-    """LFM2 / LFM2.5 (`lfm2`): the list inside `<|tool_call_start|>…<|tool_call_end|>` only."""
+    """LFM2 / LFM2.5 (`lfm2`): the list inside `<|tool_call_start|>…<|tool_call_end|>` only; a JSON list of call
+    objects there too (llama.cpp's LFM2 with JSON tools)."""
 
     CALLS = (("<|tool_call_start|>", ("<|tool_call_end|>",)),)
     DROP_AFTER = ("<|tool_call_end|>",)
+
+    def can_call(self, body: str) -> bool | None:
+        return True if body.lstrip().startswith("[{") else super().can_call(body)
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        if body.lstrip().startswith("[{"):
+            return json_calls(body) if closed else None
+        return super().parse(opener, body, closed)
 
 
 class Olmo3ToolParser(PythonicToolParser):

@@ -46,3 +46,13 @@ def opening(text: str, markers: tuple[str, ...], final: bool) -> tuple[str | Non
     if not final and (not rest or any(m.startswith(rest) for m in markers)):
         return None, False
     return None, True
+
+
+def drop_tags(text: str, tags: tuple[str, ...], final: bool) -> tuple[str, str]:
+    """(`text` without `tags`, the held-back tail that may still become one; nothing when `final`)."""
+    out: list[str] = []
+    while True:
+        before, tag, text = split_markers(text, tags, final)
+        out.append(before)
+        if tag is None:
+            return "".join(out), text

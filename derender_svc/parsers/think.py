@@ -16,7 +16,7 @@ Tags are tuples: the longest one matching at a place wins (`<think>\\n` before `
 from __future__ import annotations
 
 from derender_svc.parsers.base import StatefulParser
-from derender_svc.parsers.scan import opening, split_markers
+from derender_svc.parsers.scan import drop_tags, opening, split_markers
 
 
 class ThinkReasoningParser(StatefulParser):
@@ -264,3 +264,28 @@ class AprielReasoningParser(HunyuanReasoningParser):
     @classmethod
     def initial_state(cls) -> dict:
         return {**super().initial_state(), "answer": "in"}
+
+
+class SolarOpenReasoningParser(ThinkReasoningParser):
+    """Solar Open (llama.cpp's Solar Open): `<|think|>…<|end|>`, then messages `<|begin|>assistant<|content|>…<|end|>`
+    or `<|tool_calls|>…`; their framing tags are not content, and the answer's or the calls' opener ends the block."""
+
+    START, END = ("<|think|>",), ("<|end|>",)
+    ENDS_ON = ("<|content|>", "<|tool_calls|>")
+    FRAMING = ("<|begin|>assistant", "<|content|>", "<|end|>", "<|flush|>")
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        return {**super().initial_state(), "carry": ""}
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (*super().markers, *self.FRAMING)
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        return (*self.START, "<|begin|>assistant<|think|>")
+
+    def content(self, text: str, final: bool) -> str:
+        text, self.carry = drop_tags(self.carry + text, self.FRAMING, final)
+        return text

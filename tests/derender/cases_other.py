@@ -60,6 +60,8 @@ def lfm2_cases():
             (f"{T[0]}[f(a=1), g(2)]{T[1]}", "", [("f", {"a": 1})]),  # the bad element alone is dropped
             ("[f(a=1)]", "[f(a=1)]", []),  # a bare list is text: LFM2 always wraps its calls
             (f"{T[0]}[not a call]{T[1]}", f"{T[0]}[not a call]{T[1]}", []),
+            (f'{T[0]}[{{"name": "f", "arguments": {{"a": 1}}}}]{T[1]}', "", [("f", {"a": 1})]),  # JSON tools (llama.cpp)
+            (f'{T[0]}[{{"name": "f"}}, {{"oops": 1}}]{T[1]}', f'{T[0]}[{{"name": "f"}}, {{"oops": 1}}]{T[1]}', []),
         ],
     )  # fmt: skip
 

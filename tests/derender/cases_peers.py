@@ -123,6 +123,43 @@ def iquest_q1_cases():
     )  # fmt: skip
 
 
+SO = ("<|tool_call:begin|>", "<|tool_call:name|>", "<|tool_call:args|>", "<|tool_call:end|>")
+
+
+def solar_open_cases():
+    def render(calls, i):
+        body = "".join(f"{SO[0]}{j}{SO[1]}{n}{SO[2]}{_j(a, i)}{SO[3]}" for j, (n, a) in enumerate(calls))
+        return f"<|tool_calls|>{body}<|calls|>"
+
+    return _table(
+        render,
+        [
+            (f"<|content|>Let me check.\n<|end|><|begin|>assistant<|tool_calls|>{SO[0]}0{SO[1]}f{SO[2]}{{}}{SO[3]}",
+             "Let me check.\n", [("f", {})]),
+            ("<|content|>If a < b, use {x} or [y].\n", "If a < b, use {x} or [y].\n", []),
+            (f"{SO[0]}0{SO[1]}f{SO[2]}oops{SO[3]}", f"{SO[0]}0{SO[1]}f{SO[2]}oops{SO[3]}", []),
+        ],
+    )  # fmt: skip
+
+
+def mirothinker_cases():
+    def render(calls, i):
+        body = "".join(
+            f"\n<server_name>s{j}</server_name>\n<tool_name>{n}</tool_name>\n<arguments>\n{_j(a, i)}\n</arguments>"
+            for j, (n, a) in enumerate(calls)
+        )
+        return f"<use_mcp_tool>{body}\n</use_mcp_tool>"
+
+    return _table(
+        render,
+        [
+            ("<use_mcp_tool><tool_name>f</tool_name><arguments>{}</arguments></use_mcp_tool>", "", [("f", {})]),
+            ("<use_mcp_tool>\n<tool_name>f</tool_name>\n<arguments>\nnot json\n</arguments>\n</use_mcp_tool>",
+             "<use_mcp_tool>\n<tool_name>f</tool_name>\n<arguments>\nnot json\n</arguments>\n</use_mcp_tool>", []),
+        ],
+    )  # fmt: skip
+
+
 TOOL_FORMATS = {
     "functionary_v3_1": functionary_v3_1_cases,
     "functionary_v3_2": functionary_v3_2_cases,
@@ -131,6 +168,8 @@ TOOL_FORMATS = {
     "trinity": trinity_cases,
     "gigachat35": gigachat35_cases,
     "iquest_q1": iquest_q1_cases,
+    "solar_open": solar_open_cases,
+    "mirothinker": mirothinker_cases,
 }
 
 B, E = "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]"
@@ -142,5 +181,10 @@ REASONING_FORMATS = {
     "apriel": think_family(B, E, forced=True, extra=[
         (f"plan\n{E}\nThe answer.\n[END FINAL RESPONSE]", True, "plan\n", "\nThe answer."),
         ("plan<tool_calls>[]</tool_calls>", False, "plan", "<tool_calls>[]</tool_calls>"),
+    ]),
+    "solar_open": think_family("<|think|>", "<|end|>", extra=[
+        ("<|think|>plan<|end|><|begin|>assistant<|content|>Hi.<|end|>", False, "plan", "Hi."),
+        ("<|content|>No thinking.<|end|>", False, "", "No thinking."),
+        ("<|think|>plan<|tool_calls|><|tool_call:begin|>", False, "plan", "<|tool_calls|><|tool_call:begin|>"),
     ]),
 }  # fmt: skip

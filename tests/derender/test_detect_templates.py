@@ -66,6 +66,12 @@ TEMPLATES = {
     # vLLM examples/tool_chat_template_xlam_llama.jinja
     "xlam": ("You are a helpful assistant. You are developed by Salesforce xLAM team. make calls in a single JSON "
              "array: [{\"name\": \"tool_call_name\"", "xlam", "none"),
+    # llama.cpp models/templates/MiroThinker-v1.jinja
+    "mirothinker": ("{{- \"\\n<use_mcp_tool>\" }} {{- \"\\n<server_name>\" }} {{- '<|im_start|>' + message.role + "
+                    "'\\n<think>\\n' }} {{- '<tool_call>\\n{\"name\": \"' }}", "mirothinker", "qwen3"),
+    # upstage-Solar-Open-100B.jinja (an LFS file in the mirrors): the tags llama.cpp's chat.cpp finds it by
+    "solar_open": ("<|tool_response:begin|>{{ name }}<|tool_response:name|>{{ result }}<|tool_response:result|>",
+                   "solar_open", "solar_open"),
     # the formats' own tags (their templates were not found)
     "iquest_q1": ("<iquest_tool_call>f\\n<arg_key>a</arg_key><arg_value>1</arg_value></iquest_tool_call>",
                   "iquest_q1", "none"),

@@ -133,6 +133,13 @@ PIECES = [
     *("<|open|>", "<|close|>", "<|sep|>", "tools", "response", "think", 'call tool="f" index="1"', "call"),
     *('argument key="a" type="string"', 'argument key="a" type="integer"', "argument"),
     *("]<]minimax[>[</invoke>", "]<]minimax[>[<a>", "]<]minimax[>[</a>", "]<]minimax[>[", "<mm:think>", "</mm:think>"),
+    *(">>>", "all\n", "f\n", "python\n", "<function=f>", "<TOOLCALL>", "</TOOLCALL>", "<iquest_tool_call>"),
+    *("</iquest_tool_call>", "<｜GCML｜tool_calls>", "</｜GCML｜tool_calls>", '<｜GCML｜invoke name="f">'),
+    *("</｜GCML｜invoke>", "<|inner_prefix|>", "<|inner_suffix|>", "Here are my reasoning steps:\n"),
+    *("[BEGIN FINAL RESPONSE]", "[END FINAL RESPONSE]", "<|think|>", "<|end|>", "<|begin|>assistant"),
+    *("<|content|>", "<|tool_calls|>", "<|calls|>", "<|tool_call:begin|>", "<|tool_call:name|>"),
+    *("<|tool_call:args|>", "<|tool_call:end|>", "<use_mcp_tool>", "</use_mcp_tool>", "<tool_name>f</tool_name>"),
+    *("<arguments>", "</arguments>"),
 ]
 PARSERS = [tool_builder(n) for n in sorted(TOOL_PARSERS)] + [
     reasoning_builder(n, s) for n in sorted(REASONING_PARSERS) for s in (False, True)
