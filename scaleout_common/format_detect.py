@@ -25,7 +25,7 @@ TOOL_RULES = [
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
     (("<｜tool_calls_begin｜>", "steptml:invoke"), "step3"),
     (("<|open|>", "<|close|>", "<|sep|>"), "kimi_k3"),
-    (("<|channel|>", "<|constrain|>"), "harmony"),
+    (("<|channel|>", "<|message|>"), "harmony"),  # gpt-oss's template writes no <|constrain|>
     (("<|role_sep|>", "function call"), "gigachat3"),
     (("<|tools_prefix|>",), "apertus"),
     (("<|tool_call|>",), "granite"),
