@@ -17,6 +17,6 @@ tiles)
 serve)
   timeout 560 python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset random:128x128@1,random:1024x128@64,random:1024x128@256 --prompts-per-stream 2 --client-processes 4 \
-    --connections 2 --engine-flags "--max-model-len 2048 --quantization fp8 --max-num-seqs 256" \
-    --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b_fp8.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b_fp8.log" ;;
+    --connections 2 --engine-flags "--max-model-len 2048 --max-num-seqs 256 $2" \
+    --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b$3.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b$3.log" ;;
 esac
