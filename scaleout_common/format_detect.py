@@ -25,6 +25,8 @@ TOOL_RULES = [
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
     (("<｜tool_calls_begin｜>", "steptml:invoke"), "step3"),
     (("<|open|>", "<|close|>", "<|sep|>"), "kimi_k3"),
+    (("<|START_ACTION|>", "<|START_TEXT|>"), "cohere_command4"),
+    (("<|START_ACTION|>",), "cohere_command3"),
     (("<|channel|>", "<|message|>"), "harmony"),  # gpt-oss's template writes no <|constrain|>
     (("<|role_sep|>", "function call"), "gigachat3"),
     (("<|tools_prefix|>",), "apertus"),
@@ -56,6 +58,8 @@ REASONING_RULES = [
     (("◁think▷",), "kimi"),
     (("<|tool_response:begin|>", "<|tool_response:name|>", "<|tool_response:result|>"), "solar_open"),
     (("<|open|>", "<|close|>", "<|sep|>"), "kimi_k3"),
+    (("<|START_THINKING|>", "<|START_TEXT|>"), "cohere_command4"),
+    (("<|START_THINKING|>",), "cohere_command3"),
     (("<|inner_prefix|>",), "apertus2509"),
     (("[BEGIN FINAL RESPONSE]",), "apriel"),
     (("<mm:think>",), "minimax_m3"),

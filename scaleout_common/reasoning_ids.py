@@ -131,6 +131,7 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         FORCED=True,
     ),
     "cohere_command3": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",)),
+    "command_r7b": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",)),
     "cohere_command4": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",), True),
 }
 

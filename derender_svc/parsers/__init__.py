@@ -152,6 +152,7 @@ REASONING_PARSERS = {
     "k2_horizon": K2HorizonReasoningParser,
     "plamo3": Plamo3ReasoningParser,
     "cohere_command3": CohereCommand3ReasoningParser,
+    "command_r7b": CohereCommand3ReasoningParser,
     "cohere_command4": CohereCommand4ReasoningParser,
     "minicpmv": MiniCPMVReasoningParser,
 }
@@ -240,6 +241,7 @@ TOOL_PARSERS = {
     "k2_horizon": K2HorizonToolParser,
     "plamo3": Plamo3ToolParser,
     "cohere_command3": CohereCommandToolParser,
+    "command_r7b": CohereCommandToolParser,
     "cohere_command4": CohereCommandToolParser,
     "minicpm5": MiniCPM5ToolParser,
 }

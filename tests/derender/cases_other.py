@@ -18,6 +18,7 @@ def phi4_mini_cases():
             ("use functools.partial here", "use functools.partial here", []),
             ('functools [{"name": "f"}]', 'functools [{"name": "f"}]', []),  # the list follows the word at once
             ("functools[oops]", "functools[oops]", []),
+            (' functools[{"name": "f", "arguments": {"a": 1}}]', "", [("f", {"a": 1})]),  # FireFunction v2 (llama.cpp)
         ],
     )  # fmt: skip
 

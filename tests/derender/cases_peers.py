@@ -1,4 +1,4 @@
-"""Tool formats only llama.cpp or SGLang name (Functionary, FireFunction, Nemotron v2; SGLang's trinity,
+"""Tool formats only llama.cpp or SGLang name (Functionary, Nemotron v2, Solar Open, MiroThinker; SGLang's trinity,
 gigachat35, iquest_q1), written from llama.cpp's test-chat.cpp and SGLang's detectors: (output, expected content,
 expected calls), and the reasoning formats they add."""
 
@@ -44,19 +44,6 @@ def functionary_v3_2_cases():
         ("f\nnot json>>>all\nok", "f\nnot jsonok", []),
         ('all\nx>>>f\n{"s": ">>>"}', "x", [("f", {"s": ">>>"})]),
     ]  # fmt: skip
-
-
-def firefunction_v2_cases():
-    return _table(
-        lambda calls, i: "functools" + _j(_objects(calls, i), i),
-        [
-            (
-                ' functools[{"name": "special_function", "arguments": {"arg1": 1}}]',
-                "",
-                [("special_function", {"arg1": 1})],
-            )
-        ],
-    )
 
 
 TC = ("<TOOLCALL>", "</TOOLCALL>")
@@ -163,7 +150,6 @@ def mirothinker_cases():
 TOOL_FORMATS = {
     "functionary_v3_1": functionary_v3_1_cases,
     "functionary_v3_2": functionary_v3_2_cases,
-    "firefunction_v2": firefunction_v2_cases,
     "nemotron_v2": nemotron_v2_cases,
     "trinity": trinity_cases,
     "gigachat35": gigachat35_cases,

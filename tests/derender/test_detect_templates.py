@@ -72,6 +72,13 @@ TEMPLATES = {
     # upstage-Solar-Open-100B.jinja (an LFS file in the mirrors): the tags llama.cpp's chat.cpp finds it by
     "solar_open": ("<|tool_response:begin|>{{ name }}<|tool_response:name|>{{ result }}<|tool_response:result|>",
                    "solar_open", "solar_open"),
+    # llama.cpp models/templates/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja
+    "command_r7b": ("0. Start by writing <|START_THINKING|> followed by a detailed step by step plan 1. Action: write "
+                    "<|START_ACTION|> followed by a list of JSON-formatted tool calls 4. Response: then break out of "
+                    "the loop and write <|START_RESPONSE|> ```json\n[", "cohere_command3", "cohere_command3"),
+    # Command A Reasoning's answer block, as SGLang's cohere_command4 detector describes its template
+    "cohere_command4": ("<|START_THINKING|>{{ r }}<|END_THINKING|><|START_TEXT|>{{ c }}<|END_TEXT|> <|START_ACTION|>",
+                        "cohere_command4", "cohere_command4"),
     # the formats' own tags (their templates were not found)
     "iquest_q1": ("<iquest_tool_call>f\\n<arg_key>a</arg_key><arg_value>1</arg_value></iquest_tool_call>",
                   "iquest_q1", "none"),
