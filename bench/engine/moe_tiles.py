@@ -24,19 +24,28 @@ from engine_svc.model.fp8_linear import quantize_rows
 from engine_svc.model.moe import Gating
 from engine_svc.model.triton_moe import TILES, Tiles, fused_experts, table_path
 
-GRID = [
-    Tiles(m, n, k, w, s)
-    for m, n, k, w, s in itertools.product((16, 32, 64, 128), (64, 128, 256), (64, 128), (4, 8), (3, 4))
-]
+GRIDS = {  # large: prefill chunks (tensor-core bound); small: decode batches (bound by the experts' bytes)
+    "large": [
+        Tiles(m, n, k, w, s)
+        for m, n, k, w, s in itertools.product((16, 32, 64, 128), (64, 128, 256), (64, 128), (4, 8), (3, 4))
+    ],
+    "small": [
+        Tiles(16, n, k, w, s) for n, k, w, s in itertools.product((32, 64, 128), (64, 128, 256), (4, 8), (3, 4, 5))
+    ],
+}
 
 
 def timed(run, repeat: int = 20) -> float:
-    """Mean seconds a call, by CUDA events, after two warm-up calls."""
-    run(), run()
+    """Mean seconds a call replayed from a CUDA graph (as the engine's steps run: no launch cost), by CUDA events,
+    after a warm-up call."""
+    run()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(repeat):
-        run()
+        graph.replay()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / 1e3 / repeat
@@ -65,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="qwen3-30b-a3b")
     parser.add_argument("--tokens", default="1,64,256")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="large")
     parser.add_argument("--json", default="")
     parser.add_argument("--write", action="store_true", help="write the best tiles a token count as the engine's table")
     args = parser.parse_args()
@@ -84,7 +94,7 @@ def main() -> None:
             return fused_experts(x, gate_up, down, weights, ids, Gating(), None, None, s1, s2, tiles=tiles)
 
         reference = run(TILES)
-        for tiles in GRID:
+        for tiles in [TILES, *GRIDS[args.grid]]:
             try:
                 seconds = timed(lambda: run(tiles))
                 error = (run(tiles) - reference).abs().max().item()

@@ -14,6 +14,11 @@ tiles)
     done
   done
   cp engine_svc/model/moe_tiles/*.json "$OUT/" ;;
+decode)  # the decode sizes' tiles timed from CUDA graphs (one process), then the serve loads on them
+  timeout 240 python3 -m bench.engine.moe_tiles --shape qwen3-30b-a3b --grid small --tokens 1,8,32,64,128,256 \
+    --write --json "$OUT/tiles_small.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_small.log"
+  cp engine_svc/model/moe_tiles/*.json "$OUT/"
+  bash "$0" serve "$2" "$3" ;;
 serve)
   timeout 560 python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset random:128x128@1,random:1024x128@64,random:1024x128@256 --prompts-per-stream 2 --client-processes 4 \
