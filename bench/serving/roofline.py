@@ -115,10 +115,12 @@ class ModelShape:
         experts = top_k + ((getattr(config, "n_shared_experts", None) or 0) if top_k else 0)
         routed = next((getattr(config, k) for k in ("num_experts", "n_routed_experts", "num_local_experts")
                        if getattr(config, k, None)), 0) if top_k else 0  # fmt: skip
+        # gpt-oss sizes its experts by intermediate_size (it has no moe_intermediate_size)
+        expert_width = (getattr(config, "moe_intermediate_size", None) or config.intermediate_size) if top_k else 0
         return cls(
             config.num_hidden_layers,
             config.hidden_size,
-            experts * config.moe_intermediate_size if experts else config.intermediate_size,
+            experts * expert_width if experts else config.intermediate_size,
             config.num_attention_heads,
             getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
             head_dim(config),
@@ -128,7 +130,7 @@ class ModelShape:
             windows=Family.of(config).windows,
             experts=routed,
             top_k=top_k,
-            expert_intermediate=config.moe_intermediate_size if top_k else 0,
+            expert_intermediate=expert_width,
         )
 
     def for_flags(self, flags: list[str]) -> ModelShape:
