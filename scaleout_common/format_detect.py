@@ -15,6 +15,10 @@ TOOL_RULES = [
     (("｜DSML｜", "function_calls"), "deepseek_v32"),  # V3.2 writes `<{{ dsml_token }}function_calls>`
     (("｜DSML｜", "tool_calls"), "deepseek_v4"),
     (("<iquest_tool_call>",), "iquest_q1"),  # GLM's <arg_key> pairs inside
+    (("<tool_calls>", "<tool_sep>", "<arg_key>"), "hy_v3"),  # before GLM's <arg_key> and Hunyuan-A13B's <tool_calls>
+    (("<tool_calls>", "<arg_key>"), "hy_v4"),
+    (("<ifm|tool_calls>",), "k2_horizon"),
+    (("<|plamo:begin_tool_requests:plamo|>",), "plamo3"),
     (("<function=", "<parameter="), "qwen3_coder"),
     (("<arg_key>",), "glm45"),
     (("]<]minimax[>[",), "minimax_m3"),
@@ -60,6 +64,8 @@ REASONING_RULES = [
     (("<|open|>", "<|close|>", "<|sep|>"), "kimi_k3"),
     (("<|START_THINKING|>", "<|START_TEXT|>"), "cohere_command4"),
     (("<|START_THINKING|>",), "cohere_command3"),
+    (("<ifm|think>",), "k2_horizon"),
+    (("<|plamo:begin_think:plamo|>",), "plamo3"),
     (("<|inner_prefix|>",), "apertus2509"),
     (("[BEGIN FINAL RESPONSE]",), "apriel"),
     (("<mm:think>",), "minimax_m3"),

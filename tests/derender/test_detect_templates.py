@@ -85,6 +85,15 @@ TEMPLATES = {
     "minimax_m3": ("]<]minimax[>[<tool_call> <mm:think>", "minimax_m3", "minimax_m3"),
     "dots": ("<dots_function_call><invoke name=\"f\">", "dots", "none"),
     "longcat": ("<longcat_tool_call>\\n{\"name\": ...}\\n</longcat_tool_call>", "longcat", "none"),
+    # vLLM 0.33's formats, by their parsers' tags (no template found)
+    "hy_v3": ("<tool_calls><tool_call>f<tool_sep><arg_key>k</arg_key><arg_value>v</arg_value></tool_call></tool_calls>",
+              "hy_v3", "none"),
+    "hy_v4": ("<tool_calls><tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value></tool_call></tool_calls>", "hy_v4",
+              "none"),
+    "k2_horizon": ("<ifm|think>{{ r }}</ifm|think><ifm|tool_calls><ifm|tool_call>f<ifm|arg_key>", "k2_horizon",
+                   "k2_horizon"),
+    "plamo3": ("<|plamo:begin_think:plamo|>{{ r }}<|plamo:end_think:plamo|><|plamo:begin_tool_requests:plamo|>",
+               "plamo3", "plamo3"),
     "step3": ("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"f\">",
               "step3", "none"),
 }  # fmt: skip
