@@ -97,7 +97,8 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
         ("minimax_m3", "minimax-m3"), ReasoningTags(("<mm:think>",), ("</mm:think>",), ("]<]minimax[>[<tool_call>",))
     ),
     "granite": ReasoningTags(
-        ("Here is my thought process:", "Here's my thought process:"), ("Here is my response:", "Here's my response:")
+        ("Here is my thought process:", "Here's my thought process:", "<think>"),
+        ("Here is my response:", "Here's my response:", "</think>"),
     ),
     **dict.fromkeys(
         ("hunyuan", "hunyuan_a13b"),

@@ -117,13 +117,6 @@ class KimiReasoningParser(ThinkReasoningParser):
     START, END = ("◁think▷",), ("◁/think▷",)
 
 
-class GraniteReasoningParser(ThinkReasoningParser):
-    """Granite 3.2/3.3 with `thinking=True`: plain-text headers, not tokens."""
-
-    START = ("Here is my thought process:", "Here's my thought process:")
-    END = ("Here is my response:", "Here's my response:")
-
-
 class GemmaReasoningParser(ThinkReasoningParser):
     """Gemma-3-based thinkers (MedGemma 27B): `<unused94>thought\\n…<unused95>`."""
 
@@ -217,6 +210,14 @@ class Ernie45ReasoningParser(HunyuanReasoningParser):
 
     START, END, ENDS_ON = ("<think>",), ("</think>",), ()
     ANSWER = (("<response>",), ("</response>",))
+
+
+class GraniteReasoningParser(Ernie45ReasoningParser):
+    """Granite with `thinking=True`: 3.2's plain-text headers (vLLM's), or 3.3's `<think>…</think><response>…
+    </response>` (its template; llama.cpp's Granite), the response wrapper not content."""
+
+    START = ("Here is my thought process:", "Here's my thought process:", "<think>")
+    END = ("Here is my response:", "Here's my response:", "</think>")
 
 
 class MiniMaxM3ReasoningParser(ThinkReasoningParser):

@@ -99,7 +99,9 @@ def reasoning_formats() -> dict:
             lambda r, c: f"Here is my thought process:{r}Here is my response:{c}",
             None,
             [(f"Here's my thought process:{r}Here's my response:{c}", False, r, c) for r, c in itertools.product(REASONS, ANSWERS)]
-            + [("This is content", False, "", "This is content")],
+            + [("This is content", False, "", "This is content")]
+            + [(f"<think>{r}</think><response>{c}</response>", False, r, c) for r, c in itertools.product(REASONS, ANSWERS)]
+            + [("<think>plan</think>\n<response>cut off", False, "plan", "cut off")],  # Granite 3.3 (llama.cpp)
         ),
         "hunyuan": _reasoning(
             lambda r, c: f"<think>\n{r}\n</think>\n<answer>\n{c}\n</answer>",

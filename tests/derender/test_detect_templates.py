@@ -66,6 +66,10 @@ TEMPLATES = {
     # vLLM examples/tool_chat_template_xlam_llama.jinja
     "xlam": ("You are a helpful assistant. You are developed by Salesforce xLAM team. make calls in a single JSON "
              "array: [{\"name\": \"tool_call_name\"", "xlam", "none"),
+    # llama.cpp models/templates/ibm-granite-granite-3.3-2B-Instruct.jinja
+    "granite": ("respond only with <|tool_call|> followed by a JSON list of tools used. In the thought process, engage "
+                "in a comprehensive cycle Write your thoughts between <think></think> and write your response between "
+                "<response></response> for each user query.", "granite", "granite"),
     # llama.cpp models/templates/MiroThinker-v1.jinja
     "mirothinker": ("{{- \"\\n<use_mcp_tool>\" }} {{- \"\\n<server_name>\" }} {{- '<|im_start|>' + message.role + "
                     "'\\n<think>\\n' }} {{- '<tool_call>\\n{\"name\": \"' }}", "mirothinker", "qwen3"),
