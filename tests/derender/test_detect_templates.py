@@ -61,6 +61,9 @@ TEMPLATES = {
     # llama.cpp models/templates/LFM2.5-8B-A1B.jinja
     "lfm2": ("{{- \"<|tool_call_start|>[\" + (tool_calls_ns.tool_calls | join(\", \")) + \"]<|tool_call_end|>\" -}}"
              " {{- \"<think>\" + message.thinking + \"</think>\" -}}", "lfm2", "think"),
+    # llama.cpp models/templates/llama-cpp-lfm2.jinja (JSON calls in the same tags)
+    "lfm2_json": ("List of tools: <|tool_list_start|>[\" {%- set content = \"<|tool_call_start|>[\" + ns_tc.result + "
+                  "\"]<|tool_call_end|>\" + content -%}", "lfm2", "none"),
     # vLLM examples/tool_chat_template_olmo3.jinja
     "olmo3": ("{{- \"<|im_start|>assistant\\n<function_calls>\\n\" }}", "olmo3", "none"),
     # vLLM examples/tool_chat_template_xlam_llama.jinja
