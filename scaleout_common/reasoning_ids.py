@@ -134,6 +134,9 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     "cohere_command3": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",)),
     "command_r7b": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",)),
     "cohere_command4": ReasoningTags(("<|START_THINKING|>",), ("<|END_THINKING|>",), ("<|START_ACTION|>",), True),
+    # the channel formats: forced, content from the answer block's opener (as harmony's)
+    "inkling": ReasoningTags((), ("<|content_text|>",), ("<|content_invoke_tool_json|>",), True),
+    **dict.fromkeys(("muse", "musespark1x", "muse_glimmer"), ReasoningTags((), ("to=user<|message|>",), (), True)),
 }
 
 

@@ -15,6 +15,7 @@ from derender_svc.parsers.functionary import FunctionaryV31ToolParser, Functiona
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser, TrinityToolParser
+from derender_svc.parsers.inkling import InklingReasoningParser, InklingToolParser
 from derender_svc.parsers.json_blocks import (
     ApertusToolParser,
     GigaChat3ToolParser,
@@ -32,6 +33,12 @@ from derender_svc.parsers.json_blocks import (
 from derender_svc.parsers.llama3_json import Llama3JsonToolParser
 from derender_svc.parsers.minimax_m3 import MiniMaxM3ToolParser
 from derender_svc.parsers.mistral import MistralToolParser
+from derender_svc.parsers.muse import (
+    MuseGlimmerReasoningParser,
+    MuseGlimmerToolParser,
+    MuseReasoningParser,
+    MuseToolParser,
+)
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import Lfm2ToolParser, Olmo3ToolParser, PythonicToolParser
 from derender_svc.parsers.required import RequiredToolParser
@@ -155,6 +162,10 @@ REASONING_PARSERS = {
     "command_r7b": CohereCommand3ReasoningParser,
     "cohere_command4": CohereCommand4ReasoningParser,
     "minicpmv": MiniCPMVReasoningParser,
+    "inkling": InklingReasoningParser,
+    "muse": MuseReasoningParser,
+    "musespark1x": MuseReasoningParser,
+    "muse_glimmer": MuseGlimmerReasoningParser,
 }
 TOOL_PARSERS = {
     "hermes": HermesToolParser,
@@ -244,6 +255,10 @@ TOOL_PARSERS = {
     "command_r7b": CohereCommandToolParser,
     "cohere_command4": CohereCommandToolParser,
     "minicpm5": MiniCPM5ToolParser,
+    "inkling": InklingToolParser,
+    "muse": MuseToolParser,
+    "musespark1x": MuseToolParser,
+    "muse_glimmer": MuseGlimmerToolParser,
 }
 # tool_choice naming a function picks `named`, tool_choice "required" picks `required` (over the model's own
 # parser as its fallback); neither can be asked for by name.

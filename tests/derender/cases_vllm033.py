@@ -3,8 +3,12 @@ cases (output, expected content, expected calls) and reasoning cases (output, st
 
 from __future__ import annotations
 
-from tests.derender.case_kit import _j, _table, _text
-from tests.derender.cases_reasoning import think_family
+import itertools
+import json
+
+from tests.derender.case_kit import CONTENT, TWO, _j, _table, _text
+from tests.derender.cases_reasoning import _reasoning, think_family
+from tests.derender.parser_cases import ARGS, NAMES
 
 
 def _pairs(args: dict, key: str, value: str, sep: str = "") -> str:
@@ -126,6 +130,94 @@ def minicpm5_cases():
     ])  # fmt: skip
 
 
+def _channels(render, extra) -> list:
+    """ARGS x content prefixes, two calls, text after; for the channel formats, whose text between blocks is content."""
+    cases = []
+    for i, (args, lead) in enumerate(itertools.product(ARGS, CONTENT)):
+        name = NAMES[i % len(NAMES)]
+        cases.append((lead + render([(name, args)], i), lead, [(name, args)]))
+    cases += [
+        (render(TWO, 0), "", TWO),
+        (render(TWO, 1) + " after", " after", TWO),
+        ("no tools here", "no tools here", []),
+    ]
+    return cases + extra
+
+
+INK = (
+    "<|message_model|>",
+    "<|content_text|>",
+    "<|content_thinking|>",
+    "<|content_invoke_tool_json|>",
+    "<|end_message|>",
+)
+
+
+def inkling_cases():
+    def render(calls, i):
+        return "".join(f"{INK[0]}{n}{INK[3]}{json.dumps({'name': n, 'args': a}, ensure_ascii=i % 2 == 0)}{INK[4]}"
+                       for n, a in calls)  # fmt: skip
+
+    return _channels(render, [
+        (f"{INK[2]}plan{INK[4]}{INK[0]}{INK[1]}Hi{INK[4]}", "Hi", []),  # alone, the tool parser drops the thinking
+        (f"{INK[3]}{{bad{INK[4]}", f"{INK[3]}{{bad{INK[4]}", []),
+        (f'{INK[3]}{{"name": "f", "arguments": {{"a": 1}}}}', "", [("f", {"a": 1})]),  # the end token was eaten by EOS
+        (f'{INK[3]}{{"args": {{}}}}{INK[4]}', f'{INK[3]}{{"args": {{}}}}{INK[4]}', []),
+        (f"{INK[0]}{INK[1]}Sure.{INK[4]}{INK[0]}f{INK[3]}{{\"name\": \"f\"}}{INK[4]}", "Sure.", [("f", {})]),
+        (f"{INK[0]}<|content_tool_error|>oops{INK[4]}", "oops", []),
+        ("", "", []),
+    ])  # fmt: skip
+
+
+U = ("<|start|>assistant", "<|message|>", "<|eom|>", "<|eot|>")
+
+
+def _atem(calls) -> str:
+    return "".join(
+        f'{U[0]} to={n}{U[1]}<atem:function_calls>\n<atem:invoke name="{n}">\n'
+        + "".join(f'<atem:parameter name="{k}">{_text(v)}</atem:parameter>\n' for k, v in a.items())
+        + f"</atem:invoke>\n</atem:function_calls>{U[2]}"
+        for n, a in calls
+    )
+
+
+def muse_cases():
+    return _channels(lambda calls, i: _atem(calls), [
+        (f" to=self{U[1]}plan{U[2]}{U[0]} to=user{U[1]}Hi{U[3]}", "Hi", []),  # alone, the reasoning is dropped
+        (f" to=self{U[1]}plan to=f{U[1]}<atem:invoke name=\"f\"></atem:invoke>{U[2]}", "", [("f", {})]),
+        (f"{U[0]} to=f.f{U[1]}<atem:invoke name=\"f.f\"></atem:invoke>{U[2]}", "", [("f", {})]),
+        (f"{U[0]} to=f{U[1]}<atem:invoke name=\"f\">{U[2]}", "<atem:invoke name=\"f\">", []),
+        (f"{U[0]} to=zip{U[1]}<atem:invoke name=\"zip\"><atem:parameter name=\"code\">01234</atem:parameter>"
+         f"</atem:invoke>{U[2]}", "", [("zip", {"code": "01234"})]),  # a string parameter keeps its text
+    ])  # fmt: skip
+
+
+def muse_glimmer_cases():
+    return _channels(lambda calls, i: _atem(calls), [
+        (f"{U[0]} to=zip{U[1]}<atem:invoke name=\"zip\"><atem:parameter name=\"code\">7</atem:parameter>"
+         f"</atem:invoke>{U[2]}", "", [("zip", {"code": 7})]),  # Glimmer decodes every value
+        (f"{U[0]} to=f{U[1]}no invoke{U[2]}", "no invoke", []),
+        (f"{U[0]} to=f{U[1]}<atem:invoke name=\"f\"><atem:parameter name=\"s\">[1]</atem:parameter></atem:invoke>{U[2]}",
+         "", [("f", {"s": [1]})]),
+        (f" to=self{U[1]}p{U[2]}{U[0]} to=user{U[1]}Hi{U[3]}", "Hi", []),
+        (f" to=commentary{U[1]}status{U[2]}{U[0]} to=user{U[1]}Hi{U[3]}", "Hi", []),
+    ])  # fmt: skip
+
+
+def _muse_reasoning(extra) -> list:
+    return _reasoning(
+        lambda r, c: f" to=self{U[1]}{r}{U[2]}{U[0]} to=user{U[1]}{c}{U[3]}",
+        lambda r, c: f"{r}{U[2]}{U[0]} to=user{U[1]}{c}{U[3]}",
+        [
+            (f" to=self{U[1]}cut off", False, "cut off", ""),
+            ("unframed text", False, "", "unframed text"),
+            (f" to=self{U[1]}p{U[2]}{U[0]} to=f{U[1]}x{U[2]}", False, "p", f"{U[0]} to=f{U[1]}x{U[2]}"),
+            (f" to=developer{U[1]}hidden{U[2]}{U[0]} to=user{U[1]}shown{U[3]}", False, "", "shown"),
+            *extra,
+        ],
+    )
+
+
 DROP = "<|im_end|>"
 
 
@@ -160,6 +252,18 @@ def reasoning_cases() -> dict:
             ("<think>$x\\ny$</think>\\\\n<reserved_12>", False, "$x\\ny$", "\\\\n"),
             ("plan<tool_call>\n<function=f>", True, "plan", "<tool_call>\n<function=f>"),
         ]),
+        "inkling": _reasoning(
+            lambda r, c: f"{INK[2]}{r}{INK[4]}{INK[0]}{INK[1]}{c}{INK[4]}",
+            lambda r, c: f"{r}{INK[4]}{INK[0]}{INK[1]}{c}{INK[4]}",
+            [
+                (f"{INK[2]}cut off", False, "cut off", ""),
+                (f"get_weather{INK[3]}{{}}{INK[4]}", False, "", f"{INK[3]}{{}}{INK[4]}"),  # the header is not content
+                (f"{INK[2]}a{INK[4]}{INK[0]}{INK[2]}b{INK[4]}{INK[0]}{INK[1]}c<|content_model_end_sampling|>", False, "ab", "c"),
+                (f"{INK[2]}plan{INK[3]}{{}}{INK[4]}", False, "plan", f"{INK[3]}{{}}{INK[4]}"),
+            ],
+        ),
+        "muse": _muse_reasoning([(f"{U[1]}bare{U[2]}{U[0]} to=commentary{U[1]}c{U[2]}", False, "bare", "c")]),
+        "muse_glimmer": _muse_reasoning([(f"{U[1]}bare{U[2]}{U[0]} to=commentary{U[1]}c{U[2]}", False, "", "")]),
     }  # fmt: skip
 
 
@@ -170,4 +274,7 @@ TOOL_FORMATS = {
     "plamo3": plamo3_cases,
     "cohere_command3": cohere_cases,
     "minicpm5": minicpm5_cases,
+    "inkling": inkling_cases,
+    "muse": muse_cases,
+    "muse_glimmer": muse_glimmer_cases,
 }
