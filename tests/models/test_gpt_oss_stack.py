@@ -105,7 +105,8 @@ def test_responses_plain_and_streamed(client):
     assert kinds[-1] in ("response.completed", "response.incomplete")
     final = strict_response(events[-1].response)
     _well_formed(final)
-    assert [item.type for item in final.output] == [item.type for item in response.output]  # greedy: the same
+    added, done = ([e.item.type for e in events if e.type == f"response.output_item.{k}"] for k in ("added", "done"))
+    assert added == done == [item.type for item in final.output]
 
 
 def test_responses_with_a_function_tool_and_its_output(client):
@@ -124,7 +125,7 @@ def test_responses_with_a_function_tool_and_its_output(client):
 
 def _well_formed(response: Response) -> None:
     """Every output item complete of its kind; the usage adds up."""
-    assert response.output and response.usage is not None
+    assert response.usage is not None and response.usage.output_tokens > 0
     for item in response.output:
         if item.type == "message":
             assert item.role == "assistant" and [part.type for part in item.content] == ["output_text"]
