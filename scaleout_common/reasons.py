@@ -186,7 +186,8 @@ class Reason(StrEnum):
     KV_TRANSFER_UNAVAILABLE = (
         "KV_TRANSFER_UNAVAILABLE",
         C.FAILED_PRECONDITION,
-        "a P/D step this engine does not take: its --kv-role, a runner without a paged cache, a core in a process",
+        "a P/D step this engine does not take: its --kv-role, a runner without a paged cache, a core in a process, "
+        "a model whose sliding-window layers keep KV blocks of their own",
     )
     KV_HANDOFF_EXPIRED = (
         "KV_HANDOFF_EXPIRED",

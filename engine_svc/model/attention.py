@@ -6,8 +6,9 @@ the prefill chunks. `SdpaBackend` uses torch's scaled_dot_product_attention: dec
 one batched index and attend with a length mask (CUDA-graph friendly: fixed shapes per bucket); each prefill SDPA
 call covers either adjacent chunks that start their sequences (a block-diagonal causal mask over their rows)
 or one chunk that continues a sequence (its context gathered from the cache). A sliding-window layer
-(`window`) sees only keys within the last `window` positions of its query: its masks narrow the causal ones
-(its blocks stay in the table: correct, not yet freed). Soft-capped scores (Gemma 2) and sinks (gpt-oss) take the
+(`window`) sees only keys within the last `window` positions of its query: its masks narrow the causal ones.
+Where those layers have a pool of their own (`AttentionMetadata.windowed`), the blocks that left every query's
+window are 0 in their tables (the scratch block, finite values): gathered, and masked out as before. Soft-capped scores (Gemma 2) and sinks (gpt-oss) take the
 math path. This backend is the reference of those semantics (transformers'); the Triton kernels
 (triton_attention.py) do the same. Faster kernels plug in as other backends; `pick_attention` and `make_backend`
 choose one from the flags.
@@ -74,6 +75,13 @@ class AttentionMetadata:
     decode_mask: torch.Tensor | None = None
     decode_window_masks: dict[int, torch.Tensor] = field(default_factory=dict)
     prefill_calls: list[PrefillCall] = field(default_factory=list)
+    # The sliding-window layers' view where they have a pool of their own (kv_groups.py): the same rows, lengths
+    # and prefill table, their own slots and block tables. None: every layer reads the fields above.
+    windowed: AttentionMetadata | None = None
+
+    def for_window(self, window: int) -> AttentionMetadata:
+        """The view a layer of this `window` (0: full attention) reads."""
+        return self.windowed if window and self.windowed is not None else self
 
 
 class AttentionBackend:
@@ -91,6 +99,11 @@ class AttentionBackend:
         """Moves a decode batch one token on: positions and context lengths up by one, slots to match."""
         positions.add_(1)
         meta.decode_context_lens.add_(1)
+        self.advance_slots(positions, meta)
+
+    @staticmethod
+    def advance_slots(positions: torch.Tensor, meta: AttentionMetadata) -> None:
+        """The slots of the (advanced) positions in meta's block tables."""
         tables = meta.decode_block_tables
         columns = (positions // meta.block_size).clamp_(max=tables.shape[1] - 1)  # padded rows stay in range
         blocks = tables.gather(1, columns[:, None])[:, 0]

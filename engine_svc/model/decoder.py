@@ -276,10 +276,12 @@ class FusedDecoder(nn.Module):
         """`ops`: the elementwise functions to use (default: the model's, compiled on CUDA)."""
         ops = ops or self.ops
         backend.prepare(meta)
+        if meta.windowed is not None:
+            backend.prepare(meta.windowed)
         x, residual = self.embed_tokens(input_ids), None
         cos, sin = self.rope(positions)
-        for layer, kv_cache in zip(self.layers, kv_caches):
-            x, residual = layer(x, residual, cos, sin, kv_cache, meta, backend, ops)
+        for layer, kv_cache, window in zip(self.layers, kv_caches, self.family.windows):
+            x, residual = layer(x, residual, cos, sin, kv_cache, meta.for_window(window), backend, ops)
         assert residual is not None  # set by the first layer, and every decoder has one
         return self.logits(x, residual, logits_rows, ops)
 

@@ -13,8 +13,8 @@ graph splitting):
     piece i:  layer i-1 after its attention (o_proj, MLP), layer i up to its attention
     piece L:  layer L-1 after its attention
 
-Pieces talk through static buffers (the token ids, positions and cache slots; q; the attention output; the
-hidden state and residual), so each graph's own memory is scratch, and every piece of every bucket shares
+Pieces talk through static buffers (the token ids, positions and cache slots, and the slots in the sliding-window
+layers' own pool where they have one; q; the attention output; the hidden state and residual), so each graph's own memory is scratch, and every piece of every bucket shares
 one pool. Padding rows compute garbage that no real row reads: they write K/V to the scratch slot 0 and no
 attention call reads or writes them. The vocabulary head runs eagerly on the rows that need logits.
 """
@@ -47,8 +47,9 @@ class PiecewiseSteps:
         layer, weight = self.layers[0], model.embed.weight
         hidden, head_dim = weight.shape[1], layer.head_dim
         new = lambda *shape: torch.zeros(shape, dtype=weight.dtype, device=weight.device)  # noqa: E731
-        # ids, positions and slots, each `bucket` long: the first three segments of the step's packed inputs.
-        self.tokens = torch.zeros(3 * largest, dtype=torch.int64, device=weight.device)
+        # ids, positions, slots (and window slots, `windowed`), each `bucket` long: the step's first packed segments.
+        self.windowed = False
+        self.tokens = torch.zeros(4 * largest, dtype=torch.int64, device=weight.device)
         self.q, self.attn = new(largest, layer.num_heads, head_dim), new(largest, layer.num_heads, head_dim)
         self.x, self.residual = new(largest, hidden), new(largest, hidden)
         tables = model.cos.shape[0]  # RoPE tables (one per layer kind that has its own)
@@ -63,12 +64,14 @@ class PiecewiseSteps:
     def run(self, tokens: int, bucket: int, packed: torch.Tensor, meta: AttentionMetadata, kv_caches, logits_rows, ops):
         """The step of `tokens` tokens whose inputs are `packed` on the device (ids, positions and slots padded
         to `bucket` first) and whose attention `meta` describes: its logits rows. `ops`: the head's functions."""
-        self.tokens[: 3 * bucket].copy_(packed[: 3 * bucket])
+        streams = 4 if self.windowed else 3
+        self.tokens[: streams * bucket].copy_(packed[: streams * bucket])
         graphs = self.graphs.get(bucket) or self._capture(bucket, kv_caches)
         q, attn = self.q[:tokens], self.attn[:tokens]  # attention sees the real rows only
         for graph, kv_cache, layer in zip(graphs, kv_caches, self.layers):
             graph.replay()
-            self.backend.forward(q, None, kv_cache, meta, out=attn, window=layer.window, sinks=layer.sinks)
+            group = meta.for_window(layer.window)
+            self.backend.forward(q, None, kv_cache, group, out=attn, window=layer.window, sinks=layer.sinks)
         graphs[-1].replay()
         return self.model.logits(self.x[:bucket], self.residual[:bucket], logits_rows, ops)
 
@@ -103,8 +106,10 @@ class PiecewiseSteps:
     def _piece(self, bucket: int, index: int, kv_caches):
         """Piece `index` of a `bucket`-token step: reads and writes only the static buffers (and the cache)."""
         model, layers, ops = self.model, self.layers, self.model.ops
-        ids, positions, slots = self.tokens[: 3 * bucket].view(3, bucket)
+        ids, positions, slots, window_slots = self.tokens[: 4 * bucket].view(4, bucket)
         meta = AttentionMetadata(slot_mapping=slots, block_size=self.block_size)  # what `store` reads
+        if self.windowed:
+            meta.windowed = AttentionMetadata(slot_mapping=window_slots, block_size=self.block_size)
         q, attn, x_out, residual = self.q[:bucket], self.attn[:bucket], self.x[:bucket], self.residual[:bucket]
         cos, sin = self.cos[:, :bucket], self.sin[:, :bucket]
 
@@ -121,9 +126,9 @@ class PiecewiseSteps:
                 x_out.copy_(whole(x))
                 residual.copy_(res)
                 return
-            layer_q, _, res = layers[index].before_attention(
-                x, res, cos, sin, kv_caches[index], meta, self.backend, ops
-            )
+            layer = layers[index]
+            group = meta.for_window(layer.window)
+            layer_q, _, res = layer.before_attention(x, res, cos, sin, kv_caches[index], group, self.backend, ops)
             q.copy_(layer_q)
             residual.copy_(res)
 

@@ -31,8 +31,9 @@ from engine_svc.scheduling.sequence import Chunk, Sequence
 
 log = logging.getLogger(__name__)
 
-# A decode batch's host values: ids, positions, slots, context lengths, block tables (flattened).
-DecodeColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
+# A decode batch's host values: ids, positions, slots, context lengths, block tables (flattened), and the
+# sliding-window layers' slots and tables where they have a pool of their own (else empty).
+DecodeColumns = tuple[list[int], list[int], list[int], list[int], list[int], list[int], list[int]]
 # Decode batches of up to this many rows get a graph at every table width before serving (their logits are small).
 WARM_EVERY_WIDTH_ROWS = 16
 
@@ -111,33 +112,57 @@ class ModelRunner:
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.graph_pool = None
-        if self.cuda_graphs:  # the graphs' inputs: room for the largest decode batch at the widest block table
-            widest = self._width_bucket(self.max_blocks_per_seq)
-            largest = self._decode_inputs([], self.batch_buckets[-1], widest)
-            self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
-            # The block tables the graphs read, a row every `widest` values: a graph of any width reads its columns.
-            self.static_tables = torch.zeros(self.batch_buckets[-1], widest, dtype=torch.int64, device=self.device)
+        self.window_group = 0  # the window of the layers with a pool of their own (kv_groups.py); 0: none
+        self._static_inputs()
         self.pieces = None
         if self.cuda_graphs and attention == "triton" and mixed_step_graphs_up_to:
             self.pieces = PiecewiseSteps(self.model, self.backend, block_size, mixed_step_graphs_up_to)
         self.kv_caches: list[torch.Tensor] = []
         self.kv_generation = 0  # counts the cache's allocations: a peer that mapped an older one maps again (P/D)
+        self.kv_blocks = (0, 0)  # what allocate_kv was given
         if num_blocks:
             self.allocate_kv(num_blocks)
 
-    def allocate_kv(self, num_blocks: int) -> None:
-        """The KV cache: `num_blocks` blocks per layer (block 0 is the scratch block), replacing any before."""
-        self._kv(num_blocks)
+    def _static_inputs(self) -> None:
+        """The decode graphs' inputs: room for the largest decode batch at the widest block table."""
+        if not self.cuda_graphs:
+            return
+        widest = self._width_bucket(self.max_blocks_per_seq)
+        largest = self._decode_inputs([], self.batch_buckets[-1], widest)
+        self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
+        # The block tables the graphs read, a row every `widest` values: a graph of any width reads its columns.
+        self.static_tables = torch.zeros(self.batch_buckets[-1], widest, dtype=torch.int64, device=self.device)
+        self.static_window_tables = torch.zeros_like(self.static_tables) if self.window_group else None
+
+    def allocate_kv(self, num_blocks: int, window_blocks: int = 0) -> None:
+        """The KV cache: `num_blocks` blocks per layer (block 0 is the scratch block), replacing any before;
+        with `window_blocks`, the sliding-window layers get that many in a pool of their own (their tables are
+        Sequence.window_block_ids: scheduling/window_pool.py)."""
+        self._kv(num_blocks, window_blocks)
+        self.kv_blocks = (num_blocks, window_blocks)
         self.max_blocks_per_seq = min(self.max_blocks_per_seq, num_blocks - 1)
 
-    def _kv(self, num_blocks: int) -> None:
+    def _kv(self, num_blocks: int, window_blocks: int = 0) -> None:
         layer = self.model.layer0
-        shape = (num_blocks * self.block_size, 2, layer.num_kv_heads, layer.head_dim)
+        windows = set(self.model.family.windows) - {0}
+        assert not window_blocks or len(windows) == 1, "a pool of their own needs one window size"
+        window_group = windows.pop() if window_blocks else 0
+        if window_group != self.window_group:
+            self.window_group = window_group
+            self._static_inputs()
+            if self.pieces is not None:
+                self.pieces.windowed = bool(window_group)
+        shape = lambda blocks: (blocks * self.block_size, 2, layer.num_kv_heads, layer.head_dim)  # noqa: E731
         self.graphs.clear()  # captured over the old cache
         if self.pieces is not None:
             self.pieces.forget()
         self.kv_caches = []  # the old cache goes before the new one is made
-        self.kv_caches = [torch.zeros(shape, dtype=self.kv_dtype, device=self.device) for _ in self.model.layers]
+        self.kv_caches = [
+            torch.zeros(
+                shape(window_blocks if window_group and w else num_blocks), dtype=self.kv_dtype, device=self.device
+            )
+            for w in self.model.family.windows
+        ]
         self.kv_generation += 1
 
     @torch.inference_mode()
@@ -169,8 +194,8 @@ class ModelRunner:
     def forget(self, seq: Sequence) -> None:
         """Nothing to drop: a sequence's cache is its blocks, which the scheduler frees."""
 
-    def _slot(self, seq, position: int) -> int:
-        return seq.block_ids[position // self.block_size] * self.block_size + position % self.block_size
+    def _slot(self, table: list[int], position: int) -> int:
+        return table[position // self.block_size] * self.block_size + position % self.block_size
 
     def _width_bucket(self, blocks: int) -> int:
         return min(_next_power_of_two(blocks), self.max_blocks_per_seq)
@@ -200,23 +225,37 @@ class ModelRunner:
         pad = rows - len(chunks)
         ids = [c.seq.token_at(c.start) for c in chunks] + [0] * pad
         positions = [c.start - back for c in chunks] + [-back] * pad
-        # A loop that advances derives the slots from the positions on the device.
-        slots = [0] * rows if back else [self._slot(c.seq, c.start) for c in chunks] + [0] * pad
         lengths = [c.start + 1 - back for c in chunks] + [1 - back] * pad
+        slots, tables = self._decode_tables(chunks, pad, width, back, lambda s: s.block_ids)
+        window_slots, window_tables = [], []
+        if self.window_group:
+            window_slots, window_tables = self._decode_tables(chunks, pad, width, back, lambda s: s.window_block_ids)
+        return ids, positions, slots, lengths, tables, window_slots, window_tables
+
+    def _decode_tables(self, chunks: list[Chunk], pad: int, width: int, back: int, table_of):
+        """The decode rows' slots and block tables (`width` each) in the tables `table_of` gives."""
+        # A loop that advances derives the slots from the positions on the device.
+        rows = len(chunks) + pad
+        slots = [0] * rows if back else [self._slot(table_of(c.seq), c.start) for c in chunks] + [0] * pad
         tables = []
         for c in chunks:
-            tables += c.seq.block_ids[:width] + [0] * (width - min(len(c.seq.block_ids), width))
-        return ids, positions, slots, lengths, tables + [0] * (pad * width)
+            table = table_of(c.seq)
+            tables += table[:width] + [0] * (width - min(len(table), width))
+        return slots, tables + [0] * (pad * width)
 
-    @staticmethod
-    def _pack_decodes(packed: PackedInputs, columns: DecodeColumns, rows: int, width: int) -> None:
-        """The decode segments; in a mixed step, ids, positions and slots go on with the prefill rows."""
-        ids, positions, slots, lengths, tables = columns
+    def _pack_decodes(self, packed: PackedInputs, columns: DecodeColumns, rows: int, width: int) -> None:
+        """The decode segments; in a mixed step, ids, positions and slots (both groups') go on with the prefill
+        rows."""
+        ids, positions, slots, lengths, tables, window_slots, window_tables = columns
         packed.add("ids", ids)
         packed.add("positions", positions)
         packed.add("slots", slots)
+        if self.window_group:
+            packed.add("window_slots", window_slots)
         packed.add("context_lens", lengths)
         packed.add("block_tables", tables, shape=(rows, width))
+        if self.window_group:
+            packed.add("window_tables", window_tables, shape=(rows, width))
 
     def _decode_inputs(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> PackedInputs:
         packed = PackedInputs()
@@ -224,19 +263,30 @@ class ModelRunner:
         return packed
 
     def _metadata(self, inputs: dict[str, torch.Tensor], num_decodes: int) -> AttentionMetadata:
-        return AttentionMetadata(
+        meta = AttentionMetadata(
             slot_mapping=inputs["slots"],
             block_size=self.block_size,
             num_decodes=num_decodes,
             decode_block_tables=inputs["block_tables"],
             decode_context_lens=inputs["context_lens"],
         )
+        if self.window_group:
+            meta.windowed = AttentionMetadata(
+                slot_mapping=inputs["window_slots"],
+                block_size=self.block_size,
+                num_decodes=num_decodes,
+                decode_block_tables=inputs["window_tables"],
+                decode_context_lens=inputs["context_lens"],
+            )
+        return meta
 
     def _decode_step(self, ids, positions, meta: AttentionMetadata, ops=None) -> torch.Tensor:
         """One decode step from the previous one's state (what a graph captures): advance positions, lengths
         and cache slots by one token, run the model, and leave each row's argmax in `ids` as the next input
         (the greedy choice; sampled batches overwrite it)."""
         self.backend.advance(positions, meta)
+        if meta.windowed is not None:
+            self.backend.advance_slots(positions, meta.windowed)
         logits = self.model(ids, positions, meta, self.kv_caches, self.backend, ops=ops)
         argmax_rows(logits, out=ids)
         return logits
@@ -259,6 +309,8 @@ class ModelRunner:
             graph, logits = self._graph(rows, self._graph_width(rows, width))
             inputs = packed.copy_into(self.static)
             self.static_tables[:rows, :width].copy_(inputs["block_tables"])
+            if self.static_window_tables is not None:
+                self.static_window_tables[:rows, :width].copy_(inputs["window_tables"])
         else:
             inputs = packed.to(self.device)
         ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
@@ -303,6 +355,7 @@ class ModelRunner:
             seq = Sequence(f"scratch-{i}", 0, [1] * (tokens // rows + (i < tokens % rows)), SamplingConfig())
             count = -(-len(seq.prompt_ids) // self.block_size)
             seq.block_ids, block = list(range(block, block + count)), block + count
+            seq.window_block_ids = list(seq.block_ids)
             chunks.append(Chunk(seq, 0, len(seq.prompt_ids)))
         self._eager(chunks, graphs=False)
 
@@ -317,6 +370,9 @@ class ModelRunner:
         inputs = packed.views(flat)
         inputs["block_tables"] = self.static_tables[:rows, :width]
         inputs["block_tables"].zero_()
+        if self.static_window_tables is not None:
+            inputs["window_tables"] = self.static_window_tables[:rows, :width]
+            inputs["window_tables"].zero_()
         ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
         run = lambda: self._decode_step(ids, positions, meta)  # noqa: E731
         side = torch.cuda.Stream()
@@ -333,11 +389,11 @@ class ModelRunner:
         log.debug("captured decode graph batch=%d blocks=%d", rows, width)
         return graph, logits
 
-    def _slots(self, seq, start: int, end: int) -> list[int]:
-        """Cache rows of positions [start, end) of `seq`, a block at a time."""
+    def _slots(self, table: list[int], start: int, end: int) -> list[int]:
+        """Cache rows of positions [start, end) of a sequence whose block table is `table`, a block at a time."""
         slots: list[int] = []
         for block in range(start // self.block_size, -(-end // self.block_size)):
-            base = seq.block_ids[block] * self.block_size
+            base = table[block] * self.block_size
             lo, hi = max(start - block * self.block_size, 0), min(end - block * self.block_size, self.block_size)
             slots += range(base + lo, base + hi)
         return slots
@@ -360,18 +416,21 @@ class ModelRunner:
         prefills = [c for c in chunks if not self._is_decode(c)]
         n = len(decodes)
         width = max((len(c.seq.block_ids) for c in decodes), default=0)
-        ids, positions, slots, lengths, tables = self._decode_columns(decodes, n, width)
+        ids, positions, slots, lengths, tables, window_slots, window_tables = self._decode_columns(decodes, n, width)
         sample_row = {id(c): row for row, c in enumerate(decodes)}
-        logprob_rows, draft_rows, blocks, spans = [], [], [], []
+        logprob_rows, draft_rows, blocks, window_blocks, spans = [], [], [], [], []
         for c in prefills:
             end = c.start + c.num_tokens
             row = len(ids)
             ids += c.seq.tokens(c.start, end)
             positions += range(c.start, end)
-            slots += self._slots(c.seq, c.start, end)
+            slots += self._slots(c.seq.block_ids, c.start, end)
             covering = c.seq.block_ids[: -(-end // self.block_size)]
             spans.append((row, len(blocks), len(covering)))
             blocks += covering
+            if self.window_group:  # the same layout in the windowed tables
+                window_slots += self._slots(c.seq.window_block_ids, c.start, end)
+                window_blocks += c.seq.window_block_ids[: len(covering)]
             sample_row[id(c)] = row + c.num_tokens - 1
             logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
             draft_rows += range(row + c.num_tokens - 1 - c.num_draft, row + c.num_tokens - 1)
@@ -380,10 +439,13 @@ class ModelRunner:
         if bucket:  # padding rows: token 0 at position 0, written to the scratch slot
             pad = [0] * (bucket - tokens)
             ids, positions, slots = ids + pad, positions + pad, slots + pad
+            window_slots = window_slots + pad if self.window_group else window_slots
         packed = PackedInputs()
-        self._pack_decodes(packed, (ids, positions, slots, lengths, tables), n, width)
+        self._pack_decodes(packed, (ids, positions, slots, lengths, tables, window_slots, window_tables), n, width)
         packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows + draft_rows)
         packed.add("prefill_blocks", blocks)
+        if self.window_group:
+            packed.add("window_prefill_blocks", window_blocks)
         if self.backend.wants_prefill_table:
             self._pack_prefill_table(packed, prefills, spans)
         flat = packed.host().to(self.device)
@@ -394,6 +456,8 @@ class ModelRunner:
             meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, prefill_blocks[first : first + count]))
         if self.backend.wants_prefill_table:
             meta.prefill_table, meta.prefill_blocks = inputs["prefill_table"], prefill_blocks
+        if meta.windowed is not None:
+            self._window_prefills(meta.windowed, meta, inputs["window_prefill_blocks"], spans)
         if bucket:
             assert self.pieces is not None
             return self.pieces.run(tokens, bucket, flat, meta, self.kv_caches, inputs["logits_rows"], self.eager_ops)
@@ -406,3 +470,13 @@ class ModelRunner:
             logits_rows=inputs["logits_rows"],
             ops=self.eager_ops,
         )
+
+    @staticmethod
+    def _window_prefills(windowed: AttentionMetadata, meta: AttentionMetadata, blocks: torch.Tensor, spans) -> None:
+        """The windowed layers' view of the prefill chunks: the same rows and chunk table, their own blocks."""
+        for chunk, (_, first, count) in zip(meta.prefills, spans):
+            windowed.prefills.append(
+                PrefillChunk(chunk.token_start, chunk.num_tokens, chunk.context_start, blocks[first : first + count])
+            )
+        if meta.prefill_table is not None:
+            windowed.prefill_table, windowed.prefill_blocks = meta.prefill_table, blocks

@@ -144,7 +144,7 @@ class Memory:
 
     def __init__(self, runner):
         self.runner = runner
-        self.kv_blocks = 0  # the paged cache's size while released
+        self.kv_blocks = (0, 0)  # the paged cache's size while released (ModelRunner.kv_blocks)
         self.weights: Parked | None = None
 
     def module(self) -> nn.Module:
@@ -153,7 +153,7 @@ class Memory:
     def free_kv(self) -> None:
         runner = self.runner
         if isinstance(runner, ModelRunner) and runner.kv_caches:
-            self.kv_blocks = runner.kv_caches[0].shape[0] // runner.block_size
+            self.kv_blocks = runner.kv_blocks
             runner.graphs.clear()  # captured over the cache that goes now
             if runner.pieces is not None:
                 runner.pieces.forget()
@@ -161,9 +161,9 @@ class Memory:
             _empty_cache(runner.device)
 
     def restore_kv(self) -> None:
-        if isinstance(self.runner, ModelRunner) and self.kv_blocks:
-            self.runner.allocate_kv(self.kv_blocks)
-            self.kv_blocks = 0
+        if isinstance(self.runner, ModelRunner) and self.kv_blocks[0]:
+            self.runner.allocate_kv(*self.kv_blocks)
+            self.kv_blocks = (0, 0)
 
     def park_weights(self, keep: bool) -> None:
         if self.weights is None:

@@ -75,12 +75,21 @@ class BlockPool:
             return True
         if missing > len(self.free):
             return False
-        for _ in range(missing):
-            block, _ = self.free.popitem(last=False)
-            self._evict(block)
-            self.refs[block] = 1
-            seq.block_ids.append(block)
+        seq.block_ids += [self.take() for _ in range(missing)]
         return True
+
+    def take(self) -> int:
+        """The next free block, held once (evicted from the prefix table if it was there); one must be free."""
+        block, _ = self.free.popitem(last=False)
+        self._evict(block)
+        self.refs[block] = 1
+        return block
+
+    def hold(self, block: int) -> None:
+        """One more hold on `block`, taking it off the free list if nobody held it (a prefix-cache hit)."""
+        if self.refs[block] == 0:
+            del self.free[block]
+        self.refs[block] += 1
 
     def shrink(self, seq: Sequence, tokens: int) -> None:
         """Hand back `seq`'s blocks past those `tokens` tokens need (grown for speculative tokens that were
@@ -121,14 +130,10 @@ class BlockPool:
         taken. A sequence that still wants prompt logprobs takes none: they come from computing the prompt."""
         if not self.caching or seq.block_ids or seq.want_prompt_logprobs:
             return 0
-        hashes = self._hashes(seq, (seq.num_tokens - 1) // self.block_size)
+        hashes = self._hashes(seq, self.hit_blocks(seq))
         for h in hashes:
-            block = self.table.get(h)
-            if block is None:
-                break
-            if self.refs[block] == 0:
-                del self.free[block]
-            self.refs[block] += 1
+            block = self.table[h]
+            self.hold(block)
             seq.block_ids.append(block)
         seq.num_committed_blocks = len(seq.block_ids)
         seq.num_computed = len(seq.block_ids) * self.block_size
@@ -169,12 +174,17 @@ class BlockPool:
         """Of `seq`'s tokens, how many take_cached would leave to compute now (it takes no blocks)."""
         if not self.caching or seq.block_ids or seq.want_prompt_logprobs:
             return seq.num_tokens - seq.num_computed
+        return seq.num_tokens - self.hit_blocks(seq) * self.block_size
+
+    def hit_blocks(self, seq: Sequence) -> int:
+        """How many of `seq`'s first blocks a prefix-cache hit takes: the longest run found in the table, at
+        most all but its last token."""
         hits = 0
         for h in self._hashes(seq, (seq.num_tokens - 1) // self.block_size):
             if h not in self.table:
                 break
             hits += 1
-        return seq.num_tokens - hits * self.block_size
+        return hits
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix table: nothing computed so far is reused. A block nobody holds moves to the front of

@@ -26,6 +26,9 @@ class Sequence:
     arrival: int = field(default_factory=next_arrival)
     output_ids: list[int] = field(default_factory=list)
     block_ids: list[int] = field(default_factory=list)
+    # A model whose sliding-window layers have blocks of their own (window_pool.py): their table, as long as
+    # block_ids, 0 where a block left the window (or was never needed after a prefix-cache hit).
+    window_block_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
     want_prompt_logprobs: bool = False  # until computed once (never again after a preemption)
     finished: bool = False

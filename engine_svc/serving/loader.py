@@ -10,10 +10,11 @@ import torch
 
 from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import head_dim
-from engine_svc.model.family import fast_path_problem
+from engine_svc.model.family import Family, fast_path_problem
 from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
 from engine_svc.model.head_dtype import HEAD_DTYPES, apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
+from engine_svc.model.kv_groups import KvGroups
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.model.weights import Memory
@@ -23,6 +24,7 @@ from engine_svc.scheduling.draft_model import DraftModel
 from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
 from engine_svc.scheduling.speculation import Speculator, parse_speculative_config
 from engine_svc.scheduling.stop_strings import StopStrings
+from engine_svc.scheduling.window_pool import WindowedBlockPool
 from engine_svc.serving import queue_budget
 from engine_svc.serving.draft_loader import load_draft
 from engine_svc.serving.engine import Engine
@@ -82,23 +84,28 @@ def _eos_ids(model) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids)
 
 
-def _num_blocks(args, config, device, dtype, max_model_len: int, step_bytes: int, draft_bytes: int = 0) -> int:
-    """KV blocks: as many as the flags ask, else (CUDA) the given share of the memory left once the model is
-    loaded and the largest step's `step_bytes` are set aside, all of it: more blocks than max_num_seqs full
-    sequences need keep more prefixes cached (as vLLM sizes its cache by memory); else (CPU) a fixed budget, at
-    most what max_num_seqs full sequences need. `draft_bytes`: a draft model's cache bytes per block (its cache
-    has as many blocks)."""
+def _num_blocks(
+    args, config, device, dtype, max_model_len: int, step_bytes: int, draft_bytes: int = 0, groups=None
+) -> tuple[int, int]:
+    """KV blocks (the main group's, the sliding-window layers' own: 0 with one group, kv_groups.py): as many as
+    the flags ask, else (CUDA) the given share of the memory left once the model is loaded and the largest step's
+    `step_bytes` are set aside, all of it: more blocks than max_num_seqs full sequences need keep more prefixes
+    cached (as vLLM sizes its cache by memory); else (CPU) a fixed budget, at most what max_num_seqs full
+    sequences need. `draft_bytes`: a draft model's cache bytes per block (its cache has as many main blocks)."""
+    groups = groups or KvGroups(full_layers=config.num_hidden_layers)
     if args.num_kv_blocks:
-        return args.num_kv_blocks
-    per_block = draft_bytes + ModelRunner.kv_bytes_per_block(
-        config, args.block_size, kv_cache_torch_dtype(args.kv_cache_dtype, dtype)
+        return groups.given(args.num_kv_blocks)
+    layer_bytes = (
+        ModelRunner.kv_bytes_per_block(config, args.block_size, kv_cache_torch_dtype(args.kv_cache_dtype, dtype))
+        // config.num_hidden_layers
     )
+    wanted = args.max_num_seqs * -(-max_model_len // args.block_size) + 1
     if device.type == "cuda":
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(device)
-        return max(2, int(max(0, free - step_bytes) * args.kv_cache_memory_fraction) // per_block)
-    wanted = args.max_num_seqs * -(-max_model_len // args.block_size) + 1
-    return max(2, min(CPU_KV_CACHE_BYTES // per_block, wanted))
+        budget = int(max(0, free - step_bytes) * args.kv_cache_memory_fraction)
+        return groups.split(budget, layer_bytes, extra_bytes=draft_bytes, wanted=wanted, cap=False)
+    return groups.split(CPU_KV_CACHE_BYTES, layer_bytes, extra_bytes=draft_bytes, wanted=wanted, cap=True)
 
 
 def build_engine(
@@ -131,6 +138,7 @@ def build_engine(
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     speculative = parse_speculative_config(args.speculative_config)  # refused before anything loads
     _check_fp8_flags(args, backend, config, device, dtype)
+    decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
         runner = ModelRunner(
@@ -156,21 +164,36 @@ def build_engine(
                 "lower --max-num-batched-tokens or --max-num-seqs"
             ) from error
         draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
-        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, step_bytes, draft_bytes)
-        runner.allocate_kv(num_blocks)
+        groups = KvGroups(full_layers=config.num_hidden_layers)
+        if not args.disable_hybrid_kv_cache_manager:
+            groups = KvGroups.of(
+                Family.of(config).windows,
+                block_size=args.block_size,
+                max_model_len=max_model_len,
+                max_num_seqs=args.max_num_seqs,
+                step_tokens=max_batched_tokens,
+                lookahead=decode_steps + (speculative.num_speculative_tokens if speculative else 0),
+            )
+        num_blocks, window_blocks = _num_blocks(
+            args, config, device, dtype, max_model_len, step_bytes, draft_bytes, groups
+        )
+        runner.allocate_kv(num_blocks, window_blocks)
         runner.warm_up()
     else:
         runner = TransformersRunner(hf_model)
         draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
-        num_blocks = _num_blocks(args, config, device, dtype, max_model_len, 0, draft_bytes)
+        num_blocks, window_blocks = _num_blocks(args, config, device, dtype, max_model_len, 0, draft_bytes)
     if isinstance(draft, ModelRunner):
         draft.allocate_kv(num_blocks)
         draft.warm_up()
     max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
-    pool = BlockPool(num_blocks, args.block_size)
-    pool.caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
+    caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
+    pool = (
+        WindowedBlockPool(num_blocks, args.block_size, runner.window_group, window_blocks, caching=caching)
+        if isinstance(runner, ModelRunner) and runner.window_group
+        else BlockPool(num_blocks, args.block_size, caching=caching)
+    )
     scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens, prompt_logprob_rows(config.vocab_size))
-    decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     grammars = None
     if grammar_backend is not None:
         grammars = GrammarCompiler(
@@ -217,7 +240,7 @@ def build_engine(
     )
     log.info(
         "engine: %s backend=%s device=%s dtype=%s quantization=%s kv_cache_dtype=%s kv_blocks=%d x %d "
-        "max_model_len=%d decode_steps=%d prefix_caching=%s",
+        "window_kv_blocks=%d max_model_len=%d decode_steps=%d prefix_caching=%s",
         model_name,
         backend,
         device,
@@ -226,6 +249,7 @@ def build_engine(
         args.kv_cache_dtype,
         num_blocks,
         args.block_size,
+        window_blocks,
         max_model_len,
         decode_steps,
         pool.caching,
@@ -383,7 +407,19 @@ def add_engine_flags(parser) -> None:
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     vllm_kv_config.add_flags(parser)
     kv_peer.add_flags(parser)
-    parser.add_argument("--num-kv-blocks", type=int, default=0, help="KV cache blocks (0: size from free memory)")
+    parser.add_argument(
+        "--num-kv-blocks",
+        type=int,
+        default=0,
+        help="KV cache blocks (0: size from free memory); of a model whose sliding-window layers have their own "
+        "pool, the full-attention layers' (the windowed ones get what max-num-seqs windows need)",
+    )
+    parser.add_argument(
+        "--disable-hybrid-kv-cache-manager",
+        action="store_true",
+        help="vLLM's flag: sliding-window layers keep every block in the one pool, as full-attention ones do "
+        "(default: a pool of their own that frees what leaves the window, engine_svc/model/kv_groups.py)",
+    )
     parser.add_argument(
         "--kv-cache-memory-fraction",
         type=float,

@@ -72,7 +72,17 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
         self.address = kv_transfer_pb2.KvHandoff(engine_id=uuid.uuid4().hex, host=host, port=port, tp_size=1)
         self.engine: Engine | None = None
         self.layout = kv_transfer_pb2.KvLayout()
-        if isinstance(engine, Engine) and isinstance(engine.runner, ModelRunner):
+        # Why this engine takes no KV step, when it cannot ("": it can).
+        self.unavailable = "KV handoffs need the paged runner with the step loop in the server (--engine-core thread)"
+        if isinstance(engine, Engine) and isinstance(engine.runner, ModelRunner) and engine.runner.window_group:
+            # Its sliding-window layers' blocks live in a pool of their own (scheduling/window_pool.py), most of
+            # them freed: a handoff's one block list would carry the full-attention layers' only.
+            self.unavailable = (
+                "this model's sliding-window layers keep their own KV blocks (a window's worth): P/D handoffs "
+                "carry one block list, so they are not offered for it"
+            )
+        elif isinstance(engine, Engine) and isinstance(engine.runner, ModelRunner):
+            self.unavailable = ""
             self.engine, self.runner = engine, engine.runner
             engine.handoffs.timeout_s = args.kv_handoff_timeout_s
             self.layout = blocks.layout_of(engine.runner, model_name, tokenizer_fingerprint)
@@ -95,10 +105,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
                 Reason.KV_TRANSFER_UNAVAILABLE, f"this engine's --kv-role is {self.role}: it takes no {role} step"
             )
         if self.engine is None:
-            raise fail(
-                Reason.KV_TRANSFER_UNAVAILABLE,
-                "KV handoffs need the paged runner with the step loop in the server (--engine-core thread)",
-            )
+            raise fail(Reason.KV_TRANSFER_UNAVAILABLE, self.unavailable)
         if request.HasField("n") and request.n != 1:
             raise fail(Reason.INVALID_KV_TRANSFER, "a KV handoff carries one choice: n must be 1", "n")
         return step
@@ -129,7 +136,7 @@ class KvPeer(kv_transfer_pb2_grpc.KvTransferServiceServicer):
     def _serving(self, engine_id: str) -> Engine:
         """This engine, when it is the one a caller names."""
         if self.engine is None:
-            raise fail(Reason.KV_TRANSFER_UNAVAILABLE, "this engine keeps no KV blocks for others")
+            raise fail(Reason.KV_TRANSFER_UNAVAILABLE, f"this engine keeps no KV blocks for others: {self.unavailable}")
         if engine_id != self.address.engine_id:
             raise fail(
                 Reason.KV_HANDOFF_ENGINE_GONE,
