@@ -98,6 +98,28 @@ CALL_IN_REASONING = [
      "</function>\n</tool_call>"),
     ("QWEN3", "Hermes", '<think>I need the weather<tool_call>{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}</tool_call>'),  # names match ignoring case, as SGLang's
+    # vLLM 0.33's additions (a call after the block where the family has no opener that ends it)
+    ("k2_horizon", "k2_horizon", "I need the weather<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city"
+     "</ifm|arg_key><ifm|arg_value>Paris</ifm|arg_value></ifm|tool_call></ifm|tool_calls>"),
+    ("plamo3", "plamo3", "I need the weather<|plamo:begin_tool_requests:plamo|><|plamo:begin_tool_request:plamo|>"
+     "<|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|>"
+     '<|plamo:constrain|>json<|plamo:msg|>{"city": "Paris"}<|plamo:end_tool_arguments:plamo|>'
+     "<|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|>"),
+    ("cohere_command3", "cohere_command3", '<|START_THINKING|>I need the weather<|START_ACTION|>[{"tool_call_id": '
+     '"0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]<|END_ACTION|>'),
+    ("granite_thinking_parser", "qwen3_coder", "<think>I need the weather<tool_call>\n<function=get_weather>\n"
+     "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"),
+    ("minicpmv", "qwen3_coder", "<think>I need the weather<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+     "Paris\n</parameter>\n</function>\n</tool_call><|im_end|>"),
+    ("hy_v3", "hy_v3", "<think>I need the weather</think><tool_calls><tool_call>get_weather<tool_sep><arg_key>city"
+     "</arg_key>\n<arg_value>Paris</arg_value></tool_call></tool_calls>"),
+    ("hy_v4", "hy_v4", "I need the weather</think>\n<tool_calls><tool_call>get_weather<arg_key>city</arg_key>"
+     "<arg_value>Paris</arg_value></tool_call></tool_calls>"),
+    ("inkling", "inkling", '<|content_thinking|>I need the weather<|content_invoke_tool_json|>{"name": '
+     '"get_weather", "args": {"city": "Paris"}}<|end_message|>'),
+    ("muse", "muse", ' to=self<|message|>I need the weather to=get_weather<|message|><atem:function_calls>\n'
+     '<atem:invoke name="get_weather">\n<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n'
+     "</atem:function_calls><|eom|>"),
 ]  # fmt: skip
 
 
