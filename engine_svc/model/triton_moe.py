@@ -59,6 +59,8 @@ def _table(experts: int, inner: int, fp8: bool, device: str) -> tuple[tuple[int,
 
 def tiles_for(tokens: int, experts: int, inner: int, fp8: bool, device: torch.device) -> Tiles:
     """The measured tiles at the token count nearest `tokens` for this shape on this GPU, else the default."""
+    if device.type != "cuda":  # Triton's interpreter
+        return TILES
     table = _table(experts, inner, fp8, torch.cuda.get_device_name(device))
     return min(table, key=lambda entry: abs(entry[0] - tokens))[1] if table else TILES
 
@@ -110,6 +112,11 @@ def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[
     block_expert: each block's expert, -1 past the last run), with no host read."""
     flat = ids.flatten()
     assignments = flat.numel()
+    if ids.shape[0] == 1:  # one token: its experts are distinct, a block each (sorting's ~20 launches would cost
+        # more than the experts' GEMMs of a batch-1 decode step)
+        sorted_ids = torch.full((assignments, block_m), assignments, dtype=torch.int64, device=ids.device)
+        sorted_ids[:, 0] = torch.arange(assignments, device=ids.device)
+        return sorted_ids.flatten(), flat
     counts = torch.zeros(num_experts, dtype=torch.int64, device=ids.device)
     counts.scatter_add_(0, flat, torch.ones_like(flat))
     padded = (counts + block_m - 1) // block_m * block_m

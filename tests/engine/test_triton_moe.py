@@ -27,6 +27,12 @@ def test_align_groups_assignments_by_expert_in_padded_runs():
     assert block_expert.tolist()[:4] == [0, 1, 3, -1] and set(block_expert.tolist()[3:]) == {-1}
 
 
+def test_one_tokens_experts_take_a_block_each():
+    ids = torch.tensor([[3, 0, 4]], device=DEVICE)
+    sorted_ids, block_expert = triton_moe.align(ids, 5, block_m=4)
+    assert sorted_ids.tolist() == [0, 3, 3, 3, 1, 3, 3, 3, 2, 3, 3, 3] and block_expert.tolist() == [3, 0, 4]
+
+
 @pytest.mark.parametrize("biased", [False, True])  # True: gpt-oss's biases and clamped gating
 @pytest.mark.parametrize("tokens", [1, 5, 40])
 def test_fused_experts_equal_the_grouped_path(tokens, biased):
