@@ -7,6 +7,7 @@ the parsers' split of reasoning, call and content exactly."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import openai
@@ -18,6 +19,7 @@ from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2,
 from tests.clients.test_responses_sdk import WEATHER_TOOL, strict_events, strict_response
 from tests.derender.calls import engine_messages
 from tests.engine.o200k_harmony import NAMED, harmony_encoding
+from tests.gateway.rest import post
 from tests.models.gpt_oss import tiny_folder
 
 pytestmark = pytest.mark.slow
@@ -54,10 +56,9 @@ def client(stack):
 
 
 @pytest.fixture(scope="module")
-def harmony():
-    """tiktoken's own o200k_harmony encoder: the ids gpt-oss would write for a text."""
-    encoding = harmony_encoding()
-    return lambda text: encoding.encode(text, allowed_special="all")
+def encoding():
+    """tiktoken's own o200k_harmony: the ids gpt-oss writes for a text, the text of a prompt's ids."""
+    return harmony_encoding()
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +72,11 @@ def test_the_engine_serves_it_on_the_paged_fast_path(channel):
     assert info.backend == "paged" and info.vocab_size == 201088
 
 
-def test_derender_parses_harmony_by_default(channel, harmony):
+def test_derender_parses_harmony_by_default(channel, encoding):
     """No parser named anywhere: the template's format picks harmony for reasoning and for calls."""
     stub = derender_pb2_grpc.DerenderServiceStub(channel)
     check = stub.CheckReasoning(derender_pb2.CheckReasoningRequest())
+    harmony = functools.partial(encoding.encode, allowed_special="all")
     assert [list(tag.token_ids) for tag in check.tokens.end] == [harmony("<|channel|>final<|message|>")]
     tools = [common_pb2.Tool(type="function", function=common_pb2.FunctionDefinition(name="get_weather"))]
     context = derender_pb2.DerenderContext(id="chatcmpl-harmony", tools=tools, skip_special_tokens=True)
@@ -93,6 +95,41 @@ def test_derender_parses_harmony_by_default(channel, harmony):
     answered = derender(FINAL_OUTPUT, NAMED["<|return|>"])
     assert (answered.message.reasoning_content, answered.message.content) == ("Easy.", "Paris.")
     assert answered.finish_reason == "stop" and not answered.message.tool_calls
+
+
+def test_responses_input_renders_as_harmony_turns(stack, encoding):
+    """Instructions, reasoning effort, a reasoning item, a call and its output, as the template writes them."""
+    asked = {
+        "model": NAME,
+        "instructions": "Be brief.",
+        "reasoning": {"effort": "high"},
+        "tools": [WEATHER_TOOL],
+        "store": False,
+        "input": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "Tool."}],
+            },
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "18 C"},
+        ],
+    }
+    rendered = post(stack, "/v1/responses/render", asked)
+    assert rendered.status_code == 200, rendered.text
+    prompt = encoding.decode([int(i) for i in rendered.json()["generate_request"]["token_ids"]])
+    assert (
+        "\nReasoning: high\n" in prompt
+        and "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools" in prompt
+    )
+    assert prompt.endswith(
+        "<|start|>user<|message|>Weather in Paris?<|end|>"
+        "<|start|>assistant<|channel|>analysis<|message|>Tool.<|end|>"
+        '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}<|call|>'
+        '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"18 C"<|end|><|start|>assistant'
+    )
 
 
 def test_responses_plain_and_streamed(client):
