@@ -92,7 +92,15 @@ TEMPLATES = {
     "minimax_m3": ("]<]minimax[>[<tool_call> <mm:think>", "minimax_m3", "minimax_m3"),
     "dots": ("<dots_function_call><invoke name=\"f\">", "dots", "none"),
     "longcat": ("<longcat_tool_call>\\n{\"name\": ...}\\n</longcat_tool_call>", "longcat", "none"),
+    # vLLM examples/tool_chat_template_muse_glimmer.jinja
+    "muse_glimmer": ("{{- '<atem:function_calls>\\n<atem:invoke name=\"' + tc.function.name + '\">\\n' -}} raise_exception("
+                     "'MuseGlimmer ATEM chat template requires') {{- '<|start|>assistant to=self<|message|>' + "
+                     "message['reasoning_content'] + '<|eom|>' -}}", "muse_glimmer", "muse_glimmer"),
+    # Muse Spark: the same calls without Glimmer's name (no public template found)
+    "muse": ("<|start|>assistant to=f<|message|><atem:function_calls><atem:invoke name=\"f\">", "muse", "muse"),
     # vLLM 0.33's formats, by their parsers' tags (no template found)
+    "inkling": ("<|message_model|><|content_thinking|>{{ r }}<|end_message|><|message_model|>f"
+                "<|content_invoke_tool_json|>{{ call }}<|end_message|>", "inkling", "inkling"),
     "hy_v3": ("<tool_calls><tool_call>f<tool_sep><arg_key>k</arg_key><arg_value>v</arg_value></tool_call></tool_calls>",
               "hy_v3", "none"),
     "hy_v4": ("<tool_calls><tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value></tool_call></tool_calls>", "hy_v4",
