@@ -96,7 +96,7 @@ async def test_a_late_subscriber_holds_exactly_the_prefix_table(tiny_model, core
     flags = ("--block-size", "4", "--num-kv-blocks", "48", "--kv-events", "--engine-core", core)
     async with engine_stub(model, *flags) as (stub, service):
         control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
-        await _traffic(stub, 1000, seed=1, at_once=16)  # a router joining after 1,000 requests (48 blocks: evictions)
+        await _traffic(stub, 400, seed=1, at_once=16)  # a router joining after 400 requests (48 blocks: evictions)
         late = Consumer()
         stream = control.SubscribeKvEvents(kv_events_pb2.SubscribeKvEventsRequest())
         first = await stream.read()

@@ -18,14 +18,16 @@ from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.reasons import Reason
 from tests.faults.conftest import post, sse_events
 
-LONG = {"max_tokens": 400, "ignore_eos": True}  # long enough to be mid-stream at the kill, short on CPU
+LONG = {"max_tokens": 400, "ignore_eos": True}  # the victim's pinned stream: surely mid-stream at the kill
+# The others may end either way (complete, or an error event on the victim): short, so the survivor's end soon.
+SHORT = {"max_tokens": 96, "ignore_eos": True}
 USER = [{"role": "user", "content": "hi"}]
 STREAMS = {
     # route, body, how a complete stream ends
-    "one-hop chat (SSE)": ("/v1/chat/completions", {"messages": USER, "stream": True, **LONG}),
-    "one-hop completion (SSE)": ("/v1/completions", {"prompt": "hi", "stream": True, **LONG}),
-    "typed chat stream": ("/v1/chat/completions/stream", {"messages": USER, **LONG}),
-    "raw engine stream": ("/inference/v1/generate/stream", {"token_ids": [1, 2, 3], "sampling_params": LONG}),
+    "one-hop chat (SSE)": ("/v1/chat/completions", {"messages": USER, "stream": True, **SHORT}),
+    "one-hop completion (SSE)": ("/v1/completions", {"prompt": "hi", "stream": True, **SHORT}),
+    "typed chat stream": ("/v1/chat/completions/stream", {"messages": USER, **SHORT}),
+    "raw engine stream": ("/inference/v1/generate/stream", {"token_ids": [1, 2, 3], "sampling_params": SHORT}),
 }
 
 
@@ -88,8 +90,10 @@ def test_every_stream_ends_loudly_when_its_engine_dies(stack):
 
     started: list[threading.Event] = [threading.Event()]
 
-    def pinned(path=STREAMS["raw engine stream"][0], body=STREAMS["raw engine stream"][1]):
-        outcomes["raw engine stream (on the victim)"] = _outcome(stack, path, body, raw_errors, started[0])
+    def pinned():
+        body = {"token_ids": [1, 2, 3], "sampling_params": LONG}
+        outcome = _outcome(stack, "/inference/v1/generate/stream", body, raw_errors, started[0])
+        outcomes["raw engine stream (on the victim)"] = outcome
 
     threads = [threading.Thread(target=pinned)]
     threads[0].start()
@@ -111,7 +115,9 @@ def test_every_stream_ends_loudly_when_its_engine_dies(stack):
     def native(event: threading.Event):
         with grpc.insecure_channel(stack.gateway) as channel:
             stub = engine_pb2_grpc.EngineServiceStub(channel)
-            request = engine_pb2.GenerateRequest(token_ids=[1, 2, 3], sampling_params=common_pb2.SamplingParams(**LONG))
+            request = engine_pb2.GenerateRequest(
+                token_ids=[1, 2, 3], sampling_params=common_pb2.SamplingParams(**SHORT)
+            )
             try:
                 last = None
                 for message in stub.Generate(request, timeout=120):

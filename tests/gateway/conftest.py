@@ -8,3 +8,16 @@ def stack(tmp_path_factory):
     """The whole stack: real render, engine, derender and chat processes on the default model, real Envoy."""
     with Stack(StackConfig(port=0, log_dir=tmp_path_factory.mktemp("stack-logs"))) as running:
         yield running
+
+
+@pytest.fixture(scope="package")
+def fleet(tmp_path_factory):
+    """The stack with two engine replicas, shared by the modules that only read it (test_metrics_route first: it
+    counts every call's tokens; test_router_surface, which pauses the derender replica, last)."""
+    config = StackConfig(
+        port=0,
+        replicas={"render": 1, "engine": 2, "derender": 1, "chat": 1},
+        log_dir=tmp_path_factory.mktemp("fleet-logs"),
+    )
+    with Stack(config) as running:
+        yield running

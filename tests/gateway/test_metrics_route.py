@@ -9,7 +9,6 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from devstack.stack import Stack, StackConfig
 from pipeline_svc.fleet_metrics import merge
 from tests.gateway.rest import post
 
@@ -36,32 +35,21 @@ def test_merge_writes_each_family_once_with_every_replicas_series():
     assert merge([]) == b""
 
 
-@pytest.fixture(scope="module")
-def engine_pair(tmp_path_factory):
-    config = StackConfig(
-        port=0,
-        replicas={"render": 1, "engine": 2, "derender": 1, "chat": 1},
-        log_dir=tmp_path_factory.mktemp("metrics-route-logs"),
-    )
-    with Stack(config) as stack:
-        yield stack
-
-
 @pytest.mark.slow
-def test_gateway_metrics_show_one_series_per_engine_replica(engine_pair):
+def test_gateway_metrics_show_one_series_per_engine_replica(fleet):
     prompt_tokens = 0
     for topic in range(6):  # distinct conversations: the prefix hash spreads them over both replicas
         messages = [{"role": "user", "content": f"Say something about the number {topic}."}]
-        answer = post(engine_pair, "/v1/chat/completions", {"messages": messages, "max_tokens": 3})
+        answer = post(fleet, "/v1/chat/completions", {"messages": messages, "max_tokens": 3})
         assert answer.status_code == 200, answer.text
         prompt_tokens += answer.json()["usage"]["prompt_tokens"]
 
-    response = requests.get(engine_pair.rest_url + "/metrics", timeout=30)
+    response = requests.get(fleet.rest_url + "/metrics", timeout=30)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain"), response.text
     text = response.text
     assert set(_type_lines(text).values()) == {1}  # each family once: one HELP and TYPE
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    engines = {f"127.0.0.1:{r.port}" for r in engine_pair.replicas if r.name.startswith("engine-")}
+    engines = {f"127.0.0.1:{r.port}" for r in fleet.replicas if r.name.startswith("engine-")}
     waiting = families["vllm:num_requests_waiting"].samples
     assert len(waiting) == 2 and {s.labels["engine"] for s in waiting} == engines
     assert {s.labels["model_name"] for s in waiting} == {"SmolLM2-135M-Instruct"}

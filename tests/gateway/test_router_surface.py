@@ -11,24 +11,12 @@ import os
 import signal
 import time
 
-import pytest
 import requests
 
-from devstack.stack import Stack, StackConfig
+from devstack.stack import Stack
 from scaleout_common.version import VERSION
 
 SYSTEM = "You are a helpful assistant that answers briefly, precisely and politely, whatever the question is."
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    config = StackConfig(
-        port=0,
-        replicas={"render": 1, "engine": 2, "derender": 1, "chat": 1},
-        log_dir=tmp_path_factory.mktemp("fleet-logs"),
-    )
-    with Stack(config) as stack:
-        yield stack
 
 
 def _get(stack: Stack, path: str, method: str = "GET") -> requests.Response:
