@@ -53,7 +53,7 @@ def tiny_folder(folder: Path, seed: int = 0) -> Path:
         **GENERATION,
     )
     torch.manual_seed(seed)
-    model = GptOssForCausalLM(config).to(torch.bfloat16).eval()
+    model = GptOssForCausalLM(config).bfloat16().eval()
     model.config.architectures = [type(model).__name__]
     model.save_pretrained(folder)
     return add_chat_parts(folder)
