@@ -15,6 +15,7 @@ from derender_svc.parsers.functionary import FunctionaryV31ToolParser, Functiona
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser, TrinityToolParser
+from derender_svc.parsers.hy_tags import HyV3ReasoningParser, HyV4ReasoningParser
 from derender_svc.parsers.inkling import InklingReasoningParser, InklingToolParser
 from derender_svc.parsers.json_blocks import (
     ApertusToolParser,
@@ -153,8 +154,8 @@ REASONING_PARSERS = {
     "gpt-oss": HarmonyReasoningParser,
     # vLLM 0.33's additions (think_kin.py and the channel formats)
     "holo2": DeepSeekR1ReasoningParser,
-    "hy_v3": ThinkReasoningParser,
-    "hy_v4": DeepSeekR1ReasoningParser,
+    "hy_v3": HyV3ReasoningParser,
+    "hy_v4": HyV4ReasoningParser,
     "granite_thinking_parser": GraniteThinkingReasoningParser,
     "k2_horizon": K2HorizonReasoningParser,
     "plamo3": Plamo3ReasoningParser,

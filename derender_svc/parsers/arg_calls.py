@@ -3,7 +3,8 @@ pairs, grouped), values typed by the tool schema (`schema.py`):
 
 - `hy_v3` (Hunyuan HY-V3): `<tool_calls><tool_call>f<tool_sep><arg_key>k</arg_key>\\n<arg_value>v</arg_value>
   </tool_call></tool_calls>`;
-- `hy_v4` (Hunyuan HY-V4): the same without `<tool_sep>`, the name ending at the first `<arg_key>`;
+- `hy_v4` (Hunyuan HY-V4): the same without `<tool_sep>`, the name ending at the first `<arg_key>`; both read the
+  tags of checkpoints that suffix them (`hy_tags.py`);
 - `k2_horizon` (K2 Horizon): `<ifm|tool_calls><ifm|tool_call>f<ifm|arg_key>k</ifm|arg_key>[<ifm|arg_type>t
   </ifm|arg_type>]<ifm|arg_value>v</ifm|arg_value></ifm|tool_call></ifm|tool_calls>`, or a JSON
   `{"name": ..., "arguments": {...}}` in the call tags; the request's `tool_call_format` picks one in vLLM, here the
@@ -16,6 +17,7 @@ import re
 
 from derender_svc.parsers.arguments import call_from_object, dumps, loads
 from derender_svc.parsers.block import Call
+from derender_svc.parsers.hy_tags import Unsuffixed
 from derender_svc.parsers.schema import convert, parameter_types
 from derender_svc.parsers.xml_calls import _TypedCalls
 
@@ -25,7 +27,7 @@ def _pairs(pattern: re.Pattern, text: str) -> list[tuple[str, ...]] | None:
     return None if pattern.sub("", text).strip() else pattern.findall(text)
 
 
-class HyV3ToolParser(_TypedCalls):
+class HyV3ToolParser(Unsuffixed, _TypedCalls):
     SECTION = (("<tool_calls>",), ("</tool_calls>",))
     CALLS = (("<tool_call>", ("</tool_call>",)),)
     SEP = "<tool_sep>"

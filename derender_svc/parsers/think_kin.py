@@ -1,8 +1,7 @@
 """More families of the `think.py` policy (vLLM 0.33's additions); each class says how it differs.
 
-Names that are plain aliases of `think.py` classes are in the registry only: `holo2` (Holo2: DeepSeek-R1's
-forced `<think>`), `hy_v4` (Hunyuan HY-V4: the same), `hy_v3` (Hunyuan HY-V3: `<think>` when the prompt or the
-output opens it; vLLM reads the whole output as content unless the request sets a reasoning effort).
+`holo2` (Holo2: DeepSeek-R1's forced `<think>`) is an alias in the registry only; Hunyuan's HY-V3/V4 are in
+`hy_tags.py`.
 """
 
 from __future__ import annotations

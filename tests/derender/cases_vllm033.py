@@ -30,6 +30,8 @@ def hy_v3_cases():
         ("<tool_calls><tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call></tool_calls>",
          "<tool_calls><tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call></tool_calls>", []),
         ("<tool_call>f<tool_sep></tool_call>", "<tool_call>f<tool_sep></tool_call>", []),  # only inside the group
+        ("<tool_calls:6124c78e><tool_call:6124c78e>f<tool_sep:6124c78e></tool_call:6124c78e></tool_calls:6124c78e> "
+         "a < b", " a < b", [("f", {})]),  # a checkpoint's suffixed tags
     ])  # fmt: skip
 
 
@@ -228,6 +230,8 @@ def reasoning_cases() -> dict:
             ("<think>plan</think>\n\n", False, "plan", ""),
             ("<think>plan<tool_call>\n<function=f>", False, "plan", "<tool_call>\n<function=f>"),
         ])],  # the template's newlines after </think> are not content
+        "hy_v3": think_family(extra=[("<think:6124c78e>plan</think:6124c78e>x <", False, "plan", "x <")]),
+        "hy_v4": think_family(forced=True, extra=[("plan</think:ab>\n<tool_calls:ab>", False, "plan", "\n<tool_calls>")]),
         "k2_horizon": think_family("<ifm|think>", "</ifm|think>", forced=True, extra=[
             ("<ifm|think_fast>quick</ifm|think_fast>done", False, "quick", "done"),
             ("plan<ifm|tool_calls><ifm|tool_call>f", False, "plan", "<ifm|tool_calls><ifm|tool_call>f"),
