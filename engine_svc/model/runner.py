@@ -8,7 +8,9 @@ attention (piecewise.py), larger ones run eagerly. `decode_loop` chains decode s
 (each step's sampled tokens become the next step's input) so the engine can queue steps ahead of the host;
 the graph advances positions and slots itself and leaves the greedy tokens as the next input.
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
-prompt-logprob positions.
+prompt-logprob positions. A step's integer inputs and attention metadata come from step_inputs.py. Where the
+sliding-window layers have a KV pool of their own (kv_groups.py, scheduling/window_pool.py), their cache tensors
+have that pool's blocks and read the sequences' second tables.
 """
 
 from __future__ import annotations
@@ -18,22 +20,19 @@ import logging
 
 import torch
 
-from engine_svc.model.attention import AttentionMetadata, PrefillChunk, make_backend
+from engine_svc.model.attention import AttentionMetadata, make_backend
 from engine_svc.model.decoder import FusedDecoder, head_dim
 from engine_svc.model.fp8_linear import Fp8Linear, Fp8NormedProjection
 from engine_svc.model.fused_ops import FusedOps
-from engine_svc.model.packed_inputs import PackedInputs
 from engine_svc.model.piecewise import PiecewiseSteps
 from engine_svc.model.runner_api import DecodeStep
 from engine_svc.model.sampler import argmax_rows
+from engine_svc.model.step_inputs import StepInputs, is_decode
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
 
 log = logging.getLogger(__name__)
 
-# A decode batch's host values: ids, positions, slots, context lengths, block tables (flattened), and the
-# sliding-window layers' slots and tables where they have a pool of their own (else empty).
-DecodeColumns = tuple[list[int], list[int], list[int], list[int], list[int], list[int], list[int]]
 # Decode batches of up to this many rows get a graph at every table width before serving (their logits are small).
 WARM_EVERY_WIDTH_ROWS = 16
 
@@ -112,7 +111,7 @@ class ModelRunner:
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.graph_pool = None
-        self.window_group = 0  # the window of the layers with a pool of their own (kv_groups.py); 0: none
+        self.inputs = StepInputs(block_size)  # builds each step's packed inputs and metadata
         self._static_inputs()
         self.pieces = None
         if self.cuda_graphs and attention == "triton" and mixed_step_graphs_up_to:
@@ -123,12 +122,17 @@ class ModelRunner:
         if num_blocks:
             self.allocate_kv(num_blocks)
 
+    @property
+    def window_group(self) -> int:
+        """The window of the layers with a KV pool of their own (kv_groups.py); 0: one pool."""
+        return self.inputs.window_group
+
     def _static_inputs(self) -> None:
         """The decode graphs' inputs: room for the largest decode batch at the widest block table."""
         if not self.cuda_graphs:
             return
         widest = self._width_bucket(self.max_blocks_per_seq)
-        largest = self._decode_inputs([], self.batch_buckets[-1], widest)
+        largest = self.inputs.decode([], self.batch_buckets[-1], widest)
         self.static = torch.zeros(largest.size, dtype=torch.int64, device=self.device)
         # The block tables the graphs read, a row every `widest` values: a graph of any width reads its columns.
         self.static_tables = torch.zeros(self.batch_buckets[-1], widest, dtype=torch.int64, device=self.device)
@@ -148,7 +152,7 @@ class ModelRunner:
         assert not window_blocks or len(windows) == 1, "a pool of their own needs one window size"
         window_group = windows.pop() if window_blocks else 0
         if window_group != self.window_group:
-            self.window_group = window_group
+            self.inputs.window_group = window_group
             self._static_inputs()
             if self.pieces is not None:
                 self.pieces.windowed = bool(window_group)
@@ -194,9 +198,6 @@ class ModelRunner:
     def forget(self, seq: Sequence) -> None:
         """Nothing to drop: a sequence's cache is its blocks, which the scheduler frees."""
 
-    def _slot(self, table: list[int], position: int) -> int:
-        return table[position // self.block_size] * self.block_size + position % self.block_size
-
     def _width_bucket(self, blocks: int) -> int:
         return min(_next_power_of_two(blocks), self.max_blocks_per_seq)
 
@@ -207,78 +208,12 @@ class ModelRunner:
         widest = self._width_bucket(self.max_blocks_per_seq)
         return widest if self.backend.decode_width_free(rows, widest * self.block_size) else width
 
-    @staticmethod
-    def _is_decode(c: Chunk) -> bool:
-        return c.num_tokens == 1 and c.samples and not (c.seq.want_prompt_logprobs and c.prompt_logprob_positions)
-
     @torch.inference_mode()
     def execute(self, chunks: list[Chunk]) -> torch.Tensor:
         """Logits rows: one per sampling chunk (in order), then one per prompt-logprob position (in order)."""
-        if self.cuda_graphs and all(map(self._is_decode, chunks)) and len(chunks) <= self.batch_buckets[-1]:
+        if self.cuda_graphs and all(map(is_decode, chunks)) and len(chunks) <= self.batch_buckets[-1]:
             return self.decode_loop(chunks)(None)[0]
         return self._eager(chunks)
-
-    def _decode_columns(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> DecodeColumns:
-        """Host values for a decode batch padded to `rows`: ids, positions, slots, context lengths, block tables
-        (`width` each); positions and lengths `back` steps behind (for a loop that advances them and the slots
-        before each step)."""
-        pad = rows - len(chunks)
-        ids = [c.seq.token_at(c.start) for c in chunks] + [0] * pad
-        positions = [c.start - back for c in chunks] + [-back] * pad
-        lengths = [c.start + 1 - back for c in chunks] + [1 - back] * pad
-        slots, tables = self._decode_tables(chunks, pad, width, back, lambda s: s.block_ids)
-        window_slots, window_tables = [], []
-        if self.window_group:
-            window_slots, window_tables = self._decode_tables(chunks, pad, width, back, lambda s: s.window_block_ids)
-        return ids, positions, slots, lengths, tables, window_slots, window_tables
-
-    def _decode_tables(self, chunks: list[Chunk], pad: int, width: int, back: int, table_of):
-        """The decode rows' slots and block tables (`width` each) in the tables `table_of` gives."""
-        # A loop that advances derives the slots from the positions on the device.
-        rows = len(chunks) + pad
-        slots = [0] * rows if back else [self._slot(table_of(c.seq), c.start) for c in chunks] + [0] * pad
-        tables = []
-        for c in chunks:
-            table = table_of(c.seq)
-            tables += table[:width] + [0] * (width - min(len(table), width))
-        return slots, tables + [0] * (pad * width)
-
-    def _pack_decodes(self, packed: PackedInputs, columns: DecodeColumns, rows: int, width: int) -> None:
-        """The decode segments; in a mixed step, ids, positions and slots (both groups') go on with the prefill
-        rows."""
-        ids, positions, slots, lengths, tables, window_slots, window_tables = columns
-        packed.add("ids", ids)
-        packed.add("positions", positions)
-        packed.add("slots", slots)
-        if self.window_group:
-            packed.add("window_slots", window_slots)
-        packed.add("context_lens", lengths)
-        packed.add("block_tables", tables, shape=(rows, width))
-        if self.window_group:
-            packed.add("window_tables", window_tables, shape=(rows, width))
-
-    def _decode_inputs(self, chunks: list[Chunk], rows: int, width: int, back: int = 0) -> PackedInputs:
-        packed = PackedInputs()
-        self._pack_decodes(packed, self._decode_columns(chunks, rows, width, back), rows, width)
-        return packed
-
-    def _metadata(self, inputs: dict[str, torch.Tensor], num_decodes: int) -> AttentionMetadata:
-        meta = AttentionMetadata(
-            slot_mapping=inputs["slots"],
-            block_size=self.block_size,
-            num_decodes=num_decodes,
-            decode_block_tables=inputs["block_tables"],
-            decode_context_lens=inputs["context_lens"],
-        )
-        if self.window_group:
-            meta.windowed = AttentionMetadata(
-                slot_mapping=inputs["window_slots"],
-                block_size=self.block_size,
-                num_decodes=num_decodes,
-                decode_block_tables=inputs["window_tables"],
-                decode_context_lens=inputs["context_lens"],
-            )
-        return meta
 
     def _decode_step(self, ids, positions, meta: AttentionMetadata, ops=None) -> torch.Tensor:
         """One decode step from the previous one's state (what a graph captures): advance positions, lengths
@@ -304,7 +239,7 @@ class ModelRunner:
         widest = max(len(c.seq.block_ids) for c in chunks)
         rows = self.batch_buckets[bisect.bisect_left(self.batch_buckets, n)] if graphs else n
         width = self._width_bucket(widest) if graphs else widest
-        packed = self._decode_inputs(chunks, rows, width, back=1)
+        packed = self.inputs.decode(chunks, rows, width, back=1)
         if graphs:
             graph, logits = self._graph(rows, self._graph_width(rows, width))
             inputs = packed.copy_into(self.static)
@@ -313,7 +248,7 @@ class ModelRunner:
                 self.static_window_tables[:rows, :width].copy_(inputs["window_tables"])
         else:
             inputs = packed.to(self.device)
-        ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
+        ids, positions, meta = inputs["ids"], inputs["positions"], self.inputs.metadata(inputs, rows)
         greedy = ids[:n]
 
         def step(tokens: torch.Tensor | None):
@@ -364,7 +299,7 @@ class ModelRunner:
         return self.graphs.get((rows, width)) or self._capture(rows, width)
 
     def _capture(self, rows: int, width: int):
-        packed = self._decode_inputs([], rows, width)  # for its layout: the values are zeros
+        packed = self.inputs.decode([], rows, width)  # for its layout: the values are zeros
         flat = self.static[: packed.size]
         flat.zero_()
         inputs = packed.views(flat)
@@ -373,7 +308,7 @@ class ModelRunner:
         if self.static_window_tables is not None:
             inputs["window_tables"] = self.static_window_tables[:rows, :width]
             inputs["window_tables"].zero_()
-        ids, positions, meta = inputs["ids"], inputs["positions"], self._metadata(inputs, rows)
+        ids, positions, meta = inputs["ids"], inputs["positions"], self.inputs.metadata(inputs, rows)
         run = lambda: self._decode_step(ids, positions, meta)  # noqa: E731
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -389,78 +324,18 @@ class ModelRunner:
         log.debug("captured decode graph batch=%d blocks=%d", rows, width)
         return graph, logits
 
-    def _slots(self, table: list[int], start: int, end: int) -> list[int]:
-        """Cache rows of positions [start, end) of a sequence whose block table is `table`, a block at a time."""
-        slots: list[int] = []
-        for block in range(start // self.block_size, -(-end // self.block_size)):
-            base = table[block] * self.block_size
-            lo, hi = max(start - block * self.block_size, 0), min(end - block * self.block_size, self.block_size)
-            slots += range(base + lo, base + hi)
-        return slots
-
-    @staticmethod
-    def _pack_prefill_table(packed: PackedInputs, prefills, spans) -> None:
-        """For backends that attend chunk by chunk from the cache: each prefill chunk's first row, token count,
-        context start and first block in prefill_blocks."""
-        table: list[int] = []
-        for c, (row, first, _) in zip(prefills, spans):
-            table += (row, c.num_tokens, c.start, first)
-        packed.add("prefill_table", table, shape=(len(prefills), 4))
-
     def _eager(self, chunks: list[Chunk], graphs: bool = True) -> torch.Tensor:
-        """A mixed or prefill step, every input in one host-to-device copy: ids, positions and slots over all
-        tokens (decodes first), the decodes' context lengths and block tables, the logits rows, and the blocks
-        of every prefill chunk (`spans`: its first row, first block and block count). With `graphs`, a step
+        """A mixed or prefill step, every input in one host-to-device copy (step_inputs.py). With `graphs`, a step
         that fits a piecewise bucket pads its ids, positions and slots to it and replays the pieces."""
-        decodes = [c for c in chunks if self._is_decode(c)]
-        prefills = [c for c in chunks if not self._is_decode(c)]
-        n = len(decodes)
-        width = max((len(c.seq.block_ids) for c in decodes), default=0)
-        ids, positions, slots, lengths, tables, window_slots, window_tables = self._decode_columns(decodes, n, width)
-        sample_row = {id(c): row for row, c in enumerate(decodes)}
-        logprob_rows, draft_rows, blocks, window_blocks, spans = [], [], [], [], []
-        for c in prefills:
-            end = c.start + c.num_tokens
-            row = len(ids)
-            ids += c.seq.tokens(c.start, end)
-            positions += range(c.start, end)
-            slots += self._slots(c.seq.block_ids, c.start, end)
-            covering = c.seq.block_ids[: -(-end // self.block_size)]
-            spans.append((row, len(blocks), len(covering)))
-            blocks += covering
-            if self.window_group:  # the same layout in the windowed tables
-                window_slots += self._slots(c.seq.window_block_ids, c.start, end)
-                window_blocks += c.seq.window_block_ids[: len(covering)]
-            sample_row[id(c)] = row + c.num_tokens - 1
-            logprob_rows += [row + p - c.start for p in c.prompt_logprob_positions]
-            draft_rows += range(row + c.num_tokens - 1 - c.num_draft, row + c.num_tokens - 1)
-        tokens = len(ids)
-        bucket = self.pieces.bucket(tokens) if graphs and self.pieces is not None else None
-        if bucket:  # padding rows: token 0 at position 0, written to the scratch slot
-            pad = [0] * (bucket - tokens)
-            ids, positions, slots = ids + pad, positions + pad, slots + pad
-            window_slots = window_slots + pad if self.window_group else window_slots
-        packed = PackedInputs()
-        self._pack_decodes(packed, (ids, positions, slots, lengths, tables, window_slots, window_tables), n, width)
-        packed.add("logits_rows", [sample_row[id(c)] for c in chunks if c.samples] + logprob_rows + draft_rows)
-        packed.add("prefill_blocks", blocks)
-        if self.window_group:
-            packed.add("window_prefill_blocks", window_blocks)
-        if self.backend.wants_prefill_table:
-            self._pack_prefill_table(packed, prefills, spans)
-        flat = packed.host().to(self.device)
-        inputs = packed.views(flat)
-        meta = self._metadata(inputs, n)
-        prefill_blocks = inputs["prefill_blocks"]
-        for c, (row, first, count) in zip(prefills, spans):
-            meta.prefills.append(PrefillChunk(row, c.num_tokens, c.start, prefill_blocks[first : first + count]))
-        if self.backend.wants_prefill_table:
-            meta.prefill_table, meta.prefill_blocks = inputs["prefill_table"], prefill_blocks
-        if meta.windowed is not None:
-            self._window_prefills(meta.windowed, meta, inputs["window_prefill_blocks"], spans)
-        if bucket:
-            assert self.pieces is not None
-            return self.pieces.run(tokens, bucket, flat, meta, self.kv_caches, inputs["logits_rows"], self.eager_ops)
+        pieces = self.pieces if graphs else None
+        step = self.inputs.mixed(chunks, pieces.bucket if pieces else None, self.backend.wants_prefill_table)
+        flat = step.packed.host().to(self.device)
+        inputs = step.packed.views(flat)
+        meta = self.inputs.mixed_metadata(step, inputs)
+        if pieces is not None and step.bucket:
+            return pieces.run(
+                step.tokens, step.bucket, flat, meta, self.kv_caches, inputs["logits_rows"], self.eager_ops
+            )
         return self.model(
             inputs["ids"],
             inputs["positions"],
@@ -470,13 +345,3 @@ class ModelRunner:
             logits_rows=inputs["logits_rows"],
             ops=self.eager_ops,
         )
-
-    @staticmethod
-    def _window_prefills(windowed: AttentionMetadata, meta: AttentionMetadata, blocks: torch.Tensor, spans) -> None:
-        """The windowed layers' view of the prefill chunks: the same rows and chunk table, their own blocks."""
-        for chunk, (_, first, count) in zip(meta.prefills, spans):
-            windowed.prefills.append(
-                PrefillChunk(chunk.token_start, chunk.num_tokens, chunk.context_start, blocks[first : first + count])
-            )
-        if meta.prefill_table is not None:
-            windowed.prefill_table, windowed.prefill_blocks = meta.prefill_table, blocks

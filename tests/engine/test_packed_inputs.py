@@ -124,9 +124,9 @@ def test_decode_graph_layout_matches_the_live_one(runner):
     seqs = [sequence(str(i), [1, 2, 3], [4], [i + 1, 0]) for i in range(3)]
     chunks = [Chunk(seq, 3, 1) for seq in seqs]
     static = torch.zeros(64, dtype=torch.int64)
-    layout = runner._decode_inputs([], 4, 2)
+    layout = runner.inputs.decode([], 4, 2)
     captured = layout.views(static[: layout.size])
-    live = runner._decode_inputs(chunks, 4, 2, back=1).copy_into(static)
+    live = runner.inputs.decode(chunks, 4, 2, back=1).copy_into(static)
     assert captured.keys() == live.keys()
     for name, view in captured.items():
         assert (view.data_ptr(), view.shape) == (live[name].data_ptr(), live[name].shape), name
