@@ -12,7 +12,7 @@ tool channel; Glimmer: `self` reasoning, `user` content, no recipient, `commenta
 vLLM's glimmer profile ends up showing).
 A tool channel's `<atem:invoke>`s are the calls, parameter values JSON when they parse (Spark keeps a string
 parameter's text); `f.f` names the registered tool `f`. Text outside messages is dropped; an output with no
-message at all is content. The reasoning parser passes tool messages through framed for the tool parser; the tool
+message at all is content (held to the end: Muse writes a message first). The reasoning parser passes tool messages through framed for the tool parser; the tool
 parser alone drops the reasoning bodies (vLLM's puts them in the reasoning field, which a tool parser here has not).
 """
 
@@ -60,7 +60,8 @@ class _Muse(StatefulParser):
         return "dropped" if to in self.DROPPED or to == "-" else "tool"
 
     def events(self, text: str, final: bool):
-        """Yield ("open", recipient), ("text", piece), ("close", end marker or "") as `text` allows."""
+        """Yield ("open", recipient), ("text", piece), ("close", end marker, "" for a new header, None at the output's
+        end) as `text` allows."""
         text, self.held = self.held + text, ""
         while True:
             before, marker, text = split_markers(text, MARKERS, final)
@@ -79,7 +80,7 @@ class _Muse(StatefulParser):
             if marker is None:
                 self.held = "" if final else text
                 if final and self.at == "body":
-                    yield "close", ""
+                    yield "close", None  # the output's end
                 return
             if self.at == "body":
                 yield "close", marker if marker in (EOM, EOT) else ""
@@ -97,19 +98,29 @@ class MuseReasoningParser(_Muse):
     # for reasoning_ids: the answer starts after the user channel's header
     START, END, ENDS_ON, FORCED = (), ("to=user" + MESSAGE,), (), True
 
+    @classmethod
+    def initial_state(cls) -> dict:
+        # the text before the first message is held: content only if no message ever comes (vLLM)
+        return {**super().initial_state(), "to": "?", "lead": ""}
+
     def feed(self, text: str, final: bool) -> tuple[str, str]:
         reasoning, content = [], []
-        for event, *value in self.events(text, final):
+        for event, value in self.events(text, final):
             role = self.role(self.to)
-            if role == "tool":  # passed through framed, for the tool parser
+            if self.to == "?":
+                self.lead += value if event == "text" and value else ""
+                if event == "close":
+                    content.append(self.lead if value is None else "")
+                    self.lead = ""
+            elif role == "tool":  # passed through framed, for the tool parser
                 if event == "open":
                     content.append(f"{START}assistant to={self.to}{MESSAGE}")
                 elif event == "text":
-                    content.append(value[0])
+                    content.append(value or "")
                 else:
-                    content.append(value[0] or EOM)
+                    content.append(value or EOM)
             elif event == "text":
-                (reasoning if role == "reasoning" else content if role == "content" else []).append(value[0])
+                (reasoning if role == "reasoning" else content if role == "content" else []).append(value or "")
         return "".join(reasoning), "".join(content)
 
     def in_block(self) -> bool:
@@ -127,13 +138,13 @@ class MuseToolParser(_Muse):
 
     def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
         content, deltas = [], []
-        for event, *value in self.events(text, final):
+        for event, value in self.events(text, final):
             role = self.role(self.to)
             if role != "tool":
                 if event == "text" and role == "content":
-                    content.append(value[0])
+                    content.append(value or "")
             elif event == "text":
-                self.body += value[0]
+                self.body += value or ""
             elif event == "close":
                 calls = self.invokes(self.body)
                 if not calls:
