@@ -193,6 +193,11 @@ def build_engine(
         if isinstance(runner, ModelRunner) and runner.window_group
         else BlockPool(num_blocks, args.block_size, caching=caching)
     )
+    if isinstance(pool, WindowedBlockPool) and getattr(args, "kv_role", "both") != "both":
+        raise ValueError(
+            f"--kv-role {args.kv_role}: this model's sliding-window layers keep a KV pool of their own, which P/D "
+            "handoffs do not carry (add --disable-hybrid-kv-cache-manager)"
+        )
     scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens, prompt_logprob_rows(config.vocab_size))
     grammars = None
     if grammar_backend is not None:

@@ -126,7 +126,7 @@ def test_preemption_recomputes_into_both_pools():
 
 def test_the_loader_groups_windowed_families_only():
     """Gemma 3 gets the windowed pool (its 2 windowed layers sized to the windows, not the context) and refuses
-    P/D steps, which carry one block list; Qwen3, with no windowed layer, or Gemma 3 under
+    P/D steps, which carry one block list (a P/D --kv-role at start); Qwen3, with no windowed layer, or Gemma 3 under
     --disable-hybrid-kv-cache-manager, the one pool as before."""
     flags = ["--block-size", str(BLOCK), "--max-num-batched-tokens", "16", "--max-num-seqs", "4", "--device", "cpu"]
     handoff = request(PROMPT, max_tokens=1)
@@ -146,6 +146,8 @@ def test_the_loader_groups_windowed_families_only():
             assert refused.value.reason == "KV_TRANSFER_UNAVAILABLE" and "sliding-window" in refused.value.message
         else:
             assert KvPeer(args, 0, engine, "t", "").step(handoff) is not None
+    with pytest.raises(ValueError, match=r"--kv-role prefill: .* sliding-window"):
+        build_engine(tiny("gemma3"), engine_args(*flags, "--kv-role", "prefill"), model_name="t")
 
 
 def test_gemma3_270m_admits_more_long_sequences_at_the_same_memory():
