@@ -27,6 +27,9 @@ from tests.engine.families import WINDOW, tiny
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32  # the interpreter mishandles bf16
 TOLERANCE = 5e-2 if DEVICE == "cuda" else 1e-3  # bf16: as test_triton_windowed_families.py
+# gpt-oss in float32 on CUDA too: in bf16 the kernels' rounding (not the pool: one pool gives the same 0.42) flips a
+# token's expert choice against SDPA's, which moves its logits far past any tolerance (H100, 25th session).
+FLOAT32 = {"gpt_oss"}
 BLOCK, BLOCKS, WINDOW_BLOCKS, LOOP = 4, 48, 16, 6
 
 
@@ -46,7 +49,7 @@ def _runner(model, windowed: bool) -> ModelRunner:
 
 @pytest.mark.parametrize("family", ["gemma3", "gpt_oss", "mistral"])
 def test_kernels_on_freed_window_blocks_equal_one_pool(family):
-    model = tiny(family).to(DEVICE, DTYPE)
+    model = tiny(family).to(DEVICE, torch.float32 if family in FLOAT32 else DTYPE)
     reference, kernels = _runner(model, False), _runner(model, True)
     assert kernels.window_group == WINDOW and not reference.window_group
     pool = WindowedBlockPool(BLOCKS, BLOCK, WINDOW, WINDOW_BLOCKS, caching=True)
