@@ -111,7 +111,7 @@ class ChoiceProcessor:
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
         self.counter = None  # the reasoning tokens, counted over the ids (usage)
         if config.reasoning_parser:
-            spec = info.reasoning_spec(config.reasoning_parser, REASONING_PARSERS[config.reasoning_parser])
+            spec = info.counting_spec(config.reasoning_parser, REASONING_PARSERS[config.reasoning_parser])
             self.counter = ReasoningCounter(spec, config.reasoning_started, state.get("k"))
         self.force = None
         if config.force_content and self.reasoning is not None:

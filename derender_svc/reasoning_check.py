@@ -35,7 +35,7 @@ def check_reasoning(request: derender_pb2.CheckReasoningRequest, defaults: Defau
     response = derender_pb2.CheckReasoningResponse(
         is_reasoning_end=sequence_reasoning_end(ids, spec),
         content_token_ids=sequence_content_ids(ids, spec),
-        reasoning_tokens=count_reasoning_tokens(ids, spec, started),
+        reasoning_tokens=count_reasoning_tokens(ids, info.counting_spec(name, REASONING_PARSERS[name]), started),
     )
     to_proto(spec, started, response.tokens)
     return response

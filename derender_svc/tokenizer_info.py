@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 from scaleout_common import format_detect as detect
 from scaleout_common.byte_level import byte_level_alphabet
 from scaleout_common.models import tokenizer_fingerprint
+from scaleout_common.reasoning_counts import COUNTED_TAGS
 from scaleout_common.reasoning_ids import ReasoningIds, tokenizer_spec
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -66,6 +67,12 @@ class TokenizerInfo:
                 tags, lambda text: self.tokenizer.encode(text, add_special_tokens=False).ids
             )
         return self._specs[parser]
+
+    def counting_spec(self, parser: str, tags) -> ReasoningIds:
+        """The ids whose spans count as reasoning tokens (usage, CheckReasoning): the parser's tags, or a channel
+        format's counted channel (reasoning_counts.COUNTED_TAGS)."""
+        counted = COUNTED_TAGS.get(parser)
+        return self.reasoning_spec(parser, tags) if counted is None else self.reasoning_spec(f"{parser}#count", counted)
 
     @classmethod
     def from_hf(cls, hf_tokenizer) -> TokenizerInfo:

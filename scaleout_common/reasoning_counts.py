@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scaleout_common.reasoning_ids import ReasoningIds, _match, _may_start
+from scaleout_common.reasoning_ids import ReasoningIds, ReasoningTags, _match, _may_start
+
+# Formats whose reasoning is one channel's messages, where the parser's own tags (reasoning until the answer's
+# opener) would count every id before the answer, headers and other channels included: the spans counted are that
+# channel's message bodies (harmony: `analysis`, as OpenAI counts gpt-oss's reasoning tokens; its `commentary`
+# preambles and calls, and text outside any message, are not reasoning).
+COUNTED_TAGS: dict[str, ReasoningTags] = dict.fromkeys(
+    ("harmony", "openai_gptoss", "gpt_oss", "gpt-oss"),
+    ReasoningTags(("<|channel|>analysis<|message|>",), ("<|end|>", "<|call|>", "<|return|>")),
+)
 
 
 def sequence_reasoning_end(ids: Sequence[int], spec: ReasoningIds) -> bool:

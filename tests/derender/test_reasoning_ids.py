@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from derender_svc.parsers import REASONING_PARSERS, reasoning_spec
 from scaleout_common.reasoning_counts import (
+    COUNTED_TAGS,
     ReasoningCounter,
     count_reasoning_tokens,
     sequence_content_ids,
@@ -24,6 +25,7 @@ from scaleout_common.reasoning_ids import (
     extract_content_ids,
     from_proto,
     is_reasoning_end,
+    reasoning_ids,
     to_proto,
 )
 
@@ -91,6 +93,7 @@ def test_content_start(spec, ids, started, expected):
 
 def test_harmony_ends_at_the_final_channel():
     vocab = {"<|channel|>": 10, "final": 11, "analysis": 12, "<|message|>": 13, "<|end|>": 14, "x": 15}
+    vocab |= {"<|call|>": 16, "<|return|>": 17}
 
     def encode(text: str) -> list[int]:
         out = []
@@ -104,6 +107,11 @@ def test_harmony_ends_at_the_final_channel():
     ids = encode("<|channel|>analysis<|message|>x<|end|><|channel|>final<|message|>xx")
     assert extract_content_ids(ids, spec) == [15, 15]
     assert not is_reasoning_end(ids[:-3], spec)
+    # Counted: the analysis messages' bodies only, not headers, other channels or text outside any message.
+    counting = reasoning_ids(COUNTED_TAGS["harmony"], encode)
+    assert count_reasoning_tokens(ids, counting) == 1
+    assert count_reasoning_tokens(encode("xx<|channel|>final<|message|>x"), counting) == 0
+    assert count_reasoning_tokens(encode("<|channel|>analysis<|message|>xxx"), counting) == 3  # cut off inside
 
 
 def test_round_trips_through_json():
