@@ -19,11 +19,11 @@ import pytest
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from devstack.stack import Stack, StackConfig
 from tests.clients.prompts import WEATHER_TOOLS
 from tests.clients.schemas import strict
 from tests.engine.gemma3_270m import NAME, gemma3_270m_folder
 from tests.gateway.rest import post
+from tests.models.conftest import served
 
 pytestmark = pytest.mark.slow
 
@@ -45,20 +45,9 @@ def folder():
 
 @pytest.fixture(scope="module")
 def stack(folder, tmp_path_factory):
-    config = StackConfig(
-        port=0,
-        model=str(folder),
-        service_args={"render": ["--tool-parser", "gemma", *LENGTH], "engine": LENGTH},
-        log_dir=tmp_path_factory.mktemp("gemma3-stack-logs"),
-    )
-    with Stack(config) as running:
+    args = {"render": ["--tool-parser", "gemma", *LENGTH], "engine": LENGTH}
+    with served(folder, args, tmp_path_factory.mktemp("gemma3-stack-logs")) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
-        yield sdk
 
 
 def test_models_lists_gemma(client):

@@ -10,16 +10,15 @@ from __future__ import annotations
 import functools
 import json
 
-import openai
 import pytest
 from openai.types.responses import Response
 
-from devstack.stack import Stack, StackConfig
 from scaleout.v1 import common_pb2, derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc
 from tests.clients.test_responses_sdk import WEATHER_TOOL, strict_events, strict_response
 from tests.derender.calls import engine_messages
 from tests.engine.o200k_harmony import NAMED, harmony_encoding
 from tests.gateway.rest import post
+from tests.models.conftest import served
 from tests.models.gpt_oss import tiny_folder
 
 pytestmark = pytest.mark.slow
@@ -39,20 +38,9 @@ FINAL_OUTPUT = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|ch
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     folder = tiny_folder(tmp_path_factory.mktemp("gpt-oss") / NAME)
-    config = StackConfig(
-        port=0,
-        model=str(folder),
-        service_args={"render": LENGTH, "engine": LENGTH},
-        log_dir=tmp_path_factory.mktemp("gpt-oss-stack-logs"),
-    )
-    with Stack(config) as running:
+    args = {"render": LENGTH, "engine": LENGTH}
+    with served(folder, args, tmp_path_factory.mktemp("gpt-oss-stack-logs")) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def client(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
-        yield sdk
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,25 @@
+"""A second model served through the whole stack (render, engine, derender, the one-hop service, Envoy): each
+module gives its `stack` (`served`), the official openai SDK's `client` is shared."""
+
+from __future__ import annotations
+
+import contextlib
+
+import openai
+import pytest
+
+from devstack.stack import Stack, StackConfig
+
+
+@contextlib.contextmanager
+def served(folder, service_args: dict, log_dir):
+    """The stack on the model folder `folder`, with each role's extra arguments."""
+    config = StackConfig(port=0, model=str(folder), service_args=service_args, log_dir=log_dir)
+    with Stack(config) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(stack):
+    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+        yield sdk
