@@ -1,6 +1,6 @@
 """scaleout-engine: token-in/token-out generation with continuous batching."""
 
-from engine_svc.serving.loader import add_engine_flags
+from engine_svc.serving.flags import add_engine_flags
 from engine_svc.serving.service import EngineService
 from engine_svc.serving.weight_transfer import add_flags as add_weight_transfer_flags
 from scaleout_common.config import server_parser
