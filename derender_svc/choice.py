@@ -10,6 +10,7 @@ from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.nonempty import ForceContent
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
+from derender_svc.parsers.response_template import ResponseTemplateReasoningParser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2, engine_pb2
@@ -109,6 +110,8 @@ class ChoiceProcessor:
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
+            if isinstance(self.reasoning, ResponseTemplateReasoningParser):
+                self.reasoning.bind(info)
         self.counter = None  # the reasoning tokens, counted over the ids (usage)
         if config.reasoning_parser:
             spec = info.counting_spec(config.reasoning_parser, REASONING_PARSERS[config.reasoning_parser])
@@ -119,7 +122,7 @@ class ChoiceProcessor:
         self.tools = None
         if config.tool_parser:
             self.tools = make_tool_parser(
-                config.tool_parser, state.get("t"), config.tool_function, config.tools, config.tool_fallback
+                config.tool_parser, state.get("t"), config.tool_function, config.tools, config.tool_fallback, info
             )
             self.tools.streamed = config.streamed
         tags = {tag for parser in (self.reasoning, self.tools) if parser is not None for tag in parser.markers}

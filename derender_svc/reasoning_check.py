@@ -27,7 +27,9 @@ def check_reasoning(request: derender_pb2.CheckReasoningRequest, defaults: Defau
         raise fail(Reason.TOO_MANY_TOKENS, f"at most {limits.max_tokens_per_choice} token ids", "token_ids")
     check_token_ids(request.token_ids, info.vocab_size, "token_ids")
     ids = list(request.token_ids)
-    name = parser_name(request.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "reasoning_parser")
+    name = parser_name(
+        request.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "reasoning_parser", info
+    )
     if name is None:  # no reasoning: every id is content
         return derender_pb2.CheckReasoningResponse(is_reasoning_end=True, content_token_ids=ids)
     spec = info.reasoning_spec(name, REASONING_PARSERS[name])

@@ -9,6 +9,7 @@ from derender_svc import builders
 from derender_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of derender's messages)
 from derender_svc.limits import Limits
 from derender_svc.parsers import NONE
+from derender_svc.parsers.response_template import NAMES as TEMPLATE_PARSERS
 from derender_svc.reasoning_check import check_reasoning
 from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
@@ -48,6 +49,9 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             if reasoning == NONE and info.has_think_tokens:
                 reasoning = "think"
         tool = info.tool_format if self.args.tool_parser == "auto" else self.args.tool_parser
+        for flag, name in (("--reasoning-parser", reasoning), ("--tool-parser", tool)):
+            if name in TEMPLATE_PARSERS and info.response_template is None:
+                raise SystemExit(f"{flag} {name} reads the model's response_template: {info.template_problem}")
         self.defaults = Defaults(info, Limits.from_args(self.args), reasoning, tool)
 
     @property

@@ -15,6 +15,7 @@ from derender_svc.limits import Limits, check_context, check_engine_output
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.nonempty import force_content
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
+from derender_svc.parsers.response_template import NAMES as TEMPLATE_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from scaleout_common.errors import quote
@@ -31,13 +32,20 @@ class Defaults:
     tool_parser: str
 
 
-def parser_name(name: str, registry: dict, field: str) -> str | None:
-    """The registered spelling of `name`, matched ignoring case as SGLang matches (`DeepSeek-R1`)."""
+def parser_name(name: str, registry: dict, field: str, info: TokenizerInfo | None = None) -> str | None:
+    """The registered spelling of `name`, matched ignoring case as SGLang matches (`DeepSeek-R1`); a parser the
+    model's response_template declares is refused (`info`) where the model has none."""
     if name.lower() == NONE:
         return None
     name = next((known for known in registry if known.lower() == name.lower()), name)
     if name not in registry:
         raise fail(Reason.UNKNOWN_PARSER, f"unknown parser {quote(name)} (known: {sorted(registry)})", field)
+    if info is not None and name in TEMPLATE_PARSERS and info.response_template is None:
+        raise fail(
+            Reason.UNSUPPORTED_FIELD,
+            f"parser {quote(name)} reads the model's response_template: {info.template_problem}",
+            field,
+        )
     return name
 
 
@@ -45,7 +53,10 @@ def resolve_config(
     context: derender_pb2.DerenderContext, endpoint: int, defaults: Defaults, streamed: bool = False
 ) -> ChoiceConfig:
     reasoning = parser_name(
-        context.reasoning_parser or defaults.reasoning_parser, REASONING_PARSERS, "context.reasoning_parser"
+        context.reasoning_parser or defaults.reasoning_parser,
+        REASONING_PARSERS,
+        "context.reasoning_parser",
+        defaults.info,
     )
     tool = fallback = None
     wants_tools = context.tools and context.tool_choice != derender_pb2.TOOL_CHOICE_MODE_NONE
@@ -53,7 +64,9 @@ def resolve_config(
         if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_NAMED:
             tool = "named"
         else:
-            tool = parser_name(context.tool_parser or defaults.tool_parser, TOOL_PARSERS, "context.tool_parser")
+            tool = parser_name(
+                context.tool_parser or defaults.tool_parser, TOOL_PARSERS, "context.tool_parser", defaults.info
+            )
             if context.tool_choice == derender_pb2.TOOL_CHOICE_MODE_REQUIRED:  # render's JSON array of calls
                 tool, fallback = "required", tool
     return ChoiceConfig(

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokenizers import Tokenizer
 
+from derender_svc.parsers.response_template import load_template, reasoning_tags
 from scaleout_common import format_detect as detect
 from scaleout_common.byte_level import byte_level_alphabet
 from scaleout_common.models import tokenizer_fingerprint
 from scaleout_common.reasoning_counts import COUNTED_TAGS
-from scaleout_common.reasoning_ids import ReasoningIds, tokenizer_spec
+from scaleout_common.reasoning_ids import ReasoningIds, ReasoningTags, tokenizer_spec
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -58,11 +60,17 @@ class TokenizerInfo:
     added_tokens: dict[int, str]  # id -> content
     spaces_added_tokens: bool  # decode puts spaces between added tokens (e.g. WordPiece, Metaspace)
     reasoning_format: str = "none"  # the reasoning parser the chat template suggests (scaleout_common/format_detect.py)
+    # the tokenizer config's response_template, ready to serve (the `hf` / `beam` parsers), or why there is none
+    response_template: Any = None
+    template_problem: str = ""
     _specs: dict[str, ReasoningIds] = field(default_factory=dict, repr=False)
 
     def reasoning_spec(self, parser: str, tags) -> ReasoningIds:
         """Reasoning parser `parser`'s tags (`tags`: its class) as this tokenizer's ids, made once per parser."""
         if parser not in self._specs:
+            if getattr(tags, "TEMPLATE", False):  # the model's template declares them
+                template = self.response_template
+                tags = reasoning_tags(template) if template is not None else ReasoningTags((), ())
             self._specs[parser] = tokenizer_spec(
                 tags, lambda text: self.tokenizer.encode(text, add_special_tokens=False).ids
             )
@@ -81,6 +89,7 @@ class TokenizerInfo:
         added = {i: token.content for i, token in backend.get_added_tokens_decoder().items()}
         pair = sorted(added)[:2]
         spaces = len(pair) == 2 and backend.decode(pair, skip_special_tokens=False) != "".join(added[i] for i in pair)
+        template, problem = load_template(_response_template(hf_tokenizer))
         return cls(
             tokenizer=backend,
             vocab_size=backend.get_vocab_size(with_added_tokens=True),
@@ -92,4 +101,15 @@ class TokenizerInfo:
             special_tokens={i: t.content for i, t in backend.get_added_tokens_decoder().items() if t.special},
             added_tokens=added,
             spaces_added_tokens=spaces,
+            response_template=template,
+            template_problem=problem,
         )
+
+
+def _response_template(hf_tokenizer):
+    """The tokenizer config's `response_template` (transformers keeps it as an attribute; vLLM also reads
+    `init_kwargs`)."""
+    template = getattr(hf_tokenizer, "response_template", None)
+    if template is None:
+        template = (getattr(hf_tokenizer, "init_kwargs", None) or {}).get("response_template")
+    return template

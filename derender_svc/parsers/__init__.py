@@ -43,6 +43,7 @@ from derender_svc.parsers.muse import (
 from derender_svc.parsers.named import NamedToolParser
 from derender_svc.parsers.pythonic import Lfm2ToolParser, Olmo3ToolParser, PythonicToolParser
 from derender_svc.parsers.required import RequiredToolParser
+from derender_svc.parsers.response_template import ResponseTemplateReasoningParser, ResponseTemplateToolParser
 from derender_svc.parsers.think import (
     Apertus2509ReasoningParser,
     AppendThinkReasoningParser,
@@ -167,6 +168,9 @@ REASONING_PARSERS = {
     "muse": MuseReasoningParser,
     "musespark1x": MuseReasoningParser,
     "muse_glimmer": MuseGlimmerReasoningParser,
+    # the model's response_template (its tokenizer config) declares the format
+    "hf": ResponseTemplateReasoningParser,
+    "beam": ResponseTemplateReasoningParser,
 }
 TOOL_PARSERS = {
     "hermes": HermesToolParser,
@@ -260,6 +264,8 @@ TOOL_PARSERS = {
     "muse": MuseToolParser,
     "musespark1x": MuseToolParser,
     "muse_glimmer": MuseGlimmerToolParser,
+    "hf": ResponseTemplateToolParser,
+    "beam": ResponseTemplateToolParser,
 }
 # tool_choice naming a function picks `named`, tool_choice "required" picks `required` (over the model's own
 # parser as its fallback); neither can be asked for by name.
@@ -267,12 +273,18 @@ ALL_TOOL_PARSERS = {**TOOL_PARSERS, "named": NamedToolParser, "required": Requir
 NONE = "none"
 
 
-def make_tool_parser(name: str, state: dict | None = None, function: str = "", tools=(), fallback: str | None = None):
+def make_tool_parser(
+    name: str, state: dict | None = None, function: str = "", tools=(), fallback: str | None = None, model=None
+):
     """The tool parser `name`, rebuilt from `state` or new; `tools` (the request's) type schema-typed formats;
-    `fallback` is the model's own parser under `required`."""
+    `fallback` is the model's own parser under `required`; `model` (the TokenizerInfo) binds the parsers that
+    the model's response_template declares."""
     initial = {"function": function} if name == "named" else {"fallback": fallback or ""} if name == "required" else {}
     parser = ALL_TOOL_PARSERS[name](**(state if state is not None else initial))
     parser.tools = tuple(tools)
+    parser.model = model
+    if model is not None and isinstance(parser, ResponseTemplateToolParser):
+        parser.bind(model)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -19,6 +20,8 @@ class StatefulParser:
 
     #: tags the parser looks for; kept in the text even when they are special tokens and specials are skipped
     markers: tuple[str, ...] = ()
+    #: the model's data (its TokenizerInfo), for formats the model declares (response_template.py); not state
+    model: Any = None
 
     def __init__(self, **state):
         self.__dict__.update(self.initial_state())

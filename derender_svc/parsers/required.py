@@ -77,7 +77,7 @@ class RequiredToolParser(StatefulParser):
             return text, []
         from derender_svc.parsers import make_tool_parser  # the registry imports this module
 
-        inner = make_tool_parser(self.fallback, self.inner, tools=getattr(self, "tools", ()))
+        inner = make_tool_parser(self.fallback, self.inner, tools=getattr(self, "tools", ()), model=self.model)
         content, deltas = inner.feed(text, final)
         self.inner = inner.state()
         return content, deltas

@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 from derender_svc.parsers import REASONING_PARSERS, TOOL_PARSERS, make_tool_parser
 from tests.derender import format_cases
 from tests.derender.format_cases import TOOLS
+from tests.derender.response_templates import template_info
+
+MODEL = template_info()  # the model data of the parsers a response_template declares (Gemma 4's)
 
 
 def feed_all(build, text: str, cuts: list[int]):
@@ -41,12 +44,19 @@ def feed_all(build, text: str, cuts: list[int]):
 
 
 def tool_builder(name: str):
-    return lambda state: make_tool_parser(name, state, tools=TOOLS)
+    return lambda state: make_tool_parser(name, state, tools=TOOLS, model=MODEL)
 
 
 def reasoning_builder(name: str, started: bool):
     cls = REASONING_PARSERS[name]
-    return lambda state: cls(**state) if state is not None else cls.create(started)
+
+    def build(state):
+        parser = cls(**state) if state is not None else cls.create(started)
+        if getattr(cls, "TEMPLATE", False):  # the model's response_template (Gemma 4's here) declares the format
+            parser.bind(MODEL)
+        return parser
+
+    return build
 
 
 def chunkings(text: str, count: int = 6):
@@ -99,7 +109,8 @@ def test_every_registered_class_has_cases():
         REASONING_PARSERS[n] for n in format_cases.reasoning_formats()
     }
     old = {TOOL_PARSERS[n] for n in ("hermes", "llama3_json", "pythonic", "mistral")} | {REASONING_PARSERS["think"]}
-    assert {*TOOL_PARSERS.values(), *REASONING_PARSERS.values()} <= covered | old
+    templated = {TOOL_PARSERS["hf"], REASONING_PARSERS["hf"]}  # the model's template: test_response_template.py
+    assert {*TOOL_PARSERS.values(), *REASONING_PARSERS.values()} <= covered | old | templated
 
 
 PIECES = [

@@ -1,0 +1,211 @@
+"""`hf` and `beam` (vLLM 0.33's ResponseTemplate* and Beam* parsers): the checkpoint declares its output format as a
+`response_template` in its tokenizer config (Hugging Face's response templates: `thinking`, `content` and
+`tool_calls` regions between declared delimiters). transformers' `ResponseParser` reads the text; this module
+routes its events as vLLM's `_ResponseStream` does and keeps what a later chunk needs as JSON-able state.
+
+- The template is model data (TokenizerInfo loads it once, as vLLM validates it for serving: only those three
+  fields, `thinking` and `content` plain text; every field optional, an implicit `content` added when every
+  field has an opener); `bind` hands it to a parser, never the request's state.
+- `hf` as the reasoning parser: `thinking` text is reasoning, `content` text is content, and a `tool_calls`
+  region passes whole, delimiters included, into the content (where the `hf` tool parser reads it; vLLM with
+  tool parsing off shows the same text). As the tool parser: `thinking` and `content` text are content, a
+  `tool_calls` region whose value parses to complete calls gives them (arguments as JSON, typed by the request's
+  tool schemas), one that does not is dropped (vLLM logs and drops it).
+- Streaming: the state is where the parser stands, not the whole output: the text held back as a possible
+  delimiter, and the open region's opener (plus the body of an open `tool_calls` region, parsed when it
+  closes). A later chunk replays that into a fresh parser (its events were routed before) and feeds the rest.
+- Beam checkpoints read the same templates; vLLM's `beam` differs only in the grammar it asks of the engine.
+- Not followed: vLLM's parser sees the prompt (a template that pre-writes `<think>`); here `reasoning_started`
+  opens `thinking` with its first literal opener. A `tool_calls` field needs an opener.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+from transformers.utils.chat_parsing import ResponseParser
+from transformers.utils.chat_parsing.response_templates import ResponseTemplate, load_response_template
+
+from derender_svc.parsers.base import StatefulParser, ToolCallDelta
+from derender_svc.parsers.schema import properties, tool_names
+from scaleout_common.reasoning_ids import ReasoningTags
+
+THINKING, CONTENT, TOOLS = "thinking", "content", "tool_calls"
+NAMES = ("hf", "beam")  # the parser names read from the model's template
+
+
+def serving_template(raw) -> ResponseTemplate:
+    """The template a tokenizer config declares, checked and made streamable as vLLM serves it (ValueError)."""
+    loaded = load_response_template(raw)
+    unsupported = (set(loaded.fields) - {THINKING, CONTENT, TOOLS}) | (set(loaded.defaults) - {"role"})
+    if unsupported:
+        raise ValueError(f"fields {sorted(unsupported)} (supported: {THINKING}, {CONTENT}, {TOOLS})")
+    for name in (THINKING, CONTENT):
+        field = loaded.fields.get(name)
+        if field is not None and (field.content != "text" or field.transform is not None or field.join is not None):
+            raise ValueError(f"field {name!r} is not plain text, so it cannot be streamed")
+    if TOOLS in loaded.fields and loaded.fields[TOOLS].open_re is None:
+        raise ValueError(f"field {TOOLS!r} has no opener")
+    spec = copy.deepcopy(raw)
+    fields = spec["fields"]
+    if CONTENT not in fields and all("open" in f or "open_pattern" in f for f in fields.values()):
+        fields[CONTENT] = {}
+    for field in fields.values():
+        field["optional"] = True
+    return load_response_template(spec)
+
+
+def load_template(raw) -> tuple[ResponseTemplate | None, str]:
+    """(the serving template, "") or (None, why there is none) for a tokenizer's `response_template`."""
+    if raw is None:
+        return None, "the tokenizer config declares no response_template"
+    try:
+        return serving_template(raw), ""
+    except (TypeError, ValueError, KeyError, re.error) as error:
+        return None, f"its response_template is not servable: {error}"
+
+
+def reasoning_tags(template: ResponseTemplate) -> ReasoningTags:
+    """The template's reasoning delimiters as tags (usage and CheckReasoning count over ids): the literal
+    `thinking` openers and closers, the literal `content` / `tool_calls` openers end it; an implicit `thinking`
+    is forced. Pattern delimiters have no literal and are left out."""
+    thinking = template.fields.get(THINKING)
+    if thinking is None:
+        return ReasoningTags((), ())
+    after = tuple(
+        t for name in (CONTENT, TOOLS) if name in template.fields for t in template.fields[name].open_literals or ()
+    )
+    return ReasoningTags(
+        tuple(thinking.open_literals or ()), tuple(thinking.close_literals or ()), after, thinking.open_re is None
+    )
+
+
+class _Parser(ResponseParser):
+    """transformers' parser, also giving a region's span (`span` on its close) and turning a region whose value
+    does not parse into a `region_malformed` event, as vLLM's copy does (transformers raises)."""
+
+    opener: tuple[int, int] | None = None  # the open explicit region's opener
+
+    def _open_explicit(self, events, field, m) -> None:
+        super()._open_explicit(events, field, m)
+        self.opener = (m.start(), m.end())
+
+    def _close_current(self, events) -> None:
+        count, field, end = len(events), self._current, self._pos
+        start = self.opener[0] if self.opener else end
+        self.opener = None
+        try:
+            super()._close_current(events)
+        except (KeyError, TypeError, ValueError):
+            events.append({"type": "region_malformed", "field": field})
+            self._reset_to_implicit()
+        if len(events) > count:
+            events[-1]["span"] = (start, end)
+
+
+def _calls(value) -> list[tuple[str, str]]:
+    """(name, arguments JSON) of each call of a `tool_calls` value; none unless every call is complete (vLLM)."""
+    calls = []
+    for item in value if isinstance(value, list) else [value]:
+        function = item.get("function") if isinstance(item, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name or arguments is None:
+            return []
+        calls.append((name, arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)))
+    return calls
+
+
+class _TemplateParser(StatefulParser):
+    TEMPLATE = True  # the model's template, not the class, gives the reasoning tags (TokenizerInfo)
+    START: tuple[str, ...] = ()
+    END: tuple[str, ...] = ()
+    ENDS_ON: tuple[str, ...] = ()
+    FORCED = False
+    TYPED = False  # tool arguments typed by the request's schemas
+    template: ResponseTemplate | None = None  # model data (`bind`), not state
+    tools: tuple = ()  # the request's, not state
+    streamed = False
+
+    @classmethod
+    def initial_state(cls) -> dict:
+        # replay: the open region's opener (and an open tool region's body); pending: text held back
+        return {"replay": "", "pending": "", "region": "", "calls": 0, "started": False}
+
+    @classmethod
+    def create(cls, reasoning_started: bool = False):
+        return cls(started=reasoning_started)
+
+    def bind(self, info) -> None:
+        """The model's data (a TokenizerInfo): its template; every special token stays in the text (vLLM turns
+        skip_special_tokens off for these parsers)."""
+        if info.response_template is None:
+            raise ValueError(f"this model cannot use a response_template parser: {info.template_problem}")
+        self.template = info.response_template
+        self.markers = tuple(info.special_tokens.values())
+
+    def _run(self, text: str, final: bool) -> tuple[_Parser, list[dict]]:
+        assert self.template is not None, "bind() first"
+        if self.started:  # the prompt opened `thinking`: as if its (first literal) opener were replayed
+            thinking = self.template.fields.get(THINKING)
+            self.replay, self.started = (thinking.open_literals or [""])[0] if thinking else "", False
+        if not hasattr(self, "_tool_dicts"):
+            names = tool_names(self.tools) if self.TYPED else []
+            self._tool_dicts: list = [
+                {"function": {"name": n, "parameters": {"properties": properties(self.tools, n)}}} for n in names
+            ]
+        parser = _Parser(self.template, prefix="", tools=self._tool_dicts)
+        if self.replay:
+            parser.feed(self.replay)  # routed by an earlier chunk
+        events = parser.feed(self.pending + text)
+        if final:
+            events += parser.finalize()[1]
+            self.replay = self.pending = self.region = ""
+            return parser, events
+        region = parser._current if parser._current != parser._implicit_name else None
+        opener = parser.opener
+        if region is None or opener is None:
+            self.replay = ""
+        elif region == TOOLS:
+            self.replay = parser._buffer[opener[0] : parser._pos]
+        else:
+            self.replay = parser._buffer[opener[0] : opener[1]]
+        self.pending, self.region = parser._buffer[parser._pos :], region or ""
+        return parser, events
+
+
+class ResponseTemplateReasoningParser(_TemplateParser):
+    def feed(self, text: str, final: bool) -> tuple[str, str]:
+        parser, events = self._run(text, final)
+        reasoning: list[str] = []
+        content: list[str] = []
+        for event in events:
+            if event["field"] == TOOLS:  # passes whole, for the tool parser (or as text without one)
+                if "span" in event:
+                    content.append(parser._buffer[event["span"][0] : event["span"][1]])
+            elif event["type"] == "region_chunk":
+                (reasoning if event["field"] == THINKING else content).append(event["text"])
+        return "".join(reasoning), "".join(content)
+
+    def in_block(self) -> bool:
+        return self.region == THINKING
+
+
+class ResponseTemplateToolParser(_TemplateParser):
+    TYPED = True
+
+    def feed(self, text: str, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        _, events = self._run(text, final)
+        content: list[str] = []
+        deltas: list[ToolCallDelta] = []
+        for event in events:
+            if event["field"] != TOOLS:
+                if event["type"] == "region_chunk":
+                    content.append(event["text"])
+            elif event["type"] == "region_close":
+                for name, arguments in _calls(event["value"]):
+                    deltas.append(ToolCallDelta(self.calls, name, arguments))
+                    self.calls += 1
+        return "".join(content), deltas
