@@ -13,7 +13,8 @@ routes its events as vLLM's `_ResponseStream` does and keeps what a later chunk 
   tool schemas), one that does not is dropped (vLLM logs and drops it).
 - Streaming: the state is where the parser stands, not the whole output: the text held back as a possible
   delimiter, and the open region's opener (plus the body of an open `tool_calls` region, parsed when it
-  closes). A later chunk replays that into a fresh parser (its events were routed before) and feeds the rest.
+  closes). A later chunk replays that into a fresh parser (its events were routed before) and feeds the rest;
+  the stream's parser object keeps its transformers parser instead, until it holds LIVE_TEXT characters.
 - Beam checkpoints read the same templates; vLLM's `beam` differs only in the grammar it asks of the engine.
 - Not followed: vLLM's parser sees the prompt (a template that pre-writes `<think>`); here `reasoning_started`
   opens `thinking` with its first literal opener. A `tool_calls` field needs an opener.
@@ -34,6 +35,7 @@ from scaleout_common.reasoning_ids import ReasoningTags
 
 THINKING, CONTENT, TOOLS = "thinking", "content", "tool_calls"
 NAMES = ("hf", "beam")  # the parser names read from the model's template
+LIVE_TEXT = 4096  # characters a kept parser may hold before the next chunk restarts it from the state
 
 
 def serving_template(raw) -> ResponseTemplate:
@@ -148,21 +150,16 @@ class _TemplateParser(StatefulParser):
 
     def _run(self, text: str, final: bool) -> tuple[_Parser, list[dict]]:
         assert self.template is not None, "bind() first"
-        if self.started:  # the prompt opened `thinking`: as if its (first literal) opener were replayed
-            thinking = self.template.fields.get(THINKING)
-            self.replay, self.started = (thinking.open_literals or [""])[0] if thinking else "", False
-        if not hasattr(self, "_tool_dicts"):
-            names = tool_names(self.tools) if self.TYPED else []
-            self._tool_dicts: list = [
-                {"function": {"name": n, "parameters": {"properties": properties(self.tools, n)}}} for n in names
-            ]
-        parser = _Parser(self.template, prefix="", tools=self._tool_dicts)
-        if self.replay:
-            parser.feed(self.replay)  # routed by an earlier chunk
-        events = parser.feed(self.pending + text)
+        parser = getattr(self, "_live", None)  # this object's parser from its last chunk (the stateful stream)
+        if parser is None:
+            parser = self._restart()
+            events = parser.feed(self.pending + text)
+        else:
+            events = parser.feed(text)
         if final:
             events += parser.finalize()[1]
             self.replay = self.pending = self.region = ""
+            self._live = None
             return parser, events
         region = parser._current if parser._current != parser._implicit_name else None
         opener = parser.opener
@@ -173,7 +170,22 @@ class _TemplateParser(StatefulParser):
         else:
             self.replay = parser._buffer[opener[0] : opener[1]]
         self.pending, self.region = parser._buffer[parser._pos :], region or ""
+        # the live parser keeps all its text: past LIVE_TEXT characters the next chunk restarts from the state
+        self._live = parser if parser._pos <= LIVE_TEXT else None
         return parser, events
+
+    def _restart(self) -> _Parser:
+        """A fresh parser standing where the state says (the replayed text's events were routed before)."""
+        assert self.template is not None
+        if self.started:  # the prompt opened `thinking`: as if its (first literal) opener were replayed
+            thinking = self.template.fields.get(THINKING)
+            self.replay, self.started = (thinking.open_literals or [""])[0] if thinking else "", False
+        names = tool_names(self.tools) if self.TYPED else []
+        tools = [{"function": {"name": n, "parameters": {"properties": properties(self.tools, n)}}} for n in names]
+        parser = _Parser(self.template, prefix="", tools=list(tools))
+        if self.replay:
+            parser.feed(self.replay)
+        return parser
 
 
 class ResponseTemplateReasoningParser(_TemplateParser):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from derender_svc.__main__ import build_parser
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
-from derender_svc.parsers.response_template import load_template
+from derender_svc.parsers.response_template import LIVE_TEXT, load_template
 from derender_svc.service import DerenderService
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2
@@ -73,23 +73,27 @@ CASES = [
 ]  # fmt: skip
 
 
-def run(parsers: str, info, text: str, size: int, name: str = "hf"):
-    """(reasoning, content, calls) of `text` fed in pieces of `size` (0: whole), each parser rebuilt from its JSON
-    state before each piece, in derender's order: reasoning, then tool calls over the content."""
+def run(parsers: str, info, text: str, size: int, name: str = "hf", rebuild: bool = True):
+    """(reasoning, content, calls) of `text` fed in pieces of `size` (0: whole), in derender's order: reasoning,
+    then tool calls over the content; each parser rebuilt from its JSON state before each piece (`rebuild`, as the
+    stateless twin does) or kept (as the stream keeps it)."""
     pieces = [text[i : i + size] for i in range(0, len(text), size)] if size else [text]
     reasoning, content, calls = [], [], {}
     r_state = t_state = None
+    parser = tools = None
     for n, piece in enumerate(pieces):
         final = n == len(pieces) - 1
         if parsers != "tools":
             cls = REASONING_PARSERS[name]
-            parser = cls(**json.loads(r_state)) if r_state else cls.create(parsers == "started")
-            parser.bind(info)
+            if parser is None or rebuild:
+                parser = cls(**json.loads(r_state)) if r_state else cls.create(parsers == "started")
+                parser.bind(info)
             thought, piece = parser.feed(piece, final)
             r_state = json.dumps(parser.state())
             reasoning.append(thought)
         if parsers != "reasoning":
-            tools = make_tool_parser(name, json.loads(t_state) if t_state else None, tools=TOOLS, model=info)
+            if tools is None or rebuild:
+                tools = make_tool_parser(name, json.loads(t_state) if t_state else None, tools=TOOLS, model=info)
             piece, deltas = tools.feed(piece, final)
             t_state = json.dumps(tools.state())
             for delta in deltas:
@@ -108,6 +112,7 @@ def test_as_vllm(parsers, template, text, reasoning, content, calls):
     for size in (0, 1, 3, 7):
         assert run(parsers, INFOS[template], text, size) == (reasoning, content, calls), size
     assert run(parsers, INFOS[template], text, 2, "beam") == (reasoning, content, calls)
+    assert run(parsers, INFOS[template], text, 3, rebuild=False) == (reasoning, content, calls)
 
 
 PIECES = ["<|channel>", "thought\n", "<channel|>", "<|tool_call>", "call:f", "{", "}", "a:1", '<|"|>', "<tool_call|>"]
@@ -122,17 +127,20 @@ PIECES += ["<turn|>", "<eos>", "x", " ", "\n", ":", ",", "<", "|", "é"]
 )
 def test_marker_soup_is_chunking_invariant(pieces, size, parsers):
     text = "".join(pieces)
-    assert run(parsers, INFOS["gemma4"], text, size) == run(parsers, INFOS["gemma4"], text, 0)
+    whole = run(parsers, INFOS["gemma4"], text, 0)
+    assert run(parsers, INFOS["gemma4"], text, size) == whole
+    assert run(parsers, INFOS["gemma4"], text, size, rebuild=False) == whole
 
 
 def test_state_stays_small_over_a_long_answer():
     info = INFOS["qwen3"]
-    text = "<think>" + "word " * 400 + "</think>" + "answer " * 400
+    text = "<think>" + "word " * 1200 + "</think>" + "answer " * 1200
     parser = REASONING_PARSERS["hf"].create(False)
     parser.bind(info)
     for i in range(0, len(text), 5):
         parser.feed(text[i : i + 5], False)
         assert len(json.dumps(parser.state())) < 100
+        assert parser._live is None or len(parser._live._buffer) <= LIVE_TEXT + 5  # what the stream keeps
 
 
 def test_template_problems():
