@@ -120,6 +120,21 @@ def _calls(value) -> list[tuple[str, str]]:
     return calls
 
 
+def _closer_rest(parser: _Parser) -> str:
+    """The rest of the closer the output stopped in, when only the next message's start anchor is missing (the
+    stop token came before it), so the region closes as written (vLLM's `_closer_rest`)."""
+    if parser._current is None or not parser._opened:
+        return ""
+    text = parser._buffer[parser.opener[1] if parser.opener else 0 :]
+    anchors = parser._spec.start_anchor_literals or []
+    for closer in parser._spec.fields[parser._current].close_literals or ():
+        for anchor in (a for a in anchors if closer.endswith(a) and closer != a):
+            for cut in range(len(closer) - 1, len(closer) - len(anchor) - 1, -1):
+                if text.endswith(closer[:cut]):
+                    return closer[cut:]
+    return ""
+
+
 class _TemplateParser(StatefulParser):
     TEMPLATE = True  # the model's template, not the class, gives the reasoning tags (TokenizerInfo)
     START: tuple[str, ...] = ()
@@ -157,7 +172,7 @@ class _TemplateParser(StatefulParser):
         else:
             events = parser.feed(text)
         if final:
-            events += parser.finalize()[1]
+            events += parser.feed(_closer_rest(parser)) + parser.finalize()[1]
             self.replay = self.pending = self.region = ""
             self._live = None
             return parser, events

@@ -22,7 +22,7 @@ from scaleout.v1 import derender_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, resolve_model
 from tests.derender.calls import engine_messages
-from tests.derender.response_templates import QWEN3, TEMPLATES, template_info
+from tests.derender.response_templates import GEMMA4, QWEN3, TEMPLATES, template_info
 
 TOOLS = [
     {"function": {"name": "set_alarm", "parameters": {"properties": {"hour": {"type": "integer"}}}}},
@@ -70,6 +70,10 @@ CASES = [
     ("started", "qwen3", "plan it\n</think>\n\nThe answer.<|im_end|>", "plan it\n", "\n\nThe answer.", []),
     ("started", "qwen35", "need weather\n</think>\n\n" + X_PARIS, "need weather\n", "", [PARIS]),
     ("started", "qwen3", "still thinking", "still thinking", "", []),
+    # a closer that ends with a start anchor, the output stopped before the anchor: the rest is supplied (vLLM)
+    ("both", "anchored", "Hi." + G_ALARM, "", "Hi.", [ALARM]),
+    ("both", "anchored", "Hi." + G_ALARM + "<tool_resp", "", "Hi.", [ALARM]),
+    ("reasoning", "anchored", "Hi." + G_ALARM, "", "Hi." + G_ALARM + "<tool_response|>", []),
 ]  # fmt: skip
 
 
@@ -104,7 +108,9 @@ def run(parsers: str, info, text: str, size: int, name: str = "hf", rebuild: boo
     return "".join(reasoning), "".join(content), [(n, json.loads(a)) for n, a in (calls[i] for i in sorted(calls))]
 
 
-INFOS = {name: template_info(raw) for name, raw in TEMPLATES.items()}
+ANCHORED = {**GEMMA4, "fields": {**GEMMA4["fields"], "tool_calls": {**GEMMA4["fields"]["tool_calls"]}}}
+ANCHORED["fields"]["tool_calls"]["close"] = "<tool_call|><tool_response|>"  # ends with Gemma 4's second anchor
+INFOS = {name: template_info(raw) for name, raw in {**TEMPLATES, "anchored": ANCHORED}.items()}
 
 
 @pytest.mark.parametrize("parsers,template,text,reasoning,content,calls", CASES)
