@@ -10,7 +10,7 @@ from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.nonempty import ForceContent
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
-from derender_svc.parsers.response_template import ResponseTemplateReasoningParser
+from derender_svc.parsers.response_template import ResponseTemplateReasoningParser, ResponseTemplateToolParser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2, engine_pb2
@@ -112,6 +112,8 @@ class ChoiceProcessor:
             self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
             if isinstance(self.reasoning, ResponseTemplateReasoningParser):
                 self.reasoning.bind(info)
+                if "r" not in state:
+                    self.reasoning.begin(info.tokenizer.decode(list(config.prompt_tail), skip_special_tokens=False))
         self.counter = None  # the reasoning tokens, counted over the ids (usage)
         if config.reasoning_parser:
             spec = info.counting_spec(config.reasoning_parser, REASONING_PARSERS[config.reasoning_parser])
@@ -125,6 +127,8 @@ class ChoiceProcessor:
                 config.tool_parser, state.get("t"), config.tool_function, config.tools, config.tool_fallback, info
             )
             self.tools.streamed = config.streamed
+            if isinstance(self.tools, ResponseTemplateToolParser) and self.reasoning is None and "t" not in state:
+                self.tools.begin(info.tokenizer.decode(list(config.prompt_tail), skip_special_tokens=False))
         tags = {tag for parser in (self.reasoning, self.tools) if parser is not None for tag in parser.markers}
         # parser tags that are special tokens stay in the text when specials are skipped
         self.markers = {i: t for i, t in info.special_tokens.items() if t in tags} if config.skip_special_tokens else {}

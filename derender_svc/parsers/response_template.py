@@ -16,8 +16,9 @@ routes its events as vLLM's `_ResponseStream` does and keeps what a later chunk 
   closes). A later chunk replays that into a fresh parser (its events were routed before) and feeds the rest;
   the stream's parser object keeps its transformers parser instead, until it holds LIVE_TEXT characters.
 - Beam checkpoints read the same templates; vLLM's `beam` differs only in the grammar it asks of the engine.
-- Not followed: vLLM's parser sees the prompt (a template that pre-writes `<think>`); here `reasoning_started`
-  opens `thinking` with its first literal opener. A `tool_calls` field needs an opener.
+- The prompt: vLLM's parser reads it from its last start anchor (a template may pre-write `<think>`); here the
+  prompt's last tokens are read so (`begin`), and without an anchor there `reasoning_started` opens `thinking`
+  with its first literal opener. Not followed: a `tool_calls` field needs an opener.
 """
 
 from __future__ import annotations
@@ -176,6 +177,19 @@ class _TemplateParser(StatefulParser):
             self.replay = self.pending = self.region = ""
             self._live = None
             return parser, events
+        self._keep(parser)
+        return parser, events
+
+    def begin(self, prompt_tail: str) -> None:
+        """Stand where the prompt leaves the message, as vLLM's parser reads the prompt: from the last start anchor
+        in the prompt's last tokens (without one there, `reasoning_started` decides)."""
+        assert self.template is not None, "bind() first"
+        if self.template.start_anchor_re.search(prompt_tail) is not None:
+            self.started = False
+            self._keep(_Parser(self.template, prefix=prompt_tail))
+
+    def _keep(self, parser: _Parser) -> None:
+        """The state that stands where `parser` stands."""
         region = parser._current if parser._current != parser._implicit_name else None
         opener = parser.opener
         if region is None or opener is None:
@@ -187,7 +201,6 @@ class _TemplateParser(StatefulParser):
         self.pending, self.region = parser._buffer[parser._pos :], region or ""
         # the live parser keeps all its text: past LIVE_TEXT characters the next chunk restarts from the state
         self._live = parser if parser._pos <= LIVE_TEXT else None
-        return parser, events
 
     def _restart(self) -> _Parser:
         """A fresh parser standing where the state says (the replayed text's events were routed before)."""

@@ -169,20 +169,28 @@ def template_model(tmp_path_factory):
     return hf, TokenizerInfo.from_hf(hf)
 
 
-async def test_tokenizer_config_template_end_to_end(template_model):
+@pytest.mark.parametrize(
+    "reasoning_parser,tail,text,expected",
+    [
+        ("hf", "", "<think>plan</think>Sure.", ("plan", "Sure.")),
+        # the prompt's last tokens hold the start anchor: read from there, as vLLM reads the prompt
+        ("hf", "<|im_start|>assistant\n<think>\n", "plan</think>Sure.", ("plan", "Sure.")),
+        ("none", "<|im_start|>assistant\n<think>\n", "plan</think>Sure.", ("", "planSure.")),
+    ],
+)
+async def test_tokenizer_config_template_end_to_end(template_model, reasoning_parser, tail, text, expected):
     hf, info = template_model
     assert info.response_template is not None
-    service = DerenderService(build_parser().parse_args(["--reasoning-parser", "hf", "--tool-parser", "beam"]), info)
+    flags = ["--reasoning-parser", reasoning_parser, "--tool-parser", "beam"]
+    service = DerenderService(build_parser().parse_args(flags), info)
     await service.load()
-    text = "<think>plan</think>Sure." + Q_PARIS + "<|im_end|>"
-    messages = engine_messages([[i] for i in hf.encode(text, add_special_tokens=False)])
-    context = derender_pb2.DerenderContext(
-        id="chatcmpl-hf", skip_special_tokens=True, tools=[], parallel_tool_calls=True
-    )
+    messages = engine_messages([[i] for i in hf.encode(text + Q_PARIS + "<|im_end|>", add_special_tokens=False)])
+    context = derender_pb2.DerenderContext(id="chatcmpl-hf", skip_special_tokens=True, parallel_tool_calls=True)
+    context.prompt_tail_token_ids.extend(hf.encode(tail, add_special_tokens=False))
     context.tools.add(type="function").function.name = "get_weather"
     answer = await service.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages), None)
     message = answer.choices[0].message
-    assert (message.reasoning_content, message.content) == ("plan", "Sure.")
+    assert (message.reasoning_content, message.content) == expected
     assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [PARIS]
     assert answer.choices[0].finish_reason == "tool_calls"
     streamed, state = [], b""
@@ -191,8 +199,7 @@ async def test_tokenizer_config_template_end_to_end(template_model):
         response = await service.DerenderChunk(request, None)
         state = response.state
         streamed += [c.delta for c in response.chat.choices]
-    assert "".join(d.reasoning_content for d in streamed) == "plan"
-    assert "".join(d.content for d in streamed) == "Sure."
+    assert ("".join(d.reasoning_content for d in streamed), "".join(d.content for d in streamed)) == expected
     assert [c.function.name for d in streamed for c in d.tool_calls] == ["get_weather"]
 
 
