@@ -186,7 +186,7 @@ class _TemplateParser(StatefulParser):
         assert self.template is not None, "bind() first"
         if self.template.start_anchor_re.search(prompt_tail) is not None:
             self.started = False
-            self._keep(_Parser(self.template, prefix=prompt_tail))
+            self._keep(self._parser(prompt_tail))
 
     def _keep(self, parser: _Parser) -> None:
         """The state that stands where `parser` stands."""
@@ -208,12 +208,17 @@ class _TemplateParser(StatefulParser):
         if self.started:  # the prompt opened `thinking`: as if its (first literal) opener were replayed
             thinking = self.template.fields.get(THINKING)
             self.replay, self.started = (thinking.open_literals or [""])[0] if thinking else "", False
-        names = tool_names(self.tools) if self.TYPED else []
-        tools = [{"function": {"name": n, "parameters": {"properties": properties(self.tools, n)}}} for n in names]
-        parser = _Parser(self.template, prefix="", tools=list(tools))
+        parser = self._parser("")
         if self.replay:
             parser.feed(self.replay)
         return parser
+
+    def _parser(self, prefix: str) -> _Parser:
+        """A transformers parser over the model's template (typing arguments by the request's tool schemas)."""
+        assert self.template is not None
+        names = tool_names(self.tools) if self.TYPED else []
+        tools = [{"function": {"name": n, "parameters": {"properties": properties(self.tools, n)}}} for n in names]
+        return _Parser(self.template, prefix=prefix, tools=list(tools))
 
 
 class ResponseTemplateReasoningParser(_TemplateParser):

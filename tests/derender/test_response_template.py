@@ -184,10 +184,13 @@ async def test_tokenizer_config_template_end_to_end(template_model, reasoning_pa
     flags = ["--reasoning-parser", reasoning_parser, "--tool-parser", "beam"]
     service = DerenderService(build_parser().parse_args(flags), info)
     await service.load()
-    messages = engine_messages([[i] for i in hf.encode(text + Q_PARIS + "<|im_end|>", add_special_tokens=False)])
+    typed = Q_PARIS.replace("3}", '"3"}')  # the schema types "3" as 3
+    messages = engine_messages([[i] for i in hf.encode(text + typed + "<|im_end|>", add_special_tokens=False)])
     context = derender_pb2.DerenderContext(id="chatcmpl-hf", skip_special_tokens=True, parallel_tool_calls=True)
     context.prompt_tail_token_ids.extend(hf.encode(tail, add_special_tokens=False))
-    context.tools.add(type="function").function.name = "get_weather"
+    function = context.tools.add(type="function").function
+    function.name = "get_weather"
+    function.parameters.update({"properties": {"days": {"type": "integer"}}})
     answer = await service.DerenderChat(derender_pb2.DerenderChatRequest(context=context, results=messages), None)
     message = answer.choices[0].message
     assert (message.reasoning_content, message.content) == expected
@@ -200,7 +203,7 @@ async def test_tokenizer_config_template_end_to_end(template_model, reasoning_pa
         state = response.state
         streamed += [c.delta for c in response.chat.choices]
     assert ("".join(d.reasoning_content for d in streamed), "".join(d.content for d in streamed)) == expected
-    assert [c.function.name for d in streamed for c in d.tool_calls] == ["get_weather"]
+    assert [(c.function.name, json.loads(c.function.arguments)) for d in streamed for c in d.tool_calls] == [PARIS]
 
 
 async def test_a_model_without_a_template_is_refused(info):
