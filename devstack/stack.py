@@ -57,21 +57,28 @@ def stop_processes(processes: list[subprocess.Popen], grace_s: float) -> None:
             process.wait()
 
 
+_GIVEN: set[int] = set()  # ports this process has handed out: two picks before either is bound must differ
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free now, picked below the kernel's ephemeral range: between this pick and its user binding it,
     a socket bound to port 0 (the replicas' servers) or an outgoing connection could otherwise be handed the
-    same number (seen in CI: Envoy exiting on `Address already in use`)."""
+    same number (seen in CI: Envoy exiting on `Address already in use`). Never one handed out before by this
+    process (seen in CI: two of a stack's Envoy listeners given the same free port)."""
     try:
         ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32768
     for _ in range(64):
         port = random.randrange(max(1024, ephemeral_low - 12000), ephemeral_low)
+        if port in _GIVEN:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
+            _GIVEN.add(port)
             return port
     with socket.socket() as sock:  # a crowded range: let the kernel pick
         sock.bind((host, 0))
