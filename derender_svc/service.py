@@ -9,7 +9,6 @@ from derender_svc import builders
 from derender_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of derender's messages)
 from derender_svc.limits import Limits
 from derender_svc.parsers import NONE
-from derender_svc.parsers.response_template import NAMES as TEMPLATE_PARSERS
 from derender_svc.reasoning_check import check_reasoning
 from derender_svc.session import Defaults, Session
 from derender_svc.state_codec import decode_state, encode_state
@@ -18,6 +17,7 @@ from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, model_name, resolve_model
 from scaleout_common.reasons import Reason, fail
+from scaleout_common.response_templates import NAMES as TEMPLATE_PARSERS
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from derender_svc.limits import Limits, check_context, check_engine_output
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
 from derender_svc.nonempty import force_content
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
-from derender_svc.parsers.response_template import NAMES as TEMPLATE_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
+from scaleout_common.response_templates import NAMES as TEMPLATE_PARSERS
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from derender_svc.parsers.response_template import load_template, reasoning_tags
 from scaleout_common import format_detect as detect
 from scaleout_common.byte_level import byte_level_alphabet
 from scaleout_common.models import tokenizer_fingerprint
 from scaleout_common.reasoning_counts import COUNTED_TAGS
 from scaleout_common.reasoning_ids import ReasoningIds, ReasoningTags, tokenizer_spec
+from scaleout_common.response_templates import declared, load_template, reasoning_tags
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -89,7 +89,7 @@ class TokenizerInfo:
         added = {i: token.content for i, token in backend.get_added_tokens_decoder().items()}
         pair = sorted(added)[:2]
         spaces = len(pair) == 2 and backend.decode(pair, skip_special_tokens=False) != "".join(added[i] for i in pair)
-        template, problem = load_template(_response_template(hf_tokenizer))
+        template, problem = load_template(declared(hf_tokenizer))
         return cls(
             tokenizer=backend,
             vocab_size=backend.get_vocab_size(with_added_tokens=True),
@@ -104,12 +104,3 @@ class TokenizerInfo:
             response_template=template,
             template_problem=problem,
         )
-
-
-def _response_template(hf_tokenizer):
-    """The tokenizer config's `response_template` (transformers keeps it as an attribute; vLLM also reads
-    `init_kwargs`)."""
-    template = getattr(hf_tokenizer, "response_template", None)
-    if template is None:
-        template = (getattr(hf_tokenizer, "init_kwargs", None) or {}).get("response_template")
-    return template

@@ -36,6 +36,8 @@ from scaleout_common import structured_output_rules as rules
 from scaleout_common.errors import quote
 from scaleout_common.reasoning_ids import REASONING_TAGS, ReasoningIds, to_proto, tokenizer_spec
 from scaleout_common.reasons import Reason, fail
+from scaleout_common.response_templates import NAMES as TEMPLATE_PARSERS
+from scaleout_common.response_templates import declared, load_template, reasoning_tags
 
 NONE = "none"
 ONE_OF = "json, regex, choice, grammar, json_object, structural_tag"
@@ -306,7 +308,11 @@ class Reasoning:
         self.tokenizer = tokenizer
         vocab = tokenizer.get_vocab()
         self.name = parser or ("think" if "<think>" in vocab and "</think>" in vocab else NONE)
-        if self.name != NONE and self.name not in REASONING_TAGS:
+        self.tags = REASONING_TAGS.get(self.name)
+        if self.name in TEMPLATE_PARSERS:  # `hf` / `beam`: the model's response_template declares the tags
+            template, _ = load_template(declared(tokenizer))
+            self.tags = None if template is None else reasoning_tags(template)
+        if self.tags is None:
             self.name = NONE  # a parser this table does not know gates nothing (derender still parses it)
         self._spec: ReasoningIds | None = None
 
@@ -314,7 +320,7 @@ class Reasoning:
         """The tags' ids: each tag as the tokenizer encodes it alone, and (plain-text tags of a byte-level
         vocabulary) after a space, where the space merges into the tag's first token (`Ġ</` `think` `>`)."""
         if self._spec is None:
-            self._spec = tokenizer_spec(REASONING_TAGS[self.name], self._encode)
+            self._spec = tokenizer_spec(self.tags, self._encode)
         return self._spec
 
     def _encode(self, text: str) -> list[int]:
@@ -323,9 +329,9 @@ class Reasoning:
     def started(self, prompt_text: str) -> bool | None:
         """Whether the prompt opened the block; None when the output cannot reason (no reasoning format, or
         the template closed the block: thinking turned off)."""
-        if self.name == NONE:
+        tags = self.tags
+        if self.name == NONE or tags is None:
             return None
-        tags = REASONING_TAGS[self.name]
         tail = prompt_text.rstrip()
         if any(tail.endswith(end.rstrip()) for end in tags.END if end.strip()):
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from derender_svc.parsers.response_template import load_template
+from scaleout_common.response_templates import load_template
 
 GEMMA4 = {
     "defaults": {"role": "assistant"},

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from derender_svc.__main__ import build_parser
 from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
-from derender_svc.parsers.response_template import LIVE_TEXT, load_template
+from derender_svc.parsers.response_template import LIVE_TEXT
 from derender_svc.service import DerenderService
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import derender_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, resolve_model
+from scaleout_common.response_templates import load_template
 from tests.derender.calls import engine_messages
 from tests.derender.response_templates import GEMMA4, QWEN3, TEMPLATES, template_info
 

@@ -10,8 +10,10 @@ import pytest
 import pytest_asyncio
 from google.protobuf import json_format
 
+from render_svc.structured import Reasoning
 from scaleout.v1 import render_pb2
 from scaleout_common.models import load_tokenizer, resolve_model
+from tests.derender.response_templates import QWEN3
 from tests.render.calls import chat, expect
 from tests.render.conftest import render_server
 from tests.render.fixtures import CALC, TEMPLATES, WEATHER
@@ -169,6 +171,20 @@ async def test_reasoning_gate_from_the_template(thinking_stub):
     assert not thinking.reasoning.started
     off = await thinking_stub.RenderChat(chat(response_format=fmt, chat_template_kwargs={"enable_thinking": False}))
     assert constraint_of(off).reasoning_ended  # the template closed the block in the prompt
+
+
+def test_hf_gates_after_the_reasoning_its_response_template_declares():
+    """`hf` / `beam` take their reasoning tags from the model's response_template (Qwen3's here), so a grammar
+    starts after the thinking region as it does for the named parsers; without a template nothing is gated."""
+    tokenizer = load_tokenizer(resolve_model(None))
+    tokenizer.response_template = QWEN3
+    reasoning = Reasoning(tokenizer, "hf")
+    ids = [tuple(tokenizer.encode(tag, add_special_tokens=False)) for tag in ("<think>", "</think>")]
+    assert reasoning.name == "hf" and ids[0] in reasoning.spec().start and ids[1] in reasoning.spec().end
+    assert reasoning.started("<|im_start|>assistant\n<think>\n") is True
+    assert reasoning.started("<|im_start|>assistant\n<think>\n</think>") is None  # the prompt closed it
+    tokenizer.response_template = None
+    assert Reasoning(tokenizer, "beam").name == "none"
 
 
 async def test_a_thinking_budget_carries_the_reasoning_tags(thinking_stub, stub):
