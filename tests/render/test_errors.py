@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 from google.protobuf import json_format
 
 from scaleout.v1 import render_pb2
+from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason as r
 from tests.render.calls import chat, expect
 from tests.render.conftest import render_server
@@ -200,10 +202,14 @@ async def test_large_requests_time_out_in_the_worker_pool_too(trusting_stub):
 async def test_a_full_render_queue_refuses_fast():
     big = chat([{"role": "user", "content": "z" * 6000}])  # above --inline-bytes: offloaded
     async with render_server("--render-threads", "1", "--max-pending-renders", "1") as stub:
-        first = asyncio.ensure_future(stub.RenderChatBatch(render_pb2.RenderChatBatchRequest(requests=[big] * 64)))
-        await asyncio.sleep(0.05)
-        await expect(stub.RenderChat(big), "RESOURCE_EXHAUSTED", r.RENDER_QUEUE_FULL)
-        await first
+        # A batch and eight renders at once on one thread with one pending slot: some are refused, each at once
+        # with the queue's reason, and nothing else fails (a fixed pause before one probe raced the batch).
+        batch = stub.RenderChatBatch(render_pb2.RenderChatBatchRequest(requests=[big] * 64))
+        results = await asyncio.gather(batch, *(stub.RenderChat(big) for _ in range(8)), return_exceptions=True)
+        answered = (render_pb2.RenderChatBatchResponse, render_pb2.RenderChatResponse, grpc.aio.AioRpcError)
+        assert all(isinstance(x, answered) for x in results), results
+        refused = [ServiceError.from_rpc_error(x) for x in results if isinstance(x, grpc.aio.AioRpcError)]
+        assert refused and {(e.code.name, e.reason) for e in refused} == {("RESOURCE_EXHAUSTED", r.RENDER_QUEUE_FULL)}
 
 
 async def test_request_templates_are_bounded_apart_from_other_renders():
