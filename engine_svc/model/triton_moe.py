@@ -50,18 +50,19 @@ def table_path(experts: int, inner: int, fp8: bool, device: str) -> Path:
 
 
 @functools.cache
-def _table(experts: int, inner: int, fp8: bool, device: str) -> tuple[tuple[int, Tiles], ...]:
-    path = table_path(experts, inner, fp8, device)
+def _table(experts: int, inner: int, fp8: bool, device: int) -> tuple[tuple[int, Tiles], ...]:
+    path = table_path(experts, inner, fp8, torch.cuda.get_device_name(device))
     if not path.exists():
         return ()
     return tuple(sorted((int(tokens), Tiles(**tiles)) for tokens, tiles in json.loads(path.read_text()).items()))
 
 
 def tiles_for(tokens: int, experts: int, inner: int, fp8: bool, device: torch.device) -> Tiles:
-    """The measured tiles at the token count nearest `tokens` for this shape on this GPU, else the default."""
+    """The measured tiles at the token count nearest `tokens` for this shape on this GPU, else the default (the
+    table read once a shape and device)."""
     if device.type != "cuda":  # Triton's interpreter
         return TILES
-    table = _table(experts, inner, fp8, torch.cuda.get_device_name(device))
+    table = _table(experts, inner, fp8, device.index if device.index is not None else torch.cuda.current_device())
     return min(table, key=lambda entry: abs(entry[0] - tokens))[1] if table else TILES
 
 
