@@ -3,7 +3,8 @@
 # sweeps the fused experts' tiles of Qwen3-30B-A3B and gpt-oss-20b (bench/engine/moe_tiles.py, one token count a
 # process so each count's table entry is written as it is measured) and copies the tables the engine reads
 # (engine_svc/model/moe_tiles/) to $OUT; `... serve` serves Qwen3-30B-A3B with fp8 experts (bf16 does not fit an
-# H100 beside its cache) at 1 / 64 / 256 streams, each with the bench's roofline beside it.
+# H100 beside its cache) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
+# the one-token experts (tests, tiles, a batch-1 step's kernels).
 source bench/serving/h200_env.sh
 case "$1" in
 tiles)
@@ -19,6 +20,15 @@ decode)  # the decode sizes' tiles timed from CUDA graphs (one process), then th
     --write --json "$OUT/tiles_small.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_small.log"
   cp engine_svc/model/moe_tiles/*.json "$OUT/"
   bash "$0" serve "$2" "$3" ;;
+batch1)  # the one-token path (no sorting, gating in the down, one routing launch): the kernels' tests in bf16, the
+  # token-1 tiles timed from CUDA graphs (written to the table), a batch-1 decode step's kernels, then the serve loads
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_moe.py tests/engine/test_families.py \
+    2>&1 | quiet | tail -5 | tee "$OUT/moe_tests.log"
+  timeout 150 python3 -m bench.engine.moe_tiles --shape qwen3-30b-a3b --grid small --tokens 1 --write \
+    --json "$OUT/tiles_1.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_1.log"
+  cp engine_svc/model/moe_tiles/*.json "$OUT/"
+  timeout 240 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --mixed 1x1152+1x128 \
+    2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
 serve)
   timeout 560 python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset random:128x128@1,random:1024x128@64,random:1024x128@256 --prompts-per-stream 2 --client-processes 4 \

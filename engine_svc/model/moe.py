@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine_svc.model import mxfp4
+
 
 @dataclass(frozen=True)
 class Gating:
@@ -71,6 +73,10 @@ def route(x: torch.Tensor, router: torch.Tensor, routing: Routing, bias=None, co
     if routing.rule == "sigmoid_groups":
         return _sigmoid_groups(x, router, routing, correction)
     logits = F.linear(x, router, bias)
+    if logits.is_cuda:  # one launch in place of the softmax, top-k and renormalisation's five
+        from engine_svc.model.triton_moe import top_k_weights
+
+        return top_k_weights(logits, routing.top_k, routing.rule == "softmax", routing.renormalize)
     if routing.rule == "softmax_top_k":
         values, ids = torch.topk(logits, routing.top_k, dim=-1)
         return F.softmax(values, dim=-1, dtype=values.dtype), ids
@@ -108,7 +114,8 @@ def grouped_experts(
     down_scale=None,
 ):
     """sum over each token's k experts of weight * down(gating(gate_up(x))), one pair of matmuls per expert hit;
-    fp8 experts (`*_scale`: [experts, out], each weight row's) are dequantized an expert at a time."""
+    fp8 experts (`*_scale`: [experts, out], each weight row's) and MXFP4 ones (uint8 weights, `*_scale` their e8m0
+    group exponents: mxfp4.py) are dequantized an expert at a time."""
     flat = ids.flatten()
     order = torch.argsort(flat, stable=True)
     counts = torch.bincount(flat, minlength=gate_up.shape[0]).tolist()
@@ -129,7 +136,11 @@ def grouped_experts(
 
 
 def _dequantized(weight, scale, expert: int, dtype) -> torch.Tensor:
-    return weight[expert] if scale is None else (weight[expert].float() * scale[expert][:, None]).to(dtype)
+    if scale is None:
+        return weight[expert]
+    if mxfp4.is_mxfp4(weight):
+        return mxfp4.dequantize(weight[expert], scale[expert], dtype)
+    return (weight[expert].float() * scale[expert][:, None]).to(dtype)
 
 
 def _frozen(t: torch.Tensor) -> nn.Parameter:
@@ -164,7 +175,7 @@ class SparseMoe(nn.Module):
             None if shared is None else _frozen(torch.cat((shared.gate_proj.weight, shared.up_proj.weight)))
         )
         self.shared_down = None if shared is None else _frozen(shared.down_proj.weight)
-        self.gate_up_scale: torch.Tensor | None = None  # set by to_fp8: each expert weight row's scale
+        self.gate_up_scale: torch.Tensor | None = None  # set by to_fp8 (each row's) or to_mxfp4 (each group's)
         self.down_scale: torch.Tensor | None = None
 
     def to_fp8(self) -> None:
@@ -178,6 +189,15 @@ class SparseMoe(nn.Module):
             quantized, scale = quantize_rows(weight.reshape(-1, weight.shape[-1]))
             setattr(self, name, _frozen(quantized.view(weight.shape)))
             setattr(self, f"{name}_scale", scale.view(weight.shape[:2]))
+
+    def to_mxfp4(self) -> None:
+        """The experts' weights in MXFP4 (mxfp4.py: a quarter of bf16's bytes, a group exponent a 32 values), as
+        gpt-oss's checkpoints ship them: quantizing a checkpoint's experts that transformers dequantized at load
+        gives back its own values. The products run at the activations' dtype (weight-only, as vLLM on Hopper)."""
+        for name in ("gate_up", "down"):
+            packed, scales = zip(*map(mxfp4.quantize, getattr(self, name)))  # an expert at a time: float32 copies
+            setattr(self, name, _frozen(torch.stack(packed)))
+            setattr(self, f"{name}_scale", torch.stack(scales))
 
     @property
     def weight(self) -> torch.Tensor:

@@ -5,8 +5,11 @@ Each token's k expert choices are assignments (row token * k + j of the flat lis
 expert and pads each expert's run to a multiple of BLOCK_M, on the device and with no host read (so CUDA graphs
 capture it): a program takes BLOCK_M sorted assignments of one expert, gathers their input rows, multiplies by
 that expert's weight tile and scatters the products back to the assignments' rows. The sorted list has room
-for the worst padding (every expert a run), its unused blocks exit at once. The down kernel scales each product
-by its routing weight, and the k products of a token are summed after. fp8 experts (moe.py's to_fp8) load e4m3
+for the worst padding (every expert a run), its unused blocks exit at once; one token's experts are distinct, so
+its assignments take a block each with no sorting (a batch-1 decode step's experts are ~20 launches fewer). The
+down kernel gates the gate_up's rows as it loads them (SwiGLU, gpt-oss's clamped variant) and scales each product
+by its routing weight, and the k products of a token are summed after. The routing's softmax and top k are one
+launch too (`top_k_weights`). fp8 experts (moe.py's to_fp8) load e4m3
 weight tiles, widen them to the activations' dtype for the tensor cores, and scale each output column by its
 weight row's scale after the inner loop.
 
@@ -15,7 +18,9 @@ dtype and device, as vLLM's fused_moe configs; `python -m bench.engine.moe_tiles
 the entry measured at the nearest token count. Without a table: 16 x 64 x 64, Triton's default warps and stages.
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
-# (Triton's stubs type kernel parameters as tl.constexpr and tensors' indexing narrowly; kernels pass plain values.)
+# pyright: reportGeneralTypeIssues=false
+# (Triton's stubs type kernel parameters as tl.constexpr, tensors' indexing and static_range narrowly; kernels pass
+# plain values.)
 
 from __future__ import annotations
 
@@ -68,26 +73,40 @@ def tiles_for(tokens: int, experts: int, inner: int, fp8: bool, device: torch.de
 
 @triton.jit
 def _grouped_gemm(a_ptr, w_ptr, bias_ptr, c_ptr, sorted_ptr, block_expert_ptr, scale_ptr, w_scale_ptr, assignments,
-                  n, k, stride_a, stride_we, stride_wn, stride_wk, stride_c, stride_bias, stride_ws,
+                  n, k, stride_a, stride_we, stride_wn, stride_wk, stride_c, stride_bias, stride_ws, alpha, limit,
                   TOP_K: tl.constexpr, A_BY_TOKEN: tl.constexpr, SCALE: tl.constexpr, BIAS: tl.constexpr,
-                  W_FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+                  W_FP8: tl.constexpr, DIRECT: tl.constexpr, GATING: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
     """c[assignment] = a[row] @ w[expert]^T for the block's assignments; row = assignment // TOP_K where
     A_BY_TOKEN (the gate_up: each token's input once), else the assignment itself (the down); W_FP8 scales each
     column by its e4m3 weight row's scale, BIAS adds the expert's bias row (gpt-oss), SCALE multiplies by the
-    assignment's routing weight after."""
+    assignment's routing weight after. DIRECT: block i is assignment i alone and block_expert_ptr the flat expert
+    ids (one token: no sorting). GATING (the down): a holds the gate_up's [gate | up] rows and the block gates them
+    as it loads them, 1 SwiGLU, 2 gpt-oss's clamped variant (`alpha`, `limit`)."""
     expert = tl.load(block_expert_ptr + tl.program_id(0))
     if expert < 0:  # past the last expert's run
         return
-    slots = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    assignment = tl.load(sorted_ptr + slots)
+    if DIRECT:
+        first = tl.arange(0, BLOCK_M) == 0
+        assignment = tl.where(first, tl.program_id(0), assignments)
+    else:
+        assignment = tl.load(sorted_ptr + tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))
     real = assignment < assignments  # padding slots hold `assignments`
     rows = assignment // TOP_K if A_BY_TOKEN else assignment
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for start in range(0, k, BLOCK_K):
         inner = start + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + rows[:, None] * stride_a + inner[None, :], mask=real[:, None] & (inner[None, :] < k),
-                    other=0.0)  # fmt: skip
+        where = real[:, None] & (inner[None, :] < k)
+        a = tl.load(a_ptr + rows[:, None] * stride_a + inner[None, :], mask=where, other=0.0)
+        if GATING:
+            gate = a.to(tl.float32)
+            up = tl.load(a_ptr + rows[:, None] * stride_a + k + inner[None, :], mask=where, other=0.0).to(tl.float32)
+            if GATING == 2:
+                gate, up = tl.minimum(gate, limit), tl.minimum(tl.maximum(up, -limit), limit)
+                a = ((up + 1.0) * gate * tl.sigmoid(gate * alpha)).to(a_ptr.dtype.element_ty)
+            else:
+                a = (gate * tl.sigmoid(gate) * up).to(a_ptr.dtype.element_ty)
         w = tl.load(
             w_ptr + expert.to(tl.int64) * stride_we + cols[None, :] * stride_wn + inner[:, None] * stride_wk,
             mask=(cols[None, :] < n) & (inner[:, None] < k),
@@ -113,11 +132,6 @@ def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[
     block_expert: each block's expert, -1 past the last run), with no host read."""
     flat = ids.flatten()
     assignments = flat.numel()
-    if ids.shape[0] == 1:  # one token: its experts are distinct, a block each (sorting's ~20 launches would cost
-        # more than the experts' GEMMs of a batch-1 decode step)
-        sorted_ids = torch.full((assignments, block_m), assignments, dtype=torch.int64, device=ids.device)
-        sorted_ids[:, 0] = torch.arange(assignments, device=ids.device)
-        return sorted_ids.flatten(), flat
     counts = torch.zeros(num_experts, dtype=torch.int64, device=ids.device)
     counts.scatter_add_(0, flat, torch.ones_like(flat))
     padded = (counts + block_m - 1) // block_m * block_m
@@ -133,16 +147,63 @@ def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[
     return sorted_ids, torch.where(block_expert < num_experts, block_expert, -1)
 
 
-def _gemm(a, w, bias, w_scale, out, sorted_ids, block_expert, scale, top_k: int, by_token: bool, tiles: Tiles) -> None:
-    n, k = w.shape[1], w.shape[2]
+def _gemm(a, w, bias, w_scale, out, blocks, scale, top_k: int, by_token: bool, gating, tiles: Tiles) -> None:
+    """One grouped GEMM over `blocks`: (sorted ids, block experts) from align, or (None, the flat expert ids) for
+    one token's assignments (a block each); `gating` None, or the Gating the down applies to the gate_up's rows."""
+    (sorted_ids, block_expert), n, k = blocks, w.shape[1], w.shape[2]
+    mode = 0 if gating is None else 2 if gating.limit else 1
     grid = (block_expert.shape[0], triton.cdiv(n, tiles.n))
     _grouped_gemm[grid](  # pyright: ignore[reportIndexIssue]
-        a, w, w if bias is None else bias, out, sorted_ids, block_expert, scale, scale if w_scale is None else w_scale,
-        out.shape[0], n, k, a.stride(0), w.stride(0), w.stride(1), w.stride(2), out.stride(0),
-        0 if bias is None else bias.stride(0), 0 if w_scale is None else w_scale.stride(0),
+        a, w, w if bias is None else bias, out, block_expert if sorted_ids is None else sorted_ids, block_expert,
+        scale, scale if w_scale is None else w_scale, out.shape[0], n, k, a.stride(0), w.stride(0), w.stride(1),
+        w.stride(2), out.stride(0), 0 if bias is None else bias.stride(0), 0 if w_scale is None else w_scale.stride(0),
+        0.0 if gating is None else gating.alpha, 0.0 if gating is None else gating.limit,
         TOP_K=top_k, A_BY_TOKEN=by_token, SCALE=not by_token, BIAS=bias is not None, W_FP8=w_scale is not None,
-        BLOCK_M=tiles.m, BLOCK_N=tiles.n, BLOCK_K=tiles.k, num_warps=tiles.warps, num_stages=tiles.stages,
+        DIRECT=sorted_ids is None, GATING=mode, BLOCK_M=tiles.m, BLOCK_N=tiles.n, BLOCK_K=tiles.k,
+        num_warps=tiles.warps, num_stages=tiles.stages,
     )  # fmt: skip
+
+
+@triton.jit
+def _top_k_weights(logits_ptr, weights_ptr, ids_ptr, experts, stride, TOP_K: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
+                   RENORMALIZE: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """One token's k experts and weights from its router logits (float32 inside): SOFTMAX_ALL, the top k of the
+    softmax over every expert (renormalised where RENORMALIZE); else the softmax over the top k logits."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_E)
+    scores = tl.load(logits_ptr + row * stride + cols, mask=cols < experts, other=float("-inf")).to(tl.float32)
+    if SOFTMAX_ALL:
+        scores = tl.exp(scores - tl.max(scores, 0))
+        scores = scores / tl.sum(scores, 0)
+    slots = tl.arange(0, BLOCK_K)
+    values = tl.zeros([BLOCK_K], tl.float32)
+    ids = tl.zeros([BLOCK_K], tl.int64)
+    for j in tl.static_range(TOP_K):
+        best = tl.max(scores, 0)
+        at = tl.minimum(tl.min(tl.where(scores == best, cols, BLOCK_E), 0), experts - 1)  # lowest of ties (NaN: last)
+        values = tl.where(slots == j, best, values)
+        ids = tl.where(slots == j, at.to(tl.int64), ids)
+        scores = tl.where(cols == at, float("-inf"), scores)
+    used = slots < TOP_K
+    if not SOFTMAX_ALL:
+        values = tl.where(used, tl.exp(values - tl.max(tl.where(used, values, float("-inf")), 0)), 0.0)
+    if RENORMALIZE or not SOFTMAX_ALL:
+        values = values / tl.sum(tl.where(used, values, 0.0), 0)
+    tl.store(weights_ptr + row * TOP_K + slots, values.to(weights_ptr.dtype.element_ty), mask=used)
+    tl.store(ids_ptr + row * TOP_K + slots, ids, mask=used)
+
+
+def top_k_weights(logits: torch.Tensor, top_k: int, softmax_all: bool, renormalize: bool):
+    """(weights [tokens, k] in the logits' dtype, expert ids [tokens, k]) in one launch: moe.py's "softmax" rule
+    (softmax_all) or its "softmax_top_k" one, as `route` computes them."""
+    tokens, experts = logits.shape
+    weights = logits.new_empty(tokens, top_k)
+    ids = torch.empty(tokens, top_k, dtype=torch.int64, device=logits.device)
+    _top_k_weights[(tokens,)](  # pyright: ignore[reportIndexIssue]
+        logits, weights, ids, experts, logits.stride(0), TOP_K=top_k, SOFTMAX_ALL=softmax_all,
+        RENORMALIZE=renormalize, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(top_k),
+    )  # fmt: skip
+    return weights, ids
 
 
 def fused_experts(
@@ -165,11 +226,12 @@ def fused_experts(
     tokens, top_k = ids.shape
     if tiles is None:
         tiles = tiles_for(tokens, gate_up.shape[0], down.shape[2], gate_up_scale is not None, x.device)
-    sorted_ids, block_expert = align(ids, gate_up.shape[0], tiles.m)
+    # one token's experts are distinct: a block each, with no sorting (its ~20 launches cost more than a batch-1
+    # step's expert GEMMs)
+    blocks = (None, ids.flatten()) if tokens == 1 else align(ids, gate_up.shape[0], tiles.m)
     x, scale = x.contiguous(), weights.flatten().contiguous()
     h = x.new_empty(tokens * top_k, gate_up.shape[1])
-    _gemm(x, gate_up, gate_up_bias, gate_up_scale, h, sorted_ids, block_expert, scale, top_k, True, tiles)
-    act = gating(h).contiguous()
+    _gemm(x, gate_up, gate_up_bias, gate_up_scale, h, blocks, scale, top_k, True, None, tiles)
     out = x.new_empty(tokens * top_k, down.shape[1])
-    _gemm(act, down, down_bias, down_scale, out, sorted_ids, block_expert, scale, top_k, False, tiles)
+    _gemm(h, down, down_bias, down_scale, out, blocks, scale, top_k, False, gating, tiles)  # gated as it loads h
     return out.view(tokens, top_k, -1).sum(dim=1)

@@ -27,10 +27,16 @@ def test_align_groups_assignments_by_expert_in_padded_runs():
     assert block_expert.tolist()[:4] == [0, 1, 3, -1] and set(block_expert.tolist()[3:]) == {-1}
 
 
-def test_one_tokens_experts_take_a_block_each():
-    ids = torch.tensor([[3, 0, 4]], device=DEVICE)
-    sorted_ids, block_expert = triton_moe.align(ids, 5, block_m=4)
-    assert sorted_ids.tolist() == [0, 3, 3, 3, 1, 3, 3, 3, 2, 3, 3, 3] and block_expert.tolist() == [3, 0, 4]
+@pytest.mark.parametrize(("rule", "renormalize"), [("softmax", True), ("softmax", False), ("softmax_top_k", False)])
+def test_the_routing_kernel_equals_route(rule, renormalize):
+    torch.manual_seed(2)
+    x, router = torch.randn(7, 32, dtype=DTYPE), torch.randn(20, 32, dtype=DTYPE)  # 20 experts: not a power of 2
+    routing = Routing(rule, 4, renormalize)
+    weights, ids = route(x, router, routing)  # the torch rule, on the CPU
+    logits = torch.nn.functional.linear(x, router).to(DEVICE)
+    got_weights, got_ids = triton_moe.top_k_weights(logits, 4, rule == "softmax", renormalize)
+    assert got_ids.cpu().tolist() == ids.tolist()
+    torch.testing.assert_close(got_weights.cpu(), weights, rtol=1e-2, atol=1e-3)
 
 
 @pytest.mark.parametrize("biased", [False, True])  # True: gpt-oss's biases and clamped gating
