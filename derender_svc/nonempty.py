@@ -1,7 +1,8 @@
 """`chat_template_kwargs.force_nonempty_content`: an answer that is all reasoning gets it as its content.
 
 SGLang honours the kwarg for every reasoning parser, vLLM's `nemotron_v3` also when `enable_thinking` is false
-(`force_content` below). Both peers differ between their two paths, and so does this:
+(`force_content` below); SGLang's `telechat4` has it on always (its detector's default, which the kwarg only
+sets). Both peers differ between their two paths, and so does this:
 - one-shot (vLLM's `extract_reasoning`, SGLang's `detect_and_parse`): when the content after the reasoning is
   blank, reasoning and content swap places (the blank content becomes the reasoning). Nobody sees a one-shot
   answer's deltas, so the reasoning (and blank content) is held until the end decides;
@@ -15,6 +16,7 @@ from __future__ import annotations
 from google.protobuf import struct_pb2
 
 NEMOTRON = ("nemotron_v3", "nemotron_3", "nano_v3")
+ALWAYS = ("telechat4",)
 
 
 def _flag(kwargs: struct_pb2.Struct, name: str) -> bool | None:
@@ -26,7 +28,7 @@ def force_content(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> bo
     if reasoning_parser is None:
         return False
     nemotron_off = reasoning_parser in NEMOTRON and _flag(kwargs, "enable_thinking") is False
-    return _flag(kwargs, "force_nonempty_content") is True or nemotron_off
+    return _flag(kwargs, "force_nonempty_content") is True or nemotron_off or reasoning_parser in ALWAYS
 
 
 class ForceContent:

@@ -15,6 +15,7 @@ TOOL_RULES = [
     (("｜DSML｜", "function_calls"), "deepseek_v32"),  # V3.2 writes `<{{ dsml_token }}function_calls>`
     (("｜DSML｜", "tool_calls"), "deepseek_v4"),
     (("<iquest_tool_call>",), "iquest_q1"),  # GLM's <arg_key> pairs inside
+    (("<param_key>",), "telechat4"),  # in hermes' <tool_call>
     (("<tool_calls>", "<tool_sep>", "<arg_key>"), "hy_v3"),  # before GLM's <arg_key> and Hunyuan-A13B's <tool_calls>
     (("<tool_calls>", "<arg_key>"), "hy_v4"),
     (("<ifm|tool_calls>",), "k2_horizon"),
@@ -83,6 +84,7 @@ REASONING_RULES = [
     (("<think>", "<answer>"), "hunyuan"),
     (("<think>", "<minimax:tool_call>"), "minimax_m2"),
     (("<think>", "<TOOLCALL>"), "nemotron_v2"),
+    (("<think>", "<param_key>"), "telechat4"),
     (("<think>", "<tool_call>"), "qwen3"),
     (("<think>", "<|tool_calls_section_begin|>"), "kimi_k2"),
     (("<think>",), "think"),

@@ -48,7 +48,7 @@ _THINK = ReasoningTags(("<think>",), ("</think>",))
 _R1 = ReasoningTags(("<think>",), ("</think>",), FORCED=True)
 # The tags of every reasoning parser name derender knows (tests/derender checks they agree with its parsers).
 REASONING_TAGS: dict[str, ReasoningTags] = {
-    **dict.fromkeys(("think", "deepseek_v3", "deepseek-v3", "nemotron", "ernie45", "olmo3"), _THINK),
+    **dict.fromkeys(("think", "deepseek_v3", "deepseek-v3", "nemotron", "ernie45", "olmo3", "telechat4"), _THINK),
     **dict.fromkeys(
         ("qwen3-thinking", "mimo", "ling3"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True)
     ),

@@ -94,6 +94,7 @@ from derender_svc.parsers.xml_calls import (
     Qwen3CoderToolParser,
     SeedOssToolParser,
     Step3ToolParser,
+    TeleChat4ToolParser,
 )
 from scaleout_common.reasoning_ids import ReasoningIds, reasoning_ids
 
@@ -118,6 +119,7 @@ REASONING_PARSERS = {
     "poolside_v1": Qwen3ReasoningParser,
     "dots": Qwen3ReasoningParser,
     "nanbeige": Qwen3ReasoningParser,
+    "telechat4": ThinkReasoningParser,  # force_nonempty_content always on (nonempty.py)
     "kimi": KimiReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
@@ -235,6 +237,7 @@ TOOL_PARSERS = {
     "ling3": Glm45ToolParser,
     "spark25": Glm45ToolParser,
     "iquest_q1": IQuestQ1ToolParser,
+    "telechat4": TeleChat4ToolParser,
     "granite": GraniteToolParser,
     "hunyuan": ToolCallsBlockParser,
     "hunyuan_a13b": ToolCallsBlockParser,

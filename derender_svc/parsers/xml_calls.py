@@ -11,6 +11,10 @@
 - `step3` (Step-3): `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="f">
   <steptml:parameter name="p">value</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>`;
   values are stripped, text for a string parameter and JSON (else a Python literal, else text) otherwise (SGLang).
+- `telechat4` (TeleChat4, SGLang): `<tool_call>…</tool_call>` holding hermes' JSON object, or
+  `f<param_key>p</param_key><param_value>value</param_value>…` (GLM's pairs renamed; keys and values stripped), or
+  a name then an object `f{"p": value}` (its `arguments`/`parameters` member when it has one), or a bare name
+  (no arguments), as SGLang's detector reads them; a name with spaces or text between the pairs is not a call.
 One newline on each side of a value is layout, not value. Calls arrive whole (`block.py`)."""
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 
 from derender_svc.parsers.arguments import dumps
 from derender_svc.parsers.block import BlockToolParser, Call
+from derender_svc.parsers.hermes import json_calls
 from derender_svc.parsers.schema import convert, parameter_types
 
 # a `<function=` before `</function>` starts the next call (vLLM's qwen3 grammar)
@@ -32,6 +37,8 @@ _STEP3_CALL = re.compile(
     r'^\s*function\s*<｜tool_sep｜>\s*<steptml:invoke name="([^"]+)">(.*?)</steptml:invoke>\s*$', re.DOTALL
 )
 _STEP3_PARAMETER = re.compile(r'<steptml:parameter name="([^"]+)">(.*?)</steptml:parameter>', re.DOTALL)
+_TC4_NAME = re.compile(r"[^\s<>{}]+")
+_TC4_ARG = re.compile(r"<param_key>(.*?)</param_key>\s*<param_value>(.*?)</param_value>", re.DOTALL)
 
 
 def _unpad(value: str) -> str:
@@ -142,3 +149,31 @@ class Step3ToolParser(_TypedCalls):
 
     def value(self, text: str, kind: str | None):
         return text if kind == "string" and text != "null" else convert(text, kind or "object")
+
+
+class TeleChat4ToolParser(_TypedCalls):
+    CALLS = (("<tool_call>", ("</tool_call>",)),)
+    LOOSE = True
+
+    def parse(self, opener: str, body: str, closed: bool) -> list[Call] | None:
+        body = body.strip()
+        if not closed or not body:
+            return None
+        if body.startswith("{"):
+            return json_calls(body)
+        at = body.find("<param_key>")
+        if at >= 0:
+            name, pairs = body[:at].strip(), body[at:]
+            if not _TC4_NAME.fullmatch(name) or _TC4_ARG.sub("", pairs).strip():
+                return None
+            call = self.typed(name, [(key.strip(), value.strip()) for key, value in _TC4_ARG.findall(pairs)])
+            return None if call is None else [call]
+        brace = body.find("{")
+        name = (body[:brace] if brace >= 0 else body).strip()
+        if not _TC4_NAME.fullmatch(name):
+            return None
+        value = convert(body[brace:], "object") if brace >= 0 else {}
+        if isinstance(value, dict):
+            value = next((value[k] for k in ("arguments", "parameters") if k in value), value)
+        text = dumps(value) if isinstance(value, dict) else None
+        return None if text is None else [(name, text)]

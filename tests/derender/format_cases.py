@@ -29,6 +29,8 @@ from tests.derender.cases_other import (
 from tests.derender.cases_peers import REASONING_FORMATS as PEER_REASONING
 from tests.derender.cases_peers import TOOL_FORMATS as PEER_TOOLS
 from tests.derender.cases_reasoning import reasoning_formats as family_reasoning
+from tests.derender.cases_sglang import REASONING_FORMATS as SGLANG_REASONING
+from tests.derender.cases_sglang import TOOL_FORMATS as SGLANG_TOOLS
 from tests.derender.cases_tagged import (
     deepseek_v3_cases,
     deepseek_v4_cases,
@@ -80,9 +82,10 @@ TOOL_FORMATS = {
     "gemma4": gemma4_cases,
     "harmony": harmony_tool_cases,
     **PEER_TOOLS,
+    **SGLANG_TOOLS,
     **VLLM033_TOOLS,
 }
 
 
 def reasoning_formats() -> dict:
-    return {**family_reasoning(), **PEER_REASONING, **vllm033_reasoning()}
+    return {**family_reasoning(), **PEER_REASONING, **SGLANG_REASONING, **vllm033_reasoning()}

@@ -90,6 +90,8 @@ TEMPLATES = {
     "iquest_q1": ("<iquest_tool_call>f\\n<arg_key>a</arg_key><arg_value>1</arg_value></iquest_tool_call>",
                   "iquest_q1", "none"),
     "minimax_m3": ("]<]minimax[>[<tool_call> <mm:think>", "minimax_m3", "minimax_m3"),
+    "telechat4": ("<tool_call>{{ name }}<param_key>{{ k }}</param_key><param_value>{{ v }}</param_value></tool_call>"
+                  " <think>", "telechat4", "telechat4"),
     "dots": ("<dots_function_call><invoke name=\"f\">", "dots", "none"),
     "longcat": ("<longcat_tool_call>\\n{\"name\": ...}\\n</longcat_tool_call>", "longcat", "none"),
     # vLLM examples/tool_chat_template_muse_glimmer.jinja

@@ -184,3 +184,12 @@ async def test_force_nonempty_content(stub, hf_tokenizer, kwargs, started, text,
     one, folded = await answers(stub, hf_tokenizer, context, text)
     assert one == (*one_shot, [])
     assert folded == [(*(streamed or one_shot), [])] * 2
+
+
+@pytest.mark.parametrize("kwargs", [_kwargs(), _kwargs(force_nonempty_content=False)])
+async def test_telechat4_forces_content_by_default(stub, hf_tokenizer, kwargs):
+    """SGLang's TeleChat4Detector defaults force_nonempty_content on, and the kwarg can only turn it on."""
+    context = _context("telechat4", "telechat4", chat_template_kwargs=kwargs, reasoning_started=True)
+    one, folded = await answers(stub, hf_tokenizer, context, "All reasoning, cut")
+    assert one == ("", "All reasoning, cut", [])
+    assert folded == [("All reasoning, cut", "All reasoning, cut", [])] * 2
