@@ -1,8 +1,8 @@
 """`chat_template_kwargs.force_nonempty_content`: an answer that is all reasoning gets it as its content.
 
-SGLang honours the kwarg for every reasoning parser, vLLM's `nemotron_v3` also when `enable_thinking` is false
-(`force_content` below); SGLang's `telechat4` has it on always (its detector's default, which the kwarg only
-sets). Both peers differ between their two paths, and so does this:
+SGLang honours the kwarg for every reasoning parser, vLLM's `nemotron_v3` (and SGLang's `granite_thinking_parser`)
+also when `enable_thinking` is false (`force_content` below); SGLang's `telechat4` (`xingchen4`, `xing4_0`) has it
+on always (its detector's default, which the kwarg only sets). Both peers differ between their two paths, and so does this:
 - one-shot (vLLM's `extract_reasoning`, SGLang's `detect_and_parse`): when the content after the reasoning is
   blank, reasoning and content swap places (the blank content becomes the reasoning). Nobody sees a one-shot
   answer's deltas, so the reasoning (and blank content) is held until the end decides;
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 
-NEMOTRON = ("nemotron_v3", "nemotron_3", "nano_v3")
-ALWAYS = ("telechat4",)
+THINKING_OFF = ("nemotron_v3", "nemotron_3", "nano_v3", "granite_thinking_parser")
+ALWAYS = ("telechat4", "xingchen4", "xing4_0")
 
 
 def _flag(kwargs: struct_pb2.Struct, name: str) -> bool | None:
@@ -27,8 +27,8 @@ def _flag(kwargs: struct_pb2.Struct, name: str) -> bool | None:
 def force_content(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> bool:
     if reasoning_parser is None:
         return False
-    nemotron_off = reasoning_parser in NEMOTRON and _flag(kwargs, "enable_thinking") is False
-    return _flag(kwargs, "force_nonempty_content") is True or nemotron_off or reasoning_parser in ALWAYS
+    thinking_off = reasoning_parser in THINKING_OFF and _flag(kwargs, "enable_thinking") is False
+    return _flag(kwargs, "force_nonempty_content") is True or thinking_off or reasoning_parser in ALWAYS
 
 
 class ForceContent:

@@ -48,12 +48,15 @@ _THINK = ReasoningTags(("<think>",), ("</think>",))
 _R1 = ReasoningTags(("<think>",), ("</think>",), FORCED=True)
 # The tags of every reasoning parser name derender knows (tests/derender checks they agree with its parsers).
 REASONING_TAGS: dict[str, ReasoningTags] = {
-    **dict.fromkeys(("think", "deepseek_v3", "deepseek-v3", "nemotron", "ernie45", "olmo3", "telechat4"), _THINK),
     **dict.fromkeys(
-        ("qwen3-thinking", "mimo", "ling3"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True)
+        ("think", "deepseek_v3", "nemotron", "ernie45", "olmo3", "telechat4", "xingchen4", "xing4_0"), _THINK
     ),
     **dict.fromkeys(
-        ("qwen3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3", "interns1", "poolside_v1"),
+        ("qwen3-thinking", "mimo", "ling3", "minimax"),
+        ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",), FORCED=True),
+    ),
+    **dict.fromkeys(
+        ("qwen3", "deepseek-v3", "glm45", "glm47", "nemotron_v3", "nemotron_3", "nano_v3", "interns1", "poolside_v1"),
         ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",)),
     ),
     "kimi_k2": ReasoningTags(
@@ -72,7 +75,7 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     # SGLang's and llama.cpp's names (think.py)
     "deepseek-v41": ReasoningTags(("<think>",), ("</think>",), ("<｜DSML｜ calls>",), FORCED=True),
     **dict.fromkeys(("gigachat35", "iquest_q1"), _R1),
-    **dict.fromkeys(("dots", "nanbeige"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",))),
+    **dict.fromkeys(("dots", "nanbeige", "berrylm"), ReasoningTags(("<think>",), ("</think>",), ("<tool_call>",))),
     "nemotron_v2": ReasoningTags(("<think>",), ("</think>",), ("<TOOLCALL>",)),
     "apertus2509": ReasoningTags(("<|inner_prefix|>",), ("<|inner_suffix|>",), ("<|tools_prefix|>",)),
     "apriel": ReasoningTags(
@@ -83,7 +86,7 @@ REASONING_TAGS: dict[str, ReasoningTags] = {
     ),
     "solar_open": ReasoningTags(("<|think|>",), ("<|end|>",), ("<|content|>", "<|tool_calls|>")),
     **dict.fromkeys(
-        ("minimax", "minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
+        ("minimax_append_think", "minimax_m2_append_think", "minimax-append-think"),
         ReasoningTags(("<think>",), ("</think>",), FORCED=True),
     ),
     "kimi": ReasoningTags(("◁think▷",), ("◁/think▷",)),

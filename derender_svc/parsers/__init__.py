@@ -93,6 +93,7 @@ from derender_svc.parsers.xml_calls import (
     MiniMaxM2ToolParser,
     Qwen3CoderToolParser,
     SeedOssToolParser,
+    Spark3ToolParser,
     Step3ToolParser,
     TeleChat4ToolParser,
 )
@@ -107,7 +108,7 @@ REASONING_PARSERS = {
     "deepseek_r1": DeepSeekR1ReasoningParser,
     "deepseek-r1": DeepSeekR1ReasoningParser,
     "deepseek_v3": ThinkReasoningParser,
-    "deepseek-v3": ThinkReasoningParser,
+    "deepseek-v3": Qwen3ReasoningParser,  # SGLang's spelling: its Qwen3Detector (vLLM's deepseek_v3 has no opener)
     "deepseek_v4": DeepSeekV4ReasoningParser,
     "deepseek-v4": DeepSeekV4ReasoningParser,
     "deepseek_v41": DeepSeekV41ReasoningParser,
@@ -119,7 +120,11 @@ REASONING_PARSERS = {
     "poolside_v1": Qwen3ReasoningParser,
     "dots": Qwen3ReasoningParser,
     "nanbeige": Qwen3ReasoningParser,
-    "telechat4": ThinkReasoningParser,  # force_nonempty_content always on (nonempty.py)
+    # SGLang: TeleChat4 and its XingChen4 / Xing4.0 renames; force_nonempty_content always on (nonempty.py)
+    "telechat4": ThinkReasoningParser,
+    "xingchen4": ThinkReasoningParser,
+    "xing4_0": ThinkReasoningParser,
+    "berrylm": Qwen3ReasoningParser,
     "kimi": KimiReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
@@ -136,7 +141,7 @@ REASONING_PARSERS = {
     "solar_open": SolarOpenReasoningParser,
     "hunyuan": HunyuanReasoningParser,
     "hunyuan_a13b": HunyuanReasoningParser,
-    "minimax": AppendThinkReasoningParser,
+    "minimax": Qwen3ThinkingReasoningParser,  # SGLang: its forced Qwen3Detector (append-think is the names below)
     "minimax_append_think": AppendThinkReasoningParser,
     "minimax_m2_append_think": AppendThinkReasoningParser,
     "minimax-append-think": AppendThinkReasoningParser,
@@ -238,6 +243,10 @@ TOOL_PARSERS = {
     "spark25": Glm45ToolParser,
     "iquest_q1": IQuestQ1ToolParser,
     "telechat4": TeleChat4ToolParser,
+    "xingchen4": TeleChat4ToolParser,
+    "xing4_0": TeleChat4ToolParser,
+    "spark": Spark3ToolParser,
+    "berrylm": Qwen3CoderToolParser,
     "granite": GraniteToolParser,
     "hunyuan": ToolCallsBlockParser,
     "hunyuan_a13b": ToolCallsBlockParser,

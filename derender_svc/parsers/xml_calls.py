@@ -5,13 +5,14 @@
 - `seed_oss` (Seed-OSS): the same inside `<seed:tool_call>…</seed:tool_call>`; `mimo` (MiMo): the same, values
   verbatim.
 - `glm45` (GLM-4.5/4.6/4.7): `<tool_call>f\\n<arg_key>p</arg_key>\\n<arg_value>value</arg_value>\\n</tool_call>`;
-  `iquest_q1` (IQuest Q1, SGLang): the same inside `<iquest_tool_call>…</iquest_tool_call>`.
+  `iquest_q1` (IQuest Q1, SGLang): the same inside `<iquest_tool_call>…</iquest_tool_call>`; `spark` (Spark 3,
+  SGLang): the same with untyped values as text.
 - `minimax_m2` (MiniMax-M2): `<minimax:tool_call>\\n<invoke name="f">\\n<parameter name="p">value</parameter>\\n
   </invoke>\\n</minimax:tool_call>`.
 - `step3` (Step-3): `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="f">
   <steptml:parameter name="p">value</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>`;
   values are stripped, text for a string parameter and JSON (else a Python literal, else text) otherwise (SGLang).
-- `telechat4` (TeleChat4, SGLang): `<tool_call>…</tool_call>` holding hermes' JSON object, or
+- `telechat4` (TeleChat4, SGLang; also `xingchen4`, `xing4_0`): `<tool_call>…</tool_call>` holding hermes' JSON object, or
   `f<param_key>p</param_key><param_value>value</param_value>…` (GLM's pairs renamed; keys and values stripped), or
   a name then an object `f{"p": value}` (its `arguments`/`parameters` member when it has one), or a bare name
   (no arguments), as SGLang's detector reads them; a name with spaces or text between the pairs is not a call.
@@ -113,6 +114,18 @@ class Glm45ToolParser(_TypedCalls):
 
 class IQuestQ1ToolParser(Glm45ToolParser):
     CALLS = (("<iquest_tool_call>", ("</iquest_tool_call>",)),)
+
+
+class Spark3ToolParser(Glm45ToolParser):
+    """Spark 3 (SGLang's `spark`): GLM's calls; a value of a parameter the schema does not type is text, and a
+    boolean may be written `1`/`0`."""
+
+    LOOSE = False
+
+    def value(self, text: str, kind: str | None):
+        if kind in ("boolean", "bool") and text.strip() in ("1", "0"):
+            return text.strip() == "1"
+        return super().value(text, kind)
 
 
 class MiniMaxM2ToolParser(_TypedCalls):

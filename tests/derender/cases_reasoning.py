@@ -129,7 +129,7 @@ def reasoning_formats() -> dict:
                 ("<|channel>cut", False, "cut", ""),
             ],
         ),
-        "minimax": [
+        "minimax_append_think": [
             (f"{r}</think>{c}", started, "", f"<think>{r}</think>{c}")
             for r, c in itertools.product(REASONS, ANSWERS)
             for started in (False, True)

@@ -48,7 +48,28 @@ def telechat4_cases():
     ])  # fmt: skip
 
 
-TOOL_FORMATS = {"telechat4": telechat4_cases}
+def spark_cases():
+    def render(calls, i):
+        sep = "\n" if i % 2 else ""  # Spark3Detector's wire: the name, then pairs, on lines of their own
+        return "".join(
+            TC[0]
+            + n
+            + sep
+            + "".join(f"<arg_key>{k}</arg_key><arg_value>{_text(v)}</arg_value>{sep}" for k, v in a.items())
+            + TC[1]
+            for n, a in calls
+        )
+
+    return _table(render, [
+        (f"{TC[0]}other\n<arg_key>n</arg_key><arg_value>12</arg_value>\n{TC[1]}", "", [("other", {"n": "12"})]),
+        (f"{TC[0]}zip<arg_key>on</arg_key><arg_value>1</arg_value>{TC[1]}", "", [("zip", {"on": True})]),
+        (f"{TC[0]}zip<arg_key>code</arg_key><arg_value> 007</arg_value>{TC[1]}", "", [("zip", {"code": " 007"})]),
+        (f"{TC[0]}f<arg_key>a</arg_key><arg_value>1</arg_value>", f"{TC[0]}f<arg_key>a</arg_key><arg_value>1</arg_value>",
+         []),  # cut
+    ])  # fmt: skip
+
+
+TOOL_FORMATS = {"telechat4": telechat4_cases, "spark": spark_cases}
 
 REASONING_FORMATS = {
     # SGLang's TeleChat4Detector: <think> tags, no tool opener ends the block (force_nonempty_content: nonempty.py)

@@ -186,10 +186,19 @@ async def test_force_nonempty_content(stub, hf_tokenizer, kwargs, started, text,
     assert folded == [(*(streamed or one_shot), [])] * 2
 
 
-@pytest.mark.parametrize("kwargs", [_kwargs(), _kwargs(force_nonempty_content=False)])
-async def test_telechat4_forces_content_by_default(stub, hf_tokenizer, kwargs):
-    """SGLang's TeleChat4Detector defaults force_nonempty_content on, and the kwarg can only turn it on."""
-    context = _context("telechat4", "telechat4", chat_template_kwargs=kwargs, reasoning_started=True)
+@pytest.mark.parametrize(
+    "parser,kwargs",
+    [
+        ("telechat4", _kwargs()),
+        ("telechat4", _kwargs(force_nonempty_content=False)),
+        ("xing4_0", _kwargs()),
+        ("granite_thinking_parser", _kwargs(enable_thinking=False)),
+    ],
+)
+async def test_force_nonempty_content_by_parser(stub, hf_tokenizer, parser, kwargs):
+    """SGLang's TeleChat4 (XingChen4, Xing4.0) detectors default force_nonempty_content on and the kwarg can only turn
+    it on; its granite_thinking_parser turns it on with enable_thinking false."""
+    context = _context(parser, "none", chat_template_kwargs=kwargs, reasoning_started=True)
     one, folded = await answers(stub, hf_tokenizer, context, "All reasoning, cut")
     assert one == ("", "All reasoning, cut", [])
     assert folded == [("All reasoning, cut", "All reasoning, cut", [])] * 2
