@@ -261,6 +261,12 @@ class FusedDecoder(nn.Module):
                 part = getattr(layer, name)
                 setattr(layer, name, normed(part.norm, linear(part.linear), part.gated))
 
+    def experts_to_mxfp4(self) -> None:
+        """Each mixture layer's experts in MXFP4 (SparseMoe.to_mxfp4); attention and the router keep their dtype."""
+        for layer in cast(list[DecoderLayer], list(self.layers)):
+            if layer.mlp_kind == "moe":
+                cast(SparseMoe, cast(NormedProjection, layer.gate_up).linear).to_mxfp4()
+
     def split_gate_up(self) -> None:
         """Each layer's gate_up as two matmuls (SplitGateUp: faster on CPU), its SwiGLU with them."""
         for layer in cast(list[DecoderLayer], list(self.layers)):

@@ -23,7 +23,7 @@ _MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 
 def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(packed [..., in // 2] uint8, scales [..., in // 32] uint8) of `weight` [..., in], in a multiple of 32."""
-    groups = weight.float().unflatten(-1, (-1, GROUP))
+    groups = weight.float().contiguous().unflatten(-1, (-1, GROUP))
     amax = groups.abs().amax(dim=-1)
     mantissa, exponent = torch.frexp(amax / VALUES[-1])  # amax / 6 = mantissa * 2^exponent, mantissa in [0.5, 1)
     shift = torch.where(mantissa == 0.5, exponent - 1, exponent)  # ceil(log2(amax / 6)), exact at powers of two

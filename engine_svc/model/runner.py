@@ -70,7 +70,8 @@ class ModelRunner:
     ):
         """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 16,384) replay
         piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
-        `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "none" in the model's dtype.
+        `quantization`: "fp8" runs the layers' projections in e4m3 (fp8_linear.py), "mxfp4" holds a mixture's
+        experts in MXFP4 (gpt-oss's checkpoints' format, mxfp4.py), "none" runs in the model's dtype.
         `kv_cache_dtype`: "fp8" caches K/V as e4m3 (unscaled, as vLLM's default: half the bytes, twice the
         tokens), "auto" in the model's dtype. `consume_model`: the fused model takes `hf_model`'s decoder layers
         away (nothing else uses them)."""
@@ -86,6 +87,8 @@ class ModelRunner:
                     ops.quantize_rows, ops.silu_mul_quant = triton_fp8.quantize_rows, triton_fp8.silu_mul_quant
             quantize = self.model.ops.quantize_rows
             self.model.quantize_projections(lambda linear: Fp8Linear(linear, quantize), Fp8NormedProjection)
+        elif quantization == "mxfp4":
+            self.model.experts_to_mxfp4()
         layer = self.model.layer0
         weight = self.model.embed.weight
         self.device, self.dtype = weight.device, weight.dtype

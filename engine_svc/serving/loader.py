@@ -15,6 +15,7 @@ from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
 from engine_svc.model.head_dtype import apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.kv_groups import KvGroups
+from engine_svc.model.mxfp4 import checkpoint_quantization, mxfp4_problem
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.model.weights import Memory
@@ -48,7 +49,7 @@ class LoadedEngine:
     dtype: str
     device: str
     backend: str
-    quantization: str = ""  # "" (weights in `dtype`) or "fp8"
+    quantization: str = ""  # "" (weights in `dtype`), "fp8" or "mxfp4" (the experts)
     kv_cache_dtype: str = ""  # "" (the cache in `dtype`) or "fp8"
     facts: ModelFacts = field(default_factory=ModelFacts)
     logprobs_mode: str = LOGPROBS_MODES[0]  # what logprobs carry (--logprobs-mode)
@@ -68,9 +69,19 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 def load_hf_model(folder: Path, device, dtype, trust_remote_code: bool):
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils.quantization_config import Mxfp4Config
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust_remote_code)
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    if checkpoint_quantization(config) != "mxfp4":
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust_remote_code)
+        return model.to(device).eval()
+    # transformers widens the experts to `dtype` (never its own kernels' swizzled tensors, which the fast path
+    # cannot read) and drops the declaration; kept, the engine packs them again, exactly (mxfp4.py)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=dtype, trust_remote_code=trust_remote_code, quantization_config=Mxfp4Config(dequantize=True)
+    )
+    model.config.quantization_config = config.quantization_config
     return model.to(device).eval()
 
 
@@ -134,7 +145,7 @@ def build_engine(
         raise ValueError(f"--backend paged: {problem}")
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     speculative = parse_speculative_config(args.speculative_config)  # refused before anything loads
-    _check_fp8_flags(args, backend, config, device, dtype)
+    quantization = _check_quantization_flags(args, backend, config, device, dtype)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
@@ -148,7 +159,7 @@ def build_engine(
             compile_kernels=device.type == "cuda" and not args.no_compile,
             attention=pick_attention(args.attention, device, head_dim(config)),
             mixed_step_graphs_up_to=0 if args.no_mixed_step_graphs else max_batched_tokens,
-            quantization=args.quantization,
+            quantization=quantization,
             kv_cache_dtype=args.kv_cache_dtype,
             consume_model=owns_model,
         )
@@ -247,7 +258,7 @@ def build_engine(
         backend,
         device,
         dtype,
-        args.quantization,
+        quantization,
         args.kv_cache_dtype,
         num_blocks,
         args.block_size,
@@ -265,7 +276,7 @@ def build_engine(
         str(dtype).removeprefix("torch."),
         str(device),
         backend,
-        "" if args.quantization == "none" else args.quantization,
+        "" if quantization == "none" else quantization,
         "" if args.kv_cache_dtype == "auto" else args.kv_cache_dtype,
         facts,
         args.logprobs_mode,
@@ -295,17 +306,29 @@ def kv_hub(pool: BlockPool, args) -> KvHub | None:
     return hub
 
 
-def _check_fp8_flags(args, backend: str, config, device: torch.device, dtype: torch.dtype) -> None:
-    """--quantization fp8 and --kv-cache-dtype fp8: the paged backend only, and only where e4m3 runs."""
+def _check_quantization_flags(args, backend: str, config, device: torch.device, dtype: torch.dtype) -> str:
+    """The weights' quantization the model runs with: --quantization's, else (none) the checkpoint's where the fast
+    path runs it (mxfp4: gpt-oss's experts), as vLLM takes it from quantization_config. --quantization fp8 and
+    --kv-cache-dtype fp8: the paged backend only, and only where e4m3 runs; mxfp4: the paged backend, a gpt-oss."""
+    declared = checkpoint_quantization(config)
+    if declared == "mxfp4" and args.quantization not in ("none", "mxfp4"):
+        raise ValueError(
+            f"--quantization {args.quantization}: the checkpoint's quantization_config declares mxfp4 (vLLM refuses "
+            "a quantization method unlike the checkpoint's too)"
+        )
     quantized, fp8_cache = args.quantization != "none", args.kv_cache_dtype != "auto"
     for flag, value, on in (("--quantization", args.quantization, quantized),
                             ("--kv-cache-dtype", args.kv_cache_dtype, fp8_cache)):  # fmt: skip
         if on and backend != "paged":
             raise ValueError(f"{flag} {value} needs the paged backend (the fast-path families)")
-    if quantized and (reason := fp8_problem(config, device, dtype)):
+    problem = mxfp4_problem if args.quantization == "mxfp4" else lambda config: fp8_problem(config, device, dtype)
+    if quantized and (reason := problem(config)):
         raise ValueError(f"--quantization {args.quantization}: {reason}")
     if fp8_cache and (reason := fp8_device_problem(device)):
         raise ValueError(f"--kv-cache-dtype {args.kv_cache_dtype}: float8 caches {reason}")
+    if declared == "mxfp4" and backend == "paged" and not mxfp4_problem(config):
+        return "mxfp4"
+    return args.quantization
 
 
 def load_engine(args) -> LoadedEngine:
