@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine_svc.model import mxfp4
+from engine_svc.model.mxfp4_load import packed_experts
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,11 @@ def _dequantized(weight, scale, expert: int, dtype) -> torch.Tensor:
     return (weight[expert].float() * scale[expert][:, None]).to(dtype)
 
 
+def _gate_then_up(t: torch.Tensor) -> torch.Tensor:
+    """gpt-oss's interleaved gate and up rows (dim 1) as [gate; up]."""
+    return torch.cat((t[:, 0::2], t[:, 1::2]), dim=1)
+
+
 def _frozen(t: torch.Tensor) -> nn.Parameter:
     return nn.Parameter(t.detach().contiguous(), requires_grad=False)
 
@@ -156,12 +162,18 @@ class SparseMoe(nn.Module):
         experts = hf_block.experts
         self.routing = Routing.of(config)
         self.bias = None  # a Projection without bias, for NormedProjection
+        self.gate_up_scale: torch.Tensor | None = None  # set by to_fp8 (each row's) or to_mxfp4 (each group's)
+        self.down_scale: torch.Tensor | None = None
         if hasattr(hf_block, "router"):  # gpt-oss: [experts, hidden, 2 * inner], gate and up interleaved
-            gate_up, gate_up_bias = experts.gate_up_proj.transpose(1, 2), experts.gate_up_proj_bias
             self.router, self.router_bias = _frozen(hf_block.router.weight), _frozen(hf_block.router.bias)
-            self.gate_up = _frozen(torch.cat((gate_up[:, 0::2], gate_up[:, 1::2]), dim=1))
-            self.gate_up_bias = _frozen(torch.cat((gate_up_bias[:, 0::2], gate_up_bias[:, 1::2]), dim=1))
-            self.down, self.down_bias = _frozen(experts.down_proj.transpose(1, 2)), _frozen(experts.down_proj_bias)
+            self.gate_up_bias = _frozen(_gate_then_up(experts.gate_up_proj_bias))
+            self.down_bias = _frozen(experts.down_proj_bias)
+            if (packed := packed_experts(experts)) is None:
+                self.gate_up = _frozen(_gate_then_up(experts.gate_up_proj.transpose(1, 2)))
+                self.down = _frozen(experts.down_proj.transpose(1, 2))
+            else:  # MXFP4 as the checkpoint holds it (mxfp4_load.py): [experts, out, in / 2], out interleaved too
+                self.gate_up, self.gate_up_scale = _frozen(_gate_then_up(packed[0])), _gate_then_up(packed[1])
+                self.down, self.down_scale = _frozen(packed[2]), packed[3]
             self.gating = Gating(experts.alpha, experts.limit)
         else:
             self.router, self.router_bias = _frozen(hf_block.gate.weight), None
@@ -175,8 +187,6 @@ class SparseMoe(nn.Module):
             None if shared is None else _frozen(torch.cat((shared.gate_proj.weight, shared.up_proj.weight)))
         )
         self.shared_down = None if shared is None else _frozen(shared.down_proj.weight)
-        self.gate_up_scale: torch.Tensor | None = None  # set by to_fp8 (each row's) or to_mxfp4 (each group's)
-        self.down_scale: torch.Tensor | None = None
 
     def to_fp8(self) -> None:
         """The experts' weights in e4m3 with a scale per row (fp8_linear's rule), half the bytes a decode reads;
@@ -193,7 +203,10 @@ class SparseMoe(nn.Module):
     def to_mxfp4(self) -> None:
         """The experts' weights in MXFP4 (mxfp4.py: a quarter of bf16's bytes, a group exponent a 32 values), as
         gpt-oss's checkpoints ship them: quantizing a checkpoint's experts that transformers dequantized at load
-        gives back its own values. The products run at the activations' dtype (weight-only, as vLLM on Hopper)."""
+        gives back its own values. The products run at the activations' dtype (weight-only, as vLLM on Hopper).
+        Experts loaded packed (mxfp4_load.py) stay as they are."""
+        if mxfp4.is_mxfp4(self.gate_up):
+            return
         for name in ("gate_up", "down"):
             packed, scales = zip(*map(mxfp4.quantize, getattr(self, name)))  # an expert at a time: float32 copies
             setattr(self, name, _frozen(torch.stack(packed)))

@@ -16,6 +16,7 @@ from engine_svc.model.head_dtype import apply_head_dtype
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.kv_groups import KvGroups
 from engine_svc.model.mxfp4 import checkpoint_quantization, mxfp4_problem
+from engine_svc.model.mxfp4_load import load_packed
 from engine_svc.model.runner import ModelRunner, kv_cache_torch_dtype
 from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.model.weights import Memory
@@ -68,7 +69,9 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def load_hf_model(folder: Path, device, dtype, trust_remote_code: bool):
+def load_hf_model(folder: Path, device, dtype, trust_remote_code: bool, packed_experts: bool = False):
+    """The folder's model on `device` in `dtype`. An MXFP4 checkpoint (gpt-oss) keeps its experts 4-bit where
+    `packed_experts` (the paged backend will serve it) and the fast path runs it: mxfp4_load.py."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils.quantization_config import Mxfp4Config
 
@@ -76,6 +79,8 @@ def load_hf_model(folder: Path, device, dtype, trust_remote_code: bool):
     if checkpoint_quantization(config) != "mxfp4":
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust_remote_code)
         return model.to(device).eval()
+    if packed_experts and not mxfp4_problem(config) and not fast_path_problem(config):
+        return load_packed(folder, device, dtype)
     # transformers widens the experts to `dtype` (never its own kernels' swizzled tensors, which the fast path
     # cannot read) and drops the declaration; kept, the engine packs them again, exactly (mxfp4.py)
     model = AutoModelForCausalLM.from_pretrained(
@@ -336,7 +341,8 @@ def load_engine(args) -> LoadedEngine:
 
     folder = resolve_model(args.model)
     device = pick_device(args.device)
-    hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code)
+    packed = args.backend != "transformers" and args.quantization in ("none", "mxfp4")
+    hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code, packed)
     fingerprint, grammar_backend, stop_strings = "", None, None
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
         tokenizer = load_tokenizer(folder, args.trust_remote_code, args.chat_template)

@@ -90,9 +90,12 @@ def _mxfp4_checkpoint(folder: Path):
     return model
 
 
-def test_an_mxfp4_checkpoint_serves_its_experts_4_bit_with_transformers_greedy_tokens(tmp_path):
+@pytest.mark.parametrize("packed", [True, False])  # False: transformers widens the experts, the engine packs again
+def test_an_mxfp4_checkpoint_serves_its_experts_4_bit_with_transformers_greedy_tokens(tmp_path, packed):
     model = _mxfp4_checkpoint(tmp_path)
-    loaded = load_hf_model(tmp_path, torch.device("cpu"), torch.float32, False)
+    loaded = load_hf_model(tmp_path, torch.device("cpu"), torch.float32, False, packed_experts=packed)
+    experts = loaded.model.layers[0].mlp.experts
+    assert hasattr(experts, "gate_up_proj_blocks") == packed and hasattr(experts, "gate_up_proj") != packed
     quantization = _check_quantization_flags(_flags("none"), "paged", loaded.config, torch.device("cpu"), torch.float32)
     assert quantization == "mxfp4"  # the checkpoint's, as vLLM takes it
     runner = ModelRunner(
