@@ -13,6 +13,7 @@ from derender_svc.parsers.dsml import (
 )
 from derender_svc.parsers.functionary import FunctionaryV31ToolParser, FunctionaryV32ToolParser
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
+from derender_svc.parsers.generic import GenericToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser, TrinityToolParser
 from derender_svc.parsers.hy_tags import HyV3ReasoningParser, HyV4ReasoningParser
@@ -218,6 +219,7 @@ TOOL_PARSERS = {
     "apriel": ToolCallsBlockParser,
     "phi4_mini_json": Phi4MiniToolParser,
     "firefunction_v2": Phi4MiniToolParser,
+    "generic": GenericToolParser,  # llama.cpp's JSON-object format for templates without tool syntax
     "functionary_v3_1": FunctionaryV31ToolParser,
     "functionary_v3_2": FunctionaryV32ToolParser,
     "nemotron_v2": NemotronV2ToolParser,

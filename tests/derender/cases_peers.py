@@ -5,6 +5,7 @@ expected calls), and the reasoning formats they add."""
 from __future__ import annotations
 
 import itertools
+import json
 
 from tests.derender.case_kit import CONTENT, TWO, _j, _objects, _table, _text
 from tests.derender.cases_reasoning import think_family
@@ -147,7 +148,40 @@ def mirothinker_cases():
     )  # fmt: skip
 
 
+def generic_cases():
+    """llama.cpp's generic format: the whole output is one JSON object (test-chat.cpp's shapes)."""
+    layouts = [
+        lambda calls, i: {"tool_call": _objects(calls, i)[0]},
+        lambda calls, i: {"tool_calls": _objects(calls, i)},
+        lambda calls, i: {"tool_calls": [{**o, "id": f"call_{j}"} for j, o in enumerate(_objects(calls, i))]},
+        lambda calls, i: {"tool_call": {"arguments": calls[0][1], "name": calls[0][0]}},
+    ]
+    cases = []
+    for i, (args, layout) in enumerate(itertools.product(ARGS, layouts)):
+        call = [(NAMES[i % len(NAMES)], args)]
+        cases.append(
+            (
+                (" " if i % 3 else "") + json.dumps(layout(call, i), indent=2 * (i % 2), ensure_ascii=i % 2 == 0),
+                "",
+                call,
+            )
+        )
+    return cases + [
+        (json.dumps({"tool_calls": _objects(TWO, 0)}), "", TWO),
+        ('{\n  "response": "Hello, world!\\nWhat\'s up?"\n}', "Hello, world!\nWhat's up?", []),
+        ('{"response": {"a": [1], "b": "é"}}', '{\n  "a": [\n    1\n  ],\n  "b": "é"\n}', []),
+        ('{"tool_calls": []}', "", []),
+        ("Hello, plain text {not json}", "Hello, plain text {not json}", []),
+        ('{"other": 1}', '{"other": 1}', []),
+        ('{"response": "x"} trailing', '{"response": "x"} trailing', []),
+        ('{"tool_call": {"arguments": {}}}', '{"tool_call": {"arguments": {}}}', []),  # no name: content (llama.cpp)
+        ('{"tool_call": {"name": "f", "arguments": {', '{"tool_call": {"name": "f", "arguments": {', []),  # cut
+        ("", "", []),
+    ]  # fmt: skip
+
+
 TOOL_FORMATS = {
+    "generic": generic_cases,
     "functionary_v3_1": functionary_v3_1_cases,
     "functionary_v3_2": functionary_v3_2_cases,
     "nemotron_v2": nemotron_v2_cases,

@@ -2,8 +2,9 @@
 read from its venv) and SGLang's (`ReasoningParser.DetectorMap`, `FunctionCallParser.ToolCallParserEnum`), as
 static lists so the check needs neither peer installed. SGLang's are the union over the sgl-project/sglang commits
 named below (its newest branches each add a model: TeleChat4 42fad280, Xing4.0 7e31bbe6, XingChen4 bd41fb02,
-Spark 3 17049d56, BerryLM 49619a40; names files 0a933a22, 042de61b); llama.cpp's newest common/chat.h (0232d960)
-names no model formats (CONTENT_ONLY, PEG_SIMPLE, PEG_NATIVE), so it adds nothing here."""
+Spark 3 17049d56, BerryLM 49619a40; names files 0a933a22, 042de61b). llama.cpp's newest common/chat.h (0232d960)
+names no model formats (CONTENT_ONLY, PEG_SIMPLE, PEG_NATIVE); its enum before the PEG parsers did, and each of
+those maps to a parser of ours here."""
 
 from __future__ import annotations
 
@@ -41,6 +42,17 @@ SGLANG_TOOLS = [
     "mimo", "minicpm5", "minimax-m2", "minimax-m3", "mistral", "muse", "nanbeige", "poolside_v1", "pythonic", "qwen",
     "qwen25", "qwen3_coder", "spark", "spark25", "step3", "step3p5", "telechat4", "trinity", "xing4_0", "xingchen4",
 ]  # fmt: skip
+# llama.cpp's COMMON_CHAT_FORMAT_* (common/chat.h before the PEG parsers) -> the tool parser that reads it
+LLAMA_CPP_FORMATS = {
+    "GENERIC": "generic", "MISTRAL_NEMO": "mistral", "MAGISTRAL": "mistral", "LLAMA_3_X": "llama3_json",
+    "LLAMA_3_X_WITH_BUILTIN_TOOLS": "llama3_json", "DEEPSEEK_R1": "deepseek_v3", "FIREFUNCTION_V2": "firefunction_v2",
+    "FUNCTIONARY_V3_2": "functionary_v3_2", "FUNCTIONARY_V3_1_LLAMA_3_1": "functionary_v3_1",
+    "DEEPSEEK_V3_1": "deepseek_v31", "HERMES_2_PRO": "hermes", "COMMAND_R7B": "command_r7b", "GRANITE": "granite",
+    "GPT_OSS": "harmony", "SEED_OSS": "seed_oss", "NEMOTRON_V2": "nemotron_v2", "APERTUS": "apertus",
+    "LFM2_WITH_JSON_TOOLS": "lfm2", "GLM_4_5": "glm45", "MINIMAX_M2": "minimax_m2", "KIMI_K2": "kimi_k2",
+    "QWEN3_CODER_XML": "qwen3_coder", "APRIEL_1_5": "apriel", "XIAOMI_MIMO": "mimo", "SOLAR_OPEN": "solar_open",
+    "EXAONE_MOE": "hermes",  # <think> then <tool_call>{...}</tool_call> blocks
+}  # fmt: skip
 # registered by a peer, not served yet (why)
 NOT_SERVED = {
     "glm53": "SGLang's GLM-5.3-Flash detector (one branch): unclosed `<tool_call>name>{json}` calls, fuzzy names",
@@ -59,3 +71,7 @@ NOT_SERVED = {
 )
 def test_every_peer_name_is_served(names, served):
     assert sorted(set(names) - set(served) - set(NOT_SERVED)) == []
+
+
+def test_every_llama_cpp_format_has_a_parser():
+    assert sorted(set(LLAMA_CPP_FORMATS.values()) - set(TOOL_PARSERS)) == []
