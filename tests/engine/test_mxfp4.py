@@ -20,7 +20,7 @@ from engine_svc.model.moe import Gating, Routing, grouped_experts, route
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
-from engine_svc.serving.loader import _check_quantization_flags, build_engine, load_hf_model
+from engine_svc.serving.loader import _check_quantization_flags, build_engine, load_engine, load_hf_model
 from tests.engine.conftest import engine_args, tiny_llama
 from tests.engine.families import greedy, tiny
 
@@ -113,6 +113,16 @@ def test_an_mxfp4_checkpoint_serves_its_experts_4_bit_with_transformers_greedy_t
             row = runner.execute([Chunk(seq, seq.num_tokens - 1, 1)])[0]
         seq.append(int(row.argmax()))
     assert seq.output_ids == greedy(model, PROMPT, 6)
+
+
+def test_the_engine_loads_an_mxfp4_checkpoint_packed_and_says_so(tmp_path):
+    _mxfp4_checkpoint(tmp_path)
+    loaded = load_engine(engine_args("--model", str(tmp_path), "--max-model-len", "64", "--engine-core", "thread"))
+    assert (loaded.quantization, loaded.backend) == ("mxfp4", "paged")  # GetModelInfo.quantization
+    runner = loaded.engine.runner
+    assert isinstance(runner, ModelRunner) and runner.model.layer0.gate_up.linear.gate_up.dtype == torch.uint8
+    with pytest.raises(ValueError, match="--quantization fp8: the checkpoint's quantization_config declares mxfp4"):
+        load_engine(engine_args("--model", str(tmp_path), "--quantization", "fp8"))
 
 
 def _flags(quantization: str) -> SimpleNamespace:
