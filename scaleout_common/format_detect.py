@@ -85,6 +85,7 @@ REASONING_RULES = [
     (("<think>", "<minimax:tool_call>"), "minimax_m2"),
     (("<think>", "<TOOLCALL>"), "nemotron_v2"),
     (("<think>", "<param_key>"), "telechat4"),
+    (("<think>", "<_bot>"), "telechat4"),  # TeleChat's role tag (its JSON calls are hermes', which render constrains)
     (("<think>", "<tool_call>"), "qwen3"),
     (("<think>", "<|tool_calls_section_begin|>"), "kimi_k2"),
     (("<think>",), "think"),

@@ -90,6 +90,14 @@ TEMPLATES = {
     "iquest_q1": ("<iquest_tool_call>f\\n<arg_key>a</arg_key><arg_value>1</arg_value></iquest_tool_call>",
                   "iquest_q1", "none"),
     "minimax_m3": ("]<]minimax[>[<tool_call> <mm:think>", "minimax_m3", "minimax_m3"),
+    # Tele-AI/TeleChat2-7B's chat_template (its <tool_call> tags, token 9, restored: the copy found had dropped
+    # them); TeleChat4's own template was not found, so its line below is marked as our reading
+    "telechat2": ("{{- '<_system>' + messages[0]['content'] + '\\n' }} {{- '<_bot>' }} {{- '<tool_call>\\n{\"name\": \"' }}"
+                  "{{ tool_call.name }} {{- '\", \"arguments\": ' }} {{- '}\\n</tool_call>' }} {{- '<_end>\\n' }}",
+                  "hermes", "none"),
+    # (not a quote) TeleChat's role tag and the <think> SGLang's TeleChat4Detector says its template writes
+    "telechat4_thinking": ("{{- '<_bot>' }}{%- if enable_thinking %}{{- '<think>\\n' }}{%- endif %}", "hermes",
+                           "telechat4"),
     "telechat4": ("<tool_call>{{ name }}<param_key>{{ k }}</param_key><param_value>{{ v }}</param_value></tool_call>"
                   " <think>", "telechat4", "telechat4"),
     "dots": ("<dots_function_call><invoke name=\"f\">", "dots", "none"),
