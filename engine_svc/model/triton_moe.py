@@ -116,11 +116,12 @@ def _grouped_gemm(a_ptr, w_ptr, bias_ptr, c_ptr, sorted_ptr, block_expert_ptr, s
             packed = tl.load(w_ptr + expert.to(tl.int64) * stride_we + cols[None, :] * stride_wn
                              + half[:, None] * stride_wk, mask=on_w, other=0)  # fmt: skip
             exps = tl.load(w_scale_ptr + expert.to(tl.int64) * stride_ws + cols[None, :] * stride_wsn
-                           + (half // 16)[:, None], mask=on_w, other=0)  # fmt: skip
+                           + (half // 16)[:, None], mask=on_w, other=1)  # fmt: skip
+            base = (exps.to(tl.int32) - 1) << 23  # both nibbles' group scale, once
             a = _a_tile(a_ptr, rows, stride_a, even, where, k, alpha, limit, GATING)
-            acc = tl.dot(a, _e2m1(packed & 15, exps, a_ptr.dtype.element_ty), acc)
+            acc = tl.dot(a, _e2m1(packed & 15, base, a_ptr.dtype.element_ty), acc)
             a = _a_tile(a_ptr, rows, stride_a, even + 1, where, k, alpha, limit, GATING)
-            acc = tl.dot(a, _e2m1(packed >> 4, exps, a_ptr.dtype.element_ty), acc)
+            acc = tl.dot(a, _e2m1(packed >> 4, base, a_ptr.dtype.element_ty), acc)
         else:
             inner = start + tl.arange(0, BLOCK_K)
             a = _a_tile(a_ptr, rows, stride_a, inner, real[:, None] & (inner[None, :] < k), k, alpha, limit, GATING)
@@ -160,15 +161,13 @@ def _a_tile(a_ptr, rows, stride_a, inner, where, k, alpha, limit, GATING: tl.con
 
 
 @triton.jit
-def _e2m1(codes, exps, dtype: tl.constexpr):
-    """4-bit e2m1 codes (sign, 2 exponent bits, 1 mantissa bit) times 2^(exps - 127), as float32 bits built from
-    the code and the e8m0 group exponent (exact: 2 significant bits), then `dtype`. Code exponent e > 0:
-    2^(e - 1) * (1 + m / 2), the float32 exponent field exps + e - 1; e = 0: m / 2, field exps - 1."""
-    codes, exps = codes.to(tl.int32), exps.to(tl.int32)
-    e, m = (codes >> 1) & 3, codes & 1
-    bits = tl.where(e > 0, ((exps + e - 1) << 23) | (m << 22), (exps - 1) << 23)
-    bits = tl.where((codes & 7) == 0, 0, bits) | ((codes >> 3) << 31)
-    return bits.to(tl.float32, bitcast=True).to(dtype)
+def _e2m1(codes, base, dtype: tl.constexpr):
+    """4-bit e2m1 codes (sign, 2 exponent bits e, 1 mantissa bit m) times their group's scale 2^(s - 127), as
+    float32 bits (exact: 2 significant bits), then `dtype`; `base` = (s - 1) << 23, half the scale's exponent
+    field. e > 0: 2^(e - 1) * (1 + m / 2), the field e + s - 1 over the mantissa bit m; e = 0: m / 2."""
+    codes = codes.to(tl.int32)
+    bits = tl.where((codes & 6) == 0, tl.where((codes & 1) == 1, base, 0), ((codes & 7) << 22) + base)
+    return (bits | ((codes & 8) << 28)).to(tl.float32, bitcast=True).to(dtype)
 
 
 def align(ids: torch.Tensor, num_experts: int, block_m: int = BLOCK_M) -> tuple[torch.Tensor, torch.Tensor]:
