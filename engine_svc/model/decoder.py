@@ -1,6 +1,7 @@
 """Our decoder over a paged KV cache: fused qkv and gate_up projections, RMSNorm, RoPE, grown per family by
 the settings of family.py (q/k norms, sandwich norms, GeGLU, sliding windows, soft-caps, mixture of experts)
-and partial rotary embeddings (the rotary module's own width: GLM-4.5).
+and partial rotary embeddings (the rotary module's own width: GLM-4.5); DeepSeek V3's latent attention
+(mla.py) feeds the same fused qkv rows to the attention.
 
 Weights come from the transformers model (which handles config and loading); `FusedDecoder.from_hf` takes
 them into fused modules. The forward works on a flat batch of tokens (decodes first, then prefill chunks)
@@ -16,6 +17,7 @@ from torch import nn
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata
 from engine_svc.model.family import FAST_PATH_ARCHITECTURES, Family, fast_path_problem
+from engine_svc.model.mla import Mla, is_mla, mla_width
 from engine_svc.model.moe import SparseMoe
 from engine_svc.model.rope import head_rows, inv_freq, rope_table, rotary_order
 
@@ -134,7 +136,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         attn, mlp = hf_layer.self_attn, hf_layer.mlp
         self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
+        mla = is_mla(config)  # DeepSeek V3's latent attention, its K/V expanded per head (mla.py)
+        self.num_kv_heads = self.num_heads if mla else config.num_key_value_heads
         self.head_dim = head_dim(config)
         # Partial rotary: each q and k head's dims in this order, not the checkpoint's (None: as loaded).
         self.head_order = order = rotary_order(self.head_dim, rotary_dim)
@@ -146,8 +149,12 @@ class DecoderLayer(nn.Module):
             config.rms_norm_eps,
             family.norm_offset,
         )
-        q_proj, k_proj = head_rows(attn.q_proj, order), head_rows(attn.k_proj, order)
-        self.qkv = NormedProjection(norm(hf_layer.input_layernorm), _fused_linear(q_proj, k_proj, attn.v_proj))
+        self.mla = Mla(attn, config, self.head_dim) if mla else None
+        if self.mla is not None:
+            first = self.mla.first
+        else:
+            first = _fused_linear(head_rows(attn.q_proj, order), head_rows(attn.k_proj, order), attn.v_proj)
+        self.qkv = NormedProjection(norm(hf_layer.input_layernorm), first)
         # Qwen3, Gemma 3, GLM-4.5 with use_qk_norm: each q and k head RMS-normed before RoPE.
         self.q_norm = norm(attn.q_norm, order) if hasattr(attn, "q_norm") else None
         self.k_norm = norm(attn.k_norm, order) if hasattr(attn, "k_norm") else None
@@ -178,6 +185,8 @@ class DecoderLayer(nn.Module):
         """(q, kv, residual): the normed qkv projection, rotated (by this layer's table of the RoPE tables `cos`
         and `sin`), this step's K/V written to the cache."""
         qkv, residual = self.qkv(x, residual, ops)
+        if self.mla is not None:
+            qkv = self.mla(whole(qkv), ops)
         if self.q_norm is not None and self.k_norm is not None:
             qkv = ops.qk_norm(qkv, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, self.num_heads)
         q, kv = backend.store(qkv, cos[self.rope_index], sin[self.rope_index], kv_cache, meta, ops)
@@ -185,7 +194,8 @@ class DecoderLayer(nn.Module):
 
     def after_attention(self, attn: torch.Tensor, residual: torch.Tensor, ops):
         """(output, residual) from the attention's output: o_proj, then the MLP (each normed after, sandwich)."""
-        out = self.o_proj(attn.reshape(attn.shape[0], self.q_size))
+        rows = attn.reshape(attn.shape[0], self.q_size) if self.mla is None else self.mla.output(attn)
+        out = self.o_proj(rows)
         if self.post_attention_norm is not None:
             out = ops.rms_norm(whole(out), self.post_attention_norm.weight, self.post_attention_norm.eps)
         mlp_in, residual = self.gate_up(out, residual, ops)
@@ -318,7 +328,10 @@ def _plain(projection) -> bool:
 
 
 def head_dim(config) -> int:
-    """Each attention head's width: the config's own, or the hidden size split over the heads."""
+    """Each attention head's width: the config's own, or the hidden size split over the heads (MLA: a cached
+    K/V head's, mla.py)."""
+    if is_mla(config):
+        return mla_width(config)
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 

@@ -12,13 +12,18 @@ Llama is the base: pre-norm RMSNorm, fused qkv, RoPE, SwiGLU MLP. The others add
 - gpt-oss: attention sinks (a learned logit per head that takes softmax mass), sliding-window layers alternating
   with global ones, qkv and o_proj biases, its own experts (moe.py);
 - GLM-4.5 (glm4_moe): qkv biases, optional q/k norm, partial rotary (decoder.py reads the rotary module's width),
-  its first first_k_dense_replace layers dense, then experts with sigmoid grouped routing and shared experts.
+  its first first_k_dense_replace layers dense, then experts with sigmoid grouped routing and shared experts;
+- DeepSeek V3 (deepseek_v3: also Kimi K2's and Moonlight's architecture): GLM-4.5's routing, dense first layers and
+  shared experts, and multi-head latent attention (mla.py), its scores scaled by qk_head_dim ** -0.5 (times YaRN's
+  mscale_all_dim factor squared).
 Each MoE family's routing rule is picked in one place: moe.Routing.of.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from engine_svc.model.mla import is_mla, mla_scale
 
 FAST_PATH_ARCHITECTURES = {
     "LlamaForCausalLM",
@@ -30,6 +35,7 @@ FAST_PATH_ARCHITECTURES = {
     "Gemma3ForCausalLM",
     "GptOssForCausalLM",
     "Glm4MoeForCausalLM",
+    "DeepseekV3ForCausalLM",
 }
 _ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
 
@@ -67,7 +73,7 @@ class Family:
             sandwich=gemma and model_type != "gemma",
             # Where the embedding module does not scale itself (older transformers' Gemma, Gemma 2).
             embed_scale=config.hidden_size**0.5 if model_type in ("gemma", "gemma2") else 0.0,
-            attention_scale=scalar**-0.5 if scalar else 0.0,
+            attention_scale=scalar**-0.5 if scalar else mla_scale(config) if is_mla(config) else 0.0,
             # Gemma 3's config has the field too, but its attention does not cap.
             attention_softcap=float(config.attn_logit_softcapping or 0.0) if model_type == "gemma2" else 0.0,
             final_softcap=float(getattr(config, "final_logit_softcapping", None) or 0.0),

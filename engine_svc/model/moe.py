@@ -44,7 +44,7 @@ class Routing:
     - "softmax" (Qwen3 MoE): softmax over every expert's logit (float32), the top k, renormalised to sum to one
       where norm_topk_prob says;
     - "softmax_top_k" (gpt-oss): the top k of the biased logits, softmax over those k;
-    - "sigmoid_groups" (GLM-4.5): sigmoid scores (float32); experts chosen by score + the correction bias
+    - "sigmoid_groups" (GLM-4.5, DeepSeek V3): sigmoid scores (float32); experts chosen by score + the correction bias
       (e_score_correction_bias: for the choice only), among the `top_groups` of `groups` equal groups whose two
       best biased scores sum highest; weighted by their unbiased scores, renormalised where norm_topk_prob says,
       times routed_scaling_factor.
@@ -62,7 +62,7 @@ class Routing:
         top_k, renormalize = config.num_experts_per_tok, bool(getattr(config, "norm_topk_prob", False))
         if config.model_type == "gpt_oss":
             return cls("softmax_top_k", top_k)
-        if config.model_type == "glm4_moe":
+        if config.model_type in ("glm4_moe", "deepseek_v3"):
             groups, scale = (config.n_group, config.topk_group), float(config.routed_scaling_factor)
             return cls("sigmoid_groups", top_k, renormalize, *groups, scale)
         return cls("softmax", top_k, renormalize)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 from transformers import (
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
     Gemma2Config,
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
@@ -107,27 +109,66 @@ def _gpt_oss():
     return GptOssForCausalLM(config)
 
 
+# GLM-4.5's and DeepSeek V3's routing: a dense layer, then a routed one of 4 groups of 4 experts, the best 2 groups
+# kept (the others' experts are out of the choice), 3 experts a token beside a shared one.
+GROUPED_MOE = dict(
+    first_k_dense_replace=1,
+    n_routed_experts=16,
+    n_group=4,
+    topk_group=2,
+    num_experts_per_tok=3,
+    n_shared_experts=1,
+    moe_intermediate_size=32,
+    routed_scaling_factor=2.5,
+    norm_topk_prob=True,
+)
+
+
+def _with_correction_bias(model):
+    for layer in model.model.layers[model.config.first_k_dense_replace :]:  # a buffer: tiny() leaves it be
+        layer.mlp.gate.e_score_correction_bias.normal_(0, 0.2)
+    return model
+
+
 def _glm4_moe():
     config = Glm4MoeConfig(
         **COMMON,
+        **GROUPED_MOE,
         num_hidden_layers=2,
-        first_k_dense_replace=1,  # one dense layer, then one routed
-        n_routed_experts=16,
-        n_group=4,  # 4 groups of 4 experts, the best 2 groups kept: the others' experts are out of the choice
-        topk_group=2,
-        num_experts_per_tok=3,
-        n_shared_experts=1,
-        moe_intermediate_size=32,
-        routed_scaling_factor=2.5,
-        norm_topk_prob=True,
         use_qk_norm=True,
         attention_bias=True,
         partial_rotary_factor=0.5,  # the first 8 of each head's 16 dims rotate
     )
-    model = Glm4MoeForCausalLM(config)
-    for layer in model.model.layers[config.first_k_dense_replace :]:  # a buffer: tiny() leaves it be
-        layer.mlp.gate.e_score_correction_bias.normal_(0, 0.2)
-    return model
+    return _with_correction_bias(Glm4MoeForCausalLM(config))
+
+
+def _deepseek_v3(q_lora_rank: int | None):
+    """MLA with qk_nope 16 + qk_rope 8 (cached 32 wide) and a v_head_dim of its own; interleaved RoPE under YaRN
+    whose mscale_all_dim scales the scores; GLM-4.5's routing (GROUPED_MOE)."""
+    common = {k: v for k, v in COMMON.items() if k != "head_dim"}
+    config = DeepseekV3Config(
+        **{**common, "num_key_value_heads": 4},
+        **GROUPED_MOE,
+        num_hidden_layers=2,
+        q_lora_rank=q_lora_rank,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=12,
+        rope_interleave=True,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10_000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 128,  # 4x: max_position_embeddings
+            "mscale": 1.0,
+            "mscale_all_dim": 0.7,  # not mscale: the table's factor is not 1 either
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+        },
+        tie_word_embeddings=False,
+    )
+    return _with_correction_bias(DeepseekV3ForCausalLM(config))
 
 
 FAMILIES = {
@@ -138,6 +179,8 @@ FAMILIES = {
     "qwen3_moe": _qwen3_moe,
     "gpt_oss": _gpt_oss,
     "glm4_moe": _glm4_moe,
+    "deepseek_v3": lambda: _deepseek_v3(24),  # DeepSeek V3 / Kimi K2: q through a low-rank pair
+    "deepseek_v3_q": lambda: _deepseek_v3(None),  # Moonlight: one q_proj
 }
 
 

@@ -25,6 +25,9 @@ SHARED = 20  # tokens (5 full blocks) a second prompt shares with PROMPT: its pr
 # as in the other families, together by 19% (the same with the exact run's routing replayed: no expert flip).
 FP8_BOUND = {"glm4_moe": 0.25}
 FP8 = torch.float8_e4m3fn
+# Served through the engine server: every family but Moonlight's (deepseek_v3_q), whose one q_proj is all that sets
+# it apart from deepseek_v3 and comes before the cache, which the logits tests cover (a server costs ~3 s).
+SERVED = sorted(set(FAMILIES) - {"deepseek_v3_q"})
 
 
 def _sequence(name: str, tokens: list[int], blocks: list[int]) -> Sequence:
@@ -62,7 +65,7 @@ def test_logits_match_transformers(family):
     assert (WINDOW in runner.model.family.windows) == (family in ("gemma2", "gemma3", "gpt_oss", "mistral"))
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", SERVED)
 async def test_served_on_the_paged_backend_with_transformers_greedy_tokens(family):
     model = tiny(family)
     prompts = [PROMPT, PROMPT[:SHARED] + [11, 12, 13], [1, 5, 9]]
