@@ -14,6 +14,7 @@ from derender_svc.parsers.dsml import (
 from derender_svc.parsers.functionary import FunctionaryV31ToolParser, FunctionaryV32ToolParser
 from derender_svc.parsers.gemma import Gemma4ToolParser, GemmaToolParser
 from derender_svc.parsers.generic import GenericToolParser
+from derender_svc.parsers.glm53 import Glm53ToolParser
 from derender_svc.parsers.harmony import HarmonyReasoningParser, HarmonyToolParser
 from derender_svc.parsers.hermes import HermesToolParser, LongcatToolParser, TrinityToolParser
 from derender_svc.parsers.hy_tags import HyV3ReasoningParser, HyV4ReasoningParser
@@ -243,6 +244,7 @@ TOOL_PARSERS = {
     "poolside_v1": Glm45ToolParser,
     "ling3": Glm45ToolParser,
     "spark25": Glm45ToolParser,
+    "glm53": Glm53ToolParser,
     "iquest_q1": IQuestQ1ToolParser,
     "telechat4": TeleChat4ToolParser,
     "xingchen4": TeleChat4ToolParser,

@@ -24,6 +24,12 @@ def parameter_types(tools, function: str) -> dict[str, str] | None:
 
 def properties(tools, function: str) -> dict | None:
     """The `properties` schema of `function`'s parameters among `tools`; None when no tool has that name."""
+    params = parameters(tools, function)
+    return None if params is None else params.get("properties") or {}
+
+
+def parameters(tools, function: str) -> dict | None:
+    """The parameters schema of `function` among `tools` ({} when it has none); None when no tool has that name."""
     for tool in tools:
         if isinstance(tool, dict):
             spec = tool.get("function", tool)
@@ -32,7 +38,7 @@ def properties(tools, function: str) -> dict | None:
             name = tool.function.name
             params = json_format.MessageToDict(tool.function.parameters) if tool.function.HasField("parameters") else {}
         if name == function:
-            return params.get("properties") or {}
+            return params
     return None
 
 

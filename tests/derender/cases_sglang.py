@@ -3,8 +3,11 @@ expected content, expected calls), and the reasoning formats they add."""
 
 from __future__ import annotations
 
-from tests.derender.case_kit import _j, _table, _text
+import itertools
+
+from tests.derender.case_kit import CONTENT, TWO, _j, _table, _text
 from tests.derender.cases_reasoning import think_family
+from tests.derender.parser_cases import ARGS, NAMES
 
 TC = ("<tool_call>", "</tool_call>")
 
@@ -69,7 +72,37 @@ def spark_cases():
     ])  # fmt: skip
 
 
-TOOL_FORMATS = {"telechat4": telechat4_cases, "spark": spark_cases}
+def glm53_cases():
+    """GLM-5.3-Flash (SGLang's glm53): `name>{json}` calls with no closer, or GLM's pairs in a closed block."""
+
+    def render(name, args, i):
+        if i % 2 == 0 or not args:
+            return f"{TC[0]}{name}{'>' if i % 4 else chr(10)}{_j(args, i)}"
+        pairs = "".join(f"\n<arg_key>{k}</arg_key>\n<arg_value>{_text(v)}</arg_value>" for k, v in args.items())
+        return f"{TC[0]}{name}{pairs}\n{TC[1]}"
+
+    cases = []
+    for i, (args, lead) in enumerate(itertools.product(ARGS, CONTENT)):
+        call = [(NAMES[i % len(NAMES)], args)]
+        cases.append((lead + render(*call[0], i), lead, call))
+    return cases + [
+        (render("a", {"x": 1}, 0) + render("b", {"y": [2], "s": "t"}, 1), "", TWO),
+        (render("a", {"x": 1}, 0) + "\n" + render("b", {"y": [2], "s": "t"}, 2) + " after", " after", TWO),
+        (f'{TC[0]}Weather/get_weather>{{"city": "北京"}}', "", [("get_weather", {"city": "北京"})]),  # SGLang's cases
+        (f'{TC[0]}LOOKUP_USER_2>{{"id": 1}}', "", [("lookup_user_2", {"id": 1})]),
+        (f'{TC[0]}not_a_tool>{{"x": 1}}{TC[0]}zip>{{"code": "9"}}', "", [("zip", {"code": "9"})]),  # unresolved: dropped
+        (f'{TC[0]}search>here: {{"q": "x"}} thanks', " thanks", [("search", {"q": "x"})]),
+        (f"{TC[0]}search<arg_key>q=hello</arg_value>{TC[1]}", "", [("search", {"q": "hello"})]),  # the short pairs
+        (f'{TC[0]}search>{{"q": "x"}}{TC[1]}', "", [("search", {"q": "x"})]),
+        (f'{TC[0]}search>{{"q": "x', f'{TC[0]}search>{{"q": "x', []),  # cut
+        (f"{TC[0]}search<arg_key>q</arg_key><arg_value>x</arg_value>", f"{TC[0]}search<arg_key>q</arg_key>"
+         "<arg_value>x</arg_value>", []),
+        (f"{TC[0]}no name or json", f"{TC[0]}no name or json", []),
+        ("<![get_weather>{}", "<![get_weather>{}", []),
+    ]  # fmt: skip
+
+
+TOOL_FORMATS = {"telechat4": telechat4_cases, "spark": spark_cases, "glm53": glm53_cases}
 
 REASONING_FORMATS = {
     # SGLang's TeleChat4Detector: <think> tags, no tool opener ends the block (force_nonempty_content: nonempty.py)

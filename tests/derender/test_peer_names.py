@@ -53,10 +53,6 @@ LLAMA_CPP_FORMATS = {
     "QWEN3_CODER_XML": "qwen3_coder", "APRIEL_1_5": "apriel", "XIAOMI_MIMO": "mimo", "SOLAR_OPEN": "solar_open",
     "EXAONE_MOE": "hermes",  # <think> then <tool_call>{...}</tool_call> blocks
 }  # fmt: skip
-# registered by a peer, not served yet (why)
-NOT_SERVED = {
-    "glm53": "SGLang's GLM-5.3-Flash detector (one branch): unclosed `<tool_call>name>{json}` calls, fuzzy names",
-}
 
 
 @pytest.mark.parametrize(
@@ -70,7 +66,7 @@ NOT_SERVED = {
     ids=["vllm-reasoning", "vllm-tools", "sglang-reasoning", "sglang-tools"],
 )
 def test_every_peer_name_is_served(names, served):
-    assert sorted(set(names) - set(served) - set(NOT_SERVED)) == []
+    assert sorted(set(names) - set(served)) == []
 
 
 def test_every_llama_cpp_format_has_a_parser():
