@@ -1,4 +1,5 @@
-"""`chat_template_kwargs.force_nonempty_content`: an answer that is all reasoning gets it as its content.
+"""`chat_template_kwargs.force_nonempty_content`: an answer that is all reasoning gets it as its content. (Also the
+one other kwargs rule of reasoning parsing, `unforced`.)
 
 SGLang honours the kwarg for every reasoning parser, vLLM's `nemotron_v3` (and SGLang's `granite_thinking_parser`)
 also when `enable_thinking` is false (`force_content` below); SGLang's `telechat4` (`xingchen4`, `xing4_0`) has it
@@ -29,6 +30,15 @@ def force_content(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> bo
         return False
     thinking_off = reasoning_parser in THINKING_OFF and _flag(kwargs, "enable_thinking") is False
     return _flag(kwargs, "force_nonempty_content") is True or thinking_off or reasoning_parser in ALWAYS
+
+
+def unforced(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> str | None:
+    """SGLang's `iquest_q1` reasons from the first token unless `thinking` / `enable_thinking` turn it off (one is
+    set and neither is true: its IQuestQ1ReasoningDetector.thinking_enabled); then it is `think`, whose block opens
+    only on its tag."""
+    flags = [_flag(kwargs, name) for name in ("thinking", "enable_thinking")]
+    off = any(flag is not None for flag in flags) and not any(flags)
+    return "think" if reasoning_parser == "iquest_q1" and off else reasoning_parser
 
 
 class ForceContent:

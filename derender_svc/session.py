@@ -13,7 +13,7 @@ from derender_svc import builders
 from derender_svc.choice import ChoiceConfig, ChoiceDelta, ChoiceProcessor
 from derender_svc.limits import Limits, check_context, check_engine_output
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
-from derender_svc.nonempty import force_content
+from derender_svc.nonempty import force_content, unforced
 from derender_svc.parsers import NONE, REASONING_PARSERS, TOOL_PARSERS
 from derender_svc.tokenizer_info import TokenizerInfo
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
@@ -58,6 +58,7 @@ def resolve_config(
         "context.reasoning_parser",
         defaults.info,
     )
+    reasoning = unforced(context.chat_template_kwargs, reasoning)
     tool = fallback = None
     wants_tools = context.tools and context.tool_choice != derender_pb2.TOOL_CHOICE_MODE_NONE
     if endpoint == derender_pb2.ENDPOINT_CHAT and wants_tools:

@@ -202,3 +202,19 @@ async def test_force_nonempty_content_by_parser(stub, hf_tokenizer, parser, kwar
     one, folded = await answers(stub, hf_tokenizer, context, "All reasoning, cut")
     assert one == ("", "All reasoning, cut", [])
     assert folded == [("All reasoning, cut", "All reasoning, cut", [])] * 2
+
+
+@pytest.mark.parametrize(
+    "kwargs,expected",
+    [
+        (_kwargs(), ("plan", "answer")),
+        (_kwargs(enable_thinking=True), ("plan", "answer")),
+        (_kwargs(thinking=False), ("", "plan</think>answer")),
+        (_kwargs(thinking=False, enable_thinking=True), ("plan", "answer")),
+    ],
+)
+async def test_iquest_q1_thinking_kwargs(stub, hf_tokenizer, kwargs, expected):
+    """SGLang's iquest_q1 reasons from the first token unless thinking / enable_thinking turn it off."""
+    context = _context("iquest_q1", "none", chat_template_kwargs=kwargs)
+    one, folded = await answers(stub, hf_tokenizer, context, "plan</think>answer")
+    assert one == (*expected, []) and folded == [one] * 2
