@@ -149,7 +149,8 @@ class DecoderLayer(nn.Module):
             config.rms_norm_eps,
             family.norm_offset,
         )
-        self.mla = Mla(attn, config, self.head_dim) if mla else None
+        normed = lambda n, linear: NormedProjection(RMSNorm(n.weight, n.variance_epsilon), linear)  # noqa: E731
+        self.mla = Mla(attn, config, self.head_dim, normed) if mla else None
         if self.mla is not None:
             first = self.mla.first
         else:
@@ -249,6 +250,8 @@ class FusedDecoder(nn.Module):
                 part = getattr(layer, name)
                 if _plain(part.linear):
                     setattr(layer, name, normed(part.norm, part.linear, part.gated))
+            if (mla := cast(DecoderLayer, layer).mla) is not None:
+                mla.convert(lambda part: normed(part.norm, part.linear, part.gated) if _plain(part.linear) else part)
         if self.head.linear.bias is None and self.head.linear.weight.dtype == self.embed.weight.dtype:
             self.head = normed(self.head.norm, self.head.linear)  # a float32 head (head_dtype.py) stays in torch
 
@@ -270,6 +273,8 @@ class FusedDecoder(nn.Module):
             for name in ("qkv", "gate_up") if layer.mlp_kind == "silu" else ("qkv",):
                 part = getattr(layer, name)
                 setattr(layer, name, normed(part.norm, linear(part.linear), part.gated))
+            if layer.mla is not None:
+                layer.mla.convert(lambda part: normed(part.norm, linear(part.linear), part.gated))
 
     def experts_to_mxfp4(self) -> None:
         """Each mixture layer's experts in MXFP4 (SparseMoe.to_mxfp4); attention and the router keep their dtype."""

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from engine_svc.model.decoder import NormedProjection, PartialSums, head_dim, whole
+from engine_svc.model.mla import is_mla
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
@@ -126,6 +127,13 @@ def fp8_problem(config, device: torch.device, dtype: torch.dtype) -> str | None:
         "query width": config.num_attention_heads * width,
         "key/value width": kv_heads * width,
     }
+    if is_mla(config):  # mla.py's projections: [q_a_proj or q_proj; kv_a_proj_with_mqa], q_b_proj, kv_b_proj
+        nope, rope, heads = config.qk_nope_head_dim, config.qk_rope_head_dim, config.num_attention_heads
+        q_in = config.q_lora_rank or heads * (nope + rope)
+        sizes["MLA input width"] = q_in + config.kv_lora_rank + rope
+        sizes["q_lora_rank"] = config.q_lora_rank or 16
+        sizes["kv_lora_rank"] = config.kv_lora_rank
+        sizes["kv_b_proj width"] = heads * (nope + config.v_head_dim)
     if odd := [f"{name} {size}" for name, size in sizes.items() if size % 16]:
         return f"fp8 matmuls need sizes that are multiples of 16; this model has {', '.join(odd)}"
     if reason := fp8_device_problem(device):

@@ -75,7 +75,8 @@ class Mla(nn.Module):
 
     order: torch.Tensor  # [width]: a q or k head's [rope | nope | zeros] dims in the kernels' layout, registered below
 
-    def __init__(self, attn, config, width: int):
+    def __init__(self, attn, config, width: int, normed):
+        """`normed(norm module, linear)`: the decoder's NormedProjection of them (this module cannot import it)."""
         super().__init__()
         heads, nope, rope = config.num_attention_heads, config.qk_nope_head_dim, config.qk_rope_head_dim
         self.heads, self.nope, self.rope, self.width = heads, nope, rope, width
@@ -88,22 +89,26 @@ class Mla(nn.Module):
         self.q_in = q_in.out_features
         kv_rows = torch.cat((torch.arange(self.latent), self.latent + rope_rows))
         self.first = _stacked((q_in, torch.arange(self.q_in)), (attn.kv_a_proj_with_mqa, kv_rows))
-        self.q_norm = attn.q_a_layernorm if lora else None  # transformers' RMSNorm: weight, variance_epsilon
-        self.q_b = head_rows(attn.q_b_proj, q_order) if lora else None
-        self.kv_norm, self.kv_b = attn.kv_a_layernorm, attn.kv_b_proj
+        self.q_b = normed(attn.q_a_layernorm, head_rows(attn.q_b_proj, q_order)) if lora else None
+        self.kv_b = normed(attn.kv_a_layernorm, attn.kv_b_proj)
         self.register_buffer("order", _order(width, rope).to(self.first.weight.device), persistent=False)
 
     def forward(self, first: torch.Tensor, ops) -> torch.Tensor:
         tokens, heads = first.shape[0], self.heads
         q, latent, k_rope = first.split((self.q_in, self.latent, self.rope), dim=-1)
-        if self.q_b is not None and self.q_norm is not None:
-            q = self.q_b(ops.rms_norm(q, self.q_norm.weight, self.q_norm.variance_epsilon))
-        kv = self.kv_b(ops.rms_norm(latent, self.kv_norm.weight, self.kv_norm.variance_epsilon))
+        if self.q_b is not None:
+            q = self.q_b(q, None, ops)[0]
+        kv = self.kv_b(latent, None, ops)[0]
         k_nope, v = kv.view(tokens, heads, -1).split((self.nope, self.v_dim), dim=-1)
         k = torch.cat((k_rope[:, None].expand(-1, heads, -1), k_nope), dim=-1)  # the one rope head, every head's
         qk = F.pad(torch.cat((q.view(tokens, heads, -1), k), dim=1), (0, self.width - self.nope - self.rope))
         v = F.pad(v, (0, self.width - self.v_dim))
         return torch.cat((qk.index_select(-1, self.order), v), dim=1).view(tokens, -1)
+
+    def convert(self, convert) -> None:
+        """Each normed projection (q_b's, kv_b's) as convert(projection): skinny kernels, fp8."""
+        self.q_b = None if self.q_b is None else convert(self.q_b)
+        self.kv_b = convert(self.kv_b)
 
     def output(self, attn: torch.Tensor) -> torch.Tensor:
         """The attention's output rows [tokens, heads * v_head_dim] for o_proj (the pad dims dropped)."""

@@ -96,6 +96,8 @@ def test_fp8_weights_and_cache_stay_near_the_logits(family):
     for layer in runner.model.layers:  # every MLP in e4m3: SwiGLU's and GeGLU's gate_up, a mixture's experts
         mlp = layer.gate_up.linear
         assert {w.dtype for w in ((mlp.gate_up, mlp.down) if layer.mlp_kind == "moe" else (mlp.weight,))} == {FP8}
+        if layer.mla is not None:  # and MLA's q_b_proj and kv_b_proj
+            assert {p.linear.weight.dtype for p in (layer.mla.q_b, layer.mla.kv_b) if p is not None} == {FP8}
     seq = _sequence("a", PROMPT, list(range(1, 9)))
     with torch.inference_mode():
         runner.execute([Chunk(seq, 0, 12)])
