@@ -4,7 +4,7 @@ plus logprobs. Work per message is proportional to the message; the whole state 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from derender_svc.detokenizer import IncrementalDetokenizer
 from derender_svc.logprobs import LogprobRenderer, RenderedLogprob
@@ -39,6 +39,7 @@ class ChoiceConfig:
     reasoning_delivery: int = derender_pb2.REASONING_DELIVERY_UNSPECIFIED  # streamed, whole or omitted
     streamed: bool = False  # the answer is a stream (DerenderStream, DerenderChunk), not one message
     force_content: bool = False  # chat_template_kwargs.force_nonempty_content (nonempty.py)
+    reasoning_unforced: bool = False  # the template kwargs turned a forced family's thinking off (nonempty.py)
     return_token_ids: bool = False  # each delta carries the ids it counts (vLLM's return_token_ids)
 
 
@@ -109,7 +110,8 @@ class ChoiceProcessor:
         self.reasoning = None
         if config.reasoning_parser:
             cls = REASONING_PARSERS[config.reasoning_parser]
-            self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started)
+            unforced = {"forced": False} if config.reasoning_unforced else {}
+            self.reasoning = cls(**state["r"]) if "r" in state else cls.create(config.reasoning_started, **unforced)
             if isinstance(self.reasoning, ResponseTemplateReasoningParser):
                 self.reasoning.bind(info)
                 if "r" not in state:
@@ -117,6 +119,7 @@ class ChoiceProcessor:
         self.counter = None  # the reasoning tokens, counted over the ids (usage)
         if config.reasoning_parser:
             spec = info.counting_spec(config.reasoning_parser, REASONING_PARSERS[config.reasoning_parser])
+            spec = replace(spec, forced=False) if config.reasoning_unforced else spec
             self.counter = ReasoningCounter(spec, config.reasoning_started, state.get("k"))
         self.force = None
         if config.force_content and self.reasoning is not None:

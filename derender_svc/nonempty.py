@@ -18,6 +18,7 @@ from google.protobuf import struct_pb2
 
 THINKING_OFF = ("nemotron_v3", "nemotron_3", "nano_v3", "granite_thinking_parser")
 ALWAYS = ("telechat4", "xingchen4", "xing4_0")
+UNFORCED = ("deepseek_v4", "deepseek-v4", "deepseek_v41", "deepseek-v41", "iquest_q1")
 
 
 def _flag(kwargs: struct_pb2.Struct, name: str) -> bool | None:
@@ -32,13 +33,17 @@ def force_content(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> bo
     return _flag(kwargs, "force_nonempty_content") is True or thinking_off or reasoning_parser in ALWAYS
 
 
-def unforced(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> str | None:
-    """SGLang's `iquest_q1` reasons from the first token unless `thinking` / `enable_thinking` turn it off (one is
-    set and neither is true: its IQuestQ1ReasoningDetector.thinking_enabled); then it is `think`, whose block opens
-    only on its tag."""
+def unforced(kwargs: struct_pb2.Struct, reasoning_parser: str | None) -> bool:
+    """The request turned off the thinking of a family that otherwise reasons from the first token, so its block
+    opens only where the prompt or a start tag opens it: vLLM's `deepseek_v4`/`deepseek_v41` when `thinking` /
+    `enable_thinking` is set and neither is true, or `reasoning_effort` is "none"; SGLang's `iquest_q1` by the same
+    two flags (its IQuestQ1ReasoningDetector.thinking_enabled)."""
+    if reasoning_parser not in UNFORCED:
+        return False
     flags = [_flag(kwargs, name) for name in ("thinking", "enable_thinking")]
-    off = any(flag is not None for flag in flags) and not any(flags)
-    return "think" if reasoning_parser == "iquest_q1" and off else reasoning_parser
+    effort = kwargs.fields.get("reasoning_effort")
+    no_effort = reasoning_parser != "iquest_q1" and effort is not None and effort.string_value == "none"
+    return (any(flag is not None for flag in flags) and not any(flags)) or no_effort
 
 
 class ForceContent:

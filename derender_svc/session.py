@@ -58,7 +58,6 @@ def resolve_config(
         "context.reasoning_parser",
         defaults.info,
     )
-    reasoning = unforced(context.chat_template_kwargs, reasoning)
     tool = fallback = None
     wants_tools = context.tools and context.tool_choice != derender_pb2.TOOL_CHOICE_MODE_NONE
     if endpoint == derender_pb2.ENDPOINT_CHAT and wants_tools:
@@ -88,6 +87,7 @@ def resolve_config(
         reasoning_delivery=context.reasoning_delivery,
         streamed=streamed,
         force_content=force_content(context.chat_template_kwargs, reasoning),
+        reasoning_unforced=unforced(context.chat_template_kwargs, reasoning),
         return_token_ids=context.return_token_ids,
     )
 

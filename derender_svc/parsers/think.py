@@ -30,8 +30,9 @@ class ThinkReasoningParser(StatefulParser):
         return {"mode": "start", "held": ""}  # mode: start | open | reasoning | content
 
     @classmethod
-    def create(cls, reasoning_started: bool) -> ThinkReasoningParser:
-        return cls(mode="open" if reasoning_started or cls.FORCED else "start")
+    def create(cls, reasoning_started: bool, forced: bool | None = None) -> ThinkReasoningParser:
+        """`forced` overrides the family's FORCED (the request turned its thinking off: nonempty.unforced)."""
+        return cls(mode="open" if reasoning_started or (cls.FORCED if forced is None else forced) else "start")
 
     @property
     def markers(self) -> tuple[str, ...]:

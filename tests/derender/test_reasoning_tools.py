@@ -204,17 +204,26 @@ async def test_force_nonempty_content_by_parser(stub, hf_tokenizer, parser, kwar
     assert folded == [("All reasoning, cut", "All reasoning, cut", [])] * 2
 
 
+THINKS, OFF = ("plan", "answer"), ("", "plan</think>answer")
+
+
 @pytest.mark.parametrize(
-    "kwargs,expected",
+    "parser,kwargs,expected",
     [
-        (_kwargs(), ("plan", "answer")),
-        (_kwargs(enable_thinking=True), ("plan", "answer")),
-        (_kwargs(thinking=False), ("", "plan</think>answer")),
-        (_kwargs(thinking=False, enable_thinking=True), ("plan", "answer")),
+        ("iquest_q1", _kwargs(), THINKS),
+        ("iquest_q1", _kwargs(enable_thinking=True), THINKS),
+        ("iquest_q1", _kwargs(thinking=False), OFF),
+        ("iquest_q1", _kwargs(thinking=False, enable_thinking=True), THINKS),
+        ("iquest_q1", _kwargs(reasoning_effort="none"), THINKS),
+        ("deepseek_v4", _kwargs(thinking=False), OFF),
+        ("deepseek_v4", _kwargs(reasoning_effort="none"), OFF),
+        ("deepseek-v41", _kwargs(enable_thinking=False), OFF),
+        ("deepseek_v4", _kwargs(thinking=True), THINKS),
     ],
 )
-async def test_iquest_q1_thinking_kwargs(stub, hf_tokenizer, kwargs, expected):
-    """SGLang's iquest_q1 reasons from the first token unless thinking / enable_thinking turn it off."""
-    context = _context("iquest_q1", "none", chat_template_kwargs=kwargs)
+async def test_thinking_kwargs_unforce(stub, hf_tokenizer, parser, kwargs, expected):
+    """A family that reasons from the first token does not when the template kwargs turn its thinking off: vLLM's
+    deepseek_v4 / deepseek_v41 (thinking, enable_thinking, reasoning_effort "none"), SGLang's iquest_q1."""
+    context = _context(parser, "none", chat_template_kwargs=kwargs)
     one, folded = await answers(stub, hf_tokenizer, context, "plan</think>answer")
     assert one == (*expected, []) and folded == [one] * 2
