@@ -130,17 +130,6 @@ FAMILY_SHAPES: dict[str, dict] = {
         rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
         tie_word_embeddings=False,
     ),
-    # Llama 3.1 8B's dimensions under Mistral's architecture with a one-token window on every layer: each token
-    # attends to itself alone, so the next token is a function of the current one (a softmax over one key is 1
-    # whatever RoPE and bf16 do), and a random-weight 8B writes again, exactly, what it wrote after the same token:
-    # echo's copying at an 8B's cost per step, in any dtype (mistral-7b-w8's 8-token window copies in float32 only).
-    "llama-8b-w1": dict(
-        model_type="mistral",
-        vocab_size=128256,
-        **SHAPES["llama-8b"],
-        sliding_window=1,
-        rope_parameters={"rope_type": "default", "rope_theta": 500_000.0},
-    ),
     # GLM-4.5-Air (zai-org/GLM-4.5-Air's config.json): one dense layer, then 45 of 128 routed experts (8 a token,
     # sigmoid routing in one group) beside one shared expert; half of each head's dims rotate; qkv biases.
     "glm-4.5-air": dict(
@@ -255,7 +244,27 @@ FAMILY_SHAPES: dict[str, dict] = {
 # The whole GLM-4.5-Air is 106B parameters (212 GB in bf16): more than one H200. Its first 12 layers (54 GB)
 # fit one H100 or H200 with room for the KV cache (the layers' part of a step time grows 46 / 12 in the whole).
 FAMILY_SHAPES["glm-4.5-air-12l"] = dict(FAMILY_SHAPES["glm-4.5-air"], num_hidden_layers=12)
-FAMILY_SHAPES["llama-tiny-w1"] = dict(FAMILY_SHAPES["llama-8b-w1"], **SHAPES["llama-tiny"])  # checks the bench
+
+
+# Random-weight models that copy, for speculation's repetitive workload (bench/engine/spec_decode.py): a shape's
+# model whose layers' outputs are scaled down 1,000x and whose head is its embeddings in a fixed random order, so
+# the next token is a fixed permutation of the current one with a logit margin ~64x any other's: the shape's whole
+# cost per step (every matmul, attention over the whole context) and a text no rounding changes (a one-token window
+# copied in float32 on CPU, but M=1 and M=5 products round differently on a GPU and flipped its near-ties).
+COPYING = {"llama-8b-copy", "llama-tiny-copy"}
+SHAPES["llama-8b-copy"] = SHAPES["llama-8b"]
+SHAPES["llama-tiny-copy"] = dict(SHAPES["llama-tiny"], tie_word_embeddings=False)
+
+
+def _copying(model) -> None:
+    inner = model.model
+    with torch.no_grad():
+        for layer in inner.layers:
+            layer.self_attn.o_proj.weight.mul_(1e-3)
+            layer.mlp.down_proj.weight.mul_(1e-3)
+        embeddings = inner.embed_tokens.weight
+        order = torch.randperm(embeddings.shape[0], generator=torch.Generator().manual_seed(1))
+        model.lm_head.weight.copy_(embeddings[order.to(embeddings.device)])
 
 
 def shape_config(shape: str, max_len: int = 131072):
@@ -300,6 +309,8 @@ def build_model(shape: str, device: str, dtype: torch.dtype, max_len: int = 1310
             model = AutoModelForCausalLM.from_config(config)
     finally:
         torch.set_default_dtype(previous)
+    if shape in COPYING:
+        _copying(model)
     return model.eval()
 
 
