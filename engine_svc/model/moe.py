@@ -71,13 +71,14 @@ class Routing:
 def route(x: torch.Tensor, router: torch.Tensor, routing: Routing, bias=None, correction=None):
     """(weights [tokens, k] in x's dtype, expert ids [tokens, k]) of each token; `bias`: the router's (gpt-oss),
     `correction`: the choice's (GLM-4.5)."""
-    if routing.rule == "sigmoid_groups":
-        return _sigmoid_groups(x, router, routing, correction)
-    logits = F.linear(x, router, bias)
-    if logits.is_cuda:  # one launch in place of the softmax, top-k and renormalisation's five
-        from engine_svc.model.triton_moe import top_k_weights
+    grouped = routing.rule == "sigmoid_groups"  # its scores in float32
+    logits = F.linear(x.float(), router.float()) if grouped else F.linear(x, router, bias)
+    if logits.is_cuda:  # one launch in place of the rule's five to sixteen
+        from engine_svc.model.triton_routing import routed
 
-        return top_k_weights(logits, routing.top_k, routing.rule == "softmax", routing.renormalize)
+        return routed(logits, routing, correction, x.dtype)
+    if grouped:
+        return _sigmoid_groups(logits, routing, correction, x.dtype)
     if routing.rule == "softmax_top_k":
         values, ids = torch.topk(logits, routing.top_k, dim=-1)
         return F.softmax(values, dim=-1, dtype=values.dtype), ids
@@ -87,19 +88,19 @@ def route(x: torch.Tensor, router: torch.Tensor, routing: Routing, bias=None, co
     return weights.to(x.dtype), ids
 
 
-def _sigmoid_groups(x, router, routing: Routing, correction):
-    scores = F.linear(x.float(), router.float()).sigmoid()
+def _sigmoid_groups(logits, routing: Routing, correction, dtype):
+    scores = logits.sigmoid()
     choice = scores if correction is None else scores + correction.float()
     if routing.top_groups < routing.groups:  # the other groups' experts are out of the choice
         grouped = choice.view(choice.shape[0], routing.groups, -1)
         best = grouped.topk(2, dim=-1)[0].sum(dim=-1).topk(routing.top_groups, dim=-1)[1]
-        keep = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=x.device).scatter_(1, best, True)
+        keep = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=logits.device).scatter_(1, best, True)
         choice = grouped.masked_fill(~keep[..., None], float("-inf")).flatten(1)
     ids = torch.topk(choice, routing.top_k, dim=-1)[1]
     weights = scores.gather(1, ids)
     if routing.renormalize:
         weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
-    return (weights * routing.scale).to(x.dtype), ids
+    return (weights * routing.scale).to(dtype), ids
 
 
 def grouped_experts(

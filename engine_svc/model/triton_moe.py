@@ -8,10 +8,9 @@ that expert's weight tile and scatters the products back to the assignments' row
 for the worst padding (every expert a run), its unused blocks exit at once; one token's experts are distinct, so
 its assignments take a block each with no sorting (a batch-1 decode step's experts are ~20 launches fewer). The
 down kernel gates the gate_up's rows as it loads them (SwiGLU, gpt-oss's clamped variant) and scales each product
-by its routing weight, and the k products of a token are summed after. The routing's softmax and top k are one
-launch too (`top_k_weights`). fp8 experts (moe.py's to_fp8) load e4m3
-weight tiles, widen them to the activations' dtype for the tensor cores, and scale each output column by its
-weight row's scale after the inner loop. MXFP4 experts (moe.py's to_mxfp4: gpt-oss's format, mxfp4.py) stay 4-bit
+by its routing weight, and the k products of a token are summed after (the routing before is one launch:
+triton_routing.py). fp8 experts (moe.py's to_fp8) load e4m3 weight tiles, widen them to the activations' dtype
+for the tensor cores, and scale each output column by its weight row's scale after the inner loop. MXFP4 experts (moe.py's to_mxfp4: gpt-oss's format, mxfp4.py) stay 4-bit
 in memory, as vLLM's on Hopper: each tile's packed bytes and group exponents are widened to the activations' dtype
 by bit arithmetic before the tensor cores (a weight-only scheme: the routed tokens are few per expert).
 
@@ -206,48 +205,6 @@ def _gemm(a, w, bias, w_scale, out, blocks, scale, top_k: int, by_token: bool, g
         BIAS=bias is not None, W_FP8=w_scale is not None and not packed, W_MXFP4=packed, DIRECT=sorted_ids is None,
         GATING=mode, BLOCK_M=tiles.m, BLOCK_N=tiles.n, BLOCK_K=tiles.k, num_warps=tiles.warps, num_stages=tiles.stages,
     )  # fmt: skip
-
-
-@triton.jit
-def _top_k_weights(logits_ptr, weights_ptr, ids_ptr, experts, stride, TOP_K: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
-                   RENORMALIZE: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
-    """One token's k experts and weights from its router logits (float32 inside): SOFTMAX_ALL, the top k of the
-    softmax over every expert (renormalised where RENORMALIZE); else the softmax over the top k logits."""
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_E)
-    scores = tl.load(logits_ptr + row * stride + cols, mask=cols < experts, other=float("-inf")).to(tl.float32)
-    if SOFTMAX_ALL:
-        scores = tl.exp(scores - tl.max(scores, 0))
-        scores = scores / tl.sum(scores, 0)
-    slots = tl.arange(0, BLOCK_K)
-    values = tl.zeros([BLOCK_K], tl.float32)
-    ids = tl.zeros([BLOCK_K], tl.int64)
-    for j in tl.static_range(TOP_K):
-        best = tl.max(scores, 0)
-        at = tl.minimum(tl.min(tl.where(scores == best, cols, BLOCK_E), 0), experts - 1)  # lowest of ties (NaN: last)
-        values = tl.where(slots == j, best, values)
-        ids = tl.where(slots == j, at.to(tl.int64), ids)
-        scores = tl.where(cols == at, float("-inf"), scores)
-    used = slots < TOP_K
-    if not SOFTMAX_ALL:
-        values = tl.where(used, tl.exp(values - tl.max(tl.where(used, values, float("-inf")), 0)), 0.0)
-    if RENORMALIZE or not SOFTMAX_ALL:
-        values = values / tl.sum(tl.where(used, values, 0.0), 0)
-    tl.store(weights_ptr + row * TOP_K + slots, values.to(weights_ptr.dtype.element_ty), mask=used)
-    tl.store(ids_ptr + row * TOP_K + slots, ids, mask=used)
-
-
-def top_k_weights(logits: torch.Tensor, top_k: int, softmax_all: bool, renormalize: bool):
-    """(weights [tokens, k] in the logits' dtype, expert ids [tokens, k]) in one launch: moe.py's "softmax" rule
-    (softmax_all) or its "softmax_top_k" one, as `route` computes them."""
-    tokens, experts = logits.shape
-    weights = logits.new_empty(tokens, top_k)
-    ids = torch.empty(tokens, top_k, dtype=torch.int64, device=logits.device)
-    _top_k_weights[(tokens,)](  # pyright: ignore[reportIndexIssue]
-        logits, weights, ids, experts, logits.stride(0), TOP_K=top_k, SOFTMAX_ALL=softmax_all,
-        RENORMALIZE=renormalize, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(top_k),
-    )  # fmt: skip
-    return weights, ids
 
 
 def fused_experts(

@@ -27,19 +27,6 @@ def test_align_groups_assignments_by_expert_in_padded_runs():
     assert block_expert.tolist()[:4] == [0, 1, 3, -1] and set(block_expert.tolist()[3:]) == {-1}
 
 
-@pytest.mark.parametrize(("rule", "renormalize"), [("softmax", True), ("softmax", False), ("softmax_top_k", False)])
-def test_the_routing_kernel_equals_route(rule, renormalize):
-    torch.manual_seed(2)
-    # float32 (no ties among the logits; bf16's would break them either way), 20 experts: not a power of 2
-    x, router = torch.randn(7, 32), torch.randn(20, 32)
-    routing = Routing(rule, 4, renormalize)
-    weights, ids = route(x, router, routing)  # the torch rule, on the CPU
-    logits = torch.nn.functional.linear(x, router).to(DEVICE)
-    got_weights, got_ids = triton_moe.top_k_weights(logits, 4, rule == "softmax", renormalize)
-    assert got_ids.cpu().tolist() == ids.tolist()
-    torch.testing.assert_close(got_weights.cpu(), weights, rtol=1e-2, atol=1e-3)
-
-
 @pytest.mark.parametrize("biased", [False, True])  # True: gpt-oss's biases and clamped gating
 @pytest.mark.parametrize("tokens", [1, 5, 40])
 def test_fused_experts_equal_the_grouped_path(tokens, biased):
