@@ -361,7 +361,9 @@ def bad_words(tokenizer, words) -> list[list[int]]:
     """Token id sequences of `bad_words`, as vLLM makes them: each word alone, and after a space when that makes
     a different first token of the same length."""
     out: list[list[int]] = []
-    for word in words:
+    for i, word in enumerate(words):
+        if not word:  # vLLM's SamplingParams refuses it too: it would ban nothing, or everything
+            raise fail(Reason.INVALID_SAMPLING_PARAM, "bad_words must not contain an empty string", f"bad_words[{i}]")
         alone = tokenizer.encode(word.lstrip(), add_special_tokens=False)
         if alone:
             out.append(alone)

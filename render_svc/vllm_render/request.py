@@ -18,6 +18,7 @@ from scaleout_common.openai_body_rules import (
     schemas_as_text,
 )
 from scaleout_common.reasons import Reason, fail
+from scaleout_common.sampling_rules import GREEDY_BELOW as SAMPLING_EPS
 
 
 @dataclass
@@ -42,8 +43,7 @@ def read(data: bytes, route: str) -> VllmRequest:
             raise unsupported(key, f"= {json.dumps(value)[:100]} is not supported: {field.note}")
         elif field.how == REFUSED:
             raise unsupported(key, f"is not supported: {field.note}")
-    if "stream_options" in body and not body.get("stream"):
-        raise invalid("stream_options", "is only allowed with `stream: true`")
+    _vllm_checks(body, route)
     for key in ("user", "session_id"):
         if key in body and not isinstance(body[key], str):
             raise invalid(key, "must be a string")
@@ -53,17 +53,19 @@ def read(data: bytes, route: str) -> VllmRequest:
         out["stop"] = body["stop"]
     if body.get("seed", -1) != -1:
         out["seed"] = body["seed"]
+    if body.get("thinking_token_budget") == -1:  # vLLM's "unlimited": as if not given
+        del out["thinking_token_budget"]
     _vllm_whitespace(out)
     schemas_as_text(out)
     if route == COMPLETION:
         return _completion(body, out)
     if "messages" in out:
-        out["messages"] = clean_messages(out["messages"])
+        out["messages"] = _refusals_as_text(clean_messages(out["messages"]))
     if "max_tokens" in body:
         out["max_tokens"] = body["max_tokens"]
     if "reasoning_effort" in body:
         _reasoning_effort(body["reasoning_effort"], out)
-    return VllmRequest(body, _typed_chat(out))
+    return VllmRequest(body, _numbers_as_typed(body, _typed_chat(out)))
 
 
 # What most router traffic is: the model, plain text messages and a few sampling knobs. Built straight into the
@@ -81,6 +83,63 @@ _PLAIN_FIELDS = {
     "top_p": lambda v: type(v) in (int, float) and abs(v) <= _FLOAT32,
 }
 _PLAIN_MESSAGE_KEYS = frozenset(("role", "content", "name", "tool_call_id", "reasoning_content"))
+
+
+_CACHE_SALT_FORBIDDEN, _CACHE_SALT_MAX = frozenset("@/\\\0"), 128
+
+
+def _vllm_checks(body: dict, route: str) -> None:
+    """What vLLM's request models refuse that our typed request takes (their validators, 0.33): a salt that is
+    empty, long or holds a separator; stream_options without streaming (vLLM tests truthiness: `{}` passes); an
+    empty tool list; documents that are not string maps; n > 1 with an explicit greedy temperature."""
+    salt = body.get("cache_salt")
+    if salt is not None and (
+        not isinstance(salt, str)
+        or not salt
+        or len(salt) > _CACHE_SALT_MAX
+        or not _CACHE_SALT_FORBIDDEN.isdisjoint(salt)
+    ):
+        raise invalid(
+            "cache_salt", "must be a non-empty string of at most 128 characters without '@', '/', '\\' or NUL"
+        )
+    if body.get("stream_options") and not body.get("stream"):
+        raise invalid("stream_options", "is only allowed with `stream: true`")
+    if route != COMPLETION and body.get("tools") == []:
+        raise invalid("tools", "must not be an empty array: give at least one tool or leave the field out")
+    documents = body.get("documents")
+    if isinstance(documents, list) and not all(
+        isinstance(d, dict) and all(type(v) is str for v in d.values()) for d in documents
+    ):
+        raise invalid("documents", "must be a list of objects whose values are strings")
+    temperature, n = body.get("temperature"), body.get("n", 1)
+    greedy = isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature < SAMPLING_EPS
+    if greedy and type(n) is int and n > 1:
+        raise fail(
+            Reason.INVALID_SAMPLING_PARAM, f"n must be 1 when sampling greedily (temperature {temperature})", "n"
+        )
+
+
+def _refusals_as_text(messages: list) -> list:
+    """A `refusal` content part renders as its text, as vLLM's chat parser reads it (our core takes text parts)."""
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "refusal" for p in content):
+            message["content"] = [
+                {"type": "text", "text": p.get("refusal")} if isinstance(p, dict) and p.get("type") == "refusal" else p
+                for p in content
+            ]
+    return messages
+
+
+def _numbers_as_typed(body: dict, typed):
+    """A number given as a string (proto JSON takes `"top_k": "3"`, as vLLM's lax pydantic does) is echoed as
+    the number it was read as, as vLLM echoes it."""
+    for key, value in body.items():
+        if type(value) is str and typed.DESCRIPTOR.fields_by_name.get(key) is not None:
+            number = getattr(typed, key)
+            if type(number) in (int, float):
+                body[key] = number
+    return typed
 
 
 def _typed_chat(out: dict) -> render_pb2.RenderChatRequest:
@@ -125,7 +184,7 @@ def _completion(body: dict, out: dict) -> VllmRequest:
     tokens = "prompt_token_ids" in prompts
     if tokens:
         out.pop("return_token_offsets", None)  # vLLM answers null offsets for token ids
-    return VllmRequest(body, parse_typed(out, render_pb2.RenderCompletionRequest()), tokens)
+    return VllmRequest(body, _numbers_as_typed(body, parse_typed(out, render_pb2.RenderCompletionRequest())), tokens)
 
 
 def _reasoning_effort(effort, out: dict) -> None:

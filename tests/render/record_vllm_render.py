@@ -1,10 +1,11 @@
 """Record vLLM's own render server's answer to every case of `vllm_render_cases.py` (run by hand, not by CI):
 
-    python -m tests.render.record_vllm_render [--vllm ~/.cache/scaleout/peers/vllm-0.33.0/bin/vllm]
+    python -m tests.render.record_vllm_render [--vllm ~/.cache/scaleout/peers/vllm-0.33.0/bin/vllm] [--new-only]
 
 starts `vllm launch render` on the default model (CPU, the served name and the tool-call parser our render
 server has: `hermes`, which it detects from the template), posts each case and writes the status and JSON body
-of each answer to `vllm_render_answers.json`, which `test_vllm_render.py` compares ours with.
+of each answer to `vllm_render_answers.json`, which `test_vllm_render.py` compares ours with. `--new-only` keeps
+the answers already recorded and posts only the cases that have none (a re-recording changes every random id).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def _dumps(header: dict, answers: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vllm", default=str(DEFAULT_VLLM), help="the vllm executable (0.33)")
+    parser.add_argument("--new-only", action="store_true", help="record only the cases without an answer")
     args = parser.parse_args()
+    kept = json.loads(ANSWERS.read_text())["answers"] if args.new_only else {}
     version, fields = json.loads(
         subprocess.run(
             [str(Path(args.vllm).with_name("python")), "-c", PEER_FIELDS], capture_output=True, text=True, check=True
@@ -91,6 +94,9 @@ def main() -> None:
         _wait_healthy(url, process)
         answers = {}
         for case in CASES:
+            if case.name in kept:
+                answers[case.name] = kept[case.name]
+                continue
             status, body = post(url + case.path, case.body)
             answers[case.name] = {"status": status, "body": body}
     finally:

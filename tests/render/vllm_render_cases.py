@@ -250,6 +250,18 @@ CHAT_CASES = [
     ),
     _chat("image", [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]),
     _chat("unknown_field", differs=UNKNOWN, frobnicate=1),
+    # found by the broad differential run (vllm_diff.py): what vLLM's request models refuse or read otherwise
+    _chat("cache_salt_empty", cache_salt=""),
+    _chat("cache_salt_separator", cache_salt="tenant/a"),
+    _chat("cache_salt_long", cache_salt="s" * 129),
+    _chat("bad_words_empty", bad_words=["a", ""]),
+    _chat("thinking_token_budget_unlimited", thinking_token_budget=-1),
+    _chat("stream_options_empty_without_stream", stream_options={}),
+    _chat("greedy_n", temperature=0, n=2),
+    _chat("tools_empty", tools=[]),
+    _chat("documents_not_strings", documents=[{"title": "t", "rank": 1}]),
+    _chat("refusal_part", [_u("Hi"), {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}]),
+    _chat("numbers_as_strings", top_k="3", seed="7", priority="1", temperature="0.5"),
     _chat("watermarking", watermarking=True, differs=UNKNOWN),
 ]
 
@@ -317,6 +329,9 @@ COMPLETION_CASES = [
     _cmpl("n_zero", n=0),
     _cmpl("temperature_negative", temperature=-1),
     _cmpl("unknown_field", frobnicate=True, differs=UNKNOWN),
+    _cmpl("greedy_n", temperature=0.0, n=3),
+    _cmpl("bad_words_empty", bad_words=[""]),
+    _cmpl("numbers_as_strings", top_k="3", seed="7", priority="1", n="2"),
     _cmpl("best_of", best_of=2, differs=UNKNOWN),
 ]
 
