@@ -102,7 +102,7 @@ def sampling_params(
     if stop and not body.get("include_stop_str_in_output") and max(map(len, stop)) > 1:
         out["output_text_buffer_length"] = max(map(len, stop)) - 1
     if constraint is not None:
-        out["structured_outputs"] = structured_outputs(constraint)
+        out["structured_outputs"] = structured_outputs(constraint, body.get("structured_outputs"))
     if "logit_bias" in body:
         out["logit_bias"] = {
             str(int(k)): min(LOGIT_BIAS_LIMIT, max(-LOGIT_BIAS_LIMIT, v)) for k, v in body["logit_bias"].items()
@@ -116,11 +116,16 @@ def sampling_params(
     return out
 
 
-def structured_outputs(constraint: common_pb2.StructuredOutputs) -> dict:
-    """Our constraint as vLLM's StructuredOutputsParams prints (a dataclass: every field, private ones too)."""
+def structured_outputs(constraint: common_pb2.StructuredOutputs, given=None) -> dict:
+    """Our constraint as vLLM's StructuredOutputsParams prints (a dataclass: every field, private ones too);
+    `given`: the request's structured_outputs, whose `json` vLLM keeps as sent (an object or its JSON text)."""
     kind = constraint.WhichOneof("constraint")
+    schema = None
+    if kind == "json_schema":
+        text = given.get("json") if isinstance(given, dict) else None
+        schema = text if isinstance(text, str) else json.loads(constraint.json_schema)
     return {
-        "json": json.loads(constraint.json_schema) if kind == "json_schema" else None,
+        "json": schema,
         "regex": constraint.regex if kind == "regex" else None,
         "choice": list(constraint.choice.values) if kind == "choice" else None,
         "grammar": constraint.grammar if kind == "grammar" else None,

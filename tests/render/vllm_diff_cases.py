@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 
 from render_svc.vllm_render.fields import FIELDS, NO_OP, REFUSED
 from tests.render.vllm_render_cases import CALC, CHAT, COMPLETION, SCHEMA, STRICT, TOOL_PATHS, TOOL_TURNS, WEATHER, Case
@@ -225,7 +226,83 @@ def generate() -> list[Case]:
     for i, combo in enumerate(combos):
         cases.append(Case(f"chat.combo[{i}]", CHAT, {"messages": HI, **combo}))
         cases.append(Case(f"completion.combo[{i}]", COMPLETION, {"prompt": "Hi", **combo}))
+    cases += _mixed(300)
     return cases
+
+
+# Values both servers take, for the mixed requests (chat's logprobs is a switch, completion's a count).
+VALID: dict[str, list] = {
+    "temperature": [0, 0.5, 1.3],
+    "top_p": [0.01, 0.9],
+    "top_k": [-1, 1, 50],
+    "min_p": [0, 0.2],
+    "seed": [0, 42, -1],
+    "stop": ["x", ["a", "bb"], []],
+    "stop_token_ids": [[2, 2], [0]],
+    "max_tokens": [1, 50],
+    "max_completion_tokens": [7],
+    "min_tokens": [0, 1],
+    "logprobs": [2, 0],
+    "top_logprobs": [0, 3],
+    "prompt_logprobs": [0, 2],
+    "logit_bias": [{"5": 1}, {"5": 101}],
+    "allowed_token_ids": [[1, 1], [5, 6]],
+    "bad_words": [["a"], [" Paris"]],
+    "presence_penalty": [-2, 1.5],
+    "frequency_penalty": [0.5],
+    "repetition_penalty": [0.5, 1.2],
+    "ignore_eos": [True, False],
+    "skip_special_tokens": [True, False],
+    "spaces_between_special_tokens": [False],
+    "include_stop_str_in_output": [True],
+    "truncate_prompt_tokens": [-1, 5, 100000],
+    "truncation_side": ["left", "right"],
+    "echo": [True, False],
+    "add_special_tokens": [True, False],
+    "add_generation_prompt": [True, False],
+    "continue_final_message": [True, False],
+    "priority": [-3, 4],
+    "request_id": ["r-1"],
+    "cache_salt": ["salt"],
+    "kv_transfer_params": [{"a": 1}],
+    "stream_interval": [1, 4],
+    "return_token_ids": [True],
+    "return_token_offsets": [True],
+    "thinking_token_budget": [0, 10],
+    "include_reasoning": [False],
+    "documents": [[{"title": "t", "text": "x"}]],
+    "chat_template_kwargs": [{"enable_thinking": True}, {"x": [1]}],
+    "reasoning_effort": ["low", "none"],
+    "tools": [[WEATHER], [WEATHER, CALC]],
+    "tool_choice": ["auto", "none"],
+    "parallel_tool_calls": [True],
+    "response_format": [
+        {"type": "json_object"},
+        {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}},
+    ],
+    "structured_outputs": [{"regex": "[a-z]+"}, {"choice": ["a", "b"]}],
+}
+
+
+MIXED_SHAPES = ("user", "system", "system_parts", "user_parts", "assistant_parts", "assistant_last", "tool_turns")
+MIXED_SHAPES += ("two_system", "user_twice", "name", "refusal_part")
+
+
+def _mixed(count: int, seed: int = 35) -> list[Case]:
+    """`count` requests a route, each of 2 to 6 fields at values both servers take (`VALID`), drawn with a fixed
+    seed: the fields together, as clients send them."""
+    draw = random.Random(seed)
+    out = []
+    for route, path, base in (("chat", CHAT, "messages"), ("completion", COMPLETION, "prompt")):
+        taken = [f for f in VALID if FIELDS[f].route in ("both", route)]
+        shapes = [MESSAGES[m] for m in MIXED_SHAPES] if route == "chat" else list(PROMPTS.values())[:7]
+        for i in range(count):
+            body = {base: draw.choice(shapes)}
+            body |= {name: draw.choice(VALID[name]) for name in draw.sample(taken, draw.randint(2, 6))}
+            if route == "chat" and isinstance(body.get("logprobs"), int):
+                body["logprobs"] = bool(body["logprobs"])
+            out.append(Case(f"{route}.mixed[{i}]", path, body))
+    return out
 
 
 # Differences by design (docs/render.md "Held against vLLM"): a limit vLLM's render leaves to its engine or its

@@ -261,6 +261,7 @@ CHAT_CASES = [
     _chat("tools_empty", tools=[]),
     _chat("documents_not_strings", documents=[{"title": "t", "rank": 1}]),
     _chat("refusal_part", [_u("Hi"), {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}]),
+    _chat("structured_json_text", structured_outputs={"json": '{"type": "object", "required": ["b"]}'}),
     _chat("numbers_as_strings", top_k="3", seed="7", priority="1", temperature="0.5"),
     _chat("watermarking", watermarking=True, differs=UNKNOWN),
 ]
