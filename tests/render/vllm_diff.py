@@ -6,7 +6,7 @@ starts `vllm launch render` (as `record_vllm_render.py` does: the default model,
 server (`python -m render_svc --http-port P`) once each, posts every generated case (`vllm_diff_cases.py`: every
 field of vLLM's two request models at valid, edge and invalid values, crossed with message shapes, tools and
 prompt forms) to both, and compares them as `vllm_compare.differences` does (status, token ids, every field vLLM
-prints). A case whose difference is this deployment's on purpose (`vllm_diff_cases.on_purpose`: a field refused
+prints). A case whose difference is this deployment's on purpose (`on_purpose`: a field refused
 where vLLM ignores it, a tool constraint of our own) is counted apart. Prints the counts and each other
 difference, grouped by what differs.
 """
@@ -14,6 +14,7 @@ difference, grouped by what differs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -22,14 +23,47 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from render_svc.vllm_render.fields import FIELDS, NO_OP, REFUSED
 from scaleout_common.models import resolve_model
 from tests.render.record_vllm_render import DEFAULT_VLLM, _free_port, _wait_healthy, post
 from tests.render.vllm_compare import differences
-from tests.render.vllm_diff_cases import generate, on_purpose
-from tests.render.vllm_render_cases import MODEL
+from tests.render.vllm_diff_cases import generate
+from tests.render.vllm_render_cases import CHAT, MODEL, Case
 
 FAMILY = re.compile(r"\[\d+\]|\.(gen|echo).*")  # a case's name less its value index and switches
 ROOT = Path(__file__).resolve().parents[2]
+
+
+# Differences by design (docs/render.md "Held against vLLM"): a limit vLLM's render leaves to its engine or its
+# serve path, checked here at render (token ids, prompt + max_tokens, choices, logprobs counts, n), a template
+# kwarg that has a field of its own, an unknown field at any depth (vLLM ignores it), up to 16 stop strings
+# (vLLM's VLLM_MAX_STOP_STRINGS is 4).
+ON_PURPOSE_CODES = {"UNSUPPORTED_FIELD", "TOKEN_ID_OUT_OF_VOCAB", "MAX_TOKENS_TOO_LARGE", "TOO_MANY_CHOICES"}
+ON_PURPOSE_CODES |= {"RESERVED_TEMPLATE_KWARG"}
+BOUNDED_AT_RENDER = {"logprobs", "prompt_logprobs", "top_logprobs", "n"}
+MAX_STOP_STRINGS, VLLM_MAX_STOP_STRINGS = 16, 4
+
+
+def on_purpose(case: Case, theirs: int, ours: int, error: dict) -> bool:
+    """Whether this deployment answers `case` otherwise by design (`error`: our error object, {} when none)."""
+    stop = case.body.get("stop")
+    if theirs == 400 and ours == 200 and isinstance(stop, list):
+        return VLLM_MAX_STOP_STRINGS < len(stop) <= MAX_STOP_STRINGS
+    if not (theirs == 200 and ours == 400):
+        return False
+    code, param = error.get("code", ""), error.get("param")
+    if code in ON_PURPOSE_CODES or "has no field named" in error.get("message", ""):
+        return True
+    if code == "INVALID_SAMPLING_PARAM" and param in BOUNDED_AT_RENDER:
+        return True
+    route = "chat" if case.path == CHAT else "completion"
+    for key, value in case.body.items():
+        field = FIELDS.get(key)
+        if field is None or field.how == REFUSED or field.route not in ("both", route):
+            return True
+        if field.how == NO_OP and json.dumps(value) not in map(json.dumps, field.values):
+            return True
+    return False
 
 
 def _start(argv: list[str], env: dict | None = None) -> subprocess.Popen:

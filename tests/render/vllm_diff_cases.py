@@ -1,7 +1,7 @@
 """The generated cases of `vllm_diff.py`: every field of vLLM 0.33's ChatCompletionRequest and CompletionRequest at
 valid, edge and invalid values (`VALUES`, each on both routes), crossed with message shapes, generation-prompt
-switches, tools and tool choices, template inputs and completion prompt forms. `on_purpose` says which
-differences are this deployment's by design (docs/render.md, `vllm_render_cases.py`'s `differs`)."""
+switches, tools and tool choices, template inputs and completion prompt forms. `VALID` holds values both servers
+take, from which 600 requests of several fields are drawn."""
 
 from __future__ import annotations
 
@@ -112,6 +112,11 @@ def _a(text, **more):
     return {"role": "assistant", "content": text, **more}
 
 
+def _call(call_id, city):
+    arguments = json.dumps({"city": city})
+    return {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+
+
 PARTS = [{"type": "text", "text": "Hello"}, {"type": "text", "text": "world"}]
 MESSAGES: dict[str, list] = {
     "user": HI,
@@ -143,6 +148,24 @@ MESSAGES: dict[str, list] = {
     "part_no_type": [{"role": "user", "content": [{"text": "Hi"}]}],
     "part_unknown": [{"role": "user", "content": [{"type": "nope", "text": "Hi"}]}],
     "function_role": [_u("Hi"), {"role": "function", "name": "f", "content": "1"}],
+    "developer": [{"role": "developer", "content": "Be brief."}, _u("Hi")],
+    "parallel_calls": [
+        _u("Weather in Paris and Rome?"),
+        _a(None, tool_calls=[_call("c1", "Paris"), _call("c2", "Rome")]),
+        {"role": "tool", "tool_call_id": "c1", "content": "21"},
+        {"role": "tool", "tool_call_id": "c2", "content": "25"},
+    ],
+    "call_no_id": [_u("Weather?"), _a(None, tool_calls=[{"type": "function", **_call("x", "Oslo")["function"]}])],
+    "call_bad_args": [
+        _u("Weather?"),
+        _a("", tool_calls=[{**_call("c", ""), "function": {"name": "f", "arguments": "{"}}]),
+    ],
+    "call_no_type": [
+        _u("Weather?"),
+        _a(None, tool_calls=[{k: v for k, v in _call("c", "Oslo").items() if k != "type"}]),
+    ],
+    "reasoning_parts": [_u("2+2?"), {"role": "assistant", "content": PARTS, "reasoning": "Add."}, _u("And 3+3?")],
+    "tool_named": [*TOOL_TURNS[:2], {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "1"}],
     "empty": [],
     "no_role": [{"content": "Hi"}],
     "no_content": [{"role": "user"}],
@@ -303,35 +326,3 @@ def _mixed(count: int, seed: int = 35) -> list[Case]:
                 body["logprobs"] = bool(body["logprobs"])
             out.append(Case(f"{route}.mixed[{i}]", path, body))
     return out
-
-
-# Differences by design (docs/render.md "Held against vLLM"): a limit vLLM's render leaves to its engine or its
-# serve path, checked here at render (token ids, prompt + max_tokens, choices, logprobs counts, n), a template
-# kwarg that has a field of its own, an unknown field at any depth (vLLM ignores it), up to 16 stop strings
-# (vLLM's VLLM_MAX_STOP_STRINGS is 4).
-ON_PURPOSE_CODES = {"UNSUPPORTED_FIELD", "TOKEN_ID_OUT_OF_VOCAB", "MAX_TOKENS_TOO_LARGE", "TOO_MANY_CHOICES"}
-ON_PURPOSE_CODES |= {"RESERVED_TEMPLATE_KWARG"}
-BOUNDED_AT_RENDER = {"logprobs", "prompt_logprobs", "top_logprobs", "n"}
-MAX_STOP_STRINGS, VLLM_MAX_STOP_STRINGS = 16, 4
-
-
-def on_purpose(case: Case, theirs: int, ours: int, error: dict) -> bool:
-    """Whether this deployment answers `case` otherwise by design (`error`: our error object, {} when none)."""
-    stop = case.body.get("stop")
-    if theirs == 400 and ours == 200 and isinstance(stop, list):
-        return VLLM_MAX_STOP_STRINGS < len(stop) <= MAX_STOP_STRINGS
-    if not (theirs == 200 and ours == 400):
-        return False
-    code, param = error.get("code", ""), error.get("param")
-    if code in ON_PURPOSE_CODES or "has no field named" in error.get("message", ""):
-        return True
-    if code == "INVALID_SAMPLING_PARAM" and param in BOUNDED_AT_RENDER:
-        return True
-    route = "chat" if case.path == CHAT else "completion"
-    for key, value in case.body.items():
-        field = FIELDS.get(key)
-        if field is None or field.how == REFUSED or field.route not in ("both", route):
-            return True
-        if field.how == NO_OP and json.dumps(value) not in map(json.dumps, field.values):
-            return True
-    return False
