@@ -77,13 +77,23 @@ def completion_logprobs(
     offset 0, the first of them unscored)."""
     echoed = echoed or []
     rows = echoed + rendered
+    unscored = 1 if echoed else 0
     return derender_pb2.CompletionLogprobs(
         tokens=[r.token for r in rows],
         token_logprobs=[r.logprob for r in rows],
-        top_logprobs=[derender_pb2.CompletionTopLogprobs(entries=[_top(a) for a in r.top]) for r in rows],
+        top_logprobs=[
+            derender_pb2.CompletionTopLogprobs(entries=_with_sampled(r) if i >= unscored else [])
+            for i, r in enumerate(rows)
+        ],
         text_offset=[r.offset for r in echoed] + [offset + r.offset for r in rendered],
-        unscored_tokens=1 if echoed else 0,
+        unscored_tokens=unscored,
     )
+
+
+def _with_sampled(row: RenderedLogprob) -> list[derender_pb2.ChatTopLogprob]:
+    """A completion token's alternatives lead with the token itself: OpenAI's legacy completions always return the
+    sampled token's logprob, so up to `logprobs + 1` entries (vLLM's too; chat's `top_logprobs` do not)."""
+    return [_top(row)] + [_top(a) for a in row.top if a.token != row.token]
 
 
 def _set_stop_reason(message, delta: ChoiceDelta) -> None:

@@ -144,6 +144,8 @@ def completion(
         choice["stop_reason"] = _stop_reason(c)
         if c.HasField("reasoning_content"):
             choice["reasoning"] = choice["reasoning_content"] = c.reasoning_content
+        if not streamed:
+            choice["prompt_logprobs"] = None  # vLLM prints it on every response choice (the one-hop never scores)
         choices.append(choice | _prompt_token_ids(c, token_ids, streamed) | _token_ids(c, token_ids))
     out = _head(message, "text_completion") | {"choices": choices}
     if streamed:

@@ -8,7 +8,7 @@ carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on eve
 An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
 status); after it, an in-band `data: {"error": ...}` event (`hops.broken_off`: the upstream's typed status, or
 UPSTREAM_LOST) and `data: [DONE]`, because HTTP/1.1 clients never see trailers. Several completion prompts
-stream interleaved, each choice under its flat index.
+stream interleaved, each choice under its flat index, one choice per chunk (as OpenAI and vLLM stream `n`).
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
                 if parsed.continuous_usage:
                     payload["usage"] = openai_response.usage(_total(usage_per_prompt))
                 started = True
-                yield _event(payload)
+                for event in _per_choice(payload):
+                    yield _event(event)
         if parsed.include_usage and head:
             started = True
             yield _event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
@@ -130,6 +131,12 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
         # HTTP/1.1 clients never see trailers: the outcome travels in-band.
         yield _event(error_object(broken_off(error)))
     yield DONE
+
+
+def _per_choice(payload: dict) -> list[dict]:
+    """One chunk per choice, as OpenAI and vLLM stream `n` > 1: clients read each chunk's `choices[0]`."""
+    choices = payload["choices"]
+    return [payload | {"choices": [choice]} for choice in choices] if len(choices) > 1 else [payload]
 
 
 async def _merged(lives: list[LiveGeneration]):

@@ -327,7 +327,8 @@ def completion_echo(walk: Walker, answer: dict) -> None:
 def completion_logprobs(walk: Walker, answer: dict) -> None:
     logprobs = answer["choices"][0]["logprobs"]
     assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == answer["usage"]["completion_tokens"]
-    assert all(1 <= len(top) <= 2 for top in logprobs["top_logprobs"])
+    # up to logprobs + 1: the sampled token is always among its alternatives (OpenAI's legacy completions, vLLM)
+    assert all(token in top and 1 <= len(top) <= 3 for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"]))
     assert walk.ask()["choices"][0]["logprobs"] is None
 
 

@@ -151,6 +151,7 @@ def test_chat_n2_unary_and_stream(client, model_id):
 
     chunks = _stream(client, model=model_id, messages=COUNT, max_tokens=4, n=2, stream_options={"include_usage": True})
     per_index: dict[int, list] = {0: [], 1: []}
+    assert all(len(chunk.choices) == 1 for chunk in chunks[:-1])  # one choice per chunk, as OpenAI and vLLM
     for chunk in chunks[:-1]:
         for choice in chunk.choices:
             per_index[choice.index].append(choice)
