@@ -7,7 +7,8 @@ absent from a delta that adds no text, so a streamed tool-call message assembles
 `stop_reason` is the matched stop token id or string, or null (EOS). Reasoning is printed as `reasoning`
 (vLLM's name) and `reasoning_content` (its older name). With vLLM's `return_token_ids` (`token_ids=True` here)
 every choice has `token_ids` (a chunk's: the ids it adds) and the prompt's ids are `prompt_token_ids`: on a chat
-response, on the chunk that starts a chat choice, on each completion choice (a stream: on its first chunk).
+response, on the chunk that starts a chat choice, on each completion choice (a stream: on its first chunk). A
+unary completion choice prints `token_ids`, `prompt_token_ids` and `prompt_logprobs` null otherwise, as vLLM.
 """
 
 from __future__ import annotations
@@ -144,8 +145,8 @@ def completion(
         choice["stop_reason"] = _stop_reason(c)
         if c.HasField("reasoning_content"):
             choice["reasoning"] = choice["reasoning_content"] = c.reasoning_content
-        if not streamed:
-            choice["prompt_logprobs"] = None  # vLLM prints it on every response choice (the one-hop never scores)
+        if not streamed:  # vLLM's response choice prints these null when not asked for (the one-hop never scores)
+            choice |= {"token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None}
         choices.append(choice | _prompt_token_ids(c, token_ids, streamed) | _token_ids(c, token_ids))
     out = _head(message, "text_completion") | {"choices": choices}
     if streamed:

@@ -58,6 +58,10 @@ def test_completions_unary_and_streamed_with_two_prompts(client, model_id, token
         assert streamed[choice.index] == choice.token_ids
         assert prompt_ids[choice.index] == [choice.prompt_token_ids]  # on the choice's first chunk only
 
+    plain = client.completions.create(model=model_id, prompt=PROMPT, max_tokens=1).choices[0].model_dump()
+    unasked = ("token_ids", "prompt_token_ids", "prompt_logprobs")  # printed null, as vLLM's response choice
+    assert {name: plain[name] for name in unasked} == dict.fromkeys(unasked)
+
     # A stream holds text back while a stop string may be starting; the ids still arrive, and none after the
     # match (vLLM drops the tokens after the one completing the stop string).
     [free] = [c for c in answer.choices if c.index == 0]
