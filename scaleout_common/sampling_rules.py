@@ -101,7 +101,9 @@ def check_token_ids(ids: Sequence[int], vocab_size: int, field_path: str) -> Non
         return
     i, token = next((i, t) for i, t in enumerate(ids) if not 0 <= t < vocab_size)
     raise fail(
-        Reason.TOKEN_ID_OUT_OF_VOCAB, f"{field_path} has id {token}, outside [0, {vocab_size})", f"{field_path}[{i}]"
+        Reason.TOKEN_ID_OUT_OF_VOCAB,
+        f"{field_path} has id {token}, out of vocabulary [0, {vocab_size})",
+        f"{field_path}[{i}]",
     )
 
 
