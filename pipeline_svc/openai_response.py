@@ -8,7 +8,7 @@ absent from a delta that adds no text, so a streamed tool-call message assembles
 (vLLM's name) and `reasoning_content` (its older name). With vLLM's `return_token_ids` (`token_ids=True` here)
 every choice has `token_ids` (a chunk's: the ids it adds) and the prompt's ids are `prompt_token_ids`: on a chat
 response, on the chunk that starts a chat choice, on each completion choice (a stream: on its first chunk). A
-unary completion choice prints `token_ids`, `prompt_token_ids` and `prompt_logprobs` null otherwise, as vLLM.
+unary answer prints them and `prompt_logprobs` null otherwise, where vLLM's response model has them.
 """
 
 from __future__ import annotations
@@ -111,11 +111,13 @@ def chat_completion(message: derender_pb2.ChatCompletion, token_ids: bool = Fals
             "logprobs": _logprobs(c),
             "finish_reason": c.finish_reason or "stop",
             "stop_reason": _stop_reason(c),
+            "token_ids": None,
         }
         | _token_ids(c, token_ids)
         for c in message.choices
     ]
-    out = _head(message, "chat.completion") | {"choices": choices} | _prompt_token_ids(message, token_ids, False)
+    out = _head(message, "chat.completion") | {"choices": choices, "prompt_logprobs": None, "prompt_token_ids": None}
+    out |= _prompt_token_ids(message, token_ids, False)
     return out | {"usage": usage(message.usage)} if message.HasField("usage") else out
 
 
