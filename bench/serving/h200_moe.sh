@@ -21,8 +21,8 @@ decode)  # the decode sizes' tiles timed from CUDA graphs (one process), then th
   cp engine_svc/model/moe_tiles/*.json "$OUT/"
   bash "$0" serve "$2" "$3" ;;
 batch1)  # the one-token path (no sorting, gating in the down, one routing launch): the kernels' tests in bf16, the
-  # token-1 tiles timed from CUDA graphs (written to the table), a batch-1 decode step's kernels, then the serve loads
-  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_moe.py tests/engine/test_families.py \
+  # token-1 tiles timed from CUDA graphs (written to the table), a batch-1 decode step's kernels
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_moe.py tests/engine/test_triton_routing.py tests/engine/test_families.py \
     2>&1 | quiet | tail -5 | tee "$OUT/moe_tests.log"
   timeout 150 python3 -m bench.engine.moe_tiles --shape qwen3-30b-a3b --grid small --tokens 1 --write \
     --json "$OUT/tiles_1.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_1.log"
