@@ -4,7 +4,8 @@
 # process so each count's table entry is written as it is measured) and copies the tables the engine reads
 # (engine_svc/model/moe_tiles/) to $OUT; `... serve` serves Qwen3-30B-A3B with fp8 experts (bf16 does not fit an
 # H100 beside its cache) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
-# the one-token experts (tests, tiles, a batch-1 step's kernels).
+# the one-token experts (tests, tiles, a batch-1 step's kernels); `... final` the tests, token-1 tiles and the serve
+# loads in one call.
 source bench/serving/h200_env.sh
 case "$1" in
 tiles)
@@ -29,8 +30,19 @@ batch1)  # the one-token path (no sorting, gating in the down, one routing launc
   cp engine_svc/model/moe_tiles/*.json "$OUT/"
   timeout 240 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --mixed 1x1152+1x128 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
+final)  # one call: the kernels' tests, token-1 tiles written, the serve loads on them (16k step budget), then a batch-1
+  # step's kernels in whatever time is left of the call's 10 minutes
+  start=$SECONDS
+  timeout 100 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_moe.py tests/engine/test_triton_routing.py \
+    2>&1 | quiet | tail -5 | tee "$OUT/moe_tests.log"
+  timeout 120 python3 -m bench.engine.moe_tiles --shape qwen3-30b-a3b --grid small --tokens 1 --write \
+    --json "$OUT/tiles_1.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_1.log"
+  cp engine_svc/model/moe_tiles/*.json "$OUT/"
+  SERVE_S=300 bash "$0" serve "--max-num-batched-tokens 16384" _16k
+  timeout $((580 - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
+    2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
 serve)
-  timeout 560 python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
+  timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset random:128x128@1,random:1024x128@64,random:1024x128@256 --prompts-per-stream 2 --client-processes 4 \
     --connections 2 --engine-flags "--max-model-len 2048 --max-num-seqs 256 $2" \
     --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b$3.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b$3.log" ;;
