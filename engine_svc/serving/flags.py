@@ -27,8 +27,8 @@ def add_engine_flags(parser) -> None:
         default="none",
         choices=["none", "fp8", "mxfp4"],
         help="fp8: the layers' projections in float8 e4m3, per-row scales (CUDA: Ada or Hopper; the paged backend); "
-        "mxfp4: a gpt-oss's experts in MXFP4, widened to bf16 inside the grouped GEMM (the paged backend; taken "
-        "from the checkpoint's quantization_config when it declares mxfp4, as vLLM does); none: the checkpoint's",
+        "mxfp4: a gpt-oss's experts in MXFP4, widened to bf16 inside the grouped GEMM (the paged backend); none: "
+        "the checkpoint's (its quantization_config's fp8 or mxfp4, as vLLM takes it; another value is refused)",
     )
     parser.add_argument(
         "--kv-cache-dtype",

@@ -12,7 +12,9 @@ from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import head_dim
 from engine_svc.model.family import Family, fast_path_problem
 from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
+from engine_svc.model.fp8_load import fp8_scheme, load_fp8
 from engine_svc.model.head_dtype import apply_head_dtype
+from engine_svc.model.hf_config import hf_config
 from engine_svc.model.hf_runner import TransformersRunner
 from engine_svc.model.kv_groups import KvGroups
 from engine_svc.model.mxfp4 import checkpoint_quantization, mxfp4_problem
@@ -71,13 +73,19 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
 
 def load_hf_model(folder: Path, device, dtype, trust_remote_code: bool, packed_experts: bool = False):
     """The folder's model on `device` in `dtype`. An MXFP4 checkpoint (gpt-oss) keeps its experts 4-bit where
-    `packed_experts` (the paged backend will serve it) and the fast path runs it: mxfp4_load.py."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    `packed_experts` (the paged backend will serve it) and the fast path runs it: mxfp4_load.py. An fp8 one
+    (block-wise or per-tensor) is dequantized to `dtype` as it loads (fp8_load.py); a quantization_config the
+    engine cannot honour is refused (UnsupportedQuantization, naming the field)."""
+    from transformers import AutoModelForCausalLM
     from transformers.utils.quantization_config import Mxfp4Config
 
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    config = hf_config(folder, trust_remote_code)
+    if fp8_scheme(config) is not None:
+        return load_fp8(folder, config, dtype).to(device).eval()
     if checkpoint_quantization(config) != "mxfp4":
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, config=config, dtype=dtype, trust_remote_code=trust_remote_code
+        )
         return model.to(device).eval()
     if packed_experts and not mxfp4_problem(config) and not fast_path_problem(config):
         return load_packed(folder, device, dtype)
@@ -313,13 +321,14 @@ def kv_hub(pool: BlockPool, args) -> KvHub | None:
 
 def _check_quantization_flags(args, backend: str, config, device: torch.device, dtype: torch.dtype) -> str:
     """The weights' quantization the model runs with: --quantization's, else (none) the checkpoint's where the fast
-    path runs it (mxfp4: gpt-oss's experts), as vLLM takes it from quantization_config. --quantization fp8 and
-    --kv-cache-dtype fp8: the paged backend only, and only where e4m3 runs; mxfp4: the paged backend, a gpt-oss."""
+    path runs it (mxfp4: gpt-oss's experts; fp8: the projections, else the dequantized weights in `dtype`, said in
+    the log), as vLLM takes it from quantization_config. --quantization fp8 and --kv-cache-dtype fp8: the paged
+    backend only, and only where e4m3 runs; mxfp4: the paged backend, a gpt-oss."""
     declared = checkpoint_quantization(config)
-    if declared == "mxfp4" and args.quantization not in ("none", "mxfp4"):
+    if declared in ("mxfp4", "fp8") and args.quantization not in ("none", declared):
         raise ValueError(
-            f"--quantization {args.quantization}: the checkpoint's quantization_config declares mxfp4 (vLLM refuses "
-            "a quantization method unlike the checkpoint's too)"
+            f"--quantization {args.quantization}: the checkpoint's quantization_config declares {declared} (vLLM "
+            "refuses a quantization method unlike the checkpoint's too)"
         )
     quantized, fp8_cache = args.quantization != "none", args.kv_cache_dtype != "auto"
     for flag, value, on in (("--quantization", args.quantization, quantized),
@@ -333,6 +342,11 @@ def _check_quantization_flags(args, backend: str, config, device: torch.device, 
         raise ValueError(f"--kv-cache-dtype {args.kv_cache_dtype}: float8 caches {reason}")
     if declared == "mxfp4" and backend == "paged" and not mxfp4_problem(config):
         return "mxfp4"
+    if declared == "fp8" and args.quantization == "none":
+        if why := "the transformers backend" if backend != "paged" else fp8_problem(config, device, dtype):
+            log.warning("the checkpoint's fp8 weights serve dequantized to %s (%s)", dtype, why)
+            return "none"
+        return "fp8"
     return args.quantization
 
 
