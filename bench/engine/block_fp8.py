@@ -16,6 +16,7 @@ adds a second e4m3 rounding of the weights, block does not. `w err` is ours' wei
     TRITON_INTERPRET=1 python -m bench.engine.block_fp8 --check   # the Triton kernel on CPU, small sizes
 """
 
+# pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 from __future__ import annotations
 
 import argparse
