@@ -214,7 +214,7 @@ class _Figures:
             self._steps_left = steps_left(list(engine.scheduler.running))
         return (
             engine.num_running,
-            engine.num_waiting,
+            engine.queued(),  # the API servers take their own aborts off it
             pool.num_used,
             pool.num_free,
             pool.num_cached,
@@ -375,13 +375,12 @@ class EngineProcess(EngineFront):
     def num_running(self) -> int:
         return self._load.running
 
-    @property
-    def num_waiting(self) -> int:
+    def queued(self) -> int:
         return self._load.waiting + self._submitted
 
-    def backlog(self) -> Backlog:
+    def _backlog(self) -> Backlog:
         load = self._load
-        return Backlog(load.running, load.max_running, self.num_waiting, load.pending_prefill_tokens, *self._pace)
+        return Backlog(load.running, load.max_running, self.queued(), load.pending_prefill_tokens, *self._pace)
 
     def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:
         if not self._alive():

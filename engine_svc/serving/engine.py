@@ -190,12 +190,12 @@ class Engine(EngineFront):
             **(self.speculator.counters() if self.speculator is not None else {}),
         )
 
-    def backlog(self) -> Backlog:
+    def _backlog(self) -> Backlog:
         scheduler = self.scheduler
         return Backlog(
             self.num_running,
             scheduler.max_num_seqs,
-            self.num_waiting,
+            self.queued(),
             scheduler.pending_prefill_tokens(),
             steps_left(list(scheduler.running)),
             self.pace.decode_step_s,
@@ -235,8 +235,7 @@ class Engine(EngineFront):
     def num_running(self) -> int:
         return len(self.scheduler.running)
 
-    @property
-    def num_waiting(self) -> int:
+    def queued(self) -> int:
         return self.scheduler.num_waiting + sum(len(p.seqs) for p in self._inbox if isinstance(p, RequestState))
 
     def submit(self, request_id: str, seqs: list[Sequence], owner: str | None = None) -> RequestState:

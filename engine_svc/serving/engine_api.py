@@ -95,15 +95,26 @@ class EngineFront(ABC):
         # The queue-wait budget (queue_budget.py); the server sets it on its own front (0: none, as in the core,
         # whose API server already checked).
         self.max_queue_wait_s = 0.0
+        self.leaving = queue_budget.Leaving()  # the requests aborted here that the step loop still counts
         self.requests: dict[str, RequestState] = {}
 
     @property
-    @abstractmethod
-    def num_waiting(self) -> int: ...
+    def num_waiting(self) -> int:
+        """Sequences waiting, less those of requests aborted here that the step loop still counts."""
+        return max(0, self.queued() - self.leaving.figures()[1])
+
+    def backlog(self) -> queue_budget.Backlog:
+        """What the queue-wait estimate reads (queue_budget.py), less the requests leaving."""
+        return self._backlog().less(*self.leaving.figures())
 
     @abstractmethod
-    def backlog(self) -> queue_budget.Backlog:
-        """What the queue-wait estimate reads (queue_budget.py)."""
+    def queued(self) -> int:
+        """Sequences waiting as the step loop counts them (an engine core reports this: its API servers take
+        their own aborts off it)."""
+
+    @abstractmethod
+    def _backlog(self) -> queue_budget.Backlog:
+        """The queue-wait estimate's figures, as the step loop counts them."""
 
     @abstractmethod
     def _send_abort(self, request_ids: list[str]) -> None:
@@ -113,6 +124,7 @@ class EngineFront(ABC):
         known = [rid for rid in request_ids if rid in self.requests and not self.requests[rid].done]
         if known:
             self._send_abort(known)
+            self.leaving.add(self.requests[rid] for rid in known)
         return known, [rid for rid in request_ids if rid not in known]
 
     async def abort_elsewhere(self, request_ids: list[str], owner: str | None) -> list[str]:

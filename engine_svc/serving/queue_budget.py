@@ -16,15 +16,24 @@ The estimate (`Backlog.wait_s`) is the sum of
 Speeds are measured per step while the engine works (`Pace`), not as throughput over a window
 (`generated_tokens_per_s` falls with idle time and lags a burst, which would overstate the wait); until a step
 was measured the estimate is 0: an engine is never refused for want of figures.
+
+A request aborted on the server's side (a cancelled stream, an Abort) leaves the estimate and the waiting bound
+at once (`Leaving`), not when the step loop takes it off its counts a step or a core message later: after a
+mass cancellation that lag refused new requests for up to a second.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from scaleout_common.reasons import Reason, fail
+
+if TYPE_CHECKING:
+    from engine_svc.serving.requests import RequestState
 
 DEFAULT_MAX_QUEUE_WAIT_S = 10.0
 SLOT_FIGURES = 64  # the running sequences' smallest remaining step counts the core reports to the API servers
@@ -79,6 +88,42 @@ class Backlog:
             # Beyond the reported figures the largest known is a lower bound: never refuse on a guess.
             slot_s = self.steps_left[min(over, len(self.steps_left)) - 1] * self.decode_step_s
         return slot_s + self.pending_prefill_tokens * self.prefill_token_s
+
+    def less(self, running: int, waiting: int, prefill_tokens: int) -> Backlog:
+        """Without sequences the step loop still counts but that are leaving (never below 0)."""
+        return replace(
+            self,
+            running=max(0, self.running - running),
+            waiting=max(0, self.waiting - waiting),
+            pending_prefill_tokens=max(0, self.pending_prefill_tokens - prefill_tokens),
+        )
+
+
+class Leaving:
+    """The requests a server's front has aborted whose abort the step loop has not confirmed yet: the figures
+    it reported still count them. Each stays until its state is done, which happens in the very message whose
+    figures no longer count it (core_process.py) or as the step loop drops it (engine.py): it is left out
+    once, never after the figures have let it go too."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, RequestState] = {}
+
+    def add(self, states: Iterable[RequestState]) -> None:
+        self._states.update((state.request_id, state) for state in states)
+
+    def figures(self) -> tuple[int, int, int]:
+        """(running sequences, waiting sequences, the waiting ones' prompt tokens) of those still counted. A
+        request counts running once the server has heard that it was scheduled."""
+        running = waiting = prompt_tokens = 0
+        for request_id, state in list(self._states.items()):
+            if state.done:
+                self._states.pop(request_id, None)  # a scrape thread may read the figures too
+            elif state.scheduled_at is not None:
+                running += len(state.seqs)
+            else:
+                waiting += len(state.seqs)
+                prompt_tokens += len(state.seqs) * state.num_prompt_tokens
+        return running, waiting, prompt_tokens
 
 
 def check(backlog: Backlog, new_seqs: int, budget_s: float) -> None:

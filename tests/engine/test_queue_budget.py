@@ -5,7 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from engine_svc.serving.queue_budget import Backlog, Pace, check
+from engine_svc.serving.queue_budget import Backlog, Leaving, Pace, check
+from engine_svc.serving.requests import Outbox, RequestState
 from scaleout_common.errors import ServiceError
 
 
@@ -55,3 +56,16 @@ def test_pace_splits_mixed_steps_into_decode_and_prefill():
     pace.add(0.04, 1, 0)
     pace.add(1.04, 1, 1000)
     assert pace.decode_step_s == pytest.approx(0.04) and pace.prefill_token_s == pytest.approx(0.001)
+
+
+def test_leaving_requests_come_off_until_done_and_never_below_zero():
+    scheduled = RequestState("a", [object(), object()], Outbox(), 7, scheduled_at=1.0)  # type: ignore[list-item]
+    queued = RequestState("b", [object()], Outbox(), 5)  # type: ignore[list-item]
+    leaving = Leaving()
+    leaving.add([scheduled, queued])
+    assert leaving.figures() == (2, 1, 5)
+    assert backlog(running=1, waiting=3, pending_prefill_tokens=4).less(*leaving.figures()) == backlog(
+        running=0, waiting=2, pending_prefill_tokens=0
+    )
+    queued.done = True  # the step loop's figures let it go: so does the estimate
+    assert leaving.figures() == (2, 0, 0)
