@@ -1,84 +1,30 @@
-"""FP8 checkpoints as operators deploy them, read into the model's dtype at load.
+"""FP8 checkpoints as operators deploy them (fp8_config.py: which layout), read into the model's dtype at load.
 
-Two layouts carry `quantization_config: {"quant_method": "fp8", ...}`:
-- block-wise (DeepSeek V3/R1, Kimi K2, Qwen3-*-FP8: `weight_block_size: [128, 128]`, activations "dynamic"): each
-  quantized `<name>.weight` is float8_e4m3fn beside `<name>.weight_scale_inv` [ceil(out / bm), ceil(in / bn)]
-  float32, one scale per block (the last row and column of blocks may be partial, as DeepSeek's 576-row
-  kv_a_proj_with_mqa's), value = weight * scale broadcast over its block;
-- per-tensor (the older FP8 exports: no block size): `<name>.weight_scale` (a scalar, or one per output row) and,
-  with "static" activations, `<name>.input_scale`.
-Tensors without a scale (embeddings, norms, routers, the modules_to_not_convert) are as they are.
+Each quantized `<name>.weight` is float8_e4m3fn beside its scale: block-wise (DeepSeek V3/R1, Kimi K2, Qwen3-*-FP8,
+llm-compressor's FP8-block) `<name>.weight_scale_inv` (or `.weight_scale`) [ceil(out / bm), ceil(in / bn)] float32,
+one scale per block (the last row and column of blocks may be partial, as DeepSeek's 576-row kv_a_proj_with_mqa's),
+value = weight * scale over its block; else `<name>.weight_scale`, a scalar or one per output row, and perhaps a
+static `<name>.input_scale`. Tensors without a scale (embeddings, norms, routers, the ignored modules) are as
+they are.
 
 `load_fp8` hands transformers a state dict whose quantized weights are dequantized one at a time as it
 materializes them, so transformers' own renames and expert merges apply and memory peaks at the model in its dtype
 (one tensor's float32 copy above it); the engine then quantizes the projections again under --quantization fp8
 (each row's scale: the values differ from the checkpoint's by that second e4m3 rounding). A static `input_scale`
-goes unused: activations get per-token scales. `fp8_scheme` refuses, naming the field, what is not read right.
+goes unused: activations get per-token scales.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-FP8_DTYPES = (torch.float8_e4m3fn,)
+from engine_svc.model.fp8_config import Fp8Scheme, fp8_scheme
+
 SCALES = (".weight_scale_inv", ".weight_scale")
 UNUSED = (".input_scale", ".activation_scale")  # static activation scales: the engine scales each token's own
-FIELDS = {"quant_method", "fmt", "activation_scheme", "weight_block_size", "scale_fmt", "modules_to_not_convert",
-          "ignored_layers"}  # fmt: skip
-READ_METHODS = ("fp8", "mxfp4")  # mxfp4: gpt-oss's experts (mxfp4_load.py)
-
-
-class UnsupportedQuantization(ValueError):
-    """A checkpoint's quantization_config that the engine cannot honour; `field` names the config.json field."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-@dataclass(frozen=True)
-class Fp8Scheme:
-    block: tuple[int, int] | None  # (rows, columns) of a scale's block; None: per tensor (or per row)
-
-
-def declared_quantization(config) -> dict:
-    """config.json's quantization_config as a dict ({} when none)."""
-    declared = getattr(config, "quantization_config", None) or {}
-    return declared if isinstance(declared, dict) else declared.to_dict()
-
-
-def fp8_scheme(config) -> Fp8Scheme | None:
-    """The checkpoint's fp8 layout, None when it declares no fp8; UnsupportedQuantization for a quant_method the
-    engine does not read or fp8 fields it cannot honour."""
-    declared = declared_quantization(config)
-    method = str(declared.get("quant_method", "") or "")
-    if method and method not in READ_METHODS:
-        raise UnsupportedQuantization(
-            "quantization_config.quant_method", f"{method!r} checkpoints are not read (the engine reads fp8 and mxfp4)"
-        )
-    if method != "fp8":
-        return None
-    if unknown := sorted(set(declared) - FIELDS):
-        raise UnsupportedQuantization(f"quantization_config.{unknown[0]}", "not a field the engine honours")
-    if (fmt := declared.get("fmt", "e4m3")) != "e4m3":
-        raise UnsupportedQuantization("quantization_config.fmt", f"{fmt!r}: only e4m3 weights are read")
-    scheme = declared.get("activation_scheme", "dynamic")
-    if scheme not in ("dynamic", "static"):
-        raise UnsupportedQuantization("quantization_config.activation_scheme", f"{scheme!r} is not dynamic or static")
-    if (scale_fmt := declared.get("scale_fmt") or "float") not in ("float", "ue8m0"):
-        raise UnsupportedQuantization("quantization_config.scale_fmt", f"{scale_fmt!r} is not float or ue8m0")
-    block = declared.get("weight_block_size")
-    if block is None:
-        return Fp8Scheme(None)
-    if not (isinstance(block, list | tuple) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
-        raise UnsupportedQuantization("quantization_config.weight_block_size", f"{block!r} is not two positive sizes")
-    if scheme != "dynamic":  # as vLLM: block scales come with per-group activation scales computed at run time
-        raise UnsupportedQuantization("quantization_config.activation_scheme", "block-wise fp8 needs 'dynamic'")
-    return Fp8Scheme((block[0], block[1]))
 
 
 def dequantize(weight: torch.Tensor, scale: torch.Tensor, block: tuple[int, int] | None) -> torch.Tensor:

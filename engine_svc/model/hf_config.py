@@ -22,5 +22,6 @@ def hf_config(folder: Path, trust_remote_code: bool = False):
     raw = json.loads(path.read_text()) if path.is_file() else {}
     if raw.get("model_type") not in AS_DEEPSEEK_V3:
         return AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    fields = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map")}
-    return DeepseekV3Config.from_dict(fields)
+    config = DeepseekV3Config.from_dict({k: v for k, v in raw.items() if k not in ("model_type", "auto_map")})
+    config._name_or_path = str(folder)  # as from_pretrained sets it
+    return config

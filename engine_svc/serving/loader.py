@@ -11,8 +11,9 @@ import torch
 from engine_svc.model.attention import pick_attention
 from engine_svc.model.decoder import head_dim
 from engine_svc.model.family import Family, fast_path_problem
+from engine_svc.model.fp8_config import fp8_scheme
 from engine_svc.model.fp8_linear import fp8_device_problem, fp8_problem
-from engine_svc.model.fp8_load import fp8_scheme, load_fp8
+from engine_svc.model.fp8_load import load_fp8
 from engine_svc.model.head_dtype import apply_head_dtype
 from engine_svc.model.hf_config import hf_config
 from engine_svc.model.hf_runner import TransformersRunner
@@ -324,7 +325,7 @@ def _check_quantization_flags(args, backend: str, config, device: torch.device, 
     path runs it (mxfp4: gpt-oss's experts; fp8: the projections, else the dequantized weights in `dtype`, said in
     the log), as vLLM takes it from quantization_config. --quantization fp8 and --kv-cache-dtype fp8: the paged
     backend only, and only where e4m3 runs; mxfp4: the paged backend, a gpt-oss."""
-    declared = checkpoint_quantization(config)
+    declared = "fp8" if fp8_scheme(config) is not None else checkpoint_quantization(config)  # compressed-tensors' too
     if declared in ("mxfp4", "fp8") and args.quantization not in ("none", declared):
         raise ValueError(
             f"--quantization {args.quantization}: the checkpoint's quantization_config declares {declared} (vLLM "

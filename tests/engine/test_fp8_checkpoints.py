@@ -15,8 +15,9 @@ from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, DeepseekV3ForCausalLM
 from transformers.integrations.finegrained_fp8 import Fp8Dequantize
 
+from engine_svc.model.fp8_config import UnsupportedQuantization, fp8_scheme
 from engine_svc.model.fp8_linear import fp8_problem
-from engine_svc.model.fp8_load import UnsupportedQuantization, dequantize, fp8_scheme
+from engine_svc.model.fp8_load import dequantize
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
@@ -27,43 +28,62 @@ FP8 = torch.float8_e4m3fn
 CPU = torch.device("cpu")
 PROMPT = [1] + [(7 * j) % 200 + 3 for j in range(19)]
 # The published [128, 128], and one that divides none of the tiny widths: partial edge blocks in both dimensions, as
-# DeepSeek's 576-row kv_a_proj_with_mqa has.
+# DeepSeek's 576-row kv_a_proj_with_mqa has; "tensor": fp8 per tensor, static input scales (the older exports);
+# "channel": compressed-tensors' FP8-dynamic (llm-compressor's, RedHatAI's), a scale per output row.
 CASES = {
     "qwen3": ("qwen3", [128, 128]),
     "qwen3_moe": ("qwen3_moe", [48, 32]),
     "deepseek_v3": ("deepseek_v3", [48, 32]),
     "kimi_k2": ("deepseek_v3", [128, 128]),  # config.json as Kimi K2 ships it
-    "per_tensor": ("qwen3", None),  # weight_scale and a static input_scale
+    "per_tensor": ("qwen3", "tensor"),
+    "compressed_tensors": ("qwen3_moe", "channel"),
 }
+KIMI_K2 = {"model_type": "kimi_k2", "auto_map": {
+    "AutoConfig": "configuration_deepseek.DeepseekV3Config",
+    "AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM",
+}}  # fmt: skip
 
 
-def _quantize(weight: torch.Tensor, block: list[int] | None):
-    """(e4m3 weight, its scale tensor(s) by checkpoint suffix, the dequantized values): each block's (or the
+def _quantize(weight: torch.Tensor, layout: list[int] | str):
+    """(e4m3 weight, its scale tensor(s) by checkpoint suffix, the dequantized values): each block's (row's,
     tensor's) largest magnitude mapped to 448, value = weight * scale over the block."""
-    if block is None:
-        scale = weight.abs().max() / 448
-        q = (weight / scale).to(FP8)
-        return q, {"weight_scale": scale, "input_scale": torch.tensor(1.0)}, q.float() * scale
+    if isinstance(layout, str):
+        scale = weight.abs().amax(dim=-1, keepdim=True) if layout == "channel" else weight.abs().max()
+        q = (weight / (scale / 448)).to(FP8)
+        return q, {"weight_scale": scale / 448, "input_scale": torch.tensor(1.0)}, q.float() * (scale / 448)
     rows, cols = weight.shape
-    padded = F.pad(weight, (0, -cols % block[1], 0, -rows % block[0]))
-    blocks = padded.unflatten(0, (-1, block[0])).unflatten(-1, (-1, block[1]))  # [R, bm, C, bn]
+    padded = F.pad(weight, (0, -cols % layout[1], 0, -rows % layout[0]))
+    blocks = padded.unflatten(0, (-1, layout[0])).unflatten(-1, (-1, layout[1]))  # [R, bm, C, bn]
     scale = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448
     q = (blocks / scale[:, None, :, None]).to(FP8)
     values = (q.float() * scale[:, None, :, None]).flatten(-2).flatten(0, 1)[:rows, :cols]
-    values = values.contiguous()
-    return q.flatten(-2).flatten(0, 1)[:rows, :cols].contiguous(), {"weight_scale_inv": scale}, values
+    return q.flatten(-2).flatten(0, 1)[:rows, :cols].contiguous(), {"weight_scale_inv": scale}, values.contiguous()
+
+
+def _declaration(layout: list[int] | str) -> dict:
+    """quantization_config as each exporter writes it."""
+    if layout == "channel":
+        weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False}
+        tokens = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "token", "dynamic": True}
+        group = {"targets": ["Linear"], "weights": weights, "input_activations": tokens}
+        return {"quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
+                "config_groups": {"group_0": group}, "ignore": ["lm_head"], "kv_cache_scheme": None}  # fmt: skip
+    if layout == "tensor":
+        return {"quant_method": "fp8", "activation_scheme": "static"}
+    return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": layout,
+            "modules_to_not_convert": ["lm_head"]}  # fmt: skip
 
 
 def _checkpoints(tmp: Path, case: str) -> tuple[Path, Path]:
     """(the fp8 checkpoint, the same model with its dequantized weights in float32: the reference's)."""
-    family, block = CASES[case]
+    family, layout = CASES[case]
     fp8, plain = tmp / "fp8", tmp / "plain"
     tiny(family).save_pretrained(plain)
     tensors = load_file(plain / "model.safetensors")
     quantized = {}
     for name, tensor in tensors.items():
         if name.endswith("_proj.weight"):  # the projections, experts', shared experts' and MLA's included
-            q, scales, tensors[name] = _quantize(tensor, block)
+            q, scales, tensors[name] = _quantize(tensor, layout)
             quantized[name] = q
             quantized.update({f"{name.removesuffix('weight')}{suffix}": s for suffix, s in scales.items()})
         else:
@@ -71,17 +91,8 @@ def _checkpoints(tmp: Path, case: str) -> tuple[Path, Path]:
     save_file(tensors, plain / "model.safetensors", metadata={"format": "pt"})
     fp8.mkdir()
     save_file(quantized, fp8 / "model.safetensors", metadata={"format": "pt"})
-    config = json.loads((plain / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                                     "weight_block_size": block, "modules_to_not_convert": ["lm_head"]}  # fmt: skip
-    if block is None:
-        config["quantization_config"].update(activation_scheme="static", weight_block_size=None)
-    if case == "kimi_k2":
-        config.update(model_type="kimi_k2", auto_map={
-            "AutoConfig": "configuration_deepseek.DeepseekV3Config",
-            "AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM",
-        })  # fmt: skip
-    (fp8 / "config.json").write_text(json.dumps(config))
+    config = {**json.loads((plain / "config.json").read_text()), "quantization_config": _declaration(layout)}
+    (fp8 / "config.json").write_text(json.dumps({**config, **KIMI_K2} if case == "kimi_k2" else config))
     return fp8, plain
 
 
@@ -140,10 +151,21 @@ def test_the_block_rule_is_transformers_on_whole_blocks_and_pads_partial_ones():
         dequantize(weight[0], scale[0, :, :2], (128, 128))
 
 
+def _int4_group(fmt: str = "pack-quantized") -> dict:
+    """compressed-tensors' W4A16 (GPTQ-style int4 weights, packed): not fp8."""
+    declared = _declaration("channel")
+    declared["config_groups"]["group_0"]["weights"].update(num_bits=4, type="int", strategy="group", group_size=128)
+    return {**declared, "format": fmt}
+
+
 @pytest.mark.parametrize(
     ("declared", "field"),
     [
-        ({"quant_method": "compressed-tensors"}, "quant_method"),
+        ({"quant_method": "bitsandbytes"}, "quant_method"),
+        ({"quant_method": "compressed-tensors"}, "config_groups"),
+        ({**_declaration("channel"), "kv_cache_scheme": {"num_bits": 8, "type": "float"}}, "kv_cache_scheme"),
+        (_int4_group(), "config_groups.group_0.format"),
+        (_int4_group(fmt="float-quantized"), "config_groups.group_0.weights"),
         ({"quant_method": "gptq", "bits": 4}, "quant_method"),
         ({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]}, "fmt"),
         ({"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": [128, 128]}, "activation_scheme"),
