@@ -21,7 +21,8 @@ from engine_svc.model.fp8_load import dequantize
 from engine_svc.model.runner import ModelRunner
 from engine_svc.scheduling.sampling import SamplingConfig
 from engine_svc.scheduling.sequence import Chunk, Sequence
-from engine_svc.serving.loader import _check_quantization_flags, load_hf_model
+from engine_svc.serving.loader import _check_quantization_flags, load_engine, load_hf_model
+from tests.engine.conftest import engine_args
 from tests.engine.families import logits_of, tiny
 
 FP8 = torch.float8_e4m3fn
@@ -138,6 +139,14 @@ def test_an_fp8_checkpoint_loads_its_dequantized_weights_and_serves_fp8_by_defau
     )
     served = _logits(runner)[0]  # quantized again per row: within e4m3's rounding (test_families' bound)
     assert (served - expected[0]).abs().max() < 0.25 * expected[0].abs().max()
+
+
+def test_the_engine_serves_a_block_fp8_checkpoint_in_fp8_and_says_so(tmp_path):
+    fp8, _ = _checkpoints(tmp_path, "qwen3_moe")
+    loaded = load_engine(engine_args("--model", str(fp8), "--max-model-len", "64", "--engine-core", "thread"))
+    assert (loaded.quantization, loaded.backend) == ("fp8", "paged")  # GetModelInfo.quantization
+    runner = loaded.engine.runner
+    assert isinstance(runner, ModelRunner) and runner.model.layer0.gate_up.linear.gate_up.dtype == FP8  # experts
 
 
 def test_the_block_rule_is_transformers_on_whole_blocks_and_pads_partial_ones():
