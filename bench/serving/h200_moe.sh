@@ -5,7 +5,8 @@
 # (engine_svc/model/moe_tiles/) to $OUT; `... serve` serves Qwen3-30B-A3B with fp8 experts (bf16 does not fit an
 # H100 beside its cache) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
 # the one-token experts (tests, tiles, a batch-1 step's kernels); `... final` the tests, token-1 tiles and the serve
-# loads in one call.
+# loads in one call (DATASET=random:128x128@1 for the batch-1 line alone, as on an H100: bf16 leaves no room for
+# the 256 streams' cache).
 source bench/serving/h200_env.sh
 case "$1" in
 tiles)
@@ -43,7 +44,7 @@ final)  # one call: the kernels' tests, token-1 tiles written, the serve loads o
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
 serve)
   timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
-    --dataset random:128x128@1,random:1024x128@64,random:1024x128@256 --prompts-per-stream 2 --client-processes 4 \
+    --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream 2 --client-processes 4 \
     --connections 2 --engine-flags "--max-model-len 2048 --max-num-seqs 256 $2" \
     --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b$3.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b$3.log" ;;
 esac
