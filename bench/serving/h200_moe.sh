@@ -2,8 +2,8 @@
 # Issue 39's mixtures on one GPU (carry .whl, as h200.sh), results in $OUT. `bash bench/serving/h200_moe.sh tiles`
 # sweeps the fused experts' tiles of Qwen3-30B-A3B and gpt-oss-20b (bench/engine/moe_tiles.py, one token count a
 # process so each count's table entry is written as it is measured) and copies the tables the engine reads
-# (engine_svc/model/moe_tiles/) to $OUT; `... serve` serves Qwen3-30B-A3B with fp8 experts (bf16 does not fit an
-# H100 beside its cache) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
+# (engine_svc/model/moe_tiles/) to $OUT; `... serve [FLAGS] [SUFFIX]` serves Qwen3-30B-A3B in bf16 (FLAGS "--quantization fp8" on an
+# H100) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
 # the one-token experts (tests, tiles, a batch-1 step's kernels); `... final` the tests, token-1 tiles and the serve
 # loads in one call (DATASET=random:128x128@1 for the batch-1 line alone, as on an H100: bf16 leaves no room for
 # the 256 streams' cache).
