@@ -24,11 +24,13 @@ def add_engine_flags(parser) -> None:
     )
     parser.add_argument(
         "--quantization",
+        "-q",
         default="none",
-        choices=["none", "fp8", "mxfp4"],
+        choices=["none", "fp8", "mxfp4", "compressed-tensors"],
         help="fp8: the layers' projections in float8 e4m3, per-row scales (CUDA: Ada or Hopper; the paged backend); "
         "mxfp4: a gpt-oss's experts in MXFP4, widened to bf16 inside the grouped GEMM (the paged backend); none: "
-        "the checkpoint's (its quantization_config's fp8 or mxfp4, as vLLM takes it; another value is refused)",
+        "the checkpoint's (its quantization_config's fp8, compressed-tensors fp8 or mxfp4, as vLLM takes it; a "
+        "method unlike the checkpoint's is refused); compressed-tensors: only the checkpoint's own, as none",
     )
     parser.add_argument(
         "--kv-cache-dtype",

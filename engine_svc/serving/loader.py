@@ -321,34 +321,36 @@ def kv_hub(pool: BlockPool, args) -> KvHub | None:
 
 
 def _check_quantization_flags(args, backend: str, config, device: torch.device, dtype: torch.dtype) -> str:
-    """The weights' quantization the model runs with: --quantization's, else (none) the checkpoint's where the fast
-    path runs it (mxfp4: gpt-oss's experts; fp8: the projections, else the dequantized weights in `dtype`, said in
-    the log), as vLLM takes it from quantization_config. --quantization fp8 and --kv-cache-dtype fp8: the paged
-    backend only, and only where e4m3 runs; mxfp4: the paged backend, a gpt-oss."""
-    declared = "fp8" if fp8_scheme(config) is not None else checkpoint_quantization(config)  # compressed-tensors' too
-    if declared in ("mxfp4", "fp8") and args.quantization not in ("none", declared):
+    """The weights' quantization the model runs with: --quantization's, else (none, or the checkpoint's own method
+    named) the checkpoint's where the fast path runs it (mxfp4: gpt-oss's experts; fp8, compressed-tensors' fp8
+    included: the projections, else the dequantized weights in `dtype`, said in the log), as vLLM takes it from
+    quantization_config and refuses another method. --quantization fp8 and --kv-cache-dtype fp8: the paged backend
+    only, and only where e4m3 runs; mxfp4: the paged backend, a gpt-oss."""
+    method = checkpoint_quantization(config)  # the checkpoint's quant_method: fp8, compressed-tensors, mxfp4 or ""
+    if (method or args.quantization == "compressed-tensors") and args.quantization not in ("none", method):
         raise ValueError(
-            f"--quantization {args.quantization}: the checkpoint's quantization_config declares {declared} (vLLM "
-            "refuses a quantization method unlike the checkpoint's too)"
+            f"--quantization {args.quantization}: the checkpoint's quantization_config declares {method or 'none'} "
+            "(vLLM refuses a quantization method unlike the checkpoint's too)"
         )
-    quantized, fp8_cache = args.quantization != "none", args.kv_cache_dtype != "auto"
-    for flag, value, on in (("--quantization", args.quantization, quantized),
+    requested = "none" if args.quantization == "compressed-tensors" else args.quantization  # the checkpoint's
+    quantized, fp8_cache = requested != "none", args.kv_cache_dtype != "auto"
+    for flag, value, on in (("--quantization", requested, quantized),
                             ("--kv-cache-dtype", args.kv_cache_dtype, fp8_cache)):  # fmt: skip
         if on and backend != "paged":
             raise ValueError(f"{flag} {value} needs the paged backend (the fast-path families)")
-    problem = mxfp4_problem if args.quantization == "mxfp4" else lambda config: fp8_problem(config, device, dtype)
+    problem = mxfp4_problem if requested == "mxfp4" else lambda config: fp8_problem(config, device, dtype)
     if quantized and (reason := problem(config)):
-        raise ValueError(f"--quantization {args.quantization}: {reason}")
+        raise ValueError(f"--quantization {requested}: {reason}")
     if fp8_cache and (reason := fp8_device_problem(device)):
         raise ValueError(f"--kv-cache-dtype {args.kv_cache_dtype}: float8 caches {reason}")
-    if declared == "mxfp4" and backend == "paged" and not mxfp4_problem(config):
+    if method == "mxfp4" and backend == "paged" and not mxfp4_problem(config):
         return "mxfp4"
-    if declared == "fp8" and args.quantization == "none":
+    if requested == "none" and fp8_scheme(config) is not None:
         if why := "the transformers backend" if backend != "paged" else fp8_problem(config, device, dtype):
             log.warning("the checkpoint's fp8 weights serve dequantized to %s (%s)", dtype, why)
             return "none"
         return "fp8"
-    return args.quantization
+    return requested
 
 
 def load_engine(args) -> LoadedEngine:

@@ -127,8 +127,16 @@ def test_an_fp8_checkpoint_loads_its_dequantized_weights_and_serves_fp8_by_defau
     assert default == ("none" if CASES[case][0] == "deepseek_v3" else "fp8")
     assert _check_quantization_flags(flags, "paged", loaded.config, CPU, torch.float32) == default
     assert _check_quantization_flags(flags, "transformers", loaded.config, CPU, torch.float32) == "none"
-    with pytest.raises(ValueError, match="declares fp8"):
-        _check_quantization_flags(SimpleNamespace(quantization="mxfp4"), "paged", loaded.config, CPU, torch.float32)
+    method = "compressed-tensors" if case == "compressed_tensors" else "fp8"  # vLLM's names; another is refused
+    named = SimpleNamespace(quantization=method, kv_cache_dtype="auto")
+    if default == "fp8":
+        assert _check_quantization_flags(named, "paged", loaded.config, CPU, torch.float32) == "fp8"
+    else:  # asked for by name, fp8 is refused where it cannot run
+        with pytest.raises(ValueError, match="--quantization fp8: fp8 matmuls need sizes that are multiples of 16"):
+            _check_quantization_flags(named, "paged", loaded.config, CPU, torch.float32)
+    for other in {"mxfp4", "fp8", "compressed-tensors"} - {method}:
+        with pytest.raises(ValueError, match=f"--quantization {other}: the checkpoint's .* declares {method}"):
+            _check_quantization_flags(SimpleNamespace(quantization=other), "paged", loaded.config, CPU, torch.float32)
     exact = _logits(
         ModelRunner(loaded, block_size=4, num_blocks=8, max_num_seqs=1, max_model_len=24, cuda_graphs=False)
     )
