@@ -53,25 +53,34 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
     async def _chat(self, request, context):
         parsed = openai_request.chat_request(request.data)
         ids = parsed.typed.return_token_ids
+        if not parsed.stream:
+            yield json_body(await self.chat_completion(parsed, context))
+            return
         _observe_request(parsed)
         try:
             rendered = await self.hops.render.RenderChat(parsed.typed, timeout=context.time_remaining())
-            if not parsed.stream:
-                results = await self.hops.generate(rendered, context)
-                completion = await self.hops.derender.DerenderChat(
-                    derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
-                    timeout=context.time_remaining(),
-                )
-                observe_response(completion)
-                handoff = openai_response.kv_transfer_params(results)
-                yield json_body(openai_response.chat_completion(completion, ids) | handoff)
-                return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
         live = LiveGeneration(self.hops, rendered, context)
         shape = lambda answer, usage: openai_response.chat_chunk(answer.chat, usage, ids)  # noqa: E731
         async for event in _sse(parsed, [live], shape):
             yield event
+
+    async def chat_completion(self, parsed: openai_request.OpenAIRequest, context) -> dict:
+        """A unary chat completion's JSON (also one conversation of vLLM's batch route, faces/vllm_batch_chat.py)."""
+        _observe_request(parsed)
+        try:
+            rendered = await self.hops.render.RenderChat(parsed.typed, timeout=context.time_remaining())
+            results = await self.hops.generate(rendered, context)
+            completion = await self.hops.derender.DerenderChat(
+                derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
+                timeout=context.time_remaining(),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.from_rpc_error(error) from None
+        observe_response(completion)
+        handoff = openai_response.kv_transfer_params(results)
+        return openai_response.chat_completion(completion, parsed.typed.return_token_ids) | handoff
 
     async def _completions(self, request, context):
         parsed = openai_request.completion_request(request.data)

@@ -76,7 +76,8 @@ class PipelineService:
 
     def register(self, server: grpc.aio.Server) -> None:
         chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
-        openai_pb2_grpc.add_OpenAIServiceServicer_to_server(OpenAIFrontDoor(self.hops), server)
+        openai = OpenAIFrontDoor(self.hops)
+        openai_pb2_grpc.add_OpenAIServiceServicer_to_server(openai, server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
         responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
         responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(ResponseStoreFrontDoor(self.stored.store), server)
@@ -85,7 +86,7 @@ class PipelineService:
         fleet = FleetOperations(self.fleet)
         fleet_pb2_grpc.add_FleetServiceServicer_to_server(fleet, server)
         sglang_server_pb2_grpc.add_SGLangServerServiceServicer_to_server(SGLangServer(self.hops, fleet), server)
-        vllm_server_pb2_grpc.add_VllmServerServiceServicer_to_server(VllmServer(fleet), server)
+        vllm_server_pb2_grpc.add_VllmServerServiceServicer_to_server(VllmServer(fleet, openai), server)
 
     def listening(self, port: int) -> None:
         self.stored.listening(self.args.host, port)

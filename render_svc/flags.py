@@ -20,6 +20,11 @@ def parser() -> EnvArgumentParser:
         help="JSON object of template variables; requests' chat_template_kwargs merge over it",
     )
     p.add_argument("--trust-request-chat-template", action="store_true", help="accept a chat_template in requests")
+    p.add_argument(
+        "--enable-tokenizer-info-endpoint",
+        action="store_true",
+        help="serve vLLM's GET /tokenizer_info (the tokenizer's config and chat template), as vLLM's flag does",
+    )
     p.add_argument("--max-model-len", type=int, default=None, help="context length (default: from config.json)")
     p.add_argument(
         "--chat-template-content-format",

@@ -24,6 +24,7 @@ from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
+from render_svc.vllm_render.tokenize import tokenize_vllm, tokenizer_info
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail
 
@@ -174,6 +175,12 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def Tokenize(self, request, context):
         return await self._service.call(tokenize, request, self._service.is_large(request))
+
+    async def TokenizeVllm(self, request, context):
+        return await self._service.call(tokenize_vllm, request, self._service.is_large(request))
+
+    async def TokenizerInfo(self, request, context):
+        return tokenizer_info(self._service.loaded_renderer, self._service.args.enable_tokenizer_info_endpoint)
 
     async def Detokenize(self, request, context):
         return await self._service.call(detokenize, request, self._service.is_large(request))

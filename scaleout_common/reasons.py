@@ -272,6 +272,11 @@ class Reason(StrEnum):
         C.NOT_FOUND,
         "a path a service's HTTP port does not serve (render's --http-port: vLLM's two render routes)",
     )
+    ROUTE_NOT_ENABLED = (
+        "ROUTE_NOT_ENABLED",
+        C.NOT_FOUND,
+        "a route served only behind a flag that is off (render's /tokenizer_info: --enable-tokenizer-info-endpoint)",
+    )
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
     INVALID_MESSAGE = "INVALID_MESSAGE", C.INVALID_ARGUMENT, "request bytes that do not parse as the method's message"
     INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer (the log has it by incident)"

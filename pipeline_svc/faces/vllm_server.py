@@ -1,9 +1,11 @@
-"""vLLM's server routes that vllm-router calls, as a face over the contract (vllm_server.proto).
+"""vLLM's server routes that vllm-router and vLLM's clients call, as a face over the contract (vllm_server.proto).
 
 `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are those that need
-the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/reset_prefix_cache` and
-vLLM's `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per data-parallel rank); its RL
-routes (`/pause`, `/sleep`, `/update_weights`, ...) are vllm_rl.py's.
+the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/load` (`server_load`),
+`/reset_prefix_cache` and `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per
+data-parallel rank), and those served by the one-hop routes: SageMaker's `/invocations` (the body's shape picks
+chat or completions, as vLLM's serve/sagemaker does) and `/v1/chat/completions/batch` (vllm_batch_chat.py); its
+RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are vllm_rl.py's.
 Held against vllm-router 0.1.17 (its binary, run against a recording server: `GET /get_load`, `load` read as an
 integer, -1 when missing) and vLLM 0.33's serve/dev/cache router (`{"success": bool}`, its two query flags).
 """
@@ -12,15 +14,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_rl import VllmRl
 from pipeline_svc.fleet_service import FleetOperations
+from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import fleet_pb2, kv_events_pb2, vllm_server_pb2_grpc
+from scaleout_common.json_body import load_object
+from scaleout_common.reasons import Reason, fail
 
 # vllm-router's `/get_load` <- the engine replicas that answered GetLoad: the sequences each runs and queues.
 GET_LOAD: dict[str, Callable[[list[fleet_pb2.EngineLoad]], object]] = {
     "load": lambda engines: sum(e.load.running + e.load.waiting for e in engines),
 }
+
+# vLLM's `/load` <- the same replicas: vLLM counts the requests its API server holds, here the engines' sequences.
+SERVER_LOAD: dict[str, Callable[[list[fleet_pb2.EngineLoad]], object]] = {
+    "server_load": GET_LOAD["load"],
+}
+
+# vLLM's `/invocations` <- the key whose presence picks the route, in vLLM's order (its invocation types: chat's
+# ChatCompletionRequest needs `messages`, CompletionRequest `prompt`); the names its refusal lists.
+INVOCATION_KEYS = (("messages", "ChatCompletionRequest"), ("prompt", "CompletionRequest"))
+NO_HANDLER = f"Cannot find suitable handler for request. Expected one of: {[name for _, name in INVOCATION_KEYS]}"
 
 # vLLM's `/reset_prefix_cache` <- every replica reset (a replica that failed fails the call instead): a reset here
 # never waits for running requests, so it always succeeds.
@@ -55,12 +71,29 @@ def kv_event_sources(sources: list[tuple[str, kv_events_pb2.KvEventSource]]) -> 
 
 
 class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
-    def __init__(self, fleet: FleetOperations):
+    def __init__(self, fleet: FleetOperations, openai: OpenAIFrontDoor):
         self.fleet = fleet
+        self.openai = openai
 
     async def GetLoad(self, request, context):
         engines = await self.fleet.answered_loads(context)
         return json_body({name: value(engines) for name, value in GET_LOAD.items()})
+
+    async def GetServerLoad(self, request, context):
+        engines = await self.fleet.answered_loads(context)
+        return json_body({name: value(engines) for name, value in SERVER_LOAD.items()})
+
+    async def Invocations(self, request, context):
+        body = load_object(request.data)
+        routes = {"messages": self.openai.ChatCompletions, "prompt": self.openai.Completions}
+        key = next((key for key, _ in INVOCATION_KEYS if body.get(key) is not None), None)
+        if key is None:
+            raise fail(Reason.INVALID_REQUEST, NO_HANDLER)
+        async for event in routes[key](request, context):
+            yield event
+
+    async def ChatCompletionsBatch(self, request, context):
+        return json_body(await batch_chat(self.openai, request.data, context))
 
     async def ResetPrefixCache(self, request, context):
         dropped = await self.fleet.reset_all(context)

@@ -5,8 +5,14 @@ from devstack.stack import Stack, StackConfig
 
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory):
-    """The whole stack: real render, engine, derender and chat processes on the default model, real Envoy."""
-    with Stack(StackConfig(port=0, log_dir=tmp_path_factory.mktemp("stack-logs"))) as running:
+    """The whole stack: real render, engine, derender and chat processes on the default model, real Envoy; render
+    serves vLLM's opt-in `/tokenizer_info` (test_vllm_routes)."""
+    config = StackConfig(
+        port=0,
+        log_dir=tmp_path_factory.mktemp("stack-logs"),
+        service_args={"render": ["--enable-tokenizer-info-endpoint"]},
+    )
+    with Stack(config) as running:
         yield running
 
 

@@ -274,6 +274,7 @@ def test_router_probes_need_no_key_and_fleet_operations_an_admin_key(secure):
     admin_only = [
         ("GET", "/loads"),
         ("GET", "/get_load"),
+        ("GET", "/load"),
         ("GET", "/inference/v1/loads"),
         ("POST", "/flush_cache"),
         ("POST", "/reset_prefix_cache"),

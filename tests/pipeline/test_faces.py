@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline_svc.faces import sglang_server, vllm_server
+from pipeline_svc.faces import sglang_server, vllm_batch_chat, vllm_server
 from scaleout.v1 import engine_pb2, fleet_pb2, render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.version import VERSION
@@ -123,3 +123,21 @@ def test_vllm_rows():
     other = fleet_pb2.EngineLoad(engine="b", load=engine_pb2.GetLoadResponse(running=4, waiting=1))
     assert {name: value([ENGINE, other]) for name, value in vllm_server.GET_LOAD.items()} == {"load": 10}
     assert {name: value(7) for name, value in vllm_server.RESET.items()} == {"success": True}
+    assert {name: value([ENGINE, other]) for name, value in vllm_server.SERVER_LOAD.items()} == {"server_load": 10}
+
+
+def test_vllm_batch_chat_merges_one_choice_per_conversation():
+    def answer(text: str, prompt: int) -> dict:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "token_ids": None}
+        usage = {"prompt_tokens": prompt, "completion_tokens": 2, "total_tokens": prompt + 2}
+        return {"id": f"chatcmpl-{text}", "object": "chat.completion", "choices": [choice], "usage": usage}
+
+    merged = vllm_batch_chat.merged([answer("a", 5), answer("b", 7)])
+    assert merged["id"] == "chatcmpl-a" and merged["prompt_token_ids"] is None
+    assert [(c["index"], c["message"]["content"]) for c in merged["choices"]] == [(0, "a"), (1, "b")]
+    assert merged["usage"] == {
+        "prompt_tokens": 12,
+        "total_tokens": 16,
+        "completion_tokens": 4,
+        "prompt_tokens_details": None,
+    }

@@ -14,6 +14,9 @@ from render_svc.fast_bpe import fast_bpe
 from render_svc.model import load_model
 from render_svc.piece_cache import PieceCache
 from render_svc.tokens import MIN_CACHED_CHARS, _position_dependent, _splitter
+from render_svc.vllm_render.tokenize import tokenizer_info
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -107,3 +110,13 @@ def test_no_fast_bpe_where_the_pipeline_is_not_gpt2s(tokens):
         other = Tokenizer.from_str(json.dumps({**pipeline, **change}))
         assert fast_bpe(other, _splitter(other)) is None
     assert fast_bpe(tokens._rust, None) is None
+
+
+def test_vllm_tokenizer_info_is_opt_in_and_shows_the_served_template(renderers):
+    """render_svc/vllm_render/tokenize.py: --chat-template's template replaces the folder's, as vLLM shows it."""
+    with pytest.raises(ServiceError) as off:
+        tokenizer_info(renderers["llama3"], enabled=False)
+    assert off.value.reason == Reason.ROUTE_NOT_ENABLED
+    config = json.loads(tokenizer_info(renderers["llama3"], enabled=True).data)
+    assert config["chat_template"] == renderers["llama3"].model.tokenizer.chat_template != ""
+    assert "vocab_file" not in config and config["name_or_path"] == renderers["llama3"].model.name

@@ -388,6 +388,10 @@ class TokenizeResponse(_message.Message):
     token_offsets: _containers.RepeatedCompositeFieldContainer[TokenOffset]
     def __init__(self, count: _Optional[int] = ..., max_model_len: _Optional[int] = ..., tokens: _Optional[_Iterable[int]] = ..., token_strs: _Optional[_Iterable[str]] = ..., token_offsets: _Optional[_Iterable[_Union[TokenOffset, _Mapping]]] = ...) -> None: ...
 
+class TokenizerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class DetokenizeRequest(_message.Message):
     __slots__ = ("model", "tokens", "skip_special_tokens")
     MODEL_FIELD_NUMBER: _ClassVar[int]

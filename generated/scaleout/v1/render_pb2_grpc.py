@@ -91,6 +91,16 @@ class RenderServiceStub:
                 request_serializer=scaleout_dot_v1_dot_render__pb2.TokenizeRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.TokenizeResponse.FromString,
                 _registered_method=True)
+        self.TokenizeVllm = channel.unary_unary(
+                '/scaleout.v1.RenderService/TokenizeVllm',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.TokenizerInfo = channel.unary_unary(
+                '/scaleout.v1.RenderService/TokenizerInfo',
+                request_serializer=scaleout_dot_v1_dot_render__pb2.TokenizerInfoRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.Detokenize = channel.unary_unary(
                 '/scaleout.v1.RenderService/Detokenize',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.DetokenizeRequest.SerializeToString,
@@ -199,7 +209,28 @@ class RenderServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Tokenize(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The typed tokenize. REST: `/tokenize/typed` (vLLM's path answers vLLM's shape: TokenizeVllm).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TokenizeVllm(self, request, context):
+        """vLLM's `POST /tokenize`: the client's JSON read as TokenizeRequest (an unknown field refused with 400 naming
+        it), tokenized as Tokenize does, answered as vLLM 0.33's TokenizeResponse: `count`, `max_model_len`,
+        `tokens`, `token_strs` (null unless `return_token_strs`) and, only when `return_token_offsets` is asked,
+        `token_offsets`. The raw body both ways: proto JSON cannot print vLLM's null.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TokenizerInfo(self, request, context):
+        """vLLM's `GET /tokenizer_info` (vLLM serves it with --enable-tokenizer-info-endpoint; render with the same flag,
+        else NOT_FOUND, ROUTE_NOT_ENABLED): the tokenizer's config as vLLM prints it (the tokenizer's init kwargs,
+        file paths dropped, added tokens as their text, `tokenizer_class`, `chat_template`), except that
+        `name_or_path` is the model's name, never the server's folder.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -280,6 +311,16 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.Tokenize,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.TokenizeRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.TokenizeResponse.SerializeToString,
+            ),
+            'TokenizeVllm': grpc.unary_unary_rpc_method_handler(
+                    servicer.TokenizeVllm,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'TokenizerInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.TokenizerInfo,
+                    request_deserializer=scaleout_dot_v1_dot_render__pb2.TokenizerInfoRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'Detokenize': grpc.unary_unary_rpc_method_handler(
                     servicer.Detokenize,
@@ -595,6 +636,60 @@ class RenderService:
             '/scaleout.v1.RenderService/Tokenize',
             scaleout_dot_v1_dot_render__pb2.TokenizeRequest.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.TokenizeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TokenizeVllm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/TokenizeVllm',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TokenizerInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/TokenizerInfo',
+            scaleout_dot_v1_dot_render__pb2.TokenizerInfoRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,

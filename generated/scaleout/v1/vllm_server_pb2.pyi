@@ -64,6 +64,10 @@ class VllmGetLoadRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class VllmGetServerLoadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class VllmKvEventSourcesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

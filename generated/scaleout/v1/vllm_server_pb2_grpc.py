@@ -43,6 +43,21 @@ class VllmServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetLoadRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.GetServerLoad = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/GetServerLoad',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetServerLoadRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.Invocations = channel.unary_stream(
+                '/scaleout.v1.VllmServerService/Invocations',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.ChatCompletionsBatch = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/ChatCompletionsBatch',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.ResetPrefixCache = channel.unary_unary(
                 '/scaleout.v1.VllmServerService/ResetPrefixCache',
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResetPrefixCacheRequest.SerializeToString,
@@ -159,6 +174,35 @@ class VllmServerServiceServicer:
     def GetLoad(self, request, context):
         """vllm-router's `GET /get_load` (its power_of_two policy): `{"load": n}`, the sequences running and waiting
         on every engine replica. Admin-scoped as EngineService.GetLoad is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetServerLoad(self, request, context):
+        """vLLM's `GET /load` (its server-load tracking): `{"server_load": n}`, the requests in flight, counted as the
+        sequences running and waiting on every engine replica (vLLM counts the requests its API server holds, and
+        only with --enable-server-load-tracking: here the engines always count). Admin-scoped as GetLoad is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Invocations(self, request, context):
+        """vLLM's SageMaker route `POST /invocations`: the body dispatched on its shape, as vLLM tries its request
+        types in order: `messages` is a chat completion (OpenAIService.ChatCompletions), `prompt` a completion
+        (OpenAIService.Completions), served and streamed exactly as on their own paths; any other body is refused
+        with vLLM's message (INVALID_REQUEST). The models here generate: no embeddings, scores or pooling.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChatCompletionsBatch(self, request, context):
+        """vLLM's `POST /v1/chat/completions/batch`: a chat request whose `messages` is a list of conversations, each
+        served as its own chat completion (concurrently, with the request's other fields), answered as one
+        ChatCompletionResponse with choice i for conversation i and the usages summed. As vLLM: no streaming, no
+        tools, `n` 1, no beam search; a P/D handoff (`kv_transfer_params`) is refused too (one per conversation).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -327,6 +371,21 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetLoadRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
+            'GetServerLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerLoad,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetServerLoadRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Invocations': grpc.unary_stream_rpc_method_handler(
+                    servicer.Invocations,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'ChatCompletionsBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChatCompletionsBatch,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
             'ResetPrefixCache': grpc.unary_unary_rpc_method_handler(
                     servicer.ResetPrefixCache,
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResetPrefixCacheRequest.FromString,
@@ -462,6 +521,87 @@ class VllmServerService:
             target,
             '/scaleout.v1.VllmServerService/GetLoad',
             scaleout_dot_v1_dot_vllm__server__pb2.VllmGetLoadRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/GetServerLoad',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmGetServerLoadRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Invocations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Invocations',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChatCompletionsBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/ChatCompletionsBatch',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
