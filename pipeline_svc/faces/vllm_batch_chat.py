@@ -52,8 +52,11 @@ def conversations(data: bytes) -> list[openai_request.OpenAIRequest]:
             raise fail(
                 Reason.INVALID_REQUEST, f"`messages[{i}]` must be a non-empty list of messages", f"messages[{i}]"
             )
+        one = body | {"messages": messages}
+        if isinstance(body.get("request_id"), str):  # vLLM's sub-request ids: one live id per conversation
+            one["request_id"] = f"{body['request_id']}_{i}"
         try:
-            parsed.append(openai_request.chat_request(json.dumps(body | {"messages": messages}).encode()))
+            parsed.append(openai_request.chat_request(json.dumps(one).encode()))
         except ServiceError as error:
             raise _in_batch(error, i) from None
     return parsed
@@ -73,20 +76,24 @@ async def _answer(front: OpenAIFrontDoor, i: int, parsed: openai_request.OpenAIR
         raise _in_batch(error, i) from None
 
 
-def merged(answers: list[dict]) -> dict:
-    """vLLM's one ChatCompletionResponse: the first answer's head, choice i from answer i, the usages summed."""
+def merged(answers: list[dict], request_id: str = "") -> dict:
+    """vLLM's one ChatCompletionResponse: the first answer's head (its id `chatcmpl-<request_id>` when the client
+    named one), choice i from answer i, the usages summed."""
+    head = answers[0] | ({"id": f"chatcmpl-{request_id}"} if request_id else {})
     choices = [answer["choices"][0] | {"index": i} for i, answer in enumerate(answers)]
     usage = {
         name: sum(answer["usage"][name] for answer in answers)
         for name in ("prompt_tokens", "total_tokens", "completion_tokens")
     }
-    return answers[0] | {"choices": choices, "usage": usage | {"prompt_tokens_details": None}, "prompt_token_ids": None}
+    return head | {"choices": choices, "usage": usage | {"prompt_tokens_details": None}, "prompt_token_ids": None}
 
 
 async def batch_chat(front: OpenAIFrontDoor, data: bytes, context) -> dict:
-    tasks = [asyncio.ensure_future(_answer(front, i, p, context)) for i, p in enumerate(conversations(data))]
+    parsed = conversations(data)
+    tasks = [asyncio.ensure_future(_answer(front, i, p, context)) for i, p in enumerate(parsed)]
+    request_id = parsed[0].typed.request_id.rpartition("_")[0]  # the client's, without its "_0"
     try:
-        return merged(list(await asyncio.gather(*tasks)))
+        return merged(list(await asyncio.gather(*tasks)), request_id)
     finally:
         for task in tasks:
             task.cancel()

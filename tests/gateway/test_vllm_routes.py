@@ -77,10 +77,12 @@ def test_invocations_dispatch_on_the_body(stack):
 
 def test_batch_chat_answers_one_choice_per_conversation(stack):
     other = [{"role": "user", "content": "name a colour"}]
-    answer = post(stack, "/v1/chat/completions/batch", {"messages": [HI, other], **GREEDY})
+    body = {"messages": [HI, other], "request_id": "batch-1", **GREEDY}  # one live engine id per conversation
+    answer = post(stack, "/v1/chat/completions/batch", body)
     assert answer.status_code == 200, answer.text
     batch = answer.json()
     assert batch["object"] == "chat.completion" and [c["index"] for c in batch["choices"]] == [0, 1]
+    assert batch["id"] == "chatcmpl-batch-1"
     alone = post(stack, "/v1/chat/completions", {"messages": other, **GREEDY}).json()
     assert batch["choices"][1]["message"] == alone["choices"][0]["message"]
     usage = batch["usage"]

@@ -134,6 +134,7 @@ def test_vllm_batch_chat_merges_one_choice_per_conversation():
 
     merged = vllm_batch_chat.merged([answer("a", 5), answer("b", 7)])
     assert merged["id"] == "chatcmpl-a" and merged["prompt_token_ids"] is None
+    assert vllm_batch_chat.merged([answer("a", 5)], "mine")["id"] == "chatcmpl-mine"
     assert [(c["index"], c["message"]["content"]) for c in merged["choices"]] == [(0, "a"), (1, "b")]
     assert merged["usage"] == {
         "prompt_tokens": 12,
