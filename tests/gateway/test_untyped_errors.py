@@ -42,6 +42,12 @@ def test_no_engine_replica_is_upstream_unavailable_on_every_one_hop_route(no_eng
     assert chat.status_code == 503, chat.text
     assert chat.json()["error"]["type"] == "server_error"
     assert error_reason(chat) == Reason.UPSTREAM_UNAVAILABLE
+    for path, body in (  # vLLM's routes over the chat path (pipeline_svc/faces/vllm_server.py)
+        ("/v1/chat/completions/batch", {"messages": [USER, USER], "max_tokens": 2}),
+        ("/invocations", {"messages": USER, "max_tokens": 2}),
+    ):
+        answer = _post(no_engine, path, body)
+        assert answer.status_code == 503 and error_reason(answer) == Reason.UPSTREAM_UNAVAILABLE, answer.text
 
     messages = _post(no_engine, "/v1/messages", {"model": "SmolLM2-135M-Instruct", "messages": USER, "max_tokens": 2})
     assert messages.status_code == 503, messages.text
