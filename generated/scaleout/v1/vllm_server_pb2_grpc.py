@@ -27,9 +27,10 @@ if _version_not_supported:
 
 
 class VllmServerServiceStub:
-    """vLLM's server routes that vllm-router calls, on the gateway's port: a face over the contract, served by the
-    one-hop service (pipeline_svc/faces/vllm_server.py holds the whole field mapping). `/health`, `/ping` and
-    `/version` are the gateway's own answers (gateway/envoy.yaml.j2).
+    """vLLM's server routes that vllm-router and vLLM's clients call beyond OpenAI's, on the gateway's port: a face
+    over the contract, served by the one-hop service (pipeline_svc/faces/vllm_server.py holds the whole field
+    mapping). `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); `/tokenize`
+    and `/tokenizer_info` are render's (RenderService).
     """
 
     def __init__(self, channel):
@@ -166,9 +167,10 @@ class VllmServerServiceStub:
 
 
 class VllmServerServiceServicer:
-    """vLLM's server routes that vllm-router calls, on the gateway's port: a face over the contract, served by the
-    one-hop service (pipeline_svc/faces/vllm_server.py holds the whole field mapping). `/health`, `/ping` and
-    `/version` are the gateway's own answers (gateway/envoy.yaml.j2).
+    """vLLM's server routes that vllm-router and vLLM's clients call beyond OpenAI's, on the gateway's port: a face
+    over the contract, served by the one-hop service (pipeline_svc/faces/vllm_server.py holds the whole field
+    mapping). `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); `/tokenize`
+    and `/tokenizer_info` are render's (RenderService).
     """
 
     def GetLoad(self, request, context):
@@ -500,9 +502,10 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class VllmServerService:
-    """vLLM's server routes that vllm-router calls, on the gateway's port: a face over the contract, served by the
-    one-hop service (pipeline_svc/faces/vllm_server.py holds the whole field mapping). `/health`, `/ping` and
-    `/version` are the gateway's own answers (gateway/envoy.yaml.j2).
+    """vLLM's server routes that vllm-router and vLLM's clients call beyond OpenAI's, on the gateway's port: a face
+    over the contract, served by the one-hop service (pipeline_svc/faces/vllm_server.py holds the whole field
+    mapping). `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); `/tokenize`
+    and `/tokenizer_info` are render's (RenderService).
     """
 
     @staticmethod
