@@ -4,7 +4,7 @@
 prints vLLM 0.33's TokenizeResponse: `token_strs` is null unless `return_token_strs` asked for it, which proto
 JSON cannot print; `token_offsets` (ours: vLLM has none) only when `return_token_offsets` asked for it.
 `/tokenizer_info` prints vLLM's TokenizerInfo: the tokenizer's init kwargs without file paths, added tokens as
-their text, `tokenizer_class` as vLLM names its cached tokenizer and the effective `chat_template`; vLLM serves
+their text, `tokenizer_class` as vLLM names its wrapped tokenizer and the effective `chat_template`; vLLM serves
 it only with --enable-tokenizer-info-endpoint, and so does render (the template may be a deployment's own).
 """
 
@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from google.api import httpbody_pb2
+from transformers import TokenizersBackend
 
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import tokenize
@@ -26,8 +27,9 @@ from scaleout_common.reasons import Reason, fail
 JSON = "application/json"
 TOKENIZE_FIELDS = frozenset(render_pb2.TokenizeRequest.DESCRIPTOR.fields_by_name)
 FILE_PATHS = ("vocab_file", "merges_file")  # vLLM drops them: they are the server's paths
-# vLLM wraps the tokenizer it loads in a class named "Cached" + the tokenizer's own class name.
-VLLM_CLASS_PREFIX = "Cached"
+# vLLM's server wraps the tokenizer it loads: a cache ("Cached" + the class's name), then, for a fast tokenizer, a
+# pool of copies ("TokenizerPool" + that) (vllm/tokenizers/hf.py); vLLM's `tokenizer_class` names the wrapper.
+CACHED, POOLED = "Cached", "TokenizerPool"
 
 
 def _json(payload: dict) -> httpbody_pb2.HttpBody:
@@ -73,10 +75,11 @@ def _plain(value):
 def tokenizer_config(renderer: Renderer) -> dict:
     tokenizer = renderer.model.tokenizer
     kwargs = getattr(tokenizer, "init_kwargs", None) or {}
-    config: dict[str, Any] = {k: _plain(v) for k, v in kwargs.items() if k not in FILE_PATHS}
+    pooled = POOLED if isinstance(tokenizer, TokenizersBackend) else ""
+    config: dict[str, Any] = {"tokenizer_class": pooled + CACHED + type(tokenizer).__name__}  # first, as vLLM's
+    config |= {k: _plain(v) for k, v in kwargs.items() if k not in FILE_PATHS}
     config.setdefault("truncation_side", "left")  # vLLM loads its tokenizer so; render truncates on the left too
     config["name_or_path"] = renderer.model.name  # never the server's folder (vLLM prints its path)
-    config["tokenizer_class"] = VLLM_CLASS_PREFIX + type(tokenizer).__name__
     if tokenizer.chat_template:  # --chat-template's, which replaced the folder's
         config["chat_template"] = tokenizer.chat_template
     return config

@@ -13,16 +13,33 @@ pytestmark = pytest.mark.slow
 
 HI = [{"role": "user", "content": "hi"}]
 GREEDY = {"max_tokens": 3, "temperature": 0}
+# vLLM 0.33's own answer for this model (`vllm launch render <model> --enable-tokenizer-info-endpoint`,
+# GET /tokenizer_info), less its folder and the long values.
+VLLM_TOKENIZER_INFO = {
+    "tokenizer_class": "TokenizerPoolCachedTokenizersBackend",
+    "backend": "tokenizers",
+    "bos_token": "<|im_start|>",
+    "eos_token": "<|im_end|>",
+    "is_local": True,
+    "local_files_only": False,
+    "model_max_length": 1000000000000000019884624838656,
+    "pad_token": "<|im_end|>",
+    "unk_token": "<|endoftext|>",
+    "truncation_side": "left",
+}
+LONG_KEYS = ("chat_template", "added_tokens_decoder")
 
 
 def test_tokenize_prints_vllms_nulls_and_refuses_unknown_fields(stack):
-    plain = post(stack, "/tokenize", {"prompt": "hello world"}).json()
-    assert set(plain) == {"count", "max_model_len", "tokens", "token_strs"} and plain["token_strs"] is None
-    assert plain["count"] == len(plain["tokens"]) > 0
+    # vLLM 0.33's own answers for this model (`vllm launch render <model>`, POST /tokenize), key order included.
+    plain = post(stack, "/tokenize", {"prompt": "hello world"})
+    assert plain.text == '{"count": 2, "max_model_len": 8192, "tokens": [28120, 905], "token_strs": null}'
+    strs = post(stack, "/tokenize", {"prompt": "hello world", "return_token_strs": True}).json()
+    assert strs["token_strs"] == ["hello", "Ġworld"]
     asked = post(stack, "/tokenize", {"messages": HI, "return_token_strs": True, "return_token_offsets": True}).json()
     assert len(asked["token_strs"]) == len(asked["tokens"]) == len(asked["token_offsets"])
     typed = post(stack, "/tokenize/typed", {"prompt": "hello world"}).json()
-    assert typed["tokens"] == plain["tokens"] and typed["token_strs"] == []
+    assert typed["tokens"] == [28120, 905] and typed["token_strs"] == []
     refused = post(stack, "/tokenize", {"prompt": "hi", "bogus": 1})
     assert refused.status_code == 400 and error_reason(refused) == "UNSUPPORTED_FIELD"
     assert refused.json()["error"]["param"] == "bogus"
@@ -30,18 +47,14 @@ def test_tokenize_prints_vllms_nulls_and_refuses_unknown_fields(stack):
     assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "prompt"
 
 
-def test_tokenizer_info_is_the_tokenizer_config(stack):
+def test_tokenizer_info_is_vllms_answer(stack):
     answer = requests.get(stack.rest_url + "/tokenizer_info", timeout=30)
     assert answer.status_code == 200, answer.text
     info = answer.json()
-    # The keys vLLM 0.33 prints for this model (TokenizerInfo.to_dict, recorded from its own class).
-    assert set(info) == {
-        *("backend", "bos_token", "eos_token", "is_local", "local_files_only", "model_max_length", "pad_token"),
-        *("unk_token", "chat_template", "truncation_side", "name_or_path", "added_tokens_decoder", "tokenizer_class"),
-    }
-    assert info["tokenizer_class"] == "CachedTokenizersBackend" and info["eos_token"] == "<|im_end|>"
+    assert next(iter(info)) == "tokenizer_class" and set(info) == {*VLLM_TOKENIZER_INFO, *LONG_KEYS, "name_or_path"}
+    assert {key: info[key] for key in VLLM_TOKENIZER_INFO} == VLLM_TOKENIZER_INFO
     assert info["added_tokens_decoder"]["2"] == "<|im_end|>" and "<|im_start|>" in info["chat_template"]
-    assert "/" not in info["name_or_path"]  # the model's name, never the server's folder
+    assert info["name_or_path"] == "SmolLM2-135M-Instruct"  # vLLM prints its folder; never the server's path
 
 
 def test_load_counts_requests_in_flight(stack):
