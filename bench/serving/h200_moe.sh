@@ -38,7 +38,7 @@ final)  # one call: the kernels' tests, token-1 tiles written, the serve loads o
     2>&1 | quiet | tail -5 | tee "$OUT/moe_tests.log"
   timeout 120 python3 -m bench.engine.moe_tiles --shape qwen3-30b-a3b --grid small --tokens 1 --write \
     --json "$OUT/tiles_1.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_1.log"
-  cp engine_svc/model/moe_tiles/*.json "$OUT/"
+  tar -cf "$OUT/moe_tiles.tar" engine_svc/model/moe_tiles
   SERVE_S=300 bash "$0" serve "--max-num-batched-tokens 16384" _16k
   timeout $((580 - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;

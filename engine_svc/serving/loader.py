@@ -185,6 +185,8 @@ def build_engine(
                 f"a step of {max_batched_tokens} tokens does not fit beside the model: "
                 "lower --max-num-batched-tokens or --max-num-seqs"
             ) from error
+        if not (args.no_cuda_graphs or args.no_mixed_step_graphs):
+            step_bytes *= 2  # the captured steps' own pool holds the largest bucket's activations besides
         draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
         groups = KvGroups(full_layers=config.num_hidden_layers)
         if not args.disable_hybrid_kv_cache_manager:
