@@ -131,4 +131,5 @@ class Scheduler:
         self.running.remove(seq)
         self.pool.release(seq)
         self.num_preemptions += 1
+        seq.num_preemptions += 1
         self.add(seq)

@@ -44,7 +44,7 @@ from engine_svc.serving.controls import INITIAL_VERSION, refuses
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.kv_hub import KvHub
-from engine_svc.serving.load_figures import utilization
+from engine_svc.serving.load_figures import StepTokens, utilization
 from engine_svc.serving.loader import LoadedEngine
 from engine_svc.serving.queue_budget import Backlog, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
@@ -200,8 +200,9 @@ def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figure
 
 class _Figures:
     """The load figures an API server keeps (EngineProcess._receive reads them in this order: GetLoad's, then
-    the queue-wait estimate's, the preemptions, then speculation's counters when it is on); the three that cost a
-    pass are recomputed every LOAD_EVERY_S."""
+    the queue-wait estimate's, the preemptions, the prompt tokens computed and transferred, the steps by their
+    tokens, the sleep state, then speculation's counters when it is on); the three that cost a pass are
+    recomputed every LOAD_EVERY_S."""
 
     def __init__(self) -> None:
         self._at, self._pending, self._rate, self._steps_left = float("-inf"), 0, 0.0, ()
@@ -226,6 +227,10 @@ class _Figures:
             engine.pace.decode_step_s,
             engine.pace.prefill_token_s,
             engine.scheduler.num_preemptions,
+            engine.prompt_tokens_computed,
+            engine.prompt_tokens_transferred,
+            engine.step_tokens.figures(),
+            engine.sleep_state(),
             *(tuple(engine.speculator.counters().values()) if engine.speculator is not None else ()),
         )
 
@@ -260,7 +265,8 @@ def _pack(state: RequestState, out: StepOutput) -> tuple:
     ]
     prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
     stamps = state.scheduled_at, state.first_token_at, state.last_token_at
-    return state.request_id, deltas, prompt, out.cached_tokens, state.done, stamps, out.weight_version
+    preempted = sum(seq.num_preemptions for seq in state.seqs)
+    return state.request_id, deltas, prompt, out.cached_tokens, state.done, stamps, out.weight_version, preempted
 
 
 def _unpack_output(
@@ -294,6 +300,8 @@ class EngineProcess(EngineFront):
         self._healthy = True
         self._submitted = 0  # sequences sent since the child last reported its load
         self._pace: tuple = ((), 0.0, 0.0)  # the core's steps_left, decode_step_s, prefill_token_s
+        self.step_tokens = StepTokens()  # the core's
+        self._sleep: tuple[bool, int] = (False, 0)  # the core's sleep state (Controls.sleeping, level)
         self.stall_timeout_s = stall_timeout_s
         self._last_heard = time.monotonic()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -363,6 +371,9 @@ class EngineProcess(EngineFront):
 
     def _alive(self) -> bool:
         return not self._gone and (self._process is None or self._process.is_alive())
+
+    def sleep_state(self) -> tuple[bool, int]:
+        return self._sleep
 
     def load(self) -> engine_pb2.GetLoadResponse:
         load = engine_pb2.GetLoadResponse()
@@ -493,20 +504,21 @@ class EngineProcess(EngineFront):
                     self._load.pending_prefill_tokens,
                     self._load.generated_tokens_per_s,
                 ) = load[:9]
-                self._pace, self._load.preemptions, spec = load[9:12], load[12], load[13:]
+                self._pace, spec = load[9:12], load[17:]
+                figures = self._load
+                figures.preemptions, figures.prompt_tokens_computed, figures.prompt_tokens_transferred = load[12:15]
+                self.step_tokens.take(load[15])
+                self._sleep = load[16]
                 if spec:  # speculation's counters (Speculator.counters, in its order)
-                    load_figures = self._load
                     drafts, draft_tokens, accepted, per_pos = spec
-                    load_figures.spec_decode_num_drafts, load_figures.spec_decode_num_draft_tokens = (
-                        drafts,
-                        draft_tokens,
-                    )
-                    load_figures.spec_decode_num_accepted_tokens = accepted
-                    load_figures.spec_decode_num_accepted_tokens_per_pos[:] = per_pos
+                    figures.spec_decode_num_drafts, figures.spec_decode_num_draft_tokens = drafts, draft_tokens
+                    figures.spec_decode_num_accepted_tokens = accepted
+                    figures.spec_decode_num_accepted_tokens_per_pos[:] = per_pos
                 self._submitted = 0
-                for request_id, deltas, prompt, cached, done, stamps, version in rows:
+                for request_id, deltas, prompt, cached, done, stamps, version, preempted in rows:
                     self.weight_version = version
                     if request_id in self.requests:
+                        self.requests[request_id].preempted = preempted
                         self._deliver(request_id, _unpack_output(deltas, prompt, cached, version), done, stamps)
         except (EOFError, OSError):
             self._gone = True

@@ -43,7 +43,7 @@ from engine_svc.serving.controls import refuses as controls_refuses
 from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.kv_transfer import blocks as kv_blocks
-from engine_svc.serving.load_figures import TokenRate, utilization
+from engine_svc.serving.load_figures import StepTokens, TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
@@ -120,6 +120,8 @@ class Engine(EngineFront):
         self.stop_strings = stop_strings  # None: no tokenizer (admission refuses stop strings)
         self.watches: dict[Sequence, StopWatch] = {}  # the live sequences with stop strings (step thread only)
         self.generated = TokenRate()  # tokens sampled (added on the step thread)
+        self.step_tokens = StepTokens()  # steps by the tokens each ran
+        self._step_work = 0  # tokens the step being run has computed or sampled so far
         self.pace = Pace()  # seconds per step, for the queue-wait estimate (queue_budget.py)
         self.kv_events: KvHub | None = None  # set by the loader when KV events are on: closes a batch per step
         self.controls = Controls(self)  # pause, sleep, weight updates (step thread; controls.py)
@@ -231,6 +233,9 @@ class Engine(EngineFront):
     def weight_version(self) -> str:
         return self.controls.version
 
+    def sleep_state(self) -> tuple[bool, int]:
+        return self.controls.sleeping, self.controls.level
+
     @property
     def num_running(self) -> int:
         return len(self.scheduler.running)
@@ -306,6 +311,9 @@ class Engine(EngineFront):
 
     def _ship(self, outputs: dict[RequestState, StepOutput]) -> None:
         self.steps += 1
+        if self._step_work:  # the model ran (not a turn that only took the inbox)
+            self.step_tokens.add(self._step_work)
+            self._step_work = 0
         version = self.controls.version
         for out in outputs.values():
             out.weight_version = version
@@ -473,9 +481,9 @@ class Engine(EngineFront):
         drafts = sum(c.num_draft for c in drafted)
         self._prompt_logprobs(chunks, logits[len(sampling) : len(logits) - drafts])
         for c in chunks:
-            self.prompt_tokens_computed += max(
-                0, min(c.start + c.num_tokens, len(c.seq.prompt_ids)) - max(c.start, c.seq.num_transferred)
-            )
+            computed = max(0, min(c.start + c.num_tokens, len(c.seq.prompt_ids)) - max(c.start, c.seq.num_transferred))
+            self.prompt_tokens_computed += computed
+            self._step_work += computed
             self.scheduler.computed(c.seq, c.num_tokens - c.num_draft)
             if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
                 c.seq.want_prompt_logprobs = False
@@ -611,6 +619,7 @@ class Engine(EngineFront):
             grammar_done = self._advance_guides(seqs, tokens) if self.guides else ()
         now = time.perf_counter()
         self.generated.add(len(tokens), now)
+        self._step_work += len(tokens)
         watches = self.watches
         for seq, token, lp in zip(seqs, tokens, logprobs):
             state = self.requests[seq.request_id]

@@ -15,18 +15,35 @@ from typing import Protocol
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.serving import queue_budget
 from engine_svc.serving.kv_hub import KvHub
-from engine_svc.serving.requests import Outbox, RequestState
+from engine_svc.serving.load_figures import StepTokens
+from engine_svc.serving.requests import EndedRequest, Outbox, RequestState
 from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.spec import Constraint
 from scaleout.v1 import engine_pb2
-from scaleout_common.errors import quote
+from scaleout_common.errors import ServiceError, quote
 from scaleout_common.reasons import Reason, fail
+
+
+class RequestObserver(Protocol):
+    """A view of this server's requests (the vllm: metrics), called on the event loop: cheap."""
+
+    def refused(self, reason: str) -> None:
+        """A request refused by a queue limit (Reason.QUEUE_FULL, QUEUE_WAIT_OVER_BUDGET)."""
+        ...
+
+    def ended(self, request: EndedRequest) -> None: ...
 
 
 class EngineAPI(Protocol):
     max_waiting: int
     max_queue_wait_s: float  # the queue-wait budget the server's front checks (queue_budget.py; 0: none)
     requests: dict[str, RequestState]  # the live requests this server holds, by engine key (tenancy.py)
+    observers: list[RequestObserver]
+    step_tokens: StepTokens  # the engine's steps by the tokens each ran
+
+    def sleep_state(self) -> tuple[bool, int]:
+        """(asleep, its level) (controls.py)."""
+        ...
 
     @property
     def weight_version(self) -> str:
@@ -97,6 +114,7 @@ class EngineFront(ABC):
         self.max_queue_wait_s = 0.0
         self.leaving = queue_budget.Leaving()  # the requests aborted here that the step loop still counts
         self.requests: dict[str, RequestState] = {}
+        self.observers: list[RequestObserver] = []
 
     @property
     def num_waiting(self) -> int:
@@ -135,13 +153,18 @@ class EngineFront(ABC):
         estimated wait is over the budget."""
         if request_id in self.requests:
             raise fail(Reason.DUPLICATE_REQUEST_ID, f"request {quote(public_id(request_id))} is already running")
-        if self.num_waiting + len(seqs) > self.max_waiting:
-            raise fail(
-                Reason.QUEUE_FULL,
-                f"{self.num_waiting} sequences are waiting (max {self.max_waiting})",
-            )
-        if self.max_queue_wait_s > 0:
-            queue_budget.check(self.backlog(), len(seqs), self.max_queue_wait_s)
+        try:
+            if self.num_waiting + len(seqs) > self.max_waiting:
+                raise fail(
+                    Reason.QUEUE_FULL,
+                    f"{self.num_waiting} sequences are waiting (max {self.max_waiting})",
+                )
+            if self.max_queue_wait_s > 0:
+                queue_budget.check(self.backlog(), len(seqs), self.max_queue_wait_s)
+        except ServiceError as refusal:
+            for observer in self.observers:
+                observer.refused(refusal.reason)
+            raise
         state = RequestState(request_id, seqs, Outbox(), len(seqs[0].prompt_ids))
         self.requests[request_id] = state
         return state

@@ -119,6 +119,18 @@ class Outbox:
         return ready
 
 
+@dataclass(frozen=True)
+class EndedRequest:
+    """A request's figures as its call ends (finished, failed or cancelled), for the metrics."""
+
+    n: int  # sequences (choices)
+    max_tokens: int
+    max_generated: int  # tokens of its longest choice
+    preemptions: int
+    prompt_tokens: int
+    cached_tokens: int  # prompt tokens not computed here (prefix cache, or pulled from a prefill engine)
+
+
 @dataclass(eq=False)
 class RequestState:
     request_id: str
@@ -127,11 +139,17 @@ class RequestState:
     num_prompt_tokens: int
     prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
     done: bool = False
+    preempted: int = 0  # its sequences' preemptions, as an engine core in a process last reported them
     # perf_counter() stamps for tracing and metrics: submitted, first scheduled, first and latest token sampled.
     submitted_at: float = field(default_factory=time.perf_counter)
     scheduled_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float | None = None
+
+    @property
+    def preemptions(self) -> int:
+        """Times its sequences were preempted: the core's report, or (the core in this process) theirs."""
+        return self.preempted or sum(seq.num_preemptions for seq in self.seqs)
 
     def timings(self) -> dict[str, float]:
         """Seconds in the queue, in prefill and in decode (first to latest sampled token), and the first token's

@@ -3,7 +3,8 @@
 What is due to be sent, and when, is the request's Outbox's to decide (the stream interval, merging what
 queued up while the client was slow, so a busy server sends fewer, larger messages instead of falling
 behind); this module only shapes it. Prompt info rides on the first message; the last one has
-`finished` and usage; a failure after the start is an in-band terminal message with `error`.
+`finished` and usage; a failure after the start is an in-band terminal message with `error`. However the stream
+ends, the engine's request observers hear its figures (the vllm: metrics' per-request histograms).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from engine_svc.model.sampler import RowLogprobs
 from engine_svc.serving.engine_api import EngineAPI
-from engine_svc.serving.requests import ChoiceDelta, RequestState
+from engine_svc.serving.requests import ChoiceDelta, EndedRequest, RequestState
 from scaleout.v1 import common_pb2, engine_pb2, kv_transfer_pb2
 
 
@@ -42,6 +43,7 @@ async def stream_responses(
     with_logprobs = state.seqs[0].config.logprobs is not None
     prompt = engine_pb2.PromptInfo(num_tokens=state.num_prompt_tokens)
     unfinished, completion, first = len(state.seqs), 0, True
+    generated = [0] * len(state.seqs)  # by choice
     state.outbox.interval = interval
     try:
         while True:
@@ -55,7 +57,9 @@ async def stream_responses(
                 prompt.cached_tokens = ready.cached_tokens
             if not ready.deltas:
                 continue
-            completion += sum(len(d.token_ids) for d in ready.deltas)
+            for d in ready.deltas:
+                generated[d.index] += len(d.token_ids)
+            completion = sum(generated)
             unfinished -= sum(bool(d.finish_reason) for d in ready.deltas)
             message = engine_pb2.GenerateResponse(
                 request_id=request_id,
@@ -88,6 +92,17 @@ async def stream_responses(
     finally:
         if not state.done:
             engine.abort([state.request_id])
+        if engine.observers:
+            ended = EndedRequest(
+                len(state.seqs),
+                state.seqs[0].config.max_tokens,
+                max(generated),
+                state.preemptions,
+                state.num_prompt_tokens,
+                prompt.cached_tokens,
+            )
+            for observer in engine.observers:
+                observer.ended(ended)
 
 
 async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> engine_pb2.GenerateResponse:

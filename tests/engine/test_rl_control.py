@@ -8,6 +8,7 @@ import asyncio
 import grpc
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
 from safetensors.torch import save_file
 
 from engine_svc.model import weights
@@ -231,6 +232,12 @@ async def test_pause_keep_freezes_requests_across_a_weight_update(engine, tmp_pa
     assert (await queued)[0] == reference(MODELS[2], PROMPT, 8)
 
 
+def sleep_gauge(service) -> list[float]:
+    """vllm:engine_sleep_state's awake, weights_offloaded, discard_all (the face reads the engine's sleep level)."""
+    (family,) = [f for f in text_string_to_metric_families(service.vllm.exposition().decode()) if "sleep" in f.name]
+    return [sample.value for sample in family.samples]
+
+
 async def test_sleep_and_wake_up_by_tags(engine, tmp_path):
     stub, control, service = engine
     await from_disk(control, service, tmp_path, 1, "sleepy")
@@ -238,6 +245,7 @@ async def test_sleep_and_wake_up_by_tags(engine, tmp_path):
     state = await control.GetSleepState(C.GetSleepStateRequest())
     assert state.sleeping and state.level == 1 and list(state.asleep) == [C.SLEEP_TAG_KV_CACHE]  # CPU: weights stay
     assert service.loaded.engine.runner.kv_caches == []
+    assert sleep_gauge(service) == [0, 1, 0]
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await greedy(stub)
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -246,10 +254,12 @@ async def test_sleep_and_wake_up_by_tags(engine, tmp_path):
     # Level 2 drops the weights: woken up, they must be loaded again.
     await control.Sleep(C.SleepRequest(level=2))
     assert set((await control.GetSleepState(C.GetSleepStateRequest())).asleep) == {1, 2}
+    assert sleep_gauge(service) == [0, 0, 1]
     assert not (await control.WakeUp(C.WakeUpRequest(tags=[C.SLEEP_TAG_WEIGHTS]))).awake
     with pytest.raises(grpc.aio.AioRpcError):
         await control.Sleep(C.SleepRequest(level=3))
     assert (await control.WakeUp(C.WakeUpRequest())).awake
+    assert sleep_gauge(service) == [1, 0, 0]
     await from_disk(control, service, tmp_path / "again", 2, "awake")
     assert (await greedy(stub))[0] == reference(MODELS[2], PROMPT, 8)
 

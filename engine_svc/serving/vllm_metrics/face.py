@@ -1,10 +1,12 @@
-"""The vllm: face at work: an LlmObserver that tallies each Generate call, and the Prometheus collector that writes
-the series of series.py from those tallies and the engine's load figures."""
+"""The vllm: face at work: an LlmObserver that tallies each Generate call, a RequestObserver of the engine's
+requests (their figures as they end, refusals by queue limits), and the Prometheus collector that writes the
+series of series.py from those tallies and the engine's load figures."""
 
 from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from itertools import accumulate
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
@@ -12,19 +14,25 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.utils import floatToGoString
 
 from engine_svc.serving.loader import LoadedEngine
+from engine_svc.serving.requests import EndedRequest
 from engine_svc.serving.tallies import Tallies
-from engine_svc.serving.vllm_metrics.series import (
+from engine_svc.serving.vllm_metrics.series import SERIES, Series
+from engine_svc.serving.vllm_metrics.vocab import (
+    ADMISSION_REASON,
+    ADMISSION_REASONS,
+    ADMISSION_REJECTIONS,
     CACHE_CONFIG_INFO,
+    ENGINE_SLEEP_STATE,
     FINISHED_REASON,
     FINISHED_REASONS,
+    ITERATION_TOKENS,
+    LABELLED,
     LABELS,
     LORA_REQUESTS_INFO,
-    PROMPT_SOURCES,
-    PROMPT_TOKENS_BY_SOURCE,
     REQUEST_SUCCESS,
-    SERIES,
+    SLEEP_STATES,
     SPEC_DECODE_PER_POS,
-    Series,
+    TALLIED_BY,
     buckets,
     cache_config,
 )
@@ -32,7 +40,8 @@ from scaleout_common.telemetry.metrics import FinishedCall
 
 
 class VllmMetrics:
-    """The face: an LlmObserver that tallies each Generate call, and a Prometheus collector of the vllm: series.
+    """The face: an LlmObserver that tallies each Generate call, a RequestObserver of the engine's requests, and a
+    Prometheus collector of the vllm: series.
 
     `bind` it once the engine is loaded; until then it reports nothing. `registry` holds it alone (GetMetrics)."""
 
@@ -47,19 +56,21 @@ class VllmMetrics:
         self._first_token: list[tuple] = []  # (series, offset, bounds) of the series fed by each event
         self._token_gaps: list[tuple] = []
         self._per_call: list[tuple] = []
+        self._per_request: list[tuple] = []
 
     def bind(self, loaded: LoadedEngine, api_servers: int = 1, shared=None, row: int = 0) -> Tallies:
         """Tally into `row` of `api_servers` rows (`shared`: the first API server's, in the others)."""
         self._loaded = loaded
         width = 0
         for series in SERIES:
-            if series.tallied or series.name == REQUEST_SUCCESS:
+            if series.kind == "histogram" and not series.same:
+                self._bounds[series.name] = buckets(series.buckets, loaded.limits.max_model_len)
+            if series.tallied:
                 self._offset[series.name] = width
                 if series.kind == "histogram":
-                    bounds = self._bounds[series.name] = buckets(series.buckets, loaded.limits.max_model_len)
-                    width += len(bounds) + 2  # the buckets, +Inf, the sum
+                    width += len(self._bounds[series.name]) + 2  # the buckets, +Inf, the sum
                 else:
-                    width += len(FINISHED_REASONS) if series.name == REQUEST_SUCCESS else 1
+                    width += len(TALLIED_BY[series.name][1]) if series.name in TALLIED_BY else 1
         for series in SERIES:
             if series.same:  # an old name reads the tallies of the series it stands for
                 self._offset[series.name], self._bounds[series.name] = (
@@ -75,6 +86,8 @@ class VllmMetrics:
         self._first_token = slots(lambda s: s.on == "first_token")
         self._token_gaps = slots(lambda s: s.on == "token_gaps")
         self._per_call = slots(lambda s: s.call is not None)
+        self._per_request = slots(lambda s: s.ended is not None)
+        loaded.engine.observers.append(self)
         return self._tallies
 
     # -- LlmObserver: on the serving event loop, a few array stores each -----------------------------------
@@ -109,6 +122,17 @@ class VllmMetrics:
         for reason in call.finish_reasons:
             self._row[success + FINISHED_REASONS.index(FINISHED_REASON.get(reason, "stop"))] += 1
 
+    # -- RequestObserver: on the serving event loop --------------------------------------------------------
+
+    def refused(self, reason: str) -> None:
+        if self._tallies is not None and reason in ADMISSION_REASON:
+            self._row[self._offset[ADMISSION_REJECTIONS] + ADMISSION_REASONS.index(ADMISSION_REASON[reason])] += 1
+
+    def ended(self, request: EndedRequest) -> None:
+        if self._tallies is not None:
+            for series, offset, bounds in self._per_request:
+                self._observe(offset, bounds, series.ended(request))
+
     # -- the collector ---------------------------------------------------------------------------------
 
     def exposition(self) -> bytes:
@@ -135,32 +159,50 @@ class VllmMetrics:
             elif series.name == LORA_REQUESTS_INFO:
                 lora = {"max_lora": "0", "waiting_lora_adapters": "", "running_lora_adapters": ""}
                 yield self._info(series, lora | dict(zip(LABELS, labels, strict=True)), time.time())
-            elif series.name == PROMPT_TOKENS_BY_SOURCE:
-                family = CounterMetricFamily(series.name, series.help, labels=[*LABELS, "source"])
-                for source, value in PROMPT_SOURCES.items():
-                    family.add_metric([*labels, source], value(load))
+            elif series.name in LABELLED:
+                label, values = LABELLED[series.name]
+                family = self._family(series, [*LABELS, label])
+                for value, read in values.items():
+                    family.add_metric([*labels, value], read(load))
                 yield family
-            elif series.name == REQUEST_SUCCESS:
-                family = CounterMetricFamily(series.name, series.help, labels=[*LABELS, "finished_reason"])
+            elif series.name in TALLIED_BY:
+                label, values = TALLIED_BY[series.name]
+                family = self._family(series, [*LABELS, label])
                 offset = self._offset[series.name]
-                for i, reason in enumerate(FINISHED_REASONS):
-                    family.add_metric([*labels, reason], sums[offset + i])
+                for i, value in enumerate(values):
+                    family.add_metric([*labels, value], sums[offset + i])
                 yield family
+            elif series.name == ENGINE_SLEEP_STATE:
+                asleep, level = loaded.engine.sleep_state()
+                family = self._family(series, [*LABELS, "sleep_state"])
+                for state, value in zip(SLEEP_STATES, (not asleep, asleep and level == 1, asleep and level == 2)):
+                    family.add_metric([*labels, state], int(value))
+                yield family
+            elif series.name == ITERATION_TOKENS:
+                steps = loaded.engine.step_tokens
+                yield self._histogram_family(series, labels, self._bounds[series.name], steps.counts, steps.total)
             elif series.kind == "histogram":
-                yield self._histogram_family(series, labels, sums)
+                offset, bounds = self._offset[series.name], self._bounds[series.name]
+                counts = sums[offset : offset + len(bounds) + 1]
+                yield self._histogram_family(series, labels, bounds, counts, sums[offset + len(bounds) + 1])
             else:
-                family = (GaugeMetricFamily if series.kind == "gauge" else CounterMetricFamily)(
-                    series.name, series.help, labels=LABELS
-                )
+                family = self._family(series, LABELS)
                 family.add_metric(labels, series.load(load) if series.load else sums[self._offset[series.name]])
                 yield family
 
-    def _histogram_family(self, series: Series, labels: list[str], sums) -> HistogramMetricFamily:
-        offset, bounds = self._offset[series.name], self._bounds[series.name]
-        counts = sums[offset : offset + len(bounds) + 1].cumsum()
-        cumulative = [(floatToGoString(b), counts[i]) for i, b in enumerate(bounds)] + [("+Inf", counts[-1])]
+    @staticmethod
+    def _family(series: Series, labels: list[str]) -> CounterMetricFamily | GaugeMetricFamily:
+        return (GaugeMetricFamily if series.kind == "gauge" else CounterMetricFamily)(
+            series.name, series.help, labels=labels
+        )
+
+    @staticmethod
+    def _histogram_family(series: Series, labels: list[str], bounds, counts, total: float) -> HistogramMetricFamily:
+        """`counts`: per bucket, then beyond the last bound (not cumulative)."""
+        cumulative = list(accumulate(counts))
+        buckets = [(floatToGoString(b), cumulative[i]) for i, b in enumerate(bounds)] + [("+Inf", cumulative[-1])]
         family = HistogramMetricFamily(series.name, series.help, labels=LABELS)
-        family.add_metric(labels, cumulative, sums[offset + len(bounds) + 1])
+        family.add_metric(labels, buckets, total)
         return family
 
     @staticmethod

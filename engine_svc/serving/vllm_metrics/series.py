@@ -9,12 +9,15 @@ tests/engine/test_vllm_metrics.py checks them against that source). Every series
 model name) and `engine` (--engine-id: this replica, where vLLM puts its engine core's index), so the series of a
 fleet stay apart when merged (the gateway's `/metrics`).
 
-Two sources:
-- the engine's load figures (`EngineAPI.load()`), read at scrape time: requests waiting and running, KV use,
-  prefix-cache queries and hits, the cache config;
+Three sources:
+- the engine's load figures (`EngineAPI.load()`, its steps by their tokens and its sleep state), read at scrape
+  time: requests waiting and running, KV use, prefix-cache queries and hits, the cache config;
 - each Generate call's observations (call_summary, through LlmMetrics' observers): TTFT, inter-token latency, the
-  request's phases and token counts, finish reasons, tallied per API server (../tallies.py), so whichever API
-  server answers reports the whole engine and counts each request once. face.py does both.
+  request's phases and token counts, finish reasons;
+- the engine front's requests (its RequestObserver): each request's figures as its call ends (n, max_tokens,
+  preemptions, prompt tokens computed) and the refusals by a queue limit.
+The last two are tallied per API server (../tallies.py), so whichever API server answers reports the whole engine
+and counts each request once. face.py does all three.
 
 Where the numbers differ from vLLM's (docs/observability.md):
 - Requests waiting and running count sequences: a request with n > 1 counts n, as vLLM fans it out into n child
@@ -26,6 +29,8 @@ Where the numbers differ from vLLM's (docs/observability.md):
 - `vllm:lora_requests_info` is there without LoRA (vLLM: only with LoRA on), so routers find it: `max_lora` "0",
   empty adapter lists, the scrape time as its value (vLLM: the time of its last update).
 - `vllm:cache_config_info` carries the CacheConfig fields the engine has (vLLM: all of them), as vLLM spells them.
+- `vllm:admission_rejections` carries `engine` too (vLLM: only `model_name` and `reason`, one API server's).
+vLLM's series not made here, and why: docs/observability.md.
 """
 
 from __future__ import annotations
@@ -33,46 +38,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine_svc.serving.requests import EndedRequest
+from engine_svc.serving.vllm_metrics.vocab import (
+    ADMISSION_REJECTIONS,
+    CACHE_CONFIG_INFO,
+    ENGINE_SLEEP_STATE,
+    ITERATION_TOKENS,
+    LORA_REQUESTS_INFO,
+    PROMPT_TOKENS_BY_SOURCE,
+    PROMPT_TOKENS_CACHED_BY_SOURCE,
+    REQUEST_SUCCESS,
+    SPEC_DECODE_PER_POS,
+    TALLIED_BY,
+    WAITING_BY_REASON,
+)
 from scaleout.v1.engine_pb2 import GetLoadResponse
 from scaleout_common.telemetry.metrics import FinishedCall
-
-LABELS = ["model_name", "engine"]
-
-# vLLM's FinishReason strings in its order (vllm/v1/engine/__init__.py); ours (OpenAI's names) onto them: the
-# engine never finishes with tool_calls (derender names those), where vLLM's engine says stop.
-FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
-FINISHED_REASON = {"stop": "stop", "length": "length", "abort": "abort", "error": "error", "tool_calls": "stop"}
-
-# vLLM's bucket families (vllm/v1/metrics/buckets.py); "request_tokens" is 1, 2, 5, 10, ... up to max_model_len.
-BUCKETS: dict[str, tuple[float, ...]] = {
-    "time_to_first_token": (
-        *(0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0),
-        *(2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
-    ),
-    "inter_token_latency": (
-        *(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0),
-        *(2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
-    ),
-    "request_latency": (
-        *(0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0),
-        *(120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0),
-    ),
-}
-
-
-def request_tokens_buckets(max_model_len: int) -> tuple[float, ...]:
-    """vLLM's build_1_2_5_buckets(max_model_len)."""
-    bounds, scale = [], 1
-    while True:
-        for mantissa in (1, 2, 5):
-            if mantissa * scale > max_model_len:
-                return tuple(float(b) for b in bounds)
-            bounds.append(mantissa * scale)
-        scale *= 10
-
-
-def buckets(family: str, max_model_len: int) -> tuple[float, ...]:
-    return request_tokens_buckets(max_model_len) if family == "request_tokens" else BUCKETS[family]
 
 
 def _inference(call: FinishedCall) -> float | None:
@@ -97,30 +78,20 @@ class Series:
     reads: str  # what of ours, in words (docs/observability.md)
     load: Callable[[GetLoadResponse], float] | None = None  # read from the load figures at scrape time
     call: Callable[[FinishedCall], float | None] | None = None  # tallied from each finished call (None: skip)
+    ended: Callable[[EndedRequest], float] | None = None  # or from each request's figures as its call ends
     on: str = ""  # or tallied from a streamed event: "first_token", "token_gaps"
     buckets: str = ""  # a histogram's bucket family
     same: str = ""  # or the tallies of that series, written again under this name
 
     @property
     def tallied(self) -> bool:
-        return self.call is not None or bool(self.on)
+        return self.call is not None or self.ended is not None or bool(self.on) or self.name in TALLIED_BY
 
 
-def _histogram(name, doc, reads, buckets, call=None, on="", same=""):
-    return Series(name, "histogram", doc, reads, call=call, on=on, buckets=buckets, same=same)
+def _histogram(name, doc, reads, buckets, call=None, on="", same="", ended=None):
+    return Series(name, "histogram", doc, reads, call=call, on=on, buckets=buckets, same=same, ended=ended)
 
 
-REQUEST_SUCCESS = "vllm:request_success"
-PROMPT_TOKENS_BY_SOURCE = "vllm:prompt_tokens_by_source"
-# vLLM's PromptTokenStats.ALL_SOURCES (vllm/v1/metrics/stats.py) <- our load figures.
-PROMPT_SOURCES: dict[str, Callable[[GetLoadResponse], float]] = {
-    "local_compute": lambda load: load.prompt_tokens_computed,
-    "local_cache_hit": lambda load: load.prefix_cache_hit_tokens,
-    "external_kv_transfer": lambda load: load.prompt_tokens_transferred,  # pulled from a prefill engine (P/D)
-}
-CACHE_CONFIG_INFO = "vllm:cache_config_info"
-LORA_REQUESTS_INFO = "vllm:lora_requests_info"
-SPEC_DECODE_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 SERIES: tuple[Series, ...] = (
     Series(
         "vllm:num_requests_running",
@@ -135,6 +106,21 @@ SERIES: tuple[Series, ...] = (
         "Number of requests waiting to be processed.",
         "sequences waiting, preempted ones included (GetLoad.waiting)",
         load=lambda load: load.waiting,
+    ),
+    Series(
+        WAITING_BY_REASON,
+        "gauge",
+        "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+        "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all "
+        "reasons equals vllm:num_requests_waiting.",
+        "`capacity`: the sequences waiting; `deferred`: 0 (nothing here waits on a transient constraint)",
+    ),
+    Series(
+        ENGINE_SLEEP_STATE,
+        "gauge",
+        "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+        "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+        "`sleep_state` `awake`, `weights_offloaded`, `discard_all` from the engine's sleep level (Sleep/WakeUp)",
     ),
     Series(
         "vllm:kv_cache_usage_perc",
@@ -180,6 +166,21 @@ SERIES: tuple[Series, ...] = (
         "prompt tokens computed here, found in the prefix cache, pulled from a prefill engine (GetLoad)",
     ),
     Series(
+        "vllm:prompt_tokens_cached",
+        "counter",
+        "Number of cached prompt tokens (local + external).",
+        "prompt tokens found in the prefix cache or pulled from a prefill engine",
+        load=lambda load: load.prefix_cache_hit_tokens + load.prompt_tokens_transferred,
+    ),
+    Series(
+        PROMPT_TOKENS_CACHED_BY_SOURCE,
+        "counter",
+        "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
+        "DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at admission; "
+        "sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.",
+        "`source` `device`: the prefix cache's hits; `p2p`: pulled from a prefill engine; the other tiers 0",
+    ),
+    Series(
         "vllm:generation_tokens",
         "counter",
         "Number of generation tokens processed.",
@@ -187,6 +188,13 @@ SERIES: tuple[Series, ...] = (
         call=lambda c: c.generation_tokens,
     ),
     Series(REQUEST_SUCCESS, "counter", "Count of successfully processed requests.", "each finished choice"),
+    Series(
+        ADMISSION_REJECTIONS,
+        "counter",
+        "Number of admission attempts rejected by a queue limit, by reason.",
+        "refusals by `reason`: `max_num_queued_reqs` QUEUE_FULL (--max-waiting), `max_num_queued_tokens` "
+        "QUEUE_WAIT_OVER_BUDGET (--max-queue-wait-s)",
+    ),
     _histogram(
         "vllm:time_to_first_token_seconds",
         "Histogram of time to first token in seconds.",
@@ -264,6 +272,47 @@ SERIES: tuple[Series, ...] = (
         "request_tokens",
         call=lambda c: c.generation_tokens,
     ),
+    _histogram(
+        ITERATION_TOKENS,
+        "Histogram of number of tokens per engine_step.",
+        "per step: prompt tokens computed + tokens sampled",
+        "iteration_tokens",
+    ),
+    _histogram(
+        "vllm:request_max_num_generation_tokens",
+        "Histogram of maximum number of requested generation tokens.",
+        "the call's longest choice, in tokens",
+        "request_tokens",
+        ended=lambda r: r.max_generated,
+    ),
+    _histogram(
+        "vllm:request_params_n",
+        "Histogram of the n request parameter.",
+        "the call's n",
+        "request_params_n",
+        ended=lambda r: r.n,
+    ),
+    _histogram(
+        "vllm:request_params_max_tokens",
+        "Histogram of the max_tokens request parameter.",
+        "the call's max_tokens (as the engine applied it)",
+        "request_tokens",
+        ended=lambda r: r.max_tokens,
+    ),
+    _histogram(
+        "vllm:request_num_preemptions",
+        "Histogram of the number of times a request was preempted.",
+        "the call's sequences' preemptions",
+        "request_num_preemptions",
+        ended=lambda r: r.preemptions,
+    ),
+    _histogram(
+        "vllm:request_prefill_kv_computed_tokens",
+        "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+        "the call's prompt tokens less those cached or pulled",
+        "request_tokens",
+        ended=lambda r: r.prompt_tokens - r.cached_tokens,
+    ),
     # Speculative decoding: vLLM's SpecDecodingProm (vllm/v1/spec_decode/metrics.py), shown only with it on.
     Series(
         "vllm:spec_decode_num_drafts",
@@ -293,16 +342,3 @@ SERIES: tuple[Series, ...] = (
         "accepted tokens by draft position, label `position` (GetLoad.spec_decode_num_accepted_tokens_per_pos)",
     ),
 )
-
-
-def cache_config(load: GetLoadResponse, kv_cache_dtype: str) -> dict[str, str]:
-    """vllm:cache_config_info's labels: the CacheConfig fields the engine has, as vLLM writes them (str())."""
-    blocks = load.kv_blocks_used + load.kv_blocks_free  # every KV block, on CPU too (vLLM's CPU backend says gpu)
-    return {
-        "block_size": str(load.kv_block_size),
-        "cache_dtype": kv_cache_dtype or "auto",
-        "enable_prefix_caching": str(load.prefix_caching),
-        "num_gpu_blocks": str(blocks),
-        "num_cpu_blocks": "None",  # no blocks swapped out to the host
-        "kv_cache_size_tokens": str(blocks * load.kv_block_size),
-    }
