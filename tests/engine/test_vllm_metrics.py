@@ -250,8 +250,10 @@ async def test_metrics_off_is_refused(tiny_model):  # noqa: F811
 
 
 async def test_api_servers_count_each_call_once():
-    """Calls over many connections land on both API servers; any of them answers for the whole engine."""
-    args = make_parser().parse_args(["--api-servers", "2", "--block-size", "4", "--metrics-port", "0"])
+    """Calls over many connections land on both API servers; any of them answers for the whole engine. Too few KV
+    blocks for all of them at once: some are preempted, each call's count comes from the core."""
+    flags = ["--api-servers", "2", "--block-size", "4", "--metrics-port", "0", "--num-kv-blocks", "16"]
+    args = make_parser().parse_args(flags)
     service = EngineService(args, build=functools.partial(build_tiny, args))
     async with serving(service, metrics=True) as served:
         channels = [
@@ -274,4 +276,6 @@ async def test_api_servers_count_each_call_once():
         assert _value(families, "vllm:request_params_n", "vllm:request_params_n_count") == 16
         steps = _value(families, "vllm:iteration_tokens_total", "vllm:iteration_tokens_total_sum")
         assert steps == load.prompt_tokens_computed + 16 * NEW_TOKENS  # the core's steps, as each API server heard
+        preempted = _value(families, "vllm:request_num_preemptions", "vllm:request_num_preemptions_sum")
+        assert preempted == load.preemptions > 0
         assert _value(families, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == 16 * len(PROMPT)
