@@ -113,6 +113,10 @@ def main() -> None:
                 {"format": fmt, "tokens": tokens, "tiles": tiles._asdict(), "us": seconds * 1e6,
                  "bandwidth_share": reached / seconds / bandwidth, "tflops": flops / seconds / 1e12, "max_diff": error, "default": tiles == TILES}
             )  # fmt: skip
+        if tokens == 1:  # the engine's one-token call: GEMVs (triton_moe_gemv.py), no tiles
+            seconds = timed(lambda: fused_experts(x, gate_up, down, weights, ids, Gating(), None, None, s1, s2))
+            print(f"{fmt}    1 token as GEMVs: {seconds * 1e6:.1f} us ({reached / seconds / bandwidth:.0%} of the copy "
+                  f"bandwidth)", flush=True)  # fmt: skip
         mine = [r for r in rows if r["format"] == fmt and r["tokens"] == tokens]
         best, default = min(mine, key=lambda r: r["us"]), next(r for r in mine if r["default"])
         print(

@@ -34,6 +34,8 @@ import torch
 import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
+from engine_svc.model.triton_moe_gemv import handles, one_token_experts
+
 
 class Tiles(NamedTuple):
     """A launch's tile sizes (assignments, output columns, inner) and Triton's warps and pipeline stages."""
@@ -224,8 +226,11 @@ def fused_experts(
     [tokens, hidden], gate_up [experts, 2 * inner, hidden], down [experts, hidden, inner], weights and ids
     [tokens, k], the biases [experts, out] or None, the fp8 weights' row scales [experts, out] or None; MXFP4
     experts: the weights uint8 [experts, out, in / 2], the scales their e8m0 exponents [experts, out, in / 32];
-    `tiles` None: the measured table's."""
+    `tiles` None: the measured table's, or one token's GEMVs (triton_moe_gemv.py) where they serve the experts."""
     tokens, top_k = ids.shape
+    if tiles is None and tokens == 1 and handles(gate_up, gate_up_bias, down_bias):
+        return one_token_experts(x, gate_up, down, weights, ids, gating, gate_up_bias, down_bias, gate_up_scale,
+                                 down_scale)  # fmt: skip
     if tiles is None:
         weights_format = weight_format(gate_up, gate_up_scale)
         tiles = tiles_for(tokens, gate_up.shape[0], gate_up.shape[1] // 2, weights_format, x.device)
