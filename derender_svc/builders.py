@@ -35,10 +35,11 @@ def accumulate(deltas: list[ChoiceDelta]) -> ChoiceDelta:
         if delta.token_ids is not None:
             total.token_ids = (total.token_ids or []) + delta.token_ids
         if delta.finish_reason is not None:
-            total.finish_reason, total.stop_token_id, total.stop_str = (
+            total.finish_reason, total.stop_token_id, total.stop_str, total.end_token_id = (
                 delta.finish_reason,
                 delta.stop_token_id,
                 delta.stop_str,
+                delta.end_token_id,
             )
     total.tool_calls = [calls[i] for i in sorted(calls)]
     return total
@@ -103,6 +104,8 @@ def _set_stop_reason(message, delta: ChoiceDelta) -> None:
         message.stop_token_id = delta.stop_token_id
     elif delta.stop_str is not None:
         message.stop_str = delta.stop_str
+    if delta.end_token_id is not None:
+        message.end_token_id = delta.end_token_id
 
 
 def _fill_chat(choice, message, delta: ChoiceDelta, show_content: bool, echo: str) -> None:

@@ -13,7 +13,7 @@ from derender_svc.parsers import REASONING_PARSERS, make_tool_parser
 from derender_svc.parsers.response_template import ResponseTemplateReasoningParser, ResponseTemplateToolParser
 from derender_svc.stop_matcher import StopMatcher
 from derender_svc.tokenizer_info import TokenizerInfo
-from scaleout.v1 import derender_pb2, engine_pb2
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from scaleout_common import finish_reasons
 from scaleout_common.reasoning_counts import ReasoningCounter
 
@@ -62,6 +62,7 @@ class ChoiceDelta:
     finish_reason: str | None = None
     stop_token_id: int | None = None
     stop_str: str | None = None
+    end_token_id: int | None = None  # a "stop" no caller's stop matched: the token that ended it (an EOS)
     token_ids: list[int] | None = None  # with return_token_ids: the ids this delta counts
 
     def is_empty(self) -> bool:
@@ -151,6 +152,8 @@ class ChoiceProcessor:
                 delta.stop_token_id = choice.stop_token_id
             elif which == "stop_str":
                 delta.stop_str = choice.stop_str
+            elif choice.finish_reason == common_pb2.FINISH_REASON_STOP and ids:
+                delta.end_token_id = ids[-1]
         # The stop token's text is output only when the matched stop is asked for (vLLM's include_stop_str_in_output).
         trim = delta.stop_token_id is not None and not self.config.include_stop
         text_ids = ids[:-1] if trim and ids and ids[-1] == delta.stop_token_id else ids
@@ -158,6 +161,7 @@ class ChoiceProcessor:
         if self.stop.matched is not None:
             final, ids = True, ids[:used]  # tokens after the one completing the stop string do not count
             delta.finish_reason, delta.stop_token_id, delta.stop_str = "stop", None, self.stop.matched
+            delta.end_token_id = None
         self.tokens += len(ids)
         if self.counter is not None:
             self.counter.feed(ids)

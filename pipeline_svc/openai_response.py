@@ -4,7 +4,8 @@ Null-or-absent follows OpenAI (and vLLM 0.33's additions): `finish_reason` and `
 they apply, `role` is on a choice's first delta only, `content` is null when a message only calls tools (and
 absent from a delta that adds no text, so a streamed tool-call message assembles to `content: null` too),
 `tool_calls` is absent when there are none, a call's `id`/`type`/`name` ride on its first delta only,
-`stop_reason` is the matched stop token id or string, or null (EOS). Reasoning is printed as `reasoning`
+`stop_reason` is the matched stop token id or string, or null (EOS); SGLang's `matched_stop` is the same but
+names the EOS token id. Reasoning is printed as `reasoning`
 (vLLM's name) and `reasoning_content` (its older name). With vLLM's `return_token_ids` (`token_ids=True` here)
 every choice has `token_ids` (a chunk's: the ids it adds) and the prompt's ids are `prompt_token_ids`: on a chat
 response, on the chunk that starts a chat choice, on each completion choice (a stream: on its first chunk). A
@@ -36,6 +37,15 @@ def usage(message: common_pb2.Usage) -> dict:
 def _stop_reason(choice) -> int | str | None:
     which = choice.WhichOneof("stop_reason")
     return getattr(choice, which) if which else None
+
+
+def _stops(choice) -> dict:
+    """vLLM's `stop_reason` and SGLang's `matched_stop`: the same but for a "stop" no caller's stop matched, where
+    SGLang names the token that ended the choice (an EOS)."""
+    stop_reason = _stop_reason(choice)
+    if stop_reason is None and choice.HasField("end_token_id"):
+        return {"stop_reason": None, "matched_stop": choice.end_token_id}
+    return {"stop_reason": stop_reason, "matched_stop": stop_reason}
 
 
 def _tool_call(call: common_pb2.ToolCall, streamed: bool) -> dict:
@@ -110,7 +120,7 @@ def chat_completion(message: derender_pb2.ChatCompletion, token_ids: bool = Fals
             "message": _message(c.message, streamed=False),
             "logprobs": _logprobs(c),
             "finish_reason": c.finish_reason or "stop",
-            "stop_reason": _stop_reason(c),
+            **_stops(c),
             "token_ids": None,
         }
         | _token_ids(c, token_ids)
@@ -128,7 +138,7 @@ def chat_chunk(message: derender_pb2.ChatCompletionChunk, with_usage: bool, toke
             "delta": _message(c.delta, streamed=True),
             "logprobs": _logprobs(c),
             "finish_reason": c.finish_reason if c.HasField("finish_reason") else None,
-            "stop_reason": _stop_reason(c),
+            **_stops(c),
         }
         | _token_ids(c, token_ids)
         for c in message.choices
@@ -144,7 +154,7 @@ def completion(
     for c in message.choices:
         choice: dict[str, Any] = {"index": c.index, "text": c.text, "logprobs": _completion_logprobs(c)}
         choice["finish_reason"] = (c.finish_reason or None) if streamed else (c.finish_reason or "stop")
-        choice["stop_reason"] = _stop_reason(c)
+        choice |= _stops(c)
         if c.HasField("reasoning_content"):
             choice["reasoning"] = choice["reasoning_content"] = c.reasoning_content
         if not streamed:  # vLLM's response choice prints these null when not asked for (the one-hop never scores)

@@ -203,7 +203,7 @@ def stops_at(stop: str, **request) -> Callable[[Walker, dict], None]:
         assert stop in plain  # the stop string would be generated
         answer = walk.ask(temperature=0, max_tokens=12, stop=[stop], **request)
         (choice,) = answer["choices"]
-        assert choice["finish_reason"] == "stop" and choice["stop_reason"] == stop
+        assert choice["finish_reason"] == "stop" and choice["stop_reason"] == choice["matched_stop"] == stop
         assert texts(answer) == [plain[: plain.index(stop)]]
 
     return check
@@ -419,6 +419,25 @@ def test_completion_field(walkers, field):
 @pytest.mark.parametrize(("path", "field"), [(p, f) for p, values in NO_OP_VALUES.items() for f in values])
 def test_no_op_values_are_accepted(walkers, path, field):
     walkers[path].ask(**{field: NO_OP_VALUES[path][field]})
+
+
+SAY_HI = "<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n"  # SmolLM2's template: it answers and ends
+
+
+@slow
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+def test_matched_stop_is_sglangs(walkers, path):
+    """SGLang's `matched_stop` beside vLLM's `stop_reason`: the EOS token's id where stop_reason is null, null at
+    the length limit; streamed, on the finishing chunk."""
+    walk = walkers[path]
+    eos = walk.token_id("<|im_end|>")
+    prompt = {"messages": [{"role": "user", "content": "Say hi"}]} if path == CHAT else {"prompt": SAY_HI}
+    (ended,) = walk.ask(temperature=0, max_tokens=64, **prompt)["choices"]
+    assert (ended["finish_reason"], ended["stop_reason"], ended["matched_stop"]) == ("stop", None, eos)
+    (cut,) = walk.ask()["choices"]
+    assert (cut["finish_reason"], cut["matched_stop"]) == ("length", None)
+    *_, last = sse_events(walk.send(temperature=0, max_tokens=64, stream=True, **prompt))
+    assert last["choices"][0]["matched_stop"] == eos
 
 
 @slow

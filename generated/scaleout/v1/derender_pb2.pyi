@@ -210,7 +210,7 @@ class ChatCompletion(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ChatChoice(_message.Message):
-    __slots__ = ("index", "message", "logprobs", "finish_reason", "stop_token_id", "stop_str", "token_ids")
+    __slots__ = ("index", "message", "logprobs", "finish_reason", "stop_token_id", "stop_str", "token_ids", "end_token_id")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +218,7 @@ class ChatChoice(_message.Message):
     STOP_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     STOP_STR_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    END_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     index: int
     message: ChatCompletionMessage
     logprobs: ChatLogprobs
@@ -225,7 +226,8 @@ class ChatChoice(_message.Message):
     stop_token_id: int
     stop_str: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., message: _Optional[_Union[ChatCompletionMessage, _Mapping]] = ..., logprobs: _Optional[_Union[ChatLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    end_token_id: int
+    def __init__(self, index: _Optional[int] = ..., message: _Optional[_Union[ChatCompletionMessage, _Mapping]] = ..., logprobs: _Optional[_Union[ChatLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., end_token_id: _Optional[int] = ...) -> None: ...
 
 class ChatCompletionMessage(_message.Message):
     __slots__ = ("role", "content", "reasoning_content", "tool_calls", "reasoning")
@@ -290,7 +292,7 @@ class ChatCompletionChunk(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ChatChunkChoice(_message.Message):
-    __slots__ = ("index", "delta", "logprobs", "finish_reason", "stop_token_id", "stop_str", "token_ids")
+    __slots__ = ("index", "delta", "logprobs", "finish_reason", "stop_token_id", "stop_str", "token_ids", "end_token_id")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -298,6 +300,7 @@ class ChatChunkChoice(_message.Message):
     STOP_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     STOP_STR_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    END_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     index: int
     delta: ChatDelta
     logprobs: ChatLogprobs
@@ -305,7 +308,8 @@ class ChatChunkChoice(_message.Message):
     stop_token_id: int
     stop_str: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., delta: _Optional[_Union[ChatDelta, _Mapping]] = ..., logprobs: _Optional[_Union[ChatLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    end_token_id: int
+    def __init__(self, index: _Optional[int] = ..., delta: _Optional[_Union[ChatDelta, _Mapping]] = ..., logprobs: _Optional[_Union[ChatLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., end_token_id: _Optional[int] = ...) -> None: ...
 
 class ChatDelta(_message.Message):
     __slots__ = ("role", "content", "reasoning_content", "tool_calls", "reasoning")
@@ -340,7 +344,7 @@ class Completion(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[CompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class CompletionChoice(_message.Message):
-    __slots__ = ("index", "text", "logprobs", "finish_reason", "stop_token_id", "stop_str", "reasoning_content", "prompt_token_ids", "token_ids")
+    __slots__ = ("index", "text", "logprobs", "finish_reason", "stop_token_id", "stop_str", "reasoning_content", "prompt_token_ids", "token_ids", "end_token_id")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -350,6 +354,7 @@ class CompletionChoice(_message.Message):
     REASONING_CONTENT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    END_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     index: int
     text: str
     logprobs: CompletionLogprobs
@@ -359,7 +364,8 @@ class CompletionChoice(_message.Message):
     reasoning_content: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    end_token_id: int
+    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., token_ids: _Optional[_Iterable[int]] = ..., end_token_id: _Optional[int] = ...) -> None: ...
 
 class CompletionLogprobs(_message.Message):
     __slots__ = ("tokens", "token_logprobs", "top_logprobs", "text_offset", "unscored_tokens")
