@@ -270,7 +270,9 @@ def responses_chat(data: dict) -> dict:
     if tools:
         chat["tools"] = _responses_tools(tools)
     if top.has("tool_choice"):
-        chat["tool_choice"] = _responses_tool_choice(top.take("tool_choice"))
+        choice = _responses_tool_choice(top.take("tool_choice"))
+        if tools or choice not in ("auto", "none"):  # without tools "auto" is "none" (OpenAI's, vLLM's default)
+            chat["tool_choice"] = choice
     kwargs: dict = {}
     if top.has("text") and (response_format := _responses_text(top.take("text", dict))):
         chat["response_format"] = response_format

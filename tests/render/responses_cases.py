@@ -287,6 +287,11 @@ CASES = [
         req(PARIS_Q, tools=[WEATHER], tool_choice="auto"),
         chat([u(PARIS_Q)], tools=[WEATHER_CHAT], tool_choice="auto"),
     ),
+    Case(  # the SDK's default sent as is; vLLM's Responses (and OpenAI) take it as "none" (SGLang's test sends it)
+        "tool_choice_auto_without_tools",
+        req(PARIS_Q, tool_choice="auto"),
+        chat([u(PARIS_Q)]),
+    ),
     Case(
         "parallel_tool_calls_off",
         req(PARIS_Q, tools=[WEATHER], parallel_tool_calls=False),
