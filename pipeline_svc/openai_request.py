@@ -16,7 +16,8 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   the engine, which maps them (engine_svc/serving/kv_transfer/vllm_params.py); a prefill step's answer is
   unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt;
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
-  vLLM's `structured_outputs`, `tool_choice` "required" or a named function; schemas travel to render as
+  vLLM's `structured_outputs`, SGLang's `regex` / `ebnf` / (completions) `json_schema`, `tool_choice`
+  "required" or a named function; schemas travel to render as
   JSON text, so the order of their properties (the order they are generated in) survives;
 - any other field, or any other value of those, is refused: UNSUPPORTED_FIELD (400) naming the field;
 - `null` means "not given", as in OpenAI's API; a malformed value is INVALID_REQUEST naming the field.

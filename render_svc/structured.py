@@ -4,7 +4,8 @@ Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM 
 - `response_format`: {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": ...}} (`strict`
   or not: the schema is always enforced), {"type": "structural_tag", ...}; {"type": "text"} asks nothing;
 - vLLM's `structured_outputs`: exactly one of json / regex / choice / grammar / json_object / structural_tag,
-  with its whitespace options;
+  with its whitespace options; SGLang's `regex`, `ebnf` and (completions) `json_schema` fields are its regex,
+  grammar and json;
 - a forced tool choice (chat): `required` becomes a JSON schema over a non-empty array of
   {"name": <a tool's name>, "parameters": <its parameters>} objects (at most one with parallel_tool_calls
   false), a named function its parameters' schema -- vLLM's forms, which derender parses back into tool calls;
@@ -235,6 +236,10 @@ def _answer_format(message: common_pb2.StructuredOutputs) -> dict | None:
     return None
 
 
+# SGLang's constraint fields of a chat or completion request -> the contract's kind of constraint.
+SGLANG_FIELDS = {"regex": "regex", "ebnf": "grammar", "json_schema": "json_schema"}
+
+
 def constraint(
     request,
     tools: list[dict] | None = None,
@@ -251,6 +256,9 @@ def constraint(
         options_only = rules.kind(given) is None
         if not options_only:
             found.append(("structured_outputs", given))
+    for name, kind in SGLANG_FIELDS.items():
+        if getattr(request, name, ""):
+            found.append((name, common_pb2.StructuredOutputs(**{kind: getattr(request, name)})))
     if request.HasField("response_format"):
         fmt = from_response_format(request.response_format)
         if fmt is not None:

@@ -105,3 +105,26 @@ def test_hidden_states_false_is_accepted_and_true_refused(stack, route):
     assert refused.status_code == 400
     error = refused.json()["error"]
     assert (error["code"], error["param"]) == ("UNSUPPORTED_FIELD", "return_hidden_states")
+
+
+def test_regex_ebnf_and_json_schema_constrain_the_output(stack):
+    """SGLang's constraint fields: chat's `regex` and `ebnf`, and completions' `json_schema` (JSON text) too."""
+
+    def text(route: str, **fields) -> str:
+        chat = route == "/v1/chat/completions"
+        body = {"messages": [{"role": "user", "content": "Say hi"}]} if chat else {"prompt": "Say hi"}
+        answer = post(stack, route, {**body, "temperature": 0, "max_tokens": 12, **fields})
+        assert answer.status_code == 200, answer.text
+        choice = answer.json()["choices"][0]
+        return choice["message"]["content"] if chat else choice["text"]
+
+    assert text("/v1/chat/completions", regex="(Paris|London)") in ("Paris", "London")
+    assert text("/v1/completions", ebnf='root ::= "Hello" | "Hi"') in ("Hello", "Hi")
+    schema = '{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}'
+    assert text("/v1/completions", json_schema=schema) in ('{"a": true}', '{"a": false}')
+    both = post(
+        stack,
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "Hi"}], "regex": "a", "ebnf": 'root ::= "b"'},
+    )
+    assert both.status_code == 400 and both.json()["error"]["param"] == "ebnf"
