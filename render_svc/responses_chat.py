@@ -41,6 +41,8 @@ RESPONSES_EXTENSIONS = (
     "priority",
     "cache_salt",
     "min_p",
+    "presence_penalty",
+    "frequency_penalty",
 )
 # Error fields named as the chat request names them -> as the Responses request does.
 RESPONSES_FIELD_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}

@@ -377,6 +377,11 @@ CASES = [
         req(STORY, top_k=20, seed=7, stop="THE END", repetition_penalty=1.1, min_p=0.05),
         chat([u(STORY)], top_k=20, seed=7, stop=["THE END"], repetition_penalty=1.1, min_p=0.05),
     ),
+    Case(  # vLLM's ResponsesRequest takes them (SGLang's test_openai_server sends frequency_penalty)
+        "penalties",
+        req(STORY, presence_penalty=0.5, frequency_penalty=1.0),
+        chat([u(STORY)], presence_penalty=0.5, frequency_penalty=1.0),
+    ),
     Case("service_tier_and_include", req(STORY, service_tier="auto", include=[]), chat([u(STORY)])),
     Case("no_model", {"input": STORY}, {"messages": [u(STORY)]}),
     Case(
