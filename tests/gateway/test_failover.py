@@ -40,7 +40,7 @@ def _tokenize_calls(replica) -> float:
 def test_requests_are_spread_over_the_replicas(render_pair):
     before = [_tokenize_calls(r) for r in render_pair.replicas]
     for _ in range(100):
-        assert post(render_pair, "/tokenize", TOKENIZE).status_code == 200
+        assert post(render_pair, "/tokenize/typed", TOKENIZE).status_code == 200
     served = [a - b for a, b in zip((_tokenize_calls(r) for r in render_pair.replicas), before)]
     assert sum(served) == 100
     # Round robin per Envoy worker; each replica takes a fair share (Envoy's workers may lag the first
@@ -51,7 +51,7 @@ def test_requests_are_spread_over_the_replicas(render_pair):
 def test_a_draining_replica_loses_no_request(render_pair):
     victim = render_pair.replicas[0].process
     victim.send_signal(signal.SIGTERM)
-    answers = [post(render_pair, "/tokenize", TOKENIZE) for _ in range(40)]
+    answers = [post(render_pair, "/tokenize/typed", TOKENIZE) for _ in range(40)]
     assert [a.status_code for a in answers] == [200] * 40, [a.text for a in answers if a.status_code != 200]
     assert victim.wait(30) == 0
 
@@ -60,6 +60,6 @@ def test_no_healthy_replica_left_is_a_json_503(render_pair):
     last = render_pair.replicas[1].process
     last.kill()
     last.wait(10)
-    answer = post(render_pair, "/tokenize", TOKENIZE)
+    answer = post(render_pair, "/tokenize/typed", TOKENIZE)
     assert answer.status_code == 503
     assert answer.json()["error"]["code"].startswith("GATEWAY_")
