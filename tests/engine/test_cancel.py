@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import os
 import random
-import signal
 import threading
 
 import grpc
@@ -15,7 +12,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scaleout.v1 import common_pb2, engine_pb2
 from tests.engine.conftest import engine_stub, request
-from tests.engine.test_admission import reason_of
 
 
 async def _until_idle(stub):
@@ -106,43 +102,3 @@ async def test_readiness_goes_not_serving_while_the_step_loop_is_stuck(tiny_mode
         assert (await call).finished
         runner.execute = execute
     assert statuses[-1] == health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-async def test_cancelled_streams_leave_the_admission_figures_at_once():
-    """Streams fill the slots and the waiting bound; the engine core stops (SIGSTOP), so no abort reaches its step
-    loop; every stream is cancelled. The server counts them out as it learns of the cancellations: the waiting
-    count drops and a new request is admitted at once, neither QUEUE_FULL nor over the queue-wait budget."""
-    flags = ("--engine-core", "process", "--max-num-seqs", "2", "--max-waiting", "2", "--max-queue-wait-s", "0.05")
-    flags += ("--block-size", "4", "--drain-delay-s", "0")
-    async with engine_stub(None, *flags) as (stub, service):
-        calls = [
-            stub.Generate(request([1, 5, 6, 7], f"s{i}", temperature=1.0, max_tokens=400, ignore_eos=True))
-            for i in range(2)
-        ]
-        for call in calls:  # running: their first tokens tell the server they were scheduled
-            await call.read()
-        calls += [stub.Generate(request([1, 5, 6, 7], f"w{i}", max_tokens=2)) for i in range(2)]
-        load = await stub.GetLoad(engine_pb2.GetLoadRequest())
-        while (load.running, load.waiting) != (2, 2):
-            await asyncio.sleep(0.01)
-            load = await stub.GetLoad(engine_pb2.GetLoadRequest())
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await stub.GenerateUnary(request([1, 5], max_tokens=2))
-        assert reason_of(refused.value) == "QUEUE_FULL"
-        (core,) = [p for p in multiprocessing.active_children() if p.name == "engine-core"]
-        os.kill(core.pid, signal.SIGSTOP)
-        try:
-            for call in calls:
-                call.cancel()
-            for _ in range(200):  # the cancellations reach the server's handlers
-                if (await stub.GetLoad(engine_pb2.GetLoadRequest())).waiting == 0:
-                    break
-                await asyncio.sleep(0.01)
-            fresh = stub.Generate(request([1, 5], "fresh", max_tokens=2))
-            while not fresh.done() and not any(key.endswith("fresh") for key in service.loaded.engine.requests):
-                await asyncio.sleep(0.005)
-            assert not fresh.done(), await fresh.code()  # admitted: held by the server, not refused
-        finally:
-            os.kill(core.pid, signal.SIGCONT)
-        assert [m async for m in fresh][-1].finished
-        assert (await _until_idle(stub)).waiting == 0
