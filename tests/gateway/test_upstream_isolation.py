@@ -45,7 +45,9 @@ def _beside(rest: str, attack) -> tuple[object, list]:
 @pytest.mark.parametrize("size", [30_000, 70_000, 1_000_000, 12_000_000])
 def test_an_oversized_error_trailer_resets_its_own_stream_only(gateway, size):
     rest, _ = gateway
-    answer, bystanders = _beside(rest, lambda: requests.post(rest + "/tokenize/typed", json={"prompt": f"trailer:{size}"}))
+    answer, bystanders = _beside(
+        rest, lambda: requests.post(rest + "/tokenize/typed", json={"prompt": f"trailer:{size}"})
+    )
     assert bystanders == [200] * BYSTANDERS, bystanders
     assert answer.status_code in (400, 503), answer.text[:200]  # its own error, or its own stream reset
 
@@ -86,4 +88,7 @@ def test_a_header_the_services_would_refuse_is_a_431_at_the_door(gateway):
     answer = requests.post(rest + "/tokenize/typed", json={"prompt": "hi"}, headers={"x-big": "a" * 60_000}, timeout=30)
     assert answer.status_code == 431 and answer.json()["error"]["code"] == "REQUEST_HEADERS_TOO_LARGE"
     assert answer.json()["error"]["type"] == "invalid_request_error"
-    assert requests.post(rest + "/tokenize/typed", json={"prompt": "hi"}, headers={"x-ok": "a" * 20_000}).status_code == 200
+    assert (
+        requests.post(rest + "/tokenize/typed", json={"prompt": "hi"}, headers={"x-ok": "a" * 20_000}).status_code
+        == 200
+    )
