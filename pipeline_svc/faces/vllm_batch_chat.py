@@ -38,7 +38,8 @@ LIMITS: dict[str, tuple[tuple, str]] = {
 MESSAGE_PATH = re.compile(r"(?<![\w\]])messages(?=\[)")
 
 
-def conversations(data: bytes) -> list[openai_request.OpenAIRequest]:
+def conversations(data: bytes) -> tuple[list[openai_request.OpenAIRequest], str]:
+    """(each conversation's chat request, the client's `request_id` or "")."""
     body = {key: value for key, value in load_object(data).items() if value is not None}
     for name, (taken, why) in LIMITS.items():
         if name in body and body[name] not in taken:
@@ -59,7 +60,8 @@ def conversations(data: bytes) -> list[openai_request.OpenAIRequest]:
             parsed.append(openai_request.chat_request(json.dumps(one).encode()))
         except ServiceError as error:
             raise _in_batch(error, i) from None
-    return parsed
+    request_id = body.get("request_id")
+    return parsed, request_id if isinstance(request_id, str) else ""
 
 
 def _in_batch(error: ServiceError, i: int) -> ServiceError:
@@ -89,9 +91,8 @@ def merged(answers: list[dict], request_id: str = "") -> dict:
 
 
 async def batch_chat(front: OpenAIFrontDoor, data: bytes, context) -> dict:
-    parsed = conversations(data)
+    parsed, request_id = conversations(data)
     tasks = [asyncio.ensure_future(_answer(front, i, p, context)) for i, p in enumerate(parsed)]
-    request_id = parsed[0].typed.request_id.rpartition("_")[0]  # the client's, without its "_0"
     try:
         return merged(list(await asyncio.gather(*tasks)), request_id)
     finally:
