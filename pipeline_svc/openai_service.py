@@ -33,7 +33,7 @@ from scaleout_common.telemetry.call_summary import observe_request, observe_resp
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
 
 
-def _event(payload: dict) -> httpbody_pb2.HttpBody:
+def data_event(payload: dict) -> httpbody_pb2.HttpBody:
     data = b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
     return httpbody_pb2.HttpBody(content_type=SSE, data=data)
 
@@ -118,7 +118,7 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
     head: dict = {}
     started = False
     try:
-        async for index, answer in _merged(lives):
+        async for index, answer in merged(lives):
             chunk = answer.chat if answer.HasField("chat") else answer.completion
             observe_response(chunk)
             if chunk.HasField("usage"):
@@ -130,15 +130,15 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
                     payload["usage"] = openai_response.usage(_total(usage_per_prompt))
                 started = True
                 for event in _per_choice(payload):
-                    yield _event(event)
+                    yield data_event(event)
         if parsed.include_usage and head:
             started = True
-            yield _event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
+            yield data_event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
     except (grpc.aio.AioRpcError, ServiceError) as error:
         if not started:
             raise ServiceError.of(error) from None
         # HTTP/1.1 clients never see trailers: the outcome travels in-band.
-        yield _event(error_object(broken_off(error)))
+        yield data_event(error_object(broken_off(error)))
     yield DONE
 
 
@@ -148,7 +148,7 @@ def _per_choice(payload: dict) -> list[dict]:
     return [payload | {"choices": [choice]} for choice in choices] if len(choices) > 1 else [payload]
 
 
-async def _merged(lives: list[LiveGeneration]):
+async def merged(lives: list[LiveGeneration]):
     """(prompt index, answer) from every generation as they come."""
     if len(lives) == 1:
         async for answer in lives[0].answers():

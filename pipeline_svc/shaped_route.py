@@ -44,7 +44,7 @@ class CountsPrompt(Protocol):
     def counted(self, prompt: engine_pb2.PromptInfo) -> None: ...
 
 
-def json_body(payload: dict) -> httpbody_pb2.HttpBody:
+def json_body(payload: dict | list) -> httpbody_pb2.HttpBody:
     return httpbody_pb2.HttpBody(content_type=JSON, data=json.dumps(payload, ensure_ascii=False).encode())
 
 

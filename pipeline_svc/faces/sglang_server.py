@@ -3,7 +3,7 @@
 The stack stands for one SGLang server: `/get_model_info` and `/get_server_info` describe the served model
 (render's model card, an engine's model info), `/loads` and `/v1/loads` have one entry per engine replica (as
 SGLang has one per data-parallel rank), `/flush_cache` resets every replica's prefix cache, and
-`/health_generate` generates one token through an engine. Each JSON field comes from one row of the tables below;
+`/health_generate` generates one token through an engine. `/generate` itself is sglang_generate.py. Each JSON field comes from one row of the tables below;
 the rest of SGLang's fields describe features we do not have (speculative decoding, LoRA, disaggregation) and
 are SGLang's own values for a server without them.
 
@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from google.api import httpbody_pb2
 
+from pipeline_svc.faces.sglang_generate import SGLangGenerate
 from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.hops import Hops, rpc_errors_typed
 from pipeline_svc.shaped_route import json_body
@@ -167,6 +168,7 @@ class SGLangServer(sglang_server_pb2_grpc.SGLangServerServiceServicer):
     def __init__(self, hops: Hops, fleet: FleetOperations):
         self.hops = hops
         self.fleet = fleet
+        self.generate = SGLangGenerate(hops)
 
     async def _model(self, context) -> tuple[Card, Info]:
         """The served model's card (its first name) and an engine's model info."""
@@ -214,3 +216,8 @@ class SGLangServer(sglang_server_pb2_grpc.SGLangServerServiceServicer):
     async def FlushCache(self, request, context):
         await self.fleet.reset_all(context)
         return FLUSHED
+
+    async def Generate(self, request, context):
+        """SGLang's `/generate` (faces/sglang_generate.py)."""
+        async for event in self.generate(request, context):
+            yield event

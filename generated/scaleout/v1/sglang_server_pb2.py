@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fscaleout/v1/sglang_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\x18\n\x16SGLangModelInfoRequest\"\x19\n\x17SGLangServerInfoRequest\"\x1d\n\x1bSGLangHealthGenerateRequest\"f\n\x12SGLangLoadsRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07include\x18\x02 \x01(\t\x12\x14\n\x07\x64p_rank\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06\x66ormat\x18\x04 \x01(\tB\n\n\x08_dp_rank\"\x19\n\x17SGLangFlushCacheRequest2\xbe\x04\n\x13SGLangServerService\x12q\n\x0cGetModelInfo\x12#.scaleout.v1.SGLangModelInfoRequest\x1a\x14.google.api.HttpBody\"&\x82\xd3\xe4\x93\x02 \x12\x0f/get_model_infoZ\r\x12\x0b/model_info\x12u\n\rGetServerInfo\x12$.scaleout.v1.SGLangServerInfoRequest\x1a\x14.google.api.HttpBody\"(\x82\xd3\xe4\x93\x02\"\x12\x10/get_server_infoZ\x0e\x12\x0c/server_info\x12j\n\x0eHealthGenerate\x12(.scaleout.v1.SGLangHealthGenerateRequest\x1a\x14.google.api.HttpBody\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/health_generate\x12^\n\x08GetLoads\x12\x1f.scaleout.v1.SGLangLoadsRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x06/loadsZ\x0b\x12\t/v1/loads\x12q\n\nFlushCache\x12$.scaleout.v1.SGLangFlushCacheRequest\x1a\x14.google.api.HttpBody\"\'\x82\xd3\xe4\x93\x02!\"\x0c/flush_cache:\x01*Z\x0e\x12\x0c/flush_cacheB\x93\x01\n\x0f\x63om.scaleout.v1B\x11SglangServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fscaleout/v1/sglang_server.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\x18\n\x16SGLangModelInfoRequest\"\x19\n\x17SGLangServerInfoRequest\"\x1d\n\x1bSGLangHealthGenerateRequest\"f\n\x12SGLangLoadsRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07include\x18\x02 \x01(\t\x12\x14\n\x07\x64p_rank\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06\x66ormat\x18\x04 \x01(\tB\n\n\x08_dp_rank\"\x19\n\x17SGLangFlushCacheRequest2\x8e\x05\n\x13SGLangServerService\x12q\n\x0cGetModelInfo\x12#.scaleout.v1.SGLangModelInfoRequest\x1a\x14.google.api.HttpBody\"&\x82\xd3\xe4\x93\x02 \x12\x0f/get_model_infoZ\r\x12\x0b/model_info\x12u\n\rGetServerInfo\x12$.scaleout.v1.SGLangServerInfoRequest\x1a\x14.google.api.HttpBody\"(\x82\xd3\xe4\x93\x02\"\x12\x10/get_server_infoZ\x0e\x12\x0c/server_info\x12j\n\x0eHealthGenerate\x12(.scaleout.v1.SGLangHealthGenerateRequest\x1a\x14.google.api.HttpBody\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/health_generate\x12^\n\x08GetLoads\x12\x1f.scaleout.v1.SGLangLoadsRequest\x1a\x14.google.api.HttpBody\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x06/loadsZ\x0b\x12\t/v1/loads\x12q\n\nFlushCache\x12$.scaleout.v1.SGLangFlushCacheRequest\x1a\x14.google.api.HttpBody\"\'\x82\xd3\xe4\x93\x02!\"\x0c/flush_cache:\x01*Z\x0e\x12\x0c/flush_cache\x12N\n\x08Generate\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x14\x82\xd3\xe4\x93\x02\x0e\"\t/generate:\x01*0\x01\x42\x93\x01\n\x0f\x63om.scaleout.v1B\x11SglangServerProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,6 +44,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SGLANGSERVERSERVICE'].methods_by_name['GetLoads']._serialized_options = b'\202\323\344\223\002\025\022\006/loadsZ\013\022\t/v1/loads'
   _globals['_SGLANGSERVERSERVICE'].methods_by_name['FlushCache']._loaded_options = None
   _globals['_SGLANGSERVERSERVICE'].methods_by_name['FlushCache']._serialized_options = b'\202\323\344\223\002!\"\014/flush_cache:\001*Z\016\022\014/flush_cache'
+  _globals['_SGLANGSERVERSERVICE'].methods_by_name['Generate']._loaded_options = None
+  _globals['_SGLANGSERVERSERVICE'].methods_by_name['Generate']._serialized_options = b'\202\323\344\223\002\016\"\t/generate:\001*'
   _globals['_SGLANGMODELINFOREQUEST']._serialized_start=105
   _globals['_SGLANGMODELINFOREQUEST']._serialized_end=129
   _globals['_SGLANGSERVERINFOREQUEST']._serialized_start=131
@@ -55,5 +57,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SGLANGFLUSHCACHEREQUEST']._serialized_start=293
   _globals['_SGLANGFLUSHCACHEREQUEST']._serialized_end=318
   _globals['_SGLANGSERVERSERVICE']._serialized_start=321
-  _globals['_SGLANGSERVERSERVICE']._serialized_end=895
+  _globals['_SGLANGSERVERSERVICE']._serialized_end=975
 # @@protoc_insertion_point(module_scope)

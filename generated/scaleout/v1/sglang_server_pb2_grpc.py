@@ -64,6 +64,11 @@ class SGLangServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_sglang__server__pb2.SGLangFlushCacheRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Generate = channel.unary_stream(
+                '/scaleout.v1.SGLangServerService/Generate',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class SGLangServerServiceServicer:
@@ -111,6 +116,16 @@ class SGLangServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Generate(self, request, context):
+        """SGLang `POST /generate`: text or input_ids (one, or a batch), SGLang's sampling_params, logprobs in its
+        meta_info shape; a JSON object (a list for a batch or n > 1), or with `"stream": true` server-sent events
+        (`data: {json}`, cumulative text and output_ids, ending `data: [DONE]`). A face over the completion path
+        (render, the engine's stream, derender); its field tables are in pipeline_svc/faces/sglang_request.py.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SGLangServerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +152,11 @@ def add_SGLangServerServiceServicer_to_server(servicer, server):
             'FlushCache': grpc.unary_unary_rpc_method_handler(
                     servicer.FlushCache,
                     request_deserializer=scaleout_dot_v1_dot_sglang__server__pb2.SGLangFlushCacheRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Generate': grpc.unary_stream_rpc_method_handler(
+                    servicer.Generate,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -278,6 +298,33 @@ class SGLangServerService:
             target,
             '/scaleout.v1.SGLangServerService/FlushCache',
             scaleout_dot_v1_dot_sglang__server__pb2.SGLangFlushCacheRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Generate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scaleout.v1.SGLangServerService/Generate',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
