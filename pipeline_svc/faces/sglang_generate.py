@@ -95,7 +95,8 @@ class SGLangGenerate:
         if not body.stream:
             async for index, answer in merged(lives):
                 _feed(runs[index], lives[index], answer)
-            await texts.fetch(set().union(*(run.ids_to_name() for run in runs)))
+            if texts.wanted:
+                await texts.fetch(set().union(*(run.ids_to_name() for run in runs)))
             outputs = [a.json(texts, body.prompt_ids) for a in flat]
             yield json_body(outputs[0] if body.single else outputs)
             return
@@ -104,7 +105,8 @@ class SGLangGenerate:
             async for index, answer in merged(lives):
                 run = runs[index]
                 for choice in _feed(run, lives[index], answer):
-                    await texts.fetch(run.ids_to_name())
+                    if texts.wanted:
+                        await texts.fetch(run.ids_to_name())
                     event = run.answers[choice].json(texts, body.prompt_ids)
                     if not body.single:
                         event["index"] = flat.index(run.answers[choice])

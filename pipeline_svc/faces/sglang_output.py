@@ -43,7 +43,7 @@ class TokenTexts:
         self._texts: dict[int, str] = {}
 
     async def fetch(self, ids: set[int]) -> None:
-        missing = sorted(ids - self._texts.keys()) if self.wanted else []
+        missing = sorted(ids - self._texts.keys())
 
         async def one(token_id: int) -> None:
             request = render_pb2.DetokenizeRequest(tokens=[token_id], skip_special_tokens=False)
