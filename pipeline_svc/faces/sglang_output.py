@@ -29,10 +29,14 @@ from __future__ import annotations
 import asyncio
 import time
 
+import grpc
+
 from pipeline_svc.faces.sglang_request import Prompt
 from scaleout.v1 import common_pb2, derender_pb2, render_pb2
+from scaleout_common.errors import ServiceError
 
 Triple = list  # [logprob | None, token id, text | None]
+DETOKENIZE_CALLS = 16  # at once per request: a long prompt's ids must not flood render's queue
 
 
 class TokenTexts:
@@ -44,10 +48,15 @@ class TokenTexts:
 
     async def fetch(self, ids: set[int]) -> None:
         missing = sorted(ids - self._texts.keys())
+        calls = asyncio.Semaphore(DETOKENIZE_CALLS)
 
         async def one(token_id: int) -> None:
             request = render_pb2.DetokenizeRequest(tokens=[token_id], skip_special_tokens=False)
-            answer = await self._render.Detokenize(request, timeout=self._context.time_remaining())
+            async with calls:
+                try:
+                    answer = await self._render.Detokenize(request, timeout=self._context.time_remaining())
+                except grpc.aio.AioRpcError as error:
+                    raise ServiceError.from_rpc_error(error) from None
             self._texts[token_id] = answer.prompt
 
         await asyncio.gather(*(one(i) for i in missing))
