@@ -16,10 +16,11 @@ by position of those ids (the engine's output beyond a matched stop string is no
 | completion_tokens        | the ids counted so far                                                         |
 | cached_tokens            | the engine's prompt tokens served from its prefix cache                        |
 | e2e_latency              | seconds from the request's arrival to this answer's end (finished only)        |
-| input_token_logprobs     | [logprob, id, text] for prompt positions from logprob_start_len (first: null)  |
+| input_token_logprobs     | [logprob, id, text] for prompt positions from logprob_start_len, the first of  |
+|                          | them null whatever its position (SGLang's `[None] + logprobs[:-1]`)            |
 | output_token_logprobs    | [logprob, id, text] per output id; `output_token_logprobs_length` its length   |
 | input/output_top_logprobs| top_logprobs_num > 0: per position, its top [logprob, id, text] (null where    |
-|                          | a position has none: the prompt's first)                                       |
+|                          | a position has none: the first of them)                                        |
 `text` in the logprob triples is null unless `return_text_in_logprobs`, then each id decoded alone with special
 tokens kept (SGLang's `tokenizer.batch_decode([[id]])`), asked of render (Detokenize), once per distinct id.
 """
@@ -166,14 +167,15 @@ class Answer:
         start = run.prompt.logprob_start_len
         positions = range(start, len(run.prompt_ids)) if start >= 0 else range(0)
         prompt_lps = run.prompt_logprobs
-        inputs = [texts.triple(prompt_lps.logprobs[p - 1] if p else None, run.prompt_ids[p]) for p in positions]
+        inputs = [texts.triple(prompt_lps.logprobs[p - 1] if p > start else None, run.prompt_ids[p]) for p in positions]
         count = len(self.ids)
         outputs = [texts.triple(lp, i) for lp, i in zip(self.logprobs[:count], self.ids)]
         meta: dict = {"input_token_logprobs": inputs, "output_token_logprobs": outputs}
         meta["output_token_logprobs_length"] = len(outputs)
         if num > 0:
             meta["input_top_logprobs"] = [
-                texts.top(prompt_lps.top[p - 1], num) if p and p - 1 < len(prompt_lps.top) else None for p in positions
+                texts.top(prompt_lps.top[p - 1], num) if p > start and p - 1 < len(prompt_lps.top) else None
+                for p in positions
             ]
             meta["output_top_logprobs"] = [texts.top(top, num) for top in self.tops[:count]]
         return meta

@@ -57,6 +57,19 @@ def test_logprobs_are_sglangs_triples(stack):
     assert texts["input_token_logprobs"] == [] and texts["input_top_logprobs"] == []
     assert [t[2] for t in texts["output_token_logprobs"]] == [" ", "4", ","]
     assert all(isinstance(alt[2], str) for top in texts["output_top_logprobs"] for alt in top)
+    # SGLang's test_logprob_start_len: from position 2 on, the first of them with no logprob, the texts the prompt's
+    started = _generate(
+        stack, {**body, "text": COUNT, "input_ids": None, "logprob_start_len": 2, "return_text_in_logprobs": True}
+    )
+    inputs = started["meta_info"]["input_token_logprobs"]
+    assert (
+        len(inputs) == len(COUNT_IDS) - 2
+        and inputs[0][0] is None
+        and inputs[1][0] == plain["input_token_logprobs"][3][0]
+    )
+    assert (
+        COUNT.endswith("".join(text for _, _, text in inputs)) and started["meta_info"]["input_top_logprobs"][0] is None
+    )
     slime = _generate(stack, {"input_ids": COUNT_IDS, "sampling_params": GREEDY, "return_logprob": True})["meta_info"]
     assert len(slime["output_token_logprobs"]) == 3 and "output_top_logprobs" not in slime
 
