@@ -49,7 +49,7 @@ WORDS = {"'max_tokens'": "'max_new_tokens'", "min_tokens": "min_new_tokens", "lo
 
 def _in_sglang_terms(error: ServiceError, body: GenerateBody, index: int) -> ServiceError:
     """A render error about prompt `index` naming the SGLang field it came from, in its path and its words."""
-    prompt = "text" if "text" in body.data else "input_ids"
+    prompt = "text" if body.data.get("text") is not None else "input_ids"
     prompt = prompt if body.single else f"{prompt}[{index}]"
 
     def words(text: str) -> str:
