@@ -107,7 +107,12 @@ TOP_LEVEL = (
     "return_prompt_token_ids",
     "priority",
     "cache_salt",
+    "model",
 )
+# SMG's GenerateRequest always sends `model`, "unknown" when its client named none: that names no model. Any
+# other name must be the served model's (render's MODEL_NOT_FOUND otherwise); SGLang's server, which has one
+# model, reads no `model` at all.
+UNNAMED_MODEL = "unknown"
 OFF = (None, False)
 NOTHING = (None, [], {}, "")
 # Top-level fields taken only at SGLang's default: (the values that change nothing, why others are refused).
@@ -310,6 +315,11 @@ def parse(body: bytes) -> GenerateBody:
         if not _int(data["priority"]):
             raise invalid("priority", "must be an integer")
         common["priority"] = data["priority"]
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise invalid("model", "must be a string")
+    if model and model != UNNAMED_MODEL:
+        common["model"] = model
     if data.get("cache_salt") is not None:
         if not isinstance(data["cache_salt"], str):
             raise invalid("cache_salt", "must be a string")

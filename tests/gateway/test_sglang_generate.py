@@ -142,7 +142,12 @@ def test_refused_and_bad_fields_are_400s_naming_them(stack):
             assert answer.status_code == 400, (field, answer.text)
             assert error_reason(answer) == reason and answer.json()["error"]["param"] == field, answer.text
             assert answer.json()["error"]["message"]
-    accepted = {"text": "hi", "sampling_params": GREEDY, "image_data": None, "return_hidden_states": False}
+    other_model = post(stack, "/generate", {"text": "hi", "model": "not-served"})
+    assert other_model.status_code == 404 and error_reason(other_model) == "MODEL_NOT_FOUND"
+    # what SMG's GenerateRequest sends besides the client's fields
+    smg = {"model": "unknown", "return_text_in_logprobs": False, "stream": False, "log_metrics": True}
+    smg |= {"background": False, "no_logs": False, "return_bytes": False, "return_entropy": False}
+    accepted = {**smg, "text": "hi", "sampling_params": GREEDY, "image_data": None, "return_hidden_states": False}
     assert _generate(stack, {**accepted, "data_parallel_rank": 0})["meta_info"]["completion_tokens"] == 3
 
 

@@ -44,6 +44,11 @@ def test_one_prompt_maps_sglangs_sampling_names():
     assert typed.logprobs == 0 and not typed.HasField("prompt_logprobs") and prompt.logprob_start_len == -1
 
 
+def test_smgs_unnamed_model_names_none_and_a_name_goes_to_render():
+    assert _parse({"text": "hi", "model": "unknown"}).prompts[0].typed.model == ""
+    assert _parse({"text": "hi", "model": "smol"}).prompts[0].typed.model == "smol"
+
+
 def test_max_new_tokens_defaults_to_128_and_null_is_the_context():
     assert _parse({"text": "hi"}).prompts[0].typed.max_tokens == 128
     assert (
