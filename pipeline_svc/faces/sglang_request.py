@@ -12,8 +12,9 @@ sampling_params) makes a batch of prompts x n answers, prompt-major. `sampling_p
 for the logprob ones, as SGLang). A string `rid` names a batch's answers `<rid>_<i>`.
 
 Differences from SGLang, each a 400 rather than a guess: `text` and `input_ids` together (SGLang reads `text`),
-an empty batch, `max_new_tokens: 0` (a prefill-only request: we generate at least one token), and
-`sampling_params` given as a list whose length is not the batch's.
+an empty batch, `max_new_tokens: 0` (a prefill-only request: we generate at least one token),
+`sampling_params` given as a list whose length is not the batch's, and more than 128 answers (prompts x n, the
+completion route's TOO_MANY_CHOICES bound).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.openai_body_rules import parse_typed
 from scaleout_common.reasons import Reason, fail
+from scaleout_common.sampling_rules import check_choices
 
 MAX_NEW_TOKENS_DEFAULT = 128  # SGLang's SamplingParams.max_new_tokens; null: up to the context, as SGLang
 
@@ -306,6 +308,8 @@ def parse(body: bytes) -> GenerateBody:
     if len(ns) > 1:
         raise invalid("sampling_params", "must ask the same n of every prompt")
     n = ns.pop()
+    # prompts x n answers, bounded before anything is built for them (render bounds each prompt's n the same way)
+    check_choices(count, n, "text" if data.get("text") is not None else "input_ids")
     logprob = _per_prompt(data, "return_logprob", count, n, False, lambda v: isinstance(v, bool), "a boolean")
     start = _per_prompt(data, "logprob_start_len", count, n, -1, _int, "an integer")
     top = _per_prompt(data, "top_logprobs_num", count, n, 0, _int, "an integer")

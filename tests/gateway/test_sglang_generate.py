@@ -107,6 +107,7 @@ def test_finish_reasons_are_sglangs(stack):
 def test_stream_is_sse_with_cumulative_answers_and_done(stack):
     answer = post(stack, "/generate", {"text": COUNT, "sampling_params": GREEDY, "stream": True})
     assert answer.status_code == 200 and answer.text.endswith("data: [DONE]\n\n")
+    assert answer.headers["cache-control"] == "no-cache"
     events = sse_events(answer)
     assert [e["output_ids"] for e in events] == [events[-1]["output_ids"][: i + 1] for i in range(3)]
     assert events[-1]["text"] == " 4," and events[-1]["meta_info"]["finish_reason"]["type"] == "length"

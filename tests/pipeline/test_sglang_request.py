@@ -82,6 +82,8 @@ def test_batches_and_n_expand_as_sglang():
         ({"text": "a", "sampling_params": {"bogus": 1}}, "sampling_params.bogus"),
         ({"text": "a", "routed_dp_rank": 1}, "routed_dp_rank"),
         ({"text": "a", "log_metrics": False}, "log_metrics"),
+        ({"text": "a", "sampling_params": {"n": 10**9}}, "text"),
+        ({"input_ids": [[1]] * 100, "sampling_params": {"n": 2}}, "input_ids"),
     ],
 )
 def test_bad_bodies_are_refused_naming_the_field(body, field):
