@@ -26,7 +26,7 @@ from google.api import httpbody_pb2
 
 from pipeline_svc.client_fields import named
 from pipeline_svc.faces.sglang_output import PromptRun, TokenTexts
-from pipeline_svc.faces.sglang_request import SAMPLING, GenerateBody, parse
+from pipeline_svc.faces.sglang_request import RENDER_FIELDS, GenerateBody, parse
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.openai_service import DONE, data_event, merged
 from pipeline_svc.shaped_route import json_body
@@ -36,13 +36,6 @@ from scaleout_common.openai_errors import error_object
 
 # Where an engine error's structured-output constraint came from, in SGLang's body (client_fields.named).
 CONSTRAINTS = tuple(f"sampling_params.{name}" for name in ("json_schema", "regex", "ebnf", "structural_tag"))
-# A typed completion field -> the SGLang field it came from (for render's errors).
-RENDER_FIELDS = {
-    **{next(iter(mapped(1))): f"sampling_params.{name}" for name, (_, _, mapped) in SAMPLING.items()},
-    "logprobs": "top_logprobs_num",
-    "prompt_logprobs": "top_logprobs_num",
-    "prompt": "text",
-}
 PROMPT_FIELD = re.compile(r"\b(prompts|prompt_token_ids)\[0\](\.token_ids)?")
 WORDS = {"'max_tokens'": "'max_new_tokens'", "min_tokens": "min_new_tokens", "logprobs must": "top_logprobs_num must"}
 

@@ -95,6 +95,16 @@ SAMPLING_DEFAULT_ONLY = {
     "stop_regex": ((None, [], ""), "is not served: stop strings (`stop`) are"),
 }
 
+# A typed completion field -> the SGLang field it came from (to name it in errors).
+RENDER_FIELDS = {
+    **{next(iter(mapped(1))): f"sampling_params.{name}" for name, (_, _, mapped) in SAMPLING.items()},
+    "logprobs": "top_logprobs_num",
+    "prompt_logprobs": "top_logprobs_num",
+    "prompt": "text",
+    "prompts": "text",
+    "prompt_token_ids": "input_ids",
+}
+
 # Top-level fields read by the route itself (the prompts, the batch, the answer's shape).
 TOP_LEVEL = (
     "text",
@@ -336,7 +346,11 @@ def parse(body: bytes) -> GenerateBody:
             if start[i] >= 0:
                 fields["prompt_logprobs"] = top[i]
         answers = [rids[i]] if n == 1 else [f"{rids[i]}_{j}" for j in range(n)]
-        typed = parse_typed(fields, render_pb2.RenderCompletionRequest())
+        try:
+            typed = parse_typed(fields, render_pb2.RenderCompletionRequest())
+        except ServiceError as error:
+            error.violations = [(RENDER_FIELDS.get(field, field), why) for field, why in error.violations]
+            raise
         prompts.append(Prompt(typed, answers, logprob[i], start[i] if logprob[i] else -1, top[i] if logprob[i] else 0))
     stream = _flag(data, "stream")
     return GenerateBody(

@@ -83,6 +83,7 @@ def test_batches_and_n_expand_as_sglang():
         ({"text": "a", "routed_dp_rank": 1}, "routed_dp_rank"),
         ({"text": "a", "log_metrics": False}, "log_metrics"),
         ({"text": "a", "sampling_params": {"n": 10**9}}, "text"),
+        ({"text": "a", "sampling_params": {"logit_bias": {"9" * 30: 1}}}, "sampling_params.logit_bias"),
         ({"input_ids": [[1]] * 100, "sampling_params": {"n": 2}}, "input_ids"),
     ],
 )
