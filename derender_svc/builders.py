@@ -91,6 +91,27 @@ def completion_logprobs(
     )
 
 
+def prompt_positions(
+    ids: list[int], rendered: list[RenderedLogprob], scored: common_pb2.TokenLogprobs
+) -> list[derender_pb2.PromptPositionLogprobs]:
+    """vLLM's prompt logprobs of prompt tokens 1..N-1: each position's own token (its rank in the distribution)
+    first, then its rendered alternatives (rank = their place, most likely first) other than it."""
+    out = []
+    for i, (token_id, row) in enumerate(zip(ids, rendered)):
+        position = derender_pb2.PromptPositionLogprobs(
+            token_ids=[token_id], logprobs=[row.logprob], ranks=[scored.ranks[i]], decoded_tokens=[row.token]
+        )
+        alternatives = scored.top[i].token_ids if i < len(scored.top) else []
+        for rank, (alt_id, alt) in enumerate(zip(alternatives, row.top), start=1):
+            if alt_id != token_id:
+                position.token_ids.append(alt_id)
+                position.logprobs.append(alt.logprob)
+                position.ranks.append(rank)
+                position.decoded_tokens.append(alt.token)
+        out.append(position)
+    return out
+
+
 def _with_sampled(row: RenderedLogprob) -> list[derender_pb2.ChatTopLogprob]:
     """A completion token's alternatives lead with the token itself: OpenAI's legacy completions always return the
     sampled token's logprob, so up to `logprobs + 1` entries (vLLM's too; chat's `top_logprobs` do not)."""
@@ -156,9 +177,11 @@ def completion(
     usage,
     flat_base: int = 0,
     echo_logprobs: list[RenderedLogprob] | None = None,
+    prompt_logprobs: list[derender_pb2.PromptPositionLogprobs] | None = None,
 ) -> derender_pb2.Completion:
     """A completion chunk, or (with accumulated deltas) the whole completion; the echo goes first, and with
-    `echo_logprobs` (echo with logprobs) so do its tokens' logprobs."""
+    `echo_logprobs` (echo with logprobs) so do its tokens' logprobs. `prompt_logprobs` (vLLM's) go on each
+    choice's first answer."""
     out = derender_pb2.Completion(
         id=meta.id, object="text_completion", created=meta.created, model=meta.model, usage=usage
     )
@@ -173,5 +196,7 @@ def completion(
         _set_stop_reason(choice, delta)
         if delta.first and meta.prompt_token_ids is not None:  # vLLM: on each choice, a stream's first chunk of it
             choice.prompt_token_ids.extend(meta.prompt_token_ids)
+        if delta.first and prompt_logprobs is not None:
+            choice.prompt_logprobs.extend(prompt_logprobs)
         choice.token_ids.extend(delta.token_ids or ())
     return out

@@ -41,6 +41,7 @@ class ChoiceConfig:
     force_content: bool = False  # chat_template_kwargs.force_nonempty_content (nonempty.py)
     reasoning_unforced: bool = False  # the template kwargs turned a forced family's thinking off (nonempty.py)
     return_token_ids: bool = False  # each delta carries the ids it counts (vLLM's return_token_ids)
+    tokens_as_ids: bool = False  # logprobs name tokens `token_id:<id>` (vLLM's return_tokens_as_token_ids)
 
 
 @dataclass
@@ -103,7 +104,11 @@ class ChoiceProcessor:
         self.stop = StopMatcher(list(config.stop), config.include_stop, stop["h"], stop["m"])
         logprobs = state.get("l") or {"b": "", "o": 0}
         self.logprobs = LogprobRenderer(
-            info.token_bytes, config.top_logprobs or 0, bytes.fromhex(logprobs["b"]), logprobs["o"]
+            info.token_bytes,
+            config.top_logprobs or 0,
+            bytes.fromhex(logprobs["b"]),
+            logprobs["o"],
+            config.tokens_as_ids,
         )
         self.held_reasoning = state.get("w", "")  # REASONING_DELIVERY_WHOLE: the reasoning not sent yet
         if not isinstance(self.held_reasoning, str):

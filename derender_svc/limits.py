@@ -43,15 +43,13 @@ def check_context(
             Reason.TOKENIZER_MISMATCH,
             f"rendered for tokenizer {context.tokenizer_fingerprint}, this server has {fingerprint}",
         )
-    if context.HasField("top_logprobs"):
-        if context.top_logprobs < 0:
-            raise fail(Reason.INVALID_SAMPLING_PARAM, "top_logprobs must be >= 0", "context.top_logprobs")
-        if context.top_logprobs > limits.max_top_logprobs:
-            raise fail(
-                Reason.INVALID_SAMPLING_PARAM,
-                f"top_logprobs is at most {limits.max_top_logprobs}",
-                "context.top_logprobs",
-            )
+    for name in ("top_logprobs", "prompt_logprobs"):
+        if not context.HasField(name):
+            continue
+        if getattr(context, name) < 0:
+            raise fail(Reason.INVALID_SAMPLING_PARAM, f"{name} must be >= 0", f"context.{name}")
+        if getattr(context, name) > limits.max_top_logprobs:
+            raise fail(Reason.INVALID_SAMPLING_PARAM, f"{name} is at most {limits.max_top_logprobs}", f"context.{name}")
     if context.n < 0 or context.n > limits.max_choices:
         raise fail(Reason.TOO_MANY_CHOICES, f"n is at most {limits.max_choices}", "context.n")
     if len(context.stop) > limits.max_stop_strings or any(len(s) > limits.max_stop_chars for s in context.stop):
@@ -114,7 +112,11 @@ def check_engine_output(message: engine_pb2.GenerateResponse, limits: Limits, vo
 
 
 def _check_logprobs(logprobs, count: int, vocab_size: int, field: str) -> None:
-    if (logprobs.logprobs and len(logprobs.logprobs) != count) or len(logprobs.top) > count:
+    if (
+        (logprobs.logprobs and len(logprobs.logprobs) != count)
+        or (logprobs.ranks and len(logprobs.ranks) != count)
+        or len(logprobs.top) > count
+    ):
         raise fail(Reason.LOGPROBS_MISMATCH, "logprobs must be parallel to token_ids", field)
     for top in logprobs.top:
         if len(top.token_ids) != len(top.logprobs):

@@ -1,6 +1,7 @@
-"""Logprob rendering: each token's text with partial UTF-8 repaired from the preceding sampled tokens,
-its raw bytes, and the ordered top-k alternatives. A logprob is at least -9999.0, as vLLM prints it: JSON has no
--inf, which a token cut by top-k or a grammar has (the engine's processed logprobs mode)."""
+"""Logprob rendering: each token's text with partial UTF-8 repaired from the preceding sampled tokens (or, with
+vLLM's `return_tokens_as_token_ids`, `token_id:<id>` in its place), its raw bytes, and the ordered top-k
+alternatives. A logprob is at least -9999.0, as vLLM prints it: JSON has no -inf, which a token cut by top-k or a
+grammar has (the engine's processed logprobs mode)."""
 
 from __future__ import annotations
 
@@ -52,10 +53,18 @@ class RenderedLogprob:
     offset: int = 0  # position of the token in the text (completion logprobs)
 
 
+def token_id_text(token_id: int) -> str:
+    """vLLM's placeholder for a token under `return_tokens_as_token_ids`."""
+    return f"token_id:{token_id}"
+
+
 class LogprobRenderer:
-    def __init__(self, token_bytes: list[bytes], top_k: int, partial: bytes = b"", offset: int = 0):
+    def __init__(
+        self, token_bytes: list[bytes], top_k: int, partial: bytes = b"", offset: int = 0, as_ids: bool = False
+    ):
         self._token_bytes = token_bytes
         self.top_k = top_k
+        self.as_ids = as_ids  # tokens shown as `token_id:<id>` (their bytes stay their own)
         self.partial = partial  # unfinished character carried over from earlier sampled tokens
         self.offset = offset  # characters completed by the tokens so far (completion text_offset)
 
@@ -69,8 +78,9 @@ class LogprobRenderer:
                 alternatives = logprobs.top[i]
                 for alt_id, alt_logprob in list(zip(alternatives.token_ids, alternatives.logprobs))[: self.top_k]:
                     alt = self._token_bytes[alt_id]
-                    top.append(RenderedAlternative(_show(self.partial, alt), max(alt_logprob, FLOOR), alt))
-            shown = _show(self.partial, own)
+                    alt_shown = token_id_text(alt_id) if self.as_ids else _show(self.partial, alt)
+                    top.append(RenderedAlternative(alt_shown, max(alt_logprob, FLOOR), alt))
+            shown = token_id_text(token_id) if self.as_ids else _show(self.partial, own)
             complete, self.partial = split_incomplete_utf8(self.partial + own)
             out.append(RenderedLogprob(shown, max(logprobs.logprobs[i], FLOOR), own, top, self.offset))
             self.offset += len(complete.decode("utf-8", "replace"))

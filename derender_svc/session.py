@@ -89,6 +89,7 @@ def resolve_config(
         force_content=force_content(context.chat_template_kwargs, reasoning),
         reasoning_unforced=unforced(context.chat_template_kwargs, reasoning),
         return_token_ids=context.return_token_ids,
+        tokens_as_ids=context.return_tokens_as_token_ids,
     )
 
 
@@ -119,6 +120,7 @@ class Session:
             tuple(context.prompt_token_ids) if context.return_token_ids else None,
         )
         self.echo_logprobs: list[RenderedLogprob] | None = None  # echo with logprobs: the prompt's, once scored
+        self.prompt_logprobs: list[derender_pb2.PromptPositionLogprobs] | None = None  # vLLM's, once scored
         self.prompt_tokens = context.num_prompt_tokens or state.get("p", 0)
         self.cached_tokens = state.get("k", 0)
         self.done = state.get("z", False)
@@ -147,6 +149,8 @@ class Session:
             self.cached_tokens = self.cached_tokens or message.prompt.cached_tokens
             if self._echo_scored():
                 self.echo_logprobs = self._score_echo(message.prompt.logprobs)
+            if self.context.HasField("prompt_logprobs") and self.endpoint == derender_pb2.ENDPOINT_COMPLETION:
+                self.prompt_logprobs = self._prompt_positions(message.prompt.logprobs)
         if message.HasField("usage"):
             self.prompt_tokens = self.prompt_tokens or message.usage.prompt_tokens
             self.cached_tokens = self.cached_tokens or message.usage.cached_tokens
@@ -175,9 +179,8 @@ class Session:
             and self.config.top_logprobs is not None
         )
 
-    def _score_echo(self, scored: common_pb2.TokenLogprobs) -> list[RenderedLogprob]:
-        """The echoed prompt's tokens with the engine's logprobs for all but the first, which has none (it rides on
-        the engine's first message, with every choice's first tokens)."""
+    def _scored_prompt(self, scored: common_pb2.TokenLogprobs) -> list[int]:
+        """The prompt's ids, once the engine's logprobs are checked to cover all but the first (which has none)."""
         ids = list(self.context.prompt_token_ids)
         if len(scored.logprobs) != len(ids) - 1:
             raise fail(
@@ -186,12 +189,31 @@ class Session:
                 f"(got {len(scored.logprobs)})",
                 "engine_output.prompt.logprobs",
             )
-        renderer = LogprobRenderer(self.defaults.info.token_bytes, self.config.top_logprobs or 0)
+        return ids
+
+    def _score_echo(self, scored: common_pb2.TokenLogprobs) -> list[RenderedLogprob]:
+        """The echoed prompt's tokens with the engine's logprobs for all but the first, which has none (it rides on
+        the engine's first message, with every choice's first tokens)."""
+        ids = self._scored_prompt(scored)
+        renderer = LogprobRenderer(
+            self.defaults.info.token_bytes, self.config.top_logprobs or 0, as_ids=self.config.tokens_as_ids
+        )
         return renderer.render(ids[:1], common_pb2.TokenLogprobs(logprobs=[0.0])) + renderer.render(ids[1:], scored)
+
+    def _prompt_positions(self, scored: common_pb2.TokenLogprobs) -> list[derender_pb2.PromptPositionLogprobs]:
+        """vLLM's `prompt_logprobs`: the first token's empty, then each position's token and its alternatives."""
+        ids = self._scored_prompt(scored)
+        if len(scored.ranks) != len(scored.logprobs):
+            raise fail(Reason.LOGPROBS_MISMATCH, "the prompt's logprobs need their ranks", "engine_output.prompt.ranks")
+        renderer = LogprobRenderer(self.defaults.info.token_bytes, self.context.prompt_logprobs)
+        renderer.render(ids[:1], common_pb2.TokenLogprobs(logprobs=[0.0]))  # its bytes lead into the second's text
+        return [derender_pb2.PromptPositionLogprobs()] + builders.prompt_positions(
+            ids[1:], renderer.render(ids[1:], scored), scored
+        )
 
     def completion(self, deltas: list[ChoiceDelta], usage, flat_base: int | None = None) -> derender_pb2.Completion:
         base = self.flat_base() if flat_base is None else flat_base
-        return builders.completion(self.meta, deltas, usage, base, self.echo_logprobs)
+        return builders.completion(self.meta, deltas, usage, base, self.echo_logprobs, self.prompt_logprobs)
 
     def _engine_can_stop(self) -> bool:
         """True once: every choice is done here and a stop string (which the engine cannot see) ended one."""

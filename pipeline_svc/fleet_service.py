@@ -61,6 +61,11 @@ class FleetOperations(fleet_pb2_grpc.FleetServiceServicer):
                 )
         return [a.response for a in answers]
 
+    async def replica_count(self) -> int:
+        """The engine replicas the hosts resolve to now (no call reaches them)."""
+        replicas, _ = await self.fleet.replicas()
+        return len(replicas)
+
     async def loads(self, context) -> fleet_pb2.GetLoadsResponse:
         request = engine_pb2.GetLoadRequest()
         answers = await self._each(context, "GetLoads", engine_pb2_grpc.EngineServiceStub, "GetLoad", request)

@@ -15,6 +15,8 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 - vLLM's `kv_transfer_params` (disaggregated prefill and decode, as vllm-router's P/D mode sends them) go to
   the engine, which maps them (engine_svc/serving/kv_transfer/vllm_params.py); a prefill step's answer is
   unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt;
+- vLLM's `return_tokens_as_token_ids` names logprobs' tokens `token_id:<id>`; its `prompt_logprobs` are
+  printed on each unary completion choice (refused on chat and with `stream: true`, as vLLM refuses a stream);
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, SGLang's `regex` / `ebnf` / (completions) `json_schema`, `tool_choice`
   "required" or a named function; schemas travel to render as
@@ -45,7 +47,6 @@ from scaleout_common.reasons import Reason, fail
 REFUSED = {
     "return_prompt_text": "is a render-only option; call /v1/chat/completions/render",
     "return_token_offsets": "is a render-only option; call /v1/chat/completions/render",
-    "prompt_logprobs": "is not returned by the one-hop routes; use /inference/v1/generate",
     "suffix": "is not supported: the default model has no fill-in-the-middle template",
     # vLLM's guided decoding fields, which vLLM removed: the same constraints under the names that replaced them
     **{
@@ -175,6 +176,8 @@ def _kv_transfer(out: dict, stream: bool, prompts: int = 1) -> None:
 
 def chat_request(body: bytes) -> OpenAIRequest:
     data, identity = _load(body), {}
+    if "prompt_logprobs" in data:
+        raise _unsupported("prompt_logprobs", "is returned by /v1/completions, not the one-hop chat route")
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
     _reasoning_effort(data)
     if data.get("metadata") is not None:
@@ -199,6 +202,8 @@ def completion_request(body: bytes) -> OpenAIRequest:
     known |= {"prompt", "best_of"}
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
+    if stream and "prompt_logprobs" in out:
+        raise _unsupported("prompt_logprobs", "is not available with `stream: true` (as in vLLM)")
     best_of = out.pop("best_of", None)
     if best_of is not None and best_of != out.get("n", 1):
         raise _unsupported("best_of", "other than n is not supported (vLLM's V1 engine dropped it too)")

@@ -9,7 +9,8 @@ names the EOS token id. Reasoning is printed as `reasoning`
 (vLLM's name) and `reasoning_content` (its older name). With vLLM's `return_token_ids` (`token_ids=True` here)
 every choice has `token_ids` (a chunk's: the ids it adds) and the prompt's ids are `prompt_token_ids`: on a chat
 response, on the chunk that starts a chat choice, on each completion choice (a stream: on its first chunk). A
-unary answer prints them and `prompt_logprobs` null otherwise, where vLLM's response model has them.
+unary answer prints them and `prompt_logprobs` (vLLM's, when asked for) null otherwise, where vLLM's response
+model has them.
 """
 
 from __future__ import annotations
@@ -157,8 +158,8 @@ def completion(
         choice |= _stops(c)
         if c.HasField("reasoning_content"):
             choice["reasoning"] = choice["reasoning_content"] = c.reasoning_content
-        if not streamed:  # vLLM's response choice prints these null when not asked for (the one-hop never scores)
-            choice |= {"token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None}
+        if not streamed:  # vLLM's response choice prints these null when not asked for
+            choice |= {"token_ids": None, "prompt_logprobs": _prompt_logprobs(c), "prompt_token_ids": None}
         choices.append(choice | _prompt_token_ids(c, token_ids, streamed) | _token_ids(c, token_ids))
     out = _head(message, "text_completion") | {"choices": choices}
     if streamed:
@@ -178,6 +179,20 @@ def _completion_logprobs(choice) -> dict | None:
         + [{e.token: e.logprob for e in t.entries} for t in lp.top_logprobs[lp.unscored_tokens :]],
         "text_offset": list(lp.text_offset),
     }
+
+
+def _prompt_logprobs(choice) -> list | None:
+    """vLLM's `prompt_logprobs`: per prompt token null (the first) or {token id: {logprob, rank, decoded_token}}."""
+    if not choice.prompt_logprobs:
+        return None
+    return [
+        {
+            str(token_id): {"logprob": logprob, "rank": rank, "decoded_token": text}
+            for token_id, logprob, rank, text in zip(p.token_ids, p.logprobs, p.ranks, p.decoded_tokens)
+        }
+        or None
+        for p in choice.prompt_logprobs
+    ]
 
 
 def _head(message, kind: str) -> dict:

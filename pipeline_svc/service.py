@@ -86,7 +86,7 @@ class PipelineService:
         fleet = FleetOperations(self.fleet)
         fleet_pb2_grpc.add_FleetServiceServicer_to_server(fleet, server)
         sglang_server_pb2_grpc.add_SGLangServerServiceServicer_to_server(SGLangServer(self.hops, fleet), server)
-        vllm_server_pb2_grpc.add_VllmServerServiceServicer_to_server(VllmServer(fleet, openai), server)
+        vllm_server_pb2_grpc.add_VllmServerServiceServicer_to_server(VllmServer(fleet, openai, self.hops), server)
 
     def listening(self, port: int) -> None:
         self.stored.listening(self.args.host, port)

@@ -94,8 +94,10 @@ def render_completion(
             text or "",
             index,
         )
-        if echo_logprobs and not request.return_token_ids:  # fill() gave them already
-            item.derender_context.prompt_token_ids.extend(ids)
+        if request.HasField("prompt_logprobs"):  # vLLM's: each choice carries the prompt's logprobs
+            item.derender_context.prompt_logprobs = params.prompt_logprobs
+        if (echo_logprobs or request.HasField("prompt_logprobs")) and not request.return_token_ids:
+            item.derender_context.prompt_token_ids.extend(ids)  # fill() gave them already with return_token_ids
         if request.return_prompt_text:
             item.prompt_text = text
         if offsets is not None:

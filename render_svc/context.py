@@ -66,6 +66,7 @@ def fill(
     context.prompt_index = prompt_index
     context.n = n
     context.return_token_ids = request.return_token_ids
+    context.return_tokens_as_token_ids = request.return_tokens_as_token_ids
     if request.return_token_ids:
         context.prompt_token_ids.extend(prompt_ids)
     if top_logprobs is not None:

@@ -126,6 +126,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             kv_role=self.service.kv.role,
             kv_layout=self.service.kv.layout if self.service.kv.engine is not None else None,
             weight_version=self.engine.weight_version,
+            weight_transfer_backend=self.service.args.weight_transfer_backend,
         )
 
     async def GetLoad(self, request, context):

@@ -9,7 +9,7 @@ are SGLang's own values for a server without them.
 
 Held against SMG 1.13 (its binary, run against a recording server: it asks `/loads?model=` first, falls back to
 `/v1/loads?include=core,disagg,queues,memory`, and reads `/server_info` then `/get_server_info`, `/model_info`
-then `/get_model_info`) and SGLang's http_server.py and v1_loads (sections, `dp_rank`, 400 for a bad section).
+then `/get_model_info`; `/server_info` is vLLM's route too, served by vllm_server_info.py with these fields in it) and SGLang's http_server.py and v1_loads (sections, `dp_rank`, 400 for a bad section).
 """
 
 from __future__ import annotations
@@ -164,27 +164,32 @@ def loads_body(engines: list[fleet_pb2.EngineLoad], wanted: list[str], dp_rank: 
     return body
 
 
+async def served_model(hops: Hops, context) -> tuple[Card, Info]:
+    """The served model's card (its first name) and an engine's model info."""
+    models = await hops.render.ListModels(render_pb2.ListModelsRequest(), timeout=context.time_remaining())
+    info = await hops.engine.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=context.time_remaining())
+    return models.data[0], info
+
+
+def server_info(card: Card, info: Info) -> dict:
+    """SGLang's `/get_server_info` body (also part of vLLM's `/server_info`: vllm_server_info.py)."""
+    return {name: value(card, info) for name, value in SERVER_INFO.items()}
+
+
 class SGLangServer(sglang_server_pb2_grpc.SGLangServerServiceServicer):
     def __init__(self, hops: Hops, fleet: FleetOperations):
         self.hops = hops
         self.fleet = fleet
         self.generate = SGLangGenerate(hops)
 
-    async def _model(self, context) -> tuple[Card, Info]:
-        """The served model's card (its first name) and an engine's model info."""
-        models = await self.hops.render.ListModels(render_pb2.ListModelsRequest(), timeout=context.time_remaining())
-        info = await self.hops.engine.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=context.time_remaining())
-        return models.data[0], info
-
     @rpc_errors_typed
     async def GetModelInfo(self, request, context):
-        card, info = await self._model(context)
+        card, info = await served_model(self.hops, context)
         return json_body({name: value(card, info) for name, value in MODEL_INFO.items()})
 
     @rpc_errors_typed
     async def GetServerInfo(self, request, context):
-        card, info = await self._model(context)
-        return json_body({name: value(card, info) for name, value in SERVER_INFO.items()})
+        return json_body(server_info(*await served_model(self.hops, context)))
 
     @rpc_errors_typed
     async def HealthGenerate(self, request, context):

@@ -3,7 +3,7 @@
 `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are those that need
 the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/load` (`server_load`),
 `/reset_prefix_cache` and `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per
-data-parallel rank), and those served by the one-hop routes: SageMaker's `/invocations` (the body's shape picks
+data-parallel rank), `/server_info` (vllm_server_info.py: vLLM's config and SGLang's fields in one object), and those served by the one-hop routes: SageMaker's `/invocations` (the body's shape picks
 chat or completions, as vLLM's serve/sagemaker does) and `/v1/chat/completions/batch` (vllm_batch_chat.py); its
 RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are vllm_rl.py's.
 Held against vllm-router 0.1.17 (its binary, run against a recording server: `GET /get_load`, `load` read as an
@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pipeline_svc.faces.sglang_server import served_model
 from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_rl import VllmRl
+from pipeline_svc.faces.vllm_server_info import server_info_body
 from pipeline_svc.fleet_service import FleetOperations
+from pipeline_svc.hops import Hops, rpc_errors_typed
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import fleet_pb2, kv_events_pb2, vllm_server_pb2_grpc
@@ -71,9 +74,16 @@ def kv_event_sources(sources: list[tuple[str, kv_events_pb2.KvEventSource]]) -> 
 
 
 class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
-    def __init__(self, fleet: FleetOperations, openai: OpenAIFrontDoor):
+    def __init__(self, fleet: FleetOperations, openai: OpenAIFrontDoor, hops: Hops):
         self.fleet = fleet
         self.openai = openai
+        self.hops = hops
+
+    @rpc_errors_typed
+    async def GetServerInfo(self, request, context):
+        card, info = await served_model(self.hops, context)
+        replicas = await self.fleet.replica_count()
+        return json_body(server_info_body(card, info, replicas, request.config_format))
 
     async def GetLoad(self, request, context):
         engines = await self.fleet.answered_loads(context)

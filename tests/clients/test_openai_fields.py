@@ -479,6 +479,22 @@ def test_the_request_policy_names_a_malformed_field(field, value):
     assert [f for f, _ in caught.value.violations] == [field]
 
 
+def test_vllms_prompt_logprobs_and_tokens_as_token_ids_in_the_policy():
+    """vLLM's `prompt_logprobs` on a unary completion (refused on chat and streamed, as vLLM refuses a stream), and
+    `return_tokens_as_token_ids` on both routes, reach the typed request (TRL's VLLMClient sends both)."""
+    ids = {"return_tokens_as_token_ids": True}
+    typed = openai_request.completion_request(json.dumps({"prompt": [[1, 2]], "prompt_logprobs": 3, **ids}).encode())
+    assert typed.typed.prompt_logprobs == 3 and typed.typed.return_tokens_as_token_ids
+    assert openai_request.chat_request(json.dumps({"messages": COUNT, **ids}).encode()).typed.return_tokens_as_token_ids
+    for route, body in (
+        (openai_request.chat_request, {"messages": COUNT, "prompt_logprobs": 1}),
+        (openai_request.completion_request, {"prompt": "a", "prompt_logprobs": 1, "stream": True}),
+    ):
+        with pytest.raises(ServiceError) as caught:
+            route(json.dumps(body).encode())
+        assert caught.value.reason == "UNSUPPORTED_FIELD" and caught.value.violations[0][0] == "prompt_logprobs"
+
+
 def test_metadata_goes_on_the_trace():
     parsed = openai_request.chat_request(json.dumps({"messages": COUNT, "metadata": {"team": "search"}}).encode())
     assert parsed.identity == {"metadata.team": "search"}

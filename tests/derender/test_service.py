@@ -151,6 +151,42 @@ async def test_echo_with_logprobs_scores_the_prompt_first(stub, hf_tokenizer):
     assert ServiceError.from_rpc_error(caught.value).reason == "LOGPROBS_MISMATCH"
 
 
+async def test_vllms_prompt_logprobs_and_tokens_as_token_ids(stub, hf_tokenizer):
+    """vLLM's `prompt_logprobs` on each choice (the prompt's own token with its rank, then the alternatives other
+    than it) and `return_tokens_as_token_ids` naming the output's tokens and alternatives by id."""
+    prompt_ids = hf_tokenizer.encode("Say hi", add_special_tokens=False)
+    context = derender_pb2.DerenderContext(
+        id="cmpl-p",
+        endpoint=derender_pb2.ENDPOINT_COMPLETION,
+        top_logprobs=1,
+        prompt_logprobs=2,
+        return_tokens_as_token_ids=True,
+    )
+    context.prompt_token_ids.extend(prompt_ids)
+    output = hf_tokenizer.encode(" there", add_special_tokens=False)
+    results = engine_messages([output], logprobs=True)
+    scored = results[0].prompt.logprobs
+    scored.logprobs.extend([-1.5] * (len(prompt_ids) - 1))
+    scored.ranks.extend([2] * (len(prompt_ids) - 1))
+    for token_id in prompt_ids[1:]:
+        scored.top.add(token_ids=[7, token_id], logprobs=[-0.5, -1.5])
+    prompt = derender_pb2.CompletionResult(context=context, results=results)
+    choice = (await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(prompts=[prompt]))).choices[0]
+    assert list(choice.logprobs.tokens) == [f"token_id:{t}" for t in output]
+    assert choice.logprobs.top_logprobs[0].entries[0].token == f"token_id:{output[0]}"
+    first, *positions = choice.prompt_logprobs
+    assert not first.token_ids and len(positions) == len(prompt_ids) - 1
+    for token_id, position in zip(prompt_ids[1:], positions):
+        assert list(position.token_ids) == [token_id, 7] and list(position.ranks) == [2, 1]
+        assert list(position.logprobs) == [-1.5, -0.5]
+        assert position.decoded_tokens[1] == hf_tokenizer.decode([7])  # text: as vLLM's decoded_token
+    del scored.ranks[:]  # ranks are what vLLM's prompt logprobs carry: refused without them
+    prompt = derender_pb2.CompletionResult(context=context, results=results)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.DerenderCompletion(derender_pb2.DerenderCompletionRequest(prompts=[prompt]))
+    assert ServiceError.from_rpc_error(caught.value).reason == "LOGPROBS_MISMATCH"
+
+
 async def test_engine_error_ends_stream_in_band(stub, hf_tokenizer):
     context = derender_pb2.DerenderContext(id="chatcmpl-err")
     error = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="kv cache full")

@@ -51,6 +51,9 @@ def test_sglang_model_and_server_info(fleet):
         server = _get(fleet, path).json()
         assert server["served_model_name"] == model_id and server["version"] == VERSION
         assert server["context_length"] > 0 and server["page_size"] > 0 and server["max_total_num_tokens"] > 0
+    # vLLM's `/server_info` is the same object with its config beside: each engine replica a data-parallel rank.
+    vllm = _get(fleet, "/server_info?config_format=json").json()["vllm_config"]
+    assert vllm["parallel_config"]["data_parallel_size"] == 2 and vllm["model_config"]["served_model_name"] == model_id
 
 
 def test_health_generate_generates_one_token(fleet):

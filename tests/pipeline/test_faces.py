@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline_svc.faces import sglang_server, vllm_batch_chat, vllm_server
+from pipeline_svc.faces import sglang_server, vllm_batch_chat, vllm_server, vllm_server_info
 from scaleout.v1 import engine_pb2, fleet_pb2, render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.version import VERSION
@@ -124,6 +124,41 @@ def test_vllm_rows():
     assert {name: value([ENGINE, other]) for name, value in vllm_server.GET_LOAD.items()} == {"load": 10}
     assert {name: value(7) for name, value in vllm_server.RESET.items()} == {"success": True}
     assert {name: value([ENGINE, other]) for name, value in vllm_server.SERVER_LOAD.items()} == {"server_load": 10}
+
+
+def test_vllm_server_info_row_by_row_beside_sglangs_fields():
+    info = engine_pb2.GetModelInfoResponse()
+    info.CopyFrom(INFO)
+    info.logprobs_mode, info.device, info.weight_transfer_backend = "processed_logprobs", "cuda:0", "nccl"
+    body = vllm_server_info.server_info_body(CARD, info, 3, "json")
+    assert {k: v for k, v in body.items() if k not in ("vllm_config", "vllm_env")} == sglang_server.server_info(
+        CARD, info
+    )
+    assert body["vllm_env"] == {}
+    assert body["vllm_config"] == {
+        "model_config": {
+            "model": "/models/SmolLM2",
+            "tokenizer": "/models/SmolLM2",
+            "served_model_name": "smol",
+            "architectures": ["LlamaForCausalLM"],
+            "dtype": "bfloat16",
+            "max_model_len": 8192,
+            "quantization": None,
+            "logprobs_mode": "processed_logprobs",
+        },
+        "cache_config": {"block_size": 16, "cache_dtype": "auto", "num_gpu_blocks": 100},
+        "parallel_config": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 3},
+        "scheduler_config": {"max_num_seqs": 8, "max_model_len": 8192},
+        "device_config": {"device": "cuda:0"},
+        "weight_transfer_config": {"backend": "nccl"},
+        "lora_config": None,
+        "speculative_config": None,
+    }
+    text = vllm_server_info.server_info_body(CARD, info, 3, "")["vllm_config"]  # vLLM's default: text
+    assert text.startswith('model_config={"model": "/models/SmolLM2"') and "lora_config=null" in text
+    with pytest.raises(ServiceError) as refused:
+        vllm_server_info.server_info_body(CARD, info, 3, "yaml")
+    assert refused.value.violations[0][0] == "config_format"
 
 
 def test_vllm_batch_chat_merges_one_choice_per_conversation():

@@ -49,7 +49,7 @@ def answer(http: httpbody_pb2.HttpBody):
 @pytest.fixture
 def face():
     fleet = Fleet()
-    return VllmServer(fleet, None), fleet  # type: ignore[arg-type]
+    return VllmServer(fleet, None, None), fleet  # type: ignore[arg-type]
 
 
 async def test_init_info_maps_rank_offset_to_each_replicas_rank(face):

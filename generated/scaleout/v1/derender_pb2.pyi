@@ -68,7 +68,7 @@ class CheckReasoningResponse(_message.Message):
     def __init__(self, is_reasoning_end: _Optional[bool] = ..., content_token_ids: _Optional[_Iterable[int]] = ..., reasoning_tokens: _Optional[int] = ..., tokens: _Optional[_Union[_common_pb2.ReasoningTokens, _Mapping]] = ...) -> None: ...
 
 class DerenderContext(_message.Message):
-    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids", "reasoning_delivery", "return_token_ids")
+    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids", "reasoning_delivery", "return_token_ids", "return_tokens_as_token_ids", "prompt_logprobs")
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,8 @@ class DerenderContext(_message.Message):
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     REASONING_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    RETURN_TOKENS_AS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     endpoint: Endpoint
     model: str
     id: str
@@ -127,7 +129,9 @@ class DerenderContext(_message.Message):
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     reasoning_delivery: ReasoningDelivery
     return_token_ids: bool
-    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., reasoning_delivery: _Optional[_Union[ReasoningDelivery, str]] = ..., return_token_ids: _Optional[bool] = ...) -> None: ...
+    return_tokens_as_token_ids: bool
+    prompt_logprobs: int
+    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., reasoning_delivery: _Optional[_Union[ReasoningDelivery, str]] = ..., return_token_ids: _Optional[bool] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ...) -> None: ...
 
 class DerenderChatRequest(_message.Message):
     __slots__ = ("context", "results")
@@ -344,7 +348,7 @@ class Completion(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[CompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class CompletionChoice(_message.Message):
-    __slots__ = ("index", "text", "logprobs", "finish_reason", "stop_token_id", "stop_str", "reasoning_content", "prompt_token_ids", "token_ids", "end_token_id")
+    __slots__ = ("index", "text", "logprobs", "finish_reason", "stop_token_id", "stop_str", "reasoning_content", "prompt_token_ids", "token_ids", "end_token_id", "prompt_logprobs")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +359,7 @@ class CompletionChoice(_message.Message):
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     END_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     index: int
     text: str
     logprobs: CompletionLogprobs
@@ -365,7 +370,20 @@ class CompletionChoice(_message.Message):
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     end_token_id: int
-    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., token_ids: _Optional[_Iterable[int]] = ..., end_token_id: _Optional[int] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[PromptPositionLogprobs]
+    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogprobs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., token_ids: _Optional[_Iterable[int]] = ..., end_token_id: _Optional[int] = ..., prompt_logprobs: _Optional[_Iterable[_Union[PromptPositionLogprobs, _Mapping]]] = ...) -> None: ...
+
+class PromptPositionLogprobs(_message.Message):
+    __slots__ = ("token_ids", "logprobs", "ranks", "decoded_tokens")
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    DECODED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    logprobs: _containers.RepeatedScalarFieldContainer[float]
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    decoded_tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[float]] = ..., ranks: _Optional[_Iterable[int]] = ..., decoded_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CompletionLogprobs(_message.Message):
     __slots__ = ("tokens", "token_logprobs", "top_logprobs", "text_offset", "unscored_tokens")

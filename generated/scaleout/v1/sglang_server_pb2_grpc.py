@@ -86,7 +86,8 @@ class SGLangServerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetServerInfo(self, request, context):
-        """SGLang `GET /get_server_info` (and `/server_info`): the server's settings SMG and vllm-router read.
+        """SGLang `GET /get_server_info`: the server's settings SMG and vllm-router read. `/server_info`, which SMG asks
+        first, is VllmServerService.GetServerInfo: these fields and vLLM's config in one object.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

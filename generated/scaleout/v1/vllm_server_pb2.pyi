@@ -64,6 +64,12 @@ class VllmGetLoadRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class VllmServerInfoRequest(_message.Message):
+    __slots__ = ("config_format",)
+    CONFIG_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    config_format: str
+    def __init__(self, config_format: _Optional[str] = ...) -> None: ...
+
 class VllmGetServerLoadRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -49,6 +49,11 @@ class VllmServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetServerLoadRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.GetServerInfo = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/GetServerInfo',
+                request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmServerInfoRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.Invocations = channel.unary_stream(
                 '/scaleout.v1.VllmServerService/Invocations',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -185,6 +190,16 @@ class VllmServerServiceServicer:
         """vLLM's `GET /load` (its server-load tracking): `{"server_load": n}`, the requests in flight, counted as the
         sequences running and waiting on every engine replica (vLLM counts the requests its API server holds, and
         only with --enable-server-load-tracking: here the engines always count). Admin-scoped as GetLoad is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetServerInfo(self, request, context):
+        """vLLM's dev route `GET /server_info?config_format=text|json` (text by default), one object for both peers that
+        read this path: vLLM's `vllm_config` (its VllmConfig as a JSON tree, or that tree as one line of text) and
+        `vllm_env`, beside every field of SGLang's `/get_server_info` (SMG asks this path first). The config's sections
+        and fields are one table in pipeline_svc/faces/vllm_server.py; vLLM's `system_env` is not served.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -378,6 +393,11 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmGetServerLoadRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
+            'GetServerInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerInfo,
+                    request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmServerInfoRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
             'Invocations': grpc.unary_stream_rpc_method_handler(
                     servicer.Invocations,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
@@ -551,6 +571,33 @@ class VllmServerService:
             target,
             '/scaleout.v1.VllmServerService/GetServerLoad',
             scaleout_dot_v1_dot_vllm__server__pb2.VllmGetServerLoadRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/GetServerInfo',
+            scaleout_dot_v1_dot_vllm__server__pb2.VllmServerInfoRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
