@@ -42,6 +42,7 @@ class ChoiceConfig:
     reasoning_unforced: bool = False  # the template kwargs turned a forced family's thinking off (nonempty.py)
     return_token_ids: bool = False  # each delta carries the ids it counts (vLLM's return_token_ids)
     tokens_as_ids: bool = False  # logprobs name tokens `token_id:<id>` (vLLM's return_tokens_as_token_ids)
+    stop_regex: tuple[str, ...] = ()  # SGLang's stop_regex patterns
 
 
 @dataclass
@@ -101,7 +102,9 @@ class ChoiceProcessor:
             info.tokenizer, config.skip_special_tokens, detok["e"], detok["p"], join_added, detok["a"]
         )
         stop = state.get("s") or {"h": "", "m": None}
-        self.stop = StopMatcher(list(config.stop), config.include_stop, stop["h"], stop["m"])
+        self.stop = StopMatcher(
+            list(config.stop), config.include_stop, stop["h"], stop["m"], config.stop_regex, stop.get("r", "")
+        )
         logprobs = state.get("l") or {"b": "", "o": 0}
         self.logprobs = LogprobRenderer(
             info.token_bytes,
@@ -195,8 +198,8 @@ class ChoiceProcessor:
         return delta
 
     def _text(self, ids: list[int], final: bool) -> tuple[str, int]:
-        """(text safe to show, tokens used). With stop strings, token by token: the match ends at a token."""
-        if not self.stop.stops:
+        """(text safe to show, tokens used). With stop strings or patterns, token by token: the match ends at a token."""
+        if not self.stop.active:
             return self._detokenize(ids) + (self.detokenizer.flush() if final else ""), len(ids)
         text = []
         for used, token_id in enumerate(ids, 1):

@@ -9,7 +9,13 @@ import grpc
 
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common.reasons import Reason, fail
-from scaleout_common.sampling_rules import MAX_CHOICES, MAX_STOP_CHARS, MAX_STOP_STRINGS, check_token_ids
+from scaleout_common.sampling_rules import (
+    MAX_CHOICES,
+    MAX_STOP_CHARS,
+    MAX_STOP_STRINGS,
+    check_stop_regex,
+    check_token_ids,
+)
 
 MAX_STATUS_CODE = max(code.value[0] for code in grpc.StatusCode)
 
@@ -58,6 +64,7 @@ def check_context(
             f"at most {limits.max_stop_strings} stop strings of {limits.max_stop_chars} characters",
             "context.stop",
         )
+    check_stop_regex(context.stop_regex, "context.stop_regex")
     if len(context.prompt_tail_token_ids) > limits.max_prompt_tail:
         raise fail(
             Reason.PROMPT_TAIL_TOO_LONG,

@@ -90,6 +90,7 @@ def resolve_config(
         reasoning_unforced=unforced(context.chat_template_kwargs, reasoning),
         return_token_ids=context.return_token_ids,
         tokens_as_ids=context.return_tokens_as_token_ids,
+        stop_regex=tuple(context.stop_regex),
     )
 
 

@@ -51,8 +51,8 @@ class Hops:
             await channel.close()
 
     async def generate(self, rendered, context) -> list:
-        """The engine's outputs for one rendered prompt (live when stop strings need derender to end it)."""
-        if rendered.derender_context.stop:
+        """The engine's outputs for one rendered prompt (live when stop strings or patterns need derender to end it)."""
+        if rendered.derender_context.stop or rendered.derender_context.stop_regex:
             live = LiveGeneration(self, rendered, context)
             async for _ in live.answers():
                 pass

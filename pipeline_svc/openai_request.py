@@ -17,6 +17,7 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt;
 - vLLM's `return_tokens_as_token_ids` names logprobs' tokens `token_id:<id>`; its `prompt_logprobs` are
   printed on each unary completion choice (refused on chat and with `stream: true`, as vLLM refuses a stream);
+- SGLang's `stop_regex` (a pattern or patterns) ends a choice as a stop string does (derender_svc/stop_matcher.py);
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, SGLang's `regex` / `ebnf` / (completions) `json_schema`, `tool_choice`
   "required" or a named function; schemas travel to render as
@@ -190,8 +191,9 @@ def chat_request(body: bytes) -> OpenAIRequest:
     if "tool_choice" in out:
         _tool_choice(out["tool_choice"])
     schemas_as_text(out)
-    if isinstance(out.get("stop"), str):
-        out["stop"] = [out["stop"]]
+    for name in ("stop", "stop_regex"):  # a string or strings
+        if isinstance(out.get(name), str):
+            out[name] = [out[name]]
     typed = parse_typed(out, render_pb2.RenderChatRequest())
     return OpenAIRequest(typed, stream, include_usage, continuous, identity)
 
@@ -211,8 +213,9 @@ def completion_request(body: bytes) -> OpenAIRequest:
         raise fail(Reason.MISSING_PROMPT, "`prompt` is required", "prompt")
     out.update(prompt_forms(out.pop("prompt")))
     _kv_transfer(out, stream, len(out.get("prompts") or out.get("prompt_token_ids") or [1]))
-    if isinstance(out.get("stop"), str):
-        out["stop"] = [out["stop"]]
+    for name in ("stop", "stop_regex"):  # a string or strings
+        if isinstance(out.get(name), str):
+            out[name] = [out[name]]
     out.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
     schemas_as_text(out)
     typed = parse_typed(out, render_pb2.RenderCompletionRequest())

@@ -51,6 +51,7 @@ def fill(
         request.spaces_between_special_tokens if request.HasField("spaces_between_special_tokens") else True
     )
     context.stop.extend(request.stop)
+    context.stop_regex.extend(request.stop_regex)
     context.include_stop_str_in_output = request.include_stop_str_in_output
     context.prompt_tail_token_ids.extend(prompt_ids[-PROMPT_TAIL_TOKENS:])
     context.reasoning_parser = identity.reasoning_parser

@@ -11,7 +11,9 @@ Rules (vLLM's, made explicit):
   most max_tokens; max_tokens >= 1; stream_interval >= 1; logprobs and prompt_logprobs in [0, max_logprobs];
   every float finite (NaN and infinities are refused, never clamped); token ids inside the vocabulary;
   stop strings non-empty, at most MAX_STOP_STRINGS of MAX_STOP_CHARS characters (derender's default bounds,
-  checked here first so the caller hears of its own field, TOO_MANY_STOP_STRINGS); logit_bias values finite, then clamped to [-100, 100] as OpenAI documents.
+  checked here first so the caller hears of its own field, TOO_MANY_STOP_STRINGS); SGLang's stop_regex at most 32
+  patterns of 256 bytes that compile and cannot match the empty text; logit_bias values finite, then clamped to
+  [-100, 100] as OpenAI documents.
 - Precedence: a field the caller set is kept as given, even 0 (temperature=0 is greedy, never replaced by
   a default); a field left unset takes the model's generation_config.json value (`GENERATION_CONFIG_KEYS`),
   else the neutral value (`NEUTRAL`). max_completion_tokens wins over max_tokens.
@@ -29,8 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
+
 from scaleout.v1 import common_pb2
-from scaleout_common.errors import ServiceError
+from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.reasons import Reason, fail
 
 # generation_config.json key -> SamplingParams field, as vLLM reads them.
@@ -76,6 +80,7 @@ INT_RULES = {
 }
 TOKEN_ID_FIELDS = ("stop_token_ids", "allowed_token_ids", "logit_bias")
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 256
+MAX_STOP_REGEX, MAX_STOP_REGEX_BYTES = 32, 256  # SGLang's MAX_STOP_REGEX_COUNT and MAX_STOP_REGEX_LEN
 MAX_CHOICES = 128  # prompts x n of one request
 
 
@@ -137,12 +142,33 @@ def check(fields: Mapping[str, Any], limits: ModelLimits, prefix: str = "") -> N
     for i, stop in enumerate(stops):
         if not stop:
             raise invalid(f"{prefix}stop[{i}]", "must not be empty")
+    check_stop_regex(fields.get("stop_regex", ()), prefix + "stop_regex")
     for name in TOKEN_ID_FIELDS:
         if name in fields:
             check_token_ids(list(fields[name]), limits.vocab_size, prefix + name)
     for token, bias in fields.get("logit_bias", {}).items():
         if not math.isfinite(bias):
             raise invalid(f"{prefix}logit_bias[{token}]", f"must be a finite number (got {bias})")
+
+
+def check_stop_regex(patterns: Sequence[str], field_path: str) -> None:
+    """SGLang's stop_regex: at most MAX_STOP_REGEX patterns of MAX_STOP_REGEX_BYTES, each one that compiles (the
+    `regex` module, which derender matches with)."""
+    if len(patterns) > MAX_STOP_REGEX or any(len(p.encode()) > MAX_STOP_REGEX_BYTES for p in patterns):
+        raise fail(
+            Reason.TOO_MANY_STOP_STRINGS,
+            f"at most {MAX_STOP_REGEX} stop_regex patterns of {MAX_STOP_REGEX_BYTES} bytes",
+            field_path,
+        )
+    for i, pattern in enumerate(patterns):
+        try:
+            regex.compile(pattern)
+        except (regex.error, RecursionError) as error:
+            raise invalid(
+                f"{field_path}[{i}]", f"is not a regular expression: {clip(str(error), QUOTE_CHARS)}"
+            ) from None
+        if not pattern or regex.fullmatch(pattern, "", timeout=0.01) is not None:
+            raise invalid(f"{field_path}[{i}]", "must not match the empty text")
 
 
 def check_choices(prompts: int, n: int, field_path: str, limit: int = MAX_CHOICES) -> None:

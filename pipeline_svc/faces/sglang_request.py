@@ -58,6 +58,7 @@ SAMPLING: dict[str, tuple[Callable, str, Callable[[object], dict]]] = {
     "max_new_tokens": (_int, "an integer", lambda v: {"max_tokens": v}),
     "stop": (_strs, "a string or strings", lambda v: {"stop": [v] if isinstance(v, str) else v}),
     "stop_token_ids": (_ids, "token ids", lambda v: {"stop_token_ids": v}),
+    "stop_regex": (_strs, "a string or strings", lambda v: {"stop_regex": [v] if isinstance(v, str) else v}),
     "temperature": (_num, "a number", lambda v: {"temperature": v}),
     "top_p": (_num, "a number", lambda v: {"top_p": v}),
     "top_k": (_int, "an integer", lambda v: {"top_k": 0 if v == -1 else v}),  # SGLang's -1: the whole vocabulary
@@ -92,7 +93,6 @@ SAMPLING_DEFAULT_ONLY = {
     "beam_width": ((None, 1), "beam search is not served: sample with `n`"),
     "custom_params": ((None, {}), "is for custom logit processors, which are not served"),
     "watermark": ((None,), "watermarking is not served"),
-    "stop_regex": ((None, [], ""), "is not served: stop strings (`stop`) are"),
 }
 
 # A typed completion field -> the SGLang field it came from (to name it in errors).

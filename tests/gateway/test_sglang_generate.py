@@ -100,6 +100,14 @@ def test_finish_reasons_are_sglangs(stack):
     assert _generate(stack, {"text": COUNT, "sampling_params": kept})["text"] == " 4, 5"
     token = _generate(stack, {"text": COUNT, "sampling_params": {**GREEDY, "stop_token_ids": [28]}})
     assert token["meta_info"]["finish_reason"] == {"type": "stop", "matched": 28} and token["output_ids"][-1] == 28
+    pattern = {"temperature": 0, "max_new_tokens": 10, "stop_regex": "[5-9]"}
+    regex = _generate(stack, {"text": COUNT, "sampling_params": pattern})
+    assert regex["meta_info"]["finish_reason"] == {"type": "stop", "matched": "[5-9]"}
+    assert regex["text"] == " 4, " and len(regex["output_ids"]) == 5
+    openai = post(
+        stack, "/v1/completions", {"prompt": COUNT, "max_tokens": 10, "temperature": 0, "stop_regex": "[5-9]"}
+    )
+    assert openai.status_code == 200 and openai.json()["choices"][0]["text"] == " 4, ", openai.text
     eos = _generate(stack, {"text": COUNT, "sampling_params": {**GREEDY, "logit_bias": {"2": 100}}})
     assert eos["meta_info"]["finish_reason"] == {"type": "stop", "matched": 2} and eos["output_ids"] == [2]
 
@@ -127,7 +135,10 @@ def test_refused_and_bad_fields_are_400s_naming_them(stack):
         "return_hidden_states": ({"text": "hi", "return_hidden_states": True}, "UNSUPPORTED_FIELD"),
         "bootstrap_host": ({"text": "hi", "bootstrap_host": "10.0.0.1"}, "UNSUPPORTED_FIELD"),
         "bogus": ({"text": "hi", "bogus": 1}, "UNSUPPORTED_FIELD"),
-        "sampling_params.stop_regex": ({"text": "hi", "sampling_params": {"stop_regex": "a+"}}, "UNSUPPORTED_FIELD"),
+        "sampling_params.stop_regex[0]": (
+            {"text": "hi", "sampling_params": {"stop_regex": "(a"}},
+            "INVALID_SAMPLING_PARAM",
+        ),
         "sampling_params.temperature": ({"text": "hi", "sampling_params": {"temperature": "hot"}}, "INVALID_REQUEST"),
         "input_ids[1]": ({"input_ids": [1, 99999999]}, "TOKEN_ID_OUT_OF_VOCAB"),
         "input_ids[1][0]": ({"input_ids": [[1], [-5]]}, "TOKEN_ID_OUT_OF_VOCAB"),
