@@ -27,6 +27,12 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="local HF model folder (default: embedded SmolLM2-135M-Instruct)")
     for role in ("render", "engine", "derender"):
         parser.add_argument(f"--{role}-replicas", type=int, default=1, help=f"{role}_svc processes behind the gateway")
+    parser.add_argument(
+        "--max-logprobs",
+        type=int,
+        default=None,
+        help="most top alternatives a request's logprobs or prompt_logprobs may ask for (vLLM's flag; default its 20)",
+    )
     parser.add_argument("--secure", action="store_true", help="TLS at the gateway, mTLS between hops, API keys")
     parser.add_argument("--api-keys", default=None, help="with --secure: keys file, 'client key [admin]' per line")
     Limits.add_arguments(parser)
@@ -49,6 +55,7 @@ def main() -> None:
         secure=args.secure,
         api_keys=Path(args.api_keys) if args.api_keys else None,
         supervise=True,
+        max_logprobs=args.max_logprobs,
     )
     # Ctrl-C and SIGTERM stop everything cleanly, even during start-up (and even where a shell started this
     # in the background with SIGINT ignored).

@@ -39,6 +39,9 @@ from gateway.envoy_config import SERVICES, Cors, Endpoint, Limits, PrefixRouting
 
 STOP_GRACE_S = 30.0  # stop(): how long requests in flight get, at the gateway and then at the services
 MODULES = {"render": "render_svc", "engine": "engine_svc", "derender": "derender_svc", "chat": "pipeline_svc"}
+# Each service's flag for StackConfig.max_logprobs: render and the engine check a request's counts, derender the
+# alternatives it prints.
+MAX_LOGPROBS_FLAGS = {"render": "--max-logprobs", "engine": "--max-logprobs", "derender": "--max-top-logprobs"}
 _LISTENING = re.compile(r"^LISTENING (\S+) (\S+):(\d+)$")
 _METRICS = re.compile(r"^METRICS (\S+) (\S+)$")
 
@@ -109,6 +112,8 @@ class StackConfig:
     model: str | None = None
     replicas: dict[str, int] = field(default_factory=lambda: {"render": 1, "engine": 1, "derender": 1, "chat": 1})
     service_args: dict[str, list[str]] = field(default_factory=dict)  # extra flags per role
+    # Top alternatives a request's logprobs may ask for, on each service that bounds them (None: theirs, vLLM's 20).
+    max_logprobs: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     tracing: Tracing | None = None
     cors: Cors | None = None  # None: no CORS policy (browsers on other origins are refused)
@@ -221,6 +226,8 @@ class Stack(Started):
             argv += ["--model", cfg.model]
         if role == "render" and self.render_http_ports:
             argv += ["--http-port", str(self.render_http_ports[index])]
+        if cfg.max_logprobs is not None and role in MAX_LOGPROBS_FLAGS:
+            argv += [MAX_LOGPROBS_FLAGS[role], str(cfg.max_logprobs)]
         argv += cfg.service_args.get(role, [])
         # Logs meant for a terminal read better as text; log files keep JSON lines (trace ids).
         env = {**os.environ, **({"SCALEOUT_LOG_FORMAT": "text"} if cfg.log_dir is None else {}), **cfg.env}

@@ -24,6 +24,7 @@ class EngineLimits:
     tokenizer_fingerprint: str  # empty: no tokenizer, nothing to check
     default_temperature: float = 1.0
     max_n: int = 64
+    max_logprobs: int = sampling_rules.MAX_LOGPROBS  # top alternatives a token's (or a prompt token's) logprobs carry
     default_stream_interval: int = 1
     structured_outputs: bool = False  # a grammar backend (it needs the tokenizer's vocabulary) is loaded
     stop_strings: bool = False  # a tokenizer to match stop strings with (stop_strings.py) is loaded
@@ -32,7 +33,9 @@ class EngineLimits:
 
     @property
     def rules(self) -> sampling_rules.ModelLimits:
-        return sampling_rules.ModelLimits(self.max_model_len, self.vocab_size, max_n=self.max_n)
+        return sampling_rules.ModelLimits(
+            self.max_model_len, self.vocab_size, max_logprobs=self.max_logprobs, max_n=self.max_n
+        )
 
 
 def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, list[Sequence], int]:

@@ -7,7 +7,7 @@ from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.serving import queue_budget
 from engine_svc.serving.kv_transfer import peer as kv_peer
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
-from scaleout_common import structured_output_rules
+from scaleout_common import sampling_rules, structured_output_rules
 
 
 def add_engine_flags(parser) -> None:
@@ -55,6 +55,13 @@ def add_engine_flags(parser) -> None:
         "model: the model's dtype",
     )
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
+    parser.add_argument(
+        "--max-logprobs",
+        type=int,
+        default=sampling_rules.MAX_LOGPROBS,
+        help="most top alternatives a request's logprobs or prompt_logprobs may ask for (vLLM's flag and default; "
+        "render's --max-logprobs and derender's --max-top-logprobs bound the same counts)",
+    )
     parser.add_argument(
         "--max-waiting", type=int, default=1024, help="most sequences waiting; beyond: RESOURCE_EXHAUSTED"
     )

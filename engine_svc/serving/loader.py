@@ -261,6 +261,7 @@ def build_engine(
         tokenizer_fingerprint=tokenizer_fingerprint,
         default_temperature=float(temperature) if do_sample and temperature is not None else 1.0,
         max_n=args.max_num_seqs,
+        max_logprobs=args.max_logprobs,
         default_stream_interval=args.stream_interval,
         structured_outputs=grammars is not None,
         stop_strings=stop_strings is not None,

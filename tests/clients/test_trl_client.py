@@ -138,8 +138,12 @@ def test_sequence_logprobs_are_the_engines_prompt_logprobs(trl, stack, tokenizer
     assert actual == pytest.approx(engine["logprobs"][len(prompt) - 1 :], rel=REL)
     assert out["actual_token_ids"][0] == [[t] for t in completion]
     assert all(math.isfinite(v) for v in actual)  # greedy tokens are in the top 5
-    with pytest.raises(Exception, match="prompt_logprobs"):  # TRL's default 100: past vLLM's default 20, as there
-        trl.get_sequence_logprobs([sequence], [len(prompt)])
+    # TRL's default 100 alternatives: the stack runs with max_logprobs=100 (vLLM's default 20 would refuse it).
+    default = trl.get_sequence_logprobs([sequence], [len(prompt)])
+    assert [sum(map(math.isfinite, values)) for values in default["logprobs"][0]] == [100] * len(completion)
+    assert [v for [v] in default["actual_logprobs"][0]] == pytest.approx(actual, rel=REL)
+    with pytest.raises(Exception, match="prompt_logprobs"):  # past the bound: a 400 naming the field
+        trl.get_sequence_logprobs([sequence], [len(prompt)], top_logprobs=101)
 
 
 def test_reset_prefix_cache(trl):

@@ -1,0 +1,20 @@
+"""`--max-logprobs` (vLLM's flag): the most alternatives a request's logprobs and prompt_logprobs may ask for, 20 by
+default as vLLM's; past it a typed 400 naming the field (TRL's get_sequence_logprobs asks for 100)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_svc.scheduling.admission import admit
+from scaleout_common.errors import ServiceError
+from tests.engine.conftest import build_tiny, engine_args, request
+
+
+@pytest.mark.parametrize(("flags", "most"), [((), 20), (("--max-logprobs", "100"), 100)])
+def test_the_bound_is_the_flags(flags, most):
+    limits = build_tiny(engine_args(*flags)).limits
+    for field in ("logprobs", "prompt_logprobs"):
+        admit(request([1, 5, 9], **{field: most}), limits)
+        with pytest.raises(ServiceError) as refused:
+            admit(request([1, 5, 9], **{field: most + 1}), limits)
+        assert refused.value.reason == "INVALID_SAMPLING_PARAM" and refused.value.violations[0][0].endswith(field)
