@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from devstack.stack import Stack, StackConfig
-from scaleout.v1 import engine_pb2, engine_pb2_grpc
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.prefix_hash import ROUTING_HEADER
 from tests.faults.conftest import post
 
@@ -29,8 +29,20 @@ def _hog(stack) -> None:
         post(stack, "/inference/v1/generate", LONG, timeout=300, headers=PINNED)
 
 
+def _refuses(engine) -> bool:
+    """Whether the engine refuses a short request at once now: its slots are held and its decode pace measured
+    (no pace, no refusal). One it admits instead gives up after a second (its abort leaves the engine's figures)."""
+    with grpc.insecure_channel(f"127.0.0.1:{engine.bound_port}") as channel:
+        short = engine_pb2.GenerateRequest(token_ids=[5, 6, 7], sampling_params=common_pb2.SamplingParams(max_tokens=2))
+        try:
+            engine_pb2_grpc.EngineServiceStub(channel).GenerateUnary(short, timeout=1)
+        except grpc.RpcError as error:
+            return error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    return False
+
+
 def _hogs(stack, count: int, saturated: int) -> None:
-    """Start `count` long streams and wait until `saturated` engines run two each, their decode pace measured."""
+    """Start `count` long streams and wait until `saturated` engines run two each and refuse over their budget."""
     for _ in range(count):
         threading.Thread(target=_hog, args=(stack,), daemon=True).start()
         time.sleep(1)
@@ -41,8 +53,8 @@ def _hogs(stack, count: int, saturated: int) -> None:
         for engine in engines:
             with grpc.insecure_channel(f"127.0.0.1:{engine.bound_port}") as channel:
                 loads.append(engine_pb2_grpc.EngineServiceStub(channel).GetLoad(engine_pb2.GetLoadRequest()))
-        if sum(load.running == 2 and load.generated_tokens_per_s > 0 for load in loads) >= saturated:
-            time.sleep(10)  # a few decode steps of both, for their pace, on a busy CI machine (no pace: no refusal)
+        full = [engine for engine, load in zip(engines, loads) if load.running == 2]
+        if len(full) >= saturated and all(_refuses(engine) for engine in full):
             return
         time.sleep(0.5)
     raise AssertionError(f"the long streams did not start: {loads}")
