@@ -1,4 +1,4 @@
-"""The official openai and anthropic SDKs through each router in front of two stacks, as an operator's users
+"""The official openai and anthropic SDKs (and SGLang's /generate, as slime calls it) through each router in front of two stacks, as an operator's users
 would point them at it: chat, completions, Responses and Messages, unary and streamed. No proxy, no flag beyond
 the routers' documented ones (conftest.py). A failure shows the router's log lines written during the test."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import anthropic
 import openai
 import pytest
+import requests
 
 pytestmark = pytest.mark.slow
 
@@ -88,3 +89,22 @@ def test_messages_streamed(claude, model_id):
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text and final.stop_reason in ("end_turn", "max_tokens")
+
+
+# SGLang's native /generate as slime's rollouts send it (token ids in, logprobs out), through each router.
+GENERATE = {"input_ids": [791, 6328, 282, 4649, 314], "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
+
+
+def test_sglang_generate(router):
+    answer = requests.post(router.url + "/generate", json=GENERATE | {"return_logprob": True}, timeout=60)
+    assert answer.status_code == 200, answer.text[:300]
+    out = answer.json()
+    assert out["output_ids"] and out["meta_info"]["finish_reason"]["type"] in ("stop", "length")
+    assert [entry[1] for entry in out["meta_info"]["output_token_logprobs"]] == out["output_ids"]
+
+
+def test_sglang_generate_streamed(router):
+    with requests.post(router.url + "/generate", json=GENERATE | {"stream": True}, stream=True, timeout=60) as answer:
+        assert answer.status_code == 200, answer.text[:300]
+        events = [line[len("data: ") :] for line in answer.iter_lines(decode_unicode=True) if line]
+    assert events[-1] == "[DONE]" and '"finish_reason"' in events[-2]
