@@ -1,6 +1,7 @@
-"""The official openai and anthropic SDKs (and SGLang's /generate, as slime calls it) through each router in front of two stacks, as an operator's users
-would point them at it: chat, completions, Responses and Messages, unary and streamed. No proxy, no flag beyond
-the routers' documented ones (conftest.py). A failure shows the router's log lines written during the test."""
+"""The official openai and anthropic SDKs through each router in front of two stacks, as an operator's users
+would point them at it: chat, completions, Responses and Messages, unary and streamed, and SGLang's /generate as
+slime's rollouts call it. No proxy, no flag beyond the routers' documented ones (conftest.py). A failure shows the
+router's log lines written during the test."""
 
 from __future__ import annotations
 
