@@ -27,6 +27,7 @@ from scaleout.v1 import (
     openai_pb2,
     render_pb2,
     responses_pb2,
+    sglang_rl_pb2,
     sglang_server_pb2,
     vllm_server_pb2,
 )
@@ -60,6 +61,7 @@ SERVICES = {
         # routers' own paths (pipeline_svc/faces/).
         fleet_pb2.DESCRIPTOR.services_by_name["FleetService"],
         sglang_server_pb2.DESCRIPTOR.services_by_name["SGLangServerService"],
+        sglang_rl_pb2.DESCRIPTOR.services_by_name["SGLangRlService"],
         vllm_server_pb2.DESCRIPTOR.services_by_name["VllmServerService"],
     ),
 }

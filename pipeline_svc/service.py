@@ -16,6 +16,7 @@ import grpc
 from pipeline_svc.anthropic_service import AnthropicFrontDoor
 from pipeline_svc.chat import ChatPipeline
 from pipeline_svc.engine_stream import EngineStreamRelay
+from pipeline_svc.faces.sglang_rl import SGLangRl
 from pipeline_svc.faces.sglang_server import SGLangServer
 from pipeline_svc.faces.vllm_server import VllmServer
 from pipeline_svc.fleet import Engines, Fleet
@@ -42,6 +43,8 @@ from scaleout.v1 import (
     openai_pb2_grpc,
     responses_pb2,
     responses_pb2_grpc,
+    sglang_rl_pb2,
+    sglang_rl_pb2_grpc,
     sglang_server_pb2,
     sglang_server_pb2_grpc,
     vllm_server_pb2,
@@ -62,6 +65,7 @@ class PipelineService:
         fleet_metrics_pb2.DESCRIPTOR.services_by_name["FleetMetricsService"].full_name,
         fleet_pb2.DESCRIPTOR.services_by_name["FleetService"].full_name,
         sglang_server_pb2.DESCRIPTOR.services_by_name["SGLangServerService"].full_name,
+        sglang_rl_pb2.DESCRIPTOR.services_by_name["SGLangRlService"].full_name,
         vllm_server_pb2.DESCRIPTOR.services_by_name["VllmServerService"].full_name,
     )
     reflected_names = contract_service_names()
@@ -86,6 +90,7 @@ class PipelineService:
         fleet = FleetOperations(self.fleet)
         fleet_pb2_grpc.add_FleetServiceServicer_to_server(fleet, server)
         sglang_server_pb2_grpc.add_SGLangServerServiceServicer_to_server(SGLangServer(self.hops, fleet), server)
+        sglang_rl_pb2_grpc.add_SGLangRlServiceServicer_to_server(SGLangRl(fleet), server)
         vllm_server_pb2_grpc.add_VllmServerServiceServicer_to_server(VllmServer(fleet, openai, self.hops), server)
 
     def listening(self, port: int) -> None:

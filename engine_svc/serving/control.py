@@ -93,9 +93,11 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
         return control_pb2.SetWeightVersionResponse()
 
     async def GetWeightInfo(self, request, context):
-        version = await self._run(context, "GetWeightInfo", "weight_info")
+        version, group = await self._run(context, "GetWeightInfo", "weight_info")
         backend = self.service.args.weight_transfer_backend
-        return control_pb2.GetWeightInfoResponse(weight_version=version, backend=backend, world_size=1)
+        return control_pb2.GetWeightInfoResponse(
+            weight_version=version, backend=backend, world_size=1, group_name=group
+        )
 
     async def ShutdownWeightTransfer(self, request, context):
         await self._run(context, "ShutdownWeightTransfer", "shutdown_transfer")

@@ -206,8 +206,9 @@ class Controls:
     def set_version(self, outputs, version: str) -> None:
         self.version = version
 
-    def weight_info(self, outputs) -> str:
-        return self.version
+    def weight_info(self, outputs) -> tuple[str, str]:
+        """The weights' version, and the name of the trainer's group joined (SGLang's), if any."""
+        return self.version, self.transfer.group_name if self.transfer is not None else ""
 
     def shutdown_transfer(self, outputs) -> None:
         if self.updating:

@@ -424,7 +424,7 @@ class EngineProcess(EngineFront):
             self.refusing = refuse
         answer = await self._ask("control", op, args)
         if op in ("finish_update", "weight_info"):
-            self.weight_version = answer[0] if op == "finish_update" else answer
+            self.weight_version = answer[0]  # both answer (version, ...)
         elif op == "set_version":
             self.weight_version = args[0]
         if op == "wake_up" and answer:  # awake: the pause that sleep began has ended in the core

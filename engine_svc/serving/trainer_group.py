@@ -9,6 +9,9 @@
   stream, as PyNcclCommunicator.broadcast sends them.
 - CPU: gloo through torch.distributed over the same store (there is no NCCL on CPU, and vLLM's trainer needs CUDA):
   a trainer joins with torch.distributed, as examples/rl_trainer.py's join_group does.
+- SGLang's rendezvous (a group name given): torch.distributed's group over the trainer's store with its keys
+  prefixed by the group's name, built as SGLang's init_custom_process_group builds it (a PrefixStore and torch's
+  _new_process_group_helper, which SGLang and slime call too: no default group is needed), NCCL on CUDA, gloo on CPU.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import io
 import pickle
 from datetime import timedelta
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -111,10 +115,42 @@ class GlooGroup:
             dist.destroy_process_group()
 
 
+class NamedGroup:
+    """SGLang's weight-update group: one torch.distributed group of its own, named, beside no default group."""
+
+    def __init__(self, client, rank: int, world_size: int, name: str, backend: str):
+        from torch.distributed import distributed_c10d as c10d
+
+        timeout = timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
+        try:
+            group, _ = c10d._new_process_group_helper(
+                world_size,
+                rank,
+                [],
+                c10d.Backend(backend),
+                c10d.PrefixStore(name, client),
+                group_name=cast(c10d.GroupName, name),
+                timeout=timeout,
+            )
+        except (RuntimeError, ValueError) as error:
+            raise GroupError(f"joining the trainer's {backend} group {name!r} failed: {error}") from None
+        self.group = cast(dist.ProcessGroup, group)
+        c10d._world.pg_group_ranks[self.group] = {i: i for i in range(world_size)}  # group rank = global rank
+
+    def broadcast(self, tensor: torch.Tensor) -> None:
+        dist.broadcast(tensor, src=0, group=self.group)
+
+    def close(self) -> None:
+        dist.destroy_process_group(self.group)
+
+
 def join(
-    address: str, port: int, uid: bytes, rank: int, world_size: int, device: torch.device
-) -> NcclGroup | GlooGroup:
-    """The trainer's group: by its store at address:port, or (CUDA) by a unique id shared out of band."""
+    address: str, port: int, uid: bytes, rank: int, world_size: int, device: torch.device, name: str = ""
+) -> NcclGroup | GlooGroup | NamedGroup:
+    """The trainer's group: by its store at address:port (SGLang's, under `name`), or (CUDA) by a unique id."""
+    if name:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        return NamedGroup(store(address, port, world_size), rank, world_size, name, backend)
     if device.type != "cuda":
         return GlooGroup(store(address, port, world_size), rank, world_size)
     if not uid:

@@ -49,7 +49,8 @@ class WeightTransfer:
     def __init__(self, backend: str, device: torch.device):
         self.backend, self.device = backend, device
         self.joined = False
-        self.group: trainer_group.NcclGroup | trainer_group.GlooGroup | None = None
+        self.group: trainer_group.NcclGroup | trainer_group.GlooGroup | trainer_group.NamedGroup | None = None
+        self.group_name = ""  # SGLang's group, joined under its name
         self.packed = False  # nccl: packed broadcasts (packed_bytes each); ipc: one mapped buffer an update
         self.packed_bytes = 0
         self.last: tuple[list[str], list[str], list[list[int]]] | None = None  # the previous update's tensors
@@ -71,7 +72,16 @@ class WeightTransfer:
                 raise fail(Reason.WEIGHT_TRANSFER_UNAVAILABLE, "the ipc backend needs a CUDA engine")
             self.packed, self.joined = request.packed, True
             return self.backend
-        uid = request.nccl_unique_id
+        uid, name = request.nccl_unique_id, request.group_name
+        device_backend = "nccl" if self.device.type == "cuda" else "gloo"
+        if request.group_backend and (not name or request.group_backend != device_backend):
+            raise fail(
+                Reason.WEIGHT_TRANSFER_UNAVAILABLE,
+                f"this engine's group backend is {device_backend}, with a group name",
+                "group_backend",
+            )
+        if uid and name:
+            raise fail(Reason.INVALID_REQUEST, "nccl_unique_id_b64 or a group name, not both", "group_name")
         if uid and (request.master_address or request.master_port):
             raise fail(
                 Reason.INVALID_REQUEST, "nccl_unique_id_b64 or master_address/master_port, not both", "init_info"
@@ -90,12 +100,12 @@ class WeightTransfer:
         self.packed, self.packed_bytes = request.packed, size
         try:
             self.group = trainer_group.join(
-                request.master_address, request.master_port, uid, request.rank, request.world_size, self.device
+                request.master_address, request.master_port, uid, request.rank, request.world_size, self.device, name
             )
         except trainer_group.GroupError as error:
             raise fail(Reason.WEIGHT_TRANSFER_FAILED, str(error)) from None
-        self.joined = True
-        return "nccl (nccl)" if isinstance(self.group, trainer_group.NcclGroup) else "nccl (gloo)"
+        self.joined, self.group_name = True, name
+        return f"nccl ({device_backend})"
 
     def receive(self, targets: dict[str, torch.Tensor], request: control_pb2.UpdateWeightsRequest) -> int:
         """The tensors the request names (or its folder holds), loaded into `targets`; how many."""
@@ -205,7 +215,7 @@ class WeightTransfer:
     def close(self) -> None:
         if self.group is not None:
             self.group.close()
-        self.group, self.joined, self.last, self.mapped = None, False, None, None
+        self.group, self.joined, self.last, self.mapped, self.group_name = None, False, None, None, ""
 
 
 def _dtype(name: str) -> torch.dtype:

@@ -24,13 +24,15 @@ import base64
 import binascii
 from collections.abc import Callable
 
-from google.api import httpbody_pb2
-
+from pipeline_svc.faces.rl_json import body as _body
+from pipeline_svc.faces.rl_json import only as _only
+from pipeline_svc.faces.rl_json import shapes
+from pipeline_svc.faces.rl_json import strings as _strings
+from pipeline_svc.faces.rl_json import typed as _typed
 from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import control_pb2 as C
 from scaleout_common.errors import quote
-from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 TIMEOUT_S = 300.0  # the gateway's unary timeout: an init waits for the trainer to join, an update for its broadcast
@@ -66,7 +68,7 @@ INIT_INFO: dict[str, Callable[[C.InitWeightTransferRequest, object], object]] = 
 UPDATE_INFO: dict[str, Callable[[C.UpdateWeightsRequest, object], None]] = {
     "names": lambda r, v: r.names.extend(_strings(v, "update_info.names")),
     "dtype_names": lambda r, v: r.dtypes.extend(_strings(v, "update_info.dtype_names")),
-    "shapes": lambda r, v: r.shapes.extend(C.TensorShape(dims=s) for s in _shapes(v)),
+    "shapes": lambda r, v: r.shapes.extend(C.TensorShape(dims=s) for s in shapes(v, "update_info.shapes")),
     "path": lambda r, v: setattr(r, "path", _typed(v, str, "update_info.path")),
     "ipc_handles_pickled": lambda r, v: setattr(r, "ipc_handles_pickled", _b64(v, "update_info.ipc_handles_pickled")),
     "tensor_sizes": lambda r, v: r.tensor_sizes.extend(_sizes(v)),
@@ -82,28 +84,6 @@ MESSAGES = {  # vLLM's answers to the weight-transfer phases
 }
 
 CHECKSUM_KEY = "dp{replica}:pp0:pcp0:tp0:{name}"  # vLLM's worker prefix (Worker._weight_checksum_prefix)
-
-
-def _typed(value, kind: type, field: str):
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise fail(Reason.INVALID_REQUEST, f"{field} must be a {kind.__name__}", field)
-    return value
-
-
-def _strings(value, field: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise fail(Reason.INVALID_REQUEST, f"{field} must be a list of strings", field)
-    return value
-
-
-def _shapes(value) -> list[list[int]]:
-    if not isinstance(value, list) or not all(
-        isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in s) for s in value
-    ):
-        raise fail(
-            Reason.INVALID_REQUEST, "update_info.shapes must be a list of lists of integers", "update_info.shapes"
-        )
-    return value
 
 
 def _positive(value, field: str) -> int:
@@ -140,12 +120,6 @@ def _object(body: dict, key: str) -> dict:
     return value
 
 
-def _only(body: dict, keys: set[str], where: str = "") -> None:
-    if unknown := sorted(set(body) - keys):
-        name = f"{where}.{unknown[0]}" if where else unknown[0]
-        raise fail(Reason.UNSUPPORTED_FIELD, f"{quote(name)} is not supported", name)
-
-
 def _apply(table: dict, message, info: dict, where: str):
     _only(info, set(table), where)
     for key, value in info.items():
@@ -157,10 +131,6 @@ def _mode(name: str) -> C.PauseMode:
     if name not in PAUSE_MODES:
         raise fail(Reason.INVALID_REQUEST, f"mode {quote(name)} is not abort, wait or keep", "mode")
     return PAUSE_MODES[name]
-
-
-def _body(request: httpbody_pb2.HttpBody) -> dict:
-    return load_object(request.data)
 
 
 class VllmRl:
@@ -277,11 +247,15 @@ class VllmRl:
         return json_body(MESSAGES["finish"])
 
     async def UpdateWeightVersion(self, request, context):
+        """vLLM's and SGLang's route alike (SGLang's UpdateWeightVersionReqInput; its `message` in the answer). SGLang
+        defaults `abort_all_requests` to true, vLLM aborts nothing: only an explicit true aborts."""
         body = _body(request)
-        _only(body, {"new_version"})
+        _only(body, {"new_version", "abort_all_requests"})
         version = _typed(body.get("new_version"), str, "new_version")
+        if _typed(body.get("abort_all_requests", False), bool, "abort_all_requests"):
+            await self._all(context, "AbortRequests", C.AbortRequestsRequest())
         await self._all(context, "SetWeightVersion", C.SetWeightVersionRequest(weight_version=version))
-        return json_body({"success": True, "new_version": version})
+        return json_body({"success": True, "message": f"Weight version updated to {version}", "new_version": version})
 
     async def WeightInfo(self, request, context):
         infos = await self._all(context, "GetWeightInfo", C.GetWeightInfoRequest())

@@ -40,6 +40,7 @@ def test_a_weight_update_over_gloo_with_the_trainer_example(stack, engines):
     assert _chat(stack).json()["choices"][0]["message"]["content"] == before  # the same weights, reloaded
     assert engines.call("POST", "/update_weight_version", {"new_version": "default"}) == {
         "success": True,
+        "message": "Weight version updated to default",  # SGLang's, on the same path
         "new_version": "default",
     }
     refused = requests.post(stack.rest_url + "/update_weights", json={"update_info": {"packed": True}}, timeout=30)

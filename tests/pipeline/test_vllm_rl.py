@@ -91,6 +91,7 @@ async def test_update_info_and_the_phases_answers(face):
     assert not fleet.sent["FinishWeightUpdate"][0].HasField("weight_version")
     assert answer(await server.UpdateWeightVersion(body({"new_version": "s2"}), None)) == {
         "success": True,
+        "message": "Weight version updated to s2",  # SGLang's, on the same path
         "new_version": "s2",
     }
     await server.UpdateWeights(body({"update_info": [{"names": ["a"]}, {"names": ["b"]}]}), None)  # one per replica

@@ -101,7 +101,7 @@ class GetSleepStateResponse(_message.Message):
     def __init__(self, sleeping: _Optional[bool] = ..., level: _Optional[int] = ..., asleep: _Optional[_Iterable[_Union[SleepTag, str]]] = ...) -> None: ...
 
 class InitWeightTransferRequest(_message.Message):
-    __slots__ = ("master_address", "master_port", "rank", "world_size", "packed", "packed_buffer_size_bytes", "nccl_unique_id")
+    __slots__ = ("master_address", "master_port", "rank", "world_size", "packed", "packed_buffer_size_bytes", "nccl_unique_id", "group_name", "group_backend")
     MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MASTER_PORT_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,8 @@ class InitWeightTransferRequest(_message.Message):
     PACKED_FIELD_NUMBER: _ClassVar[int]
     PACKED_BUFFER_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     NCCL_UNIQUE_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BACKEND_FIELD_NUMBER: _ClassVar[int]
     master_address: str
     master_port: int
     rank: int
@@ -116,7 +118,9 @@ class InitWeightTransferRequest(_message.Message):
     packed: bool
     packed_buffer_size_bytes: int
     nccl_unique_id: bytes
-    def __init__(self, master_address: _Optional[str] = ..., master_port: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., packed: _Optional[bool] = ..., packed_buffer_size_bytes: _Optional[int] = ..., nccl_unique_id: _Optional[bytes] = ...) -> None: ...
+    group_name: str
+    group_backend: str
+    def __init__(self, master_address: _Optional[str] = ..., master_port: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., packed: _Optional[bool] = ..., packed_buffer_size_bytes: _Optional[int] = ..., nccl_unique_id: _Optional[bytes] = ..., group_name: _Optional[str] = ..., group_backend: _Optional[str] = ...) -> None: ...
 
 class InitWeightTransferResponse(_message.Message):
     __slots__ = ("backend",)
@@ -189,14 +193,16 @@ class GetWeightInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetWeightInfoResponse(_message.Message):
-    __slots__ = ("weight_version", "backend", "world_size")
+    __slots__ = ("weight_version", "backend", "world_size", "group_name")
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
     weight_version: str
     backend: str
     world_size: int
-    def __init__(self, weight_version: _Optional[str] = ..., backend: _Optional[str] = ..., world_size: _Optional[int] = ...) -> None: ...
+    group_name: str
+    def __init__(self, weight_version: _Optional[str] = ..., backend: _Optional[str] = ..., world_size: _Optional[int] = ..., group_name: _Optional[str] = ...) -> None: ...
 
 class ShutdownWeightTransferRequest(_message.Message):
     __slots__ = ()
