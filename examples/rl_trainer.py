@@ -23,7 +23,9 @@ import pickle
 import socket
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 import requests
 import torch
@@ -85,6 +87,34 @@ def join_group(master_address: str, master_port: int, world_size: int, backend: 
     communicator = nccl.Communicator(uid, 0, world_size, torch.device("cuda", torch.cuda.current_device()))
     communicator.all_reduce_sum(torch.zeros(1, device="cuda"))
     return communicator.broadcast
+
+
+def join_sglang_group(master_address: str, master_port: int, world_size: int, name: str, backend: str = "gloo") -> Send:
+    """Rank 0 of SGLang's weight-update group (`/init_weights_update_group`), as SGLang's and slime's
+    init_custom_process_group build it: torch's tcp:// store, the group's keys under its name, a group of its own
+    (no default group); its broadcast (one a tensor, in the order `/update_weights_from_distributed` names them)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    timeout = timedelta(seconds=TIMEOUT_S)
+    meeting = c10d.rendezvous(f"tcp://{master_address}:{master_port}", 0, world_size, timeout=timeout)  # pyright: ignore[reportPrivateImportUsage]
+    store, rank, size = next(meeting)
+    store.set_timeout(timeout)
+    group, _ = c10d._new_process_group_helper(
+        size,
+        rank,
+        [],
+        c10d.Backend(backend),
+        c10d.PrefixStore(name, store),
+        group_name=cast(c10d.GroupName, name),
+        timeout=timeout,
+    )
+    c10d._world.pg_group_ranks[group] = {i: i for i in range(size)}  # the group's ranks are the global ones
+    mine = cast(dist.ProcessGroup, group)
+
+    def send(tensor: torch.Tensor) -> None:
+        dist.broadcast(tensor, src=0, group=mine)
+
+    return send
 
 
 def broadcast(state: dict[str, torch.Tensor], packed_bytes: int = 0, send: Send = gloo_send) -> None:

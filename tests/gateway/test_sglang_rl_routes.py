@@ -10,18 +10,14 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
-from typing import cast
 
 import pytest
 import requests
 import torch
-import torch.distributed as dist
 from safetensors.torch import load_file, save_file
-from torch.distributed import distributed_c10d as c10d
 
 from devstack.stack import Stack, StackConfig
-from examples.rl_trainer import free_port
+from examples.rl_trainer import free_port, join_sglang_group
 from scaleout_common.models import resolve_model
 
 pytestmark = pytest.mark.slow
@@ -67,20 +63,6 @@ def stream(stack, rid: str, tokens: int = 1500):
     thread.start()
     assert first.wait(60)
     return thread, events
-
-
-def join_as_sglang_trainer(address: str, port: int, world_size: int, name: str) -> dist.ProcessGroup:
-    """Rank 0 of the weight-update group, as slime's and SGLang's init_custom_process_group build it."""
-    timeout = timedelta(seconds=120)
-    meeting = c10d.rendezvous(f"tcp://{address}:{port}", 0, world_size, timeout=timeout)  # pyright: ignore[reportPrivateImportUsage]
-    store, rank, size = next(meeting)
-    store.set_timeout(timeout)
-    prefixed = c10d.PrefixStore(name, store)
-    group, _ = c10d._new_process_group_helper(
-        size, rank, [], c10d.Backend("gloo"), prefixed, group_name=cast(c10d.GroupName, name), timeout=timeout
-    )
-    c10d._world.pg_group_ranks[group] = {i: i for i in range(size)}
-    return cast(dist.ProcessGroup, group)
 
 
 def refused(reply: requests.Response, status: int, param: str) -> None:
@@ -130,7 +112,7 @@ def test_a_distributed_update_over_gloo(stack):
     init |= {"group_name": name, "backend": "gloo"}
     with ThreadPoolExecutor(1) as pool:
         joined = pool.submit(ok, stack, "/init_weights_update_group", init)
-        group = join_as_sglang_trainer("127.0.0.1", port, 2, name)
+        send = join_sglang_group("127.0.0.1", port, 2, name)
         assert joined.result() == {"success": True, "message": "Succeeded to initialize custom process group."}
     saved = load_file(str(model / "model.safetensors"))
     state = {k: v for k, v in saved.items() if k == "model.norm.weight" or k.startswith("model.layers.1.")}
@@ -147,7 +129,7 @@ def test_a_distributed_update_over_gloo(stack):
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(ok, stack, "/update_weights_from_distributed", body)
             for tensor in tensors.values():
-                dist.broadcast(tensor.contiguous(), 0, group=group)
+                send(tensor.contiguous())
             return answer.result()
 
     ok(stack, "/pause_generation")  # slime: pause, flush, update, continue
@@ -172,7 +154,6 @@ def test_a_distributed_update_over_gloo(stack):
         "success": True,
         "message": "Succeeded to destroy custom process group.",
     }
-    dist.destroy_process_group(group)
     refused(post(stack, "/destroy_weights_update_group", {"group_name": name}), 400, "group_name")
     refused(post(stack, "/init_weights_update_group", init | {"backend": "nccl"}), 400, "group_backend")
     assert ok(stack, "/update_weight_version", {"new_version": "default"})["new_version"] == "default"
