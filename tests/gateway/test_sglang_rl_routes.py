@@ -95,7 +95,11 @@ def test_a_weight_update_from_disk(disk_stack, tmp_path):
     }
     assert requests.get(disk_stack.rest_url + "/get_weight_version", timeout=30).json() == {"weight_version": "step-1"}
     assert greedy(disk_stack) != before
+    # slime's colocated order: release all, resume the weights, update them, resume the KV cache.
+    assert ok(disk_stack, "/release_memory_occupation") is None
+    assert ok(disk_stack, "/resume_memory_occupation", {"tags": ["weights"]}) is None
     ok(disk_stack, "/update_weights_from_disk", {"model_path": str(model), "load_format": "auto"})  # the whole model
+    assert ok(disk_stack, "/resume_memory_occupation", {"tags": ["kv_cache"]}) is None
     assert greedy(disk_stack) == before
     refused(
         post(disk_stack, "/update_weights_from_disk", {"model_path": str(model), "is_async": True}), 400, "is_async"
