@@ -16,7 +16,7 @@ import requests
 from devstack.stack import Stack, StackConfig
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.prefix_hash import ROUTING_HEADER
-from tests.faults.conftest import post
+from tests.faults.conftest import engine_loads, post
 
 LONG = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 4000, "ignore_eos": True}}
 SHORT = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 2}}
@@ -49,10 +49,7 @@ def _hogs(stack, count: int, saturated: int) -> None:
     engines = [r for r in stack.replicas if r.name.startswith("engine")]
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        loads = []
-        for engine in engines:
-            with grpc.insecure_channel(f"127.0.0.1:{engine.bound_port}") as channel:
-                loads.append(engine_pb2_grpc.EngineServiceStub(channel).GetLoad(engine_pb2.GetLoadRequest()))
+        loads = engine_loads(stack)
         full = [engine for engine, load in zip(engines, loads) if load.running == 2]
         if len(full) >= saturated and all(_refuses(engine) for engine in full):
             return
