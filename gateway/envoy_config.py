@@ -280,7 +280,11 @@ def render_config(
         .replace("{{ untyped_reason }}", untyped_reason(grpc.StatusCode.UNKNOWN))
         .replace("{{ anthropic_error_types }}", openai_errors.lua_table(openai_errors.ANTHROPIC_TYPES))
         .replace("{{ anthropic_error_codes }}", openai_errors.lua_table(openai_errors.ANTHROPIC_ERROR_CODES))
-        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX),
+        .replace("{{ anthropic_prefix }}", openai_errors.ANTHROPIC_PATH_PREFIX)
+        .replace(
+            "{{ sglang_outcome_paths }}",
+            openai_errors.lua_table(dict.fromkeys(openai_errors.SGLANG_OUTCOME_PATHS, True)),
+        ),
         gateway_reason_prefix=GATEWAY_REASON_PREFIX,
         invalid_json_reason=Reason.INVALID_JSON.value,
         invalid_http_reason=Reason.INVALID_HTTP.value,

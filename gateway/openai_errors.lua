@@ -18,12 +18,14 @@
 -- marks itself, and every answer to it names the request in Anthropic's `request-id` header; a reason its SDKs
 -- act on gets Anthropic's `error.details.error_code` (ANTHROPIC_ERROR_CODES, e.g. thread_not_found). Anthropic's beta
 -- form of these paths (`?beta=true`: the TypeScript SDK's beta.messages, Claude Code) is the same route.
+-- On SGLang's weight routes (SGLANG_OUTCOME_PATHS) the object begins with SGLang's "success":false and "message".
 
 local TYPES = {{ error_types }}
 local ANTHROPIC_TYPES = {{ anthropic_error_types }}
 local ANTHROPIC_ERROR_CODES = {{ anthropic_error_codes }}
 local ANTHROPIC_PREFIX = "{{ anthropic_prefix }}"
 local UNTYPED = {{ untyped_reasons }}
+local SGLANG_OUTCOME_PATHS = {{ sglang_outcome_paths }}
 
 local function error_type(status, anthropic)
   if anthropic then
@@ -35,6 +37,9 @@ end
 function envoy_on_request(handle)
   local headers = handle:headers()
   local path = headers:get(":path") or ""
+  if SGLANG_OUTCOME_PATHS[path] then
+    handle:streamInfo():dynamicMetadata():set("scaleout", "sglang_outcome", true)
+  end
   if path:sub(1, #ANTHROPIC_PREFIX) == ANTHROPIC_PREFIX then
     local marks = handle:streamInfo():dynamicMetadata()
     marks:set("scaleout", "anthropic", true)
@@ -119,6 +124,8 @@ function envoy_on_response(handle)
   end
   if anthropic then
     shaped = '{"type":"error","request_id":"' .. marks["request_id"] .. '",' .. shaped:sub(2)
+  elseif marks ~= nil and marks["sglang_outcome"] == true then
+    shaped = '{"success":false,"message":' .. (string_after(shaped, "message") or '""') .. "," .. shaped:sub(2)
   end
   body:setBytes(shaped)
   -- A headers object taken before body() is out of scope once the body is buffered: take them again.

@@ -6,7 +6,8 @@ writes it for every error status. `code` is the stable ErrorInfo reason; `param`
 Under `ANTHROPIC_PATH_PREFIX` (Anthropic's Messages API and its render route) the same object is wrapped as
 Anthropic's `{"type": "error", "error": {...}}`, its `type` named as Anthropic names error types, and a reason
 Anthropic's SDKs act on carries their `error.details.error_code` (`ANTHROPIC_ERROR_CODES`: `thread_not_found`
-makes a message thread replay the whole conversation under a new thread).
+makes a message thread replay the whole conversation under a new thread). On SGLang's weight routes
+(`SGLANG_OUTCOME_PATHS`) the object also carries SGLang's `{"success": false, "message"}`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ ANTHROPIC_TYPES = {
 ANTHROPIC_PATH_PREFIX = "/v1/messages"
 # Reason -> Anthropic's `error.details.error_code`, which its SDKs recover by (anthropic/lib/threads/).
 ANTHROPIC_ERROR_CODES = {Reason.THREAD_NOT_FOUND.value: "thread_not_found"}
+# SGLang's weight routes answer a failure `{"success": false, "message"}` (its http_server.py): on these paths the
+# error object carries those two keys too (`message` the error's).
+SGLANG_OUTCOME_PATHS = (
+    "/update_weights_from_disk",
+    "/init_weights_update_group",
+    "/update_weights_from_distributed",
+    "/destroy_weights_update_group",
+    "/update_weights_from_tensor",
+)
 
 
 def error_type(http: int) -> str:
@@ -66,6 +76,6 @@ def anthropic_error_object(failure: ServiceError) -> dict:
     return {"type": "error", "error": inner}
 
 
-def lua_table(table: dict[int, str] | dict[str, str] = TYPES) -> str:
+def lua_table(table: dict[int, str] | dict[str, str] | dict[str, bool] = TYPES) -> str:
     """A status -> type (or reason -> error code) table as a Lua table literal, for the gateway's filter."""
     return "{" + ", ".join(f"[{json.dumps(key)}] = {json.dumps(value)}" for key, value in sorted(table.items())) + "}"

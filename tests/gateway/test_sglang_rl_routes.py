@@ -104,7 +104,10 @@ def test_a_weight_update_from_disk(disk_stack, tmp_path):
     refused(
         post(disk_stack, "/update_weights_from_disk", {"model_path": str(model), "is_async": True}), 400, "is_async"
     )
-    refused(post(disk_stack, "/update_weights_from_disk", {"load_format": "auto"}), 400, "model_path")
+    missing = post(disk_stack, "/update_weights_from_disk", {"load_format": "auto"})
+    refused(missing, 400, "model_path")
+    assert missing.json()["success"] is False  # SGLang's failure keys, beside the error object
+    assert missing.json()["message"] == missing.json()["error"]["message"]
     refused(post(disk_stack, "/update_weights_from_disk", {"model_path": str(tmp_path / "none")}), 400, "model_path")
 
 
@@ -226,5 +229,6 @@ def test_the_routes_refused(stack):
         "serialized_named_tensors",
     )
     refused(post(stack, "/get_weights_by_name", {"name": "model.norm.weight", "truncate_size": 4}), 501, "name")
+    assert "success" not in post(stack, "/pause_generation", {"mode": "later"}).json()  # SGLang's error object
     refused(post(stack, "/update_weights_from_disk", {"model_path": "/w"}), 400, "model_path")  # an nccl stack
     refused(post(stack, "/init_weights_update_group", {"master_address": "h"}), 400, "master_port")
