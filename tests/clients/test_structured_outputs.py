@@ -1,5 +1,5 @@
 """Structured outputs through the real stack with the official `openai` SDK, on the default model: JSON schemas
-(55 shapes, greedy and sampled), JSON mode, vLLM's regex and choice, forced tool choices, `.parse()` with a
+(55 shapes, each greedy or sampled), JSON mode, vLLM's regex and choice, forced tool choices, `.parse()` with a
 pydantic model (unary and streamed), reasoning gating with a think-style template, and unconstrained streams
 that decode exactly as they do without constrained neighbours."""
 
@@ -78,8 +78,9 @@ def test_json_schemas_are_followed_whenever_the_output_stops(client, model_id, s
             seed=index if sampled else None,
         )
 
-    # Greedy runs every schema; sampling a third of them (every third) shows the same at temperature 0.8.
-    schemas = SCHEMAS[::3] if sampled else SCHEMAS
+    # Every schema runs once: a third of them (every third) sampled at temperature 0.8, the rest greedy. The
+    # grammars themselves are proven over far more schemas without a model (tests/structured).
+    schemas = [s for i, s in enumerate(SCHEMAS) if (i % 3 == 0) == sampled]
     results = run_all([call(i, name, schema) for i, (name, schema) in enumerate(schemas)])
     stopped = 0
     for (name, schema), result in zip(schemas, results):
