@@ -14,6 +14,7 @@ import grpc
 import jinja2
 
 from gateway.edge import Edge
+from gateway.json_fields import FIELD_HEADER, guard_lua
 from gateway.limits import REPLY_MAPPERS, Limits
 from gateway.rest_routes import HTTP_FACES, rest_routes
 from scaleout.v1 import (
@@ -270,6 +271,9 @@ def render_config(
         edge=edge,
         abort=_abort_route(upstreams),
         services=upstreams,
+        json_fields_lua=guard_lua(service for u in upstreams for service in SERVICES[u.role]),
+        unknown_field_header=FIELD_HEADER,
+        unsupported_field_reason=Reason.UNSUPPORTED_FIELD.value,
         descriptor_set=descriptor_set,
         openapi=str(Path(descriptor_set).with_name(OPENAPI)),
         openai_errors_lua=OPENAI_ERRORS_LUA.read_text()
