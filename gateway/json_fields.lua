@@ -83,6 +83,12 @@ walk = function(text, i, kind, path, depth)
     return nil
   end
   if c == "[" then
+    if kind == "" or kind == "*" then  -- a list of numbers (token ids) in one search; its syntax is the transcoder's
+      local _, last = text:find("^[%d%s,.eE+-]*", i + 1)
+      if text:sub(last + 1, last + 1) == "]" then
+        return last + 2
+      end
+    end
     local index = 0
     i = skip_space(text, i + 1)
     if text:sub(i, i) == "]" then
