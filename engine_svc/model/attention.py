@@ -84,6 +84,15 @@ class AttentionMetadata:
         return self.windowed if window and self.windowed is not None else self
 
 
+@dataclass(frozen=True)
+class QkNorm:
+    """The RMSNorm of each q and each k head before RoPE (Qwen3, Gemma 3): weights [head_dim] and epsilon."""
+
+    q_weight: torch.Tensor
+    k_weight: torch.Tensor
+    eps: float
+
+
 class AttentionBackend:
     """Attention for a flat batch: q [tokens, heads, dim], kv [tokens, 2, kv_heads, dim] (this step's K/V,
     already written to kv_cache)."""
@@ -114,8 +123,11 @@ class AttentionBackend:
         `max_len` tokens): then one CUDA graph serves every width. Not here: the decode gathers whole tables."""
         return False
 
-    def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
-        """Rotates this step's q and k, writes K/V to kv_cache at the slot mapping; returns (q, kv)."""
+    def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops, qk_norm: QkNorm | None = None):
+        """Rotates this step's q and k (each head RMS-normed first where `qk_norm`), writes K/V to kv_cache at the
+        slot mapping; returns (q, kv)."""
+        if qk_norm is not None:
+            qkv = ops.qk_norm(qkv, qk_norm.q_weight, qk_norm.k_weight, qk_norm.eps, self.num_heads)
         q, kv = ops.rope_split(qkv, cos, sin, self.num_heads, self.num_kv_heads)
         if kv_cache.dtype == kv.dtype:
             kv_cache.index_copy_(0, meta.slot_mapping, kv)

@@ -15,7 +15,7 @@ from typing import Protocol, cast
 import torch
 from torch import nn
 
-from engine_svc.model.attention import AttentionBackend, AttentionMetadata
+from engine_svc.model.attention import AttentionBackend, AttentionMetadata, QkNorm
 from engine_svc.model.family import FAST_PATH_ARCHITECTURES, Family, fast_path_problem
 from engine_svc.model.mla import Mla, is_mla, mla_width
 from engine_svc.model.moe import SparseMoe
@@ -188,9 +188,10 @@ class DecoderLayer(nn.Module):
         qkv, residual = self.qkv(x, residual, ops)
         if self.mla is not None:
             qkv = self.mla(whole(qkv), ops)
+        qk_norm = None
         if self.q_norm is not None and self.k_norm is not None:
-            qkv = ops.qk_norm(qkv, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, self.num_heads)
-        q, kv = backend.store(qkv, cos[self.rope_index], sin[self.rope_index], kv_cache, meta, ops)
+            qk_norm = QkNorm(self.q_norm.weight, self.k_norm.weight, self.q_norm.eps)
+        q, kv = backend.store(qkv, cos[self.rope_index], sin[self.rope_index], kv_cache, meta, ops, qk_norm)
         return q, kv, residual
 
     def after_attention(self, attn: torch.Tensor, residual: torch.Tensor, ops):
@@ -238,10 +239,14 @@ class FusedDecoder(nn.Module):
         self.register_buffer("cos", torch.stack([c for c, _ in tables]).to(dtype), persistent=False)
         self.register_buffer("sin", torch.stack([s for _, s in tables]).to(dtype), persistent=False)
 
-    def use_skinny_kernels(self, linear, normed) -> None:
+    def use_skinny_kernels(self, linear, normed, normed_router) -> None:
         """Replace each bias-free plain projection by linear(projection) and each bias-free normed one (the
-        vocabulary head's included) by normed(norm, projection, gated); fp8 projections stay as they are."""
+        vocabulary head's included) by normed(norm, projection, gated), and a mixture's norm with its bias-free
+        softmax router by normed_router(norm, experts); fp8 projections stay as they are."""
         for layer in self.layers:
+            mixture = cast(NormedProjection, layer.gate_up)
+            if isinstance(mixture.linear, SparseMoe) and _routes_plainly(mixture.linear):
+                layer.gate_up = normed_router(mixture.norm, mixture.linear)
             silu = layer.mlp_kind == "silu"  # GeGLU and the experts keep their own forward
             for name in ("o_proj", "down") if layer.mlp_kind != "moe" else ("o_proj",):
                 if _plain(getattr(layer, name)):
@@ -325,6 +330,11 @@ class FusedDecoder(nn.Module):
         logits = self.head(x, residual, ops)[0]
         cap = self.family.final_softcap
         return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def _routes_plainly(experts: SparseMoe) -> bool:
+    """A router the skinny kernel computes: bias-free, in the activations' dtype (not GLM-4.5's float32 scores)."""
+    return experts.router_bias is None and experts.routing.rule != "sigmoid_groups" and _plain(experts)
 
 
 def _plain(projection) -> bool:

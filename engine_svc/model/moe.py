@@ -68,11 +68,12 @@ class Routing:
         return cls("softmax", top_k, renormalize)
 
 
-def route(x: torch.Tensor, router: torch.Tensor, routing: Routing, bias=None, correction=None):
+def route(x: torch.Tensor, router: torch.Tensor, routing: Routing, bias=None, correction=None, logits=None):
     """(weights [tokens, k] in x's dtype, expert ids [tokens, k]) of each token; `bias`: the router's (gpt-oss),
-    `correction`: the choice's (GLM-4.5)."""
+    `correction`: the choice's (GLM-4.5); `logits`: the router's, where already computed (fused with the norm)."""
     grouped = routing.rule == "sigmoid_groups"  # its scores in float32
-    logits = F.linear(x.float(), router.float()) if grouped else F.linear(x, router, bias)
+    if logits is None:
+        logits = F.linear(x.float(), router.float()) if grouped else F.linear(x, router, bias)
     if logits.is_cuda:  # one launch in place of the rule's five to sixteen
         from engine_svc.model.triton_routing import routed
 
@@ -217,8 +218,9 @@ class SparseMoe(nn.Module):
     def weight(self) -> torch.Tensor:
         return self.router
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weights, ids = route(x, self.router, self.routing, self.router_bias, self.correction)
+    def forward(self, x: torch.Tensor, logits: torch.Tensor | None = None) -> torch.Tensor:
+        """The experts' output for the normed rows x; `logits`: the router's, where the caller computed them."""
+        weights, ids = route(x, self.router, self.routing, self.router_bias, self.correction, logits)
         run = grouped_experts
         if x.is_cuda:
             from engine_svc.model.triton_moe import fused_experts as run

@@ -103,10 +103,10 @@ class ModelRunner:
             family.attention_softcap,
         )  # fmt: skip
         if attention == "triton":  # Triton is there: small decode batches may take the skinny matmuls
-            from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection
+            from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection, SkinnyNormedRouter
             from engine_svc.model.triton_silu import silu_mul
 
-            self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection)
+            self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection, SkinnyNormedRouter)
             self.eager_ops.silu_mul = silu_mul  # one kernel, not torch's two over strided halves
         if self.device.type == "cpu" and quantization == "none":
             self.model.split_gate_up()

@@ -24,7 +24,7 @@ import torch
 import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
-from engine_svc.model.attention import AttentionBackend, AttentionMetadata
+from engine_svc.model.attention import AttentionBackend, AttentionMetadata, QkNorm
 from engine_svc.model.triton_prefill import prefill_attention, soft_cap
 
 TOKENS_PER_TILE = 64
@@ -196,26 +196,37 @@ def _rope_store(
     stride_slot,
     stride_kv,
     stride_q_seq,
+    q_norm_ptr,
+    k_norm_ptr,
+    eps,
     NUM_HEADS: tl.constexpr,
     NUM_KV_HEADS: tl.constexpr,
     HEADS_PAD: tl.constexpr,
     HALF: tl.constexpr,
+    QK_NORM: tl.constexpr,
 ):
     token = tl.program_id(0)
     heads = tl.arange(0, HEADS_PAD)  # q heads, then k heads, then v heads of the fused qkv row
     dims = tl.arange(0, HALF)
     present = (heads < NUM_HEADS + 2 * NUM_KV_HEADS)[:, None]
+    is_q = (heads < NUM_HEADS)[:, None]
+    rotate = (heads < NUM_HEADS + NUM_KV_HEADS)[:, None]  # q and k turn, v does not
     row = qkv_ptr + token * stride_qkv + heads[:, None] * (2 * HALF) + dims[None, :]
     x1 = tl.load(row, mask=present, other=0.0).to(tl.float32)
     x2 = tl.load(row + HALF, mask=present, other=0.0).to(tl.float32)
+    if QK_NORM:  # Qwen3's, Gemma 3's: each q and k head RMS-normed over its dims before the rotation
+        inverse_rms = tl.rsqrt((tl.sum(x1 * x1, 1) + tl.sum(x2 * x2, 1)) / (2 * HALF) + eps)[:, None]
+        w1 = tl.where(is_q, tl.load(q_norm_ptr + dims)[None, :], tl.load(k_norm_ptr + dims)[None, :])
+        w2 = tl.where(is_q, tl.load(q_norm_ptr + HALF + dims)[None, :], tl.load(k_norm_ptr + HALF + dims)[None, :])
+        # rounded to qkv's dtype as the unfused norm's output, before the rotation
+        x1 = tl.where(rotate, (x1 * inverse_rms * w1.to(tl.float32)).to(qkv_ptr.dtype.element_ty).to(tl.float32), x1)
+        x2 = tl.where(rotate, (x2 * inverse_rms * w2.to(tl.float32)).to(qkv_ptr.dtype.element_ty).to(tl.float32), x2)
     cos1 = tl.load(cos_ptr + token * stride_rope + dims).to(tl.float32)[None, :]
     cos2 = tl.load(cos_ptr + token * stride_rope + HALF + dims).to(tl.float32)[None, :]
     sin1 = tl.load(sin_ptr + token * stride_rope + dims).to(tl.float32)[None, :]
     sin2 = tl.load(sin_ptr + token * stride_rope + HALF + dims).to(tl.float32)[None, :]
-    rotate = (heads < NUM_HEADS + NUM_KV_HEADS)[:, None]  # q and k turn, v does not
     y1 = tl.where(rotate, x1 * cos1 - x2 * sin1, x1)
     y2 = tl.where(rotate, x2 * cos2 + x1 * sin2, x2)
-    is_q = (heads < NUM_HEADS)[:, None]
     q_row = q_ptr + token * stride_q_seq + heads[:, None] * (2 * HALF) + dims[None, :]
     tl.store(q_row, y1.to(q_ptr.dtype.element_ty), mask=is_q)
     tl.store(q_row + HALF, y2.to(q_ptr.dtype.element_ty), mask=is_q)
@@ -252,10 +263,17 @@ def _advance(
 
 
 def rope_store(
-    qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor, kv_cache: torch.Tensor, num_heads: int
+    qkv: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    slots: torch.Tensor,
+    kv_cache: torch.Tensor,
+    num_heads: int,
+    qk_norm: QkNorm | None = None,
 ) -> torch.Tensor:
     """Rotates q and k of qkv [tokens, (heads + 2 kv_heads) * dim] by cos/sin [tokens, dim] (half-rotation),
-    writes k and v to kv_cache [slots, 2, kv_heads, dim] at `slots`, and returns q [tokens, heads, dim]."""
+    writes k and v to kv_cache [slots, 2, kv_heads, dim] at `slots`, and returns q [tokens, heads, dim].
+    `qk_norm`: each q and k head RMS-normed first, in the same kernel (fused_ops.qk_norm's three launches)."""
     tokens = qkv.shape[0]
     kv_heads, dim = kv_cache.shape[2], kv_cache.shape[3]
     q = qkv.new_empty(tokens, num_heads, dim)
@@ -272,10 +290,14 @@ def rope_store(
         kv_cache.stride(0),
         kv_cache.stride(1),
         q.stride(0),
+        qkv if qk_norm is None else qk_norm.q_weight,
+        qkv if qk_norm is None else qk_norm.k_weight,
+        0.0 if qk_norm is None else qk_norm.eps,
         NUM_HEADS=num_heads,
         NUM_KV_HEADS=kv_heads,
         HEADS_PAD=triton.next_power_of_2(num_heads + 2 * kv_heads),
         HALF=dim // 2,
+        QK_NORM=qk_norm is not None,
     )
     return q
 
@@ -402,8 +424,8 @@ class TritonBackend(AttentionBackend):
         layer's splits follow min(width, window): one split here, one there)."""
         return pick_splits(rows, self.num_kv_heads, max_len) == 1
 
-    def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops):
-        return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads), None
+    def store(self, qkv, cos, sin, kv_cache, meta: AttentionMetadata, ops, qk_norm: QkNorm | None = None):
+        return rope_store(qkv, cos, sin, meta.slot_mapping, kv_cache, self.num_heads, qk_norm), None
 
     def forward(self, q, kv, kv_cache, meta: AttentionMetadata, out=None, window: int = 0, sinks=None):
         decodes, chunks, blocks = meta.num_decodes, meta.prefill_table, meta.prefill_blocks

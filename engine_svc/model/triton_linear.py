@@ -28,6 +28,7 @@ import triton.language as tl  # pyright: ignore[reportMissingImports]
 from triton.testing import do_bench_cudagraph  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.decoder import NormedProjection, Projection
+from engine_svc.model.moe import SparseMoe
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,16 @@ def _skinny_matmul(
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=row_mask & (cols[None, :] < N))
 
 
-@triton.autotune(configs=GEMV_CONFIGS, key=["N", "K", "NORM", "GATED"])
+@triton.jit
+def _row(x_ptr, res_ptr, k, k_mask, RESIDUAL: tl.constexpr):
+    """x's (+ the residual's) values at `k`, the sum rounded to x's dtype as the unfused add."""
+    x = tl.load(x_ptr + k, mask=k_mask, other=0.0)
+    if RESIDUAL:
+        x = (x.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(x.dtype)
+    return x
+
+
+@triton.autotune(configs=GEMV_CONFIGS, key=["N", "K", "NORM", "GATED", "WRITE_NORMED"])
 @triton.jit
 def _gemv(
     x_ptr,
@@ -115,6 +125,7 @@ def _gemv(
     w_ptr,
     out_ptr,
     res_out_ptr,
+    normed_ptr,
     N,
     K,
     eps,
@@ -124,6 +135,7 @@ def _gemv(
     NORM: tl.constexpr,
     RESIDUAL: tl.constexpr,
     GATED: tl.constexpr,
+    WRITE_NORMED: tl.constexpr,
 ):
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -134,9 +146,8 @@ def _gemv(
     for start in range(0, K, BLOCK_K):
         k = start + ks
         k_mask = k < K
-        x = tl.load(x_ptr + k, mask=k_mask, other=0.0)
+        x = _row(x_ptr, res_ptr, k, k_mask, RESIDUAL)
         if RESIDUAL:
-            x = (x.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(x.dtype)
             tl.store(res_out_ptr + k, x, mask=k_mask & writes_residual)
         x = x.to(tl.float32)
         if NORM:
@@ -157,6 +168,15 @@ def _gemv(
             gate * tl.sigmoid(gate) * (tl.sum(up, axis=1) * inverse_rms).to(out_ptr.dtype.element_ty).to(tl.float32)
         )
     tl.store(out_ptr + cols, result.to(out_ptr.dtype.element_ty), mask=cols < N)
+    # program 0 also writes rms_norm(x + residual) itself (a mixture's experts take it)
+    if WRITE_NORMED:  # noqa: SIM102 (a constexpr branch around a runtime one)
+        if tl.program_id(0) == 0:
+            for start in range(0, K, BLOCK_K):
+                k = start + ks
+                k_mask = k < K
+                x = _row(x_ptr, res_ptr, k, k_mask, RESIDUAL).to(tl.float32)
+                normed = x * tl.load(norm_ptr + k, mask=k_mask, other=0.0).to(tl.float32) * inverse_rms
+                tl.store(normed_ptr + k, normed.to(normed_ptr.dtype.element_ty), mask=k_mask)
 
 
 def _over_columns(n: int):
@@ -172,8 +192,9 @@ def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     out = x.new_empty(rows, n)
     if rows == 1:
         _gemv[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
-            x, x, x, weight, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False, GATED=False
-        )
+            x, x, x, weight, out, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False, GATED=False,
+            WRITE_NORMED=False,
+        )  # fmt: skip
         return out
     _skinny_matmul[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
         x,
@@ -197,9 +218,11 @@ def normed_gemv(
     eps: float,
     weight: torch.Tensor,
     gated: bool = False,
+    normed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(rms_norm(x + residual) @ weight^T, x + residual) for one row x [1, K] (x itself without a residual), in
-    one pass. `gated`: the weight is [gate; up] and the result silu(gate) * up."""
+    one pass. `gated`: the weight is [gate; up] and the result silu(gate) * up. `normed`: rms_norm(x + residual)
+    itself is written there too."""
     n, k = weight.shape[0] // 2 if gated else weight.shape[0], x.shape[1]
     out = x.new_empty(1, n)
     total = x if residual is None else torch.empty_like(x)
@@ -210,6 +233,7 @@ def normed_gemv(
         weight,
         out,
         total,
+        out if normed is None else normed,
         n,
         k,
         eps,
@@ -217,6 +241,7 @@ def normed_gemv(
         NORM=True,
         RESIDUAL=residual is not None,
         GATED=gated,
+        WRITE_NORMED=normed is not None,
     )
     return out, total
 
@@ -296,3 +321,36 @@ class SkinnyNormedProjection(NormedProjection, _Chooser):
 
     def _fused(self, x: torch.Tensor, residual: torch.Tensor | None):
         return normed_gemv(x, residual, self.norm.weight, self.norm.eps, self.linear.weight, self.gated)
+
+
+class SkinnyNormedRouter(NormedProjection, _Chooser):
+    """A mixture's norm and router (moe.py's SparseMoe, bias-free softmax routing) as one kernel for a single row,
+    which writes the normed row for the experts beside the router's logits, where that beats the norm and the
+    router's matmul apart; the experts run as before."""
+
+    def __init__(self, norm, experts: SparseMoe):
+        super().__init__(norm, experts)
+        self.experts = experts
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
+        router = self.experts.router
+        if (
+            x.shape[0] == 1
+            and _contiguous_cuda(x, residual)
+            and self.skinny_wins(
+                ("router", *router.shape, 1),
+                lambda: torch.randn(2, 1, router.shape[1], device=x.device, dtype=x.dtype).unbind(),
+                lambda s: self._fused(*s),
+                lambda s: torch.nn.functional.linear(
+                    ops.add_rms_norm(s[0], s[1], self.norm.weight, self.norm.eps)[0], router
+                ),
+            )
+        ):
+            normed = torch.empty_like(x)
+            logits, total = self._fused(x, residual, normed)
+            return self.experts(normed, logits), total
+        return super().forward(x, residual, ops)
+
+    def _fused(self, x: torch.Tensor, residual: torch.Tensor | None, normed: torch.Tensor | None = None):
+        normed = torch.empty_like(x) if normed is None else normed
+        return normed_gemv(x, residual, self.norm.weight, self.norm.eps, self.experts.router, normed=normed)

@@ -94,5 +94,6 @@ def routed(logits: torch.Tensor, routing, correction: torch.Tensor | None, dtype
         RENORMALIZE=routing.renormalize, CORRECTION=correction is not None, GROUPS=routing.groups,
         TOP_GROUPS=routing.top_groups, BLOCK_E=triton.next_power_of_2(experts),
         BLOCK_K=triton.next_power_of_2(routing.top_k), BLOCK_G=triton.next_power_of_2(routing.groups),
+        num_warps=1,  # a token's few hundred experts: reductions within one warp, no shared-memory round trips
     )  # fmt: skip
     return weights, ids

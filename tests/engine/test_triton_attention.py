@@ -103,6 +103,30 @@ def test_rope_store_matches_rope_split_and_index_copy():
     torch.testing.assert_close(cache, expected_cache, atol=2e-2, rtol=2e-2)
 
 
+def test_rope_store_with_qk_norm_matches_the_unfused_norm_then_rope():
+    from engine_svc.model.attention import QkNorm
+    from engine_svc.model.fused_ops import qk_norm, rope_split
+
+    heads, kv_heads, dim, tokens = 16, 4, 128, 3
+    torch.manual_seed(2)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device=DEVICE, dtype=DTYPE) * 3
+    norms = QkNorm(torch.rand(dim, device=DEVICE, dtype=DTYPE) + 0.5, torch.rand(dim, device=DEVICE, dtype=DTYPE), 1e-6)
+    angles = torch.rand(tokens, dim // 2, device=DEVICE) * 6
+    cos = torch.cat([angles.cos()] * 2, -1).to(DTYPE)[:, None]
+    sin = torch.cat([angles.sin()] * 2, -1).to(DTYPE)[:, None]
+    slots = torch.tensor([5, 6, 70], device=DEVICE)
+    normed = qk_norm(qkv.float(), norms.q_weight.float(), norms.k_weight.float(), norms.eps, heads)
+    expected_q, kv = rope_split(normed, cos.float(), sin.float(), heads, kv_heads)
+    expected_cache = torch.zeros(128, 2, kv_heads, dim, device=DEVICE, dtype=DTYPE).index_copy_(0, slots, kv.to(DTYPE))
+    cache = torch.zeros_like(expected_cache)
+    q = triton_attention.rope_store(qkv, cos, sin, slots, cache, heads, norms)
+    torch.testing.assert_close(q, expected_q.to(DTYPE), atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(cache, expected_cache, atol=3e-2, rtol=3e-2)
+    assert torch.equal(
+        cache[slots, 1], qkv.view(tokens, -1, dim)[:, heads + kv_heads :]
+    )  # v is neither normed nor turned
+
+
 def test_advance_kernel_equals_torch_ops():
     from engine_svc.model.attention import AttentionBackend
 

@@ -53,10 +53,10 @@ def assert_same_logits(reference: ModelRunner, other: ModelRunner) -> None:
                 chunk.seq.append(int(expected[row].argmax()))
 
 
-@pytest.mark.parametrize("family", ["gemma2", "gpt_oss", "glm4_moe", "deepseek_v3"])
+@pytest.mark.parametrize("family", ["gemma2", "gpt_oss", "glm4_moe", "deepseek_v3", "qwen3_moe"])
 def test_kernels_equal_the_sdpa_backend(family):
     """Gemma 2: a window on every other layer and soft-capped scores; gpt-oss: a window on every other layer and
-    sinks; GLM-4.5: partial rotary (rope_store rotates the reordered heads), grouped routing, shared experts;
+    sinks; Qwen3 MoE: each q and k head normed inside rope_store; GLM-4.5: partial rotary (rope_store rotates the reordered heads), grouped routing, shared experts;
     DeepSeek V3: MLA's expanded, zero-padded heads and its own scale."""
     model = tiny(family).to(DEVICE, DTYPE)
     sdpa, kernels = runner(model, cuda_graphs=False), runner(model, cuda_graphs=False)
@@ -67,11 +67,14 @@ def test_kernels_equal_the_sdpa_backend(family):
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs need CUDA")
-@pytest.mark.parametrize("family", ["gemma2", "gemma3", "gpt_oss", "mistral", "glm4_moe", "deepseek_v3"])
+@pytest.mark.parametrize(
+    "family", ["gemma2", "gemma3", "gpt_oss", "mistral", "glm4_moe", "deepseek_v3", "qwen3", "qwen3_moe"]
+)
 def test_graphs_on_the_kernels_equal_the_eager_sdpa_backend(family):
     """`--attention triton` with decode graphs and piecewise mixed-step graphs, which pass each layer's window and
     sinks to the attention between their pieces (Gemma 3: two RoPE tables; Mistral: every layer windowed; GLM-4.5:
-    the fused MoE's routing and shared experts captured; DeepSeek V3: MLA's expansion captured)."""
+    the fused MoE's routing and shared experts captured; DeepSeek V3: MLA's expansion captured; Qwen3: q/k norms in rope_store; Qwen3 MoE: a one-row step's norm and
+    router as one skinny kernel)."""
     model = tiny(family).to(DEVICE, DTYPE)
     graphs = runner(model, cuda_graphs=True, attention="triton", mixed_step_graphs_up_to=64)
     assert_same_logits(runner(model, cuda_graphs=False), graphs)
