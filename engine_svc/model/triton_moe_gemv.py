@@ -57,12 +57,15 @@ def _gate_up(x_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, h_ptr, inner, hidden,
     tl.store(h_ptr + choice * inner + cols, a.to(dtype), mask=on)
 
 
-@triton.autotune(configs=CONFIGS, key=["hidden", "inner", "TOP_K", "W_FP8", "BIAS"])
+@triton.autotune(configs=CONFIGS, key=["hidden", "INNER", "TOP_K", "W_FP8", "BIAS"])
 @triton.jit
-def _down(h_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, weights_ptr, out_ptr, hidden, inner, stride_we, stride_wn,
-          stride_bias, stride_ws, TOP_K: tl.constexpr, W_FP8: tl.constexpr, BIAS: tl.constexpr,
-          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
-    """out[cols] = sum over the k choices of weight * (down rows of the choice's expert . h[choice])."""
+def _down(h_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, weights_ptr, out_ptr, hidden, stride_we, stride_wn,
+          stride_bias, stride_ws, INNER: tl.constexpr, TOP_K: tl.constexpr, W_FP8: tl.constexpr,
+          BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """out[cols] = sum over the k choices of weight * (down rows of the choice's expert . h[choice]). Unrolled
+    whole (the inner size is a constant): every choice's loads can be in flight at once, where a loop over the
+    inner blocks made each choice wait for the last."""
+    inner = INNER
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     on = cols < hidden
@@ -72,7 +75,7 @@ def _down(h_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, weights_ptr, out_ptr, hi
         expert = tl.load(ids_ptr + choice).to(tl.int64)
         rows = w_ptr + expert * stride_we + cols[:, None] * stride_wn
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        for start in range(0, inner, BLOCK_K):
+        for start in tl.static_range(0, INNER, BLOCK_K):
             k = start + ks
             h = tl.load(h_ptr + choice * inner + k, mask=k < inner, other=0.0).to(tl.float32)
             where = on[:, None] & (k[None, :] < inner)
@@ -100,9 +103,9 @@ def one_token_experts(x, gate_up, down, weights, ids, gating, gate_up_bias, down
     )  # fmt: skip
     out = x.new_empty(1, hidden)
     _down[lambda meta: (triton.cdiv(hidden, meta["BLOCK_N"]),)](  # pyright: ignore[reportIndexIssue]
-        h, down, down_bias if biased else x, down_scale if fp8 else x, ids, weights, out, hidden, inner,
+        h, down, down_bias if biased else x, down_scale if fp8 else x, ids, weights, out, hidden,
         down.stride(0), down.stride(1), down_bias.stride(0) if biased else 0, down_scale.stride(0) if fp8 else 0,
-        TOP_K=top_k, W_FP8=fp8, BIAS=biased,
+        INNER=inner, TOP_K=top_k, W_FP8=fp8, BIAS=biased,
     )  # fmt: skip
     return out
 
