@@ -6,7 +6,7 @@
 # H100) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
 # the one-token experts (tests, tiles, a batch-1 step's kernels); `... final` the tests, token-1 tiles and the serve
 # loads in one call (DATASET=random:128x128@1 for the batch-1 line alone, as on an H100: bf16 leaves no room for
-# the 256 streams' cache).
+# the 256 streams' cache; there also SERVE_FLAGS="--max-num-batched-tokens 2048 --max-num-seqs 8", whose graphs fit).
 source bench/serving/h200_env.sh
 case "$1" in
 tiles)
@@ -39,7 +39,7 @@ final)  # one call: the kernels' tests, token-1 tiles written, the serve loads o
   timeout 120 python3 -m bench.engine.moe_tiles --shape qwen3-30b-a3b --grid small --tokens 1 --write \
     --json "$OUT/tiles_1.json" 2>&1 | quiet | grep -v "OutOfResources" | tee "$OUT/tiles_1.log"
   tar -cf "$OUT/moe_tiles.tar" engine_svc/model/moe_tiles
-  SERVE_S=300 bash "$0" serve "--max-num-batched-tokens 16384" _16k
+  SERVE_S=300 bash "$0" serve "${SERVE_FLAGS:---max-num-batched-tokens 16384}" _16k
   timeout $((580 - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
 serve)
