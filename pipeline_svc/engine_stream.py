@@ -26,7 +26,7 @@ class EngineStreamRelay(engine_stream_pb2_grpc.EngineStreamServiceServicer):
 
     async def Generate(self, request, context):
         call = self.hops.engine.Generate(
-            request, timeout=context.time_remaining(), metadata=_routing_metadata(request, context)
+            request, timeout=context.time_remaining(), metadata=routing_metadata(request, context)
         )
         request_id, started = request.request_id, False
         try:
@@ -46,7 +46,7 @@ class EngineStreamRelay(engine_stream_pb2_grpc.EngineStreamServiceServicer):
         yield engine_pb2.GenerateResponse(request_id=request_id, error=failure.to_status())
 
 
-def _routing_metadata(request, context):
+def routing_metadata(request, context):
     """The prefix-hash header the caller sent (as it would to the engine itself), else the request's own."""
     sent = dict(context.invocation_metadata() or ()).get(prefix_hash.ROUTING_HEADER)
     return ((prefix_hash.ROUTING_HEADER, sent),) if sent else prefix_hash.routing_metadata(request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import socket
 import uuid
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import grpc
 from google.api import httpbody_pb2
 
 from engine_svc.scheduling.admission import admit, structured
+from engine_svc.scheduling.speculation import parse_speculative_config
 from engine_svc.serving import telemetry as _telemetry  # noqa: F401  (registers the readers of the engine's messages)
 from engine_svc.serving import tenancy
 from engine_svc.serving.api_servers import ApiServers
@@ -31,6 +33,22 @@ from scaleout_common.reasons import Reason, fail
 from scaleout_common.telemetry.call_summary import report_engine_timing
 
 log = logging.getLogger(__name__)
+
+
+def _speculative(text: str) -> engine_pb2.SpeculativeConfig | None:
+    """--speculative-config as resolved (checked at start); a draft model named by its folder's last part."""
+    config = parse_speculative_config(text)
+    if config is None:
+        return None
+    draft = config.method == "draft_model"
+    return engine_pb2.SpeculativeConfig(
+        method=config.method,
+        num_speculative_tokens=config.num_speculative_tokens,
+        prompt_lookup_min=config.prompt_lookup_min,
+        prompt_lookup_max=config.prompt_lookup_max,
+        model=os.path.basename(config.model.rstrip("/")) if draft else config.method,
+        draft_sample_method="greedy",
+    )
 
 
 class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
@@ -127,6 +145,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             kv_layout=self.service.kv.layout if self.service.kv.engine is not None else None,
             weight_version=self.engine.weight_version,
             weight_transfer_backend=self.service.args.weight_transfer_backend,
+            speculative_config=_speculative(self.service.args.speculative_config),
         )
 
     async def GetLoad(self, request, context):

@@ -5,8 +5,8 @@ VllmConfig as a JSON tree (`config_format=json`) or as text (the default). SMG a
 SGLang's `/get_server_info` fields. So the answer is SGLang's fields (sglang_server.py's table) with vLLM's two keys
 beside them: `vllm_config` (the sections below, the ones trainers read: TRL 1.16 reads
 `weight_transfer_config` (null means no weight sync), `model_config.logprobs_mode` and `.dtype`, `lora_config`
-(null: no LoRA) and `parallel_config.data_parallel_size`) and `vllm_env` (empty: no `VLLM_*` variable is read
-here). `system_env` (vLLM's collect_env of its one machine) is not served: each service runs on its own machines.
+(null: no LoRA) and `parallel_config.data_parallel_size`; `speculative_config` is the engine's, null when it does not
+speculate) and `vllm_env` (empty: no `VLLM_*` variable is read here). `system_env` (vLLM's collect_env of its one machine) is not served: each service runs on its own machines.
 As text, `vllm_config` is the same tree as one line, `section=value` pairs joined by ", " (vLLM prints its
 dataclasses' repr there). A replica is one data-parallel rank (as `/get_world_size` counts them); the stack has no
 tensor or pipeline parallelism.
@@ -57,14 +57,26 @@ VLLM_CONFIG: dict[str, dict[str, Row] | None] = {
         "backend": lambda card, info, replicas: info.weight_transfer_backend,
     },
     "lora_config": None,
-    "speculative_config": None,
+    # Null unless the engine speculates (its --speculative-config): then vLLM's SpeculativeConfig fields it sets.
+    "speculative_config": {
+        "method": lambda card, info, replicas: info.speculative_config.method,
+        "model": lambda card, info, replicas: info.speculative_config.model,
+        "num_speculative_tokens": lambda card, info, replicas: info.speculative_config.num_speculative_tokens,
+        "prompt_lookup_min": lambda card, info, replicas: info.speculative_config.prompt_lookup_min or None,
+        "prompt_lookup_max": lambda card, info, replicas: info.speculative_config.prompt_lookup_max or None,
+        "draft_sample_method": lambda card, info, replicas: info.speculative_config.draft_sample_method,
+    },
 }
+# Sections present only where the engine's model info has its message.
+OPTIONAL = {"speculative_config": "speculative_config"}
 FORMATS = ("text", "json")
 
 
 def vllm_config(card: Card, info: Info, replicas: int) -> dict:
     return {
-        section: None if rows is None else {name: value(card, info, replicas) for name, value in rows.items()}
+        section: None
+        if rows is None or (section in OPTIONAL and not info.HasField(OPTIONAL[section]))
+        else {name: value(card, info, replicas) for name, value in rows.items()}
         for section, rows in VLLM_CONFIG.items()
     }
 

@@ -1,6 +1,6 @@
 """TRL's VLLMClient (trl 1.16, `trl/generation/vllm_client.py`), unchanged, against the gateway as against a vLLM
 server: every method that runs without CUDA, its results checked against our tokenizer and the engine's own
-logprobs (`/inference/v1/generate`). Weight sync stops where TRL itself stops on CPU (it needs vLLM's NCCL engine on
+logprobs (`/inference/v1/generate/typed`). Weight sync stops where TRL itself stops on CPU (it needs vLLM's NCCL engine on
 CUDA): after the server checks it makes pass. Images are refused (a text-only model). docs/rl.md."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def tokenizer():
 def _engine(stack, token_ids: list[int], **sampling) -> dict:
     """The engine's own answer for `token_ids` (greedy), through its typed REST route."""
     body = {"token_ids": token_ids, "sampling_params": {"temperature": 0, **sampling}}
-    answer = requests.post(stack.rest_url + "/inference/v1/generate", json=body, timeout=120)
+    answer = requests.post(stack.rest_url + "/inference/v1/generate/typed", json=body, timeout=120)
     assert answer.status_code == 200, answer.text
     return answer.json()
 

@@ -26,6 +26,7 @@ ROUTES = [
     ("/tokenize", {"prompt": "hi"}),
     ("/detokenize", {"tokens": [1, 2]}),
     ("/inference/v1/generate", {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}}),
+    ("/inference/v1/generate/typed", {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}}),
     ("/inference/v1/generate/stream", {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}}),
     ("/inference/v1/abort_requests", {"request_ids": ["x"]}),
     ("/v1/chat/completions", {"messages": USER, "max_tokens": 2}),

@@ -22,7 +22,7 @@ SHORT = {"token_ids": [5, 6, 7], "sampling_params": {"max_tokens": 2}}
 def _hog(stack, headers=None) -> None:
     """A long generation that holds a slot until the stack stops (its connection dies with it)."""
     with contextlib.suppress(requests.RequestException):
-        post(stack, "/inference/v1/generate", LONG, timeout=300, headers=headers)
+        post(stack, "/inference/v1/generate/typed", LONG, timeout=300, headers=headers)
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +63,13 @@ def test_a_busy_replicas_refusal_is_retried_on_the_idle_one(stack):
     pinned = {ROUTING_HEADER: "aaaa"}
     _fill(stack, 1, pinned)
     # Each is refused by the full engine and retried on the idle one (the same path every time: ten show it).
-    codes = [post(stack, "/inference/v1/generate", SHORT, headers=pinned).status_code for _ in range(10)]
+    codes = [post(stack, "/inference/v1/generate/typed", SHORT, headers=pinned).status_code for _ in range(10)]
     assert codes == [200] * 10, codes
 
 
 def test_both_full_is_a_fast_429_with_its_reason(stack):
     _fill(stack, 2)
     started = time.monotonic()
-    answer = post(stack, "/inference/v1/generate", SHORT)
+    answer = post(stack, "/inference/v1/generate/typed", SHORT)
     assert answer.status_code == 429 and answer.json()["error"]["code"] == "QUEUE_FULL", answer.text
     assert time.monotonic() - started < 2

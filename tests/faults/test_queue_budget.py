@@ -26,7 +26,7 @@ PINNED = {ROUTING_HEADER: "aaaa"}  # every request with this key hashes to one e
 def _hog(stack) -> None:
     """A long generation that holds a slot until the stack stops (its connection dies with it)."""
     with contextlib.suppress(requests.RequestException):
-        post(stack, "/inference/v1/generate", LONG, timeout=300, headers=PINNED)
+        post(stack, "/inference/v1/generate/typed", LONG, timeout=300, headers=PINNED)
 
 
 def _refuses(engine) -> bool:
@@ -76,7 +76,7 @@ def test_requests_pinned_to_the_saturated_engine_are_served_by_the_idle_one(stac
     waits = []
     for _ in range(4):
         started = time.monotonic()
-        answer = post(stack, "/inference/v1/generate", SHORT, timeout=60, headers=PINNED)
+        answer = post(stack, "/inference/v1/generate/typed", SHORT, timeout=60, headers=PINNED)
         waits.append(time.monotonic() - started)
         assert answer.status_code == 200, answer.text
     # Queued behind the streams, each would wait for minutes (4,000 steps); on the idle engine, a few steps.
@@ -86,7 +86,7 @@ def test_requests_pinned_to_the_saturated_engine_are_served_by_the_idle_one(stac
 def test_every_engine_over_budget_is_a_fast_429_with_retry_after(stack):
     _hogs(stack, 2, saturated=2)  # refused by the saturated engine, so they hold the other one's two slots
     started = time.monotonic()
-    answer = post(stack, "/inference/v1/generate", SHORT, timeout=20, headers=PINNED)
+    answer = post(stack, "/inference/v1/generate/typed", SHORT, timeout=20, headers=PINNED)
     assert time.monotonic() - started < 2
     assert answer.status_code == 429 and answer.json()["error"]["code"] == "QUEUE_WAIT_OVER_BUDGET", answer.text
     assert int(answer.headers["retry-after"]) >= 1, answer.headers

@@ -19,14 +19,18 @@ USER = [{"role": "user", "content": "hi"}]
         # The transcoder turns an object where a float belongs into corrupt protobuf: refused as such.
         ("/v1/chat/completions/render/typed", {"messages": USER, "logit_bias": {"1": {}}}, "INVALID_MESSAGE"),
         ("/v1/chat/completions/render", {"messages": USER, "logit_bias": {"1": {}}}, "INVALID_REQUEST"),
-        ("/inference/v1/generate", {"token_ids": [1], "sampling_params": {"logit_bias": {"1": {}}}}, "INVALID_MESSAGE"),
         (
-            "/inference/v1/generate",
+            "/inference/v1/generate/typed",
+            {"token_ids": [1], "sampling_params": {"logit_bias": {"1": {}}}},
+            "INVALID_MESSAGE",
+        ),
+        (
+            "/inference/v1/generate/typed",
             {"token_ids": [1], "sampling_params": {"temperature": "NaN"}},
             "INVALID_SAMPLING_PARAM",
         ),
         (
-            "/inference/v1/generate",
+            "/inference/v1/generate/typed",
             {"token_ids": [1], "sampling_params": {"logit_bias": {"1": "Infinity"}}},
             "INVALID_SAMPLING_PARAM",
         ),

@@ -74,7 +74,7 @@ def test_a_native_grpc_call_envoy_answers_gets_words_not_rest_json(no_engine):
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert refused.value.details() == NO_REPLICA.format(method="EngineService/Generate")
     # REST keeps OpenAI's error object, the reason in `code`.
-    rest = _post(no_engine, "/inference/v1/generate", {"token_ids": [1]})
+    rest = _post(no_engine, "/inference/v1/generate/typed", {"token_ids": [1]})
     assert rest.status_code == 503 and rest.json()["error"]["code"] == "GATEWAY_UH", rest.text
 
 

@@ -84,7 +84,8 @@ class EngineServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GenerateUnary(self, request, context):
-        """Unary twin of Generate: one message with every choice's whole output.
+        """Unary twin of Generate: one message with every choice's whole output. vLLM's path,
+        `/inference/v1/generate`, takes vLLM's JSON (VllmServerService.Generate, a face over Generate).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -54,6 +54,11 @@ class VllmServerServiceStub:
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmServerInfoRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Generate = channel.unary_stream(
+                '/scaleout.v1.VllmServerService/Generate',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.Invocations = channel.unary_stream(
                 '/scaleout.v1.VllmServerService/Invocations',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -200,6 +205,18 @@ class VllmServerServiceServicer:
         read this path: vLLM's `vllm_config` (its VllmConfig as a JSON tree, or that tree as one line of text) and
         `vllm_env`, beside every field of SGLang's `/get_server_info` (SMG asks this path first). The config's sections
         and fields are one table in pipeline_svc/faces/vllm_server.py; vLLM's `system_env` is not served.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Generate(self, request, context):
+        """vLLM 0.33's token-in, token-out `POST /inference/v1/generate`: its GenerateRequest JSON in (`token_ids`,
+        `sampling_params` in vLLM's names, `stream`, `stream_options`, `return_token_ids`, ...; what its render routes
+        print, forwarded unchanged), EngineService.Generate underneath, and its GenerateTokensResponse out, or with
+        `"stream": true` its GenerateTokensStreamResponse chunks as server-sent events ending `data: [DONE]`. A field
+        that cannot be honoured is refused naming it (the mapping: pipeline_svc/faces/vllm_generate_request.py). The
+        typed twins: `/inference/v1/generate/typed` (EngineService.GenerateUnary), `/inference/v1/generate/stream`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -396,6 +413,11 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             'GetServerInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServerInfo,
                     request_deserializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmServerInfoRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Generate': grpc.unary_stream_rpc_method_handler(
+                    servicer.Generate,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'Invocations': grpc.unary_stream_rpc_method_handler(
@@ -598,6 +620,33 @@ class VllmServerService:
             target,
             '/scaleout.v1.VllmServerService/GetServerInfo',
             scaleout_dot_v1_dot_vllm__server__pb2.VllmServerInfoRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Generate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Generate',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
