@@ -28,8 +28,8 @@ def usage(message: common_pb2.Usage) -> dict:
         "completion_tokens": message.completion_tokens,
         "total_tokens": message.total_tokens,
     }
-    if message.cached_tokens:
-        out["prompt_tokens_details"] = {"cached_tokens": message.cached_tokens}
+    # Always, as OpenAI prints it (and vLLM with --enable-prompt-tokens-details): the stack always caches prefixes.
+    out["prompt_tokens_details"] = {"cached_tokens": message.cached_tokens}
     if message.HasField("completion_tokens_details"):  # with a reasoning parser, as vLLM
         out["completion_tokens_details"] = {"reasoning_tokens": message.completion_tokens_details.reasoning_tokens}
     return out

@@ -3,7 +3,8 @@
 Unary: one HttpBody of `application/json`. `"stream": true`: one HttpBody per server-sent event, written as
 soon as derender has it (the gateway passes each one straight through), ending with `data: [DONE]`.
 With `stream_options.include_usage` every chunk has `"usage": null` and a last chunk with empty `choices`
-carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on every chunk.
+carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on every chunk. With vLLM's
+`--enable-force-include-usage` every stream is answered as if it asked for both.
 
 An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
 status); after it, an in-band `data: {"error": ...}` event (`hops.broken_off`: the upstream's typed status, or
@@ -39,8 +40,16 @@ def data_event(payload: dict) -> httpbody_pb2.HttpBody:
 
 
 class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
-    def __init__(self, hops: Hops):
+    def __init__(self, hops: Hops, force_usage: bool = False):
         self.hops = hops
+        self.force_usage = force_usage  # vLLM's --enable-force-include-usage: every stream as include + continuous
+
+    def _forced(self, parsed: openai_request.OpenAIRequest) -> openai_request.OpenAIRequest:
+        if self.force_usage and parsed.stream:
+            parsed.include_usage = parsed.continuous_usage = True
+            options = parsed.typed.stream_options  # derender counts the usage it is told to print
+            options.include_usage = options.continuous_usage_stats = True
+        return parsed
 
     async def ChatCompletions(self, request, context):
         async for event in named(self._chat(request, context), request.data, OPENAI_CHAT):
@@ -51,7 +60,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             yield event
 
     async def _chat(self, request, context):
-        parsed = openai_request.chat_request(request.data)
+        parsed = self._forced(openai_request.chat_request(request.data))
         ids = parsed.typed.return_token_ids
         if not parsed.stream:
             yield json_body(await self.chat_completion(parsed, context))
@@ -83,7 +92,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         return openai_response.chat_completion(completion, parsed.typed.return_token_ids) | handoff
 
     async def _completions(self, request, context):
-        parsed = openai_request.completion_request(request.data)
+        parsed = self._forced(openai_request.completion_request(request.data))
         ids = parsed.typed.return_token_ids
         _observe_request(parsed)
         try:

@@ -2,8 +2,9 @@
 
 render's vLLM render paths (render_svc/vllm_render/) and the pipeline's one-hop routes (pipeline_svc/
 openai_request.py) each decide which fields they take; the shapes those fields arrive in are read here, once:
-the completions prompt forms, the message clean-up, JSON schemas kept as text, and the typed parse that names
-the field json_format stopped at.
+the completions prompt forms, the message clean-up (a key the template is not given is refused, naming it), JSON
+schemas kept as text, and the typed parse that names the field json_format stopped at (every `logit_bias` key that
+is no token id at once).
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from scaleout_common.errors import ServiceError
+from scaleout.v1 import common_pb2
+from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.reasons import Reason, fail
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 # Message keys whose null or empty value carries nothing (an SDK echoing an assistant message back sends them).
 EMPTY_MESSAGE_KEYS = ("refusal", "annotations", "audio", "function_call")
 _AT_FIELD = re.compile(r' at "?\w+\.(\w+)')  # json_format's `at RenderChatRequest.temperature`
+# A message's keys the chat template is given: the typed message's fields, by proto or JSON name.
+MESSAGE_KEYS = frozenset(name for f in common_pb2.ChatMessage.DESCRIPTOR.fields for name in (f.name, f.json_name))
+_LISTED = 5  # bad logit_bias keys named in one message
+_TOKEN_ID = re.compile(r"-?[0-9]+")
 
 
 def _invalid(field: str, message: str) -> ServiceError:
@@ -56,6 +62,10 @@ def clean_messages(messages) -> list:
         if not isinstance(message, dict):
             raise _invalid(f"messages[{i}]", "must be an object")
         kept = {k: v for k, v in message.items() if v is not None and not (k in EMPTY_MESSAGE_KEYS and v in ([], ""))}
+        for key in (k for k in kept if k not in MESSAGE_KEYS and k != "reasoning"):
+            # vLLM hands extra keys to the chat template; ours takes the typed message only: refused, not dropped.
+            name = f"messages[{i}].{clip(key, QUOTE_CHARS)}"
+            raise fail(Reason.UNSUPPORTED_FIELD, f"`{name}` is not a message field this API takes", name)
         if "reasoning" in kept:
             kept.setdefault("reasoning_content", kept.pop("reasoning"))
         cleaned.append(kept)
@@ -74,8 +84,18 @@ def schemas_as_text(out: dict) -> None:
         out["structured_outputs"] = {**outputs, "json": json.dumps(outputs["json"])}
 
 
+def _check_logit_bias(bias) -> None:
+    """OpenAI's `logit_bias` keys: token ids, every key that is none named at once (the values: the typed parse)."""
+    bad = [k for k in bias if not _TOKEN_ID.fullmatch(k)]
+    if bad:
+        named = ", ".join(repr(clip(k, QUOTE_CHARS)) for k in bad[:_LISTED]) + (", ..." if len(bad) > _LISTED else "")
+        raise _invalid("logit_bias", f"keys must be token ids (integers); not: {named}")
+
+
 def parse_typed(out: dict, message) -> Any:
     """`out` into the typed request `message`; a field of the wrong shape is INVALID_REQUEST naming it."""
+    if isinstance(out.get("logit_bias"), dict):  # another shape: the typed parse names it
+        _check_logit_bias(out["logit_bias"])
     try:
         return json_format.ParseDict(out, message)
     except json_format.ParseError as error:

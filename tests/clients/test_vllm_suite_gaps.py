@@ -1,0 +1,78 @@
+"""What vLLM's own OpenAI-server tests (bench/peers, `--suite vllm-openai`) found different here, fixed, through the
+official `openai` SDK against the real stack.
+
+- usage always has `prompt_tokens_details.cached_tokens` (OpenAI prints it; vLLM with --enable-prompt-tokens-details);
+- `logit_bias` keys that are no token ids are all named in one 400 (vLLM's test_chat_logit_bias_validation);
+- a message key the template is not given is refused naming its path, never dropped (vLLM hands it to the template);
+- vLLM's `--enable-force-include-usage` (the one-hop service's flag): usage on every streamed chunk, and a last
+  usage chunk, without `stream_options`.
+"""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from devstack.stack import Stack, StackConfig
+
+pytestmark = pytest.mark.slow
+
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def test_usage_always_details_the_cached_prompt_tokens(client, model_id):
+    chat = client.chat.completions.create(model=model_id, messages=USER, max_tokens=2, temperature=0)
+    text = client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=2)
+    stream = client.chat.completions.create(
+        model=model_id, messages=USER, max_tokens=2, stream=True, stream_options={"include_usage": True}
+    )
+    last = list(stream)[-1]
+    for usage in (chat.usage, text.usage, last.usage):
+        assert usage is not None and usage.prompt_tokens_details is not None
+        assert 0 <= usage.prompt_tokens_details.cached_tokens <= usage.prompt_tokens
+
+
+def test_logit_bias_keys_that_are_no_token_ids_are_all_named(client, model_id):
+    for route in (client.chat.completions.create, client.completions.create):
+        body = {"messages": USER} if route == client.chat.completions.create else {"prompt": "Hi"}
+        with pytest.raises(openai.BadRequestError) as refused:
+            route(model=model_id, max_tokens=2, logit_bias={"bad1": 50, "7": 1, "bad2": 20}, **body)
+        error = refused.value.body
+        assert isinstance(error, dict) and error["param"] == "logit_bias" and error["code"] == "INVALID_REQUEST"
+        assert "'bad1'" in error["message"] and "'bad2'" in error["message"] and "'7'" not in error["message"]
+
+
+def test_a_message_key_the_template_does_not_get_is_refused_naming_it(client, model_id):
+    messages = [{"role": "user", "content": "what is 1+1?", "extra_field": "0"}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=model_id, messages=messages, max_tokens=2)  # type: ignore[arg-type]
+    error = refused.value.body
+    assert isinstance(error, dict) and error["code"] == "UNSUPPORTED_FIELD"
+    assert error["param"] == "messages[0].extra_field"
+
+
+@pytest.fixture(scope="module")
+def forced(tmp_path_factory):
+    config = StackConfig(
+        port=0,
+        log_dir=tmp_path_factory.mktemp("forced-usage-logs"),
+        service_args={"chat": ["--enable-force-include-usage"]},
+    )
+    with Stack(config) as running:
+        yield running
+
+
+def test_force_include_usage_puts_usage_on_every_chunk(forced):
+    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+        model = sdk.models.list().data[0].id
+        for chunks in (
+            list(sdk.chat.completions.create(model=model, messages=USER, max_tokens=4, stream=True)),
+            list(sdk.completions.create(model=model, prompt="The capital of France is", max_tokens=4, stream=True)),
+        ):
+            assert all(chunk.usage is not None for chunk in chunks)
+            assert chunks[-1].choices == [] and chunks[-1].usage is not None
+            completions = [chunk.usage.completion_tokens for chunk in chunks if chunk.usage is not None]
+            assert completions == sorted(completions) and completions[-1] >= 1
+        unary = sdk.chat.completions.create(model=model, messages=USER, max_tokens=2)
+        assert unary.usage is not None  # unary answers are unchanged
