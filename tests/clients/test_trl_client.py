@@ -161,3 +161,15 @@ def test_weight_sync_stops_where_trl_needs_cuda(trl):
 def test_images_are_refused(trl):
     with pytest.raises(Exception, match=r"400.*INVALID_CONTENT"):
         trl.image_features([[Image.new("RGB", (8, 8))], None])
+
+
+def test_generate_with_features_is_vllms_generate_route(trl, stack, tokenizer):
+    # generate(features=...) posts vLLM's GenerateRequest to /inference/v1/generate, one per prompt: a prompt without
+    # images (None) is served; TRL 1.16 reads vLLM 0.33's token-id logprobs as chat's (`token`), so none are asked.
+    prompts = [tokenizer(p).input_ids for p in PROMPTS]
+    out = trl.generate(prompts, features=[None, None], temperature=0.0, max_tokens=4, logprobs=None, n=1)
+    assert out["prompt_ids"] == prompts and out["logprobs"] is None
+    for prompt, completion in zip(prompts, out["completion_ids"]):
+        assert completion == _engine(stack, prompt, max_tokens=4)["choices"][0]["token_ids"]
+    with pytest.raises(Exception, match=r"400.*features"):
+        trl.generate([prompts[0]], features=[{"mm_hashes": {}, "mm_placeholders": {}}], max_tokens=2, logprobs=None)
