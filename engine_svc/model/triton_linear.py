@@ -27,7 +27,7 @@ import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 from triton.testing import do_bench_cudagraph  # pyright: ignore[reportMissingImports]
 
-from engine_svc.model.decoder import NormedProjection, Projection
+from engine_svc.model.decoder import NormedProjection, PartialSums, Projection
 from engine_svc.model.moe import SparseMoe
 
 log = logging.getLogger(__name__)
@@ -332,10 +332,11 @@ class SkinnyNormedRouter(NormedProjection, _Chooser):
         super().__init__(norm, experts)
         self.experts = experts
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None, ops):
+    def forward(self, x: torch.Tensor | PartialSums, residual: torch.Tensor | None, ops):
         router = self.experts.router
         if (
-            x.shape[0] == 1
+            isinstance(x, torch.Tensor)  # not an fp8 o_proj's PartialSums
+            and x.shape[0] == 1
             and _contiguous_cuda(x, residual)
             and self.skinny_wins(
                 ("router", *router.shape, 1),

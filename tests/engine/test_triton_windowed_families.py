@@ -79,3 +79,22 @@ def test_graphs_on_the_kernels_equal_the_eager_sdpa_backend(family):
     graphs = runner(model, cuda_graphs=True, attention="triton", mixed_step_graphs_up_to=64)
     assert_same_logits(runner(model, cuda_graphs=False), graphs)
     assert graphs.pieces is not None and graphs.pieces.graphs and graphs.graphs  # both kinds of graph replayed
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the skinny kernels run on CUDA")
+@pytest.mark.parametrize("quantization", ["none", "fp8"])
+def test_one_row_mixture_steps_equal_the_sdpa_backend(quantization):
+    """Qwen3 MoE decoding one row (the skinny kernels' case: the norm and router as one GEMV; under fp8 the
+    o_proj's split output reaches the mixture's norm, which the skinny router leaves to the unfused path)."""
+    model = tiny("qwen3_moe").to(DEVICE, DTYPE)
+    reference = runner(model, cuda_graphs=False, quantization=quantization)
+    kernels = runner(model, cuda_graphs=True, attention="triton", quantization=quantization)
+    prompt = torch.randint(3, 200, (9,), generator=torch.Generator().manual_seed(0)).tolist()
+    a = Sequence("a", 0, prompt, SamplingConfig())
+    a.block_ids = list(range(1, 6))
+    with torch.inference_mode():
+        for start, length in ((0, 9), (9, 1), (10, 1), (11, 1)):
+            chunks = [Chunk(a, start, length)]
+            expected, got = (r.execute(chunks).float() for r in (reference, kernels))
+            torch.testing.assert_close(got, expected, atol=TOLERANCE, rtol=TOLERANCE)
+            a.append(int(expected[0].argmax()))
