@@ -3,9 +3,11 @@
 `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are those that need
 the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/load` (`server_load`),
 `/reset_prefix_cache` and `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per
-data-parallel rank), `/inference/v1/generate` (vllm_generate.py: vLLM's token-in, token-out JSON), `/server_info` (vllm_server_info.py: vLLM's config and SGLang's fields in one object), and those served by the one-hop routes: SageMaker's `/invocations` (the body's shape picks
-chat or completions, as vLLM's serve/sagemaker does) and `/v1/chat/completions/batch` (vllm_batch_chat.py); its
-RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are vllm_rl.py's.
+data-parallel rank), `/inference/v1/generate` (vllm_generate.py: vLLM's token-in, token-out JSON), `/server_info`
+(vllm_server_info.py: vLLM's config and SGLang's fields in one object), and those served by the one-hop routes:
+SageMaker's `/invocations` (the body's shape picks chat or completions, as vLLM's serve/sagemaker does) and
+`/v1/chat/completions/batch` (vllm_batch_chat.py); its RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are
+vllm_rl.py's.
 Held against vllm-router 0.1.17 (its binary, run against a recording server: `GET /get_load`, `load` read as an
 integer, -1 when missing) and vLLM 0.33's serve/dev/cache router (`{"success": bool}`, its two query flags).
 """
