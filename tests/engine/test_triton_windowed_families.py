@@ -89,6 +89,8 @@ def test_one_row_mixture_steps_equal_the_sdpa_backend(quantization):
     model = tiny("qwen3_moe").to(DEVICE, DTYPE)
     reference = runner(model, cuda_graphs=False, quantization=quantization)
     kernels = runner(model, cuda_graphs=True, attention="triton", quantization=quantization)
+    # fp8: each backend quantizes its activations in its own kernels (0.094 apart at most on the H100)
+    tolerance = TOLERANCE if quantization == "none" else 0.15
     prompt = torch.randint(3, 200, (9,), generator=torch.Generator().manual_seed(0)).tolist()
     a = Sequence("a", 0, prompt, SamplingConfig())
     a.block_ids = list(range(1, 6))
@@ -96,5 +98,5 @@ def test_one_row_mixture_steps_equal_the_sdpa_backend(quantization):
         for start, length in ((0, 9), (9, 1), (10, 1), (11, 1)):
             chunks = [Chunk(a, start, length)]
             expected, got = (r.execute(chunks).float() for r in (reference, kernels))
-            torch.testing.assert_close(got, expected, atol=TOLERANCE, rtol=TOLERANCE)
+            torch.testing.assert_close(got, expected, atol=tolerance, rtol=tolerance)
             a.append(int(expected[0].argmax()))
