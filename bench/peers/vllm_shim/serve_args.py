@@ -1,0 +1,114 @@
+"""`vllm serve` flags, as vLLM's tests pass them, onto a devstack StackConfig.
+
+Four kinds: flags that only tune a vLLM deployment (no effect on what the API answers) are dropped; flags with
+an equivalent are passed to the services that own it; flags that make the server another kind of server (no
+tokenizer, multimodal, MCP tool servers) are `Unsupported`, which the shim turns into a skip naming the flag; any
+other flag (a feature we lack) is listed in `not_served` and the stack starts without it, so the cases that
+need it fail, where the report classifies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Deployment tuning: memory, kernels, scheduling, caching. The answers are the same without them.
+IGNORED = {
+    "--dtype": 1,
+    "--max-num-seqs": 1,
+    "--enforce-eager": 0,
+    "--gpu-memory-utilization": 1,
+    "--seed": 1,
+    "--port": 1,
+    "--host": 1,
+    "--trust-remote-code": 0,
+    "--max-num-batched-tokens": 1,
+    "--enable-chunked-prefill": 0,
+    "--no-enable-prefix-caching": 0,
+    "--enable-prefix-caching": 0,
+    "--no-async-scheduling": 0,
+    "--load-format": 1,
+    "--enable-server-load-tracking": 0,
+    "--tensor-parallel-size": 1,
+    "--max-cpu-loras": 1,
+    "--max-lora-rank": 1,
+    "--enable-lora": 0,  # the adapters themselves: --lora-modules
+    "--enable-prompt-tokens-details": 0,  # we always report usage.prompt_tokens_details.cached_tokens
+    "--enable-auto-tool-choice": 0,  # tool_choice "auto" is always served where a tool parser is set
+    "--structured-outputs-config.backend": 1,  # which grammar library; ours is our own
+}
+
+# Flags we serve: vLLM's flag -> (services that take it, our flag). The value (if any) is passed as given.
+MAPPED = {
+    "--served-model-name": (("render",), "--served-model-name"),
+    "--chat-template": (("render", "engine", "derender"), "--chat-template"),
+    "--max-model-len": (("render",), "--max-model-len"),
+    "--tool-call-parser": (("render",), "--tool-parser"),
+    "--reasoning-parser": (("render",), "--reasoning-parser"),
+    "--chat-template-content-format": (("render",), "--chat-template-content-format"),
+    "--trust-request-chat-template": (("render",), "--trust-request-chat-template"),
+    "--enable-force-include-usage": (("chat",), "--enable-force-include-usage"),
+}
+SWITCHES = {"--trust-request-chat-template", "--enable-force-include-usage"}
+# Another kind of server altogether: every case of the file would test that, so the file is skipped.
+OTHER_SERVER = {
+    "--skip-tokenizer-init": "token ids only, no tokenizer",
+    "--tool-server": "MCP / built-in tool servers for the Responses API",
+    "--runner": "a pooling or multimodal runner",
+    "--limit-mm-per-prompt": "a multimodal model",
+    "--hf-overrides": "a model config override",
+    "--root-path": "the API under a path prefix behind a proxy",
+}
+
+
+class Unsupported(Exception):
+    """A flag that changes the API's answers and that this stack does not serve."""
+
+
+@dataclass
+class ServeArgs:
+    model: str
+    served_names: list[str] = field(default_factory=list)
+    service_args: dict[str, list[str]] = field(default_factory=dict)
+    max_logprobs: int | None = None
+    lora_names: list[str] = field(default_factory=list)  # adapters the test asked for: not served (no LoRA)
+    not_served: list[str] = field(default_factory=list)  # flags the stack starts without
+
+
+def _split(argv: list[str]) -> list[tuple[str, list[str]]]:
+    """`--flag value...` and `--flag=value` pairs, in order."""
+    pairs: list[tuple[str, list[str]]] = []
+    for token in argv:
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            pairs.append((name.replace("_", "-"), [value] if eq else []))  # vLLM takes either spelling
+        elif pairs:
+            pairs[-1][1].append(token)
+        else:
+            raise Unsupported(f"positional argument {token!r}")
+    return pairs
+
+
+def parse(model: str, argv: list[str]) -> ServeArgs:
+    """`vllm serve <model> argv` as a stack serving our model under the names the test asks for."""
+    out = ServeArgs(model)
+    for name, values in _split(argv):
+        if name in IGNORED:
+            continue
+        if name == "--max-logprobs" and int(values[0]) >= 0:  # -1 (the whole vocabulary): not served
+            out.max_logprobs = int(values[0])
+        elif name in ("--lora-modules", "--lora-module"):
+            out.lora_names += [v.partition("=")[0] for v in values]
+        elif name == "--served-model-name":
+            out.served_names += values
+        elif name in MAPPED:
+            roles, ours = MAPPED[name]
+            for role in roles:
+                out.service_args.setdefault(role, []).extend([ours] if name in SWITCHES else [ours, *values])
+        elif name in OTHER_SERVER:
+            raise Unsupported(f"vllm serve flag {name} ({OTHER_SERVER[name]}): not served by scaleout")
+        else:
+            out.not_served.append(" ".join([name, *values]))
+    names = out.served_names or [model]
+    out.service_args.setdefault("render", []).extend(["--served-model-name", *names])
+    out.served_names = names
+    return out

@@ -1,0 +1,24 @@
+"""What vLLM's tests import from `tests.utils`, staged as that module: the server is ours (server.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.peers.vllm_shim.server import RemoteOpenAIServer
+
+VLLM_PATH = Path(__file__).parent.parent  # the staged tree's root (tests/ is copied there)
+ROCM_EXTRA_ARGS: list[str] = []  # not ROCm
+
+
+def multi_gpu_only(*, num_gpus: int = 2):
+    return pytest.mark.skip(reason=f"needs {num_gpus} GPUs (a vLLM deployment test)")
+
+
+def requires_fp8(f=None):
+    mark = pytest.mark.skip(reason="needs FP8 hardware (a vLLM deployment test)")
+    return mark(f) if f is not None else mark
+
+
+__all__ = ["ROCM_EXTRA_ARGS", "VLLM_PATH", "RemoteOpenAIServer", "multi_gpu_only", "requires_fp8"]
