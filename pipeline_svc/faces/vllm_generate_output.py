@@ -23,9 +23,8 @@ from __future__ import annotations
 import math
 import time
 
-from google.protobuf import json_format
-
 from pipeline_svc.faces.vllm_generate_request import VllmGenerate
+from pipeline_svc.openai_response import kv_transfer_params
 from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common import finish_reasons
 
@@ -134,8 +133,8 @@ class GenerateAnswer:
     def feed(self, message: engine_pb2.GenerateResponse) -> list[dict]:
         if message.HasField("prompt"):
             self.prompt = message.prompt
-        if message.HasField("kv_transfer_params"):
-            self.kv_transfer_params = json_format.MessageToDict(message.kv_transfer_params)
+        if message.HasField("kv_transfer_params"):  # its ids and port as integers, as vLLM prints them
+            self.kv_transfer_params = kv_transfer_params([message])["kv_transfer_params"]
         chunks = []
         for choice in message.choices:
             if not choice.token_ids and not choice.finish_reason:

@@ -7,6 +7,7 @@ test_vllm_generate.py."""
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 
 import pytest
@@ -116,6 +117,7 @@ MESSAGES = [
     _message([_tokens(1, [21], common_pb2.FINISH_REASON_STOP, stop_str="\n")]),
     _message([], finished=True, usage=common_pb2.Usage(prompt_tokens=3, completion_tokens=4)),
 ]
+MESSAGES[-1].kv_transfer_params.update({"do_remote_prefill": True, "remote_port": 5000, "remote_block_ids": [1, 2]})
 
 
 def test_unary_answer_is_vllms():
@@ -131,6 +133,11 @@ def test_unary_answer_is_vllms():
     assert [(t.token_id, t.rank) for t in top] == [(10, 2), (99, 1)]  # the sampled token first
     assert parsed.usage.completion_tokens == 4 and parsed.usage.prompt_tokens_details.cached_tokens == 1
     assert parsed.prompt_token_ids == [5, 6, 7] and first.weight_versions[0].end == 2
+    kv = answer.unary()["kv_transfer_params"]
+    assert kv == {"do_remote_prefill": True, "remote_port": 5000, "remote_block_ids": [1, 2]}
+    assert (
+        json.dumps(kv, sort_keys=True) == '{"do_remote_prefill": true, "remote_block_ids": [1, 2], "remote_port": 5000}'
+    )
 
 
 def test_stream_chunks_are_vllms():
