@@ -8,7 +8,8 @@ one hop, and a value that passes render always passes the engine.
 Rules (vLLM's, made explicit):
 - Bounds: temperature in [0, 2]; top_p in (0, 1]; top_k -1 or 0 (off) or positive; min_p in [0, 1];
   repetition_penalty > 0; presence/frequency_penalty in [-2, 2]; n in [1, max_n]; min_tokens >= 0 and at
-  most max_tokens; max_tokens >= 1; stream_interval >= 1; logprobs and prompt_logprobs in [0, max_logprobs];
+  most max_tokens; max_tokens >= 1; stream_interval >= 1; logprobs and prompt_logprobs in [0, max_logprobs]
+  (a render request's -1, vLLM's "the whole vocabulary", is the vocabulary size where max_logprobs allows it);
   every float finite (NaN and infinities are refused, never clamped); token ids inside the vocabulary;
   stop strings non-empty, at most MAX_STOP_STRINGS of MAX_STOP_CHARS characters (derender's default bounds,
   checked here first so the caller hears of its own field, TOO_MANY_STOP_STRINGS); SGLang's stop_regex at most 32
@@ -59,6 +60,7 @@ NEUTRAL = {
 }
 LOGIT_BIAS_LIMIT = 100.0
 MAX_LOGPROBS = 20
+LOGPROB_COUNTS = ("logprobs", "prompt_logprobs", "top_logprobs")
 GREEDY_BELOW = 1e-5  # a temperature this small samples greedily
 
 # Float knobs: (valid?, the rule in words).
@@ -128,7 +130,7 @@ def check(fields: Mapping[str, Any], limits: ModelLimits, prefix: str = "") -> N
         raise invalid(
             prefix + "min_tokens", f"must not exceed max_tokens ({fields['min_tokens']} > {fields['max_tokens']})"
         )
-    for name in ("logprobs", "prompt_logprobs", "top_logprobs"):
+    for name in LOGPROB_COUNTS:
         value = fields.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= limits.max_logprobs:
             raise invalid(prefix + name, f"must be in [0, {limits.max_logprobs}] (got {value})")
@@ -230,6 +232,9 @@ def _logprobs(fields: Mapping[str, Any], chat: bool) -> int | None:
 def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool, prompt_field: str) -> common_pb2.SamplingParams:
     """Validate a render request's sampling fields and resolve them for a prompt of `prompt_len` tokens."""
     fields = {f.name: value for f, value in request.ListFields()}
+    for name in LOGPROB_COUNTS:  # vLLM's -1: the whole vocabulary, where max_logprobs allows that many
+        if fields.get(name) == -1 and limits.vocab_size <= limits.max_logprobs:
+            fields[name] = limits.vocab_size
     check({k: v for k, v in fields.items() if k != "max_tokens"}, limits)
     logprobs = _logprobs(fields, chat)
     max_tokens = resolve_max_tokens(requested_max_tokens(fields), prompt_len, limits, prompt_field)

@@ -93,6 +93,18 @@ def test_chat_logprobs_follow_top_logprobs():
     assert resolve(chat(logprobs=True, top_logprobs=5)).logprobs == 5
 
 
+def test_minus_one_logprobs_is_the_whole_vocabulary_where_max_logprobs_allows_it():
+    """vLLM's -1 (its test_chat_echo runs with --max-logprobs at the vocabulary size); refused below it."""
+    whole = sampling.ModelLimits(max_model_len=100, vocab_size=1000, max_logprobs=1000)
+    assert resolve(chat(logprobs=True, top_logprobs=-1), whole).logprobs == 1000
+    completion = render_pb2.RenderCompletionRequest(logprobs=-1, prompt_logprobs=-1)
+    params = resolve(completion, whole, chat_request=False)
+    assert (params.logprobs, params.prompt_logprobs) == (1000, 1000)
+    with pytest.raises(ServiceError) as refused:
+        resolve(chat(logprobs=True, top_logprobs=-1))  # max_logprobs 20 < 1000
+    assert refused.value.reason == reasons.INVALID_SAMPLING_PARAM and refused.value.violations[0][0] == "top_logprobs"
+
+
 def test_completion_logprobs_is_a_count():
     request = render_pb2.RenderCompletionRequest(logprobs=3, prompt_logprobs=2, seed=7)
     params = resolve(request, chat_request=False)
