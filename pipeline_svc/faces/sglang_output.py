@@ -10,7 +10,8 @@ by position of those ids (the engine's output beyond a matched stop string is no
 |--------------------------|--------------------------------------------------------------------------------|
 | id                       | the answer's rid                                                               |
 | finish_reason            | null until the end; `length` {length: max_new_tokens}; `stop` {matched: the    |
-|                          | stop string, or the stop token / EOS id}; `abort` {message}                   |
+|                          | stop string, or the stop token / EOS id}; `abort` {message}; prefill-only      |
+|                          | (max_new_tokens 0): `length` {length: 0}, no text, ids or output logprobs      |
 | prompt_tokens            | the prompt's token count                                                       |
 | weight_version           | the engine's (its weight updates), "default" before any                        |
 | completion_tokens        | the ids counted so far                                                         |
@@ -126,10 +127,12 @@ class Answer:
         self.e2e: float | None = None
 
     def feed(self, choice: derender_pb2.CompletionChoice) -> None:
-        self.text += choice.text
-        self.ids.extend(choice.token_ids)
+        prefill_only = self.run.prompt.prefill_only  # its one generated token is not shown
+        if not prefill_only:
+            self.text += choice.text
+            self.ids.extend(choice.token_ids)
         if choice.finish_reason:
-            self.finish = self._finish(choice)
+            self.finish = {"type": "length", "length": 0} if prefill_only else self._finish(choice)
             self.e2e = time.monotonic() - self.started
 
     def _finish(self, choice: derender_pb2.CompletionChoice) -> dict:

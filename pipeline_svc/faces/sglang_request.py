@@ -11,10 +11,14 @@ sampling_params) makes a batch of prompts x n answers, prompt-major. `sampling_p
 `logprob_start_len` and `top_logprobs_num` may be one value for all or a list with one per prompt (not with n > 1
 for the logprob ones, as SGLang). A string `rid` names a batch's answers `<rid>_<i>`.
 
+`max_new_tokens: 0` is SGLang's prefill-only request (a prompt's logprobs, scoring): the engine generates at
+least one token, so the prompt is sent with max_tokens 1 and its answers drop that token (`prefill_only`):
+no text, no output ids or logprobs, finish_reason `length` 0, as SGLang answers; `min_new_tokens` > 0 with it
+is a 400.
+
 Differences from SGLang, each a 400 rather than a guess: `text` and `input_ids` together (SGLang reads `text`),
-an empty batch, `max_new_tokens: 0` (a prefill-only request: we generate at least one token),
-`sampling_params` given as a list whose length is not the batch's, and more than 128 answers (prompts x n, the
-completion route's TOO_MANY_CHOICES bound).
+an empty batch, `sampling_params` given as a list whose length is not the batch's, and more than 128 answers
+(prompts x n, the completion route's TOO_MANY_CHOICES bound).
 """
 
 from __future__ import annotations
@@ -188,6 +192,7 @@ class Prompt:
     logprob: bool
     logprob_start_len: int  # -1: no prompt logprobs
     top_logprobs_num: int
+    prefill_only: bool = False  # max_new_tokens 0: the one token generated is not shown
 
 
 @dataclass
@@ -243,6 +248,16 @@ def _sampling(params, field: str) -> dict:
             raise invalid(path, f"must be {kind}")
         out.update(mapped(value))
     return out
+
+
+def _prefill_only(sampling: dict, field: str) -> bool:
+    """max_new_tokens 0 (SGLang's prefill-only request): sent as max_tokens 1, whose token the answer drops."""
+    if sampling.get("max_tokens") != 0:
+        return False
+    if sampling.get("min_tokens", 0) > 0:
+        raise invalid(f"{field}.min_new_tokens", "must be 0 when max_new_tokens is 0")
+    sampling["max_tokens"] = 1
+    return True
 
 
 def _per_prompt(data: dict, name: str, count: int, n: int, default, check: Callable, kind: str) -> list:
@@ -340,6 +355,7 @@ def parse(body: bytes) -> GenerateBody:
         common["cache_salt"] = data["cache_salt"]
     prompts = []
     for i, (form, sampling) in enumerate(zip(prompt_forms, samplings)):
+        prefill_only = _prefill_only(sampling, f"sampling_params[{i}]" if isinstance(raw, list) else "sampling_params")
         fields = {**common, **form, **sampling, "request_id": rids[i]}
         if logprob[i]:
             fields["logprobs"] = top[i]
@@ -351,7 +367,8 @@ def parse(body: bytes) -> GenerateBody:
         except ServiceError as error:
             error.violations = [(RENDER_FIELDS.get(field, field), why) for field, why in error.violations]
             raise
-        prompts.append(Prompt(typed, answers, logprob[i], start[i] if logprob[i] else -1, top[i] if logprob[i] else 0))
+        shown = (start[i], top[i]) if logprob[i] else (-1, 0)
+        prompts.append(Prompt(typed, answers, logprob[i], *shown, prefill_only=prefill_only))
     stream = _flag(data, "stream")
     return GenerateBody(
         prompts,

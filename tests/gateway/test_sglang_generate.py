@@ -74,6 +74,25 @@ def test_logprobs_are_sglangs_triples(stack):
     assert len(slime["output_token_logprobs"]) == 3 and "output_top_logprobs" not in slime
 
 
+def test_max_new_tokens_0_scores_the_prompt_without_generating(stack):
+    """SGLang's prefill-only request (its test_logprob_match): the prompt's logprobs and nothing generated; a
+    generation scored again this way gets back the logprobs it was sampled with."""
+    logprobs = {"return_logprob": True, "logprob_start_len": 0}
+    gen = _generate(stack, {"input_ids": COUNT_IDS, "sampling_params": {**GREEDY, "max_new_tokens": 4}, **logprobs})
+    prefill_only = {"input_ids": COUNT_IDS + gen["output_ids"], "sampling_params": {"max_new_tokens": 0}, **logprobs}
+    score = _generate(stack, prefill_only)
+    meta = score["meta_info"]
+    assert score["text"] == "" and score["output_ids"] == [] and meta["output_token_logprobs"] == []
+    assert meta["finish_reason"] == {"type": "length", "length": 0} and meta["completion_tokens"] == 0
+    scored = meta["input_token_logprobs"][len(COUNT_IDS) :]
+    assert [t[1] for t in scored] == gen["output_ids"]
+    assert all(abs(a[0] - b[0]) < 1e-2 for a, b in zip(scored, gen["meta_info"]["output_token_logprobs"]))
+    events = sse_events(post(stack, "/generate", {**prefill_only, "stream": True}))
+    assert events[-1]["output_ids"] == [] and events[-1]["meta_info"]["finish_reason"]["length"] == 0
+    both = post(stack, "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 0, "min_new_tokens": 1}})
+    assert both.status_code == 400 and both.json()["error"]["param"] == "sampling_params.min_new_tokens", both.text
+
+
 def test_batch_and_n_answer_a_list_prompt_major(stack):
     batch = _generate(
         stack,

@@ -56,6 +56,14 @@ def test_max_new_tokens_defaults_to_128_and_null_is_the_context():
     )
 
 
+def test_max_new_tokens_0_is_prefill_only():
+    prompt = _parse({"text": "hi", "sampling_params": {"max_new_tokens": 0}}).prompts[0]
+    assert prompt.prefill_only and prompt.typed.max_tokens == 1  # the engine's one token, which the answer drops
+    assert not _parse({"text": "hi"}).prompts[0].prefill_only
+    both = _refused({"text": "hi", "sampling_params": [{"max_new_tokens": 0, "min_new_tokens": 2}]})
+    assert both.violations[0][0] == "sampling_params[0].min_new_tokens"
+
+
 def test_batches_and_n_expand_as_sglang():
     batch = _parse({"input_ids": [[1, 2], [3]], "rid": "b", "sampling_params": [{"n": 2}, {"n": 2}]})
     assert not batch.single and [p.rids for p in batch.prompts] == [["b_0_0", "b_0_1"], ["b_1_0", "b_1_1"]]
