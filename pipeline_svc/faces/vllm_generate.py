@@ -48,7 +48,7 @@ class VllmGenerateFace:
         self.hops = hops
         self.served: list[str] = []  # render's served names, asked once
 
-    async def _model(self, asked: str | None, context) -> str:
+    async def model_name(self, asked: str | None, context) -> str:
         if not self.served:
             models = await self.hops.render.ListModels(render_pb2.ListModelsRequest(), timeout=context.time_remaining())
             self.served = [card.id for card in models.data]
@@ -62,7 +62,7 @@ class VllmGenerateFace:
             field = "kv_transfer_params"
             raise fail(Reason.UNSUPPORTED_FIELD, f"{field} (a prefill step) needs stream false: its answer", field)
         try:
-            answer = GenerateAnswer(generate, await self._model(generate.model, context))
+            answer = GenerateAnswer(generate, await self.model_name(generate.model, context))
             if generate.asks:
                 await self._compile(generate, context)
         except grpc.aio.AioRpcError as error:

@@ -3,7 +3,7 @@
 `/health`, `/ping` and `/version` are the gateway's own answers (gateway/envoy.yaml.j2); here are those that need
 the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), vLLM's `/load` (`server_load`),
 `/reset_prefix_cache` and `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per
-data-parallel rank), `/inference/v1/generate` (vllm_generate.py: vLLM's token-in, token-out JSON), `/server_info`
+data-parallel rank), `/inference/v1/generate` and the derender routes (vllm_generate.py, vllm_derender.py), `/server_info`
 (vllm_server_info.py: vLLM's config and SGLang's fields in one object), and those served by the one-hop routes:
 SageMaker's `/invocations` (the body's shape picks chat or completions, as vLLM's serve/sagemaker does) and
 `/v1/chat/completions/batch` (vllm_batch_chat.py); its RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are
@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from pipeline_svc.faces.sglang_server import served_model
 from pipeline_svc.faces.vllm_batch_chat import batch_chat
+from pipeline_svc.faces.vllm_derender import VllmDerender
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
 from pipeline_svc.faces.vllm_rl import VllmRl
 from pipeline_svc.faces.vllm_server_info import server_info_body
@@ -82,10 +83,19 @@ class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
         self.openai = openai
         self.hops = hops
         self.generate = VllmGenerateFace(hops)
+        self.derender = VllmDerender(hops, self.generate.model_name)
 
     async def Generate(self, request, context):
         async for event in self.generate(request, context):
             yield event
+
+    @rpc_errors_typed
+    async def DerenderChat(self, request, context):
+        return await self.derender.chat(request, context)
+
+    @rpc_errors_typed
+    async def DerenderCompletion(self, request, context):
+        return await self.derender.completion(request, context)
 
     @rpc_errors_typed
     async def GetServerInfo(self, request, context):

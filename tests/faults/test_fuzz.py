@@ -33,8 +33,15 @@ ROUTES = [
     ("/v1/chat/completions", {"messages": USER, "max_tokens": 2, "stream": True}),
     ("/v1/completions", {"prompt": "hi", "max_tokens": 2}),
     (
-        "/v1/chat/completions/derender",
+        "/v1/chat/completions/derender/typed",
         {"context": {"id": "x"}, "results": [{"choices": [{"index": 0, "token_ids": [42]}], "finished": True}]},
+    ),
+    (
+        "/v1/chat/completions/derender",
+        {
+            "generate_response": {"request_id": "x", "choices": [{"index": 0, "token_ids": [42]}]},
+            "chat_request": {"messages": USER, "max_tokens": 2},
+        },
     ),
 ]
 SPECIALS = ["NaN", "Infinity", "-Infinity", 1e308, -(2**63), 2**31, 2**64, -1, 0, "", "\x00", "\ud7ff" * 3, {}, []]

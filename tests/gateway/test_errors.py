@@ -118,14 +118,14 @@ CASES = [
     ),
     ("/inference/v1/abort_requests", engine_pb2_grpc.EngineServiceStub, "Abort", engine_pb2.AbortRequest, {}),
     (
-        "/v1/chat/completions/derender",
+        "/v1/chat/completions/derender/typed",
         derender_pb2_grpc.DerenderServiceStub,
         "DerenderChat",
         derender_pb2.DerenderChatRequest,
         {},
     ),
     (
-        "/v1/completions/derender",
+        "/v1/completions/derender/typed",
         derender_pb2_grpc.DerenderServiceStub,
         "DerenderCompletion",
         derender_pb2.DerenderCompletionRequest,

@@ -36,7 +36,7 @@ USER = [{"role": "user", "content": "hi"}]
         ),
         ("/v1/chat/completions", {"messages": USER, "temperature": "NaN", "max_tokens": 2}, "INVALID_SAMPLING_PARAM"),
         (
-            "/v1/chat/completions/derender",
+            "/v1/chat/completions/derender/typed",
             {
                 "context": {"num_prompt_tokens": 2**31 - 1},
                 "results": [{"choices": [{"index": 0, "token_ids": [1]}]}],
@@ -44,7 +44,7 @@ USER = [{"role": "user", "content": "hi"}]
             "TOO_MANY_TOKENS",
         ),
         (
-            "/v1/chat/completions/derender",
+            "/v1/chat/completions/derender/typed",
             {
                 "context": {},
                 "results": [{"choices": [{"index": 0, "token_ids": [1], "logprobs": {"logprobs": ["NaN"]}}]}],

@@ -201,3 +201,45 @@ def test_abort_by_the_id_vllm_answers(stack):
         assert aborted.status_code == 200 and first.request_id == "generate-tokens-ab1", aborted.text
         *chunks, done = list(events)
     assert done == b"[DONE]" and CHUNK.validate_json(chunks[-1]).choices[0].finish_reason == "abort"
+
+
+def test_derender_takes_vllms_requests(stack):
+    chat_protocol = pytest.importorskip("vllm.entrypoints.openai.chat_completion.protocol")
+    completion_protocol = pytest.importorskip("vllm.entrypoints.openai.completion.protocol")
+    chat = {
+        "model": "SmolLM2-135M-Instruct",
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    }
+    chat |= {"max_tokens": 8, "temperature": 0, "logprobs": True, "top_logprobs": 2}
+    rendered = post(stack, "/v1/chat/completions/render", chat).json()
+    generated = generate(stack, rendered | {"sampling_params": rendered["sampling_params"] | {"logprobs": 2}}).json()
+    chat_request = chat_protocol.ChatCompletionRequest.model_validate(chat).model_dump(mode="json")
+    ids = rendered["token_ids"]
+    body = {
+        "generate_response": generated,
+        "chat_request": chat_request,
+        "prompt_tokens": len(ids),
+        "prompt_token_ids": ids,
+    }
+    protocol.DerenderChatRequest.model_validate(body)  # what vLLM's derender takes
+    answer = post(stack, "/v1/chat/completions/derender", body)
+    assert answer.status_code == 200, answer.text
+    parsed = chat_protocol.ChatCompletionResponse.model_validate(answer.json())
+    one_hop = post(stack, "/v1/chat/completions", chat).json()["choices"][0]
+    assert parsed.choices[0].message.content == one_hop["message"]["content"] and parsed.id == generated["request_id"]
+    assert parsed.usage.prompt_tokens == len(ids) and parsed.usage.completion_tokens == 8
+    assert [len(c.top_logprobs) for c in parsed.choices[0].logprobs.content] == [2] * 8
+    prompts = {"model": "SmolLM2-135M-Instruct", "prompt": ["The capital of France is", "One, two,"], "max_tokens": 4}
+    answers = [
+        generate(stack, r).json() for r in post(stack, "/v1/completions/render", prompts | {"temperature": 0}).json()
+    ]
+    completion_request = completion_protocol.CompletionRequest.model_validate(prompts | {"temperature": 0})
+    body = {"generate_responses": answers, "completion_request": completion_request.model_dump(mode="json")}
+    answer = post(stack, "/v1/completions/derender", body)
+    texts = [c.text for c in completion_protocol.CompletionResponse.model_validate(answer.json()).choices]
+    one_hop = post(stack, "/v1/completions", prompts | {"temperature": 0}).json()["choices"]
+    assert texts == [c["text"] for c in one_hop]
+    refused = post(stack, "/v1/chat/completions/derender", {"generate_response": generated, "stream": True})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "stream"
+    missing = post(stack, "/v1/chat/completions/derender", {"generate_response": generated})
+    assert missing.status_code == 400 and missing.json()["error"]["param"] == "chat_request"

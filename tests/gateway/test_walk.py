@@ -65,7 +65,7 @@ def test_rest_walk_answers_paris(stack):
     assert finishes == ["FINISH_REASON_STOP"]
 
     derendered = post(
-        stack, "/v1/chat/completions/derender", {"context": rendered["derender_context"], "results": events}
+        stack, "/v1/chat/completions/derender/typed", {"context": rendered["derender_context"], "results": events}
     )
     assert derendered.status_code == 200, derendered.text
     choice = derendered.json()["choices"][0]
@@ -83,7 +83,7 @@ def test_rest_walk_from_vllms_render_shape_answers_paris(stack):
     generate = {**rendered["scaleout"]["generate_request"], "token_ids": rendered["token_ids"]}
     events = sse_events(post(stack, "/inference/v1/generate/stream", generate))
     context = rendered["scaleout"]["derender_context"]
-    derendered = post(stack, "/v1/chat/completions/derender", {"context": context, "results": events})
+    derendered = post(stack, "/v1/chat/completions/derender/typed", {"context": context, "results": events})
     assert "Paris" in derendered.json()["choices"][0]["message"]["content"]
     completions = post(stack, "/v1/completions/render", {"prompt": [[1, 504], [3575]]})
     assert completions.status_code == 200, completions.text

@@ -14,6 +14,7 @@ import pytest
 
 from engine_svc.serving.service import _speculative
 from pipeline_svc.faces import vllm_server_info
+from pipeline_svc.faces.vllm_derender import engine_result
 from pipeline_svc.faces.vllm_generate_output import GenerateAnswer
 from pipeline_svc.faces.vllm_generate_request import SAMPLING, STRUCTURED, STRUCTURED_FLAGS, TOP, parse
 from scaleout.v1 import common_pb2, engine_pb2, render_pb2
@@ -177,3 +178,18 @@ def test_server_info_reports_speculation():
     )
     plain = vllm_server_info.server_info_body(card, engine_pb2.GetModelInfoResponse(), 1, "json")
     assert plain["vllm_config"]["speculative_config"] is None
+
+
+def test_derender_reads_the_generate_answer_back():
+    answer = GenerateAnswer(parse(BODY), "smol")
+    for message in MESSAGES:
+        answer.feed(message)
+    result = engine_result(answer.unary(), "generate_response")
+    assert result.request_id == "generate-tokens-r" and result.finished
+    first, second = result.choices
+    assert list(first.token_ids) == [10, 11] and first.finish_reason == common_pb2.FINISH_REASON_LENGTH
+    assert second.stop_str == "\n" and second.finish_reason == common_pb2.FINISH_REASON_STOP
+    assert list(first.logprobs.ranks) == [2, 2] and list(first.logprobs.top[0].token_ids) == [99, 10]  # by logprob
+    with pytest.raises(ServiceError) as refused:
+        engine_result({"choices": [{"index": 0, "text": "x"}]}, "generate_response")
+    assert refused.value.violations[0][0] == "generate_response.choices[0].text"

@@ -67,14 +67,16 @@ class DerenderServiceServicer:
     """
 
     def DerenderChat(self, request, context):
-        """Whole engine result(s) -> ChatCompletion.
+        """Whole engine result(s) -> ChatCompletion. vLLM's path, `/v1/chat/completions/derender`, takes vLLM's JSON
+        (VllmServerService.DerenderChat, a face over this one).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DerenderCompletion(self, request, context):
-        """Several prompts' results -> one Completion with a flat choice index.
+        """Several prompts' results -> one Completion with a flat choice index. vLLM's JSON at `/v1/completions/derender`
+        (VllmServerService.DerenderCompletion).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

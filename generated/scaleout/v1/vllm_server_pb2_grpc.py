@@ -59,6 +59,16 @@ class VllmServerServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.DerenderChat = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/DerenderChat',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.DerenderCompletion = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/DerenderCompletion',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.Invocations = channel.unary_stream(
                 '/scaleout.v1.VllmServerService/Invocations',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -217,6 +227,25 @@ class VllmServerServiceServicer:
         `"stream": true` its GenerateTokensStreamResponse chunks as server-sent events ending `data: [DONE]`. A field
         that cannot be honoured is refused naming it (the mapping: pipeline_svc/faces/vllm_generate_request.py). The
         typed twins: `/inference/v1/generate/typed` (EngineService.GenerateUnary), `/inference/v1/generate/stream`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DerenderChat(self, request, context):
+        """vLLM 0.33's `POST /v1/chat/completions/derender` (unary): its DerenderChatRequest JSON in (`generate_response`,
+        a GenerateTokensResponse as `/inference/v1/generate` answers it; `chat_request`, the request render was given,
+        which render turns into our DerenderContext; `prompt_tokens`, `prompt_token_ids`, `model`), its
+        ChatCompletionResponse out, through DerenderService.DerenderChat (pipeline_svc/faces/vllm_derender.py). The
+        per-chunk streaming form (`stream: true`, vLLM's `stream_state`) is refused naming `stream`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DerenderCompletion(self, request, context):
+        """vLLM 0.33's `POST /v1/completions/derender` (unary): `generate_responses` (one per prompt) and the
+        `completion_request` render was given in, its CompletionResponse out (DerenderService.DerenderCompletion).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -417,6 +446,16 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             ),
             'Generate': grpc.unary_stream_rpc_method_handler(
                     servicer.Generate,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'DerenderChat': grpc.unary_unary_rpc_method_handler(
+                    servicer.DerenderChat,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'DerenderCompletion': grpc.unary_unary_rpc_method_handler(
+                    servicer.DerenderCompletion,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -646,6 +685,60 @@ class VllmServerService:
             request,
             target,
             '/scaleout.v1.VllmServerService/Generate',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DerenderChat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/DerenderChat',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DerenderCompletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/DerenderCompletion',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,

@@ -1,0 +1,192 @@
+"""vLLM 0.33's unary derender routes (`POST /v1/chat/completions/derender`, `/v1/completions/derender`) as a face over
+DerenderService (vllm_server.proto, VllmServerService.DerenderChat / DerenderCompletion).
+
+vLLM's body carries its own `/inference/v1/generate` answer (`generate_response`, or `generate_responses` one per
+prompt) and the request its render was given (`chat_request`, `completion_request`). Render turns that request into
+our DerenderContext (its vLLM render route's `scaleout.derender_context`: tools, parsers, stop strings, logprob counts,
+the prompt's tail), the answer becomes our GenerateResponse (ENGINE_CHOICE below), derender parses it, and the answer
+is printed as the one-hop routes print OpenAI's (openai_response.py) with vLLM's derender fields over it:
+
+| vLLM                | here                                                                                         |
+|---------------------|----------------------------------------------------------------------------------------------|
+| id                  | generate_response.request_id (completions: the first's)                                      |
+| model               | the request's `model` (a served name, else 404), else the served one                         |
+| usage               | prompt_tokens (0 when absent; completions: their sum), the answers' token ids counted         |
+| prompt_logprobs     | the generate answer's, as sent (chat)                                                        |
+| prompt_token_ids    | the generate answer's, when chat_request.return_token_ids (chat)                             |
+| kv_transfer_params  | the generate answer's (completions: all the same, else 400, as vLLM)                         |
+
+`prompt_token_ids` in the body seeds detokenization (the context's prompt tail), as vLLM's. Refused naming the
+field: `stream: true` (vLLM's per-chunk form with its client-carried `stream_state`; `/v1/derender/chunk` is ours), a
+missing `chat_request` / `completion_request` (vLLM requires it where a tool or reasoning parser is configured, as
+render always has one here), an answer not at output mode `tokens`, keys vLLM does not have.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import cast
+
+import grpc
+from google.api import httpbody_pb2
+from google.protobuf import json_format
+
+from pipeline_svc.faces.rl_json import only, typed
+from pipeline_svc.faces.vllm_generate_output import usage
+from pipeline_svc.hops import Hops
+from pipeline_svc.openai_response import chat_completion, completion
+from pipeline_svc.shaped_route import json_body
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+from scaleout_common import finish_reasons
+from scaleout_common.errors import ServiceError, clip
+from scaleout_common.json_body import load_object
+from scaleout_common.reasons import Reason, fail
+
+CHAT = ("stream", "model", "generate_response", "prompt_tokens", "prompt_token_ids", "chat_request")
+COMPLETION = ("stream", "model", "generate_responses", "prompt_tokens", "prompt_token_ids", "completion_request")
+# vLLM's GenerateTokensResponse and its choices: the keys taken (the null-only ones as /inference/v1/generate prints)
+ANSWER = (
+    *("request_id", "model", "created", "usage", "prompt_logprobs", "prompt_token_id_logprobs", "prompt_token_ids"),
+    *("mm_placeholders", "metrics", "kv_transfer_params", "ec_transfer_params", "output_mode", "choices"),
+)
+ENGINE_CHOICE = ("index", "finish_reason", "stop_reason", "token_ids", "routed_experts", "sampling_mask")
+ENGINE_CHOICE += ("weight_versions", "logprobs")
+PROMPT_TAIL = 8  # prompt ids a given prompt_token_ids seeds detokenization with
+
+
+def engine_result(answer, field: str) -> engine_pb2.GenerateResponse:
+    """vLLM's GenerateTokensResponse as our engine's one whole-output message (ENGINE_CHOICE's fields mapped back:
+    finish_reason by name, stop_reason as the token id or string, logprobs.content as parallel arrays)."""
+    only(typed(answer, dict, field), ANSWER, field)
+    if answer.get("output_mode", "tokens") != "tokens":
+        raise fail(Reason.UNSUPPORTED_FIELD, f"{field}.output_mode: only 'tokens' answers", f"{field}.output_mode")
+    message = engine_pb2.GenerateResponse(request_id=typed(answer.get("request_id", ""), str, f"{field}.request_id"))
+    message.finished = True
+    for i, choice in enumerate(typed(answer.get("choices"), list, f"{field}.choices")):
+        path = f"{field}.choices[{i}]"
+        try:
+            _choice(message.choices.add(), typed(choice, dict, path), path)
+        except (KeyError, TypeError, ValueError) as error:
+            raise fail(Reason.INVALID_REQUEST, f"{path} is not vLLM's choice: {clip(str(error))}", path) from None
+    if answer.get("kv_transfer_params"):
+        json_format.ParseDict(
+            typed(answer["kv_transfer_params"], dict, f"{field}.kv_transfer_params"), message.kv_transfer_params
+        )
+    return message
+
+
+def _choice(out: engine_pb2.GenerateChoice, choice: dict, path: str) -> None:
+    only(choice, ENGINE_CHOICE, path)
+    out.index = choice["index"]
+    out.token_ids.extend(choice.get("token_ids") or [])
+    reason = finish_reasons.from_openai_name(choice.get("finish_reason") or "stop")
+    out.finish_reason = cast(common_pb2.FinishReason, reason)
+    stop = choice.get("stop_reason")
+    if isinstance(stop, str):
+        out.stop_str = stop
+    elif stop is not None:
+        out.stop_token_id = stop
+    for entry in (choice.get("logprobs") or {}).get("content") or []:
+        out.logprobs.logprobs.append(entry["logprob"])
+        out.logprobs.ranks.append(entry.get("rank") or 0)
+        top = sorted(entry.get("top_logprobs") or [], key=lambda t: -t["logprob"])
+        out.logprobs.top.add(token_ids=[t["token_id"] for t in top], logprobs=[t["logprob"] for t in top])
+
+
+def _unary(body: dict) -> None:
+    if body.get("stream"):
+        why = "stream: vLLM's per-chunk derender (its stream_state) is not served; /v1/derender/chunk is ours"
+        raise fail(Reason.UNSUPPORTED_FIELD, why, "stream")
+
+
+def _seeded(context: derender_pb2.DerenderContext, prompt_ids, field: str) -> None:
+    if prompt_ids is not None:
+        ids = typed(prompt_ids, list, field)
+        context.prompt_tail_token_ids[:] = ids[-(len(context.prompt_tail_token_ids) or PROMPT_TAIL) :]
+
+
+def _usage(prompt: int, results: list[engine_pb2.GenerateResponse]) -> dict:
+    return usage(prompt, sum(len(c.token_ids) for r in results for c in r.choices), None)
+
+
+class VllmDerender:
+    def __init__(self, hops: Hops, model_name):
+        self.hops = hops
+        self.model_name = model_name  # (asked name or None, context) -> the served name, 404 for another
+
+    async def _contexts(self, method: str, request, field: str, context) -> list[derender_pb2.DerenderContext]:
+        """Render's DerenderContexts for the request it was given (one per prompt)."""
+        data = json.dumps(typed(request, dict, field)).encode()
+        try:
+            call = getattr(self.hops.render, method)
+            answer = await call(httpbody_pb2.HttpBody(data=data), timeout=context.time_remaining())
+        except grpc.aio.AioRpcError as error:
+            failure = ServiceError.from_rpc_error(error)
+            failure.violations = [(f"{field}.{name}", why) for name, why in failure.violations]
+            raise failure from None
+        rendered = json.loads(answer.data)
+        rendered = rendered if isinstance(rendered, list) else [rendered]
+        return [
+            json_format.ParseDict(r["scaleout"]["derender_context"], derender_pb2.DerenderContext()) for r in rendered
+        ]
+
+    async def chat(self, request: httpbody_pb2.HttpBody, context) -> httpbody_pb2.HttpBody:
+        body = load_object(request.data)
+        only(body, CHAT)
+        _unary(body)
+        if body.get("chat_request") is None:
+            raise fail(
+                Reason.UNSUPPORTED_FIELD, "chat_request is required (render's context for the parsers)", "chat_request"
+            )
+        model = await self.model_name(body.get("model"), context)
+        result = engine_result(body.get("generate_response"), "generate_response")
+        (derender_context,) = await self._contexts("RenderChatVllm", body["chat_request"], "chat_request", context)
+        _seeded(derender_context, body.get("prompt_token_ids"), "prompt_token_ids")
+        try:
+            answer = await self.hops.derender.DerenderChat(
+                derender_pb2.DerenderChatRequest(context=derender_context, results=[result]),
+                timeout=context.time_remaining(),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.from_rpc_error(error) from None
+        given = body["generate_response"]
+        token_ids = bool(body["chat_request"].get("return_token_ids"))
+        out = chat_completion(answer) | {"id": result.request_id, "model": model}
+        out["prompt_logprobs"] = given.get("prompt_logprobs")
+        out["prompt_token_ids"] = given.get("prompt_token_ids") if token_ids else None
+        out["usage"] = _usage(typed(body.get("prompt_tokens") or 0, int, "prompt_tokens"), [result])
+        return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params")})
+
+    async def completion(self, request: httpbody_pb2.HttpBody, context) -> httpbody_pb2.HttpBody:
+        body = load_object(request.data)
+        only(body, COMPLETION)
+        _unary(body)
+        if body.get("completion_request") is None:
+            field = "completion_request"
+            raise fail(Reason.UNSUPPORTED_FIELD, f"{field} is required (render's context for each prompt)", field)
+        model = await self.model_name(body.get("model"), context)
+        answers = typed(body.get("generate_responses"), list, "generate_responses")
+        results = [engine_result(a, f"generate_responses[{i}]") for i, a in enumerate(answers)]
+        contexts = await self._contexts(
+            "RenderCompletionVllm", body["completion_request"], "completion_request", context
+        )
+        counts = typed(body.get("prompt_tokens") or [0] * len(results), list, "prompt_tokens")
+        seeds = typed(body.get("prompt_token_ids") or [None] * len(results), list, "prompt_token_ids")
+        if not len(contexts) == len(results) == len(counts) == len(seeds):
+            why = f"generate_responses: one per prompt of completion_request ({len(contexts)}), as prompt_tokens"
+            raise fail(Reason.INVALID_REQUEST, why, "generate_responses")
+        kv = [a.get("kv_transfer_params") for a in answers]
+        if any(params != kv[0] for params in kv):
+            raise fail(Reason.INVALID_REQUEST, "kv_transfer_params differ across responses", "generate_responses")
+        for i, (derender_context, seed) in enumerate(zip(contexts, seeds)):
+            _seeded(derender_context, seed, f"prompt_token_ids[{i}]")
+        prompts = [derender_pb2.CompletionResult(context=c, results=[r]) for c, r in zip(contexts, results)]
+        try:
+            answer = await self.hops.derender.DerenderCompletion(
+                derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
+            )
+        except grpc.aio.AioRpcError as error:
+            raise ServiceError.from_rpc_error(error) from None
+        out = completion(answer, streamed=False) | {"id": results[0].request_id if results else "", "model": model}
+        out["usage"] = _usage(sum(typed(n, int, "prompt_tokens") for n in counts), results)
+        return json_body(out | {"kv_transfer_params": kv[0] if kv else None})
