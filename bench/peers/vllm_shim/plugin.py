@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import vllm.transformers_utils.repo_utils
+from huggingface_hub.errors import LocalEntryNotFoundError
 
 from bench.peers.vllm_shim.server import UNSERVED_ADAPTERS
 
@@ -19,11 +20,14 @@ _hf_api = vllm.transformers_utils.repo_utils.hf_api
 
 
 class _NoAdapters:
-    """vLLM's hub client, but LoRA fixtures' downloads (offline here) get a path that is never read, as the
-    adapters are not served (the cases naming them are skipped)."""
+    """vLLM's hub client, but LoRA fixtures' downloads (offline here, not in the cache) get a path that is never
+    read, as the adapters are not served (the cases naming them are skipped)."""
 
-    def snapshot_download(self, repo_id: str, **_) -> str:
-        return f"/unavailable/{repo_id}"
+    def snapshot_download(self, repo_id: str, **kwargs) -> str:
+        try:  # a model name: the offline cache's snapshot (hf_alias)
+            return _hf_api().snapshot_download(repo_id, **kwargs)
+        except LocalEntryNotFoundError:
+            return f"/unavailable/{repo_id}"
 
     def __getattr__(self, name: str):
         return getattr(_hf_api(), name)
