@@ -9,6 +9,8 @@ Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM 
 - a forced tool choice (chat): `required` becomes a JSON schema over a non-empty array of
   {"name": <a tool's name>, "parameters": <its parameters>} objects (at most one with parallel_tool_calls
   false), a named function its parameters' schema -- vLLM's forms, which derender parses back into tool calls;
+  with parallel calls the message says the output is a list (`items`: end "]", separators ","), so the engine
+  opens no call the tokens left cannot hold (engine_svc/structured/items.py);
 - strict tools (`tools[].function.strict: true`) under tool_choice auto: a structural tag in the tool parser's
   format (hermes only: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`), free text until a call opens,
   then one of the tools by name with a strict tool's arguments held to its schema (a non-strict tool's: any JSON
@@ -251,6 +253,7 @@ def constraint(
     the tool parser that reads the output's calls (strict tools under auto are enforced in it)."""
     found: list[tuple[str, common_pb2.StructuredOutputs]] = []
     options_only = False
+    parallel = not tools or not request.HasField("parallel_tool_calls") or request.parallel_tool_calls
     if request.HasField("structured_outputs"):
         given = from_structured_outputs(request.structured_outputs)
         options_only = rules.kind(given) is None
@@ -264,11 +267,9 @@ def constraint(
         if fmt is not None:
             found.append(("response_format", fmt))
     if tools and tool_mode in (derender_pb2.TOOL_CHOICE_MODE_REQUIRED, derender_pb2.TOOL_CHOICE_MODE_NAMED):
-        parallel = request.parallel_tool_calls if request.HasField("parallel_tool_calls") else True
         schema = tool_call_schema(tools, tool_mode, tool_function, parallel)
         found.append(("tool_choice", common_pb2.StructuredOutputs(json_schema=json.dumps(schema, ensure_ascii=False))))
     if tools and tool_mode == derender_pb2.TOOL_CHOICE_MODE_AUTO:
-        parallel = request.parallel_tool_calls if request.HasField("parallel_tool_calls") else True
         answer = None
         if len(found) == 1 and found[0][0] == "response_format":
             answer = _answer_format(found[0][1])
@@ -294,6 +295,10 @@ def constraint(
         )
     source, message = found[0]
     message.disable_any_whitespace = compact(request)
+    if source == "tool_choice" and tool_mode == derender_pb2.TOOL_CHOICE_MODE_REQUIRED and parallel:
+        # the JSON array of calls may end after any whole call
+        separators = "," if message.disable_any_whitespace else ", \t\n\r"
+        message.items.CopyFrom(common_pb2.StructuredOutputs.ItemList(end="]", separators=separators))
     rules.check(message, prefix=source)
     return message
 

@@ -13,6 +13,8 @@ Rules:
 - the constraint's text is at most `max_bytes` (GRAMMAR_TOO_COMPLEX), and a grammar compiles within the
   engine's time bound (GRAMMAR_TOO_COMPLEX, raised there);
 - `whitespace_pattern` is refused (UNSUPPORTED_FIELD): the backend (xgrammar) cannot honour it;
+- `items` (a list's end and separators, for the engine's item budget) has a non-empty `end` and each text is at
+  most MAX_ITEM_TEXT bytes (INVALID_GRAMMAR);
 - reasoning and bad-word token ids are inside the vocabulary (TOKEN_ID_OUT_OF_VOCAB).
 """
 
@@ -26,6 +28,7 @@ from scaleout_common.sampling_rules import check_token_ids
 FIELD = "sampling_params.structured_outputs"
 MAX_GRAMMAR_BYTES = 1 << 20  # the engine's --max-grammar-bytes default
 COMPILE_TIMEOUT_S = 10.0  # the engine's --grammar-compile-timeout-s default
+MAX_ITEM_TEXT = 16  # bytes of `items.end` / `items.separators`: a bracket, a few separator characters
 KINDS = ("json_schema", "json_object", "regex", "choice", "grammar", "structural_tag")
 
 
@@ -87,6 +90,19 @@ def check(message, *, max_bytes: int = MAX_GRAMMAR_BYTES, prefix: str = FIELD) -
             "disable_any_whitespace",
             f"{prefix}.whitespace_pattern",
         )
+    if message.HasField("items"):
+        _check_items(message.items, f"{prefix}.items")
+
+
+def _check_items(items, path: str) -> None:
+    if not items.end:
+        raise fail(Reason.INVALID_GRAMMAR, "items.end must not be empty: it is the text that closes the list", path)
+    for name in ("end", "separators"):
+        size = len(getattr(items, name).encode())
+        if size > MAX_ITEM_TEXT:
+            raise fail(
+                Reason.INVALID_GRAMMAR, f"items.{name} is {size} bytes, more than {MAX_ITEM_TEXT}", f"{path}.{name}"
+            )
 
 
 def check_token_ids_of(params, vocab_size: int) -> None:

@@ -50,12 +50,14 @@ from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
 from engine_svc.structured.guide import Guide, Masker, MaskJob
-from engine_svc.structured.spec import Constraint
+from engine_svc.structured.items import ItemBudget, ItemVocab
+from engine_svc.structured.spec import Constraint, ItemList
 from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
+ITEM_VOCABS = 8  # item lists' vocabularies kept (engine_svc/structured/items.py)
 
 # Takes each step's outputs, on the step thread.
 Sink = Callable[[list[tuple[RequestState, StepOutput]]], object]
@@ -115,6 +117,7 @@ class Engine(EngineFront):
         self._last_progress = time.monotonic()
         self._thread: threading.Thread | None = None
         self.grammars = grammars  # None: no tokenizer, no structured outputs
+        self.item_vocabs: dict[ItemList, ItemVocab] = {}
         self.masker = Masker(grammars.backend, runner.device) if grammars is not None else None
         self.guides: dict[Sequence, Guide] = {}  # the live guided sequences (step thread only)
         self.stop_strings = stop_strings  # None: no tokenizer (admission refuses stop strings)
@@ -414,9 +417,11 @@ class Engine(EngineFront):
             error = compiled.exception()
             if error is None:
                 grammar = compiled.result()
+                vocab = self._item_vocab(constraint.items) if constraint.items is not None else None
                 for seq in state.seqs:
                     matcher = self.grammars.backend.matcher(grammar, seq.config.stop_token_ids)
-                    self.guides[seq] = Guide(matcher, seq.config.gate, budget)
+                    items = ItemBudget(vocab, seq.config.max_tokens) if vocab is not None else None
+                    self.guides[seq] = Guide(matcher, seq.config.gate, budget, items)
                 return True
         if not isinstance(error, ServiceError):
             error = fail(Reason.INVALID_GRAMMAR, f"the grammar failed to compile: {error}")
@@ -424,6 +429,16 @@ class Engine(EngineFront):
         self._retire(set(state.seqs))
         self._close(state)
         return False
+
+    def _item_vocab(self, items: ItemList) -> ItemVocab:
+        """The vocabulary as an item budget reads it, per list: built on first use (~0.1 s over a 49k vocabulary),
+        the last ITEM_VOCABS kept (render sends two lists: compact, and with whitespace)."""
+        assert self.grammars is not None
+        vocab = self.item_vocabs.pop(items, None) or ItemVocab(self.grammars.backend.token_bytes(), items)
+        self.item_vocabs[items] = vocab  # (the most recent last)
+        if len(self.item_vocabs) > ITEM_VOCABS:
+            del self.item_vocabs[next(iter(self.item_vocabs))]
+        return vocab
 
     def _finish_request(self, state: RequestState, outputs, reason: common_pb2.FinishReason) -> None:
         live = {seq for seq in state.seqs if not seq.finished}

@@ -39,6 +39,19 @@ class Matcher(Protocol):
         """The grammar is complete and took its stop token (or needs none): nothing more may follow."""
         ...
 
+    def fork(self) -> Matcher:
+        """An independent copy at this position (to try text on without moving this one)."""
+        ...
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by text, whatever its tokens; False when the grammar does not allow it (then drop the matcher:
+        only forks are fed text)."""
+        ...
+
+    def is_completed(self) -> bool:
+        """The output so far is complete: the grammar may end here (a stop token may follow)."""
+        ...
+
 
 class GrammarBackend(Protocol):
     name: str
@@ -50,6 +63,10 @@ class GrammarBackend(Protocol):
 
     def matcher(self, grammar: CompiledGrammar, stop_token_ids: frozenset[int]) -> Matcher:
         """A matcher at the start of `grammar`; it ends with one of `stop_token_ids` (or by itself when empty)."""
+        ...
+
+    def token_bytes(self) -> list[bytes]:
+        """Each token id's text as bytes (the tokenizer's ids the masks cover)."""
         ...
 
     def fill_rows(self, matchers: list[Matcher], bitmask: torch.Tensor, rows: list[int]) -> None:

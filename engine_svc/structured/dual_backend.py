@@ -27,7 +27,7 @@ class DualBackend:
         self.vocab_size, self.words = xgrammar.vocab_size, xgrammar.words
         # the mask's allocation, application and warm-up are xgrammar's (the layouts are the same)
         self.allocate_bitmask, self.apply_bitmask = xgrammar.allocate_bitmask, xgrammar.apply_bitmask
-        self.warm_up = xgrammar.warm_up
+        self.warm_up, self.token_bytes = xgrammar.warm_up, xgrammar.token_bytes
 
     @classmethod
     def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2) -> DualBackend:

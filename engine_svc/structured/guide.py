@@ -14,17 +14,23 @@ its matcher: until then its rows are not masked. When the output may or may not 
 first token is the grammar's or the first id of a start tag: either way the output stays valid. A thinking
 budget (`Budget`) counts the block's tokens; once they reach it, the rows allow only the end tag's next id
 until the tag is out. A guide may have a budget and no matcher: then only the forced ids are ever masked.
+A guide whose output is a list of items (`ItemBudget`, items.py) also narrows its content rows so that no item
+opens that the tokens left cannot hold.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine_svc.structured.backend import GrammarBackend, Matcher
 from engine_svc.structured.spec import Budget, Gate
 from scaleout_common.reasoning_ids import ReasoningWatch
+
+if TYPE_CHECKING:
+    from engine_svc.structured.items import ItemBudget
 
 CONTENT, REASONING, UNDECIDED, OPENING = range(4)  # a guide's modes
 
@@ -38,6 +44,15 @@ def allow(bitmask: torch.Tensor, row: int, ids) -> None:
         words[word] = value - (1 << 32) if value >= 1 << 31 else value
 
 
+def disallow(bitmask: torch.Tensor, row: int, ids) -> None:
+    """Clear the bits of `ids` in a host bitmask row."""
+    words = bitmask[row]
+    for token in ids:
+        word, bit = divmod(token, 32)
+        value = int(words[word]) & 0xFFFFFFFF & ~(1 << bit)
+        words[word] = value - (1 << 32) if value >= 1 << 31 else value
+
+
 class Guide:
     """One constrained sequence: its matcher (None: a thinking budget alone), where the constraint starts,
     and the budget.
@@ -46,12 +61,18 @@ class Guide:
     decides), UNDECIDED (the first token: the grammar's tokens or the first id of a start tag, which opens
     the reasoning), OPENING (inside a start tag of several ids: only its next id)."""
 
-    __slots__ = ("budget", "forcing", "gate", "matcher", "mode", "opening", "rejected", "watch")
+    __slots__ = ("budget", "forcing", "gate", "items", "matcher", "mode", "opening", "rejected", "watch")
 
-    def __init__(self, matcher: Matcher | None, gate: Gate | None = None, budget: Budget | None = None):
+    def __init__(
+        self,
+        matcher: Matcher | None,
+        gate: Gate | None = None,
+        budget: Budget | None = None,
+        items: ItemBudget | None = None,
+    ):
         if gate is None and budget is not None and matcher is None:  # (a grammar from the first token: no block)
             gate = budget.gate
-        self.matcher, self.gate, self.budget = matcher, gate, budget
+        self.matcher, self.gate, self.budget, self.items = matcher, gate, budget, items
         self.watch: ReasoningWatch | None = None
         self.opening: list[int] = []  # start-tag ids so far (UNDECIDED / OPENING)
         self.forcing: list[int] = []  # the end tag's ids still to come, once the budget is spent
@@ -91,6 +112,8 @@ class Guide:
             allow(bitmask, row, self.forcing[:1])
             return
         if self.mode == CONTENT:
+            if self.items is not None and self.matcher is not None:
+                self.items.restrict(self.matcher, bitmask, row)
             return
         assert self.gate is not None
         starts = self.gate.reasoning.start
@@ -102,10 +125,18 @@ class Guide:
         allow(bitmask, row, {s[len(prefix)] for s in starts if len(s) > len(prefix) and s[: len(prefix)] == prefix})
 
     def accept(self, token: int) -> None:
+        items = self.items
         if self.mode == CONTENT:
-            if self.matcher is not None:
+            if self.matcher is not None and items is not None:
+                items.before(self.matcher, token)
+                items.spend()
+                self.rejected |= not self.matcher.accept(token)
+                items.after(self.matcher)
+            elif self.matcher is not None:
                 self.rejected |= not self.matcher.accept(token)
             return
+        if items is not None:
+            items.spend()
         if self.mode in (UNDECIDED, OPENING):
             assert self.gate is not None
             prefix = (*self.opening, token)
@@ -180,7 +211,7 @@ class Masker:
             )
         bitmask = self._buffers[self._turn]
         matched = [(row, matcher) for row, guide in guided if guide.matched and (matcher := guide.matcher) is not None]
-        others = [(row, guide) for row, guide in guided if guide.mode != CONTENT]
+        others = [(row, guide) for row, guide in guided if guide.mode != CONTENT or guide.items is not None]
 
         def fill() -> None:
             if matched:

@@ -32,7 +32,7 @@ import torch
 
 from engine_svc.structured import rewrite, unique
 from engine_svc.structured.backend import GrammarError
-from engine_svc.structured.guide import allow
+from engine_svc.structured.guide import allow, disallow
 from engine_svc.structured.spec import Constraint
 from engine_svc.structured.strings import CHECKED_FORMATS, NARROWER, PATTERNS
 
@@ -117,10 +117,16 @@ class LLGuidanceGrammar:
 
 
 class LLGuidanceMatcher:
-    __slots__ = ("done", "eos", "inner", "stops")
+    __slots__ = ("done", "eos", "inner", "stops", "tokenizer")
 
-    def __init__(self, inner: llguidance.LLMatcher, stops: frozenset[int], eos: tuple[int, ...]):
-        self.inner, self.stops, self.eos = inner, stops, eos
+    def __init__(
+        self,
+        inner: llguidance.LLMatcher,
+        stops: frozenset[int],
+        eos: tuple[int, ...],
+        tokenizer: llguidance.LLTokenizer,
+    ):
+        self.inner, self.stops, self.eos, self.tokenizer = inner, stops, eos, tokenizer
         self.done = False  # took a stop id
 
     def accept(self, token: int) -> bool:
@@ -141,16 +147,27 @@ class LLGuidanceMatcher:
         from llguidance.torch import fill_next_token_bitmask
 
         fill_next_token_bitmask(self.inner, bitmask, row)
-        words = bitmask[row]
-        for token in self.eos:  # llguidance's EOS: the request's stop ids stand for it
-            word, bit = divmod(token, 32)
-            value = int(words[word]) & 0xFFFFFFFF & ~(1 << bit)
-            words[word] = value - (1 << 32) if value >= 1 << 31 else value
+        disallow(bitmask, row, self.eos)  # llguidance's EOS: the request's stop ids stand for it
         if self.stops and self.inner.is_accepting():
             allow(bitmask, row, self.stops)
 
     def is_terminated(self) -> bool:
         return self.done or (not self.stops and self.inner.is_stopped())
+
+    def fork(self) -> LLGuidanceMatcher:
+        fork = LLGuidanceMatcher(self.inner.deep_copy(), self.stops, self.eos, self.tokenizer)
+        fork.done = self.done
+        return fork
+
+    def accept_bytes(self, data: bytes) -> bool:
+        # llguidance lexes bytes, so any tokenization of the text is accepted alike
+        tokens = self.tokenizer.tokenize_bytes(data)
+        if self.done or self.inner.validate_tokens(tokens) != len(tokens):
+            return False
+        return self.inner.consume_tokens(tokens)
+
+    def is_completed(self) -> bool:
+        return not self.done and self.inner.is_accepting()
 
 
 class LLGuidanceBackend:
@@ -196,7 +213,7 @@ class LLGuidanceBackend:
         return LLGuidanceGrammar(grammar, prototype)
 
     def matcher(self, grammar: LLGuidanceGrammar, stop_token_ids: frozenset[int]) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(grammar.prototype.deep_copy(), frozenset(stop_token_ids), self.eos)
+        return LLGuidanceMatcher(grammar.prototype.deep_copy(), frozenset(stop_token_ids), self.eos, self.tokenizer)
 
 
 class _Vocab:

@@ -1,7 +1,7 @@
 """A request's structured-output constraint as the engine keeps it: what to compile, and when it starts.
 
-`Constraint` is what a grammar is compiled from (its `key` names the compiled grammar in the cache);
-`Gate` says where in the output the constraint starts (after the reasoning); `Budget` caps the reasoning.
+`Constraint` is what a grammar is compiled from (its `key` names the compiled grammar in the cache), with
+the list its output is (`ItemList`: not part of the grammar, the guide's item budget reads it); `Gate` says where in the output the constraint starts (after the reasoning); `Budget` caps the reasoning.
 All are plain frozen data: they travel with a sequence to an engine core process.
 """
 
@@ -17,10 +17,19 @@ from scaleout_common.reasoning_ids import from_proto as reasoning_from_proto
 
 
 @dataclass(frozen=True)
+class ItemList:
+    """The output is a list that may end after any whole item: `end` closes it, `separators` may go on."""
+
+    end: bytes
+    separators: bytes
+
+
+@dataclass(frozen=True)
 class Constraint:
     kind: str  # one of rules.KINDS
     text: str  # the schema / regex / grammar / structural tag; a choice's options as a JSON list
     any_whitespace: bool = True  # JSON: any whitespace between tokens (False: none)
+    items: ItemList | None = field(default=None, compare=False)  # the guide's item budget (not compiled)
     key: str = field(init=False, compare=False)  # what the compiled grammar is cached under (with the tokenizer)
 
     def __post_init__(self) -> None:
@@ -64,7 +73,10 @@ def from_proto(message) -> tuple[Constraint, Gate | None]:
         text = ""
     else:
         text = getattr(message, kind)
-    constraint = Constraint(kind, text, any_whitespace=not message.disable_any_whitespace)
+    items = None
+    if message.HasField("items"):
+        items = ItemList(message.items.end.encode(), message.items.separators.encode())
+    constraint = Constraint(kind, text, any_whitespace=not message.disable_any_whitespace, items=items)
     gate = None
     if message.HasField("reasoning") and not message.reasoning_ended:
         spec, started = reasoning_from_proto(message.reasoning)

@@ -86,6 +86,15 @@ class _XGrammarMatcher:
     def is_terminated(self) -> bool:
         return self.inner.is_terminated()
 
+    def fork(self) -> _XGrammarMatcher:
+        return _XGrammarMatcher(self.inner.fork())
+
+    def accept_bytes(self, data: bytes) -> bool:
+        return self.inner.accept_string(data)
+
+    def is_completed(self) -> bool:
+        return self.inner.is_completed()
+
 
 class XGrammarBackend:
     """A `GrammarBackend` for one tokenizer.
@@ -105,6 +114,7 @@ class XGrammarBackend:
         self._compiler = xgr.GrammarCompiler(info, max_threads=threads, cache_enabled=False)
         # xgrammar's pick (Triton on CUDA); warm_up() falls back to its plain torch ops
         self.apply_kernel: Literal["auto", "torch_native"] = "auto"
+        self._token_bytes: list[bytes] | None = None
 
     @classmethod
     def from_hf(cls, tokenizer, vocab_size: int, threads: int = 2) -> XGrammarBackend:
@@ -164,6 +174,11 @@ class XGrammarBackend:
         return _XGrammarMatcher(
             xgr.GrammarMatcher(grammar, override_stop_tokens=stops or None, terminate_without_stop_token=not stops)
         )
+
+    def token_bytes(self) -> list[bytes]:
+        if self._token_bytes is None:
+            self._token_bytes = [bytes(text) for text in self.info.decoded_vocab[: self.words]]
+        return self._token_bytes
 
     def fill_rows(self, matchers: list[_XGrammarMatcher], bitmask: torch.Tensor, rows: list[int]) -> None:
         # One row after another: xgrammar's batch fill on 2-8 threads took 3-7x longer for 64 rows, on this

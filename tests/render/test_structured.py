@@ -82,8 +82,13 @@ async def test_forced_tool_choices_become_schemas_over_the_calls(stub):
     names = [o["properties"]["name"]["enum"] for o in schema["items"]["anyOf"]]
     assert names == [["get_weather"], ["calculate"]]
     assert schema["items"]["anyOf"][0]["properties"]["parameters"] == WEATHER["function"]["parameters"]
+    # the calls are a list the engine's item budget ends rather than open a call max_tokens cannot hold
+    assert (required.items.end, required.items.separators) == ("]", ",")
     single = constraint_of(await stub.RenderChat(chat(tools=tools, tool_choice="required", parallel_tool_calls=False)))
-    assert json.loads(single.json_schema)["maxItems"] == 1
+    assert json.loads(single.json_schema)["maxItems"] == 1 and not single.HasField("items")
+    loose = {"disable_any_whitespace": False}
+    spaced = constraint_of(await stub.RenderChat(chat(tools=tools, tool_choice="required", structured_outputs=loose)))
+    assert spaced.items.separators == ", \t\n\r"
     named = await stub.RenderChat(
         chat(tools=tools, tool_choice={"type": "function", "function": {"name": "calculate"}})
     )

@@ -91,12 +91,19 @@ class TokenSequence(_message.Message):
     def __init__(self, token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StructuredOutputs(_message.Message):
-    __slots__ = ("json_schema", "json_object", "regex", "choice", "grammar", "structural_tag", "reasoning_ended", "reasoning", "disable_any_whitespace", "disable_additional_properties", "whitespace_pattern")
+    __slots__ = ("json_schema", "json_object", "regex", "choice", "grammar", "structural_tag", "reasoning_ended", "reasoning", "disable_any_whitespace", "disable_additional_properties", "whitespace_pattern", "items")
     class Choice(_message.Message):
         __slots__ = ("values",)
         VALUES_FIELD_NUMBER: _ClassVar[int]
         values: _containers.RepeatedScalarFieldContainer[str]
         def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
+    class ItemList(_message.Message):
+        __slots__ = ("end", "separators")
+        END_FIELD_NUMBER: _ClassVar[int]
+        SEPARATORS_FIELD_NUMBER: _ClassVar[int]
+        end: str
+        separators: str
+        def __init__(self, end: _Optional[str] = ..., separators: _Optional[str] = ...) -> None: ...
     JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     JSON_OBJECT_FIELD_NUMBER: _ClassVar[int]
     REGEX_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +115,7 @@ class StructuredOutputs(_message.Message):
     DISABLE_ANY_WHITESPACE_FIELD_NUMBER: _ClassVar[int]
     DISABLE_ADDITIONAL_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     WHITESPACE_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     json_schema: str
     json_object: bool
     regex: str
@@ -119,7 +127,8 @@ class StructuredOutputs(_message.Message):
     disable_any_whitespace: bool
     disable_additional_properties: bool
     whitespace_pattern: str
-    def __init__(self, json_schema: _Optional[str] = ..., json_object: _Optional[bool] = ..., regex: _Optional[str] = ..., choice: _Optional[_Union[StructuredOutputs.Choice, _Mapping]] = ..., grammar: _Optional[str] = ..., structural_tag: _Optional[str] = ..., reasoning_ended: _Optional[bool] = ..., reasoning: _Optional[_Union[ReasoningTokens, _Mapping]] = ..., disable_any_whitespace: _Optional[bool] = ..., disable_additional_properties: _Optional[bool] = ..., whitespace_pattern: _Optional[str] = ...) -> None: ...
+    items: StructuredOutputs.ItemList
+    def __init__(self, json_schema: _Optional[str] = ..., json_object: _Optional[bool] = ..., regex: _Optional[str] = ..., choice: _Optional[_Union[StructuredOutputs.Choice, _Mapping]] = ..., grammar: _Optional[str] = ..., structural_tag: _Optional[str] = ..., reasoning_ended: _Optional[bool] = ..., reasoning: _Optional[_Union[ReasoningTokens, _Mapping]] = ..., disable_any_whitespace: _Optional[bool] = ..., disable_additional_properties: _Optional[bool] = ..., whitespace_pattern: _Optional[str] = ..., items: _Optional[_Union[StructuredOutputs.ItemList, _Mapping]] = ...) -> None: ...
 
 class ReasoningTokens(_message.Message):
     __slots__ = ("start", "end", "ends_on", "forced", "started", "blank")
