@@ -33,6 +33,7 @@ from google.protobuf import json_format
 
 from pipeline_svc.faces.rl_json import only, typed
 from pipeline_svc.faces.vllm_generate_output import usage
+from pipeline_svc.faces.vllm_generate_request import token_ids
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_response import chat_completion, completion
 from pipeline_svc.shaped_route import json_body
@@ -66,7 +67,7 @@ def engine_result(answer, field: str) -> engine_pb2.GenerateResponse:
         path = f"{field}.choices[{i}]"
         try:
             _choice(message.choices.add(), typed(choice, dict, path), path)
-        except (KeyError, TypeError, ValueError) as error:
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise fail(Reason.INVALID_REQUEST, f"{path} is not vLLM's choice: {clip(str(error))}", path) from None
     if answer.get("kv_transfer_params"):
         json_format.ParseDict(
@@ -78,7 +79,7 @@ def engine_result(answer, field: str) -> engine_pb2.GenerateResponse:
 def _choice(out: engine_pb2.GenerateChoice, choice: dict, path: str) -> None:
     only(choice, ENGINE_CHOICE, path)
     out.index = choice["index"]
-    out.token_ids.extend(choice.get("token_ids") or [])
+    out.token_ids.extend(token_ids(choice.get("token_ids") or [], f"{path}.token_ids"))
     reason = finish_reasons.from_openai_name(choice.get("finish_reason") or "stop")
     out.finish_reason = cast(common_pb2.FinishReason, reason)
     stop = choice.get("stop_reason")
@@ -101,7 +102,7 @@ def _unary(body: dict) -> None:
 
 def _seeded(context: derender_pb2.DerenderContext, prompt_ids, field: str) -> None:
     if prompt_ids is not None:
-        ids = typed(prompt_ids, list, field)
+        ids = token_ids(prompt_ids, field)
         context.prompt_tail_token_ids[:] = ids[-(len(context.prompt_tail_token_ids) or PROMPT_TAIL) :]
 
 
@@ -138,7 +139,7 @@ class VllmDerender:
             raise fail(
                 Reason.UNSUPPORTED_FIELD, "chat_request is required (render's context for the parsers)", "chat_request"
             )
-        model = await self.model_name(body.get("model"), context)
+        model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         result = engine_result(body.get("generate_response"), "generate_response")
         (derender_context,) = await self._contexts("RenderChatVllm", body["chat_request"], "chat_request", context)
         _seeded(derender_context, body.get("prompt_token_ids"), "prompt_token_ids")
@@ -150,10 +151,10 @@ class VllmDerender:
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
         given = body["generate_response"]
-        token_ids = bool(body["chat_request"].get("return_token_ids"))
+        return_ids = bool(body["chat_request"].get("return_token_ids"))
         out = chat_completion(answer) | {"id": result.request_id, "model": model}
         out["prompt_logprobs"] = given.get("prompt_logprobs")
-        out["prompt_token_ids"] = given.get("prompt_token_ids") if token_ids else None
+        out["prompt_token_ids"] = given.get("prompt_token_ids") if return_ids else None
         out["usage"] = _usage(typed(body.get("prompt_tokens") or 0, int, "prompt_tokens"), [result])
         return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params")})
 
@@ -164,7 +165,7 @@ class VllmDerender:
         if body.get("completion_request") is None:
             field = "completion_request"
             raise fail(Reason.UNSUPPORTED_FIELD, f"{field} is required (render's context for each prompt)", field)
-        model = await self.model_name(body.get("model"), context)
+        model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         answers = typed(body.get("generate_responses"), list, "generate_responses")
         results = [engine_result(a, f"generate_responses[{i}]") for i, a in enumerate(answers)]
         contexts = await self._contexts(

@@ -118,7 +118,8 @@ def _int(value, field: str, bits: int = 32) -> int:
     return value
 
 
-def _ids(value, field: str) -> list[int]:
+def token_ids(value, field: str) -> list[int]:
+    """A list of token ids (int32, none negative)."""
     if not isinstance(value, list):
         raise fail(Reason.INVALID_REQUEST, f"{field} must be a list of integers", field)
     if any(_int(t, field) < 0 for t in value):
@@ -128,7 +129,7 @@ def _ids(value, field: str) -> list[int]:
 
 def parse(body: dict) -> VllmGenerate:
     _refused(body, TOP)
-    if "token_ids" not in body or not _ids(body["token_ids"], "token_ids"):
+    if "token_ids" not in body or not token_ids(body["token_ids"], "token_ids"):
         raise fail(Reason.INVALID_REQUEST, "token_ids must hold at least one token id", "token_ids")
     if not isinstance(body.get("sampling_params"), dict):
         raise fail(Reason.INVALID_REQUEST, "sampling_params must be an object", "sampling_params")
@@ -206,8 +207,8 @@ def _sampling(params: dict, base: engine_pb2.GenerateRequest, request, asks: dic
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise fail(Reason.INVALID_REQUEST, "sampling_params.stop must be a string or strings", "sampling_params.stop")
     out.stop.extend(stop)
-    out.stop_token_ids.extend(_ids(params.get("stop_token_ids") or [], "sampling_params.stop_token_ids"))
-    out.allowed_token_ids.extend(_ids(params.get("allowed_token_ids") or [], "sampling_params.allowed_token_ids"))
+    out.stop_token_ids.extend(token_ids(params.get("stop_token_ids") or [], "sampling_params.stop_token_ids"))
+    out.allowed_token_ids.extend(token_ids(params.get("allowed_token_ids") or [], "sampling_params.allowed_token_ids"))
     out.ignore_eos = _flag(params, "ignore_eos", False, "sampling_params.")
     out.stop_keep_special_tokens = not _flag(params, "skip_special_tokens", True, "sampling_params.")
     for key, bias in typed(params.get("logit_bias") or {}, dict, "sampling_params.logit_bias").items():

@@ -193,3 +193,17 @@ def test_derender_reads_the_generate_answer_back():
     with pytest.raises(ServiceError) as refused:
         engine_result({"choices": [{"index": 0, "text": "x"}]}, "generate_response")
     assert refused.value.violations[0][0] == "generate_response.choices[0].text"
+
+
+def test_random_generate_answers_are_refused_typed_or_read():
+    rng = random.Random(7)
+    values = [None, True, 0, -1, 2**31, 1.5, "", "x", [], [1, "a"], {}, {"content": [{"logprob": "x"}]}, [[1, 2]]]
+    for _ in range(2000):
+        answer = GenerateAnswer(parse(BODY), "smol")
+        for message in MESSAGES:
+            answer.feed(message)
+        body = answer.unary()
+        where = rng.choice([body, body["choices"][0], body["choices"][1]["logprobs"]["content"][0]])
+        where[rng.choice([*where, "bogus"])] = rng.choice(values)
+        with contextlib.suppress(ServiceError):
+            engine_result(body, "generate_response")
