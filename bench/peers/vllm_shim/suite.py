@@ -16,10 +16,11 @@ from scaleout_common.models import resolve_model
 HOW = (
     "unpack the tests of vLLM's sdist, the same tree as the installed wheel: `pip download --no-deps "
     "--no-binary :all: vllm==0.33.0` resolves vllm-0.33.0.tar.gz (its build step fails here; take the tarball it "
-    "fetched), then `tar xzf vllm-0.33.0.tar.gz -C ~/.cache/scaleout/peers vllm-0.33.0/tests`; the tests' own "
-    "import vLLM leaves out of its wheel: `pip install --target ~/.cache/scaleout/peers/vllm-test-site einops`"
+    "fetched), then `tar xzf vllm-0.33.0.tar.gz -C ~/.cache/scaleout/peers vllm-0.33.0/tests`; the imports of the tests "
+    "that vLLM's wheel does not require: `pip install --no-deps --target ~/.cache/scaleout/peers/vllm-test-site einops "
+    "mistral_common`"
 )
-# Test-only packages (einops: vLLM's model loader, which its tests import), kept out of the project's environment.
+# Test-only packages (einops, mistral_common: vLLM modules its tests import), kept out of the project's environment.
 TEST_SITE = Path.home() / ".cache" / "scaleout" / "peers" / "vllm-test-site"
 
 _OPENAI = "tests/entrypoints/openai/"
