@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from google.api import httpbody_pb2
 
 from pipeline_svc.response_peers import StoredResponses
+from scaleout_common.errors import quote
 from scaleout_common.identity import Caller
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 STATE_FIELDS = ("store", "previous_response_id")
+ID_PREFIX = "resp"  # OpenAI refuses an id of another form (400) before looking it up
 
 
 @dataclass
@@ -68,6 +70,12 @@ async def begin(data: bytes, stored: StoredResponses, who: Caller, time_left: fl
     previous_id = body.get("previous_response_id")
     if previous_id is not None and not isinstance(previous_id, str):
         raise fail(Reason.INVALID_REQUEST, "`previous_response_id` must be a string", "previous_response_id")
+    if previous_id and not previous_id.startswith(ID_PREFIX):
+        raise fail(
+            Reason.INVALID_REQUEST,
+            f"Invalid 'previous_response_id': {quote(previous_id)}. Expected an ID that begins with '{ID_PREFIX}'.",
+            "previous_response_id",
+        )
     conversation = []
     if previous_id:
         previous = await stored.find(previous_id, "previous_response_id", who, time_left)

@@ -185,6 +185,9 @@ def test_what_is_not_kept_is_refused(client, model_id):
     with pytest.raises(openai.NotFoundError) as caught:
         client.responses.create(model=model_id, input=QUESTION, previous_response_id="resp_123")
     assert caught.value.code == "RESPONSE_NOT_FOUND" and caught.value.param == "previous_response_id"
+    with pytest.raises(openai.BadRequestError) as caught:  # an id of another form: 400, as OpenAI (SGLang's test)
+        client.responses.create(model=model_id, input=QUESTION, previous_response_id="bad")
+    assert caught.value.code == "INVALID_REQUEST" and caught.value.param == "previous_response_id"
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=model_id, input=QUESTION, conversation="conv_123")
     assert caught.value.code == "UNSUPPORTED_FIELD" and caught.value.param == "conversation"
