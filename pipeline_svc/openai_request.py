@@ -175,8 +175,9 @@ def _kv_transfer(out: dict, stream: bool, prompts: int = 1) -> None:
         raise _unsupported("kv_transfer_params", "hands one prompt's KV blocks off: send one prompt")
 
 
-def chat_request(body: bytes) -> OpenAIRequest:
-    data, identity = _load(body), {}
+def chat_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
+    """`defaults`: the server's values of request fields (vLLM's server flags), which the body's own override."""
+    data, identity = (defaults or {}) | _load(body), {}
     if "prompt_logprobs" in data:
         raise _unsupported("prompt_logprobs", "is returned by /v1/completions, not the one-hop chat route")
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
@@ -198,8 +199,8 @@ def chat_request(body: bytes) -> OpenAIRequest:
     return OpenAIRequest(typed, stream, include_usage, continuous, identity)
 
 
-def completion_request(body: bytes) -> OpenAIRequest:
-    data, identity = _load(body), {}
+def completion_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
+    data, identity = (defaults or {}) | _load(body), {}
     known = {f.name for f in render_pb2.RenderCompletionRequest.DESCRIPTOR.fields} - set(REFUSED) - {"prompts"}
     known |= {"prompt", "best_of"}
     out = _policy(data, known, identity)

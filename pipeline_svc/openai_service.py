@@ -4,7 +4,8 @@ Unary: one HttpBody of `application/json`. `"stream": true`: one HttpBody per se
 soon as derender has it (the gateway passes each one straight through), ending with `data: [DONE]`.
 With `stream_options.include_usage` every chunk has `"usage": null` and a last chunk with empty `choices`
 carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on every chunk. With vLLM's
-`--enable-force-include-usage` every stream is answered as if it asked for both.
+`--enable-force-include-usage` every stream is answered as if it asked for both; with its
+`--return-tokens-as-token-ids` a request that does not say otherwise has `return_tokens_as_token_ids`.
 
 An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
 status); after it, an in-band `data: {"error": ...}` event (`hops.broken_off`: the upstream's typed status, or
@@ -40,9 +41,11 @@ def data_event(payload: dict) -> httpbody_pb2.HttpBody:
 
 
 class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
-    def __init__(self, hops: Hops, force_usage: bool = False):
+    def __init__(self, hops: Hops, force_usage: bool = False, token_ids_as_tokens: bool = False):
         self.hops = hops
         self.force_usage = force_usage  # vLLM's --enable-force-include-usage: every stream as include + continuous
+        # vLLM's --return-tokens-as-token-ids: the field's default, which a request's own value overrides
+        self.defaults = {"return_tokens_as_token_ids": True} if token_ids_as_tokens else {}
 
     def _forced(self, parsed: openai_request.OpenAIRequest) -> openai_request.OpenAIRequest:
         if self.force_usage and parsed.stream:
@@ -60,7 +63,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             yield event
 
     async def _chat(self, request, context):
-        parsed = self._forced(openai_request.chat_request(request.data))
+        parsed = self._forced(openai_request.chat_request(request.data, self.defaults))
         ids = parsed.typed.return_token_ids
         if not parsed.stream:
             yield json_body(await self.chat_completion(parsed, context))
@@ -92,7 +95,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         return openai_response.chat_completion(completion, parsed.typed.return_token_ids) | handoff
 
     async def _completions(self, request, context):
-        parsed = self._forced(openai_request.completion_request(request.data))
+        parsed = self._forced(openai_request.completion_request(request.data, self.defaults))
         ids = parsed.typed.return_token_ids
         _observe_request(parsed)
         try:

@@ -80,7 +80,7 @@ class PipelineService:
 
     def register(self, server: grpc.aio.Server) -> None:
         chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
-        openai = OpenAIFrontDoor(self.hops, self.args.enable_force_include_usage)
+        openai = OpenAIFrontDoor(self.hops, self.args.enable_force_include_usage, self.args.return_tokens_as_token_ids)
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(openai, server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
         responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
@@ -138,6 +138,12 @@ def parser():
         action="store_true",
         help="vLLM's flag: every streamed chat or completion carries usage on each chunk and a last usage chunk, "
         "as if it asked for stream_options include_usage and continuous_usage_stats",
+    )
+    p.add_argument(
+        "--return-tokens-as-token-ids",
+        action="store_true",
+        help="vLLM's flag: logprobs name tokens `token_id:<id>` for requests that do not set "
+        "return_tokens_as_token_ids themselves",
     )
     p.add_argument(
         "--engines",

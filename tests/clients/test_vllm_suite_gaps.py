@@ -5,7 +5,8 @@ official `openai` SDK against the real stack.
 - `logit_bias` keys that are no token ids are all named in one 400 (vLLM's test_chat_logit_bias_validation);
 - a message key the template is not given is refused naming its path, never dropped (vLLM hands it to the template);
 - vLLM's `--enable-force-include-usage` (the one-hop service's flag): usage on every streamed chunk, and a last
-  usage chunk, without `stream_options`.
+  usage chunk, without `stream_options`;
+- vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins.
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ def test_a_message_key_the_template_does_not_get_is_refused_naming_it(client, mo
 
 @pytest.fixture(scope="module")
 def forced(tmp_path_factory):
+    """A stack whose one-hop service runs with vLLM's server flags."""
     config = StackConfig(
         port=0,
-        log_dir=tmp_path_factory.mktemp("forced-usage-logs"),
-        service_args={"chat": ["--enable-force-include-usage"]},
+        log_dir=tmp_path_factory.mktemp("vllm-flags-logs"),
+        service_args={"chat": ["--enable-force-include-usage", "--return-tokens-as-token-ids"]},
     )
     with Stack(config) as running:
         yield running
@@ -76,3 +78,17 @@ def test_force_include_usage_puts_usage_on_every_chunk(forced):
             assert completions == sorted(completions) and completions[-1] >= 1
         unary = sdk.chat.completions.create(model=model, messages=USER, max_tokens=2)
         assert unary.usage is not None  # unary answers are unchanged
+
+
+def test_return_tokens_as_token_ids_is_the_default_a_request_overrides(forced):
+    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+        model = sdk.models.list().data[0].id
+        ask = {"model": model, "messages": USER, "max_tokens": 3, "temperature": 0, "logprobs": True}
+        as_ids = sdk.chat.completions.create(**ask).choices[0].logprobs
+        as_text = sdk.chat.completions.create(**ask, extra_body={"return_tokens_as_token_ids": False}).choices[0]
+        text = sdk.completions.create(model=model, prompt="The capital of France is", max_tokens=3, logprobs=1)
+        assert as_ids is not None and as_ids.content and as_text.logprobs and as_text.logprobs.content
+        assert all(t.token.startswith("token_id:") for t in as_ids.content)
+        assert not any(t.token.startswith("token_id:") for t in as_text.logprobs.content)
+        logprobs = text.choices[0].logprobs
+        assert logprobs is not None and logprobs.tokens and all(t.startswith("token_id:") for t in logprobs.tokens)

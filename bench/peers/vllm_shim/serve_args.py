@@ -47,8 +47,9 @@ MAPPED = {
     "--chat-template-content-format": (("render",), "--chat-template-content-format"),
     "--trust-request-chat-template": (("render",), "--trust-request-chat-template"),
     "--enable-force-include-usage": (("chat",), "--enable-force-include-usage"),
+    "--return-tokens-as-token-ids": (("chat",), "--return-tokens-as-token-ids"),
 }
-SWITCHES = {"--trust-request-chat-template", "--enable-force-include-usage"}
+SWITCHES = {"--trust-request-chat-template", "--enable-force-include-usage", "--return-tokens-as-token-ids"}
 # Another kind of server altogether: every case of the file would test that, so the file is skipped.
 OTHER_SERVER = {
     "--skip-tokenizer-init": "token ids only, no tokenizer",
