@@ -18,9 +18,9 @@ HOW = (
     "--no-binary :all: vllm==0.33.0` resolves vllm-0.33.0.tar.gz (its build step fails here; take the tarball it "
     "fetched), then `tar xzf vllm-0.33.0.tar.gz -C ~/.cache/scaleout/peers vllm-0.33.0/tests`; the imports of the tests "
     "that vLLM's wheel does not require: `pip install --no-deps --target ~/.cache/scaleout/peers/vllm-test-site einops "
-    "mistral_common`"
+    "mistral_common pydantic_extra_types pycountry`"
 )
-# Test-only packages (einops, mistral_common: vLLM modules its tests import), kept out of the project's environment.
+# Test-only packages (einops, mistral_common and its needs: vLLM modules its tests import), kept out of the project's environment.
 TEST_SITE = Path.home() / ".cache" / "scaleout" / "peers" / "vllm-test-site"
 
 _OPENAI = "tests/entrypoints/openai/"
