@@ -20,7 +20,7 @@ HOW = (
     "that vLLM's wheel does not require: `pip install --no-deps --target ~/.cache/scaleout/peers/vllm-test-site einops "
     "mistral_common pydantic_extra_types pycountry`"
 )
-# Test-only packages (einops, mistral_common and its needs: vLLM modules its tests import), kept out of the project's environment.
+# Test-only packages (vLLM modules its tests import), kept out of the project's environment.
 TEST_SITE = Path.home() / ".cache" / "scaleout" / "peers" / "vllm-test-site"
 
 _OPENAI = "tests/entrypoints/openai/"
