@@ -52,3 +52,10 @@ def test_event_streams_are_never_cached(stack):
         assert answer.headers["content-type"].startswith("text/event-stream"), path
         assert answer.headers["cache-control"] == "no-cache", path
         assert "grpc-status" not in answer.headers
+
+
+def test_a_path_variables_escaped_slash_is_a_slash(stack):
+    """The OpenAI SDK sends `models.retrieve("org/name")` as /v1/models/org%2Fname (SGLang's test_retrieve_model
+    with its served name meta-llama/Llama-3.2-1B-Instruct): the name render looks up is org/name."""
+    answer = requests.get(stack.rest_url + "/v1/models/org%2Fname", timeout=30)
+    assert answer.status_code == 404 and "'org/name'" in answer.json()["error"]["message"], answer.text
