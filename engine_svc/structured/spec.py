@@ -1,7 +1,8 @@
 """A request's structured-output constraint as the engine keeps it: what to compile, and when it starts.
 
 `Constraint` is what a grammar is compiled from (its `key` names the compiled grammar in the cache), with
-the list its output is (`ItemList`: not part of the grammar, the guide's item budget reads it); `Gate` says where in the output the constraint starts (after the reasoning); `Budget` caps the reasoning.
+the list its output is (`ItemList`: not part of the grammar, the guide's item budget reads it); `Gate` says
+where in the output the constraint starts (after the reasoning); `Budget` caps the reasoning.
 All are plain frozen data: they travel with a sequence to an engine core process.
 """
 
