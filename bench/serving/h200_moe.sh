@@ -6,7 +6,8 @@
 # H100) at 1 / 64 / 256 streams, each with the bench's roofline beside it; `... batch1` measures
 # the one-token experts (tests, tiles, a batch-1 step's kernels); `... final` the tests, token-1 tiles and the serve
 # loads in one call (DATASET=random:128x128@1 for the batch-1 line alone, as on an H100: bf16 leaves no room for
-# the 256 streams' cache; there also SERVE_FLAGS="--max-num-batched-tokens 2048 --max-num-seqs 8", whose graphs fit).
+# the 256 streams' cache; there also SERVE_FLAGS="--max-num-batched-tokens 2048 --max-num-seqs 8", whose graphs fit);
+# `... probe [FLAGS] [SUFFIX]` the batch-1 kernels, a step's kernels and the @1 and @256 lines in one call.
 source bench/serving/h200_env.sh
 case "$1" in
 tiles)
@@ -42,6 +43,13 @@ final)  # one call: the kernels' tests, token-1 tiles written, the serve loads o
   SERVE_S=300 bash "$0" serve "${SERVE_FLAGS:---max-num-batched-tokens 16384}" _16k
   timeout $((580 - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
+probe)  # the batch-1 breakdown and both served lines in one call: the decode attention's launches and the GEMVs
+  # at one row, a batch-1 step's kernels, then 128 / 128 @1 and 1,024 / 128 @256 served with FLAGS
+  timeout 120 python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention,matmuls --rows 1 \
+    --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/kernels_b1$3.log"
+  timeout 150 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
+    2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1$3.log"
+  DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-300} bash "$0" serve "$2" "$3" ;;
 serve)
   timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream 2 --client-processes 4 \

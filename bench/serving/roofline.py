@@ -8,13 +8,15 @@ and C prefills, so
     output tok/s  <=  C * O / (O * t_step(C) + C * t_prefill)
     t_step(C)     =   max((weights + C * ctx * kv_bytes_per_token) / bandwidth, 2 * C * matmul_params / rate)
     t_prefill     =   (2 * matmul_params * I_new + 4 * layers * q_dim * I_new * (I_cached + I_new / 2)) / rate
+                      (one stream, C = 1: at least the bytes of the weights its I_new tokens route to / bandwidth)
 
 with ctx the mean context of a decode (prompt + half the output). A mixture of experts multiplies a token by its
 top-k experts, but a decode step of C tokens reads every expert any of them routes to: E * (1 - (1 - k/E)^C)
 of the E experts under even routing (what random weights give), so the weights' bytes grow with C (Qwen3-30B-A3B
 at 64 streams reads ~126 of its 128 experts a layer). A sliding-window layer (Gemma 2/3, gpt-oss,
 Mistral) reads and attends to min(ctx, window) keys, not ctx: its share of the KV bytes and of the attention
-FLOPs counts that. TTFT can be no better than one t_prefill,
+FLOPs counts that. TTFT can be no better than one prefill alone, which reads those weights too (at C > 1 the
+reads are shared with the batch's decode steps, so the round counts only the prefills' FLOPs),
 TPOT no better than one t_step(C). The figures are bounds, not predictions: real kernels reach a fraction.
 
 The bound follows the dtypes the engine runs (`ModelShape.for_flags`): under `--quantization fp8` the layers'
@@ -204,12 +206,15 @@ def bounds(
         shape.matmul_seconds(c, machine),
     )
     attention = 4 * shape.heads * shape.head_dim * new * shape.keys_seen(cached_len + new / 2)
-    prefill = shape.matmul_seconds(new, machine) + attention / machine.matmul_rate
-    round_s = output_len * step + c * prefill
+    compute = shape.matmul_seconds(new, machine) + attention / machine.matmul_rate
+    # One prefill alone also reads the weights its tokens route to (a mixture's 128-token prompt: every expert);
+    # beside other streams, those reads are shared with their decode steps, so only its FLOPs count.
+    alone = max(compute, shape.weight_bytes_at(new) / machine.bandwidth)
+    round_s = output_len * step + c * (alone if c == 1 else compute)
     return {
         "output_tok_per_s": c * output_len / round_s,
         "total_tok_per_s": c * (output_len + prompt_len) / round_s,
         "request_per_s": c / round_s,
-        "ttft_s": prefill,
+        "ttft_s": alone,
         "tpot_s": step,
     }

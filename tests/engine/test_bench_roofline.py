@@ -32,3 +32,17 @@ def test_a_batch_reads_the_experts_its_tokens_route_to(flags):
     assert moe.weight_bytes_at(64) > 0.97 * every_expert  # 64 tokens reach ~126 of 128 experts
     step = [bounds(moe, H100, c, 1024, 0, 128)["tpot_s"] for c in (1, 8, 64)]
     assert step[0] < step[1] < step[2]
+
+
+def test_one_prefill_alone_reads_the_weights_its_prompt_routes_to():
+    """Batch-1 128 / 128 on Qwen3-30B-A3B: the 128-token prompt reaches every expert (~61 GB, ~20 ms on an
+    H100), where its FLOPs alone allowed 1 ms; beside other streams the reads are shared and only FLOPs count."""
+    moe, dense = _shape("qwen3-30b-a3b"), _shape("llama-8b")
+    alone = bounds(moe, H100, 1, 128, 0, 128)
+    assert alone["ttft_s"] == pytest.approx(moe.weight_bytes_at(128) / H100.bandwidth)
+    assert alone["ttft_s"] > 0.019
+    assert alone["output_tok_per_s"] == pytest.approx(128 / (128 * alone["tpot_s"] + alone["ttft_s"]))
+    batch = bounds(moe, H100, 64, 128, 0, 128)
+    assert batch["output_tok_per_s"] > 64 * 128 / (128 * batch["tpot_s"] + 64 * alone["ttft_s"])
+    long_prompt = bounds(dense, H100, 1, 1024, 0, 128)  # compute-bound: unchanged
+    assert long_prompt["ttft_s"] > dense.weight_bytes / H100.bandwidth
