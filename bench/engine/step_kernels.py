@@ -1,6 +1,6 @@
 """GPU time per kernel of one step of each kind, on the served runner (CUDA): a decode step (graph replay) of
-B rows at context C, and a mixed step (eager) of D decodes at context C plus P prefill chunks of L tokens,
-the latter with the eager and the compiled elementwise ops side by side. Then the paged decode kernel alone
+B rows at context C (and its wall time), and a mixed step (eager) of D decodes at context C plus P prefill chunks
+of L tokens, the latter with the eager and the compiled elementwise ops side by side. Then the paged decode kernel alone
 against the copy bandwidth, per launch configuration.
 
     python -m bench.engine.step_kernels --shape llama-1b --decode 256x1152 --mixed 128x1152+7x1024
@@ -92,13 +92,18 @@ def main() -> None:
     parser.add_argument("--decode", default="256x1152", help="ROWSxCONTEXT of the decode step")
     parser.add_argument("--mixed", default="128x1152+7x1024", help="DECODESxCONTEXT+CHUNKSxLENGTH of the mixed step")
     parser.add_argument("--engine-flags", default="--max-model-len 2048")
+    parser.add_argument("--decode-only", action="store_true", help="the decode step alone (no sweep, no mixed step)")
     args = parser.parse_args()
     model = build_model(args.shape, "cuda", torch.bfloat16)
     loaded = build_engine(model, make_parser().parse_args(args.engine_flags.split()), model_name=args.shape)
     runner, pool = loaded.engine.runner, loaded.engine.scheduler.pool
     rows, context = map(int, args.decode.split("x"))
     print(f"{args.shape}: decode step, {rows} rows x {context} tokens (graph replay)")
+    with decode_batch(pool, rows, context) as chunks:
+        print(f"a whole decode step (inputs, graph replay, sampling): {timed(runner, chunks, 50) * 1e3:.3f} ms")
     print(kernel_table(runner, pool, rows, context), flush=True)
+    if args.decode_only:
+        return
     print(attention_sweep(runner, pool, rows, context), flush=True)
     decode_part, prefill_part = args.mixed.split("+")
     decodes, decode_context = map(int, decode_part.split("x"))

@@ -50,6 +50,16 @@ probe)  # the batch-1 breakdown and both served lines in one call: the decode at
   timeout 150 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1$3.log"
   DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-300} bash "$0" serve "$2" "$3" ;;
+pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' tests with it on, a batch-1 step's
+  # wall time and kernels, then 128 / 128 @1 served each way (FLAGS as serve's)
+  python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
+  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_linear.py tests/engine/test_triton_routing.py \
+    tests/engine/test_triton_moe.py tests/engine/test_triton_attention.py tests/engine/test_triton_argmax.py 2>&1 | quiet | tail -5 | tee "$OUT/pdl_tests$3.log"
+  for on in 1 0; do
+    SCALEOUT_PDL=$on timeout 120 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --decode-only \
+      2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_pdl$on$3.log"
+  done
+  for on in 1 0; do SCALEOUT_PDL=$on DATASET=random:128x128@1 SERVE_S=200 bash "$0" serve "$2" "_pdl$on$3"; done ;;
 serve)
   timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream 2 --client-processes 4 \

@@ -12,11 +12,15 @@ import torch
 import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
+from engine_svc.model.triton_pdl import pdl, wait_for_inputs
+
 CHUNK = 2048
 
 
 @triton.jit
-def _chunk_max(logits_ptr, best_ptr, where_ptr, vocab, stride_row, CHUNK: tl.constexpr, CHUNKS_PAD: tl.constexpr):
+def _chunk_max(logits_ptr, best_ptr, where_ptr, vocab, stride_row, CHUNK: tl.constexpr, CHUNKS_PAD: tl.constexpr,
+               PDL: tl.constexpr):  # fmt: skip
+    wait_for_inputs(PDL)
     row, chunk = tl.program_id(0), tl.program_id(1)
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     values = tl.load(logits_ptr + row * stride_row + cols, mask=cols < vocab, other=float("-inf")).to(tl.float32)
@@ -26,7 +30,8 @@ def _chunk_max(logits_ptr, best_ptr, where_ptr, vocab, stride_row, CHUNK: tl.con
 
 
 @triton.jit
-def _best_chunk(best_ptr, where_ptr, out_ptr, chunks, CHUNKS_PAD: tl.constexpr):
+def _best_chunk(best_ptr, where_ptr, out_ptr, chunks, CHUNKS_PAD: tl.constexpr, PDL: tl.constexpr):
+    wait_for_inputs(PDL)
     row = tl.program_id(0)
     at = row * CHUNKS_PAD + tl.arange(0, CHUNKS_PAD)
     best = tl.load(best_ptr + at, mask=tl.arange(0, CHUNKS_PAD) < chunks, other=float("-inf"))
@@ -43,6 +48,6 @@ def argmax_rows(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.
     where = torch.empty(rows, pad, dtype=torch.int64, device=logits.device)
     out = torch.empty(rows, dtype=torch.int64, device=logits.device) if out is None else out
     if rows:
-        _chunk_max[(rows, chunks)](logits, best, where, vocab, logits.stride(0), CHUNK=CHUNK, CHUNKS_PAD=pad)  # pyright: ignore[reportIndexIssue]
-        _best_chunk[(rows,)](best, where, out, chunks, CHUNKS_PAD=pad)  # pyright: ignore[reportIndexIssue]
+        _chunk_max[(rows, chunks)](logits, best, where, vocab, logits.stride(0), CHUNK=CHUNK, CHUNKS_PAD=pad, **pdl())  # pyright: ignore[reportIndexIssue]
+        _best_chunk[(rows,)](best, where, out, chunks, CHUNKS_PAD=pad, **pdl())  # pyright: ignore[reportIndexIssue]
     return out

@@ -25,6 +25,7 @@ import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.attention import AttentionBackend, AttentionMetadata, QkNorm
+from engine_svc.model.triton_pdl import pdl, wait_for_inputs
 from engine_svc.model.triton_prefill import prefill_attention, soft_cap
 
 TOKENS_PER_TILE = 64
@@ -86,7 +87,9 @@ def _paged_attention(
     WINDOWED: tl.constexpr,
     SINKS: tl.constexpr,
     SOFTCAP: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    wait_for_inputs(PDL)
     if HEADS_FIRST:  # a row's KV heads run side by side: together they read each token's whole cache row
         kv_head, seq, kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
     else:
@@ -166,9 +169,11 @@ def _combine_splits(
     GROUP_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     SPLITS: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """One query head of one row a program: at batch 1 a program per KV head (loading every head of its group)
     took ~8 us a layer, the latency of one SM's loads."""
+    wait_for_inputs(PDL)
     seq = tl.program_id(0)
     head = tl.program_id(1)
     member = head % GROUP
@@ -204,7 +209,9 @@ def _rope_store(
     HEADS_PAD: tl.constexpr,
     HALF: tl.constexpr,
     QK_NORM: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    wait_for_inputs(PDL)
     token = tl.program_id(0)
     heads = tl.arange(0, HEADS_PAD)  # q heads, then k heads, then v heads of the fused qkv row
     dims = tl.arange(0, HALF)
@@ -251,7 +258,9 @@ def _advance(
     width,
     BLOCK_SIZE: tl.constexpr,
     ROWS_PAD: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    wait_for_inputs(PDL)
     row = tl.arange(0, ROWS_PAD)
     real = row < rows
     position = tl.load(positions_ptr + row, mask=real) + 1
@@ -298,6 +307,7 @@ def rope_store(
         HEADS_PAD=triton.next_power_of_2(num_heads + 2 * kv_heads),
         HALF=dim // 2,
         QK_NORM=qk_norm is not None,
+        **pdl(),
     )
     return q
 
@@ -384,11 +394,12 @@ def paged_attention(
         SOFTCAP=softcap > 0,
         num_warps=num_warps,
         num_stages=num_stages,
+        **pdl(),
     )
     if splits > 1:
         _combine_splits[(rows, kv_heads * group)](  # pyright: ignore[reportIndexIssue]
             part, stats, out, q.stride(0), q.stride(1), kv_heads, GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=dim,
-            SPLITS=splits,
+            SPLITS=splits, **pdl(),
         )  # fmt: skip
     return out
 
@@ -417,6 +428,7 @@ class TritonBackend(AttentionBackend):
             tables.shape[1],
             BLOCK_SIZE=meta.block_size,
             ROWS_PAD=triton.next_power_of_2(rows),
+            **pdl(),
         )
 
     def decode_width_free(self, rows: int, max_len: int) -> bool:

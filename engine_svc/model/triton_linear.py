@@ -29,6 +29,7 @@ from triton.testing import do_bench_cudagraph  # pyright: ignore[reportMissingIm
 
 from engine_svc.model.decoder import NormedProjection, PartialSums, Projection
 from engine_svc.model.moe import SparseMoe
+from engine_svc.model.triton_pdl import pdl, wait_for_inputs
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,9 @@ def _skinny_matmul(
     ROWS_PAD: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    wait_for_inputs(PDL)
     rows = tl.arange(0, ROWS_PAD)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -136,7 +139,9 @@ def _gemv(
     RESIDUAL: tl.constexpr,
     GATED: tl.constexpr,
     WRITE_NORMED: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    wait_for_inputs(PDL)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     writes_residual = tl.program_id(0) == 0
@@ -168,15 +173,15 @@ def _gemv(
             gate * tl.sigmoid(gate) * (tl.sum(up, axis=1) * inverse_rms).to(out_ptr.dtype.element_ty).to(tl.float32)
         )
     tl.store(out_ptr + cols, result.to(out_ptr.dtype.element_ty), mask=cols < N)
-    # program 0 also writes rms_norm(x + residual) itself (a mixture's experts take it)
-    if WRITE_NORMED:  # noqa: SIM102 (a constexpr branch around a runtime one)
-        if tl.program_id(0) == 0:
-            for start in range(0, K, BLOCK_K):
-                k = start + ks
-                k_mask = k < K
-                x = _row(x_ptr, res_ptr, k, k_mask, RESIDUAL).to(tl.float32)
-                normed = x * tl.load(norm_ptr + k, mask=k_mask, other=0.0).to(tl.float32) * inverse_rms
-                tl.store(normed_ptr + k, normed.to(normed_ptr.dtype.element_ty), mask=k_mask)
+    # rms_norm(x + residual) itself too (a mixture's experts take it): a chunk of K a program, so no one program
+    # walks the row twice
+    if WRITE_NORMED:
+        for start in range(tl.program_id(0) * BLOCK_K, K, tl.num_programs(0) * BLOCK_K):
+            k = start + ks
+            k_mask = k < K
+            x = _row(x_ptr, res_ptr, k, k_mask, RESIDUAL).to(tl.float32)
+            normed = x * tl.load(norm_ptr + k, mask=k_mask, other=0.0).to(tl.float32) * inverse_rms
+            tl.store(normed_ptr + k, normed.to(normed_ptr.dtype.element_ty), mask=k_mask)
 
 
 def _over_columns(n: int):
@@ -193,7 +198,7 @@ def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if rows == 1:
         _gemv[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
             x, x, x, weight, out, out, out, n, k, 0.0, weight.stride(0), NORM=False, RESIDUAL=False, GATED=False,
-            WRITE_NORMED=False,
+            WRITE_NORMED=False, **pdl(),
         )  # fmt: skip
         return out
     _skinny_matmul[_over_columns(n)](  # pyright: ignore[reportIndexIssue]
@@ -207,6 +212,7 @@ def skinny_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         weight.stride(0),
         out.stride(0),
         ROWS_PAD=max(16, triton.next_power_of_2(rows)),
+        **pdl(),
     )
     return out
 
@@ -242,6 +248,7 @@ def normed_gemv(
         RESIDUAL=residual is not None,
         GATED=gated,
         WRITE_NORMED=normed is not None,
+        **pdl(),
     )
     return out, total
 

@@ -16,6 +16,7 @@ import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
 from engine_svc.model.triton_linear import GEMV_CONFIGS
+from engine_svc.model.triton_pdl import pdl, wait_for_inputs
 
 CONFIGS = GEMV_CONFIGS if torch.cuda.is_available() else GEMV_CONFIGS[3:4]  # Triton's interpreter cannot time
 
@@ -24,9 +25,10 @@ CONFIGS = GEMV_CONFIGS if torch.cuda.is_available() else GEMV_CONFIGS[3:4]  # Tr
 @triton.jit
 def _gate_up(x_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, h_ptr, inner, hidden, stride_we, stride_wn, stride_bias,
              stride_ws, alpha, limit, W_FP8: tl.constexpr, BIAS: tl.constexpr, GATING: tl.constexpr,
-             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     """h[choice, cols] = gating(gate rows . x, up rows . x) of the choice's expert (w: [experts, gate | up,
     hidden])."""
+    wait_for_inputs(PDL)
     choice = tl.program_id(0)
     expert = tl.load(ids_ptr + choice).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -61,10 +63,11 @@ def _gate_up(x_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, h_ptr, inner, hidden,
 @triton.jit
 def _down(h_ptr, w_ptr, bias_ptr, w_scale_ptr, ids_ptr, weights_ptr, out_ptr, hidden, stride_we, stride_wn,
           stride_bias, stride_ws, INNER: tl.constexpr, TOP_K: tl.constexpr, W_FP8: tl.constexpr,
-          BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+          BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     """out[cols] = sum over the k choices of weight * (down rows of the choice's expert . h[choice]). Unrolled
     whole (the inner size is a constant): every choice's loads can be in flight at once, where a loop over the
     inner blocks made each choice wait for the last."""
+    wait_for_inputs(PDL)
     inner = INNER
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -99,13 +102,13 @@ def one_token_experts(x, gate_up, down, weights, ids, gating, gate_up_bias, down
         x, gate_up, gate_up_bias if biased else x, gate_up_scale if fp8 else x, ids, h, inner, hidden,
         gate_up.stride(0), gate_up.stride(1), gate_up_bias.stride(0) if biased else 0,
         gate_up_scale.stride(0) if fp8 else 0, gating.alpha, gating.limit or 0.0, W_FP8=fp8, BIAS=biased,
-        GATING=2 if gating.limit else 1,
+        GATING=2 if gating.limit else 1, **pdl(),
     )  # fmt: skip
     out = x.new_empty(1, hidden)
     _down[lambda meta: (triton.cdiv(hidden, meta["BLOCK_N"]),)](  # pyright: ignore[reportIndexIssue]
         h, down, down_bias if biased else x, down_scale if fp8 else x, ids, weights, out, hidden,
         down.stride(0), down.stride(1), down_bias.stride(0) if biased else 0, down_scale.stride(0) if fp8 else 0,
-        INNER=inner, TOP_K=top_k, W_FP8=fp8, BIAS=biased,
+        INNER=inner, TOP_K=top_k, W_FP8=fp8, BIAS=biased, **pdl(),
     )  # fmt: skip
     return out
 

@@ -11,6 +11,8 @@ import torch
 import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
+from engine_svc.model.triton_pdl import pdl, wait_for_inputs
+
 RULES = {"softmax": 0, "softmax_top_k": 1, "sigmoid_groups": 2}
 
 
@@ -25,11 +27,12 @@ def _lowest(values, where, size: tl.constexpr):
 def _route(logits_ptr, correction_ptr, weights_ptr, ids_ptr, experts, per_group, stride, scale,
            TOP_K: tl.constexpr, RULE: tl.constexpr, RENORMALIZE: tl.constexpr, CORRECTION: tl.constexpr,
            GROUPS: tl.constexpr, TOP_GROUPS: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
-           BLOCK_G: tl.constexpr):  # fmt: skip
+           BLOCK_G: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     """One token (float32 inside). RULE 0, Qwen3 MoE: the top k of the softmax over every expert (renormalised
     where RENORMALIZE); 1, gpt-oss: the softmax over the top k logits; 2, GLM-4.5 / DeepSeek V3: sigmoid scores,
     chosen by score + correction within the TOP_GROUPS of GROUPS groups whose two best choices sum highest,
     weighted by the scores (renormalised where RENORMALIZE) times `scale`."""
+    wait_for_inputs(PDL)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_E)
     real = cols < experts
@@ -95,5 +98,6 @@ def routed(logits: torch.Tensor, routing, correction: torch.Tensor | None, dtype
         TOP_GROUPS=routing.top_groups, BLOCK_E=triton.next_power_of_2(experts),
         BLOCK_K=triton.next_power_of_2(routing.top_k), BLOCK_G=triton.next_power_of_2(routing.groups),
         num_warps=1,  # a token's few hundred experts: reductions within one warp, no shared-memory round trips
+        **pdl(),
     )  # fmt: skip
     return weights, ids
