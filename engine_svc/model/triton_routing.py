@@ -66,8 +66,10 @@ def _route(logits_ptr, correction_ptr, weights_ptr, ids_ptr, experts, per_group,
     values = tl.zeros([BLOCK_K], tl.float32)
     ids = tl.zeros([BLOCK_K], tl.int64)
     for j in tl.static_range(TOP_K):
-        at, _best = _lowest(choice, cols, BLOCK_E)
-        values = tl.where(k == j, tl.sum(tl.where(cols == at, scores, 0.0), 0), values)
+        at, best = _lowest(choice, cols, BLOCK_E)
+        if RULE == 2 or CORRECTION:  # chosen by another value than the score: gather the score
+            best = tl.sum(tl.where(cols == at, scores, 0.0), 0)
+        values = tl.where(k == j, best, values)
         ids = tl.where(k == j, at.to(tl.int64), ids)
         choice = tl.where(cols == at, float("-inf"), choice)
     used = k < TOP_K
