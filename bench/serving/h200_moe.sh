@@ -51,7 +51,10 @@ probe)  # the batch-1 breakdown and both served lines in one call: the decode at
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1$3.log"
   DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-300} bash "$0" serve "$2" "$3" ;;
 pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' tests with it on, a batch-1 step's
-  # wall time and kernels, then 128 / 128 @1 served each way (FLAGS as serve's)
+  # wall time and kernels each way, then served with it on: 128 / 128 @1 (and 1,024 / 128 @256 on an H200, whose
+  # memory holds its cache beside bf16 weights; an H100 takes FLAGS), then the decode attention's launches at 1 row
+  start=$SECONDS
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$gpu"
   python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_triton_linear.py tests/engine/test_triton_routing.py \
     tests/engine/test_triton_moe.py tests/engine/test_triton_attention.py tests/engine/test_triton_argmax.py 2>&1 | quiet | tail -5 | tee "$OUT/pdl_tests$3.log"
@@ -59,7 +62,12 @@ pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' te
     SCALEOUT_PDL=$on timeout 120 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --decode-only \
       2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_pdl$on$3.log"
   done
-  for on in 1 0; do SCALEOUT_PDL=$on DATASET=random:128x128@1 SERVE_S=200 bash "$0" serve "$2" "_pdl$on$3"; done ;;
+  case "$gpu" in
+  *H200*) DATASET=random:128x128@1,random:1024x128@256 SERVE_S=$((560 - SECONDS + start)) bash "$0" serve "" "_pdl1$3" ;;
+  *) DATASET=random:128x128@1 SERVE_S=$((500 - SECONDS + start)) bash "$0" serve "$2" "_pdl1$3" ;;
+  esac
+  timeout $((590 - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
+    --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/attention_b1$3.log" ;;
 serve)
   timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
     --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream 2 --client-processes 4 \
