@@ -147,7 +147,7 @@ def test_advance_kernel_equals_torch_ops():
             )
         )
     triton_attention.TritonBackend(32, 8, 64).advance(*metas[0])
-    AttentionBackend.advance(None, *metas[1])
+    AttentionBackend().advance(*metas[1])
     (got_positions, got), (want_positions, want) = metas
     assert torch.equal(got_positions, want_positions) and torch.equal(got.slot_mapping, want.slot_mapping)
     assert torch.equal(got.decode_context_lens, want.decode_context_lens)
