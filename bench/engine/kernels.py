@@ -17,7 +17,7 @@ import torch
 import triton
 from triton.testing import do_bench_cudagraph
 
-from bench.engine.shapes import SHAPES, projection_sizes
+from bench.engine.shapes import FAMILY_SHAPES, SHAPES, projection_sizes
 from engine_svc.model.decoder import NormedProjection, RMSNorm
 from engine_svc.model.fused_ops import FusedOps, rope_split
 from engine_svc.model.triton_argmax import argmax_rows
@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--kv-cache-dtypes", default="bf16", help="caches the attention parts run over: bf16, fp8")
     args = parser.parse_args()
     kv_dtypes = [{"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[d] for d in args.kv_cache_dtypes.split(",")]
-    shape, parts = SHAPES[args.shape], args.parts.split(",")
+    shape, parts = SHAPES.get(args.shape) or FAMILY_SHAPES[args.shape], args.parts.split(",")
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
     if "rope" in parts:
         rope(shape, [1, 8, 256, 2048])
