@@ -43,13 +43,14 @@ final)  # one call: the kernels' tests, token-1 tiles written, the serve loads o
   SERVE_S=300 bash "$0" serve "${SERVE_FLAGS:---max-num-batched-tokens 16384}" _16k
   timeout $((580 - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
-probe)  # the batch-1 breakdown and both served lines in one call: the decode attention's launches and the GEMVs
-  # at one row, a batch-1 step's kernels, then 128 / 128 @1 and 1,024 / 128 @256 served with FLAGS
-  timeout 120 python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention,matmuls --rows 1 \
-    --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/kernels_b1$3.log"
-  timeout 150 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
-    2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1$3.log"
-  DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-300} bash "$0" serve "$2" "$3" ;;
+probe)  # both served lines and the batch-1 breakdown in one call: 128 / 128 @1 and 1,024 / 128 @256 served with
+  # FLAGS, a batch-1 step's wall time and kernels, then the decode attention's launches at one row
+  start=$SECONDS
+  DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-330} bash "$0" serve "$2" "$3"
+  timeout 130 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --decode-only \
+    2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_batch1$3.log"
+  timeout $((590 - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
+    --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/attention_b1$3.log" ;;
 pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' tests with it on, a batch-1 step's
   # wall time and kernels each way, then served with it on: 128 / 128 @1 (and 1,024 / 128 @256 on an H200, whose
   # memory holds its cache beside bf16 weights; an H100 takes FLAGS), then the decode attention's launches at 1 row
