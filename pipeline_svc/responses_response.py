@@ -24,6 +24,7 @@ With `return_token_ids` (our extension, vLLM's chat field) every snapshot of the
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -127,6 +128,15 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
     }
 
 
+def _float32(value: float) -> float:
+    """A float32 field's value as the shortest decimal that is the same float32: 0.7, not 0.699999988079071."""
+    for digits in range(1, 10):
+        short = float(f"{value:.{digits}g}")
+        if struct.unpack("f", struct.pack("f", short))[0] == value:
+            return short
+    return value
+
+
 def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: str) -> dict:
     """Everything in a Response but its output and usage."""
     ctx, sampling = rendered.derender_context, rendered.generate_request.sampling_params
@@ -139,8 +149,8 @@ def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: st
         "incomplete_details": None,
         "model": ctx.model,
         "output": [],
-        "temperature": sampling.temperature if sampling.HasField("temperature") else None,
-        "top_p": sampling.top_p if sampling.HasField("top_p") else None,
+        "temperature": _float32(sampling.temperature) if sampling.HasField("temperature") else None,
+        "top_p": _float32(sampling.top_p) if sampling.HasField("top_p") else None,
         "max_output_tokens": sampling.max_tokens if sampling.HasField("max_tokens") else None,
         "background": False,
         "service_tier": "default",

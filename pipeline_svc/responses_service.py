@@ -1,5 +1,6 @@
 """ResponsesService: `/v1/responses` as the `openai` SDK speaks it (a Response, or its SSE events), and the stored
-responses behind `GET` / `DELETE /v1/responses/{id}` and `previous_response_id`.
+responses behind `GET` / `DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/cancel` and
+`previous_response_id`.
 
 render_svc converts the request to the chat form (RenderResponses: the field policy lives there) once
 responses_turn has taken `store` and `previous_response_id` out; the answer is derender's chat output shaped by
@@ -65,6 +66,11 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             )
         stored = await self.stored.find(request.response_id, "response_id", caller(context), context.time_remaining())
         return json_body(stored.response)
+
+    async def CancelResponse(self, request, context):
+        """Only a background response can be cancelled; every stored one was answered in its call."""
+        await self.stored.find(request.response_id, "response_id", caller(context), context.time_remaining())
+        raise fail(Reason.RESPONSE_NOT_CANCELLABLE, "Cannot cancel a synchronous response.", "response_id")
 
     async def DeleteResponse(self, request, context):
         await self.stored.forget(request.response_id, caller(context), context.time_remaining())

@@ -8,7 +8,9 @@ Responses (vLLM's `construct_input_messages`):
   `function_call_output` -> a tool message. A last message or reasoning item whose status is `in_progress` /
   `incomplete` is continued (continue_final_message).
 - tools of type function -> chat tools; tool_choice "none" / "auto" / "required" / {"type": "function", "name"}.
-- max_output_tokens -> max_tokens; `reasoning.effort` -> the template's `reasoning_effort`; `truncation: auto` ->
+- max_output_tokens -> max_tokens; `reasoning.effort` -> the template's `reasoning_effort`, and `enable_thinking`
+  (false for "none", else true) unless the request's `chat_template_kwargs` (vLLM's extension, passed to the
+  template as in chat) sets it; `truncation: auto` ->
   truncate_prompt_tokens = -1; `text.format` json_object / json_schema -> the chat request's response_format
   (enforced while decoding).
 - `store` and `previous_response_id` are the one-hop route's (`/v1/responses` keeps responses and expands the
@@ -222,10 +224,13 @@ def _responses_logprobs(top: Fields, chat: dict) -> None:
 
 
 def _responses_reasoning(value, kwargs: dict) -> None:
+    """`reasoning.effort` -> the template's `reasoning_effort`, and `enable_thinking` (off for "none") where the
+    request's own chat_template_kwargs leave it unset (vLLM's: templates that want thinking asked for, as Gemma's)."""
     reasoning = Fields(value, "reasoning")
     effort = reasoning.take("effort", str)
     if effort is not None:
         kwargs["reasoning_effort"] = effort
+        kwargs.setdefault("enable_thinking", effort != "none")
     reasoning.refuse("summary", "is not supported: reasoning comes back whole, never summarized")
     reasoning.refuse("generate_summary", "is not supported: reasoning comes back whole, never summarized")
     reasoning.done()
@@ -275,7 +280,7 @@ def responses_chat(data: dict) -> dict:
         choice = _responses_tool_choice(top.take("tool_choice"))
         if tools or choice not in ("auto", "none"):  # without tools "auto" is "none" (OpenAI's, vLLM's default)
             chat["tool_choice"] = choice
-    kwargs: dict = {}
+    kwargs: dict = dict(top.take("chat_template_kwargs", dict) or {})
     if top.has("text") and (response_format := _responses_text(top.take("text", dict))):
         chat["response_format"] = response_format
     if top.has("reasoning"):

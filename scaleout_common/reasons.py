@@ -60,6 +60,11 @@ class Reason(StrEnum):
         C.NOT_FOUND,
         "a Responses id no pipeline replica holds: never stored, deleted, evicted or expired",
     )
+    RESPONSE_NOT_CANCELLABLE = (
+        "RESPONSE_NOT_CANCELLABLE",
+        C.FAILED_PRECONDITION,
+        "cancelling a stored response that is not a background one (none is: `background: true` is refused)",
+    )
     MISSING_MESSAGES = "MISSING_MESSAGES", C.INVALID_ARGUMENT, "a chat request without messages"
     INVALID_ROLE = "INVALID_ROLE", C.INVALID_ARGUMENT, "a role other than system/developer/user/assistant/tool"
     INVALID_CONTENT = "INVALID_CONTENT", C.INVALID_ARGUMENT, "content that is not a string, null or text parts"

@@ -6,7 +6,10 @@ official `openai` SDK against the real stack.
 - a message key the template is not given is refused naming its path, never dropped (vLLM hands it to the template);
 - vLLM's `--enable-force-include-usage` (the one-hop service's flag): usage on every streamed chunk, and a last
   usage chunk, without `stream_options`;
-- vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins.
+- vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins;
+- `responses.cancel` answers (400 for a stored response, none being a background one; 404 for an unknown id);
+- the Responses API takes vLLM's `chat_template_kwargs` (and `reasoning.effort` sets `enable_thinking`), and
+  echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071).
 """
 
 from __future__ import annotations
@@ -92,3 +95,28 @@ def test_return_tokens_as_token_ids_is_the_default_a_request_overrides(forced):
         assert not any(t.token.startswith("token_id:") for t in as_text.logprobs.content)
         logprobs = text.choices[0].logprobs
         assert logprobs is not None and logprobs.tokens and all(t.startswith("token_id:") for t in logprobs.tokens)
+
+
+def test_a_stored_response_is_not_cancellable_and_an_unknown_one_not_found(client, model_id):
+    """The SDK's `responses.cancel` (vLLM's test_stateful test_cancel_completed): was a gateway 404 (no route)."""
+    stored = client.responses.create(model=model_id, input="Hello!", max_output_tokens=2)
+    with pytest.raises(openai.BadRequestError, match=r"Cannot cancel a synchronous response\.") as refused:
+        client.responses.cancel(stored.id)
+    error = refused.value.body
+    assert isinstance(error, dict) and error["code"] == "RESPONSE_NOT_CANCELLABLE" and error["param"] == "response_id"
+    assert client.responses.retrieve(stored.id).status == stored.status  # untouched
+    with pytest.raises(openai.NotFoundError, match="not found"):
+        client.responses.cancel("resp_" + "0" * 32)
+
+
+def test_responses_take_chat_template_kwargs_and_temperature_echoes_as_sent(client, model_id):
+    """vLLM's Responses extension `chat_template_kwargs` (test_function_call's enable_thinking) reaches the template
+    as chat's does (a reserved name is refused there); the echoed float32 sampling knobs print as sent."""
+    kwargs = {"model": model_id, "input": "Hello!", "max_output_tokens": 2, "temperature": 0.7, "top_p": 0.9}
+    answer = client.responses.create(**kwargs, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert answer.output and (answer.temperature, answer.top_p) == (0.7, 0.9)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(**kwargs, extra_body={"chat_template_kwargs": {"messages": []}})
+    error = refused.value.body
+    assert isinstance(error, dict) and error["code"] == "RESERVED_TEMPLATE_KWARG"
+    assert error["param"] == "chat_template_kwargs"

@@ -321,8 +321,23 @@ CASES = [
         req("How much gold would it take to coat the Statue of Liberty?", reasoning={"effort": "low"}),
         chat(
             [u("How much gold would it take to coat the Statue of Liberty?")],
-            chat_template_kwargs={"reasoning_effort": "low"},
+            chat_template_kwargs={"reasoning_effort": "low", "enable_thinking": True},
         ),
+    ),
+    Case(
+        "reasoning_effort_none",
+        req(STORY, reasoning={"effort": "none"}),
+        chat([u(STORY)], chat_template_kwargs={"reasoning_effort": "none", "enable_thinking": False}),
+    ),
+    Case(
+        "chat_template_kwargs",
+        req(STORY, chat_template_kwargs={"enable_thinking": False}),
+        chat([u(STORY)], chat_template_kwargs={"enable_thinking": False}),
+    ),
+    Case(
+        "chat_template_kwargs_enable_thinking_over_effort",
+        req(STORY, reasoning={"effort": "none"}, chat_template_kwargs={"enable_thinking": True}),
+        chat([u(STORY)], chat_template_kwargs={"enable_thinking": True, "reasoning_effort": "none"}),
     ),
     Case("truncation_auto", req(STORY, truncation="auto"), chat([u(STORY)], truncate_prompt_tokens=-1)),
     Case("truncation_disabled", req(STORY, truncation="disabled"), chat([u(STORY)])),

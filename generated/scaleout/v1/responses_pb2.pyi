@@ -20,6 +20,12 @@ class DeleteResponseRequest(_message.Message):
     response_id: str
     def __init__(self, response_id: _Optional[str] = ...) -> None: ...
 
+class CancelResponseRequest(_message.Message):
+    __slots__ = ("response_id",)
+    RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
+    response_id: str
+    def __init__(self, response_id: _Optional[str] = ...) -> None: ...
+
 class FetchStoredResponseRequest(_message.Message):
     __slots__ = ("response_id",)
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]

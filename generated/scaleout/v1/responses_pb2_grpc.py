@@ -64,6 +64,11 @@ class ResponsesServiceStub:
                 request_serializer=scaleout_dot_v1_dot_responses__pb2.DeleteResponseRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.CancelResponse = channel.unary_unary(
+                '/scaleout.v1.ResponsesService/CancelResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.CancelResponseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class ResponsesServiceServicer:
@@ -105,6 +110,16 @@ class ResponsesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelResponse(self, request, context):
+        """OpenAI `POST /v1/responses/{response_id}/cancel` (the SDK's `responses.cancel`): only a background response
+        can be cancelled, and none is made here (`background: true` is refused), so a stored response is
+        FAILED_PRECONDITION (RESPONSE_NOT_CANCELLABLE, 400 "Cannot cancel a synchronous response.", vLLM's words);
+        NOT_FOUND (RESPONSE_NOT_FOUND, 404) for an id no replica holds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResponsesServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +136,11 @@ def add_ResponsesServiceServicer_to_server(servicer, server):
             'DeleteResponse': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteResponse,
                     request_deserializer=scaleout_dot_v1_dot_responses__pb2.DeleteResponseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CancelResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.CancelResponseRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -218,6 +238,33 @@ class ResponsesService:
             target,
             '/scaleout.v1.ResponsesService/DeleteResponse',
             scaleout_dot_v1_dot_responses__pb2.DeleteResponseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.ResponsesService/CancelResponse',
+            scaleout_dot_v1_dot_responses__pb2.CancelResponseRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
