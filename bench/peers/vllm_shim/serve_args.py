@@ -41,7 +41,7 @@ IGNORED = {
 MAPPED = {
     "--served-model-name": (("render",), "--served-model-name"),
     "--chat-template": (("render", "engine", "derender"), "--chat-template"),
-    "--max-model-len": (("render",), "--max-model-len"),
+    "--max-model-len": (("render", "engine"), "--max-model-len"),  # at most the model's (parse's `model_len`)
     "--tool-call-parser": (("render",), "--tool-parser"),
     "--reasoning-parser": (("render",), "--reasoning-parser"),
     "--chat-template-content-format": (("render",), "--chat-template-content-format"),
@@ -89,12 +89,15 @@ def _split(argv: list[str]) -> list[tuple[str, list[str]]]:
     return pairs
 
 
-def parse(model: str, argv: list[str]) -> ServeArgs:
-    """`vllm serve <model> argv` as a stack serving our model under the names the test asks for."""
+def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArgs:
+    """`vllm serve <model> argv` as a stack serving our model under the names the test asks for. `model_len`: our
+    model's context; a longer --max-model-len (a length the test's model has) is cut to it, as the engine cuts it."""
     out = ServeArgs(model)
     for name, values in _split(argv):
         if name in IGNORED:
             continue
+        if name == "--max-model-len" and model_len:
+            values = [str(min(int(values[0]), model_len))]
         if name == "--max-logprobs" and int(values[0]) >= 0:  # -1 (the whole vocabulary): not served
             out.max_logprobs = int(values[0])
         elif name in ("--lora-modules", "--lora-module"):

@@ -8,6 +8,7 @@ mapped by `serve_args`; one we do not serve skips the test, naming the flag.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -20,10 +21,19 @@ import pytest
 
 from bench.peers.vllm_shim.serve_args import Unsupported, parse
 from devstack.stack import Stack, StackConfig
+from render_svc.model import context_length
+from scaleout_common.models import resolve_model
 
 # Model names that the running servers were asked to serve as LoRA adapters: a test case that names one is
 # skipped (plugin.py), as this stack serves no adapters; the base model's cases run.
 UNSERVED_ADAPTERS: set[str] = set()
+
+
+def _model_len() -> int:
+    """The served model's context length, as render reads it from the model's folder."""
+    folder = resolve_model(os.environ.get("SCALEOUT_PEER_MODEL") or None)
+    config = json.loads((folder / "config.json").read_text())
+    return context_length(config, None)
 
 
 class RemoteOpenAIServer:
@@ -43,7 +53,7 @@ class RemoteOpenAIServer:
         if override_hf_configs:
             pytest.skip("override_hf_configs (--hf-overrides): not served by scaleout")
         try:
-            args = parse(model, list(vllm_serve_args))
+            args = parse(model, list(vllm_serve_args), _model_len())
         except Unsupported as refused:
             pytest.skip(str(refused))
         self.served_names = args.served_names
