@@ -49,7 +49,7 @@ probe)  # both served lines and the batch-1 breakdown in one call: 128 / 128 @1 
   DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-330} bash "$0" serve "$2" "$3"
   timeout 130 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --decode-only \
     2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_batch1$3.log"
-  timeout $((590 - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
+  timeout $((${PROBE_S:-590} - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
     --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/attention_b1$3.log" ;;
 pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' tests with it on, a batch-1 step's
   # wall time and kernels each way, then served with it on: 128 / 128 @1 (and 1,024 / 128 @256 on an H200, whose
@@ -67,7 +67,7 @@ pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' te
   *H200*) DATASET=random:128x128@1,random:1024x128@256 SERVE_S=$((560 - SECONDS + start)) bash "$0" serve "" "_pdl1$3" ;;
   *) DATASET=random:128x128@1 SERVE_S=$((500 - SECONDS + start)) bash "$0" serve "$2" "_pdl1$3" ;;
   esac
-  timeout $((590 - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
+  timeout $((${PROBE_S:-590} - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
     --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/attention_b1$3.log" ;;
 serve)
   timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
