@@ -288,7 +288,9 @@ def render_config(
         .replace(
             "{{ sglang_outcome_paths }}",
             openai_errors.lua_table(dict.fromkeys(openai_errors.SGLANG_OUTCOME_PATHS, True)),
-        ),
+        )
+        .replace("{{ vllm_paths }}", openai_errors.lua_table(dict.fromkeys(openai_errors.VLLM_PATHS, True)))
+        .replace("{{ vllm_error_types }}", openai_errors.lua_table(openai_errors.VLLM_TYPES)),
         gateway_reason_prefix=GATEWAY_REASON_PREFIX,
         invalid_json_reason=Reason.INVALID_JSON.value,
         invalid_http_reason=Reason.INVALID_HTTP.value,

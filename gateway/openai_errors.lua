@@ -19,6 +19,9 @@
 -- act on gets Anthropic's `error.details.error_code` (ANTHROPIC_ERROR_CODES, e.g. thread_not_found). Anthropic's beta
 -- form of these paths (`?beta=true`: the TypeScript SDK's beta.messages, Claude Code) is the same route.
 -- On SGLang's weight routes (SGLANG_OUTCOME_PATHS) the object begins with SGLang's "success":false and "message".
+-- On vLLM's scale-out routes (VLLM_PATHS: render, derender, generate; /v1/messages/render too, before the Anthropic
+-- prefix) it is vLLM's ErrorResponse: `code` the HTTP status as an integer, `type` vLLM's name for the status
+-- (VLLM_TYPES), the reason kept in `details` (an Envoy reply's as a google.rpc.ErrorInfo there).
 
 local TYPES = {{ error_types }}
 local ANTHROPIC_TYPES = {{ anthropic_error_types }}
@@ -26,8 +29,13 @@ local ANTHROPIC_ERROR_CODES = {{ anthropic_error_codes }}
 local ANTHROPIC_PREFIX = "{{ anthropic_prefix }}"
 local UNTYPED = {{ untyped_reasons }}
 local SGLANG_OUTCOME_PATHS = {{ sglang_outcome_paths }}
+local VLLM_PATHS = {{ vllm_paths }}
+local VLLM_TYPES = {{ vllm_error_types }}
 
-local function error_type(status, anthropic)
+local function error_type(status, anthropic, vllm)
+  if vllm then
+    return VLLM_TYPES[status] or (status >= 500 and "InternalServerError" or "BadRequestError")
+  end
   if anthropic then
     return ANTHROPIC_TYPES[status] or (status >= 500 and "api_error" or "invalid_request_error")
   end
@@ -39,6 +47,10 @@ function envoy_on_request(handle)
   local path = headers:get(":path") or ""
   if SGLANG_OUTCOME_PATHS[path] then
     handle:streamInfo():dynamicMetadata():set("scaleout", "sglang_outcome", true)
+  end
+  if VLLM_PATHS[path:gsub("%?.*$", "", 1)] then
+    handle:streamInfo():dynamicMetadata():set("scaleout", "vllm", true)
+    return
   end
   if path:sub(1, #ANTHROPIC_PREFIX) == ANTHROPIC_PREFIX then
     local marks = handle:streamInfo():dynamicMetadata()
@@ -75,6 +87,7 @@ end
 function envoy_on_response(handle)
   local marks = handle:streamInfo():dynamicMetadata():get("scaleout")
   local anthropic = marks ~= nil and marks["anthropic"] == true
+  local vllm = marks ~= nil and marks["vllm"] == true
   local headers = handle:headers()
   if anthropic then
     headers:replace("request-id", marks["request_id"])
@@ -107,18 +120,25 @@ function envoy_on_response(handle)
       reason = '"' .. (UNTYPED[tonumber(text:match('^{"code":(%d+)'))] or "{{ untyped_reason }}") .. '"'
     end
     shaped = '{"error":{"message":' .. (string_after(text, "message") or '""')
-      .. ',"type":"' .. error_type(status, anthropic) .. '","param":' .. (string_after(text, "field") or "null")
-      .. ',"code":' .. reason .. ',"' .. (anthropic and "status_details" or "details") .. '":'
+      .. ',"type":"' .. error_type(status, anthropic, vllm) .. '","param":' .. (string_after(text, "field") or "null")
+      .. ',"code":' .. (vllm and tostring(status) or reason) .. ',"' .. (anthropic and "status_details" or "details") .. '":'
       .. (text:match(',"details":(.*)}$') or "[]") .. "}}"
     local error_code = anthropic and ANTHROPIC_ERROR_CODES[reason:sub(2, -2)]
     if error_code then
       shaped = shaped:sub(1, -3) .. ',"details":{"error_code":"' .. error_code .. '"}}}'
     end
   elseif text:find('"type":"?%d%d%d"?') then
-    shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status, anthropic) .. '"', 1)
+    shaped = text:gsub('"type":"?%d%d%d"?', '"type":"' .. error_type(status, anthropic, vllm) .. '"', 1)
     -- Some of Envoy's replies have no text of their own (no route): say what happened.
     local said = status == 404 and "no route serves this method and path" or "the gateway could not serve this request"
     shaped = shaped:gsub('"message":""', '"message":"' .. said .. '"', 1)
+    local reason = vllm and string_after(shaped, "code")
+    if reason then
+      local numbered = shaped:gsub('"code":"[^"]*"', '"code":' .. status, 1)
+      numbered = numbered:gsub("%s+$", "")
+      shaped = numbered:sub(1, -3)
+        .. ',"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":' .. reason .. "}]}}"
+    end
   else
     return
   end

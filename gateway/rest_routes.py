@@ -30,7 +30,7 @@ URI_TEMPLATE = {
 
 # Methods whose REST path a role's replicas also serve as plain HTTP (render's --http-port, render_svc/http_face.py):
 # where every replica of the role has that port, the gateway proxies the path there as it is, untranscoded.
-HTTP_FACES = {"render": ("RenderChatVllm", "RenderCompletionVllm")}
+HTTP_FACES = {"render": ("RenderChatVllm", "RenderCompletionVllm", "RenderMessagesVllm", "RenderResponsesVllm")}
 
 
 @dataclass(frozen=True)

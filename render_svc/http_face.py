@@ -1,13 +1,15 @@
-"""vLLM's render routes over plain HTTP/1.1 on --http-port: `POST /v1/chat/completions/render` and
-`POST /v1/completions/render`, answered by the same code as RenderChatVllm / RenderCompletionVllm
-(render_svc/vllm_render), in this replica's own process and event loop, without the gRPC hop and the gateway's
-JSON transcoding (each ~0.4-0.5 ms of CPU a request: as much as a short chat's render).
+"""vLLM's render routes over plain HTTP/1.1 on --http-port: `POST /v1/chat/completions/render`,
+`/v1/completions/render`, `/v1/messages/render` and `/v1/responses/render`, answered by the same code as
+RenderChatVllm / RenderCompletionVllm / RenderMessagesVllm / RenderResponsesVllm (render_svc/vllm_render), in this
+replica's own process and event loop, without the gRPC hop and the gateway's JSON transcoding (each ~0.4-0.5 ms of
+CPU a request: as much as a short chat's render).
 
-The gateway proxies these two paths here as they are (gateway/envoy.yaml.j2), keeping its edge (API keys, rate
+The gateway proxies these paths here as they are (gateway/envoy.yaml.j2), keeping its edge (API keys, rate
 limit, body cap, its own refusals); routers may call a replica here directly too. Answers and errors are what
-the gateway gives on the transcoded route: an error is OpenAI's error object with the status details the
-transcoder would print (`details`), its HTTP status the gRPC code's. Readiness follows the gRPC server's:
-NOT_READY until the model is loaded, DRAINING once the replica drains (503: the gateway retries elsewhere).
+the gateway gives on the transcoded route: an error is vLLM's ErrorResponse (`code` the HTTP status, `type` vLLM's
+name for it) with the status details the transcoder would print (`details`), its HTTP status the gRPC code's.
+Readiness follows the gRPC server's: NOT_READY until the model is loaded, DRAINING once the replica drains (503:
+the gateway retries elsewhere).
 
 render_svc/http_server.py speaks HTTP (a small asyncio.Protocol over httptools: uvicorn's ASGI cost as much as a
 short render); a short render answers on the spot, a large or templated one from its pool. Plaintext only: with
@@ -27,10 +29,11 @@ from google.protobuf import json_format
 
 from render_svc.http_server import HttpServer, Request, Response
 from render_svc.vllm_render import chat_json, completion_json
+from render_svc.vllm_render.apis import messages_json, responses_json
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.identity import admit
-from scaleout_common.openai_errors import error_object, error_type
+from scaleout_common.openai_errors import VLLM_TYPES, error_object
 from scaleout_common.openapi import method_bindings, verb_and_path
 from scaleout_common.reasons import HTTP_STATUS, Reason, fail
 
@@ -38,7 +41,12 @@ log = logging.getLogger(__name__)
 
 # RPC -> (the render, whether a request chat_template may come with it); each is served on its REST path (the
 # gateway proxies the same ones here: gateway/rest_routes.py HTTP_FACES).
-METHODS = {"RenderChatVllm": (chat_json, True), "RenderCompletionVllm": (completion_json, False)}
+METHODS = {
+    "RenderChatVllm": (chat_json, True),
+    "RenderCompletionVllm": (completion_json, False),
+    "RenderMessagesVllm": (messages_json, False),
+    "RenderResponsesVllm": (responses_json, False),
+}
 _SERVICE = render_pb2.DESCRIPTOR.services_by_name["RenderService"]
 ROUTES = {
     verb_and_path(rule)[1]: METHODS[method.name]
@@ -115,7 +123,7 @@ def _error(error: Exception, path: str) -> tuple[int, list, bytes]:
         error = fail(Reason.INTERNAL_ERROR, f"internal error (incident {incident})")
     status = Reason(error.reason).http if error.reason in Reason.__members__ else HTTP_STATUS.get(error.code, 500)
     shaped = error_object(error)
-    shaped["error"]["type"] = error_type(status)
+    shaped["error"] |= {"type": VLLM_TYPES.get(status, "InternalServerError"), "code": status}  # vLLM's ErrorResponse
     # as the gateway's transcoder prints a google.rpc.Status: proto field names, empty fields printed
     status_json = json_format.MessageToDict(
         error.to_status(), preserving_proto_field_name=True, always_print_fields_with_no_presence=True

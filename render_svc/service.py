@@ -24,6 +24,7 @@ from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
 from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
+from render_svc.vllm_render.apis import render_messages_vllm, render_responses_vllm
 from render_svc.vllm_render.tokenize import tokenize_vllm, tokenizer_info
 from scaleout.v1 import render_pb2, render_pb2_grpc
 from scaleout_common.reasons import Reason, fail
@@ -163,6 +164,12 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def CountMessageTokens(self, request, context):
         return await self._service.call(count_message_tokens, request, self._service.is_large(request))
+
+    async def RenderMessagesVllm(self, request, context):
+        return await self._service.call(render_messages_vllm, request, self._service.is_large(request))
+
+    async def RenderResponsesVllm(self, request, context):
+        return await self._service.call(render_responses_vllm, request, self._service.is_large(request))
 
     async def RenderResponses(self, request, context):
         return await self._service.call(render_responses, request, self._service.is_large(request))

@@ -7,12 +7,15 @@ Under `ANTHROPIC_PATH_PREFIX` (Anthropic's Messages API and its render route) th
 Anthropic's `{"type": "error", "error": {...}}`, its `type` named as Anthropic names error types, and a reason
 Anthropic's SDKs act on carries their `error.details.error_code` (`ANTHROPIC_ERROR_CODES`: `thread_not_found`
 makes a message thread replay the whole conversation under a new thread). On SGLang's weight routes
-(`SGLANG_OUTCOME_PATHS`) the object also carries SGLang's `{"success": false, "message"}`.
+(`SGLANG_OUTCOME_PATHS`) the object also carries SGLang's `{"success": false, "message"}`. On vLLM's scale-out
+routes (`VLLM_PATHS`) it is vLLM's ErrorResponse: `code` the HTTP status as an integer, `type` vLLM's name for it
+(`VLLM_TYPES`); the stable reason stays in `details` (the status details, as on every route).
 """
 
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import HTTP_STATUS, Reason
@@ -52,6 +55,29 @@ SGLANG_OUTCOME_PATHS = (
     "/update_weights_from_tensor",
 )
 
+# vLLM's scale-out routes (render, derender, token-in token-out; vllm/entrypoints/scale_out/), whose errors are
+# vLLM's ErrorResponse; `/v1/messages/render` among them, not under Anthropic's error shape.
+VLLM_PATHS = (
+    "/v1/chat/completions/render",
+    "/v1/completions/render",
+    "/v1/messages/render",
+    "/v1/responses/render",
+    "/v1/chat/completions/derender",
+    "/v1/completions/derender",
+    "/inference/v1/generate",
+    "/inference/v1/abort_requests",
+)
+# HTTP status -> vLLM's error `type` (its create_error_response names; a status it raises as an HTTPException
+# is named by its phrase, as vLLM's handler names it).
+VLLM_TYPES = {status.value: status.phrase for status in HTTPStatus if status.value >= 400} | {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    422: "UnprocessableEntityError",
+    500: "InternalServerError",
+    501: "NotImplementedError",
+    503: "ServiceUnavailableError",
+}
+
 
 def error_type(http: int) -> str:
     return TYPES.get(http, "server_error" if http >= 500 else "invalid_request_error")
@@ -61,6 +87,14 @@ def error_object(failure: ServiceError) -> dict:
     http = HTTP_STATUS.get(failure.code, 500)
     param = failure.violations[0][0] if failure.violations else None
     return {"error": {"message": failure.message, "type": error_type(http), "param": param, "code": failure.reason}}
+
+
+def vllm_error_object(failure: ServiceError) -> dict:
+    """vLLM's ErrorResponse: `code` the HTTP status, `type` vLLM's name for it (the reason: the caller's details)."""
+    http = HTTP_STATUS.get(failure.code, 500)
+    shaped = error_object(failure)
+    shaped["error"] |= {"type": VLLM_TYPES.get(http, "InternalServerError"), "code": http}
+    return shaped
 
 
 def anthropic_error_type(http: int) -> str:

@@ -15,11 +15,12 @@ is printed as the one-hop routes print OpenAI's (openai_response.py) with vLLM's
 | prompt_logprobs     | the generate answer's, as sent (chat)                                                        |
 | prompt_token_ids    | the generate answer's, when chat_request.return_token_ids (chat)                             |
 | kv_transfer_params  | the generate answer's (completions: all the same, else 400, as vLLM)                         |
+| metrics             | the generate answer's (completions: with one prompt only, as vLLM)                           |
 
 `prompt_token_ids` in the body seeds detokenization (the context's prompt tail), as vLLM's. Refused naming the
-field: `stream: true` (vLLM's per-chunk form with its client-carried `stream_state`; `/v1/derender/chunk` is ours), a
-missing `chat_request` / `completion_request` (vLLM requires it where a tool or reasoning parser is configured, as
-render always has one here), an answer not at output mode `tokens`, keys vLLM does not have.
+field: a missing `chat_request` / `completion_request` (vLLM requires it where a tool or reasoning parser is
+configured, as render always has one here), an answer not at output mode `tokens`, keys vLLM does not have. The
+per-chunk form (`stream: true`, vLLM's client-carried `stream_state`) is vllm_derender_stream.py.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from scaleout_common import finish_reasons
 from scaleout_common.errors import ServiceError, clip
-from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
 CHAT = ("stream", "model", "generate_response", "prompt_tokens", "prompt_token_ids", "chat_request")
@@ -66,7 +66,7 @@ def engine_result(answer, field: str) -> engine_pb2.GenerateResponse:
     for i, choice in enumerate(typed(answer.get("choices"), list, f"{field}.choices")):
         path = f"{field}.choices[{i}]"
         try:
-            _choice(message.choices.add(), typed(choice, dict, path), path)
+            engine_choice(message.choices.add(), typed(choice, dict, path), path)
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise fail(Reason.INVALID_REQUEST, f"{path} is not vLLM's choice: {clip(str(error))}", path) from None
     if answer.get("kv_transfer_params"):
@@ -76,12 +76,15 @@ def engine_result(answer, field: str) -> engine_pb2.GenerateResponse:
     return message
 
 
-def _choice(out: engine_pb2.GenerateChoice, choice: dict, path: str) -> None:
+def engine_choice(out: engine_pb2.GenerateChoice, choice: dict, path: str, whole: bool = True) -> None:
+    """One of vLLM's choices as our engine's (`whole`: an answer's, whose null finish_reason is "stop"; else a
+    streamed chunk's, null until the choice ends)."""
     only(choice, ENGINE_CHOICE, path)
     out.index = choice["index"]
     out.token_ids.extend(token_ids(choice.get("token_ids") or [], f"{path}.token_ids"))
-    reason = finish_reasons.from_openai_name(choice.get("finish_reason") or "stop")
-    out.finish_reason = cast(common_pb2.FinishReason, reason)
+    name = choice.get("finish_reason") or ("stop" if whole else None)
+    if name:
+        out.finish_reason = cast(common_pb2.FinishReason, finish_reasons.from_openai_name(name))
     stop = choice.get("stop_reason")
     if isinstance(stop, str):
         out.stop_str = stop
@@ -94,13 +97,7 @@ def _choice(out: engine_pb2.GenerateChoice, choice: dict, path: str) -> None:
         out.logprobs.top.add(token_ids=[t["token_id"] for t in top], logprobs=[t["logprob"] for t in top])
 
 
-def _unary(body: dict) -> None:
-    if body.get("stream"):
-        why = "stream: vLLM's per-chunk derender (its stream_state) is not served; /v1/derender/chunk is ours"
-        raise fail(Reason.UNSUPPORTED_FIELD, why, "stream")
-
-
-def _seeded(context: derender_pb2.DerenderContext, prompt_ids, field: str) -> None:
+def seed(context: derender_pb2.DerenderContext, prompt_ids, field: str) -> None:
     if prompt_ids is not None:
         ids = token_ids(prompt_ids, field)
         context.prompt_tail_token_ids[:] = ids[-(len(context.prompt_tail_token_ids) or PROMPT_TAIL) :]
@@ -110,39 +107,39 @@ def _usage(prompt: int, results: list[engine_pb2.GenerateResponse]) -> dict:
     return usage(prompt, sum(len(c.token_ids) for r in results for c in r.choices), None)
 
 
+async def rendered_contexts(
+    hops: Hops, method: str, request, field: str, context
+) -> list[derender_pb2.DerenderContext]:
+    """Render's DerenderContexts for the request it was given (one per prompt), by its vLLM route `method`."""
+    data = json.dumps(typed(request, dict, field)).encode()
+    try:
+        answer = await getattr(hops.render, method)(httpbody_pb2.HttpBody(data=data), timeout=context.time_remaining())
+    except grpc.aio.AioRpcError as error:
+        failure = ServiceError.from_rpc_error(error)
+        failure.violations = [(f"{field}.{name}", why) for name, why in failure.violations]
+        raise failure from None
+    rendered = json.loads(answer.data)
+    rendered = rendered if isinstance(rendered, list) else [rendered]
+    return [json_format.ParseDict(r["scaleout"]["derender_context"], derender_pb2.DerenderContext()) for r in rendered]
+
+
 class VllmDerender:
     def __init__(self, hops: Hops, model_name):
         self.hops = hops
         self.model_name = model_name  # (asked name or None, context) -> the served name, 404 for another
 
-    async def _contexts(self, method: str, request, field: str, context) -> list[derender_pb2.DerenderContext]:
-        """Render's DerenderContexts for the request it was given (one per prompt)."""
-        data = json.dumps(typed(request, dict, field)).encode()
-        try:
-            call = getattr(self.hops.render, method)
-            answer = await call(httpbody_pb2.HttpBody(data=data), timeout=context.time_remaining())
-        except grpc.aio.AioRpcError as error:
-            failure = ServiceError.from_rpc_error(error)
-            failure.violations = [(f"{field}.{name}", why) for name, why in failure.violations]
-            raise failure from None
-        rendered = json.loads(answer.data)
-        rendered = rendered if isinstance(rendered, list) else [rendered]
-        return [
-            json_format.ParseDict(r["scaleout"]["derender_context"], derender_pb2.DerenderContext()) for r in rendered
-        ]
-
-    async def chat(self, request: httpbody_pb2.HttpBody, context) -> httpbody_pb2.HttpBody:
-        body = load_object(request.data)
+    async def chat(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, CHAT)
-        _unary(body)
         if body.get("chat_request") is None:
             raise fail(
                 Reason.UNSUPPORTED_FIELD, "chat_request is required (render's context for the parsers)", "chat_request"
             )
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         result = engine_result(body.get("generate_response"), "generate_response")
-        (derender_context,) = await self._contexts("RenderChatVllm", body["chat_request"], "chat_request", context)
-        _seeded(derender_context, body.get("prompt_token_ids"), "prompt_token_ids")
+        (derender_context,) = await rendered_contexts(
+            self.hops, "RenderChatVllm", body["chat_request"], "chat_request", context
+        )
+        seed(derender_context, body.get("prompt_token_ids"), "prompt_token_ids")
         try:
             answer = await self.hops.derender.DerenderChat(
                 derender_pb2.DerenderChatRequest(context=derender_context, results=[result]),
@@ -156,20 +153,18 @@ class VllmDerender:
         out["prompt_logprobs"] = given.get("prompt_logprobs")
         out["prompt_token_ids"] = given.get("prompt_token_ids") if return_ids else None
         out["usage"] = _usage(typed(body.get("prompt_tokens") or 0, int, "prompt_tokens"), [result])
-        return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params")})
+        return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params"), "metrics": given.get("metrics")})
 
-    async def completion(self, request: httpbody_pb2.HttpBody, context) -> httpbody_pb2.HttpBody:
-        body = load_object(request.data)
+    async def completion(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, COMPLETION)
-        _unary(body)
         if body.get("completion_request") is None:
             field = "completion_request"
             raise fail(Reason.UNSUPPORTED_FIELD, f"{field} is required (render's context for each prompt)", field)
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         answers = typed(body.get("generate_responses"), list, "generate_responses")
         results = [engine_result(a, f"generate_responses[{i}]") for i, a in enumerate(answers)]
-        contexts = await self._contexts(
-            "RenderCompletionVllm", body["completion_request"], "completion_request", context
+        contexts = await rendered_contexts(
+            self.hops, "RenderCompletionVllm", body["completion_request"], "completion_request", context
         )
         counts = typed(body.get("prompt_tokens") or [0] * len(results), list, "prompt_tokens")
         seeds = typed(body.get("prompt_token_ids") or [None] * len(results), list, "prompt_token_ids")
@@ -179,8 +174,8 @@ class VllmDerender:
         kv = [a.get("kv_transfer_params") for a in answers]
         if any(params != kv[0] for params in kv):
             raise fail(Reason.INVALID_REQUEST, "kv_transfer_params differ across responses", "generate_responses")
-        for i, (derender_context, seed) in enumerate(zip(contexts, seeds)):
-            _seeded(derender_context, seed, f"prompt_token_ids[{i}]")
+        for i, (derender_context, ids) in enumerate(zip(contexts, seeds)):
+            seed(derender_context, ids, f"prompt_token_ids[{i}]")
         prompts = [derender_pb2.CompletionResult(context=c, results=[r]) for c, r in zip(contexts, results)]
         try:
             answer = await self.hops.derender.DerenderCompletion(
@@ -190,4 +185,5 @@ class VllmDerender:
             raise ServiceError.from_rpc_error(error) from None
         out = completion(answer, streamed=False) | {"id": results[0].request_id if results else "", "model": model}
         out["usage"] = _usage(sum(typed(n, int, "prompt_tokens") for n in counts), results)
-        return json_body(out | {"kv_transfer_params": kv[0] if kv else None})
+        metrics = answers[0].get("metrics") if len(answers) == 1 else None  # one prompt's, as vLLM
+        return json_body(out | {"kv_transfer_params": kv[0] if kv else None, "metrics": metrics})

@@ -26,7 +26,7 @@ from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError, clip, quote
 from scaleout_common.json_body import load_object
-from scaleout_common.openai_errors import error_object
+from scaleout_common.openai_errors import vllm_error_object
 from scaleout_common.reasons import Reason, fail
 
 # Our request's field paths -> vLLM's, in errors (the engine and render name ours).
@@ -114,7 +114,7 @@ class VllmGenerateFace:
         except (grpc.aio.AioRpcError, ServiceError) as error:
             if not started:
                 raise _in_vllm_terms(ServiceError.of(error)) from None
-            yield data_event(error_object(broken_off(error)))  # HTTP/1.1 clients never see trailers
+            yield data_event(vllm_error_object(broken_off(error)))  # HTTP/1.1 clients never see trailers
         finally:
             call.cancel()  # a no-op once it ended; else the engine aborts the request
         yield DONE

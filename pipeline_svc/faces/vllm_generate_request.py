@@ -26,7 +26,7 @@ from scaleout_common.reasons import Reason, fail
 
 ID_PREFIX = "generate-tokens-"  # vLLM's engine id for a generate request: what its answer and abort_requests name
 NOOP = "noop"  # accepted: vLLM reads it at other output modes or for its own bookkeeping; no token changes
-REFUSE = "refuse"  # (REFUSE, default, why): refused when set to anything but its default
+REFUSE = "refuse"  # (REFUSE, default, why): refused when set to anything but its default (a tuple: any of them)
 
 TOP = {
     "request_id": "mapped",
@@ -81,7 +81,7 @@ SAMPLING = {
     "prompt_logprob_token_ids": (REFUSE, None, "scores of chosen prompt tokens are not served"),
     "prompt_logprob_start": (REFUSE, None, "prompt logprobs start at the second token"),
     "logprob_token_ids": (REFUSE, None, "logprobs of chosen tokens are not served"),
-    "extra_args": (REFUSE, None, "no engine plug-in reads extra_args"),
+    "extra_args": (REFUSE, (None, {}), "no engine plug-in reads extra_args"),  # {}: vLLM's Responses render
     "repetition_detection": (REFUSE, None, "repetition detection is not served"),
     "routed_experts_prompt_start": (REFUSE, 0, "expert routing is not returned"),
     "trace_decode_token_ids": (REFUSE, None, "decode tracing is not served"),
@@ -105,9 +105,12 @@ class VllmGenerate:
 def _refused(body: dict, table: dict, where: str = "") -> None:
     only(body, table, where)
     for name, rule in table.items():
-        if isinstance(rule, tuple) and body.get(name, rule[1]) != rule[1]:
+        if not isinstance(rule, tuple):
+            continue
+        allowed = rule[1] if isinstance(rule[1], tuple) else (rule[1],)
+        if body.get(name, allowed[0]) not in allowed:
             path = f"{where}.{name}" if where else name
-            why = f"{path} is not supported here (only {json.dumps(rule[1])}): {rule[2]}"
+            why = f"{path} is not supported here (only {' or '.join(map(json.dumps, allowed))}): {rule[2]}"
             raise fail(Reason.UNSUPPORTED_FIELD, why, path)
 
 

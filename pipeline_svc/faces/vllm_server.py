@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pipeline_svc.faces.sglang_server import served_model
 from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
+from pipeline_svc.faces.vllm_derender_stream import VllmDerenderStream
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
 from pipeline_svc.faces.vllm_rl import VllmRl
 from pipeline_svc.faces.vllm_server_info import server_info_body
@@ -84,6 +85,7 @@ class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
         self.hops = hops
         self.generate = VllmGenerateFace(hops)
         self.derender = VllmDerender(hops, self.generate.model_name)
+        self.derender_stream = VllmDerenderStream(hops, self.generate.model_name)
 
     async def Generate(self, request, context):
         async for event in self.generate(request, context):
@@ -91,11 +93,19 @@ class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
 
     @rpc_errors_typed
     async def DerenderChat(self, request, context):
-        return await self.derender.chat(request, context)
+        body = load_object(request.data)
+        return await self._derender_face(body).chat(body, context)
 
     @rpc_errors_typed
     async def DerenderCompletion(self, request, context):
-        return await self.derender.completion(request, context)
+        body = load_object(request.data)
+        return await self._derender_face(body).completion(body, context)
+
+    def _derender_face(self, body: dict) -> VllmDerender | VllmDerenderStream:
+        """vLLM's one path, two bodies: `stream: true` is the per-chunk form, false or absent the whole answer."""
+        if body.get("stream") not in (None, False, True):
+            raise fail(Reason.INVALID_REQUEST, "stream must be a boolean", "stream")
+        return self.derender_stream if body.get("stream") else self.derender
 
     @rpc_errors_typed
     async def GetServerInfo(self, request, context):

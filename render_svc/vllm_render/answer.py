@@ -38,7 +38,7 @@ def chat_json(renderer: Renderer, data: bytes) -> bytes:
     by orjson, as vLLM prints it: the stdlib's encoder takes ~15 times as long over a long prompt's token ids."""
     request = read(data, CHAT)
     rendered = renderer.render_chat(request.typed)
-    return orjson.dumps(_generate_request(renderer, request, rendered, rendered.derender_context.id, chat=True))
+    return orjson.dumps(generate_request(renderer, request, rendered, rendered.derender_context.id, chat=True))
 
 
 def completion_json(renderer: Renderer, data: bytes) -> bytes:
@@ -47,13 +47,13 @@ def completion_json(renderer: Renderer, data: bytes) -> bytes:
     many = len(rendered.prompts) > 1
     return orjson.dumps(
         [
-            _generate_request(renderer, request, item, item.derender_context.id + (f"-{i}" if many else ""), chat=False)
+            generate_request(renderer, request, item, item.derender_context.id + (f"-{i}" if many else ""), chat=False)
             for i, item in enumerate(rendered.prompts)
         ]
     )
 
 
-def _generate_request(renderer: Renderer, request: VllmRequest, rendered, request_id: str, chat: bool) -> dict:
+def generate_request(renderer: Renderer, request: VllmRequest, rendered, request_id: str, chat: bool) -> dict:
     body = request.body
     generate = rendered.generate_request
     token_ids = list(generate.token_ids)

@@ -233,11 +233,11 @@ def test_structured_output_through_messages_parse(claude, model_id):
 
 def test_render_route_speaks_anthropic_errors_too(claude, model_id):
     rendered = claude.post(
-        "/v1/messages/render", cast_to=object, body={"model": model_id, "max_tokens": 8, "messages": PARIS}
+        "/v1/messages/render/typed", cast_to=object, body={"model": model_id, "max_tokens": 8, "messages": PARIS}
     )
     assert rendered["generate_request"]["token_ids"] and rendered["derender_context"]["id"].startswith("msg_")
     with pytest.raises(anthropic.BadRequestError) as caught:
-        claude.post("/v1/messages/render", cast_to=object, body={"model": model_id, "messages": PARIS})
+        claude.post("/v1/messages/render/typed", cast_to=object, body={"model": model_id, "messages": PARIS})
     assert caught.value.body["error"]["param"] == "max_tokens"
 
 

@@ -112,10 +112,10 @@ def test_a_tool_call_cut_by_max_tokens_goes_back_in_history(stack, client, model
 def test_responses_input_tokens_count(stack, client, model_id):
     counted = client.responses.input_tokens.count(model=model_id, input="What is the capital of France?")
     assert counted.object == "response.input_tokens"
-    rendered = post(stack, "/v1/responses/render", {"model": model_id, "input": "What is the capital of France?"})
+    rendered = post(stack, "/v1/responses/render/typed", {"model": model_id, "input": "What is the capital of France?"})
     assert counted.input_tokens == len(rendered.json()["generate_request"]["token_ids"]) > 0
     briefly = {"model": model_id, "input": "hi", "instructions": "Be brief."}
-    rendered = post(stack, "/v1/responses/render", briefly).json()["generate_request"]["token_ids"]
+    rendered = post(stack, "/v1/responses/render/typed", briefly).json()["generate_request"]["token_ids"]
     assert client.responses.input_tokens.count(**briefly).input_tokens == len(rendered)
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.input_tokens.count(model=model_id, input="hi", extra_body={"max_output_tokens": 5})

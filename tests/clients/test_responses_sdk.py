@@ -204,7 +204,7 @@ def test_what_is_not_kept_is_refused(client, model_id):
 
 
 def test_render_route(client, model_id):
-    rendered = client.post("/responses/render", cast_to=object, body={"model": model_id, "input": QUESTION})
+    rendered = client.post("/responses/render/typed", cast_to=object, body={"model": model_id, "input": QUESTION})
     chat = client.post(
         "/chat/completions/render/typed",
         cast_to=object,

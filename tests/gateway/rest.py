@@ -20,8 +20,16 @@ def sse_events(response: requests.Response) -> list[dict]:
 
 
 def error_reason(response: requests.Response) -> str:
-    """The ErrorInfo reason of a JSON error body (transcoded google.rpc.Status or Envoy's own error)."""
+    """The ErrorInfo reason of a JSON error body (transcoded google.rpc.Status, Envoy's own error, or vLLM's
+    ErrorResponse)."""
     body = response.json()
-    if "error" in body:
+    if "error" in body and isinstance(body["error"]["code"], str):
         return body["error"]["code"]
+    if "error" in body:  # vLLM's routes: `code` is the HTTP status, the reason in the details
+        body = body["error"]
     return next(d["reason"] for d in body["details"] if d["@type"].endswith("google.rpc.ErrorInfo"))
+
+
+def detail_reason(error: dict) -> str:
+    """The ErrorInfo reason in an error object's `details` (vLLM's ErrorResponse, whose `code` is the HTTP status)."""
+    return next(d["reason"] for d in error["details"] if d["@type"].endswith("google.rpc.ErrorInfo"))

@@ -1,6 +1,6 @@
 """vLLM's render paths go to the render replicas' HTTP faces (render_svc/http_face.py) as they are, not
 transcoded, where every render replica has one (devstack's plaintext stacks); without (--tls-dir: a secure
-stack) they are transcoded to RenderChatVllm / RenderCompletionVllm as before. Envoy takes both configs."""
+stack) they are transcoded to RenderChatVllm / RenderCompletionVllm / RenderMessagesVllm / RenderResponsesVllm. Envoy takes both configs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gateway.envoy_config import SERVICES, Endpoint, Upstream, render_config
 from gateway.rest_routes import HTTP_FACES
 from render_svc.http_face import METHODS, ROUTES
 
-FACE_PATHS = ("/v1/chat/completions/render", "/v1/completions/render")
+FACE_PATHS = ("/v1/chat/completions/render", "/v1/completions/render", "/v1/messages/render", "/v1/responses/render")
 
 
 def _routes(http_port: int) -> tuple[dict, list[dict]]:

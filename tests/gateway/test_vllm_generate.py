@@ -239,7 +239,8 @@ def test_derender_takes_vllms_requests(stack):
     texts = [c.text for c in completion_protocol.CompletionResponse.model_validate(answer.json()).choices]
     one_hop = post(stack, "/v1/completions", prompts | {"temperature": 0}).json()["choices"]
     assert texts == [c["text"] for c in one_hop]
+    # `stream: true` is the per-chunk form (tests/gateway/test_vllm_scale_out.py): a whole answer is not its field
     refused = post(stack, "/v1/chat/completions/derender", {"generate_response": generated, "stream": True})
-    assert refused.status_code == 400 and refused.json()["error"]["param"] == "stream"
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "generate_response"
     missing = post(stack, "/v1/chat/completions/derender", {"generate_response": generated})
     assert missing.status_code == 400 and missing.json()["error"]["param"] == "chat_request"

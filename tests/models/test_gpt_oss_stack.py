@@ -105,7 +105,7 @@ def test_responses_input_renders_as_harmony_turns(stack, encoding):
             {"type": "function_call_output", "call_id": "call_1", "output": "18 C"},
         ],
     }
-    rendered = post(stack, "/v1/responses/render", asked)
+    rendered = post(stack, "/v1/responses/render/typed", asked)
     assert rendered.status_code == 200, rendered.text
     prompt = encoding.decode([int(i) for i in rendered.json()["generate_request"]["token_ids"]])
     assert (

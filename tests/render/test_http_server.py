@@ -14,6 +14,7 @@ import pytest
 from render_svc.http_face import HttpFace
 from render_svc.http_server import HttpServer, Request
 from scaleout_common.reasons import Reason
+from tests.gateway.rest import detail_reason
 
 
 class Stub:
@@ -141,6 +142,6 @@ def test_the_faces_refusals_are_the_gateways_error_shapes():
     face = HttpFace(None, 64, lambda: True)
     status, _, body = face.refuse("too_large", "the body is larger than 64 bytes")
     error = json.loads(body)["error"]
-    assert status == 413 and error["code"] == Reason.REQUEST_BODY_TOO_LARGE and error["type"]
+    assert status == error["code"] == 413 and detail_reason(error) == Reason.REQUEST_BODY_TOO_LARGE and error["type"]
     status, _, body = face.refuse("invalid", "invalid HTTP: x")
-    assert status == 400 and json.loads(body)["error"]["code"] == Reason.INVALID_HTTP
+    assert status == 400 and detail_reason(json.loads(body)["error"]) == Reason.INVALID_HTTP

@@ -1,7 +1,7 @@
 """Our render answers held against vLLM 0.33's recorded ones (`vllm_render_answers.json`).
 
 A case matches when both refuse it with the same HTTP status, or both answer it and every field vLLM prints
-has the same value here (JSON objects compared without order), token ids included. Two things are not
+has the same value here (a case's `paths` left out; `status` among them: it may answer where vLLM refuses) (JSON objects compared without order), token ids included. Two things are not
 compared: the random part of `request_id` when the request gave none, and `parse_context.chat_template_kwargs`
 `cohere_format` (vLLM's CLI default for Cohere's renderer: this server's templates never see it). `scaleout`
 is ours alone.
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 ANSWERS = Path(__file__).with_name("vllm_render_answers.json")
-_RANDOM_ID = re.compile(r"^(chatcmpl|cmpl)-[0-9a-f]+")
+_RANDOM_ID = re.compile(r"^(chatcmpl-|cmpl-|resp_)[0-9a-f]+")
 NOT_COMPARED_KWARGS = ("cohere_format",)
 
 
@@ -29,7 +29,7 @@ def _normal(answer, body: dict):
         return [_normal(item, body) for item in answer]
     answer = {k: v for k, v in answer.items() if k != "scaleout"}
     if "request_id" not in body:
-        answer["request_id"] = _RANDOM_ID.sub(r"\1-*", answer["request_id"])
+        answer["request_id"] = _RANDOM_ID.sub(r"\1*", answer["request_id"])
     if answer.get("parse_context"):
         context = dict(answer["parse_context"])
         kwargs = context["chat_template_kwargs"] or {}
@@ -56,10 +56,10 @@ def _differences(theirs, ours, path: str) -> list[str]:
 def differences(case, vllm: dict, status: int, ours) -> list[str]:
     """Where our answer (`status`, `ours`: the JSON body, or None when refused) differs from vLLM's."""
     if vllm["status"] != 200 or status != 200:
-        return [] if vllm["status"] == status else [f"status: vLLM {vllm['status']}, ours {status}"]
-    found = _differences(_normal(vllm["body"], case.body), _normal(ours, case.body), "")
-    found = [d for d in found if not any(re.match(rf"^(\[\d+\]\.)?{re.escape(p)}\b", d) for p in case.paths)]
-    return found
+        found = [] if vllm["status"] == status else [f"status: vLLM {vllm['status']}, ours {status}"]
+    else:
+        found = _differences(_normal(vllm["body"], case.body), _normal(ours, case.body), "")
+    return [d for d in found if not any(re.match(rf"^(\[\d+\]\.)?{re.escape(p)}\b", d) for p in case.paths)]
 
 
 def main() -> None:
@@ -68,14 +68,21 @@ def main() -> None:
     from render_svc.model import load_model
     from render_svc.renderer import Renderer
     from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
+    from render_svc.vllm_render.apis import render_messages_vllm, render_responses_vllm
     from scaleout_common.errors import ServiceError
     from scaleout_common.reasons import Reason
-    from tests.render.vllm_render_cases import CASES, CHAT
+    from tests.render.vllm_render_cases import CASES, CHAT, COMPLETION, MESSAGES, RESPONSES
 
+    renders = {
+        CHAT: render_chat_vllm,
+        COMPLETION: render_completion_vllm,
+        MESSAGES: render_messages_vllm,
+        RESPONSES: render_responses_vllm,
+    }
     renderer, answers = Renderer(load_model(None)), recorded()["answers"]
     same, refused_on_purpose, partly, other = 0, [], [], []
-    for case in CASES:
-        render = render_chat_vllm if case.path == CHAT else render_completion_vllm
+    for case in (c for c in CASES if c.name in answers):  # a request added since its answer was recorded: not yet
+        render = renders[case.path]
         try:
             status, ours = (
                 200,

@@ -1,5 +1,6 @@
-"""vLLM-shaped render requests, as llm-d's router and vLLM's own clients send them to `/v1/chat/completions/render`
-and `/v1/completions/render`. vLLM 0.33's answer to each is recorded in `vllm_render_answers.json` by
+"""vLLM-shaped render requests, as llm-d's router and vLLM's own clients send them to `/v1/chat/completions/render`,
+`/v1/completions/render`, `/v1/messages/render` and `/v1/responses/render` (the last two: every request of
+messages_cases.py and responses_cases.py). vLLM 0.33's answer to each is recorded in `vllm_render_answers.json` by
 `python -m tests.render.record_vllm_render`; `test_vllm_render.py` holds ours against it.
 
 `differs` says why this deployment answers a case otherwise on purpose, and `paths` where: with no paths it
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tests.render import messages_cases, responses_cases
+
 CHAT, COMPLETION = "/v1/chat/completions/render", "/v1/completions/render"
+MESSAGES, RESPONSES = "/v1/messages/render", "/v1/responses/render"
 MODEL = "SmolLM2-135M-Instruct"  # the served name of both servers (vLLM's is set by the recorder)
 
 
@@ -336,4 +340,38 @@ COMPLETION_CASES = [
     _cmpl("best_of", best_of=2, differs=UNKNOWN),
 ]
 
-CASES = CHAT_CASES + COMPLETION_CASES
+# Anthropic and Responses requests whose answer differs from vLLM's on purpose, and where
+THINKING = (
+    "thinking / output_config.effort reach the template as enable_thinking / reasoning_effort (messages_cases.py)"
+)
+ROLES = "Claude Code's `ctx` / `msg` roles are read as user turns (vLLM 0.33 refuses them)"
+PREFILL = "a conversation ending with an assistant turn continues it (Anthropic's prefill)"
+# not on purpose: vLLM 0.33 merges inline system messages only where a probe render of the template fails
+MERGED = "inline system messages are always merged into the leading one (vLLM: only where the template needs it)"
+API_DIFFERS = {
+    "messages.tool_choice_any": (TOOL_CONSTRAINT, TOOL_PATHS),
+    "messages.tool_choice_tool": (TOOL_CONSTRAINT, TOOL_PATHS),
+    "messages.disable_parallel_tool_use": (TOOL_CONSTRAINT, TOOL_PATHS),
+    "messages.thinking_adaptive": (THINKING, ("parse_context.chat_template_kwargs",)),
+    "messages.thinking_enabled_with_a_budget": (THINKING, ("parse_context.chat_template_kwargs",)),
+    "messages.thinking_disabled": (THINKING, ("parse_context.chat_template_kwargs",)),
+    "messages.output_config_effort": (THINKING, ("parse_context.chat_template_kwargs",)),
+    "messages.claude_code_roles": (ROLES, ("status",)),
+    "messages.prefill": (PREFILL, ("token_ids", "parse_context.chat_template_kwargs")),
+    "messages.inline_system_merged": (MERGED, ("token_ids",)),
+    "messages.inline_system_mid_conversation": (MERGED, ("token_ids",)),
+}
+# Responses' function tools are strict by default: every request with tools is constrained our way
+API_DIFFERS |= {
+    f"responses.{c.name}": (TOOL_CONSTRAINT, TOOL_PATHS) for c in responses_cases.CASES if c.request.get("tools")
+}
+
+
+def _api(prefix: str, path: str, module) -> list[Case]:
+    return [
+        Case(f"{prefix}.{c.name}", path, c.request, *API_DIFFERS.get(f"{prefix}.{c.name}", ())) for c in module.CASES
+    ]
+
+
+API_CASES = _api("messages", MESSAGES, messages_cases) + _api("responses", RESPONSES, responses_cases)
+CASES = CHAT_CASES + COMPLETION_CASES + API_CASES

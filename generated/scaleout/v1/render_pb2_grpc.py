@@ -66,6 +66,11 @@ class RenderServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
                 _registered_method=True)
+        self.RenderMessagesVllm = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderMessagesVllm',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.CountMessageTokens = channel.unary_unary(
                 '/scaleout.v1.RenderService/CountMessageTokens',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -75,6 +80,11 @@ class RenderServiceStub:
                 '/scaleout.v1.RenderService/RenderResponses',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+                _registered_method=True)
+        self.RenderResponsesVllm = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderResponsesVllm',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
         self.CountResponseTokens = channel.unary_unary(
                 '/scaleout.v1.RenderService/CountResponseTokens',
@@ -164,11 +174,21 @@ class RenderServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RenderMessages(self, request, context):
-        """Anthropic Messages `POST /v1/messages/render`: the request JSON as sent (every field honoured or refused
-        with 400 naming it), converted to the chat form as vLLM converts it (system blocks and inline system
-        messages merged into one leading system message, tool_use -> tool_calls, tool_result -> tool messages,
-        thinking -> reasoning, tools' input_schema -> parameters) and rendered exactly as RenderChat renders it.
-        The raw body, not a typed message: the field policy has to see every key the client wrote.
+        """The typed Anthropic Messages render, REST `/v1/messages/render/typed` (vLLM's path answers vLLM's shape:
+        RenderMessagesVllm): the request JSON as sent (every field honoured or refused with 400 naming it), converted
+        to the chat form as vLLM converts it (system blocks and inline system messages merged into one leading system
+        message, tool_use -> tool_calls, tool_result -> tool messages, thinking -> reasoning, tools' input_schema ->
+        parameters) and rendered exactly as RenderChat renders it. The raw body, not a typed message: the field policy
+        has to see every key the client wrote.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderMessagesVllm(self, request, context):
+        """vLLM's `POST /v1/messages/render` (`vllm launch render`): the Anthropic request converted as RenderMessages
+        converts it, then rendered and answered as RenderChatVllm answers that chat form (vLLM renders the converted
+        chat request): its GenerateRequest JSON, ours under `scaleout`. The mapping: render_svc/vllm_render/apis.py.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,9 +204,19 @@ class RenderServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RenderResponses(self, request, context):
-        """OpenAI Responses `POST /v1/responses/render` (stateless): `input` items (messages, function calls and
-        their outputs, reasoning) and `instructions` converted to the chat form as vLLM converts them, then
-        rendered as RenderChat renders it. `previous_response_id` and `store: true` are refused (nothing is stored).
+        """The typed OpenAI Responses render, REST `/v1/responses/render/typed` (stateless; vLLM's path answers vLLM's
+        shape: RenderResponsesVllm): `input` items (messages, function calls and their outputs, reasoning) and
+        `instructions` converted to the chat form as vLLM converts them, then rendered as RenderChat renders it.
+        `previous_response_id` and `store: true` are refused (nothing is stored).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderResponsesVllm(self, request, context):
+        """vLLM's `POST /v1/responses/render`: converted as RenderResponses converts it, answered as vLLM's responses
+        render answers: its GenerateRequest JSON with the Response's `request_id` (`resp_...`) and no parse_context,
+        reasoning_ended or stream_options; ours under `scaleout` (render_svc/vllm_render/apis.py).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -287,6 +317,11 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
             ),
+            'RenderMessagesVllm': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderMessagesVllm,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
             'CountMessageTokens': grpc.unary_unary_rpc_method_handler(
                     servicer.CountMessageTokens,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
@@ -296,6 +331,11 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.RenderResponses,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderChatResponse.SerializeToString,
+            ),
+            'RenderResponsesVllm': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderResponsesVllm,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'CountResponseTokens': grpc.unary_unary_rpc_method_handler(
                     servicer.CountResponseTokens,
@@ -512,6 +552,33 @@ class RenderService:
             _registered_method=True)
 
     @staticmethod
+    def RenderMessagesVllm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderMessagesVllm',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def CountMessageTokens(request,
             target,
             options=(),
@@ -555,6 +622,33 @@ class RenderService:
             '/scaleout.v1.RenderService/RenderResponses',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.RenderChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderResponsesVllm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderResponsesVllm',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,

@@ -233,19 +233,21 @@ class VllmServerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DerenderChat(self, request, context):
-        """vLLM 0.33's `POST /v1/chat/completions/derender` (unary): its DerenderChatRequest JSON in (`generate_response`,
-        a GenerateTokensResponse as `/inference/v1/generate` answers it; `chat_request`, the request render was given,
+        """vLLM 0.33's `POST /v1/chat/completions/derender`: its DerenderChatRequest JSON in (`generate_response`, a
+        GenerateTokensResponse as `/inference/v1/generate` answers it; `chat_request`, the request render was given,
         which render turns into our DerenderContext; `prompt_tokens`, `prompt_token_ids`, `model`), its
-        ChatCompletionResponse out, through DerenderService.DerenderChat (pipeline_svc/faces/vllm_derender.py). The
-        per-chunk streaming form (`stream: true`, vLLM's `stream_state`) is refused naming `stream`.
+        ChatCompletionResponse out, through DerenderService.DerenderChat (pipeline_svc/faces/vllm_derender.py). With
+        `stream: true` it is vLLM's per-chunk form: one `generate_chunk` and the client-carried `stream_state` in,
+        `{chunk, stream_state}` out, through DerenderService.DerenderChunk (pipeline_svc/faces/vllm_derender_stream.py).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DerenderCompletion(self, request, context):
-        """vLLM 0.33's `POST /v1/completions/derender` (unary): `generate_responses` (one per prompt) and the
-        `completion_request` render was given in, its CompletionResponse out (DerenderService.DerenderCompletion).
+        """vLLM 0.33's `POST /v1/completions/derender`: `generate_responses` (one per prompt) and the
+        `completion_request` render was given in, its CompletionResponse out (DerenderService.DerenderCompletion); with
+        `stream: true` its per-chunk form, as DerenderChat's (DerenderService.DerenderChunk).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
