@@ -16,7 +16,8 @@ from scaleout_common.models import resolve_model
 HOW = (
     "unpack the tests of vLLM's sdist, the same tree as the installed wheel: `pip download --no-deps "
     "--no-binary :all: vllm==0.33.0` resolves vllm-0.33.0.tar.gz (its build step fails here; take the tarball it "
-    "fetched), then `tar xzf vllm-0.33.0.tar.gz -C ~/.cache/scaleout/peers vllm-0.33.0/tests`; the imports of the tests "
+    "fetched), then `tar xzf vllm-0.33.0.tar.gz -C ~/.cache/scaleout/peers vllm-0.33.0/tests "
+    "vllm-0.33.0/examples/template_chatml.jinja`; the imports of the tests "
     "that vLLM's wheel does not require: `pip install --no-deps --target ~/.cache/scaleout/peers/vllm-test-site einops "
     "mistral_common pydantic_extra_types pycountry`"
 )
@@ -61,6 +62,7 @@ SUPPORT: tuple[str, ...] = (
     _OPENAI + "utils.py",
     _OPENAI + "responses/conftest.py",
     _OPENAI + "chat_completion/test_serving_chat.py",  # test_batched_chat_completions imports its MockModelConfig
+    "examples/template_chatml.jinja",  # test_chat_completion_with_prompt_embeds's --chat-template (VLLM_PATH / ...)
 )
 SHIMS = {
     "tests/utils.py": "bench.peers.vllm_shim.utils",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench.peers.vllm_shim.server import RemoteOpenAIServer
 
-VLLM_PATH = Path(__file__).parent.parent  # the staged tree's root (tests/ is copied there)
+# The staged tree's root (tests/ and the support files, examples/ among them, are copied there).
+VLLM_PATH = Path(sys.modules["tests"].__file__ or ".").resolve().parent.parent
 ROCM_EXTRA_ARGS: list[str] = []  # not ROCm
 
 
