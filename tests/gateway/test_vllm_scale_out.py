@@ -7,6 +7,7 @@ pipeline_svc/faces/vllm_derender_stream.py, scaleout_common/openai_errors.py (VL
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import requests
@@ -27,6 +28,8 @@ MODEL = "SmolLM2-135M-Instruct"
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "What is the capital of France?"}]}
 CHAT |= {"max_tokens": 10, "temperature": 0, "logprobs": True, "top_logprobs": 2, "return_token_ids": True}
 COMPLETION = {"model": MODEL, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, "logprobs": 1}
+# vLLM's own per-chunk derender of this stack's generate chunks (record_vllm_derender_stream.py)
+RECORDED = json.loads(Path(__file__).with_name("vllm_derender_stream_answers.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +111,28 @@ def test_completion_derendered_chunk_by_chunk_is_the_whole_answer(stack):
     tokens = [t for c in choices for t in c.logprobs.tokens]
     assert offsets == [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]  # absolute, as vLLM's
     assert choices[-1].finish_reason == one_hop["finish_reason"]
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_per_chunk_answers_are_vllms_own(stack, name):
+    """The chunks vLLM's own server answered for the same generate chunks, field for field once parsed by its
+    models (`created` aside; our extra `matched_stop`); the chat state is vLLM's too (its parser path replays)."""
+    recorded = RECORDED[name]
+    response_model = {"chat": protocol.DerenderChatStreamResponse}.get(name, protocol.DerenderCompletionStreamResponse)
+
+    def normal(answer: dict) -> dict:
+        parsed = response_model.model_validate(answer).model_dump(mode="json", exclude={"chunk": {"created"}})
+        for choice in parsed["chunk"]["choices"]:
+            choice.pop("matched_stop", None)
+        return parsed if name == "chat" else parsed["chunk"]  # completions: vLLM's plain-detok state is its own
+
+    state = None
+    for chunk, theirs in zip(recorded["chunks"], recorded["vllm"], strict=True):
+        body = {"stream": True, "generate_chunk": chunk, "stream_state": state, **recorded["fields"]}
+        answer = post(stack, recorded["path"], body)
+        assert answer.status_code == 200, answer.text
+        assert normal(answer.json()) == normal(theirs)
+        state = answer.json()["stream_state"]
 
 
 def test_stream_refusals_name_the_field(stack):

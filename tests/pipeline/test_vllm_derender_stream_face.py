@@ -1,6 +1,7 @@
 """vLLM 0.33's per-chunk derender face without a stack (pipeline_svc/faces/vllm_derender_stream.py): its tables
 hold every field of vLLM's request, chunk and stream-state models, the state it writes is one vLLM's model reads
-back, and random states are refused typed, never another exception. The live route:
+back, a tool call keeps its first id and ends the choice as tool_calls (the tiny model of the live test calls no
+tool), and random states are refused typed, never another exception. The live route:
 tests/gateway/test_vllm_scale_out.py."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import random
 
 import pytest
 
-from pipeline_svc.faces.vllm_derender_stream import CHAT, CHUNK, COMPLETION, STATE, StreamState
+from pipeline_svc.faces.vllm_derender_stream import CHAT, CHUNK, COMPLETION, STATE, StreamState, VllmDerenderStream
 from scaleout_common.errors import ServiceError
 
 LOGPROB_CONTEXT = "stream_state.logprob_context_token_ids"
@@ -58,3 +59,15 @@ def test_random_states_are_refused_typed_or_read():
         state[rng.choice([*state, "bogus"])] = rng.choice(values)
         with contextlib.suppress(ServiceError):
             StreamState.read(state)
+
+
+def test_tool_calls_keep_their_first_id_and_finish_as_tool_calls():
+    state = StreamState(role_sent=True, last_tool_call_ids=["call_first"])
+    calls = [{"index": 0, "id": "call_replayed", "type": "function", "function": {"name": "f", "arguments": ""}}]
+    calls.append({"index": 1, "id": "call_new", "type": "function", "function": {"name": "g", "arguments": ""}})
+    choice = {"index": 0, "delta": {"role": "assistant", "tool_calls": calls}, "finish_reason": "stop"}
+    out = VllmDerenderStream._chat_choice(choice | {"stop_reason": None}, state)
+    assert [c["id"] for c in out["delta"]["tool_calls"]] == state.last_tool_call_ids == ["call_first", "call_new"]
+    assert out["finish_reason"] == "tool_calls" and state.tools_streamed and "role" not in out["delta"]
+    later = VllmDerenderStream._chat_choice({"index": 0, "delta": {}, "finish_reason": "stop"}, StreamState())
+    assert later["delta"] == {"role": "assistant"} and later["finish_reason"] == "stop"
