@@ -17,6 +17,8 @@ by bit arithmetic before the tensor cores (a weight-only scheme: the routed toke
 Tiles per shape and token count come from a table measured on the GPU (moe_tiles/, one JSON a mixture shape,
 dtype and device, as vLLM's fused_moe configs; `python -m bench.engine.moe_tiles --write` makes one): a call takes
 the entry measured at the nearest token count. Without a table: 16 x 64 x 64, Triton's default warps and stages.
+Steps of many tokens over bf16 experts take torch's grouped GEMM instead where it times faster
+(torch_grouped_moe.py).
 """
 # pyright: reportArgumentType=false, reportCallIssue=false, reportOperatorIssue=false, reportIndexIssue=false
 # pyright: reportGeneralTypeIssues=false
@@ -34,6 +36,7 @@ import torch
 import triton  # pyright: ignore[reportMissingImports]
 import triton.language as tl  # pyright: ignore[reportMissingImports]
 
+from engine_svc.model.torch_grouped_moe import GroupedMmChooser, grouped_mm_experts, serves
 from engine_svc.model.triton_moe_gemv import handles, one_token_experts
 
 
@@ -234,6 +237,10 @@ def fused_experts(
     if tiles is None:
         weights_format = weight_format(gate_up, gate_up_scale)
         tiles = tiles_for(tokens, gate_up.shape[0], gate_up.shape[1] // 2, weights_format, x.device)
+        if serves(x, gate_up, gate_up_scale, gate_up_bias, down_bias) and GroupedMmChooser.wins(
+            x, gate_up, down, top_k, gating, lambda s, w, i: fused_experts(s, gate_up, down, w, i, gating, tiles=tiles)
+        ):  # many tokens: torch's grouped GEMM where it times faster (torch_grouped_moe.py)
+            return grouped_mm_experts(x, gate_up, down, weights, ids, gating)
     # one token's experts are distinct: a block each, with no sorting (its ~20 launches cost more than a batch-1
     # step's expert GEMMs)
     blocks = (None, ids.flatten()) if tokens == 1 else align(ids, gate_up.shape[0], tiles.m)
