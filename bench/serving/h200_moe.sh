@@ -43,9 +43,11 @@ final)  # one call: the kernels' tests, token-1 tiles written, the serve loads o
   SERVE_S=300 bash "$0" serve "${SERVE_FLAGS:---max-num-batched-tokens 16384}" _16k
   timeout $((580 - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 \
     2>&1 | quiet | grep -v "tile .* warps" | tee "$OUT/step_kernels_batch1.log" ;;
-probe)  # both served lines and the batch-1 breakdown in one call: 128 / 128 @1 and 1,024 / 128 @256 served with
-  # FLAGS, a batch-1 step's wall time and kernels, then the decode attention's launches at one row
+probe)  # both served lines and the batch-1 breakdown in one call: the experts' grouped GEMMs (Triton, torch's),
+  # 128 / 128 @1 and 1,024 / 128 @256 served with FLAGS, a batch-1 step's wall time and kernels, then the decode
+  # attention's launches at one row
   start=$SECONDS
+  timeout 60 python3 -m bench.engine.grouped_mm --shape qwen3-30b-a3b 2>&1 | quiet | tee "$OUT/grouped_mm$3.log"
   DATASET=${DATASET:-random:128x128@1,random:1024x128@256} SERVE_S=${SERVE_S:-330} bash "$0" serve "$2" "$3"
   timeout 130 python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b --decode 1x1152 --decode-only \
     2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_batch1$3.log"
