@@ -15,6 +15,9 @@ Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM 
   format (hermes only: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`), free text until a call opens,
   then one of the tools by name with a strict tool's arguments held to its schema (a non-strict tool's: any JSON
   object). With response_format json_schema / json_object too, the output is that answer or one or more calls.
+  With parallel calls the calls are a list with no end of its own (`items`: separators "<", which opens a
+  `<tool_call>` among free text, or the "\n" between calls after an answer format), so the engine opens no call
+  the tokens left cannot hold there too.
   Another format, or another source of constraint, is refused (the tool's `strict` named).
 The result goes into SamplingParams.structured_outputs, checked by the contract's rules
 (scaleout_common.structured_output_rules); the engine compiles and enforces it.
@@ -47,6 +50,7 @@ ONE_OF = "json, regex, choice, grammar, json_object, structural_tag"
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 HERMES = "hermes"  # the one tool-call format strict tools under tool_choice auto are enforced in
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+CALLS_SEPARATOR = "\n"  # between calls after an answer format's alternative
 
 
 def _json_text(value, field: str) -> str:
@@ -224,7 +228,7 @@ def strict_auto_tag(tools: list[dict], tool_format: str, parallel: bool, answer:
     if answer is None:
         form = {"type": "triggered_tags", "triggers": [CALL_OPEN], "tags": tags, "stop_after_first": not parallel}
     else:
-        calls = {"type": "tags_with_separator", "tags": tags, "separator": "\n", "at_least_one": True}
+        calls = {"type": "tags_with_separator", "tags": tags, "separator": CALLS_SEPARATOR, "at_least_one": True}
         form = {"type": "or", "elements": [answer, {**calls, "stop_after_first": not parallel}]}
     return {"type": "structural_tag", "format": form}
 
@@ -278,7 +282,11 @@ def constraint(
             if answer is not None:
                 rules.check(found.pop()[1], prefix="response_format")
             field = f"tools[{first_strict(tools)}].function.strict"
-            found.append((field, common_pb2.StructuredOutputs(structural_tag=json.dumps(tag, ensure_ascii=False))))
+            tagged = common_pb2.StructuredOutputs(structural_tag=json.dumps(tag, ensure_ascii=False))
+            if parallel:  # a call may follow a call: it opens with a separator, the output's stop ends the list
+                separators = CALL_OPEN[0] if answer is None else CALLS_SEPARATOR
+                tagged.items.CopyFrom(common_pb2.StructuredOutputs.ItemList(separators=separators))
+            found.append((field, tagged))
     if not found:
         if options_only:
             raise fail(

@@ -13,8 +13,8 @@ Rules:
 - the constraint's text is at most `max_bytes` (GRAMMAR_TOO_COMPLEX), and a grammar compiles within the
   engine's time bound (GRAMMAR_TOO_COMPLEX, raised there);
 - `whitespace_pattern` is refused (UNSUPPORTED_FIELD): the backend (xgrammar) cannot honour it;
-- `items` (a list's end and separators, for the engine's item budget) has a non-empty `end` and each text is at
-  most MAX_ITEM_TEXT bytes (INVALID_GRAMMAR);
+- `items` (a list's end and separators, for the engine's item budget) sets at least one of them and each text is
+  at most MAX_ITEM_TEXT bytes (INVALID_GRAMMAR);
 - reasoning and bad-word token ids are inside the vocabulary (TOKEN_ID_OUT_OF_VOCAB).
 """
 
@@ -95,8 +95,12 @@ def check(message, *, max_bytes: int = MAX_GRAMMAR_BYTES, prefix: str = FIELD) -
 
 
 def _check_items(items, path: str) -> None:
-    if not items.end:
-        raise fail(Reason.INVALID_GRAMMAR, "items.end must not be empty: it is the text that closes the list", path)
+    if not items.end and not items.separators:
+        raise fail(
+            Reason.INVALID_GRAMMAR,
+            "items sets neither end nor separators: a list needs the text that closes it or that opens an item",
+            path,
+        )
     for name in ("end", "separators"):
         size = len(getattr(items, name).encode())
         if size > MAX_ITEM_TEXT:

@@ -4,6 +4,10 @@ model through the whole stack at its default temperature.
 
     python -m bench.structured.forced_calls --runs 20 --max-tokens 64            # parallel_tool_calls true
     python -m bench.structured.forced_calls --runs 20 --max-tokens 64 --one-call  # parallel_tool_calls false
+    python -m bench.structured.forced_calls --runs 20 --max-tokens 48 --auto-strict  # strict tools, tool_choice auto
+
+`--auto-strict`: the tool is strict and the tool choice auto (render's structural tag: free text, then hermes
+`<tool_call>` tags), the prompt teaches the format and asks for two cities; a call is a whole tag.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import openai
 
 from devstack.stack import Stack, StackConfig
+from tests.clients.prompts import WEATHER_TWO_CITIES
+from tests.clients.test_strict_tools import STRICT_WEATHER
 from tests.clients.test_structured_outputs import TIME, WEATHER
+
+CLOSE = "</tool_call>"
 
 
 def call_tokens(tokens: list[str]) -> tuple[list[int], int]:
@@ -42,22 +51,42 @@ def call_tokens(tokens: list[str]) -> tuple[list[int], int]:
     return calls, count
 
 
+def tag_tokens(tokens: list[str]) -> tuple[list[int], int]:
+    """`call_tokens` for hermes tags: each whole `<tool_call>...</tool_call>` with the text before it."""
+    calls, count, text = [], 0, ""
+    for token in tokens:
+        count, text = count + 1, text + token
+        if CLOSE in text:
+            calls.append(count)
+            count, text = 0, text[text.rindex(CLOSE) + len(CLOSE) :]
+    return calls, count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--one-call", action="store_true", help="parallel_tool_calls false")
+    parser.add_argument("--auto-strict", action="store_true", help="strict tools under tool_choice auto (hermes)")
     args = parser.parse_args()
     with Stack(StackConfig(port=0, log_dir=Path(tempfile.mkdtemp(prefix="forced-calls-")))) as stack:
-        client = openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=3600)
+        # (a retry asks the same seed again: for an overloaded host's 503s)
+        client = openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=2, timeout=3600)
         model = client.models.list().data[0].id
 
         def call(seed: int):
+            ask: dict[str, Any]
+            if args.auto_strict:
+                ask = dict(messages=WEATHER_TWO_CITIES, tools=STRICT_WEATHER, tool_choice="auto")
+            else:
+                ask = dict(
+                    messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+                    tools=[WEATHER, TIME],
+                    tool_choice="required",
+                )
             return client.chat.completions.create(
                 model=model,
-                messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
-                tools=[WEATHER, TIME],
-                tool_choice="required",
+                **ask,
                 parallel_tool_calls=not args.one_call,
                 max_tokens=args.max_tokens,
                 seed=seed,
@@ -71,8 +100,13 @@ def main() -> None:
     print(f"{'seed':>4} {'finish':10} {'tokens':>6}  whole calls' tokens, then what a cut left open")
     for seed, result in enumerate(results):
         choice = result.choices[0]
-        calls, tail = call_tokens([t.token for t in (choice.logprobs.content if choice.logprobs else None) or []])
-        cut = f" + {tail} open" if choice.finish_reason == "length" else ""
+        tokens = [t.token for t in (choice.logprobs.content if choice.logprobs else None) or []]
+        calls, tail = (tag_tokens if args.auto_strict else call_tokens)(tokens)
+        cut = (
+            f" + {tail} open: {''.join(tokens[len(tokens) - tail :])[:40]!r}"
+            if choice.finish_reason == "length"
+            else ""
+        )
         print(f"{seed:>4} {choice.finish_reason:10} {result.usage.completion_tokens:>6}  {calls}{cut}")
     ended = sum(r.choices[0].finish_reason == "tool_calls" for r in results)
     tokens = statistics.mean(r.usage.completion_tokens for r in results)

@@ -6,12 +6,13 @@ blocks in the step that sees them. When every running sequence is decoding, step
 device one ahead of the host (`decode_steps` in a row), so reading and shipping a step's tokens overlaps
 the next step's compute.
 
-Structured outputs: a request with a constraint is added once its grammar is compiled (the servicer waits
-for that before admitting it; should the cache have dropped it since, the request waits off the step loop
-for a recompile). Its sequences get a `Guide`. A step that samples guided rows has their masks filled on a
-worker thread while the forward pass runs, and applied before sampling; in a decode run the device stays
-one step ahead as ever, with only the guides' work between two steps (`_decode_ahead`), so CUDA graphs and
-decode runs serve guided batches too. Batches without guided rows are untouched.
+Structured outputs: a request with a constraint is added once its grammar is compiled, and a list's item
+vocabulary built with it (the servicer waits for that before admitting it; should the cache have dropped either
+since, the request waits off the step loop for a rebuild). Its sequences get a `Guide`. A step that samples
+guided rows has their masks filled on a worker thread while the forward pass runs, and applied before sampling;
+in a decode run the device stays one step ahead as ever, with only the guides' work between two steps
+(`_decode_ahead`), so CUDA graphs and decode runs serve guided batches too. Batches without guided rows are
+untouched.
 """
 
 from __future__ import annotations
@@ -50,14 +51,13 @@ from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.serving.tenancy import public_id
 from engine_svc.structured.compiler import GrammarCompiler, wait_compiled
 from engine_svc.structured.guide import Guide, Masker, MaskJob
-from engine_svc.structured.items import ItemBudget, ItemVocab
-from engine_svc.structured.spec import Constraint, ItemList
+from engine_svc.structured.items import ItemBudget
+from engine_svc.structured.spec import Constraint
 from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
-ITEM_VOCABS = 8  # item lists' vocabularies kept (engine_svc/structured/items.py)
 
 # Takes each step's outputs, on the step thread.
 Sink = Callable[[list[tuple[RequestState, StepOutput]]], object]
@@ -117,7 +117,6 @@ class Engine(EngineFront):
         self._last_progress = time.monotonic()
         self._thread: threading.Thread | None = None
         self.grammars = grammars  # None: no tokenizer, no structured outputs
-        self.item_vocabs: dict[ItemList, ItemVocab] = {}
         self.masker = Masker(grammars.backend, runner.device) if grammars is not None else None
         self.guides: dict[Sequence, Guide] = {}  # the live guided sequences (step thread only)
         self.stop_strings = stop_strings  # None: no tokenizer (admission refuses stop strings)
@@ -410,17 +409,21 @@ class Engine(EngineFront):
         if self.grammars is None:
             error = fail(Reason.STRUCTURED_OUTPUTS_UNAVAILABLE, "this engine has no tokenizer: no structured outputs")
         else:
-            compiled = self.grammars.get(constraint)
-            if not compiled.done():
-                compiled.add_done_callback(lambda _: self._post(state))
+            # the grammar, and a list's vocabulary (built with it off this thread; rebuilt there if dropped since)
+            needed = [self.grammars.get(constraint)]
+            if constraint.items is not None:
+                needed.append(self.grammars.item_vocab(constraint.items))
+            pending = next((future for future in needed if not future.done()), None)
+            if pending is not None:
+                pending.add_done_callback(lambda _: self._post(state))
                 return False
-            error = compiled.exception()
+            error = next((e for future in needed if (e := future.exception()) is not None), None)
             if error is None:
-                grammar = compiled.result()
-                vocab = self._item_vocab(constraint.items) if constraint.items is not None else None
+                grammar, vocab = needed[0].result(), needed[1].result() if len(needed) > 1 else None
                 for seq in state.seqs:
                     matcher = self.grammars.backend.matcher(grammar, seq.config.stop_token_ids)
-                    items = ItemBudget(vocab, seq.config.max_tokens) if vocab is not None else None
+                    config = seq.config
+                    items = None if vocab is None else ItemBudget(vocab, config.max_tokens, config.stop_token_ids)
                     self.guides[seq] = Guide(matcher, seq.config.gate, budget, items)
                 return True
         if not isinstance(error, ServiceError):
@@ -429,16 +432,6 @@ class Engine(EngineFront):
         self._retire(set(state.seqs))
         self._close(state)
         return False
-
-    def _item_vocab(self, items: ItemList) -> ItemVocab:
-        """The vocabulary as an item budget reads it, per list: built on first use (~0.1 s over a 49k vocabulary),
-        the last ITEM_VOCABS kept (render sends two lists: compact, and with whitespace)."""
-        assert self.grammars is not None
-        vocab = self.item_vocabs.pop(items, None) or ItemVocab(self.grammars.backend.token_bytes(), items)
-        self.item_vocabs[items] = vocab  # (the most recent last)
-        if len(self.item_vocabs) > ITEM_VOCABS:
-            del self.item_vocabs[next(iter(self.item_vocabs))]
-        return vocab
 
     def _finish_request(self, state: RequestState, outputs, reason: common_pb2.FinishReason) -> None:
         live = {seq for seq in state.seqs if not seq.finished}

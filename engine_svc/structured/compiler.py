@@ -9,6 +9,11 @@ requests. Once it has run `timeout_s`, its future fails with GRAMMAR_TOO_COMPLEX
 constraint is remembered, so it is refused at once afterwards (the native compile cannot be stopped; it
 finishes on its worker and is dropped). The cache is an LRU bounded in bytes (the backend reports each
 grammar's size).
+
+A constraint whose output is a list (`Constraint.items`) also needs the vocabulary as its item budget reads it
+(`ItemVocab`, items.py: ~0.1 s over a 49k vocabulary). It is built on the same pool, beside the grammar's compile,
+and kept per list form (the last ITEM_VOCABS; render sends two) whether grammars are cached or not: `get`'s future
+is done once both are, so the step loop finds it built.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from engine_svc.structured.backend import CompiledGrammar, GrammarBackend, GrammarError
-from engine_svc.structured.spec import Constraint
+from engine_svc.structured.items import ItemVocab
+from engine_svc.structured.spec import Constraint, ItemList
 from scaleout_common import structured_output_rules as rules
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_FAILURES = 1024
+ITEM_VOCABS = 8  # item lists' vocabularies kept
 
 
 @dataclass
@@ -71,12 +78,41 @@ class GrammarCompiler:
         self._bytes = 0
         self._running: dict[tuple[str, str], Future] = {}
         self._too_slow: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._vocabs: OrderedDict[tuple[ItemList, str], Future] = OrderedDict()  # built or building
 
     def key(self, constraint: Constraint) -> tuple[str, str]:
         return constraint.key, self.tokenizer_key
 
     def get(self, constraint: Constraint) -> Future:
-        """A future of the compiled grammar (done at once on a cache hit); its exception is a ServiceError."""
+        """A future of the compiled grammar (done at once on a cache hit); its exception is a ServiceError. For a
+        list, done once its `item_vocab` is built too."""
+        grammar = self._grammar(constraint)
+        return grammar if constraint.items is None else _joined(grammar, self.item_vocab(constraint.items))
+
+    def item_vocab(self, items: ItemList) -> Future:
+        """A future of the vocabulary as an item budget reads it for `items` (done at once when kept)."""
+        key = (items, self.tokenizer_key)
+        with self._lock:
+            vocab = self._vocabs.get(key)
+            if vocab is not None:
+                self._vocabs.move_to_end(key)
+                return vocab
+            vocab = self._vocabs[key] = Future()
+            if len(self._vocabs) > ITEM_VOCABS:
+                self._vocabs.popitem(last=False)
+            self._pool.submit(self._build_vocab, key, vocab)
+            return vocab
+
+    def _build_vocab(self, key, future: Future) -> None:
+        try:
+            _settle(future, result=ItemVocab(self.backend.token_bytes(), key[0]))
+        except BaseException as error:
+            with self._lock:
+                if self._vocabs.get(key) is future:
+                    del self._vocabs[key]
+            _settle(future, error=error)
+
+    def _grammar(self, constraint: Constraint) -> Future:
         key = self.key(constraint)
         with self._lock:
             hit = self._cache.get(key)
@@ -180,6 +216,22 @@ def _settle(future: Future, result=None, error: BaseException | None = None) -> 
             future.set_exception(error)
     except InvalidStateError:
         pass
+
+
+def _joined(first: Future, second: Future) -> Future:
+    """`first`'s outcome once `second` is done too (at once if `first` fails; `second`'s error if only it does)."""
+    if first.done() and second.done() and second.exception() is None:
+        return first
+    joined: Future = Future()
+
+    def settle(_) -> None:
+        if first.done() and (first.exception() is not None or second.done()):
+            error = first.exception() or second.exception()
+            _settle(joined, result=None if error else first.result(), error=error)
+
+    first.add_done_callback(settle)
+    second.add_done_callback(settle)
+    return joined
 
 
 def _done(value) -> Future:

@@ -224,8 +224,9 @@ async def test_strict_tools_under_auto_carry_a_triggered_structural_tag(stub):
         assert strict["end"] == ["}</tool_call>", "}\n</tool_call>"]
         loose = by_begin['<tool_call>\n{"name": "calculate", "arguments": ']
         assert loose["content"]["json_schema"] == {"type": "object"}  # not strict: any JSON object
+        assert (so.items.end, so.items.separators) == ("", "<")  # calls among free text: each opens with "<"
     single = constraint_of(await stub.RenderChat(chat(tools=[STRICT_WEATHER], parallel_tool_calls=False)))
-    assert json.loads(single.structural_tag)["format"]["stop_after_first"]
+    assert json.loads(single.structural_tag)["format"]["stop_after_first"] and not single.HasField("items")
     without = await stub.RenderChat(chat(tools=[WEATHER, CALC]))  # no strict tool: unconstrained
     assert not without.generate_request.sampling_params.HasField("structured_outputs")
 
@@ -236,6 +237,7 @@ async def test_strict_tools_under_auto_with_a_response_format_answer_or_call(stu
     answer, calls = json.loads(so.structural_tag)["format"]["elements"]
     assert answer == {"type": "json_schema", "json_schema": SCHEMA}
     assert calls["type"] == "tags_with_separator" and calls["at_least_one"]
+    assert (so.items.end, so.items.separators) == ("", calls["separator"])
     fields = {"tools": [STRICT_WEATHER], "structured_outputs": {"regex": "a"}}
     error = await expect(stub.RenderChat(chat(**fields)), "INVALID_ARGUMENT", "CONFLICTING_OPTIONS")
     assert error.violations[0][0] == "tools[0].function.strict"
