@@ -15,8 +15,10 @@ import asyncio
 import gc
 import importlib
 import logging
+import os
 import pkgutil
 import signal
+import sys
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -228,3 +230,9 @@ def run(service: Service, args) -> None:
     configure_logging(args.log_level, args.log_format)
     # uvloop: grpc.aio drives the loop several times per call; uvloop cuts ~10% of a small unary call's server CPU.
     uvloop.run(serve(service, args))
+    # Served, drained and closed: end here rather than in the interpreter's teardown, whose garbage collections over
+    # the libraries' and the model's objects took 2-4 s on two cores in every stop (a rollout, a stack, a test).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
