@@ -24,10 +24,16 @@ class NoLifecycle:
         pass
 
 
+# An in-process server has no gateway in front whose health checks must see it go: no drain delay when it stops
+# (2.5 s by default, at the end of every test that starts one); `flags` may still set one.
+NO_DRAIN_DELAY = ("--drain-delay-s", "0")
+
+
 @contextlib.asynccontextmanager
 async def serving(service, parser, *flags: str):
     """Start `service` (flags from `parser` with --port 0, then `flags`), wait until SERVING, yield "127.0.0.1:port"."""
-    args = parser.parse_args(["--port", "0", "--metrics-port", "-1", *flags])
+    quick = NO_DRAIN_DELAY if parser.get_default("drain_delay_s") is not None else ()
+    args = parser.parse_args(["--port", "0", "--metrics-port", "-1", *quick, *flags])
     stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
     port = await asyncio.wait_for(asyncio.shield(bound), 60)

@@ -16,7 +16,7 @@ from engine_svc.serving.loader import build_engine
 from engine_svc.serving.service import EngineService
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.models import load_tokenizer, resolve_model
-from tests.serving import serving
+from tests.serving import NO_DRAIN_DELAY, serving
 
 QUESTIONS = [  # chat prompts for output checks on the default model
     "What is the capital of France?",
@@ -74,10 +74,11 @@ def engine_args(*flags: str):
 
 @contextlib.asynccontextmanager
 async def engine_stub(model, *flags: str, fingerprint: str = ""):
-    """A real engine server for `model` (flags as on the command line) and a stub talking to it. With
-    model=None the tiny model is built by `build_tiny` (what an engine core process needs)."""
+    """A real engine server for `model` (flags as on the command line; it stops without a drain delay, as
+    tests.serving's) and a stub talking to it. With model=None the tiny model is built by `build_tiny` (what an
+    engine core process needs)."""
     parser = make_parser()
-    args = parser.parse_args(list(flags))
+    args = parser.parse_args([*NO_DRAIN_DELAY, *flags])
     build = (
         functools.partial(build_tiny, args)
         if model is None

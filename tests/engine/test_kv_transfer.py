@@ -39,18 +39,15 @@ async def reason_of(call) -> str:
 
 
 HANDOFF_TIMEOUT_S = 1.0
-QUICK_STOP = ("--drain-delay-s", "0")
 
 
 @pytest.fixture(scope="module")
 async def engines(tiny_model):
     """One prefill and one decode engine for the module, and a decode engine serving other weights."""
     async with (
-        engine_stub(
-            tiny_model, "--kv-role", "prefill", "--kv-handoff-timeout-s", str(HANDOFF_TIMEOUT_S), *QUICK_STOP
-        ) as p,
-        engine_stub(tiny_model, "--kv-role", "decode", "--kv-pull-timeout-s", "5", *QUICK_STOP) as d,
-        engine_stub(tiny_llama(seed=1), "--kv-role", "decode", *QUICK_STOP) as other,
+        engine_stub(tiny_model, "--kv-role", "prefill", "--kv-handoff-timeout-s", str(HANDOFF_TIMEOUT_S)) as p,
+        engine_stub(tiny_model, "--kv-role", "decode", "--kv-pull-timeout-s", "5") as d,
+        engine_stub(tiny_llama(seed=1), "--kv-role", "decode") as other,
     ):
         yield p[0], d[0], other[0], p[1]
 
@@ -120,7 +117,7 @@ async def test_unpulled_blocks_expire_and_a_late_pull_is_refused(engines):
 @pytest.mark.slow  # two tiny-model engines (module-scoped)
 async def test_a_lost_prefill_engine_is_a_typed_error(engines, tiny_model):
     prefill, decode, _, _ = engines
-    async with engine_stub(tiny_model, "--kv-role", "prefill", *QUICK_STOP) as (gone, _):
+    async with engine_stub(tiny_model, "--kv-role", "prefill") as (gone, _):
         handoff = (await gone.GenerateUnary(step(PROMPT, 1, hand_off=True))).kv_handoff
     # the engine that kept the blocks is gone; then another process serves its address
     assert await reason_of(decode.GenerateUnary(step(PROMPT, 4, pull=handoff))) == "KV_HANDOFF_ENGINE_GONE"
