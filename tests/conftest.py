@@ -11,6 +11,8 @@ import gc
 import psutil
 import pytest
 
+from devstack.stack import Stack, StackConfig
+
 # Files (or folders) whose tests start the stack behind Envoy or generate with a model; the engine's are
 # measured in tens of seconds each on two cores.
 SLOW_PATHS = (
@@ -30,11 +32,37 @@ SLOW_PATHS = (
 )
 
 
+# The packages on the shared `stack` below run last, in this order: the stack then starts once for both and
+# stops at the session's end, right after its last user.
+LAST_PATHS = ("tests/clients/", "tests/gateway/")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = item.nodeid.replace("\\", "/")
         if any(path.startswith(slow) for slow in SLOW_PATHS):
             item.add_marker(pytest.mark.slow)
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.replace("\\", "/")
+        return next((i + 1 for i, last in enumerate(LAST_PATHS) if path.startswith(last)), 0)
+
+    items.sort(key=rank)  # stable: every package keeps its own order
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    """The whole stack for tests/clients and tests/gateway: real render, engine, derender and chat processes on the
+    default model, real Envoy; render serves vLLM's opt-in `/tokenizer_info` (test_vllm_routes); logprobs up to 100
+    alternatives (TRL's get_sequence_logprobs default, tests/clients/test_trl_client.py)."""
+    config = StackConfig(
+        port=0,
+        log_dir=tmp_path_factory.mktemp("stack-logs"),
+        service_args={"render": ["--enable-tokenizer-info-endpoint"]},
+        max_logprobs=100,
+    )
+    with Stack(config) as running:
+        yield running
 
 
 # In-process engines' KV caches and models (~1.5 GB for the default model's) live in reference cycles that only a

@@ -1,15 +1,10 @@
-"""Real clients (the official `openai` SDKs, a raw SSE reader) against the real stack behind the real Envoy."""
+"""Real clients (the official `openai` SDKs, a raw SSE reader) against the real stack behind the real Envoy: `stack`,
+shared with tests/gateway (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import openai
 import pytest
-
-from tests.gateway import conftest as gateway
-
-# The gateway tests' fixture: real render, engine, derender and chat processes on the default model, real Envoy
-# (one stack for this package).
-stack = gateway.stack
 
 
 @pytest.fixture(scope="package")

@@ -1,21 +1,8 @@
+"""The gateway's fixtures; `stack`, the one-replica stack, is shared with tests/clients (tests/conftest.py)."""
+
 import pytest
 
 from devstack.stack import Stack, StackConfig
-
-
-@pytest.fixture(scope="package")
-def stack(tmp_path_factory):
-    """The whole stack: real render, engine, derender and chat processes on the default model, real Envoy; render
-    serves vLLM's opt-in `/tokenizer_info` (test_vllm_routes); logprobs up to 100 alternatives (TRL's
-    get_sequence_logprobs default, tests/clients/test_trl_client.py)."""
-    config = StackConfig(
-        port=0,
-        log_dir=tmp_path_factory.mktemp("stack-logs"),
-        service_args={"render": ["--enable-tokenizer-info-endpoint"]},
-        max_logprobs=100,
-    )
-    with Stack(config) as running:
-        yield running
 
 
 @pytest.fixture(scope="package")
