@@ -159,9 +159,20 @@ def chat_chunk(meta: ResponseMeta, deltas: list[ChoiceDelta], usage) -> derender
     return chunk
 
 
-def chat_completion(meta: ResponseMeta, totals: list[ChoiceDelta], usage) -> derender_pb2.ChatCompletion:
+def chat_completion(
+    meta: ResponseMeta,
+    totals: list[ChoiceDelta],
+    usage,
+    prompt_logprobs: list[derender_pb2.PromptPositionLogprobs] | None = None,
+) -> derender_pb2.ChatCompletion:
+    """The whole chat answer; `prompt_logprobs` (vLLM's) go on the answer itself, not on a choice."""
     completion = derender_pb2.ChatCompletion(
-        id=meta.id, object="chat.completion", created=meta.created, model=meta.model, usage=usage
+        id=meta.id,
+        object="chat.completion",
+        created=meta.created,
+        model=meta.model,
+        usage=usage,
+        prompt_logprobs=prompt_logprobs or (),
     )
     for total in totals:
         choice = completion.choices.add(index=total.index)

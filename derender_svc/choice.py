@@ -42,6 +42,7 @@ class ChoiceConfig:
     reasoning_unforced: bool = False  # the template kwargs turned a forced family's thinking off (nonempty.py)
     return_token_ids: bool = False  # each delta carries the ids it counts (vLLM's return_token_ids)
     tokens_as_ids: bool = False  # logprobs name tokens `token_id:<id>` (vLLM's return_tokens_as_token_ids)
+    named_logprobs: bool = False  # the alternatives are ids the caller named, all shown (vLLM's logprob_token_ids)
     stop_regex: tuple[str, ...] = ()  # SGLang's stop_regex patterns
 
 
@@ -112,6 +113,7 @@ class ChoiceProcessor:
             bytes.fromhex(logprobs["b"]),
             logprobs["o"],
             config.tokens_as_ids,
+            config.named_logprobs,
         )
         self.held_reasoning = state.get("w", "")  # REASONING_DELIVERY_WHOLE: the reasoning not sent yet
         if not isinstance(self.held_reasoning, str):

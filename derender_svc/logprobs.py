@@ -1,6 +1,7 @@
 """Logprob rendering: each token's text with partial UTF-8 repaired from the preceding sampled tokens (or, with
 vLLM's `return_tokens_as_token_ids`, `token_id:<id>` in its place), its raw bytes, and the ordered top-k
-alternatives. A logprob is at least -9999.0, as vLLM prints it: JSON has no -inf, which a token cut by top-k or a
+alternatives (with vLLM's `logprob_token_ids`: the token itself, then every id the caller named, once each). A
+logprob is at least -9999.0, as vLLM prints it: JSON has no -inf, which a token cut by top-k or a
 grammar has (the engine's processed logprobs mode)."""
 
 from __future__ import annotations
@@ -58,12 +59,27 @@ def token_id_text(token_id: int) -> str:
     return f"token_id:{token_id}"
 
 
+def _with_token(token_id: int, logprob: float, named: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The token itself, then each named id once (vLLM's engine returns the sampled token with the named ids)."""
+    out = {token_id: logprob}
+    for alt_id, alt_logprob in named:
+        out.setdefault(alt_id, alt_logprob)
+    return list(out.items())
+
+
 class LogprobRenderer:
     def __init__(
-        self, token_bytes: list[bytes], top_k: int, partial: bytes = b"", offset: int = 0, as_ids: bool = False
+        self,
+        token_bytes: list[bytes],
+        top_k: int,
+        partial: bytes = b"",
+        offset: int = 0,
+        as_ids: bool = False,
+        named: bool = False,
     ):
         self._token_bytes = token_bytes
         self.top_k = top_k
+        self.named = named  # the alternatives are named ids (logprob_token_ids): the token, then all of them
         self.as_ids = as_ids  # tokens shown as `token_id:<id>` (their bytes stay their own)
         self.partial = partial  # unfinished character carried over from earlier sampled tokens
         self.offset = offset  # characters completed by the tokens so far (completion text_offset)
@@ -75,8 +91,9 @@ class LogprobRenderer:
             own = self._token_bytes[token_id]
             top = []
             if i < len(logprobs.top):
-                alternatives = logprobs.top[i]
-                for alt_id, alt_logprob in list(zip(alternatives.token_ids, alternatives.logprobs))[: self.top_k]:
+                pairs = list(zip(logprobs.top[i].token_ids, logprobs.top[i].logprobs))
+                pairs = _with_token(token_id, logprobs.logprobs[i], pairs) if self.named else pairs[: self.top_k]
+                for alt_id, alt_logprob in pairs:
                     alt = self._token_bytes[alt_id]
                     alt_shown = token_id_text(alt_id) if self.as_ids else _show(self.partial, alt)
                     top.append(RenderedAlternative(alt_shown, max(alt_logprob, FLOOR), alt))

@@ -76,7 +76,7 @@ class DerenderService(derender_pb2_grpc.DerenderServiceServicer):
             streamed=False,
         )
         totals = await asyncio.to_thread(_run, session, request.results)  # the event loop keeps serving streams
-        return builders.chat_completion(session.meta, totals, session.usage())
+        return builders.chat_completion(session.meta, totals, session.usage(), session.prompt_logprobs)
 
     async def DerenderCompletion(self, request, context):
         if not request.prompts:

@@ -90,6 +90,7 @@ def resolve_config(
         reasoning_unforced=unforced(context.chat_template_kwargs, reasoning),
         return_token_ids=context.return_token_ids,
         tokens_as_ids=context.return_tokens_as_token_ids,
+        named_logprobs=context.logprob_token_ids,
         stop_regex=tuple(context.stop_regex),
     )
 
@@ -109,6 +110,12 @@ class Session:
         self.context, self.defaults = context, defaults
         self.endpoint = endpoint or context.endpoint or derender_pb2.ENDPOINT_CHAT
         self.config = resolve_config(context, self.endpoint, defaults, streamed)
+        if streamed and self.endpoint == derender_pb2.ENDPOINT_CHAT and context.HasField("prompt_logprobs"):
+            raise fail(  # a chat chunk has no place for them (vLLM refuses them with stream=true)
+                Reason.UNSUPPORTED_FIELD,
+                "prompt_logprobs are shown on a unary chat answer only",
+                "context.prompt_logprobs",
+            )
         if state is not None and state.get("i") != context.id:
             raise fail(Reason.INVALID_STATE, "the state belongs to another response id", "state")
         state = state or {}
@@ -150,7 +157,7 @@ class Session:
             self.cached_tokens = self.cached_tokens or message.prompt.cached_tokens
             if self._echo_scored():
                 self.echo_logprobs = self._score_echo(message.prompt.logprobs)
-            if self.context.HasField("prompt_logprobs") and self.endpoint == derender_pb2.ENDPOINT_COMPLETION:
+            if self.context.HasField("prompt_logprobs"):
                 self.prompt_logprobs = self._prompt_positions(message.prompt.logprobs)
         if message.HasField("usage"):
             self.prompt_tokens = self.prompt_tokens or message.usage.prompt_tokens

@@ -16,7 +16,8 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   the engine, which maps them (engine_svc/serving/kv_transfer/vllm_params.py); a prefill step's answer is
   unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt;
 - vLLM's `return_tokens_as_token_ids` names logprobs' tokens `token_id:<id>`; its `prompt_logprobs` are
-  printed on each unary completion choice (refused on chat and with `stream: true`, as vLLM refuses a stream);
+  printed on each unary completion choice and on a unary chat answer (refused with `stream: true`, as vLLM refuses
+  a stream); its `logprob_token_ids` (with `logprobs`) are each token's alternatives, after the token itself;
 - SGLang's `stop_regex` (a pattern or patterns) ends a choice as a stop string does (derender_svc/stop_matcher.py);
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, SGLang's `regex` / `ebnf` / (completions) `json_schema`, `tool_choice`
@@ -175,17 +176,22 @@ def _kv_transfer(out: dict, stream: bool, prompts: int = 1) -> None:
         raise _unsupported("kv_transfer_params", "hands one prompt's KV blocks off: send one prompt")
 
 
+def _prompt_logprobs(out: dict, stream: bool) -> None:
+    """vLLM's `prompt_logprobs` go on a unary answer only (its 0 too: no field is accepted and dropped)."""
+    if stream and "prompt_logprobs" in out:
+        raise _unsupported("prompt_logprobs", "is not available with `stream: true` (as in vLLM)")
+
+
 def chat_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
     """`defaults`: the server's values of request fields (vLLM's server flags), which the body's own override."""
     data, identity = (defaults or {}) | _load(body), {}
-    if "prompt_logprobs" in data:
-        raise _unsupported("prompt_logprobs", "is returned by /v1/completions, not the one-hop chat route")
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
     _reasoning_effort(data)
     if data.get("metadata") is not None:
         _metadata(data.pop("metadata"), identity)
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
+    _prompt_logprobs(out, stream)
     _kv_transfer(out, stream)
     if "messages" in out:
         out["messages"] = clean_messages(out["messages"])
@@ -205,8 +211,7 @@ def completion_request(body: bytes, defaults: dict | None = None) -> OpenAIReque
     known |= {"prompt", "best_of"}
     out = _policy(data, known, identity)
     stream, include_usage, continuous = _stream_options(out)
-    if stream and "prompt_logprobs" in out:
-        raise _unsupported("prompt_logprobs", "is not available with `stream: true` (as in vLLM)")
+    _prompt_logprobs(out, stream)
     best_of = out.pop("best_of", None)
     if best_of is not None and best_of != out.get("n", 1):
         raise _unsupported("best_of", "other than n is not supported (vLLM's V1 engine dropped it too)")

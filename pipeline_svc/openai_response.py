@@ -127,7 +127,8 @@ def chat_completion(message: derender_pb2.ChatCompletion, token_ids: bool = Fals
         | _token_ids(c, token_ids)
         for c in message.choices
     ]
-    out = _head(message, "chat.completion") | {"choices": choices, "prompt_logprobs": None, "prompt_token_ids": None}
+    out = _head(message, "chat.completion") | {"choices": choices, "prompt_logprobs": _prompt_logprobs(message)}
+    out["prompt_token_ids"] = None
     out |= _prompt_token_ids(message, token_ids, False)
     return out | {"usage": usage(message.usage)} if message.HasField("usage") else out
 
@@ -181,9 +182,10 @@ def _completion_logprobs(choice) -> dict | None:
     }
 
 
-def _prompt_logprobs(choice) -> list | None:
-    """vLLM's `prompt_logprobs`: per prompt token null (the first) or {token id: {logprob, rank, decoded_token}}."""
-    if not choice.prompt_logprobs:
+def _prompt_logprobs(answer) -> list | None:
+    """vLLM's `prompt_logprobs` (a completion choice's, a chat answer's): per prompt token null (the first) or
+    {token id: {logprob, rank, decoded_token}}."""
+    if not answer.prompt_logprobs:
         return None
     return [
         {
@@ -191,7 +193,7 @@ def _prompt_logprobs(choice) -> list | None:
             for token_id, logprob, rank, text in zip(p.token_ids, p.logprobs, p.ranks, p.decoded_tokens)
         }
         or None
-        for p in choice.prompt_logprobs
+        for p in answer.prompt_logprobs
     ]
 
 

@@ -93,11 +93,10 @@ def render_completion(
             params.logprobs if params.HasField("logprobs") else None,
             text or "",
             index,
+            params.prompt_logprobs if request.HasField("prompt_logprobs") else None,  # on each choice (vLLM's)
         )
-        if request.HasField("prompt_logprobs"):  # vLLM's: each choice carries the prompt's logprobs
-            item.derender_context.prompt_logprobs = params.prompt_logprobs
-        if (echo_logprobs or request.HasField("prompt_logprobs")) and not request.return_token_ids:
-            item.derender_context.prompt_token_ids.extend(ids)  # fill() gave them already with return_token_ids
+        if echo_logprobs and not request.HasField("prompt_logprobs") and not request.return_token_ids:
+            item.derender_context.prompt_token_ids.extend(ids)  # the echo's logprobs score the prompt
         if request.return_prompt_text:
             item.prompt_text = text
         if offsets is not None:

@@ -38,9 +38,10 @@ def fill(
     top_logprobs: int | None,
     echo_text: str = "",
     prompt_index: int = 0,
+    prompt_logprobs: int | None = None,
 ) -> None:
     """Fields every endpoint shares, written into `context` (a field of the response); chat adds its tool
-    fields with `add_chat_fields`."""
+    fields with `add_chat_fields`. `prompt_logprobs`: vLLM's, shown on the answer with this many alternatives."""
     context.endpoint = endpoint
     context.model = identity.model
     context.id = identity.id
@@ -72,6 +73,11 @@ def fill(
         context.prompt_token_ids.extend(prompt_ids)
     if top_logprobs is not None:
         context.top_logprobs = top_logprobs
+    context.logprob_token_ids = bool(request.logprob_token_ids)
+    if prompt_logprobs is not None:
+        context.prompt_logprobs = prompt_logprobs
+        if not request.return_token_ids:  # derender scores the prompt's own ids
+            context.prompt_token_ids.extend(prompt_ids)
     sglang_fields.apply(context, request)
 
 

@@ -14,7 +14,8 @@ Rules (vLLM's, made explicit):
   stop strings non-empty, at most MAX_STOP_STRINGS of MAX_STOP_CHARS characters (derender's default bounds,
   checked here first so the caller hears of its own field, TOO_MANY_STOP_STRINGS); SGLang's stop_regex at most 32
   patterns of 256 bytes that compile and cannot match the empty text; logit_bias values finite, then clamped to
-  [-100, 100] as OpenAI documents.
+  [-100, 100] as OpenAI documents; vLLM's logprob_token_ids at most MAX_LOGPROB_TOKEN_IDS ids in the vocabulary,
+  only with logprobs (whose count it replaces; render keeps the first of a repeated id).
 - Precedence: a field the caller set is kept as given, even 0 (temperature=0 is greedy, never replaced by
   a default); a field left unset takes the model's generation_config.json value (`GENERATION_CONFIG_KEYS`),
   else the neutral value (`NEUTRAL`). max_completion_tokens wins over max_tokens.
@@ -80,7 +81,8 @@ INT_RULES = {
     "top_k": (-1, "-1 (off), 0 (off) or positive"),
     "stream_interval": (1, "at least 1"),
 }
-TOKEN_ID_FIELDS = ("stop_token_ids", "allowed_token_ids", "logit_bias")
+TOKEN_ID_FIELDS = ("stop_token_ids", "allowed_token_ids", "logit_bias", "logprob_token_ids")
+MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's bound on logprob_token_ids
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 256
 MAX_STOP_REGEX, MAX_STOP_REGEX_BYTES = 32, 256  # SGLang's MAX_STOP_REGEX_COUNT and MAX_STOP_REGEX_LEN
 MAX_CHOICES = 128  # prompts x n of one request
@@ -145,6 +147,12 @@ def check(fields: Mapping[str, Any], limits: ModelLimits, prefix: str = "") -> N
         if not stop:
             raise invalid(f"{prefix}stop[{i}]", "must not be empty")
     check_stop_regex(fields.get("stop_regex", ()), prefix + "stop_regex")
+    named = fields.get("logprob_token_ids", ())
+    if len(named) > MAX_LOGPROB_TOKEN_IDS:
+        raise invalid(prefix + "logprob_token_ids", f"holds at most {MAX_LOGPROB_TOKEN_IDS} ids (got {len(named)})")
+    wanted = fields.get("logprobs")  # chat's is a switch, completions' (and the engine's) a count: 0 is set
+    if named and (wanted is None or wanted is False):
+        raise invalid(prefix + "logprob_token_ids", "needs logprobs set (true on chat)")
     for name in TOKEN_ID_FIELDS:
         if name in fields:
             check_token_ids(list(fields[name]), limits.vocab_size, prefix + name)
@@ -250,6 +258,7 @@ def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool, prompt_fi
         seed=fields.get("seed"),
         logprobs=logprobs,
         prompt_logprobs=fields.get("prompt_logprobs"),
+        logprob_token_ids=dict.fromkeys(request.logprob_token_ids),
         **resolved,
     )
     params.logit_bias.update(clamp_logit_bias(request.logit_bias))

@@ -10,7 +10,8 @@ raw_* are the model's logits (after structured-output masks, which vLLM applies 
 any logits processor; processed_* are the scores a row is drawn from: after the processors and penalties and, for
 a row that samples, temperature, top-k, top-p and min_p (cut tokens at -inf); a greedy row's after its
 processors only, as vLLM resets a greedy request's temperature and cuts. *_logprobs: their log-softmax; *_logits:
-the values themselves (ranks and the top-k order are the same either way).
+the values themselves (ranks and the top-k order are the same either way). A row with logprob_token_ids (vLLM's)
+gets those ids' values in place of its top-k.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class SamplingBatch:
     logprob_rows: list[int] = field(default_factory=list)  # rows that asked for logprobs
     logprob_index: torch.Tensor | None = None
     top: int = 0
+    named: torch.Tensor | None = None  # [logprob rows, widest] the ids rows named (logprob_token_ids), 0-padded
 
 
 class Drawn:
@@ -101,9 +103,14 @@ class Drawn:
         tokens, *parts = self._host
         logprobs: list[RowLogprobs | None] = [None] * len(self.batch.seqs)
         if parts:
-            for row, item in zip(self.batch.logprob_rows, logprob_rows(*parts)):
-                k = self.batch.seqs[row].config.logprobs
-                logprobs[row] = RowLogprobs(item.logprob, item.rank, item.top_ids[:k], item.top_logprobs[:k])
+            named_values = parts.pop().tolist() if self.batch.named is not None else []
+            for i, (row, item) in enumerate(zip(self.batch.logprob_rows, logprob_rows(*parts))):
+                config = self.batch.seqs[row].config
+                ids, k = list(config.logprob_token_ids), config.logprobs
+                if ids:  # named_values[i] is padded to the widest row's
+                    logprobs[row] = RowLogprobs(item.logprob, item.rank, ids, named_values[i][: len(ids)])
+                else:
+                    logprobs[row] = RowLogprobs(item.logprob, item.rank, item.top_ids[:k], item.top_logprobs[:k])
         return tokens.tolist(), logprobs
 
 
@@ -142,7 +149,11 @@ class Sampler:
         wanted = [row for row, c in enumerate(configs) if c.logprobs is not None]
         if wanted:
             batch.logprob_rows, batch.logprob_index = wanted, self._tensor(wanted, torch.int64)
-            batch.top = max(configs[row].logprobs for row in wanted)
+            batch.top = max((configs[row].logprobs for row in wanted if not configs[row].logprob_token_ids), default=0)
+            named = [configs[row].logprob_token_ids for row in wanted]
+            if any(named):
+                width = max(map(len, named))
+                batch.named = self._tensor([[*ids, *[0] * (width - len(ids))] for ids in named], torch.int64)
         return batch
 
     def _random_rows(self, seqs, steps: int) -> RandomRows:
@@ -184,7 +195,7 @@ class Sampler:
                 values = logits[rows]
             else:
                 values = torch.where(batch.random.greedy[rows, None], logits[rows].float(), scores[rows])
-            parts = logprob_tensors(values, tokens[rows], batch.top, self.as_logits)
+            parts = logprob_tensors(values, tokens[rows], batch.top, self.as_logits, batch.named)
         return Drawn(tokens, parts, batch)
 
     def _tensor(self, values, dtype):
@@ -255,13 +266,17 @@ def banned_ids(bad_words: tuple[tuple[int, ...], ...], output_ids: list[int]) ->
     return banned
 
 
-def logprob_tensors(logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False):
+def logprob_tensors(
+    logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False, named: torch.Tensor | None = None
+):
     """(logprob, rank) of `targets` in each row of `logits` and the `top` most likely (ids, logprobs), on the device
-    (`as_logits`: the logits themselves in place of logprobs)."""
+    (`as_logits`: the logits themselves in place of logprobs); with `named` ids per row, their values last."""
     logp = logits.float() if as_logits else logits.float().log_softmax(dim=-1)
     chosen = logp.gather(1, targets[:, None])[:, 0]
     ranks = (logp > chosen[:, None]).sum(dim=-1) + 1
     top_values, top_ids = logp.topk(top, dim=-1) if top else (logp[:, :0], targets[:, None][:, :0])
+    if named is not None:
+        return chosen, ranks, top_ids, top_values, logp.gather(1, named)
     return chosen, ranks, top_ids, top_values
 
 

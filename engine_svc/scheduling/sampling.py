@@ -30,6 +30,7 @@ class SamplingConfig:
     stop: tuple[str, ...] = ()  # stop strings the engine matches (stop_strings.py)
     stop_keep_special: bool = False  # ... in text decoded with special tokens kept
     logprobs: int | None = None
+    logprob_token_ids: tuple[int, ...] = ()  # each token's alternatives are these ids, in place of the top ones
     prompt_logprobs: int | None = None
     bad_words: tuple[tuple[int, ...], ...] = ()  # token id sequences never to complete
     constraint: Constraint | None = None  # structured outputs: what the output must follow
@@ -89,6 +90,7 @@ def resolve(
         stop=tuple(params.stop),
         stop_keep_special=params.stop_keep_special_tokens,
         logprobs=opt("logprobs", None),
+        logprob_token_ids=tuple(params.logprob_token_ids),
         prompt_logprobs=opt("prompt_logprobs", None),
         bad_words=tuple(tuple(word.token_ids) for word in params.bad_words if word.token_ids),
         constraint=constraint,

@@ -480,14 +480,15 @@ def test_the_request_policy_names_a_malformed_field(field, value):
 
 
 def test_vllms_prompt_logprobs_and_tokens_as_token_ids_in_the_policy():
-    """vLLM's `prompt_logprobs` on a unary completion (refused on chat and streamed, as vLLM refuses a stream), and
+    """vLLM's `prompt_logprobs` on a unary completion or chat (refused streamed, as vLLM refuses a stream), and
     `return_tokens_as_token_ids` on both routes, reach the typed request (TRL's VLLMClient sends both)."""
     ids = {"return_tokens_as_token_ids": True}
     typed = openai_request.completion_request(json.dumps({"prompt": [[1, 2]], "prompt_logprobs": 3, **ids}).encode())
     assert typed.typed.prompt_logprobs == 3 and typed.typed.return_tokens_as_token_ids
-    assert openai_request.chat_request(json.dumps({"messages": COUNT, **ids}).encode()).typed.return_tokens_as_token_ids
+    chat = openai_request.chat_request(json.dumps({"messages": COUNT, "prompt_logprobs": 0, **ids}).encode()).typed
+    assert chat.return_tokens_as_token_ids and chat.HasField("prompt_logprobs") and chat.prompt_logprobs == 0
     for route, body in (
-        (openai_request.chat_request, {"messages": COUNT, "prompt_logprobs": 1}),
+        (openai_request.chat_request, {"messages": COUNT, "prompt_logprobs": 0, "stream": True}),
         (openai_request.completion_request, {"prompt": "a", "prompt_logprobs": 1, "stream": True}),
     ):
         with pytest.raises(ServiceError) as caught:

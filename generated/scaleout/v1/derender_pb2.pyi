@@ -68,7 +68,7 @@ class CheckReasoningResponse(_message.Message):
     def __init__(self, is_reasoning_end: _Optional[bool] = ..., content_token_ids: _Optional[_Iterable[int]] = ..., reasoning_tokens: _Optional[int] = ..., tokens: _Optional[_Union[_common_pb2.ReasoningTokens, _Mapping]] = ...) -> None: ...
 
 class DerenderContext(_message.Message):
-    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids", "reasoning_delivery", "return_token_ids", "return_tokens_as_token_ids", "prompt_logprobs", "stop_regex")
+    __slots__ = ("endpoint", "model", "id", "created", "tokenizer_fingerprint", "tools", "tool_choice", "tool_choice_function", "parallel_tool_calls", "skip_special_tokens", "spaces_between_special_tokens", "stop", "include_stop_str_in_output", "prompt_tail_token_ids", "reasoning_parser", "tool_parser", "reasoning_started", "chat_template_kwargs", "top_logprobs", "echo", "prompt_text", "num_prompt_tokens", "include_usage", "continuous_usage_stats", "prompt_index", "n", "prompt_token_ids", "reasoning_delivery", "return_token_ids", "return_tokens_as_token_ids", "prompt_logprobs", "stop_regex", "logprob_token_ids")
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,7 @@ class DerenderContext(_message.Message):
     RETURN_TOKENS_AS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     STOP_REGEX_FIELD_NUMBER: _ClassVar[int]
+    LOGPROB_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     endpoint: Endpoint
     model: str
     id: str
@@ -133,7 +134,8 @@ class DerenderContext(_message.Message):
     return_tokens_as_token_ids: bool
     prompt_logprobs: int
     stop_regex: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., reasoning_delivery: _Optional[_Union[ReasoningDelivery, str]] = ..., return_token_ids: _Optional[bool] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., stop_regex: _Optional[_Iterable[str]] = ...) -> None: ...
+    logprob_token_ids: bool
+    def __init__(self, endpoint: _Optional[_Union[Endpoint, str]] = ..., model: _Optional[str] = ..., id: _Optional[str] = ..., created: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_choice_function: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ..., include_stop_str_in_output: _Optional[bool] = ..., prompt_tail_token_ids: _Optional[_Iterable[int]] = ..., reasoning_parser: _Optional[str] = ..., tool_parser: _Optional[str] = ..., reasoning_started: _Optional[bool] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., prompt_text: _Optional[str] = ..., num_prompt_tokens: _Optional[int] = ..., include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., prompt_index: _Optional[int] = ..., n: _Optional[int] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., reasoning_delivery: _Optional[_Union[ReasoningDelivery, str]] = ..., return_token_ids: _Optional[bool] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., stop_regex: _Optional[_Iterable[str]] = ..., logprob_token_ids: _Optional[bool] = ...) -> None: ...
 
 class DerenderChatRequest(_message.Message):
     __slots__ = ("context", "results")
@@ -198,7 +200,7 @@ class DerenderChunkResponse(_message.Message):
     def __init__(self, chat: _Optional[_Union[ChatCompletionChunk, _Mapping]] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., stop_generation: _Optional[bool] = ..., state: _Optional[bytes] = ...) -> None: ...
 
 class ChatCompletion(_message.Message):
-    __slots__ = ("id", "object", "created", "model", "choices", "usage", "prompt_token_ids")
+    __slots__ = ("id", "object", "created", "model", "choices", "usage", "prompt_token_ids", "prompt_logprobs")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +208,7 @@ class ChatCompletion(_message.Message):
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -213,7 +216,8 @@ class ChatCompletion(_message.Message):
     choices: _containers.RepeatedCompositeFieldContainer[ChatChoice]
     usage: _common_pb2.Usage
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[PromptPositionLogprobs]
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[PromptPositionLogprobs, _Mapping]]] = ...) -> None: ...
 
 class ChatChoice(_message.Message):
     __slots__ = ("index", "message", "logprobs", "finish_reason", "stop_token_id", "stop_str", "token_ids", "end_token_id")
