@@ -210,9 +210,6 @@ class Renderer:
         check_length(ids, self.max_prompt_tokens, "messages")
         params = sampling_rules.resolve(request, len(ids), self.model_limits, chat=True, prompt_field="messages")
         structured.apply(params, job.constraint, request, self.model.tokenizer, self.reasoning, text)
-        if request.echo and not request.stream and not params.HasField("prompt_logprobs"):
-            # vLLM: an echo scores the prompt as the output (top_logprobs alternatives) and shows it unary
-            params.prompt_logprobs = params.logprobs if params.HasField("logprobs") else 0
         identity = self.identity(id_prefix, request.request_id)
         n = request.n if request.HasField("n") else 1
         # echo: the last message's text, when the answer continues it (vLLM: its role is the answer's role)
