@@ -6,12 +6,14 @@ NOT_SERVING while loading and draining; scaleout_common.health), reflection v1 a
 size limits, typed errors, mTLS when --tls-dir is set (scaleout_common.tls, rotated live), and SIGTERM/SIGINT drain:
 readiness turns NOT_SERVING at once, calls are still served for --drain-delay-s (long enough for the gateway's
 health checks to take the replica out of rotation, so nothing is sent to a closing port), then new calls are
-refused (UNAVAILABLE DRAINING, which the gateway retries elsewhere) and in-flight ones get --drain-grace-s.
+refused (UNAVAILABLE DRAINING, which the gateway retries elsewhere) and in-flight ones get --drain-grace-s. A second
+SIGTERM/SIGINT ends the delay at once (nothing is left to take the replica out: the gateway has stopped too).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import logging
@@ -160,11 +162,16 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
         if hook is not None:
             hook(port)
 
+    hurry = asyncio.Event()
     if stop is None:
-        stop = asyncio.Event()
+        stop = stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def signalled() -> None:
+            (hurry if stopping.is_set() else stopping).set()  # a second signal ends the drain delay, not the grace
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, signalled)
 
     load = asyncio.create_task(service.load())
     done, _ = await asyncio.wait([load, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
@@ -185,7 +192,8 @@ async def serve(service: Service, args, stop: asyncio.Event | None = None, liste
     log.info(
         "draining: serving %.1fs more while the gateway sees NOT_SERVING, then grace %.0fs", delay, args.drain_grace_s
     )
-    await asyncio.sleep(delay)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(hurry.wait(), delay)
     state.draining = True
     load.cancel()
     await service.drain()

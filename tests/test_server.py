@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
+import time
 
 import grpc
 import pytest
@@ -102,3 +106,37 @@ def test_flags_take_environment_defaults(monkeypatch):
     args = server_parser("toy", 1, "toy").parse_args([])
     assert args.max_message_mb == 7 and args.trust_remote_code is True
     assert server_parser("toy", 1, "toy").parse_args(["--max-message-mb", "9"]).max_message_mb == 9
+
+
+# `run` on the toy in a process of its own: signals reach it as they reach a service.
+RUN_TOY = (
+    "import sys; from tests.test_server import Toy; from scaleout_common.config import server_parser; "
+    "from scaleout_common.server import run; toy = Toy(); toy.may_finish_loading.set(); "
+    "run(toy, server_parser('toy', 0, 'toy').parse_args(sys.argv[1:]))"
+)
+
+
+def test_a_second_signal_ends_the_drain_delay():
+    flags = ["--port", "0", "--metrics-port", "-1", "--drain-delay-s", "60", "--drain-grace-s", "5"]
+    process = subprocess.Popen([sys.executable, "-c", RUN_TOY, *flags], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        target = next(line.split()[-1] for line in process.stdout if line.startswith("LISTENING"))
+        with grpc.insecure_channel(target) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+
+            def status():
+                return health.Check(health_pb2.HealthCheckRequest(), timeout=5).status  # pyright: ignore[reportAttributeAccessIssue]
+
+            while status() != health_pb2.HealthCheckResponse.SERVING:
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            while status() == health_pb2.HealthCheckResponse.SERVING:
+                time.sleep(0.05)
+            time.sleep(0.5)
+            assert process.poll() is None, "one signal: the drain delay holds"
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(15) == 0, "a second signal ends the delay"
+    finally:
+        process.kill()
+        process.wait()
