@@ -66,6 +66,7 @@ SAMPLING = {
     "skip_special_tokens": "mapped",  # -> stop_keep_special_tokens: the text stop strings are matched in
     "logit_bias": "mapped",
     "allowed_token_ids": "mapped",
+    "logprob_token_ids": "mapped",  # each token's alternatives; logprobs, if set, must count them (vLLM's rule)
     "structured_outputs": "mapped",
     "bad_words": "mapped",
     "thinking_token_budget": "mapped",
@@ -80,7 +81,6 @@ SAMPLING = {
     "watermarking": (REFUSE, None, "watermarking is not served"),
     "prompt_logprob_token_ids": (REFUSE, None, "scores of chosen prompt tokens are not served"),
     "prompt_logprob_start": (REFUSE, None, "prompt logprobs start at the second token"),
-    "logprob_token_ids": (REFUSE, None, "logprobs of chosen tokens are not served"),
     "extra_args": (REFUSE, (None, {}), "no engine plug-in reads extra_args"),  # {}: vLLM's Responses render
     "repetition_detection": (REFUSE, None, "repetition detection is not served"),
     "routed_experts_prompt_start": (REFUSE, 0, "expert routing is not returned"),
@@ -212,6 +212,7 @@ def _sampling(params: dict, base: engine_pb2.GenerateRequest, request, asks: dic
     out.stop.extend(stop)
     out.stop_token_ids.extend(token_ids(params.get("stop_token_ids") or [], "sampling_params.stop_token_ids"))
     out.allowed_token_ids.extend(token_ids(params.get("allowed_token_ids") or [], "sampling_params.allowed_token_ids"))
+    _named(params, out)
     out.ignore_eos = _flag(params, "ignore_eos", False, "sampling_params.")
     out.stop_keep_special_tokens = not _flag(params, "skip_special_tokens", True, "sampling_params.")
     for key, bias in typed(params.get("logit_bias") or {}, dict, "sampling_params.logit_bias").items():
@@ -230,6 +231,22 @@ def _sampling(params: dict, base: engine_pb2.GenerateRequest, request, asks: dic
         field = "sampling_params.spaces_between_special_tokens"
         raise fail(Reason.UNSUPPORTED_FIELD, f"{field} false is not supported with stop strings", field)
     _from_render(params, base, out, asks)
+
+
+def _named(params: dict, out: common_pb2.SamplingParams) -> None:
+    """vLLM's logprob_token_ids: logprobs of these ids at each token; `logprobs`, when set, must be their count."""
+    field = "sampling_params.logprob_token_ids"
+    named = token_ids(params.get("logprob_token_ids") or [], field)
+    if not named:
+        return
+    if out.HasField("logprobs") and out.logprobs != len(named):
+        raise fail(
+            Reason.INVALID_SAMPLING_PARAM,
+            f"logprobs must equal len(logprob_token_ids) when both are set ({out.logprobs} != {len(named)})",
+            field,
+        )
+    out.logprob_token_ids.extend(dict.fromkeys(named))
+    out.logprobs = 0  # set: our engine gives the named ids in place of any top-k
 
 
 def _from_render(params: dict, base: engine_pb2.GenerateRequest, out, asks: dict) -> None:

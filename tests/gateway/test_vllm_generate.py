@@ -80,6 +80,17 @@ def test_unary_is_vllms_generate_response(stack):
     assert choice.weight_versions[0].start == 0 and choice.weight_versions[-1].end == 6
 
 
+def test_logprob_token_ids_are_each_tokens_alternatives(stack):
+    """vLLM's logprob_token_ids: the sampled token, then the named ids (a repeated one once), in place of the top."""
+    sampling = {"temperature": 0, "max_tokens": 2, "logprob_token_ids": [5000, 100, 5000], "allowed_token_ids": [42]}
+    answer = generate(stack, {"token_ids": PROMPT, "sampling_params": sampling})
+    assert answer.status_code == 200, answer.text
+    choice = UNARY.validate_python(answer.json()).choices[0]
+    for content in choice.logprobs.content:
+        assert content.token_id == 42 and [t.token_id for t in content.top_logprobs] == [42, 5000, 100]
+        assert all(-9999.0 <= t.logprob <= 0 for t in content.top_logprobs)
+
+
 def test_stop_token_and_n(stack):
     first = generate(stack, {"token_ids": PROMPT, "sampling_params": {"temperature": 0, "max_tokens": 4}}).json()
     stop = first["choices"][0]["token_ids"][1]
@@ -162,7 +173,7 @@ def test_structured_outputs_from_the_first_token(stack):
         ({"ec_transfer_params": {"a": 1}}, "ec_transfer_params", 400),
         ({"sampling_params": {"thinking_token_budget": 5}}, "sampling_params.thinking_token_budget", 400),
         ({"sampling_params": {"structured_outputs": {"json": "{"}}}, "sampling_params.structured_outputs.json", 400),
-        ({"sampling_params": {"logprob_token_ids": [5]}}, "sampling_params.logprob_token_ids", 400),
+        ({"sampling_params": {"logprobs": 2, "logprob_token_ids": [5]}}, "sampling_params.logprob_token_ids", 400),
         ({"sampling_params": {"temperature": -1}}, "sampling_params.temperature", 400),
         ({"sampling_params": {"n": 0}}, "sampling_params.n", 400),
         ({"model": "gpt-9"}, "model", 404),
