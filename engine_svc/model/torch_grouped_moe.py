@@ -7,8 +7,8 @@ the token rows gathered once, gate_up and down run as one grouped GEMM each with
 product scaled by its routing weight and put back in assignment order, and a token's k products summed: the
 rounding of the Triton path (each weighted product in the activations' dtype before the sum), deterministic.
 
-`GroupedMmChooser` times both paths once per (shape, token bucket) on the GPU, outside any graph capture, and
-keeps the faster; bf16 experts without biases only (fp8, MXFP4 and gpt-oss's biased experts stay on Triton).
+`GroupedMmChooser` runs both paths once per (shape, token bucket) on the GPU, outside any graph capture, and
+keeps the faster where their outputs agree; bf16 experts without biases only (fp8, MXFP4 and gpt-oss's biased experts stay on Triton).
 """
 # pyright: reportArgumentType=false
 # (triton.testing's stubs type do_bench_cudagraph's result as a float, a list or None; it is a float here.)
@@ -75,9 +75,19 @@ class GroupedMmChooser:
         ids = torch.rand(bucket, gate_up.shape[0], device=x.device).topk(top_k, dim=1).indices
         weights = torch.full((bucket, top_k), 1.0 / top_k, device=x.device, dtype=x.dtype)
         try:
+            agree = torch.allclose(
+                grouped_mm_experts(sample, gate_up, down, weights, ids, gating),
+                triton_path(sample, weights, ids),
+                atol=5e-2,
+                rtol=5e-2,
+            )
             grouped = float(do_bench_cudagraph(lambda: grouped_mm_experts(sample, gate_up, down, weights, ids, gating)))
         except RuntimeError as error:  # a build without the CUDA kernel, or a layout it refuses
             log.info("torch grouped GEMM unavailable for %s: %s", key, error)
+            cls.faster[key] = False
+            return False
+        if not agree:  # never a faster wrong answer
+            log.warning("torch grouped GEMM disagrees with the Triton path for %s: not used", key)
             cls.faster[key] = False
             return False
         tiled = float(do_bench_cudagraph(lambda: triton_path(sample, weights, ids)))
