@@ -36,3 +36,19 @@ def test_only_plain_bf16_experts_on_the_gpu_take_it():
     assert not serves(x, w, None, torch.zeros(2, 8), torch.zeros(2, 8))  # gpt-oss's biases
     assert not serves(x.float(), w.float(), None, None, None)
     assert not GroupedMmChooser.wins(x, w, w, 2, Gating(), None)  # CPU rows: the chooser never switches
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the chooser times on CUDA")
+def test_the_served_path_for_many_tokens_equals_the_reference_whichever_is_chosen():
+    from engine_svc.model.triton_moe import fused_experts
+
+    torch.manual_seed(0)
+    tokens, experts, hidden, inner, top_k = 256, 32, 256, 128, 4
+    x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+    gate_up = (torch.randn(experts, 2 * inner, hidden, device="cuda") / hidden**0.5).to(torch.bfloat16)
+    down = (torch.randn(experts, hidden, inner, device="cuda") / inner**0.5).to(torch.bfloat16)
+    ids = torch.rand(tokens, experts, device="cuda").topk(top_k, dim=1).indices
+    weights = torch.softmax(torch.randn(tokens, top_k, device="cuda"), dim=1).to(torch.bfloat16)
+    got = fused_experts(x, gate_up, down, weights, ids, Gating())  # the chooser times both paths here
+    assert len(GroupedMmChooser.faster) == 1
+    torch.testing.assert_close(got, grouped_experts(x, gate_up, down, weights, ids, Gating()), atol=3e-2, rtol=3e-2)
