@@ -73,6 +73,7 @@ FIELDS: dict[str, Field] = {
     "logprobs": Field(OURS, note="chat: a switch (with top_logprobs); completions: the count"),
     "top_logprobs": Field(OURS, CHAT),
     "prompt_logprobs": Field(OURS),
+    "logprob_token_ids": Field(OURS),
     "logit_bias": Field(OURS, note="clamped to [-100, 100], as vLLM clamps it"),
     "allowed_token_ids": Field(OURS),
     "bad_words": Field(OURS),
@@ -111,7 +112,6 @@ FIELDS: dict[str, Field] = {
     "media_io_kwargs": Field(NO_OP, CHAT, values=({},), note=TEXT_ONLY),
     "mm_processor_kwargs": Field(NO_OP, CHAT, values=({},), note=TEXT_ONLY),
     "ec_transfer_params": Field(NO_OP, values=({},), note="a text-only model has no encoder cache to transfer"),
-    "logprob_token_ids": Field(NO_OP, values=([],), note="logprobs of chosen token ids are not supported"),
     "vllm_xargs": Field(NO_OP, values=({},), note="there are no custom extensions to pass them to"),
     "repetition_detection": Field(REFUSED, note="repetition detection is not supported"),
 }

@@ -6,8 +6,8 @@ What vLLM prints, field by field (its order):
   object), but top_p and min_p not under greedy sampling (temperature < 1e-5 resets them to the defaults
   themselves); a temperature in (0, 0.01) becomes 0.01;
 - n, top_k, max_tokens, min_tokens only where they differ from 1, 0, 16, 0; seed, logprobs, prompt_logprobs,
-  stream_interval, thinking_token_budget, logit_bias, allowed_token_ids where set (echo: prompt_logprobs is the
-  output's count, chat's top_logprobs even when 0);
+  stream_interval, thinking_token_budget, logit_bias, allowed_token_ids, logprob_token_ids where set (echo:
+  prompt_logprobs is the output's count, chat's top_logprobs even when 0; logprob_token_ids leave logprobs out);
 - stop, stop_token_ids (deduplicated), bad_words (deduplicated) always, as lists;
 - skip_special_tokens false where asked, or where the tool parser keeps them (tools and a tool_choice other than
   "none", as vLLM's hermes parser adjusts the request); spaces_between_special_tokens false where asked;
@@ -81,13 +81,16 @@ def sampling_params(
     if body.get("min_tokens", 0) != 0:
         out["min_tokens"] = body["min_tokens"]
     logprobs = (body.get("top_logprobs", 0) if body.get("logprobs") else None) if chat else body.get("logprobs")
-    if logprobs is not None:
+    named = body.get("logprob_token_ids") or None
+    if logprobs is not None and not named:  # the named ids replace the count
         out["logprobs"] = logprobs
     prompt_logprobs = body.get("prompt_logprobs")
     if prompt_logprobs is None and body.get("echo"):
         prompt_logprobs = body.get("top_logprobs", 0) if chat else logprobs
     if prompt_logprobs is not None:
         out["prompt_logprobs"] = prompt_logprobs
+    if named:
+        out["logprob_token_ids"] = named
     tools_kept = tool_parser and chat and body.get("tools") and body.get("tool_choice", "auto") != "none"
     if body.get("skip_special_tokens") is False or tools_kept:
         out["skip_special_tokens"] = False
