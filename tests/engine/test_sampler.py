@@ -55,3 +55,23 @@ def test_no_token_wins_a_draw_on_its_noise_alone():
     assert draw(logit_bias={target: 100.0}) == target
     assert draw(logit_bias={target: 100.0, hit: -100.0}) == target
     assert draw(allowed_token_ids=[target, target + 1]) in (target, target + 1)  # -inf stays -inf
+
+
+def test_named_logprob_ids_replace_a_rows_top_k_beside_a_row_that_keeps_it():
+    """vLLM's logprob_token_ids: a row's alternatives are its named ids' logprobs, in their order, while a batch
+    mate's stay its top-k (one log-softmax, the named ids gathered beside the top-k)."""
+    logits = torch.randn(3, 64)
+    seqs = [
+        Sequence("named", 0, [1, 2], SamplingConfig(temperature=0, logprobs=0, logprob_token_ids=(9, 3, 40))),
+        Sequence("top", 0, [1, 2], SamplingConfig(temperature=0, logprobs=2)),
+        Sequence("wide", 0, [1, 2], SamplingConfig(temperature=0, logprobs=0, logprob_token_ids=(7,))),
+    ]
+    tokens, rows = Sampler(64, torch.device("cpu")).sample(logits.clone(), seqs)
+    logp = logits.log_softmax(-1)
+    assert tokens == logits.argmax(-1).tolist()
+    named, top, wide = rows
+    assert named is not None and top is not None and wide is not None
+    assert named.top_ids == [9, 3, 40] and torch.allclose(torch.tensor(named.top_logprobs), logp[0, [9, 3, 40]])
+    assert top.top_ids == logp[1].topk(2).indices.tolist()
+    assert wide.top_ids == [7] and torch.allclose(torch.tensor(wide.top_logprobs), logp[2, [7]])
+    assert named.rank == 1 and abs(named.logprob - logp[0].max().item()) < 1e-5
