@@ -81,7 +81,7 @@ def test_parallel_calls_under_auto_open_none_the_tokens_left_cannot_hold(client,
     no call is cut."""
 
     def call(seed: int):
-        return lambda: client.chat.completions.create(
+        return lambda: client.with_options(timeout=600).chat.completions.create(  # (sampled side by side: slow CPUs)
             model=model_id, messages=WEATHER_TWO_CITIES, tools=STRICT_WEATHER, max_tokens=48, seed=seed
         )
 
