@@ -26,7 +26,7 @@ def _rss_mib(pid: int) -> float:
 
 def test_a_body_over_the_limit_is_a_413_with_a_reason(stack):
     body = b'{"messages":[{"role":"user","content":"' + b"a" * (Limits().max_body_bytes + 1024) + b'"}]}'
-    answer = post(stack, "/v1/chat/completions/render", body)
+    answer = post(stack, "/v1/chat/completions", body)  # OpenAI's error shape (the render routes answer vLLM's)
     assert answer.status_code == 413, answer.text[:300]
     error = answer.json()["error"]
     assert error["code"] == "REQUEST_BODY_TOO_LARGE" and error["type"] == "invalid_request_error"
@@ -43,7 +43,7 @@ def test_a_chunked_body_over_the_limit_is_a_413_too(stack):
         yield b'"}]}'
 
     answer = requests.post(
-        stack.rest_url + "/v1/chat/completions/render", data=body(), headers={"content-type": "application/json"}
+        stack.rest_url + "/v1/chat/completions", data=body(), headers={"content-type": "application/json"}
     )
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "REQUEST_BODY_TOO_LARGE"
 

@@ -77,7 +77,9 @@ def test_generate_route_hands_off_in_vllms_shape(stacks):
     again = requests.post(
         decode.rest_url + "/inference/v1/generate", json=body | {"kv_transfer_params": params}, timeout=120
     )
-    assert again.status_code == 404 and again.json()["error"]["code"] == "KV_HANDOFF_EXPIRED"
+    error = again.json()["error"]  # vLLM's ErrorResponse on vLLM's route: the reason in the status details
+    assert again.status_code == error["code"] == 404, again.text
+    assert [d.get("reason") for d in error["details"]] == ["KV_HANDOFF_EXPIRED"], again.text
 
 
 @pytest.mark.parametrize(
