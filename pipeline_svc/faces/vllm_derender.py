@@ -97,6 +97,13 @@ def engine_choice(out: engine_pb2.GenerateChoice, choice: dict, path: str, whole
         out.logprobs.top.add(token_ids=[t["token_id"] for t in top], logprobs=[t["logprob"] for t in top])
 
 
+def render_request(body: dict, field: str, purpose: str) -> dict:
+    """body[field], the request render rebuilds the derender context from: required, an object."""
+    if body.get(field) is None:
+        raise fail(Reason.UNSUPPORTED_FIELD, f"{field} is required (render's context for {purpose})", field)
+    return typed(body[field], dict, field)
+
+
 def seed(context: derender_pb2.DerenderContext, prompt_ids, field: str) -> None:
     if prompt_ids is not None:
         ids = token_ids(prompt_ids, field)
@@ -130,10 +137,7 @@ class VllmDerender:
 
     async def chat(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, CHAT)
-        if body.get("chat_request") is None:
-            raise fail(
-                Reason.UNSUPPORTED_FIELD, "chat_request is required (render's context for the parsers)", "chat_request"
-            )
+        render_request(body, "chat_request", "the parsers")
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         result = engine_result(body.get("generate_response"), "generate_response")
         (derender_context,) = await rendered_contexts(
@@ -157,9 +161,7 @@ class VllmDerender:
 
     async def completion(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, COMPLETION)
-        if body.get("completion_request") is None:
-            field = "completion_request"
-            raise fail(Reason.UNSUPPORTED_FIELD, f"{field} is required (render's context for each prompt)", field)
+        render_request(body, "completion_request", "each prompt")
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         answers = typed(body.get("generate_responses"), list, "generate_responses")
         results = [engine_result(a, f"generate_responses[{i}]") for i, a in enumerate(answers)]

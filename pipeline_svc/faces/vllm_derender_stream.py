@@ -38,7 +38,7 @@ import grpc
 from google.api import httpbody_pb2
 
 from pipeline_svc.faces.rl_json import only, strings, typed
-from pipeline_svc.faces.vllm_derender import engine_choice, rendered_contexts, seed
+from pipeline_svc.faces.vllm_derender import engine_choice, render_request, rendered_contexts, seed
 from pipeline_svc.faces.vllm_generate_output import usage
 from pipeline_svc.faces.vllm_generate_request import token_ids
 from pipeline_svc.hops import Hops
@@ -156,10 +156,7 @@ class VllmDerenderStream:
 
     async def chat(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, CHAT)
-        if body.get("chat_request") is None:
-            why = "chat_request is required (render's context for the parsers)"
-            raise fail(Reason.UNSUPPORTED_FIELD, why, "chat_request")
-        request = typed(body["chat_request"], dict, "chat_request")
+        request = render_request(body, "chat_request", "the parsers")
         chunk, choice, state, model = await self._read(body, context)
         contexts = await rendered_contexts(self.hops, "RenderChatVllm", request, "chat_request", context)
         derendered = await self._derender(contexts[0], body, chunk, choice, state, context)
@@ -196,10 +193,7 @@ class VllmDerenderStream:
 
     async def completion(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, COMPLETION)
-        if body.get("completion_request") is None:
-            why = "completion_request is required (render's context for the prompt)"
-            raise fail(Reason.UNSUPPORTED_FIELD, why, "completion_request")
-        request = typed(body["completion_request"], dict, "completion_request")
+        request = render_request(body, "completion_request", "the prompt")
         if request.get("echo"):
             why = "completion_request.echo is not served per chunk: use the unary derender or /v1/completions"
             raise fail(Reason.UNSUPPORTED_FIELD, why, "completion_request.echo")
