@@ -11,8 +11,6 @@ import gc
 import psutil
 import pytest
 
-from devstack.stack import Stack, StackConfig
-
 # Files (or folders) whose tests start the stack behind Envoy or generate with a model; the engine's are
 # measured in tens of seconds each on two cores.
 SLOW_PATHS = (
@@ -55,6 +53,8 @@ def stack(tmp_path_factory):
     """The whole stack for tests/clients and tests/gateway: real render, engine, derender and chat processes on the
     default model, real Envoy; render serves vLLM's opt-in `/tokenizer_info` (test_vllm_routes); logprobs up to 100
     alternatives (TRL's get_sequence_logprobs default, tests/clients/test_trl_client.py)."""
+    from devstack.stack import Stack, StackConfig  # here: the GPU machine's kernel tests run without grpc_tools
+
     config = StackConfig(
         port=0,
         log_dir=tmp_path_factory.mktemp("stack-logs"),
