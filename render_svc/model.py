@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,6 @@ from scaleout_common.sampling_rules import GENERATION_CONFIG_KEYS
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-log = logging.getLogger(__name__)
 
 # config.json keys that bound the context, in vLLM's order of preference.
 _LENGTH_KEYS = (
@@ -76,10 +74,11 @@ def load_model(
     folder = resolve_model(model)
     tokenizer = load_tokenizer(folder, trust_remote_code, chat_template)
     length = context_length(_read_json(folder / "config.json"), tokenizer)
-    if max_model_len:
-        if max_model_len > length:
-            log.warning("--max-model-len %d exceeds the model's %d", max_model_len, length)
-        length = max_model_len
+    if max_model_len and max_model_len > length:  # as vLLM and the engine refuse it: positions never trained
+        raise ValueError(
+            f"--max-model-len {max_model_len} is longer than the model's context ({length}): pass at most that"
+        )
+    length = max_model_len or length
     tokens = Tokens(tokenizer)
     return Model(
         folder=folder,

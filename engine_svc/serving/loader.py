@@ -106,6 +106,32 @@ def _eos_ids(model) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids)
 
 
+def _max_model_len(flag: int, model_len: int) -> int:
+    """--max-model-len (0: the model's own, max_position_embeddings); longer than the model's is refused, as vLLM
+    refuses it: positions past it were never trained (RoPE) or have no embedding at all."""
+    if flag > model_len:
+        raise ValueError(
+            f"--max-model-len {flag} is longer than the model's context ({model_len}, max_position_embeddings "
+            "in its config.json): pass at most that"
+        )
+    return flag or model_len
+
+
+def _fit_to_cache(max_model_len: int, asked: bool, capacity: int) -> int:
+    """The context the KV cache can hold one sequence of (`capacity` tokens): a --max-model-len it cannot hold is
+    refused (as vLLM refuses it); the model's own length is lowered to it, loudly (a render service in front needs
+    the same --max-model-len, or requests that leave max_tokens to it are refused on sampling_params.max_tokens)."""
+    if max_model_len <= capacity:
+        return max_model_len
+    if asked:
+        raise ValueError(
+            f"--max-model-len {max_model_len}: the KV cache holds {capacity} tokens of one sequence; pass at most "
+            "that, or give the cache more blocks (--num-kv-blocks, --kv-cache-memory-fraction)"
+        )
+    log.warning("max_model_len %d -> %d: what the KV cache holds of one sequence", max_model_len, capacity)
+    return capacity
+
+
 def _num_blocks(
     args, config, device, dtype, max_model_len: int, step_bytes: int, draft_bytes: int = 0, groups=None
 ) -> tuple[int, int]:
@@ -151,7 +177,7 @@ def build_engine(
     device = next(hf_model.parameters()).device
     dtype = next(hf_model.parameters()).dtype
     head_dtype = apply_head_dtype(hf_model, args.head_dtype)
-    max_model_len = min(args.max_model_len or config.max_position_embeddings, config.max_position_embeddings)
+    max_model_len = _max_model_len(args.max_model_len, config.max_position_embeddings)
     backend = args.backend
     if backend == "auto":
         backend = "transformers" if fast_path_problem(config) else "paged"
@@ -210,7 +236,7 @@ def build_engine(
     if isinstance(draft, ModelRunner):
         draft.allocate_kv(num_blocks)
         draft.warm_up()
-    max_model_len = min(max_model_len, (num_blocks - 1) * args.block_size)
+    max_model_len = _fit_to_cache(max_model_len, bool(args.max_model_len), (num_blocks - 1) * args.block_size)
     caching = runner.kv_in_pool_blocks and not args.no_prefix_caching
     pool = (
         WindowedBlockPool(num_blocks, args.block_size, runner.window_group, window_blocks, caching=caching)
@@ -267,6 +293,7 @@ def build_engine(
         stop_strings=stop_strings is not None,
         max_grammar_bytes=args.max_grammar_bytes,
         grammar_timeout_s=args.grammar_compile_timeout_s,
+        max_message_bytes=args.max_message_mb << 20,
     )
     log.info(
         "engine: %s backend=%s device=%s dtype=%s quantization=%s kv_cache_dtype=%s kv_blocks=%d x %d "

@@ -66,3 +66,21 @@ def test_an_engine_that_owns_its_model_drops_the_unfused_layers_and_computes_the
         seq.block_ids = [1]
         logits.append(cast(ModelRunner, loaded.engine.runner).execute([Chunk(seq, 0, 6)]))
     torch.testing.assert_close(logits[0], logits[1], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (("--max-model-len", "513"), "longer than the model's context (512"),  # tiny_llama's max_position_embeddings
+        (("--max-model-len", "64", "--num-kv-blocks", "8", "--block-size", "4"), "holds 28 tokens of one sequence"),
+    ],
+)
+def test_a_max_model_len_the_engine_cannot_serve_is_refused_at_start(flags, refusal):
+    with pytest.raises(ValueError, match=r"--max-model-len") as refused:
+        build_engine(tiny_llama(), make_parser().parse_args(list(flags)), model_name="tiny")
+    assert refusal in str(refused.value)
+
+
+def test_the_models_own_length_is_lowered_to_what_the_cache_holds():
+    flags = ["--num-kv-blocks", "8", "--block-size", "4"]
+    assert build_engine(tiny_llama(), make_parser().parse_args(flags), model_name="tiny").engine.max_model_len == 28

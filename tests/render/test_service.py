@@ -195,6 +195,12 @@ async def test_generation_config_defaults_through_the_server(tuned_model):
     assert (explicit.temperature, explicit.top_k, explicit.max_tokens) == (0.0, 0, 100)
 
 
+def test_a_max_model_len_longer_than_the_models_is_refused_at_start():
+    with pytest.raises(ValueError, match=r"--max-model-len 8193 is longer than the model's context \(8192\)"):
+        load_model(None, max_model_len=8193)  # the default model's max_position_embeddings: 8192
+    assert load_model(None, max_model_len=512).max_model_len == 512
+
+
 def test_model_without_chat_template(tuned_model):
     renderer = Renderer(load_model(str(tuned_model)))
     with pytest.raises(ServiceError) as caught:
