@@ -30,6 +30,7 @@ from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
+from scaleout_common.prompt_logprob_rules import check_answer_made
 from scaleout_common.telemetry.call_summary import observe_request, observe_response
 
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
@@ -54,6 +55,12 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             options.include_usage = options.continuous_usage_stats = True
         return parsed
 
+    def _made(self, answer: httpbody_pb2.HttpBody, parsed: openai_request.OpenAIRequest) -> httpbody_pb2.HttpBody:
+        """A unary answer, unless its prompt logprobs made it too large to send (prompt_logprob_rules.py)."""
+        top = parsed.typed.prompt_logprobs if parsed.typed.HasField("prompt_logprobs") else None
+        check_answer_made(len(answer.data), self.hops.max_message_bytes, top, "prompt_logprobs")
+        return answer
+
     async def ChatCompletions(self, request, context):
         async for event in named(self._chat(request, context), request.data, OPENAI_CHAT):
             yield event
@@ -66,7 +73,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         parsed = self._forced(openai_request.chat_request(request.data, self.defaults))
         ids = parsed.typed.return_token_ids
         if not parsed.stream:
-            yield json_body(await self.chat_completion(parsed, context))
+            yield self._made(json_body(await self.chat_completion(parsed, context)), parsed)
             return
         _observe_request(parsed)
         try:
@@ -111,7 +118,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                 )
                 observe_response(completion)
                 handoff = openai_response.kv_transfer_params(r for prompt in results for r in prompt)
-                yield json_body(openai_response.completion(completion, streamed=False, token_ids=ids) | handoff)
+                answer = openai_response.completion(completion, streamed=False, token_ids=ids) | handoff
+                yield self._made(json_body(answer), parsed)
                 return
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None

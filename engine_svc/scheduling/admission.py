@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from engine_svc.scheduling.sampling import SamplingConfig, resolve
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.structured import spec
-from scaleout_common import sampling_rules, structured_output_rules
+from scaleout_common import prompt_logprob_rules, sampling_rules, structured_output_rules
 from scaleout_common.reasons import Reason, fail
 
 
@@ -30,6 +30,7 @@ class EngineLimits:
     stop_strings: bool = False  # a tokenizer to match stop strings with (stop_strings.py) is loaded
     max_grammar_bytes: int = structured_output_rules.MAX_GRAMMAR_BYTES
     grammar_timeout_s: float = structured_output_rules.COMPILE_TIMEOUT_S
+    max_message_bytes: int = 64 << 20  # --max-message-mb: a request's prompt logprobs must fit one message
 
     @property
     def rules(self) -> sampling_rules.ModelLimits:
@@ -75,6 +76,7 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
             "this engine has no tokenizer, so it cannot match stop strings (serve a model folder that holds one)",
             "sampling_params.stop",
         )
+    prompt_scoring(params, len(prompt), limits)
     constraint, gate = structured(params, limits)
     budget = thinking_budget(params, limits)
     config: SamplingConfig = resolve(
@@ -92,9 +94,21 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
         Sequence(request_id, i, prompt, config, priority=request.priority, cache_salt=request.cache_salt)
         for i in range(n)
     ]
-    seqs[0].want_prompt_logprobs = config.prompt_logprobs is not None and len(prompt) > 1
+    scored = config.prompt_logprobs is not None or bool(config.prompt_logprob_token_ids)
+    seqs[0].want_prompt_logprobs = scored and len(prompt) > 1
     interval = request.stream_interval if request.HasField("stream_interval") else limits.default_stream_interval
     return request_id, seqs, interval
+
+
+def prompt_scoring(params, prompt_len: int, limits: EngineLimits) -> None:
+    """prompt_logprob_token_ids rows that fit the prompt, and prompt logprobs that fit one message."""
+    rows = [list(row.token_ids) for row in params.prompt_logprob_token_ids]
+    prompt_logprob_rules.check_token_id_rows(
+        rows, params.prompt_logprob_start, prompt_len, limits.vocab_size, limits.max_logprobs, "sampling_params."
+    )
+    top = params.prompt_logprobs if params.HasField("prompt_logprobs") else None
+    field = "sampling_params.prompt_logprobs"
+    prompt_logprob_rules.check_answer_fits(prompt_len, top, limits.max_message_bytes, json=False, field=field)
 
 
 def structured(params, limits: EngineLimits) -> tuple[spec.Constraint | None, spec.Gate | None]:

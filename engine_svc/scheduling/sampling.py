@@ -32,6 +32,9 @@ class SamplingConfig:
     logprobs: int | None = None
     logprob_token_ids: tuple[int, ...] = ()  # each token's alternatives are these ids, in place of the top ones
     prompt_logprobs: int | None = None
+    # vLLM's prompt_logprob_token_ids: the ids scored at each prompt row from prompt_logprob_start on
+    prompt_logprob_token_ids: tuple[tuple[int, ...], ...] = ()
+    prompt_logprob_start: int = 0
     bad_words: tuple[tuple[int, ...], ...] = ()  # token id sequences never to complete
     constraint: Constraint | None = None  # structured outputs: what the output must follow
     gate: Gate | None = None  # ... from the token after this reasoning ends (None: from the first token)
@@ -92,6 +95,8 @@ def resolve(
         logprobs=opt("logprobs", None),
         logprob_token_ids=tuple(params.logprob_token_ids),
         prompt_logprobs=opt("prompt_logprobs", None),
+        prompt_logprob_token_ids=tuple(tuple(row.token_ids) for row in params.prompt_logprob_token_ids),
+        prompt_logprob_start=params.prompt_logprob_start,
         bad_words=tuple(tuple(word.token_ids) for word in params.bad_words if word.token_ids),
         constraint=constraint,
         gate=gate,

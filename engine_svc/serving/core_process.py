@@ -263,21 +263,23 @@ def _pack(state: RequestState, out: StepOutput) -> tuple:
         (d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason, d.stop)
         for d in out.deltas
     ]
-    prompt = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
+    rows = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
+    prompt = (rows, out.prompt_token_id_logprobs) if rows or out.prompt_token_id_logprobs else None
     stamps = state.scheduled_at, state.first_token_at, state.last_token_at
     preempted = sum(seq.num_preemptions for seq in state.seqs)
     return state.request_id, deltas, prompt, out.cached_tokens, state.done, stamps, out.weight_version, preempted
 
 
-def _unpack_output(
-    deltas: list[tuple], prompt: list[tuple] | None, cached_tokens: int | None, version: str
-) -> StepOutput:
+def _unpack_output(deltas: list[tuple], prompt: tuple | None, cached_tokens: int | None, version: str) -> StepOutput:
+    """`prompt`: (prompt logprob rows or None, prompt token id logprobs or None), or None."""
+    rows, named = prompt or (None, None)
     output = StepOutput(
         [
             ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
             for index, tokens, logprobs, reason, stop in deltas
         ],
-        [RowLogprobs(*r) for r in prompt] if prompt else None,
+        [RowLogprobs(*r) for r in rows] if rows else None,
+        named,
         cached_tokens=cached_tokens,
     )
     output.weight_version = version

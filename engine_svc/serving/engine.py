@@ -651,8 +651,9 @@ class Engine(EngineFront):
             out = outputs.get(state) or outputs.setdefault(state, StepOutput())
             if first:  # the request's first token: prompt info goes with it
                 out.cached_tokens = seq.num_cached_tokens or 0
-            if seq.index == 0 and len(seq.output_ids) == 1 and state.prompt_logprobs:
-                out.prompt_logprobs = state.prompt_logprobs
+            if seq.index == 0 and len(seq.output_ids) == 1:
+                out.prompt_logprobs = state.prompt_logprobs or None
+                out.prompt_token_id_logprobs = state.prompt_token_id_logprobs or None
             out.deltas.append(delta)
             if delta.finish_reason:
                 finished.add(seq)
@@ -667,12 +668,39 @@ class Engine(EngineFront):
         wanted = [(c, p) for c in chunks if c.seq.want_prompt_logprobs for p in c.prompt_logprob_positions]
         if not wanted:
             return
-        targets = [c.seq.prompt_ids[p + 1] for c, p in wanted]
-        top = max(c.seq.config.prompt_logprobs or 0 for c, _ in wanted)  # set on every sequence that wants them
+        self._prompt_token_id_logprobs(wanted, logits)
+        topped = [(c, p, row) for row, (c, p) in enumerate(wanted) if c.seq.config.prompt_logprobs is not None]
+        if not topped:
+            return
+        targets = [c.seq.prompt_ids[p + 1] for c, p, _ in topped]
+        top = max(c.seq.config.prompt_logprobs or 0 for c, _, _ in topped)
         # a prompt's tokens are not sampled: raw and processed agree (vLLM's rule); logits or logprobs as the mode says
-        rows = token_logprobs(logits, torch.tensor(targets, device=logits.device), top, self.sampler.as_logits)
-        for (c, _), row in zip(wanted, rows):
+        picked = (
+            logits
+            if len(topped) == len(wanted)
+            else logits[torch.tensor([r for *_, r in topped], device=logits.device)]
+        )
+        rows = token_logprobs(picked, torch.tensor(targets, device=logits.device), top, self.sampler.as_logits)
+        for (c, _, _), row in zip(topped, rows):
             k = c.seq.config.prompt_logprobs
             self.requests[c.seq.request_id].prompt_logprobs.append(
                 RowLogprobs(row.logprob, row.rank, row.top_ids[:k], row.top_logprobs[:k])
             )
+
+    def _prompt_token_id_logprobs(self, wanted: list[tuple[Chunk, int]], logits) -> None:
+        """vLLM's prompt_logprob_token_ids: at each scored position, the logprobs of the ids its row names (-1
+        pads a row: -inf), as logprobs or logits as the mode says."""
+        scored = [
+            (row, c.seq, c.seq.config.prompt_logprob_token_ids[p - c.seq.config.prompt_logprob_start])
+            for row, (c, p) in enumerate(wanted)
+            if c.seq.config.prompt_logprob_token_ids and p >= c.seq.config.prompt_logprob_start
+        ]
+        if not scored:
+            return
+        width = max(len(ids) for _, _, ids in scored)
+        named = torch.tensor([[*ids, *[-1] * (width - len(ids))] for _, _, ids in scored], device=logits.device)
+        values = logits[torch.tensor([row for row, _, _ in scored], device=logits.device)].float()
+        values = values if self.sampler.as_logits else values.log_softmax(dim=-1)
+        values = values.gather(1, named.clamp_min(0)).masked_fill_(named < 0, float("-inf")).tolist()
+        for (_, seq, ids), row in zip(scored, values):
+            self.requests[seq.request_id].prompt_token_id_logprobs.append(row[: len(ids)])

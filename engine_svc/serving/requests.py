@@ -29,6 +29,7 @@ class ChoiceDelta:
 class StepOutput:
     deltas: list[ChoiceDelta] = field(default_factory=list)
     prompt_logprobs: list[RowLogprobs] | None = None
+    prompt_token_id_logprobs: list[list[float]] | None = None  # per scored prompt row, its named ids' values
     error: ServiceError | None = None
     cached_tokens: int | None = None  # with the first token: prompt tokens served from the prefix cache
     weight_version: str = ""  # the weights its tokens were sampled under (Controls.version)
@@ -41,6 +42,7 @@ class Ready:
 
     deltas: list[ChoiceDelta]
     prompt_logprobs: list[RowLogprobs] | None = None
+    prompt_token_id_logprobs: list[list[float]] | None = None
     cached_tokens: int | None = None
     error: ServiceError | None = None
     kv_handoff: Kept | None = None
@@ -70,7 +72,7 @@ class Outbox:
         return bool(delta.finish_reason) or len(delta.token_ids) >= self.interval
 
     def put(self, item: StepOutput) -> None:
-        due = item.error is not None or bool(item.prompt_logprobs)
+        due = item.error is not None or bool(item.prompt_logprobs or item.prompt_token_id_logprobs)
         if item.deltas and item.weight_version != self.version:
             if self.pending:
                 self.sealed.append(self._hand([self.pending.pop(i) for i in sorted(self.pending)]))
@@ -88,6 +90,7 @@ class Outbox:
         extras = self.extras
         extras.error = extras.error or item.error
         extras.prompt_logprobs = item.prompt_logprobs or extras.prompt_logprobs
+        extras.prompt_token_id_logprobs = item.prompt_token_id_logprobs or extras.prompt_token_id_logprobs
         if item.cached_tokens is not None:
             extras.cached_tokens = item.cached_tokens
         if item.kv_handoff is not None:
@@ -100,7 +103,7 @@ class Outbox:
             return self.sealed.pop(0)
         extras = self.extras
         deltas = [self.pending.pop(i) for i in sorted(self.pending) if self._due(self.pending[i])]
-        if not deltas and extras.error is None and not extras.prompt_logprobs:
+        if not deltas and extras.error is None and not (extras.prompt_logprobs or extras.prompt_token_id_logprobs):
             return None
         return self._hand(deltas)
 
@@ -138,6 +141,7 @@ class RequestState:
     outbox: Outbox
     num_prompt_tokens: int
     prompt_logprobs: list[RowLogprobs] = field(default_factory=list)
+    prompt_token_id_logprobs: list[list[float]] = field(default_factory=list)
     done: bool = False
     preempted: int = 0  # its sequences' preemptions, as an engine core in a process last reported them
     # perf_counter() stamps for tracing and metrics: submitted, first scheduled, first and latest token sampled.

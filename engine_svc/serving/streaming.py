@@ -53,6 +53,8 @@ async def stream_responses(
                 return
             if ready.prompt_logprobs:
                 prompt.logprobs.CopyFrom(token_logprobs_pb(ready.prompt_logprobs))
+            for row in ready.prompt_token_id_logprobs or ():
+                prompt.token_id_logprobs.add(logprobs=row)
             if ready.cached_tokens is not None:
                 prompt.cached_tokens = ready.cached_tokens
             if not ready.deltas:

@@ -14,13 +14,19 @@ engine's GenerateResponse stream, key for key in pydantic's order (vLLM dumps it
   token_ids (all, or the new ones), logprobs {content: [{token_id, logprob, rank, top_logprobs}]} (the sampled
   token first, then the alternatives other than it; -inf and NaN are -9999.0), weight_versions [{version, start,
   end}] over the output (streamed: on the choice's last chunk);
-- null always: prompt_token_id_logprobs (its request fields are refused), mm_placeholders, ec_transfer_params (no
-  multimodal input, no encoder), metrics (no per-request timings), routed_experts, sampling_mask.
+- prompt_token_id_logprobs (with sampling_params.prompt_logprob_token_ids; unary only): the engine's scores as
+  vLLM's base64 `.npy` of float32 [rows, widest row], -inf where a row named -1 or was shorter (written here: the
+  format is numpy's, which this service does not depend on);
+- null always: mm_placeholders, ec_transfer_params (no multimodal input, no encoder), metrics (no per-request
+  timings), routed_experts, sampling_mask.
 """
 
 from __future__ import annotations
 
+import array
+import base64
 import math
+import sys
 import time
 
 from pipeline_svc.faces.vllm_generate_request import VllmGenerate
@@ -65,6 +71,18 @@ def prompt_logprobs(prompt_ids, logprobs: common_pb2.TokenLogprobs) -> list:
             entry.setdefault(str(t), {"logprob": _clamp(lp), "rank": r, "decoded_token": None})
         entries.append(entry)
     return entries
+
+
+def npy_base64(rows: list[list[float]], width: int) -> str:
+    """float32 [len(rows), width], each row padded with -inf, as numpy's `.npy` (format 1.0: magic, version, a
+    header dict padded to 64 bytes, then the values in C order) in base64: what vLLM's numpy2base64 prints."""
+    values = array.array("f", [v for row in rows for v in (*row, *[-math.inf] * (width - len(row)))])
+    if sys.byteorder == "big":
+        values.byteswap()
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({len(rows)}, {width}), }}"
+    header += " " * (-(10 + len(header) + 1) % 64) + "\n"
+    npy = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + values.tobytes()
+    return base64.b64encode(npy).decode("ascii")
 
 
 def usage(prompt: int, completion: int, cached: int | None) -> dict:
@@ -165,6 +183,13 @@ class GenerateAnswer:
         logprobs = {"content": choice.logprobs or []} if self.wants_logprobs else None
         return choice.json(choice.token_ids, logprobs, choice.finish_reason or "stop", choice.spans)
 
+    def _token_id_logprobs(self) -> str | None:
+        named = self.request.typed.sampling_params.prompt_logprob_token_ids
+        if not named:
+            return None
+        scores = [list(row.logprobs) for row in self.prompt.token_id_logprobs]
+        return npy_base64(scores, max(len(row.token_ids) for row in named))
+
     def unary(self) -> dict:
         asked = self.request.typed.sampling_params.HasField("prompt_logprobs")
         return {
@@ -173,7 +198,7 @@ class GenerateAnswer:
             "created": int(time.time()),
             "usage": self._usage(),
             "prompt_logprobs": prompt_logprobs(self.request.typed.token_ids, self.prompt.logprobs) if asked else None,
-            "prompt_token_id_logprobs": None,
+            "prompt_token_id_logprobs": self._token_id_logprobs(),
             "prompt_token_ids": list(self.request.typed.token_ids) if self.request.return_token_ids else None,
             "mm_placeholders": None,
             "metrics": None,

@@ -79,8 +79,8 @@ SAMPLING = {
     "flat_logprobs": NOOP,  # vLLM's in-memory layout of logprobs; the JSON is the same
     "skip_reading_prefix_cache": NOOP,  # prompt logprobs here are exact whatever the prefix cache holds
     "watermarking": (REFUSE, None, "watermarking is not served"),
-    "prompt_logprob_token_ids": (REFUSE, None, "scores of chosen prompt tokens are not served"),
-    "prompt_logprob_start": (REFUSE, None, "prompt logprobs start at the second token"),
+    "prompt_logprob_token_ids": "mapped",  # rows of ids scored at prompt positions (unary only, as vLLM's)
+    "prompt_logprob_start": "mapped",  # the first row they score
     "extra_args": (REFUSE, (None, {}), "no engine plug-in reads extra_args"),  # {}: vLLM's Responses render
     "repetition_detection": (REFUSE, None, "repetition detection is not served"),
     "routed_experts_prompt_start": (REFUSE, 0, "expert routing is not returned"),
@@ -156,9 +156,13 @@ def parse(body: dict) -> VllmGenerate:
     options = body.get("stream_options") or {}
     only(typed(options, dict, "stream_options"), ("include_usage", "continuous_usage_stats"), "stream_options")
     include_usage = _flag(options, "include_usage", False, "stream_options.")
+    stream = _flag(body, "stream", False)
+    if stream and request.sampling_params.prompt_logprob_token_ids:  # vLLM's: its stream chunks have no field for them
+        field = "sampling_params.prompt_logprob_token_ids"
+        raise fail(Reason.UNSUPPORTED_FIELD, "prompt_logprob_token_ids are not available when stream=true.", field)
     return VllmGenerate(
         typed=request,
-        stream=_flag(body, "stream", False),
+        stream=stream,
         include_usage=include_usage,
         continuous_usage=include_usage and _flag(options, "continuous_usage_stats", False, "stream_options."),
         return_token_ids=_flag(body, "return_token_ids", False),
@@ -213,6 +217,7 @@ def _sampling(params: dict, base: engine_pb2.GenerateRequest, request, asks: dic
     out.stop_token_ids.extend(token_ids(params.get("stop_token_ids") or [], "sampling_params.stop_token_ids"))
     out.allowed_token_ids.extend(token_ids(params.get("allowed_token_ids") or [], "sampling_params.allowed_token_ids"))
     _named(params, out)
+    _scored_rows(params, out)
     out.ignore_eos = _flag(params, "ignore_eos", False, "sampling_params.")
     out.stop_keep_special_tokens = not _flag(params, "skip_special_tokens", True, "sampling_params.")
     for key, bias in typed(params.get("logit_bias") or {}, dict, "sampling_params.logit_bias").items():
@@ -247,6 +252,21 @@ def _named(params: dict, out: common_pb2.SamplingParams) -> None:
         )
     out.logprob_token_ids.extend(dict.fromkeys(named))
     out.logprobs = 0  # set: our engine gives the named ids in place of any top-k
+
+
+def _scored_rows(params: dict, out: common_pb2.SamplingParams) -> None:
+    """vLLM's prompt_logprob_token_ids (a non-empty [num_rows, num_ids] array, -1 padding) and prompt_logprob_start;
+    the engine checks them against the prompt (scaleout_common/prompt_logprob_rules.py)."""
+    field = "sampling_params.prompt_logprob_token_ids"
+    rows = params.get("prompt_logprob_token_ids")
+    if rows is not None:
+        if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
+            why = "prompt_logprob_token_ids must be a non-empty integer array of shape [num_rows, num_ids]."
+            raise fail(Reason.INVALID_SAMPLING_PARAM, why, field)
+        for row in rows:
+            out.prompt_logprob_token_ids.add(token_ids=[_int(token, field) for token in row])
+    if params.get("prompt_logprob_start") is not None:
+        out.prompt_logprob_start = _int(params["prompt_logprob_start"], "sampling_params.prompt_logprob_start")
 
 
 def _from_render(params: dict, base: engine_pb2.GenerateRequest, out, asks: dict) -> None:

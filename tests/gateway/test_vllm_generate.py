@@ -6,8 +6,11 @@ The mapping itself: pipeline_svc/faces/vllm_generate_request.py, vllm_generate_o
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
+import numpy as np
 import pytest
 import requests
 
@@ -89,6 +92,28 @@ def test_logprob_token_ids_are_each_tokens_alternatives(stack):
     for content in choice.logprobs.content:
         assert content.token_id == 42 and [t.token_id for t in content.top_logprobs] == [42, 5000, 100]
         assert all(-9999.0 <= t.logprob <= 0 for t in content.top_logprobs)
+
+
+def test_prompt_token_id_logprobs_are_vllms_scores(stack):
+    """vLLM's prompt_logprob_token_ids (its test_serving_tokens case): row i scores its ids as predictions of prompt
+    token prompt_logprob_start + i + 1, as float32 .npy in base64, -inf in padded columns; unary only."""
+    token_ids, rows = PROMPT[:5], [[PROMPT[2]], [PROMPT[3], 100], [PROMPT[4]]]
+    sampling = {"max_tokens": 1, "prompt_logprobs": 0, "prompt_logprob_token_ids": rows, "prompt_logprob_start": 1}
+    answer = generate(stack, {"token_ids": token_ids, "sampling_params": sampling})
+    assert answer.status_code == 200, answer.text
+    parsed = UNARY.validate_python(answer.json())
+    scores = np.load(io.BytesIO(base64.b64decode(parsed.prompt_token_id_logprobs)))
+    assert scores.shape == (3, 2) and scores.dtype == np.float32
+    for row, target in enumerate(token_ids[2:]):
+        assert scores[row, 0] == pytest.approx(parsed.prompt_logprobs[row + 2][target].logprob, abs=1e-3)
+    assert np.isneginf(scores[[0, 2], 1]).all() and -30 < scores[1, 1] < 0
+    streamed = {"token_ids": token_ids, "sampling_params": {"prompt_logprob_token_ids": rows}, "stream": True}
+    refused = generate(stack, streamed)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "sampling_params.prompt_logprob_token_ids"
+    too_few = generate(
+        stack, {"token_ids": token_ids, "sampling_params": {**sampling, "prompt_logprob_token_ids": rows[:2]}}
+    )
+    assert too_few.status_code == 400 and "scored rows" in too_few.text
 
 
 def test_stop_token_and_n(stack):
@@ -174,6 +199,8 @@ def test_structured_outputs_from_the_first_token(stack):
         ({"sampling_params": {"thinking_token_budget": 5}}, "sampling_params.thinking_token_budget", 400),
         ({"sampling_params": {"structured_outputs": {"json": "{"}}}, "sampling_params.structured_outputs.json", 400),
         ({"sampling_params": {"logprobs": 2, "logprob_token_ids": [5]}}, "sampling_params.logprob_token_ids", 400),
+        ({"sampling_params": {"prompt_logprob_token_ids": [[]]}}, "sampling_params.prompt_logprob_token_ids", 400),
+        ({"sampling_params": {"prompt_logprob_start": 2}}, "sampling_params.prompt_logprob_start", 400),
         ({"sampling_params": {"temperature": -1}}, "sampling_params.temperature", 400),
         ({"sampling_params": {"n": 0}}, "sampling_params.n", 400),
         ({"model": "gpt-9"}, "model", 404),

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/common.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x9d\x07\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x11\n\x04seed\x18\x05 \x01(\x03H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12>\n\nlogit_bias\x18\t \x03(\x0b\x32*.scaleout.v1.SamplingParams.LogitBiasEntry\x12\x19\n\x11\x61llowed_token_ids\x18\n \x03(\x05\x12\x17\n\nmin_tokens\x18\x0b \x01(\x05H\x08\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x0c \x01(\x05H\t\x88\x01\x01\x12\x12\n\nignore_eos\x18\r \x01(\x08\x12\x16\n\x0estop_token_ids\x18\x0e \x03(\x05\x12\x15\n\x08logprobs\x18\x0f \x01(\x05H\n\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\x05H\x0b\x88\x01\x01\x12:\n\x12structured_outputs\x18\x11 \x01(\x0b\x32\x1e.scaleout.v1.StructuredOutputs\x12-\n\tbad_words\x18\x12 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x34\n\x0fthinking_budget\x18\x13 \x01(\x0b\x32\x1b.scaleout.v1.ThinkingBudget\x12\x0c\n\x04stop\x18\x14 \x03(\t\x12 \n\x18stop_keep_special_tokens\x18\x15 \x01(\x08\x12\x19\n\x11logprob_token_ids\x18\x16 \x03(\x05\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x08\n\x06_min_pB\x07\n\x05_seedB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\r\n\x0b_min_tokensB\r\n\x0b_max_tokensB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"U\n\x0eThinkingBudget\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12/\n\treasoning\x18\x02 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\"\"\n\rTokenSequence\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\"\xf2\x03\n\x11StructuredOutputs\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x37\n\x06\x63hoice\x18\x04 \x01(\x0b\x32%.scaleout.v1.StructuredOutputs.ChoiceH\x00\x12\x11\n\x07grammar\x18\x05 \x01(\tH\x00\x12\x18\n\x0estructural_tag\x18\x06 \x01(\tH\x00\x12\x17\n\x0freasoning_ended\x18\x07 \x01(\x08\x12/\n\treasoning\x18\x08 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\x12\x1e\n\x16\x64isable_any_whitespace\x18\t \x01(\x08\x12%\n\x1d\x64isable_additional_properties\x18\n \x01(\x08\x12\x1a\n\x12whitespace_pattern\x18\x0b \x01(\t\x12\x36\n\x05items\x18\x0c \x01(\x0b\x32\'.scaleout.v1.StructuredOutputs.ItemList\x1a\x18\n\x06\x43hoice\x12\x0e\n\x06values\x18\x01 \x03(\t\x1a+\n\x08ItemList\x12\x0b\n\x03\x65nd\x18\x01 \x01(\t\x12\x12\n\nseparators\x18\x02 \x01(\tB\x0c\n\nconstraint\"\xc2\x01\n\x0fReasoningTokens\x12)\n\x05start\x18\x01 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\'\n\x03\x65nd\x18\x02 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12+\n\x07\x65nds_on\x18\x03 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x0e\n\x06\x66orced\x18\x04 \x01(\x08\x12\x0f\n\x07started\x18\x05 \x01(\x08\x12\r\n\x05\x62lank\x18\x06 \x03(\x05\"W\n\rTokenLogprobs\x12\x10\n\x08logprobs\x18\x01 \x03(\x02\x12\r\n\x05ranks\x18\x02 \x03(\x05\x12%\n\x03top\x18\x03 \x03(\x0b\x32\x18.scaleout.v1.TopLogprobs\"2\n\x0bTopLogprobs\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\"\xaf\x01\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x15\n\rcached_tokens\x18\x04 \x01(\x05\x12G\n\x19\x63ompletion_tokens_details\x18\x05 \x01(\x0b\x32$.scaleout.v1.CompletionTokensDetails\"3\n\x17\x43ompletionTokensDetails\x12\x18\n\x10reasoning_tokens\x18\x01 \x01(\x05\"\xae\x01\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\'\n\x07\x63ontent\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0c\n\x04name\x18\x03 \x01(\t\x12)\n\ntool_calls\x18\x04 \x03(\x0b\x32\x15.scaleout.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x19\n\x11reasoning_content\x18\x06 \x01(\t\"z\n\x08ToolCall\x12\x0f\n\x02id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04type\x18\x02 \x01(\tH\x01\x88\x01\x01\x12+\n\x08\x66unction\x18\x03 \x01(\x0b\x32\x19.scaleout.v1.FunctionCall\x12\r\n\x05index\x18\x04 \x01(\x05\x42\x05\n\x03_idB\x07\n\x05_type\"=\n\x0c\x46unctionCall\x12\x11\n\x04name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\targuments\x18\x02 \x01(\tB\x07\n\x05_name\"G\n\x04Tool\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x31\n\x08\x66unction\x18\x02 \x01(\x0b\x32\x1f.scaleout.v1.FunctionDefinition\"\x84\x01\n\x12\x46unctionDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x06strict\x18\x04 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_strict*\xaf\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x1c\n\x18\x46INISH_REASON_TOOL_CALLS\x10\x04\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x05\x42\x8d\x01\n\x0f\x63om.scaleout.v1B\x0b\x43ommonProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/common.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xf9\x07\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x11\n\x04seed\x18\x05 \x01(\x03H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12>\n\nlogit_bias\x18\t \x03(\x0b\x32*.scaleout.v1.SamplingParams.LogitBiasEntry\x12\x19\n\x11\x61llowed_token_ids\x18\n \x03(\x05\x12\x17\n\nmin_tokens\x18\x0b \x01(\x05H\x08\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x0c \x01(\x05H\t\x88\x01\x01\x12\x12\n\nignore_eos\x18\r \x01(\x08\x12\x16\n\x0estop_token_ids\x18\x0e \x03(\x05\x12\x15\n\x08logprobs\x18\x0f \x01(\x05H\n\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\x05H\x0b\x88\x01\x01\x12:\n\x12structured_outputs\x18\x11 \x01(\x0b\x32\x1e.scaleout.v1.StructuredOutputs\x12-\n\tbad_words\x18\x12 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x34\n\x0fthinking_budget\x18\x13 \x01(\x0b\x32\x1b.scaleout.v1.ThinkingBudget\x12\x0c\n\x04stop\x18\x14 \x03(\t\x12 \n\x18stop_keep_special_tokens\x18\x15 \x01(\x08\x12\x19\n\x11logprob_token_ids\x18\x16 \x03(\x05\x12<\n\x18prompt_logprob_token_ids\x18\x17 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x1c\n\x14prompt_logprob_start\x18\x18 \x01(\x05\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x08\n\x06_min_pB\x07\n\x05_seedB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\r\n\x0b_min_tokensB\r\n\x0b_max_tokensB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"U\n\x0eThinkingBudget\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12/\n\treasoning\x18\x02 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\"\"\n\rTokenSequence\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\"\xf2\x03\n\x11StructuredOutputs\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x37\n\x06\x63hoice\x18\x04 \x01(\x0b\x32%.scaleout.v1.StructuredOutputs.ChoiceH\x00\x12\x11\n\x07grammar\x18\x05 \x01(\tH\x00\x12\x18\n\x0estructural_tag\x18\x06 \x01(\tH\x00\x12\x17\n\x0freasoning_ended\x18\x07 \x01(\x08\x12/\n\treasoning\x18\x08 \x01(\x0b\x32\x1c.scaleout.v1.ReasoningTokens\x12\x1e\n\x16\x64isable_any_whitespace\x18\t \x01(\x08\x12%\n\x1d\x64isable_additional_properties\x18\n \x01(\x08\x12\x1a\n\x12whitespace_pattern\x18\x0b \x01(\t\x12\x36\n\x05items\x18\x0c \x01(\x0b\x32\'.scaleout.v1.StructuredOutputs.ItemList\x1a\x18\n\x06\x43hoice\x12\x0e\n\x06values\x18\x01 \x03(\t\x1a+\n\x08ItemList\x12\x0b\n\x03\x65nd\x18\x01 \x01(\t\x12\x12\n\nseparators\x18\x02 \x01(\tB\x0c\n\nconstraint\"\xc2\x01\n\x0fReasoningTokens\x12)\n\x05start\x18\x01 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\'\n\x03\x65nd\x18\x02 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12+\n\x07\x65nds_on\x18\x03 \x03(\x0b\x32\x1a.scaleout.v1.TokenSequence\x12\x0e\n\x06\x66orced\x18\x04 \x01(\x08\x12\x0f\n\x07started\x18\x05 \x01(\x08\x12\r\n\x05\x62lank\x18\x06 \x03(\x05\"W\n\rTokenLogprobs\x12\x10\n\x08logprobs\x18\x01 \x03(\x02\x12\r\n\x05ranks\x18\x02 \x03(\x05\x12%\n\x03top\x18\x03 \x03(\x0b\x32\x18.scaleout.v1.TopLogprobs\"2\n\x0bTopLogprobs\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\"\xaf\x01\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x15\n\rcached_tokens\x18\x04 \x01(\x05\x12G\n\x19\x63ompletion_tokens_details\x18\x05 \x01(\x0b\x32$.scaleout.v1.CompletionTokensDetails\"3\n\x17\x43ompletionTokensDetails\x12\x18\n\x10reasoning_tokens\x18\x01 \x01(\x05\"\xae\x01\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\'\n\x07\x63ontent\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0c\n\x04name\x18\x03 \x01(\t\x12)\n\ntool_calls\x18\x04 \x03(\x0b\x32\x15.scaleout.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x05 \x01(\t\x12\x19\n\x11reasoning_content\x18\x06 \x01(\t\"z\n\x08ToolCall\x12\x0f\n\x02id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04type\x18\x02 \x01(\tH\x01\x88\x01\x01\x12+\n\x08\x66unction\x18\x03 \x01(\x0b\x32\x19.scaleout.v1.FunctionCall\x12\r\n\x05index\x18\x04 \x01(\x05\x42\x05\n\x03_idB\x07\n\x05_type\"=\n\x0c\x46unctionCall\x12\x11\n\x04name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\targuments\x18\x02 \x01(\tB\x07\n\x05_name\"G\n\x04Tool\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x31\n\x08\x66unction\x18\x02 \x01(\x0b\x32\x1f.scaleout.v1.FunctionDefinition\"\x84\x01\n\x12\x46unctionDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x06strict\x18\x04 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_strict*\xaf\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x1c\n\x18\x46INISH_REASON_TOOL_CALLS\x10\x04\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x05\x42\x8d\x01\n\x0f\x63om.scaleout.v1B\x0b\x43ommonProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,40 +35,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.scaleout.v1B\013CommonProtoP\001Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\242\002\003SXX\252\002\013Scaleout.V1\312\002\013Scaleout\\V1\352\002\014Scaleout::V1'
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._loaded_options = None
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_options = b'8\001'
-  _globals['_FINISHREASON']._serialized_start=2765
-  _globals['_FINISHREASON']._serialized_end=2940
+  _globals['_FINISHREASON']._serialized_start=2857
+  _globals['_FINISHREASON']._serialized_end=3032
   _globals['_SAMPLINGPARAMS']._serialized_start=72
-  _globals['_SAMPLINGPARAMS']._serialized_end=997
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=765
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=813
-  _globals['_THINKINGBUDGET']._serialized_start=999
-  _globals['_THINKINGBUDGET']._serialized_end=1084
-  _globals['_TOKENSEQUENCE']._serialized_start=1086
-  _globals['_TOKENSEQUENCE']._serialized_end=1120
-  _globals['_STRUCTUREDOUTPUTS']._serialized_start=1123
-  _globals['_STRUCTUREDOUTPUTS']._serialized_end=1621
-  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_start=1538
-  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_end=1562
-  _globals['_STRUCTUREDOUTPUTS_ITEMLIST']._serialized_start=1564
-  _globals['_STRUCTUREDOUTPUTS_ITEMLIST']._serialized_end=1607
-  _globals['_REASONINGTOKENS']._serialized_start=1624
-  _globals['_REASONINGTOKENS']._serialized_end=1818
-  _globals['_TOKENLOGPROBS']._serialized_start=1820
-  _globals['_TOKENLOGPROBS']._serialized_end=1907
-  _globals['_TOPLOGPROBS']._serialized_start=1909
-  _globals['_TOPLOGPROBS']._serialized_end=1959
-  _globals['_USAGE']._serialized_start=1962
-  _globals['_USAGE']._serialized_end=2137
-  _globals['_COMPLETIONTOKENSDETAILS']._serialized_start=2139
-  _globals['_COMPLETIONTOKENSDETAILS']._serialized_end=2190
-  _globals['_CHATMESSAGE']._serialized_start=2193
-  _globals['_CHATMESSAGE']._serialized_end=2367
-  _globals['_TOOLCALL']._serialized_start=2369
-  _globals['_TOOLCALL']._serialized_end=2491
-  _globals['_FUNCTIONCALL']._serialized_start=2493
-  _globals['_FUNCTIONCALL']._serialized_end=2554
-  _globals['_TOOL']._serialized_start=2556
-  _globals['_TOOL']._serialized_end=2627
-  _globals['_FUNCTIONDEFINITION']._serialized_start=2630
-  _globals['_FUNCTIONDEFINITION']._serialized_end=2762
+  _globals['_SAMPLINGPARAMS']._serialized_end=1089
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=857
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=905
+  _globals['_THINKINGBUDGET']._serialized_start=1091
+  _globals['_THINKINGBUDGET']._serialized_end=1176
+  _globals['_TOKENSEQUENCE']._serialized_start=1178
+  _globals['_TOKENSEQUENCE']._serialized_end=1212
+  _globals['_STRUCTUREDOUTPUTS']._serialized_start=1215
+  _globals['_STRUCTUREDOUTPUTS']._serialized_end=1713
+  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_start=1630
+  _globals['_STRUCTUREDOUTPUTS_CHOICE']._serialized_end=1654
+  _globals['_STRUCTUREDOUTPUTS_ITEMLIST']._serialized_start=1656
+  _globals['_STRUCTUREDOUTPUTS_ITEMLIST']._serialized_end=1699
+  _globals['_REASONINGTOKENS']._serialized_start=1716
+  _globals['_REASONINGTOKENS']._serialized_end=1910
+  _globals['_TOKENLOGPROBS']._serialized_start=1912
+  _globals['_TOKENLOGPROBS']._serialized_end=1999
+  _globals['_TOPLOGPROBS']._serialized_start=2001
+  _globals['_TOPLOGPROBS']._serialized_end=2051
+  _globals['_USAGE']._serialized_start=2054
+  _globals['_USAGE']._serialized_end=2229
+  _globals['_COMPLETIONTOKENSDETAILS']._serialized_start=2231
+  _globals['_COMPLETIONTOKENSDETAILS']._serialized_end=2282
+  _globals['_CHATMESSAGE']._serialized_start=2285
+  _globals['_CHATMESSAGE']._serialized_end=2459
+  _globals['_TOOLCALL']._serialized_start=2461
+  _globals['_TOOLCALL']._serialized_end=2583
+  _globals['_FUNCTIONCALL']._serialized_start=2585
+  _globals['_FUNCTIONCALL']._serialized_end=2646
+  _globals['_TOOL']._serialized_start=2648
+  _globals['_TOOL']._serialized_end=2719
+  _globals['_FUNCTIONDEFINITION']._serialized_start=2722
+  _globals['_FUNCTIONDEFINITION']._serialized_end=2854
 # @@protoc_insertion_point(module_scope)

@@ -24,7 +24,7 @@ FINISH_REASON_TOOL_CALLS: FinishReason
 FINISH_REASON_ERROR: FinishReason
 
 class SamplingParams(_message.Message):
-    __slots__ = ("temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "allowed_token_ids", "min_tokens", "max_tokens", "ignore_eos", "stop_token_ids", "logprobs", "prompt_logprobs", "structured_outputs", "bad_words", "thinking_budget", "stop", "stop_keep_special_tokens", "logprob_token_ids")
+    __slots__ = ("temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "allowed_token_ids", "min_tokens", "max_tokens", "ignore_eos", "stop_token_ids", "logprobs", "prompt_logprobs", "structured_outputs", "bad_words", "thinking_budget", "stop", "stop_keep_special_tokens", "logprob_token_ids", "prompt_logprob_token_ids", "prompt_logprob_start")
     class LogitBiasEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,8 @@ class SamplingParams(_message.Message):
     STOP_FIELD_NUMBER: _ClassVar[int]
     STOP_KEEP_SPECIAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LOGPROB_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROB_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROB_START_FIELD_NUMBER: _ClassVar[int]
     temperature: float
     top_p: float
     top_k: int
@@ -76,7 +78,9 @@ class SamplingParams(_message.Message):
     stop: _containers.RepeatedScalarFieldContainer[str]
     stop_keep_special_tokens: bool
     logprob_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., seed: _Optional[int] = ..., repetition_penalty: _Optional[float] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., allowed_token_ids: _Optional[_Iterable[int]] = ..., min_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[int] = ..., prompt_logprobs: _Optional[int] = ..., structured_outputs: _Optional[_Union[StructuredOutputs, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., thinking_budget: _Optional[_Union[ThinkingBudget, _Mapping]] = ..., stop: _Optional[_Iterable[str]] = ..., stop_keep_special_tokens: _Optional[bool] = ..., logprob_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    prompt_logprob_token_ids: _containers.RepeatedCompositeFieldContainer[TokenSequence]
+    prompt_logprob_start: int
+    def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., seed: _Optional[int] = ..., repetition_penalty: _Optional[float] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., allowed_token_ids: _Optional[_Iterable[int]] = ..., min_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[int] = ..., prompt_logprobs: _Optional[int] = ..., structured_outputs: _Optional[_Union[StructuredOutputs, _Mapping]] = ..., bad_words: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., thinking_budget: _Optional[_Union[ThinkingBudget, _Mapping]] = ..., stop: _Optional[_Iterable[str]] = ..., stop_keep_special_tokens: _Optional[bool] = ..., logprob_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprob_token_ids: _Optional[_Iterable[_Union[TokenSequence, _Mapping]]] = ..., prompt_logprob_start: _Optional[int] = ...) -> None: ...
 
 class ThinkingBudget(_message.Message):
     __slots__ = ("max_tokens", "reasoning")

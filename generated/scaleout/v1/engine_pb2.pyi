@@ -79,16 +79,24 @@ class GenerateChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ...) -> None: ...
 
 class PromptInfo(_message.Message):
-    __slots__ = ("num_tokens", "logprobs", "cached_tokens", "kv_transport")
+    __slots__ = ("num_tokens", "logprobs", "cached_tokens", "kv_transport", "token_id_logprobs")
     NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     num_tokens: int
     logprobs: _common_pb2.TokenLogprobs
     cached_tokens: int
     kv_transport: str
-    def __init__(self, num_tokens: _Optional[int] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., cached_tokens: _Optional[int] = ..., kv_transport: _Optional[str] = ...) -> None: ...
+    token_id_logprobs: _containers.RepeatedCompositeFieldContainer[PromptTokenIdLogprobs]
+    def __init__(self, num_tokens: _Optional[int] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., cached_tokens: _Optional[int] = ..., kv_transport: _Optional[str] = ..., token_id_logprobs: _Optional[_Iterable[_Union[PromptTokenIdLogprobs, _Mapping]]] = ...) -> None: ...
+
+class PromptTokenIdLogprobs(_message.Message):
+    __slots__ = ("logprobs",)
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    logprobs: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, logprobs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("request_ids",)
