@@ -21,38 +21,17 @@ import grpc
 import openai
 import pytest
 import requests
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tokenizers import Tokenizer
 
 from devstack.stack import free_port, stop_processes
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.models import resolve_model
+from tests.processes import process, serving, wait
 
 # Two engines loading side by side take minutes on a busy 2-core machine: above the default 300 s per test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 COUNT = [{"role": "user", "content": "Count from 1 to 20, one number per line."}]
-
-
-def _process(args: list[str], log) -> subprocess.Popen:
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _serving(port: int) -> bool:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        try:
-            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
-        except grpc.RpcError:
-            return False
-    return answer.status == health_pb2.HealthCheckResponse.SERVING
-
-
-def _wait(ready, what: str, processes: list[subprocess.Popen], timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not come up")
-        time.sleep(0.5)
 
 
 @dataclass
@@ -73,9 +52,9 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
             log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
             args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
             args.append("--kv-events")  # SMG subscribes to SubscribeKvEvents for cache_aware
-            engines.append(_process([sys.executable, "-m", "engine_svc", *args], log))
+            engines.append(process([sys.executable, "-m", "engine_svc", *args], log))
             everyone.append(engines[-1])
-        _wait(lambda: all(_serving(p) for p in ports), "the engines", engines)
+        wait(lambda: all(serving(p) for p in ports), "the engines", engines)
         port, metrics_port = free_port(), free_port()
         smg_bin = os.path.join(os.path.dirname(sys.executable), "smg")
         launch = [smg_bin, "launch", "--worker-urls", *(f"grpc://127.0.0.1:{p}" for p in ports)]
@@ -84,7 +63,7 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
         # No warm-up diversion (a cache hit sent to a worker whose index is thin on purpose): routing follows
         # the events alone, so the test below is deterministic.
         launch += ["--worker-warmup-secs", "0", "--worker-warmup-divert-every", "0"]
-        router = _process(launch, running.enter_context(open(logs / "smg.log", "wb")))
+        router = process(launch, running.enter_context(open(logs / "smg.log", "wb")))
         everyone.append(router)
         url = f"http://127.0.0.1:{port}"
 
@@ -96,7 +75,7 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
             except (requests.RequestException, ValueError):
                 return False
 
-        _wait(workers_ready, "SMG with both workers", [router, *engines], 120)
+        wait(workers_ready, "SMG with both workers", [router, *engines], 120)
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=240, max_retries=0)
         yield Fleet(client, ports, f"http://127.0.0.1:{metrics_port}/metrics")
 

@@ -34,6 +34,7 @@ def _is_bind(endpoint: str) -> bool:
 class ZmqPublisher:
     def __init__(self, hub: KvHub, config: KVEventsConfig):
         self.block_size = hub.block_size
+        self.int_hashes = wire.int_hashes()
         self.topic = config.topic.encode()
         self.queue: queue.Queue[KvBatch | None] = queue.Queue(maxsize=config.max_queue_size)
         self.buffer: deque[tuple[int, bytes]] = deque(maxlen=config.buffer_steps)
@@ -77,7 +78,7 @@ class ZmqPublisher:
                 continue
             if batch is None:
                 return
-            payload = encode(wire.batch(batch, self.block_size))
+            payload = encode(wire.batch(batch, self.block_size, self.int_hashes))
             seq = batch.sequence.to_bytes(8, "big")
             self.pub.send_multipart((self.topic, seq, payload))
             self.buffer.append((batch.sequence, payload))

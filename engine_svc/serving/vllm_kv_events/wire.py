@@ -17,7 +17,7 @@ The mapping, whole:
 | BlockStored.medium            | "GPU" (vLLM's name for the engine's own pool, whatever the device)         |
 | BlockStored.group_idx         | 0 (one KV cache group)                                                     |
 | lora_id, lora_name            | None (no LoRA)                                                             |
-| BlockRemoved.block_hashes     | BlocksRemoved.hashes; medium "GPU", group_idx 0                             |
+| BlockRemoved.block_hashes     | BlocksRemoved.hashes, the same way; medium "GPU", group_idx 0               |
 | AllBlocksCleared              | AllBlocksCleared                                                           |
 | EventBatch.ts                 | KvBatch.timestamp                                                          |
 | EventBatch.data_parallel_rank | 0 (one rank per engine)                                                    |
@@ -25,6 +25,7 @@ The mapping, whole:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import msgspec
@@ -80,12 +81,22 @@ class KVEventBatch(EventBatch):
     events: list[BlockStored | BlockRemoved | AllBlocksCleared]
 
 
-def event(e: ours.KvEvent, block_size: int) -> BlockStored | BlockRemoved | AllBlocksCleared:
+def int_hashes() -> bool:
+    """vLLM's VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES (default 1): whether hashes go out as 64-bit ints."""
+    return bool(int(os.environ.get("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "1")))
+
+
+def external(h: bytes, as_int: bool) -> ExternalBlockHash:
+    """vLLM's `maybe_convert_block_hash`: the hash's low 64 bits, big-endian, unsigned; or the bytes."""
+    return int.from_bytes(h[-8:], "big") if as_int else h
+
+
+def event(e: ours.KvEvent, block_size: int, as_int: bool = True) -> BlockStored | BlockRemoved | AllBlocksCleared:
     if isinstance(e, ours.BlocksStored):
         first = (e.cache_salt,) if e.parent is None and e.cache_salt else None
         return BlockStored(
-            block_hashes=list(e.hashes),
-            parent_block_hash=e.parent,
+            block_hashes=[external(h, as_int) for h in e.hashes],
+            parent_block_hash=None if e.parent is None else external(e.parent, as_int),
             token_ids=e.token_ids,
             block_size=block_size,
             lora_id=None,
@@ -95,9 +106,10 @@ def event(e: ours.KvEvent, block_size: int) -> BlockStored | BlockRemoved | AllB
             group_idx=0,
         )
     if isinstance(e, ours.BlocksRemoved):
-        return BlockRemoved(block_hashes=list(e.hashes), medium=MEDIUM, group_idx=0)
+        return BlockRemoved(block_hashes=[external(h, as_int) for h in e.hashes], medium=MEDIUM, group_idx=0)
     return AllBlocksCleared()
 
 
-def batch(b: KvBatch, block_size: int) -> KVEventBatch:
-    return KVEventBatch(ts=b.timestamp, events=[event(e, block_size) for e in b.events], data_parallel_rank=0)
+def batch(b: KvBatch, block_size: int, as_int: bool = True) -> KVEventBatch:
+    events = [event(e, block_size, as_int) for e in b.events]
+    return KVEventBatch(ts=b.timestamp, events=events, data_parallel_rank=0)

@@ -1,0 +1,179 @@
+"""Our engine as a Dynamo worker: Dynamo's backend contract (`dynamo.common.backend.LLMEngine`, driven by its own
+Worker, which registers the model, serves `generate`, watches for cancellation and shuts down) over a running
+engine's gRPC API. fields.py holds the mapping; this module only calls.
+
+- start: GetModelInfo gives the registration (context length, KV block size and count, batch bound); the
+  model folder's tokenizer is checked against the engine's (its fingerprint rides on every request, so an
+  engine serving another tokenizer refuses it).
+- generate: one `EngineService.Generate` stream per Dynamo request, its request id Dynamo's context id; a
+  refusal before the first token is a Dynamo HttpError with our status and reason, a failure after it an
+  in-band "error: ..." finish.
+- abort / a closed generator: the stream is cancelled, which aborts the request in the engine.
+- KV events: the engine's vLLM-format ZMQ publisher (its --kv-events-config), which Dynamo's own subscriber reads
+  (`ZmqSource`), endpoint from GetKvEventSources unless --kv-events-endpoint names one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import grpc
+from dynamo._core import Context
+from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
+from dynamo.common.backend.publisher import KvEventSource, ZmqSource
+from dynamo.llm.exceptions import HttpError, InvalidArgument
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from engine_svc.faces.dynamo import fields
+from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc, kv_events_pb2
+from scaleout_common.channels import open_channel
+from scaleout_common.errors import ServiceError
+from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
+from scaleout_common.reasons import HTTP_STATUS
+
+log = logging.getLogger(__name__)
+INVALID = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.FAILED_PRECONDITION}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m engine_svc.faces.dynamo", description="Our engine as an NVIDIA Dynamo worker."
+    )
+    p.add_argument("--engine", default="127.0.0.1:50052", help="the engine's gRPC address (host:port)")
+    p.add_argument("--engine-wait-s", type=float, default=600, help="how long to wait for the engine to serve")
+    p.add_argument("--model", default=None, help="the engine's model folder (default: the default model)")
+    p.add_argument("--served-model-name", default=None, help="the name clients ask for (default: the folder's)")
+    p.add_argument("--namespace", default=os.environ.get("DYN_NAMESPACE", "dynamo"))
+    p.add_argument("--component", default="scaleout")
+    p.add_argument("--endpoint", default="generate")
+    p.add_argument("--discovery-backend", default=os.environ.get("DYN_DISCOVERY_BACKEND", "etcd"))
+    p.add_argument("--request-plane", default=os.environ.get("DYN_REQUEST_PLANE", "tcp"))
+    p.add_argument("--event-plane", default=os.environ.get("DYN_EVENT_PLANE"))
+    p.add_argument("--kv-events-endpoint", default=None, help="the engine's ZMQ KV-event PUB address to read")
+    p.add_argument("--no-kv-events", action="store_true", help="publish no KV events (no KV-aware routing)")
+    return p
+
+
+class ScaleoutEngine(LLMEngine):
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.folder = resolve_model(args.model)
+        self.channel = open_channel(args.engine)
+        self.stub = engine_pb2_grpc.EngineServiceStub(self.channel)
+        self.calls: dict[str, Any] = {}  # Dynamo context id -> our Generate call
+        self.eos: set[int] = set()
+        self.fingerprint = ""
+
+    @classmethod
+    async def from_args(cls, argv: list[str] | None = None) -> tuple[ScaleoutEngine, WorkerConfig]:
+        args = make_parser().parse_args(argv)
+        engine = cls(args)
+        config = WorkerConfig(
+            namespace=args.namespace,
+            component=args.component,
+            endpoint=args.endpoint,
+            model_name=str(engine.folder),
+            served_model_name=args.served_model_name or model_name(engine.folder),
+            discovery_backend=args.discovery_backend,
+            request_plane=args.request_plane,
+            event_plane=args.event_plane,
+            enable_kv_routing=not args.no_kv_events,
+        )
+        return engine, config
+
+    async def start(self, worker_id: int) -> EngineConfig:
+        del worker_id
+        await self._wait_serving()
+        info = await self.stub.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=30)
+        self.fingerprint = tokenizer_fingerprint(load_tokenizer(self.folder))
+        if info.tokenizer_fingerprint and info.tokenizer_fingerprint != self.fingerprint:
+            raise SystemExit(f"--model {self.folder}: not the tokenizer the engine at {self.args.engine} serves")
+        self.eos = set(info.eos_token_ids)
+        return EngineConfig(
+            model=str(self.folder),
+            served_model_name=self.args.served_model_name or model_name(self.folder),
+            llm=LlmRegistration(
+                context_length=info.max_model_len,
+                kv_cache_block_size=info.kv_block_size or None,
+                total_kv_blocks=info.num_kv_blocks or None,
+                max_num_seqs=info.max_running or None,
+            ),
+        )
+
+    async def _wait_serving(self) -> None:
+        """Until the engine's health check says SERVING (it answers UNAVAILABLE while it loads)."""
+        health = health_pb2_grpc.HealthStub(self.channel)
+        deadline = time.monotonic() + self.args.engine_wait_s
+        while True:
+            try:
+                # typeshed's HealthStub omits the methods its __init__ sets (Check, Watch)
+                answer = await health.Check(  # pyright: ignore[reportAttributeAccessIssue]
+                    health_pb2.HealthCheckRequest(), wait_for_ready=True, timeout=5
+                )
+                if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the engine at {self.args.engine} did not come up in {self.args.engine_wait_s} s")
+            await asyncio.sleep(0.5)
+
+    async def kv_event_sources(self) -> list[KvEventSource]:
+        if self.args.no_kv_events:
+            return []
+        endpoint = self.args.kv_events_endpoint or await self._engine_kv_endpoint()
+        return [ZmqSource(endpoint=endpoint)] if endpoint else []
+
+    async def _engine_kv_endpoint(self) -> str:
+        control = control_pb2_grpc.EngineControlServiceStub(self.channel)
+        source = (await control.GetKvEventSources(kv_events_pb2.GetKvEventSourcesRequest(), timeout=30)).source
+        if not (source.enable_kv_cache_events and source.publisher == "zmq"):
+            log.warning("the engine publishes no ZMQ KV events (--kv-events-config): no KV-aware routing")
+            return ""
+        host = self.args.engine.rsplit(":", 1)[0]
+        return source.endpoint.replace("*", host).replace("0.0.0.0", host)
+
+    async def generate(self, request: Any, context: Context) -> AsyncGenerator[Any, None]:
+        request_id = context.id()
+        try:
+            ours = fields.generate_request(request, request_id, self.eos, self.fingerprint)
+        except ServiceError as e:
+            raise _refusal(e) from None
+        call = self.stub.Generate(ours)
+        self.calls[request_id] = call
+        prompt_tokens, started = len(ours.token_ids), False
+        try:
+            async for message in call:
+                started = True
+                for chunk in fields.chunks(message, prompt_tokens):
+                    yield chunk
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                return
+            if not started:
+                raise _refusal(ServiceError.from_rpc_error(e)) from None
+            yield {"token_ids": [], "index": 0, "finish_reason": "error: " + (e.details() or "")[:500]}
+        finally:
+            self.calls.pop(request_id, None)
+            call.cancel()  # a no-op once the stream ended; else the engine aborts the request
+
+    async def abort(self, context: Context) -> None:
+        call = self.calls.pop(context.id(), None)
+        if call is not None:
+            call.cancel()
+
+    async def cleanup(self) -> None:
+        await self.channel.close()
+
+
+def _refusal(error: ServiceError) -> Exception:
+    """A refusal before the first token as Dynamo's typed error (the frontend answers InvalidArgument with a 400
+    carrying its message), its text our reason and message."""
+    text = f"{error.reason}: {error.message}"
+    return InvalidArgument(text) if error.code in INVALID else HttpError(HTTP_STATUS.get(error.code, 500), text)

@@ -1,0 +1,184 @@
+"""NVIDIA Dynamo (ai-dynamo 1.6.1, its registry wheels, no change to it) in front of two real engines on the default
+model, each behind our Dynamo worker (`python -m engine_svc.faces.dynamo`): Dynamo's frontend renders and tokenizes,
+routes with `--router-mode kv` on the engines' own ZMQ KV events, and serves the official openai SDK.
+
+One frontend and two engine/worker pairs start once for the module, with Dynamo's file discovery in a temporary
+folder, its TCP request plane and ZMQ event plane (no etcd, no NATS). Outputs are short: the CI machine is small."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import openai
+import pytest
+import requests
+from tokenizers import Tokenizer
+
+from devstack.stack import free_port, stop_processes
+from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+from scaleout_common.models import resolve_model
+from tests.processes import process, serving, wait
+
+pytest.importorskip("dynamo.frontend", reason="ai-dynamo is not installed (make setup installs it)")
+# Two engines loading side by side take minutes on a busy 2-core machine: above the default 300 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+COUNT = [{"role": "user", "content": "Count from 1 to 20, one number per line."}]
+
+
+@dataclass
+class Fleet:
+    client: openai.OpenAI
+    engine_ports: list[int]
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> Iterator[Fleet]:
+    logs = tmp_path_factory.mktemp("dynamo")
+    env = {**os.environ, "DYN_FILE_KV": str(logs / "discovery"), "DYN_LOG": "info"}
+    plane = ["--discovery-backend", "file", "--request-plane", "tcp", "--event-plane", "zmq"]
+    with ExitStack() as running:
+        everyone: list[subprocess.Popen] = []
+        running.callback(stop_processes, everyone, 10)  # all at once
+        ports = [free_port(), free_port()]
+        for number, port in enumerate(ports):
+            events = f'{{"enable_kv_cache_events": true, "endpoint": "tcp://*:{free_port()}"}}'
+            args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
+            log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
+            everyone.append(process([sys.executable, "-m", "engine_svc", *args, "--kv-events-config", events], log))
+            worker = [sys.executable, "-m", "engine_svc.faces.dynamo", "--engine", f"127.0.0.1:{port}", *plane]
+            everyone.append(process(worker, running.enter_context(open(logs / f"worker{number}.log", "wb")), env))
+        http = free_port()
+        frontend = [sys.executable, "-m", "dynamo.frontend", *plane, "--http-port", str(http), "--router-mode", "kv"]
+        everyone.append(process(frontend, running.enter_context(open(logs / "frontend.log", "wb")), env))
+        url = f"http://127.0.0.1:{http}/v1"
+
+        def both_registered() -> bool:
+            instances = logs / "discovery" / "v1" / "instances"
+            workers = [p for p in instances.glob("*") if "%2Fgenerate%2F" in p.name] if instances.exists() else []
+            try:
+                return len(workers) == 2 and bool(requests.get(f"{url}/models", timeout=2).json().get("data"))
+            except (requests.RequestException, ValueError):
+                return False
+
+        wait(lambda: all(serving(p) for p in ports), "the engines", everyone)
+        wait(both_registered, "Dynamo's frontend with both workers", everyone, 120)
+        client = openai.OpenAI(base_url=url, api_key="unused", timeout=240, max_retries=0)
+        yield Fleet(client, ports, resolve_model(None))
+
+
+@pytest.fixture(scope="module")
+def model(fleet) -> str:
+    return fleet.client.models.list().data[0].id
+
+
+def _engine(port: int) -> engine_pb2_grpc.EngineServiceStub:
+    return engine_pb2_grpc.EngineServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+
+
+def _greedy(fleet: Fleet, token_ids: list[int], max_tokens: int) -> list[int]:
+    """The engine's own greedy tokens for a prompt, asked directly over our contract."""
+    params = common_pb2.SamplingParams(max_tokens=max_tokens, temperature=0)
+    request = engine_pb2.GenerateRequest(token_ids=token_ids, sampling_params=params)
+    return list(_engine(fleet.engine_ports[0]).GenerateUnary(request, timeout=120).choices[0].token_ids)
+
+
+def test_chat_is_the_engines_greedy_answer_to_the_rendered_prompt(fleet, model):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(fleet.folder)
+    answer = fleet.client.chat.completions.create(model=model, messages=COUNT, max_tokens=16, temperature=0)
+    prompt = tokenizer.apply_chat_template(COUNT, add_generation_prompt=True, tokenize=True, return_dict=False)
+    ours = _greedy(fleet, list(prompt), 16)
+    assert answer.choices[0].message.content == tokenizer.decode(ours, skip_special_tokens=True)
+    assert answer.usage.prompt_tokens == len(prompt) and answer.usage.completion_tokens == len(ours) == 16
+    assert answer.choices[0].finish_reason == "length"
+
+
+def test_streamed_completion_with_logprobs_is_the_engines_greedy_tokens(fleet, model):
+    tokenizer = Tokenizer.from_file(str(fleet.folder / "tokenizer.json"))
+    prompt = "1, 2, 3, 4,"
+    stream = fleet.client.completions.create(
+        model=model, prompt=prompt, max_tokens=10, temperature=0, logprobs=2, stream=True,
+        stream_options={"include_usage": True},
+    )  # fmt: skip
+    text, finish, usage, logprobs = "", None, None, []
+    for chunk in stream:
+        for choice in chunk.choices:
+            text += choice.text
+            finish = choice.finish_reason or finish
+            logprobs += choice.logprobs.token_logprobs if choice.logprobs else []
+        usage = chunk.usage or usage
+    ours = _greedy(fleet, tokenizer.encode(prompt, add_special_tokens=False).ids, 10)
+    assert text == tokenizer.decode(ours) and finish == "length"
+    assert usage is not None and usage.completion_tokens == 10 and len(logprobs) == 10
+    assert all(lp <= 0 for lp in logprobs)
+
+
+def test_a_stop_string_ends_the_engines_request(fleet, model):
+    stopped = fleet.client.completions.create(
+        model=model, prompt="1, 2, 3, 4,", max_tokens=12, temperature=0, stop=[" 7"]
+    )
+    assert stopped.choices[0].finish_reason == "stop" and stopped.choices[0].text == " 5, 6,"
+    assert stopped.usage.completion_tokens < 12  # the engine stopped, not only Dynamo's text cut
+
+
+def test_a_closed_stream_frees_the_engine(fleet, model):
+    stream = fleet.client.completions.create(
+        model=model, prompt="Write a long story about a dragon.", max_tokens=1500, temperature=0, stream=True
+    )
+    for number, _ in enumerate(stream):
+        if number == 3:
+            break
+    stream.close()  # the client goes away: Dynamo cancels, the worker aborts the engine's request
+    deadline = time.monotonic() + 10
+    while True:
+        loads = [_engine(p).GetLoad(engine_pb2.GetLoadRequest(), timeout=10) for p in fleet.engine_ports]
+        if all(load.running == 0 and load.waiting == 0 for load in loads):
+            break
+        assert time.monotonic() < deadline, "a cancelled request is still running (1,500 tokens take minutes here)"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [({"best_of": 2}, "sampling_options.best_of"), ({"prompt_logprobs": 1}, "output_options.prompt_logprobs")],
+)
+def test_a_refused_field_is_a_400_naming_it(fleet, model, extra, field):
+    with pytest.raises(openai.BadRequestError) as refused:
+        fleet.client.completions.create(model=model, prompt="Hi", max_tokens=4, extra_body=extra)
+    assert field in str(refused.value) and "UNSUPPORTED_FIELD" in str(refused.value)
+
+
+def _queried(port: int) -> int:
+    return _engine(port).GetLoad(engine_pb2.GetLoadRequest(), timeout=10).prefix_cache_queried_tokens
+
+
+def test_kv_router_sends_a_prefix_to_the_engine_whose_kv_events_name_it(fleet, model):
+    """Prompts planted straight on one engine (Dynamo never saw them: only that engine's KV events, relayed by its
+    worker, can tell the router where they are cached), then sent through Dynamo with a new ending: each lands
+    on the engine that holds it. The planted engines do not alternate, so no rotation passes by itself."""
+    tokenizer = Tokenizer.from_file(str(fleet.folder / "tokenizer.json"))
+    planted_on = [1, 0, 0, 1]
+    prompts = [f"Note {n}: " + " ".join(f"item{n}-{i}" for i in range(60)) for n in range(len(planted_on))]
+    params = common_pb2.SamplingParams(max_tokens=1, temperature=0)
+    for prompt, engine in zip(prompts, planted_on, strict=True):
+        ids = tokenizer.encode(prompt, add_special_tokens=False).ids
+        _engine(fleet.engine_ports[engine]).GenerateUnary(
+            engine_pb2.GenerateRequest(token_ids=ids, sampling_params=params), timeout=120
+        )
+    time.sleep(2)  # the events' way: engine ZMQ -> its worker -> Dynamo's event plane -> the router's index
+    for prompt, engine in zip(prompts, planted_on, strict=True):
+        before = [_queried(p) for p in fleet.engine_ports]
+        fleet.client.completions.create(model=model, prompt=prompt + " and one more", max_tokens=1, temperature=0)
+        grew = [_queried(p) > b for p, b in zip(fleet.engine_ports, before, strict=True)]
+        assert grew == [engine == 0, engine == 1], f"{prompt[:8]} planted on engine {engine}, served by {grew}"
