@@ -21,6 +21,10 @@ $(BIN)/scaleout-stack: pyproject.toml
 	# TRL's client imports vLLM (tests/clients/test_trl_client.py); vLLM's own pins would replace torch and
 	# transformers, so it comes without them (the dev extra lists what the import needs).
 	$(UV_INSTALL) --no-deps vllm==0.33.0
+	# NVIDIA Dynamo's frontend and worker runtime (engine_svc/faces/dynamo, tests/routers/test_dynamo.py), without
+	# its pins: ai-dynamo wants aisimulate (on NVIDIA's index only) and its runtime pydantic<=2.13.5; both run with
+	# what the dev extra installs (pydantic 2.14, uvloop, msgspec, pyzmq, aiohttp).
+	$(UV_INSTALL) --no-deps ai-dynamo==1.6.1 ai-dynamo-runtime==1.6.1
 	touch $@
 
 .PHONY: setup run test check lint codegen
