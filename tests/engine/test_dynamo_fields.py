@@ -125,3 +125,9 @@ def test_zmq_hashes_are_vllms_int_by_default_and_bytes_when_asked(monkeypatch):
     monkeypatch.setenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "0")
     stored, _ = wire.batch(batch, 2, wire.int_hashes()).events
     assert isinstance(stored, wire.BlockStored) and stored.block_hashes == [h2]
+
+
+def test_a_failure_without_a_choice_still_ends_the_stream():
+    message = engine_pb2.GenerateResponse(finished=True)
+    message.error.message = "lost"
+    assert fields.chunks(message, 1) == [{"token_ids": [], "index": 0, "finish_reason": "error: lost"}]

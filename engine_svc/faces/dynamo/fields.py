@@ -218,6 +218,8 @@ def chunks(message: engine_pb2.GenerateResponse, prompt_tokens: int) -> list[dic
         if choice.finish_reason:
             chunk.update(_finish(choice, message))
         out.append(chunk)
+    if message.HasField("error") and not any(c.finish_reason for c in message.choices):
+        out.append({"token_ids": [], "index": 0, "finish_reason": error_finish(message.error.message)})
     if message.finished and out and message.HasField("usage"):
         out[-1]["completion_usage"] = usage(message.usage, prompt_tokens)
     return out
@@ -237,7 +239,12 @@ def _finish(choice: engine_pb2.GenerateChoice, message: engine_pb2.GenerateRespo
         return {"finish_reason": "stop", "stop_reason": getattr(choice, stop)} if stop else {"finish_reason": "eos"}
     if reason in FINISH:
         return {"finish_reason": FINISH[reason]}
-    return {"finish_reason": "error: " + (message.error.message or "the engine failed")[:MAX_ERROR_CHARS]}
+    return {"finish_reason": error_finish(message.error.message)}
+
+
+def error_finish(message: str) -> str:
+    """Dynamo's in-band failure (`FinishReason::Error`), after the first token."""
+    return "error: " + (message or "the engine failed")[:MAX_ERROR_CHARS]
 
 
 def usage(totals: common_pb2.Usage, prompt_tokens: int) -> dict:

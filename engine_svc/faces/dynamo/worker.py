@@ -158,7 +158,7 @@ class ScaleoutEngine(LLMEngine):
                 return
             if not started:
                 raise _refusal(ServiceError.from_rpc_error(e)) from None
-            yield {"token_ids": [], "index": 0, "finish_reason": "error: " + (e.details() or "")[:500]}
+            yield {"token_ids": [], "index": 0, "finish_reason": fields.error_finish(e.details() or "")}
         finally:
             self.calls.pop(request_id, None)
             call.cancel()  # a no-op once the stream ended; else the engine aborts the request
