@@ -8,6 +8,9 @@ it has, e.g. a Kubernetes headless Service's pods) and asks that replica over Re
 from its own store only. A tag no peer has (a replica gone, its memory with it) is RESPONSE_NOT_FOUND. Only
 listed peers are ever called, so an id cannot point a replica at an address of the client's choosing.
 
+A background response runs in the replica that took it (responses_background.py), the one its id names: a
+cancel, or a delete (which cancels it first), goes to that replica like any other call for the id.
+
 Under API keys a response is its storing client's (and admins'): the call to the owner carries the caller's
 identity as the gateway set it (scaleout_common.identity), and another client's id is RESPONSE_NOT_FOUND, as if
 it did not exist.
@@ -23,6 +26,7 @@ import grpc
 
 from pipeline_svc.fleet import Engines, Fleet, Replica
 from pipeline_svc.response_store import ResponseStore, Stored
+from pipeline_svc.responses_background import BackgroundRuns
 from scaleout.v1 import responses_pb2, responses_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.identity import Caller, caller
@@ -63,8 +67,9 @@ class Peers:
 class StoredResponses:
     """This replica's store and its peers': keep a response here, find or forget it wherever it was stored."""
 
-    def __init__(self, store: ResponseStore, peers: Peers, advertise: str = ""):
+    def __init__(self, store: ResponseStore, peers: Peers, advertise: str = "", runs: BackgroundRuns | None = None):
         self.store, self.peers = store, peers
+        self.runs = runs if runs is not None else BackgroundRuns(store, 0)  # None: no background responses here
         self.tag = tag_of(advertise) if advertise else ""
 
     def listening(self, host: str, port: int) -> None:
@@ -93,8 +98,7 @@ class StoredResponses:
 
     async def forget(self, response_id: str, who: Caller, time_left: float | None) -> None:
         if self._mine(response_id):
-            owned(self.store, response_id, who, "response_id")
-            self.store.delete(response_id)
+            await forget_here(self.store, self.runs, response_id, who)
             return
         stub = await self._owner(response_id, "response_id")
         request = responses_pb2.DeleteStoredResponseRequest(response_id=response_id)
@@ -102,6 +106,18 @@ class StoredResponses:
             await stub.DeleteStoredResponse(request, timeout=time_left, metadata=who.metadata())
         except grpc.aio.AioRpcError as error:
             raise _at_owner(error, response_id, "response_id") from None
+
+    async def cancel(self, response_id: str, who: Caller, time_left: float | None) -> dict:
+        """Cancel a background response wherever it runs; the Response as it ended."""
+        if self._mine(response_id):
+            return await cancel_here(self.store, self.runs, response_id, who)
+        stub = await self._owner(response_id, "response_id")
+        request = responses_pb2.CancelStoredResponseRequest(response_id=response_id)
+        try:
+            answer = await stub.CancelStoredResponse(request, timeout=time_left, metadata=who.metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _at_owner(error, response_id, "response_id") from None
+        return json.loads(answer.response_json)
 
     def _mine(self, response_id: str) -> bool:
         return response_id.startswith(PREFIX + self.tag)
@@ -122,6 +138,27 @@ def owned(store: ResponseStore, response_id: str, who: Caller, field: str) -> St
     return stored
 
 
+async def cancel_here(store: ResponseStore, runs: BackgroundRuns, response_id: str, who: Caller) -> dict:
+    """This replica's own response: a running background one cancelled, a finished one as it is (OpenAI's:
+    cancelling twice answers the final Response), any other RESPONSE_NOT_CANCELLABLE."""
+    run = runs.running(response_id)
+    if run is not None and who.owns(run.owner):
+        return await run.cancel()
+    stored = owned(store, response_id, who, "response_id")
+    if not stored.response.get("background"):
+        raise fail(Reason.RESPONSE_NOT_CANCELLABLE, "Cannot cancel a synchronous response.", "response_id")
+    return stored.response
+
+
+async def forget_here(store: ResponseStore, runs: BackgroundRuns, response_id: str, who: Caller) -> None:
+    """Delete this replica's own response, a running background one cancelled first."""
+    run = runs.running(response_id)
+    if run is not None and who.owns(run.owner):
+        await run.cancel()
+    owned(store, response_id, who, "response_id")
+    store.delete(response_id)
+
+
 def _at_owner(error: grpc.aio.AioRpcError, response_id: str, field: str) -> ServiceError:
     """The owner's answer in the caller's terms: its NOT_FOUND names the caller's field."""
     if error.code() == grpc.StatusCode.NOT_FOUND:
@@ -130,10 +167,10 @@ def _at_owner(error: grpc.aio.AioRpcError, response_id: str, field: str) -> Serv
 
 
 class ResponseStoreFrontDoor(responses_pb2_grpc.ResponseStoreServiceServicer):
-    """ResponseStoreService: what this replica itself stored (peers ask here; nothing is forwarded on)."""
+    """ResponseStoreService: what this replica itself stored or runs (peers ask here; nothing is forwarded on)."""
 
-    def __init__(self, store: ResponseStore):
-        self.store = store
+    def __init__(self, store: ResponseStore, runs: BackgroundRuns):
+        self.store, self.runs = store, runs
 
     async def FetchStoredResponse(self, request, context):
         stored = owned(self.store, request.response_id, caller(context), "response_id")
@@ -143,6 +180,9 @@ class ResponseStoreFrontDoor(responses_pb2_grpc.ResponseStoreServiceServicer):
         )
 
     async def DeleteStoredResponse(self, request, context):
-        owned(self.store, request.response_id, caller(context), "response_id")
-        self.store.delete(request.response_id)
+        await forget_here(self.store, self.runs, request.response_id, caller(context))
         return responses_pb2.DeleteStoredResponseResponse()
+
+    async def CancelStoredResponse(self, request, context):
+        response = await cancel_here(self.store, self.runs, request.response_id, caller(context))
+        return responses_pb2.StoredResponse(response_json=json.dumps(response, ensure_ascii=False))

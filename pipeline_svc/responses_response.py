@@ -10,7 +10,8 @@ the logprobs of the tokens that wrote it (`text_logprobs`), and so does each of 
 settings are echoed
 (instructions, tools, tool_choice, metadata, `store`, `previous_response_id`, ...) with the sampling values render
 resolved. Reasoning tokens are not counted apart (`output_tokens_details.reasoning_tokens` is 0). The finished
-Response goes to `keep` (the stored responses, responses_turn.py) before it is answered.
+Response goes to `keep` (the stored responses, responses_turn.py) before it is answered; a background one's
+`snapshot`s (queued, in progress, cancelled) are stored as it runs (responses_background.py).
 
 Streamed: `response.created` and `response.in_progress`, then per item `response.output_item.added`, its
 content part (`response.content_part.added`), the deltas (`response.output_text.delta`,
@@ -36,6 +37,8 @@ from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
 from scaleout_common.reasons import HTTP_STATUS
 
+RUNNING = ("queued", "in_progress")  # a Response's statuses before it finished
+
 # Request fields echoed in the Response as the client sent them, and their value when absent.
 ECHOED = {
     "instructions": None,
@@ -52,6 +55,7 @@ ECHOED = {
     "max_tool_calls": None,
     "previous_response_id": None,
     "store": False,
+    "background": False,
 }
 
 
@@ -152,7 +156,6 @@ def _envelope(rendered: render_pb2.RenderChatResponse, request: dict, status: st
         "temperature": _float32(sampling.temperature) if sampling.HasField("temperature") else None,
         "top_p": _float32(sampling.top_p) if sampling.HasField("top_p") else None,
         "max_output_tokens": sampling.max_tokens if sampling.HasField("max_tokens") else None,
-        "background": False,
         "service_tier": "default",
         "top_logprobs": request.get("top_logprobs") or 0,
         "usage": None,
@@ -224,6 +227,14 @@ class ResponseStream:
             self._event("response.created", response=self._response()),
             self._event("response.in_progress", response=self._response()),
         ]
+
+    def snapshot(self, status: str) -> dict:
+        """The Response so far as `status` (a background one's `queued`, `in_progress`, `cancelled`): the items
+        finished, then the open one as it stands (`incomplete` once the response is no longer in progress)."""
+        out = self._response() | {"status": status, "usage": usage(self.usage)}
+        if self.open is not None:
+            out["output"].append(self._whole("in_progress" if status in RUNNING else "incomplete"))
+        return out
 
     def _event(self, kind: str, **fields) -> Event:
         payload = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -345,14 +356,16 @@ class ResponseStream:
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
         return events + [self._event(kind, response=final)]
 
+    def notice(self, failure: ServiceError) -> list[Event]:
+        """The `error` event alone (its `code` the stable reason)."""
+        error = error_object(failure)["error"]
+        return [self._event("error", code=error["code"], message=error["message"], param=error["param"])]
+
     def error(self, failure: ServiceError) -> list[Event]:
         """`error` (its `code` the stable reason), then `response.failed` ending the response's lifecycle: the
         output so far (an item cut short is `incomplete`) and `error.code` one of the API's own codes."""
-        error = error_object(failure)["error"]
-        events = [self._event("error", code=error["code"], message=error["message"], param=error["param"])]
-        failed = self._response() | {"status": "failed", "usage": usage(self.usage)}
-        if self.open is not None:
-            failed["output"].append(self._whole("incomplete"))
+        events = self.notice(failure)
+        failed = self.snapshot("failed")
         code = "rate_limit_exceeded" if HTTP_STATUS.get(failure.code) == 429 else "server_error"
         failed["error"] = {"code": code, "message": failure.message}
         return events + [self._event("response.failed", response=failed)]

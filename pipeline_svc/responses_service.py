@@ -3,18 +3,19 @@ responses behind `GET` / `DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/c
 `previous_response_id`.
 
 render_svc converts the request to the chat form (RenderResponses: the field policy lives there) once
-responses_turn has taken `store` and `previous_response_id` out; the answer is derender's chat output shaped by
-responses_response, its id renamed for this replica (response_peers), and kept when `store` says so.
-`user` / `safety_identifier` go on the request's span.
+responses_turn has taken `store`, `background` and `previous_response_id` out; the answer is derender's chat
+output shaped by responses_response, its id renamed for this replica (response_peers), and kept when `store`
+says so. A background one is answered `queued` (or, streamed, with its events as they come) and generated on
+(responses_background). `user` / `safety_identifier` go on the request's span.
 """
 
 from __future__ import annotations
 
-from pipeline_svc import responses_response, responses_turn
+from pipeline_svc import responses_response, responses_turn, shaped_route
 from pipeline_svc.client_fields import RESPONSES, named
 from pipeline_svc.hops import Hops
 from pipeline_svc.response_peers import StoredResponses
-from pipeline_svc.shaped_route import json_body, serve
+from pipeline_svc.shaped_route import json_body, serve, sse
 from scaleout.v1 import responses_pb2_grpc
 from scaleout_common.identity import caller
 from scaleout_common.reasons import Reason, fail
@@ -46,6 +47,17 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
                 self.stored.store.put(response, turn.input_items, who.client)
             return response
 
+        if turn.background:
+            rendered, echo = await shaped_route.render(render, turn.render_body, context, _identity, turn.echo)
+            run = self.stored.runs.start(
+                self.hops, rendered, echo, turn.input_items, who.client, bool(echo.get("stream"))
+            )
+            if run.events is None:
+                yield json_body(run.response)
+                return
+            async for event in run.relay():
+                yield sse(event)
+            return
         route = serve(
             self.hops,
             render,
@@ -64,13 +76,19 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             raise fail(
                 Reason.UNSUPPORTED_FIELD, "`stream` = true (replaying a stored response) is not supported", "stream"
             )
+        if request.HasField("starting_after"):
+            raise fail(
+                Reason.UNSUPPORTED_FIELD,
+                "`starting_after` (resuming a stored response's events) is not supported",
+                "starting_after",
+            )
         stored = await self.stored.find(request.response_id, "response_id", caller(context), context.time_remaining())
         return json_body(stored.response)
 
     async def CancelResponse(self, request, context):
-        """Only a background response can be cancelled; every stored one was answered in its call."""
-        await self.stored.find(request.response_id, "response_id", caller(context), context.time_remaining())
-        raise fail(Reason.RESPONSE_NOT_CANCELLABLE, "Cannot cancel a synchronous response.", "response_id")
+        """A background response's generation stopped, at the replica that runs it (response_peers)."""
+        response = await self.stored.cancel(request.response_id, caller(context), context.time_remaining())
+        return json_body(response)
 
     async def DeleteResponse(self, request, context):
         await self.stored.forget(request.response_id, caller(context), context.time_remaining())

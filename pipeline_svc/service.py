@@ -26,6 +26,7 @@ from pipeline_svc.hops import Hops
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.response_peers import Peers, ResponseStoreFrontDoor, StoredResponses
 from pipeline_svc.response_store import ResponseStore
+from pipeline_svc.responses_background import BackgroundRuns
 from pipeline_svc.responses_service import ResponsesFrontDoor
 from pipeline_svc.role_health import role_health
 from scaleout.v1 import (
@@ -75,7 +76,8 @@ class PipelineService:
         self.hops = Hops(args)
         store = ResponseStore(args.response_store_size, args.response_store_mb << 20, args.response_store_ttl_s)
         peers = Peers(args.response_peers, args.max_message_mb)
-        self.stored = StoredResponses(store, peers, args.response_advertise)
+        runs = BackgroundRuns(store, args.max_background_responses)
+        self.stored = StoredResponses(store, peers, args.response_advertise, runs)
         self.fleet = Fleet(Engines.parse(args.engines), args.max_message_mb)
 
     def register(self, server: grpc.aio.Server) -> None:
@@ -84,7 +86,8 @@ class PipelineService:
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(openai, server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
         responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
-        responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(ResponseStoreFrontDoor(self.stored.store), server)
+        store = ResponseStoreFrontDoor(self.stored.store, self.stored.runs)
+        responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(store, server)
         engine_stream_pb2_grpc.add_EngineStreamServiceServicer_to_server(EngineStreamRelay(self.hops), server)
         fleet_metrics_pb2_grpc.add_FleetMetricsServiceServicer_to_server(FleetMetrics(self.fleet), server)
         fleet = FleetOperations(self.fleet)
@@ -107,6 +110,7 @@ class PipelineService:
         pass
 
     async def close(self) -> None:
+        await self.stored.runs.close()
         await self.hops.close()
         await self.stored.peers.close()
         await self.fleet.close()
@@ -122,6 +126,12 @@ def parser():
     )
     p.add_argument("--response-store-mb", type=int, default=64, help="memory the stored Responses' JSON may take")
     p.add_argument("--response-store-ttl-s", type=float, default=3600.0, help="how long a stored Response is kept")
+    p.add_argument(
+        "--max-background-responses",
+        type=int,
+        default=64,
+        help="`background: true` Responses this replica generates at once (more: 429 TOO_MANY_BACKGROUND_RESPONSES)",
+    )
     p.add_argument(
         "--response-peers",
         default="",

@@ -54,6 +54,20 @@ def sse(event: Event) -> httpbody_pb2.HttpBody:
     return httpbody_pb2.HttpBody(content_type=SSE, data=f"event: {name}\ndata: {data}\n\n".encode())
 
 
+async def render(render_rpc, request: httpbody_pb2.HttpBody, context, identity, echo: dict | None = None):
+    """The API's own render RPC, and the request as the answer echoes it (default: the body as sent), its
+    identity fields set on the request's span."""
+    try:
+        rendered = await render_rpc(request, timeout=context.time_remaining())
+    except grpc.aio.AioRpcError as error:
+        raise ServiceError.from_rpc_error(error) from None
+    body = echo if echo is not None else json.loads(request.data)  # render validated it
+    span = trace.get_current_span()
+    for name, value in identity(body).items():
+        span.set_attribute(name, value)
+    return rendered, body
+
+
 async def serve(
     hops: Hops,
     render_rpc,
@@ -66,14 +80,7 @@ async def serve(
 ):
     """Render (the API's own render RPC), then the answer as one JSON body or the API's event stream. The shapes
     see `echo`, the request as the answer echoes it (default: the body as sent)."""
-    try:
-        rendered = await render_rpc(request, timeout=context.time_remaining())
-    except grpc.aio.AioRpcError as error:
-        raise ServiceError.from_rpc_error(error) from None
-    body = echo if echo is not None else json.loads(request.data)  # render validated it
-    span = trace.get_current_span()
-    for name, value in identity(body).items():
-        span.set_attribute(name, value)
+    rendered, body = await render(render_rpc, request, context, identity, echo)
     if not body.get("stream"):
         try:
             completion = await hops.complete(rendered, context)
@@ -81,26 +88,32 @@ async def serve(
             raise ServiceError.from_rpc_error(error) from None
         yield json_body(unary(completion, rendered, body))
         return
-    shape = streamed(rendered, body)
+    async for event in events(hops, rendered, streamed(rendered, body), context):
+        yield sse(event)
+
+
+async def events(hops: Hops, rendered: render_pb2.RenderChatResponse, shape: StreamShape, context):
+    """The shape's events for one rendered prompt. A failure before the first event raises, typed; after it, the
+    shape's error events end the stream."""
     started = False
     try:
         live = LiveGeneration(hops, rendered, context)
         async for answer in live.answers():
-            events = shape.chunk(answer.chat)
-            if events and not started:  # a chunk without output (usage only) starts nothing yet
-                events, started = _start(shape, live) + events, True
-            for event in events:
-                yield sse(event)
-        events = [] if started else _start(shape, live)
+            chunk_events = shape.chunk(answer.chat)
+            if chunk_events and not started:  # a chunk without output (usage only) starts nothing yet
+                chunk_events, started = _start(shape, live) + chunk_events, True
+            for event in chunk_events:
+                yield event
+        opening = [] if started else _start(shape, live)
         started = True
-        for event in events + shape.finish():
-            yield sse(event)
+        for event in opening + shape.finish():
+            yield event
     except (grpc.aio.AioRpcError, ServiceError) as error:
         if not started:
             raise ServiceError.of(error) from None
         # HTTP/1.1 clients never see trailers: the outcome travels in-band.
         for event in shape.error(broken_off(error)):
-            yield sse(event)
+            yield event
 
 
 def _start(shape: StreamShape, live: LiveGeneration) -> list[Event]:

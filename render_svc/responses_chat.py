@@ -13,9 +13,10 @@ Responses (vLLM's `construct_input_messages`):
   template as in chat) sets it; `truncation: auto` ->
   truncate_prompt_tokens = -1; `text.format` json_object / json_schema -> the chat request's response_format
   (enforced while decoding).
-- `store` and `previous_response_id` are the one-hop route's (`/v1/responses` keeps responses and expands the
-  conversation before it calls render): render, which keeps nothing, refuses them here.
-- Refused: `conversation`, `background: true`, hosted tools, encrypted reasoning and item references.
+- `store`, `background` and `previous_response_id` are the one-hop route's (`/v1/responses` keeps responses,
+  runs background ones on and expands the conversation before it calls render): render, which keeps and runs
+  nothing, refuses them here (`store: false` and `background: false` pass).
+- Refused: `conversation`, hosted tools, encrypted reasoning and item references.
 - Our extension: vLLM's chat `return_token_ids` -> the same (the Response carries `prompt_token_ids` and the
   sampled `token_ids`; vLLM's Responses API has no such field).
 """
@@ -242,7 +243,7 @@ def responses_chat(data: dict) -> dict:
     top.refuse("previous_response_id", "needs stored responses: POST /v1/responses keeps them, render does not")
     top.refuse("conversation", "(the Conversations API) is not supported: chain with previous_response_id")
     top.allow("store", False, why="is not supported here: POST /v1/responses stores responses, render does not")
-    top.allow("background", False, why="is not supported: responses are answered in the call")
+    top.allow("background", False, why="is not supported here: POST /v1/responses runs responses on, render does not")
     top.refuse("prompt", "(stored prompt templates) is not supported")
     max_tool_calls = top.take("max_tool_calls", int)  # caps hosted tools' calls: with those refused, it holds
     if max_tool_calls is not None and max_tool_calls < 0:

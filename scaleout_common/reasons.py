@@ -63,7 +63,17 @@ class Reason(StrEnum):
     RESPONSE_NOT_CANCELLABLE = (
         "RESPONSE_NOT_CANCELLABLE",
         C.FAILED_PRECONDITION,
-        "cancelling a stored response that is not a background one (none is: `background: true` is refused)",
+        "cancelling a stored response that is not a background one",
+    )
+    RESPONSE_CANCELLED = (
+        "RESPONSE_CANCELLED",
+        C.CANCELLED,
+        "in-band: a streamed background Response whose generation `POST /v1/responses/{id}/cancel` stopped",
+    )
+    TOO_MANY_BACKGROUND_RESPONSES = (
+        "TOO_MANY_BACKGROUND_RESPONSES",
+        C.RESOURCE_EXHAUSTED,
+        "a `background: true` Response while its replica runs --max-background-responses already",
     )
     MISSING_MESSAGES = "MISSING_MESSAGES", C.INVALID_ARGUMENT, "a chat request without messages"
     INVALID_ROLE = "INVALID_ROLE", C.INVALID_ARGUMENT, "a role other than system/developer/user/assistant/tool"

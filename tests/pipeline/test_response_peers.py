@@ -94,3 +94,26 @@ async def test_under_api_keys_a_response_is_its_clients():
                     await call(asked, metadata=((CLIENT_HEADER, "alice"),))
                 assert ServiceError.from_rpc_error(caught.value).reason == "RESPONSE_NOT_FOUND"
         assert first.stored.store.get(response["id"]) is not None
+
+
+async def test_cancel_is_answered_by_the_owner_through_either_replica():
+    """A finished background response is answered as it is (OpenAI's: cancelling twice returns the final one), any
+    other stored response is not cancellable, another client's is not found: on the owner and through the other."""
+    async with two_replicas() as [(first, first_stub), (_, second_stub)]:
+        synchronous = stored_on(first, "answered in its call")
+        background_id = first.stored.name("resp_" + "6" * 32)
+        background = {"id": background_id, "object": "response", "background": True, "status": "completed"}
+        first.stored.store.put(background, [], "bob")
+        for stub in (first_stub, second_stub):
+            answer = await stub.CancelResponse(responses_pb2.CancelResponseRequest(response_id=background["id"]))
+            assert json.loads(answer.data) == background
+            for response_id, metadata, reason in (
+                (synchronous["id"], (), "RESPONSE_NOT_CANCELLABLE"),
+                (background["id"], ((CLIENT_HEADER, "alice"),), "RESPONSE_NOT_FOUND"),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await stub.CancelResponse(
+                        responses_pb2.CancelResponseRequest(response_id=response_id), metadata=metadata
+                    )
+                error = ServiceError.from_rpc_error(caught.value)
+                assert (error.reason, error.violations[0][0]) == (reason, "response_id")

@@ -115,12 +115,22 @@ async def test_a_turn_continues_the_stored_conversation():
         ({"input": "hi", "previous_response_id": "nope"}, 10, "INVALID_REQUEST", "previous_response_id"),
         ({"input": "hi", "store": "yes"}, 10, "INVALID_REQUEST", "store"),
         ({"input": "hi", "store": True}, 0, "UNSUPPORTED_FIELD", "store"),
+        ({"input": "hi", "background": True, "store": False}, 10, "INVALID_REQUEST", "background"),  # vLLM's words
+        ({"input": "hi", "background": True}, 0, "UNSUPPORTED_FIELD", "background"),  # nothing stored here
+        ({"input": "hi", "background": 1}, 10, "INVALID_REQUEST", "background"),
     ],
 )
 async def test_a_turn_refuses(body, size, reason, field):
     with pytest.raises(ServiceError) as caught:
         await responses_turn.begin(json.dumps(body).encode(), stored(size), ANYONE, None)
     assert (caught.value.reason, caught.value.violations[0][0]) == (reason, field)
+
+
+async def test_a_background_turn_renders_a_stream_and_echoes_what_was_asked():
+    turn = await responses_turn.begin(b'{"input": "hi", "background": true}', stored(10), ANYONE, None)
+    sent = json.loads(turn.render_body.data)
+    assert turn.background and turn.store and "background" not in sent and sent["stream"] is True
+    assert (turn.echo["background"], turn.echo.get("stream")) == (True, None)
 
 
 async def test_storing_follows_the_store_being_on():

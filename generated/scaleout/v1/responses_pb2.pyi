@@ -7,12 +7,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetResponseRequest(_message.Message):
-    __slots__ = ("response_id", "stream")
+    __slots__ = ("response_id", "stream", "starting_after")
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
+    STARTING_AFTER_FIELD_NUMBER: _ClassVar[int]
     response_id: str
     stream: bool
-    def __init__(self, response_id: _Optional[str] = ..., stream: _Optional[bool] = ...) -> None: ...
+    starting_after: int
+    def __init__(self, response_id: _Optional[str] = ..., stream: _Optional[bool] = ..., starting_after: _Optional[int] = ...) -> None: ...
 
 class DeleteResponseRequest(_message.Message):
     __slots__ = ("response_id",)
@@ -49,3 +51,9 @@ class DeleteStoredResponseRequest(_message.Message):
 class DeleteStoredResponseResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CancelStoredResponseRequest(_message.Message):
+    __slots__ = ("response_id",)
+    RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
+    response_id: str
+    def __init__(self, response_id: _Optional[str] = ...) -> None: ...

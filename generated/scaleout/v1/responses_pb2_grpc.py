@@ -39,8 +39,16 @@ class ResponsesServiceStub:
     Stored responses: `store` (absent: true, as OpenAI's) keeps the finished Response and its conversation in the
     memory of the pipeline replica that answered, bounded in count, bytes and age (oldest evicted first; limits in
     docs/anthropic_responses.md). Its id names that replica, so any replica finds it: `previous_response_id`
-    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE answer
-    for it, asking the owner over ResponseStoreService when it is another replica.
+    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE / cancel
+    answer for it, asking the owner over ResponseStoreService when it is another replica.
+
+    Background responses (`background: true`, which needs `store`; `store: false` with it is INVALID_REQUEST
+    "background can only be used when `store` is true", vLLM's words): the request is rendered (so a bad one is
+    still a 400), stored `queued` and answered at once; its generation runs on in the replica that took it, which
+    stores it `in_progress` at the engine's first output and `completed` / `incomplete` / `failed` at the end.
+    With `"stream": true` the create call streams its events as usual (the generation goes on if the client
+    leaves). At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
+    TOO_MANY_BACKGROUND_RESPONSES past it); a replica that stops cancels its own.
     """
 
     def __init__(self, channel):
@@ -84,8 +92,16 @@ class ResponsesServiceServicer:
     Stored responses: `store` (absent: true, as OpenAI's) keeps the finished Response and its conversation in the
     memory of the pipeline replica that answered, bounded in count, bytes and age (oldest evicted first; limits in
     docs/anthropic_responses.md). Its id names that replica, so any replica finds it: `previous_response_id`
-    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE answer
-    for it, asking the owner over ResponseStoreService when it is another replica.
+    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE / cancel
+    answer for it, asking the owner over ResponseStoreService when it is another replica.
+
+    Background responses (`background: true`, which needs `store`; `store: false` with it is INVALID_REQUEST
+    "background can only be used when `store` is true", vLLM's words): the request is rendered (so a bad one is
+    still a 400), stored `queued` and answered at once; its generation runs on in the replica that took it, which
+    stores it `in_progress` at the engine's first output and `completed` / `incomplete` / `failed` at the end.
+    With `"stream": true` the create call streams its events as usual (the generation goes on if the client
+    leaves). At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
+    TOO_MANY_BACKGROUND_RESPONSES past it); a replica that stops cancels its own.
     """
 
     def CreateResponse(self, request, context):
@@ -96,8 +112,9 @@ class ResponsesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetResponse(self, request, context):
-        """OpenAI `GET /v1/responses/{response_id}`: the stored Response; NOT_FOUND (RESPONSE_NOT_FOUND, 404) for an id
-        no replica holds (never stored, deleted, evicted or expired).
+        """OpenAI `GET /v1/responses/{response_id}`: the stored Response (a background one as it stands: `queued`,
+        `in_progress`, then finished); NOT_FOUND (RESPONSE_NOT_FOUND, 404) for an id no replica holds (never stored,
+        deleted, evicted or expired).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -111,10 +128,12 @@ class ResponsesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelResponse(self, request, context):
-        """OpenAI `POST /v1/responses/{response_id}/cancel` (the SDK's `responses.cancel`): only a background response
-        can be cancelled, and none is made here (`background: true` is refused), so a stored response is
-        FAILED_PRECONDITION (RESPONSE_NOT_CANCELLABLE, 400 "Cannot cancel a synchronous response.", vLLM's words);
-        NOT_FOUND (RESPONSE_NOT_FOUND, 404) for an id no replica holds.
+        """OpenAI `POST /v1/responses/{response_id}/cancel` (the SDK's `responses.cancel`): a background response still
+        `queued` or `in_progress` has its generation aborted (the engine call cancelled, its sequence freed) and is
+        answered `cancelled`, its output so far kept; one already finished is answered as it is (OpenAI's: cancelling
+        twice returns the final Response). A response that is not a background one is FAILED_PRECONDITION
+        (RESPONSE_NOT_CANCELLABLE, 400 "Cannot cancel a synchronous response.", vLLM's words); NOT_FOUND
+        (RESPONSE_NOT_FOUND, 404) for an id no replica holds. Any replica answers: the owner cancels.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -164,8 +183,16 @@ class ResponsesService:
     Stored responses: `store` (absent: true, as OpenAI's) keeps the finished Response and its conversation in the
     memory of the pipeline replica that answered, bounded in count, bytes and age (oldest evicted first; limits in
     docs/anthropic_responses.md). Its id names that replica, so any replica finds it: `previous_response_id`
-    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE answer
-    for it, asking the owner over ResponseStoreService when it is another replica.
+    prepends the stored conversation (input and output items) to the request's input, and GET / DELETE / cancel
+    answer for it, asking the owner over ResponseStoreService when it is another replica.
+
+    Background responses (`background: true`, which needs `store`; `store: false` with it is INVALID_REQUEST
+    "background can only be used when `store` is true", vLLM's words): the request is rendered (so a bad one is
+    still a 400), stored `queued` and answered at once; its generation runs on in the replica that took it, which
+    stores it `in_progress` at the engine's first output and `completed` / `incomplete` / `failed` at the end.
+    With `"stream": true` the create call streams its events as usual (the generation goes on if the client
+    leaves). At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
+    TOO_MANY_BACKGROUND_RESPONSES past it); a replica that stops cancels its own.
     """
 
     @staticmethod
@@ -298,6 +325,11 @@ class ResponseStoreServiceStub:
                 request_serializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseResponse.FromString,
                 _registered_method=True)
+        self.CancelStoredResponse = channel.unary_unary(
+                '/scaleout.v1.ResponseStoreService/CancelStoredResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.CancelStoredResponseRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_responses__pb2.StoredResponse.FromString,
+                _registered_method=True)
 
 
 class ResponseStoreServiceServicer:
@@ -319,6 +351,14 @@ class ResponseStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelStoredResponse(self, request, context):
+        """Cancel a background response it runs, as ResponsesService.CancelResponse answers (the Response in
+        `response_json`, `input_items_json` left empty); NOT_FOUND (RESPONSE_NOT_FOUND) when it holds no such id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResponseStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -331,6 +371,11 @@ def add_ResponseStoreServiceServicer_to_server(servicer, server):
                     servicer.DeleteStoredResponse,
                     request_deserializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseResponse.SerializeToString,
+            ),
+            'CancelStoredResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelStoredResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.CancelStoredResponseRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_responses__pb2.StoredResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -389,6 +434,33 @@ class ResponseStoreService:
             '/scaleout.v1.ResponseStoreService/DeleteStoredResponse',
             scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseRequest.SerializeToString,
             scaleout_dot_v1_dot_responses__pb2.DeleteStoredResponseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelStoredResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.ResponseStoreService/CancelStoredResponse',
+            scaleout_dot_v1_dot_responses__pb2.CancelStoredResponseRequest.SerializeToString,
+            scaleout_dot_v1_dot_responses__pb2.StoredResponse.FromString,
             options,
             channel_credentials,
             insecure,

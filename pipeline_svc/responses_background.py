@@ -1,0 +1,143 @@
+"""Background Responses (`background: true`): generated on after the create call answered, in the replica that
+took them, their progress kept in the response store.
+
+A run is stored `queued` when it starts, `in_progress` at its first event, and its last Response when it ends:
+`completed` / `incomplete`, `failed` (the hop's typed error, as a stream reports it), or `cancelled` (the output
+so far, the item cut short `incomplete`). It always runs as a stream (shaped_route.events), whose events only a
+`stream: true` create call reads (`relay`): a client that leaves stops reading, never the run. Cancelling a run
+cancels its task, which cancels the engine and derender calls (hops.LiveGeneration: the engine aborts the
+sequence and frees its cache) before the cancel is answered. A run's deadline is the store's TTL: a response
+that outlives its stored copy is of no use. At most `limit` run at once (TOO_MANY_BACKGROUND_RESPONSES past it);
+`close` cancels them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from pipeline_svc import shaped_route
+from pipeline_svc.hops import Hops
+from pipeline_svc.response_store import ResponseStore
+from pipeline_svc.responses_response import ResponseStream
+from pipeline_svc.shaped_route import Event
+from scaleout.v1 import render_pb2
+from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason, fail
+
+log = logging.getLogger(__name__)
+
+
+class _Deadline:
+    """What LiveGeneration asks of a call's context: the time left, here from the run's own deadline."""
+
+    def __init__(self, seconds: float):
+        self.until = time.monotonic() + seconds
+
+    def time_remaining(self) -> float:
+        return max(self.until - time.monotonic(), 0.0)
+
+
+class Run:
+    """One background response: its task, its last stored Response, and the events a streamed create reads."""
+
+    def __init__(self, runs: BackgroundRuns, shape: ResponseStream, items: list, owner: str | None, stream: bool):
+        self.runs, self.shape, self.items, self.owner = runs, shape, items, owner
+        self.response = shape.snapshot("queued")  # the last Response stored
+        self.id: str = self.response["id"]
+        self.events: asyncio.Queue[list[Event] | None] | None = asyncio.Queue() if stream else None
+        self.task: asyncio.Task | None = None
+
+    def _keep(self, response: dict) -> None:
+        self.response = response
+        self.runs.store.put(response, self.items, self.owner)
+
+    def _send(self, events: list[Event]) -> None:
+        if self.events is not None:
+            self.events.put_nowait(events)
+
+    async def generate(self, hops: Hops, rendered: render_pb2.RenderChatResponse) -> None:
+        deadline = _Deadline(self.runs.store.ttl_s)
+        last: list[Event] = []
+        try:
+            async for event in shaped_route.events(hops, rendered, self.shape, deadline):
+                if self.response["status"] == "queued":
+                    self._keep(self.shape.snapshot("in_progress"))
+                last = [event]
+                self._send(last)
+        except asyncio.CancelledError:
+            self._keep(self.shape.snapshot("cancelled"))
+            self._send(self.shape.notice(fail(Reason.RESPONSE_CANCELLED, f"Response {self.id} was cancelled.")))
+            raise
+        except ServiceError as failure:  # before the first event: the stream's opening, then its failure
+            last = self.shape.start() + self.shape.error(failure)
+            self._send(last)
+        except Exception:  # a bug here must still end the response, as `failed`
+            log.exception("background response %s failed", self.id)
+            last = self.shape.start() + self.shape.error(fail(Reason.UPSTREAM_LOST, "the generation failed"))
+            self._send(last)
+        finally:
+            if self.events is not None:
+                self.events.put_nowait(None)
+        _, payload = last[-1]  # response.completed / .incomplete / .failed: the Response as it ended
+        self._keep(payload["response"])
+
+    async def relay(self):
+        """The run's events as they come (a `stream: true` create call), until its last."""
+        assert self.events is not None
+        try:
+            while (batch := await self.events.get()) is not None:
+                for event in batch:
+                    yield event
+        finally:
+            self.events = None  # the reader left: the run goes on unread
+
+    async def cancel(self) -> dict:
+        """Stop the generation (if it still runs) and answer the Response as it ended."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            await asyncio.wait({self.task})
+        return self.response
+
+
+class BackgroundRuns:
+    """This replica's running background responses, by id."""
+
+    def __init__(self, store: ResponseStore, limit: int):
+        self.store, self.limit = store, limit
+        self._runs: dict[str, Run] = {}
+
+    def start(
+        self,
+        hops: Hops,
+        rendered: render_pb2.RenderChatResponse,
+        echo: dict,
+        items: list,
+        owner: str | None,
+        stream: bool,
+    ) -> Run:
+        """Store the response `queued` and run its generation on; the run (its `response`, its `relay`)."""
+        if len(self._runs) >= self.limit:
+            raise fail(
+                Reason.TOO_MANY_BACKGROUND_RESPONSES,
+                f"this replica runs {self.limit} background responses already (--max-background-responses)",
+                "background",
+            )
+        run = Run(self, ResponseStream(rendered, echo), items, owner, stream)
+        if not self.store.put(run.response, items, owner):
+            raise fail(
+                Reason.UNSUPPORTED_FIELD,
+                "`background` = true needs the response stored, and this one is larger than the store",
+                "background",
+            )
+        run.task = asyncio.create_task(run.generate(hops, rendered), name=f"background {run.id}")
+        self._runs[run.id] = run
+        run.task.add_done_callback(lambda _: self._runs.pop(run.id, None))
+        return run
+
+    def running(self, response_id: str) -> Run | None:
+        return self._runs.get(response_id)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(run.cancel() for run in list(self._runs.values())))
