@@ -1,7 +1,7 @@
 """Background Responses (`background: true`) with two pipeline replicas behind Envoy, through the official `openai`
 SDK (vLLM's test_stateful background cases, in our terms): answered `queued` at once and polled to `completed`
 on either replica; cancelled mid-generation through the replica that does not run it, the engine idle after;
-refused without `store`; streamed as usual."""
+refused without `store`; streamed as usual, and a stream cancelled ends in-band."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 
 import openai
 import pytest
+import requests
 from google.api import httpbody_pb2
 
 from scaleout.v1 import engine_pb2, engine_pb2_grpc, responses_pb2, responses_pb2_grpc
@@ -83,3 +84,17 @@ def test_streamed_with_its_events_and_stored(sdk):
     with pytest.raises(openai.BadRequestError) as caught:
         sdk.responses.retrieve(final.response.id, stream=True)
     assert caught.value.param == "stream"
+
+
+def test_a_streamed_run_cancelled_ends_with_its_reason(stack, sdk):
+    body = json.dumps(LONG | {"background": True, "stream": True})
+    headers = {"content-type": "application/json"}
+    with requests.post(stack.rest_url + "/v1/responses", data=body, headers=headers, stream=True, timeout=60) as answer:
+        lines = (line[len("data: ") :] for line in answer.iter_lines(decode_unicode=True) if line.startswith("data: "))
+        events = [json.loads(next(lines)) for _ in range(4)]  # created, in_progress, the message item, its part
+        cancelled = sdk.responses.cancel(events[0]["response"]["id"])
+        events += [json.loads(line) for line in lines]
+    assert cancelled.status == "cancelled" and events[-1]["type"] == "error"
+    assert events[-1]["code"] == "RESPONSE_CANCELLED"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    _until(lambda: (load := _load(stack)).running + load.waiting + load.kv_blocks_used == 0, "idle engine", 10)
