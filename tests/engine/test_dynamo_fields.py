@@ -48,6 +48,7 @@ def test_a_full_request_maps_field_by_field():
     [
         (("sampling_options", "use_beam_search"), True, "sampling_options.use_beam_search"),
         (("sampling_options", "best_of"), 2, "sampling_options.best_of"),
+        (("sampling_options", "n"), 2, "sampling_options.n"),
         (("sampling_options", "include_stop_str_in_output"), True, "sampling_options.include_stop_str_in_output"),
         (("output_options", "prompt_logprobs"), 1, "output_options.prompt_logprobs"),
         (("stop_conditions", "max_thinking_tokens"), 10, "stop_conditions.max_thinking_tokens"),

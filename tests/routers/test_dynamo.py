@@ -151,7 +151,11 @@ def test_a_closed_stream_frees_the_engine(fleet, model):
 
 @pytest.mark.parametrize(
     ("extra", "field"),
-    [({"best_of": 2}, "sampling_options.best_of"), ({"prompt_logprobs": 1}, "output_options.prompt_logprobs")],
+    [
+        ({"n": 2}, "sampling_options.n"),
+        ({"best_of": 2}, "sampling_options.best_of"),
+        ({"prompt_logprobs": 1}, "output_options.prompt_logprobs"),
+    ],
 )
 def test_a_refused_field_is_a_400_naming_it(fleet, model, extra, field):
     with pytest.raises(openai.BadRequestError) as refused:

@@ -18,7 +18,8 @@ newer Dynamo's field is never taken and ignored.
 | sampling_options.temperature, top_p,    | the same (top_k -1 or 0: no cut)                                      |
 |   top_k, min_p, seed, repetition_/      |                                                                       |
 |   presence_/frequency_penalty           |                                                                       |
-| sampling_options.n                      | n; best_of only equal to n                                            |
+| sampling_options.n, best_of            | 1 only: Dynamo's backend worker ends the stream at the first choice's  |
+|                                         | finish, so a second choice would be cut                                |
 | sampling_options.use_beam_search,       | refused (no beam search)                                              |
 |   length_penalty                        |                                                                       |
 | sampling_options.include_stop_str_in_output | refused when true (the frontend cuts the stop string)             |
@@ -118,9 +119,7 @@ def generate_request(
     if not params.ignore_eos:
         extra_eos = [t for t in request.get("eos_token_ids") or [] if t not in engine_eos]
         params.stop_token_ids.extend(t for t in extra_eos if t not in params.stop_token_ids)
-    n = _sampling_options(request.get("sampling_options") or {}, params)
-    if n is not None:
-        out.n = n
+    _sampling_options(request.get("sampling_options") or {}, params)
     _output_options(request.get("output_options") or {}, params)
     _routing(request.get("routing") or {}, out)
     out.sampling_params.CopyFrom(params)
@@ -143,7 +142,7 @@ def _stop_conditions(values: dict, params: common_pb2.SamplingParams) -> None:
     params.ignore_eos = bool(values.get("ignore_eos"))
 
 
-def _sampling_options(values: dict, params: common_pb2.SamplingParams) -> int | None:
+def _sampling_options(values: dict, params: common_pb2.SamplingParams) -> None:
     handlers: dict[str, Callable[[Any], None]] = {
         "top_k": lambda v: v > 0 and setattr(params, "top_k", v),  # -1 or 0: no cut
         "guided_decoding": lambda v: _guided(v, params),
@@ -157,16 +156,15 @@ def _sampling_options(values: dict, params: common_pb2.SamplingParams) -> int | 
     for key in ("use_beam_search", "length_penalty", "include_stop_str_in_output"):
         if _given(values.get(key)):
             raise refused(f"sampling_options.{key}", "not supported by the scaleout engine's Dynamo worker")
-    n = values.get("n")
-    if values.get("best_of") is not None and values["best_of"] != (n or 1):
-        raise refused("sampling_options.best_of", "only equal to n")
+    for key in ("n", "best_of"):
+        if values.get(key) not in (None, 1):
+            raise refused(f"sampling_options.{key}", "1 only (Dynamo's worker ends the stream at a choice's finish)")
     for key in SAME_SAMPLING:
         if values.get(key) is not None:
             setattr(params, key, values[key])
     for key, handle in handlers.items():
         if values.get(key) is not None:
             handle(values[key])
-    return n
 
 
 def _guided(values: dict, params: common_pb2.SamplingParams) -> None:
