@@ -5,7 +5,9 @@ soon as derender has it (the gateway passes each one straight through), ending w
 With `stream_options.include_usage` every chunk has `"usage": null` and a last chunk with empty `choices`
 carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on every chunk. With vLLM's
 `--enable-force-include-usage` every stream is answered as if it asked for both; with its
-`--return-tokens-as-token-ids` a request that does not say otherwise has `return_tokens_as_token_ids`.
+`--return-tokens-as-token-ids` a request that does not say otherwise has `return_tokens_as_token_ids`; with its
+`--enable-per-request-metrics` an answer has vLLM's `metrics` (request_metrics.py): unary at the top level, a
+stream on its usage chunk (so only with `include_usage`, as vLLM).
 
 An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
 status); after it, an in-band `data: {"error": ...}` event (`hops.broken_off`: the upstream's typed status, or
@@ -22,18 +24,24 @@ import grpc
 from google.api import httpbody_pb2
 from opentelemetry import trace
 
-from pipeline_svc import openai_request, openai_response
+from pipeline_svc import openai_request, openai_response, request_metrics
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
+from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
-from scaleout_common.prompt_logprob_rules import check_answer_made
+from scaleout_common.prompt_logprob_rules import oversized
 from scaleout_common.telemetry.call_summary import observe_request, observe_response
 
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
+
+
+def _top(parsed: openai_request.OpenAIRequest) -> int | None:
+    """The request's prompt_logprobs, if it asked for them."""
+    return parsed.typed.prompt_logprobs if parsed.typed.HasField("prompt_logprobs") else None
 
 
 def data_event(payload: dict) -> httpbody_pb2.HttpBody:
@@ -42,8 +50,15 @@ def data_event(payload: dict) -> httpbody_pb2.HttpBody:
 
 
 class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
-    def __init__(self, hops: Hops, force_usage: bool = False, token_ids_as_tokens: bool = False):
+    def __init__(
+        self,
+        hops: Hops,
+        force_usage: bool = False,
+        token_ids_as_tokens: bool = False,
+        per_request_metrics: bool = False,
+    ):
         self.hops = hops
+        self.per_request_metrics = per_request_metrics  # vLLM's --enable-per-request-metrics
         self.force_usage = force_usage  # vLLM's --enable-force-include-usage: every stream as include + continuous
         # vLLM's --return-tokens-as-token-ids: the field's default, which a request's own value overrides
         self.defaults = {"return_tokens_as_token_ids": True} if token_ids_as_tokens else {}
@@ -54,12 +69,6 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             options = parsed.typed.stream_options  # derender counts the usage it is told to print
             options.include_usage = options.continuous_usage_stats = True
         return parsed
-
-    def _made(self, answer: httpbody_pb2.HttpBody, parsed: openai_request.OpenAIRequest) -> httpbody_pb2.HttpBody:
-        """A unary answer, unless its prompt logprobs made it too large to send (prompt_logprob_rules.py)."""
-        top = parsed.typed.prompt_logprobs if parsed.typed.HasField("prompt_logprobs") else None
-        check_answer_made(len(answer.data), self.hops.max_message_bytes, top, "prompt_logprobs")
-        return answer
 
     async def ChatCompletions(self, request, context):
         async for event in named(self._chat(request, context), request.data, OPENAI_CHAT):
@@ -73,7 +82,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         parsed = self._forced(openai_request.chat_request(request.data, self.defaults))
         ids = parsed.typed.return_token_ids
         if not parsed.stream:
-            yield self._made(json_body(await self.chat_completion(parsed, context)), parsed)
+            for piece in pieces(json_body(await self.chat_completion(parsed, context))):
+                yield piece
             return
         _observe_request(parsed)
         try:
@@ -82,7 +92,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             raise ServiceError.from_rpc_error(error) from None
         live = LiveGeneration(self.hops, rendered, context)
         shape = lambda answer, usage: openai_response.chat_chunk(answer.chat, usage, ids)  # noqa: E731
-        async for event in _sse(parsed, [live], shape):
+        async for event in _sse(parsed, [live], shape, self.per_request_metrics):
             yield event
 
     async def chat_completion(self, parsed: openai_request.OpenAIRequest, context) -> dict:
@@ -96,10 +106,12 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                 timeout=context.time_remaining(),
             )
         except grpc.aio.AioRpcError as error:
-            raise ServiceError.from_rpc_error(error) from None
+            raise oversized(ServiceError.from_rpc_error(error), _top(parsed), "prompt_logprobs") from None
         observe_response(completion)
-        handoff = openai_response.kv_transfer_params(results)
-        return openai_response.chat_completion(completion, parsed.typed.return_token_ids) | handoff
+        extras = openai_response.kv_transfer_params(results)
+        if self.per_request_metrics:
+            extras["metrics"] = request_metrics.metrics([results], parsed.typed.n, completion.usage.completion_tokens)
+        return openai_response.chat_completion(completion, parsed.typed.return_token_ids) | extras
 
     async def _completions(self, request, context):
         parsed = self._forced(openai_request.completion_request(request.data, self.defaults))
@@ -117,23 +129,29 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     derender_pb2.DerenderCompletionRequest(prompts=prompts), timeout=context.time_remaining()
                 )
                 observe_response(completion)
-                handoff = openai_response.kv_transfer_params(r for prompt in results for r in prompt)
-                answer = openai_response.completion(completion, streamed=False, token_ids=ids) | handoff
-                yield self._made(json_body(answer), parsed)
+                extras = openai_response.kv_transfer_params(r for prompt in results for r in prompt)
+                if self.per_request_metrics:
+                    extras["metrics"] = request_metrics.metrics(
+                        results, parsed.typed.n, completion.usage.completion_tokens
+                    )
+                answer = openai_response.completion(completion, streamed=False, token_ids=ids) | extras
+                for piece in pieces(json_body(answer)):
+                    yield piece
                 return
         except grpc.aio.AioRpcError as error:
-            raise ServiceError.from_rpc_error(error) from None
+            raise oversized(ServiceError.from_rpc_error(error), _top(parsed), "prompt_logprobs") from None
         lives = [LiveGeneration(self.hops, p, context) for p in rendered.prompts]
         shape = lambda answer, usage: openai_response.completion(  # noqa: E731
             answer.completion, streamed=True, with_usage=usage, token_ids=ids
         )
-        async for event in _sse(parsed, lives, shape):
+        async for event in _sse(parsed, lives, shape, self.per_request_metrics):
             yield event
 
 
-async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration], shape):
-    """Every live generation's chunks as events, then the usage chunk (when asked for) and [DONE]; a failure
-    before the first event is raised (an HTTP error), after it an error event (`hops.broken_off`) and [DONE]."""
+async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration], shape, metrics: bool = False):
+    """Every live generation's chunks as events, then the usage chunk (when asked for; with `metrics`, vLLM's
+    per-request metrics on it) and [DONE]; a failure before the first event is raised (an HTTP error), after it
+    an error event (`hops.broken_off`) and [DONE]."""
     usage_per_prompt: dict[int, common_pb2.Usage] = {}
     head: dict = {}
     started = False
@@ -153,7 +171,14 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
                     yield data_event(event)
         if parsed.include_usage and head:
             started = True
-            yield data_event(openai_response.usage_chunk(head, _total(usage_per_prompt)))
+            total = _total(usage_per_prompt)
+            chunk = openai_response.usage_chunk(head, total)
+            if metrics:
+                timed = request_metrics.metrics(
+                    [live.outputs for live in lives], parsed.typed.n, total.completion_tokens
+                )
+                chunk |= request_metrics.without_nulls(timed)
+            yield data_event(chunk)
     except (grpc.aio.AioRpcError, ServiceError) as error:
         if not started:
             raise ServiceError.of(error) from None

@@ -82,7 +82,10 @@ class PipelineService:
 
     def register(self, server: grpc.aio.Server) -> None:
         chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatPipeline(self.hops), server)
-        openai = OpenAIFrontDoor(self.hops, self.args.enable_force_include_usage, self.args.return_tokens_as_token_ids)
+        args = self.args
+        openai = OpenAIFrontDoor(
+            self.hops, args.enable_force_include_usage, args.return_tokens_as_token_ids, args.enable_per_request_metrics
+        )
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(openai, server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
         responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
@@ -154,6 +157,12 @@ def parser():
         action="store_true",
         help="vLLM's flag: logprobs name tokens `token_id:<id>` for requests that do not set "
         "return_tokens_as_token_ids themselves",
+    )
+    p.add_argument(
+        "--enable-per-request-metrics",
+        action="store_true",
+        help="vLLM's flag: chat and completion answers carry vLLM's `metrics` (time to first token, queue time, "
+        "generation time, mean inter-token latency, tokens/s, from the engine's timings); a stream on its usage chunk",
     )
     p.add_argument(
         "--engines",

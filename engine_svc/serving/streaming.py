@@ -2,9 +2,10 @@
 
 What is due to be sent, and when, is the request's Outbox's to decide (the stream interval, merging what
 queued up while the client was slow, so a busy server sends fewer, larger messages instead of falling
-behind); this module only shapes it. Prompt info rides on the first message; the last one has
-`finished` and usage; a failure after the start is an in-band terminal message with `error`. However the stream
-ends, the engine's request observers hear its figures (the vllm: metrics' per-request histograms).
+behind); this module only shapes it. Prompt info rides on the first message; every message with tokens has the
+request's timings so far; the last one has `finished` and usage; a failure after the start is an in-band terminal
+message with `error`. However the stream ends, the engine's request observers hear its figures (the vllm:
+metrics' per-request histograms).
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
     elif delta.stop is not None:
         choice.stop_str = delta.stop
     return choice
+
+
+def timings_pb(state: RequestState) -> engine_pb2.RequestTimings | None:
+    """The request's time so far (None before its first token)."""
+    scheduled, first, last = state.scheduled_at, state.first_token_at, state.last_token_at
+    if scheduled is None or first is None or last is None:
+        return None
+    return engine_pb2.RequestTimings(
+        queue_seconds=scheduled - state.submitted_at, prefill_seconds=first - scheduled, decode_seconds=last - first
+    )
 
 
 async def stream_responses(
@@ -67,6 +78,7 @@ async def stream_responses(
                 request_id=request_id,
                 choices=[choice_pb(d, with_logprobs) for d in ready.deltas],
                 weight_version=ready.weight_version,
+                timings=timings_pb(state),  # ~0.3 us a message (upb, measured)
             )
             if first:
                 message.prompt.CopyFrom(prompt)
@@ -121,6 +133,8 @@ async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> en
         if message.HasField("kv_handoff"):
             whole.kv_handoff.CopyFrom(message.kv_handoff)
         whole.weight_version = message.weight_version  # the last token's
+        if message.HasField("timings"):
+            whole.timings.CopyFrom(message.timings)
         if message.finished:
             whole.finished = True
             whole.usage.CopyFrom(message.usage)

@@ -7,6 +7,8 @@ official `openai` SDK against the real stack.
 - vLLM's `--enable-force-include-usage` (the one-hop service's flag): usage on every streamed chunk, and a last
   usage chunk, without `stream_options`;
 - vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins;
+- vLLM's `--enable-per-request-metrics` (the same service's): `metrics` (TTFT, queue, generation time, mean ITL,
+  tokens/s) from the engine's timings, unary and on a stream's usage chunk; no key without the flag;
 - `responses.cancel` answers (400 for a stored response, none being a background one; 404 for an unknown id);
 - the Responses API takes vLLM's `chat_template_kwargs` (and `reasoning.effort` sets `enable_thinking`), and
   echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071).
@@ -14,8 +16,11 @@ official `openai` SDK against the real stack.
 
 from __future__ import annotations
 
+import time
+
 import openai
 import pytest
+import requests
 from openai.types.chat import ChatCompletionMessageParam
 
 from devstack.stack import Stack, StackConfig
@@ -35,6 +40,7 @@ def test_usage_always_details_the_cached_prompt_tokens(client, model_id):
     for usage in (chat.usage, text.usage, last.usage):
         assert usage is not None and usage.prompt_tokens_details is not None
         assert 0 <= usage.prompt_tokens_details.cached_tokens <= usage.prompt_tokens
+    assert not any("metrics" in (answer.model_extra or {}) for answer in (chat, text, last))  # no flag, no key
 
 
 def test_logit_bias_keys_that_are_no_token_ids_are_all_named(client, model_id):
@@ -62,7 +68,9 @@ def forced(tmp_path_factory):
     config = StackConfig(
         port=0,
         log_dir=tmp_path_factory.mktemp("vllm-flags-logs"),
-        service_args={"chat": ["--enable-force-include-usage", "--return-tokens-as-token-ids"]},
+        service_args={
+            "chat": ["--enable-force-include-usage", "--return-tokens-as-token-ids", "--enable-per-request-metrics"]
+        },
     )
     with Stack(config) as running:
         yield running
@@ -95,6 +103,56 @@ def test_return_tokens_as_token_ids_is_the_default_a_request_overrides(forced):
         assert not any(t.token.startswith("token_id:") for t in as_text.logprobs.content)
         logprobs = text.choices[0].logprobs
         assert logprobs is not None and logprobs.tokens and all(t.startswith("token_id:") for t in logprobs.tokens)
+
+
+def _engine_measured(metrics, completion_tokens: int, wall_ms: float):
+    """vLLM's own model parses it, and the figures are one generation's as the engine timed it."""
+    protocol = pytest.importorskip("vllm.entrypoints.generate.base.protocol")
+    parsed = protocol.PerRequestMetrics.model_validate(metrics)
+    assert parsed.speculative_decoding is None
+    ttft, decode, queue = parsed.time_to_first_token_ms, parsed.generation_time_ms, parsed.queue_time_ms
+    assert ttft is not None and decode is not None and queue is not None and parsed.tokens_per_second is not None
+    assert ttft > 0 and decode >= 0 and queue >= 0 and queue + ttft + decode <= wall_ms
+    assert parsed.tokens_per_second == pytest.approx(completion_tokens / (ttft + decode) * 1000)
+    if completion_tokens > 1:
+        assert decode > 0 and parsed.mean_itl_ms == pytest.approx(decode / (completion_tokens - 1))
+    else:
+        assert parsed.mean_itl_ms is None
+    return parsed
+
+
+def test_per_request_metrics_are_the_engines_timings_in_vllms_object(forced):
+    """vLLM's test_chat_completion `test_per_request_metrics_*`, and completions, a stream and `n`, as vLLM 0.33."""
+    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+        model = sdk.models.list().data[0].id
+        ask = {"model": model, "max_tokens": 4, "temperature": 0, "extra_body": {"min_tokens": 4}}
+        start = time.perf_counter()
+        chat = sdk.chat.completions.create(messages=USER, **ask)
+        wall_ms = (time.perf_counter() - start) * 1000
+        assert chat.usage is not None and chat.usage.completion_tokens == 4
+        _engine_measured((chat.model_extra or {})["metrics"], 4, wall_ms)
+
+        start = time.perf_counter()
+        text = sdk.completions.create(prompt="The capital of France is", **ask)
+        _engine_measured((text.model_extra or {})["metrics"], 4, (time.perf_counter() - start) * 1000)
+        two = sdk.completions.create(prompt="The capital of France is", n=2, **ask)
+        assert (two.model_extra or {})["metrics"] is None  # two sequences: not one generation's (vLLM: null)
+
+        start = time.perf_counter()
+        chunks = list(sdk.chat.completions.create(model=model, messages=USER, max_tokens=1, stream=True))
+        wall_ms = (time.perf_counter() - start) * 1000
+        assert all("metrics" not in (chunk.model_extra or {}) for chunk in chunks[:-1])
+        metrics = (chunks[-1].model_extra or {})["metrics"]
+        assert chunks[-1].choices == [] and "mean_itl_ms" not in metrics  # one token: null, left out as vLLM
+        _engine_measured(metrics, 1, wall_ms)
+
+    # vLLM's /inference/v1/generate carries only speculation counts there, never the timings
+    generated = requests.post(
+        forced.rest_url + "/inference/v1/generate",
+        json={"model": model, "token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 2}},
+        timeout=120,
+    ).json()
+    assert generated["choices"][0]["token_ids"] and generated["metrics"] is None
 
 
 def test_a_stored_response_is_not_cancellable_and_an_unknown_one_not_found(client, model_id):

@@ -115,6 +115,17 @@ async def generate(stub, message) -> tuple[list[engine_pb2.GenerateResponse], di
     return messages, tokens
 
 
+def assert_timed(messages: list[engine_pb2.GenerateResponse]) -> None:
+    """Every message with tokens has the request's timings so far, the prefill and queue fixed once known, the
+    decode growing; the last message's cover a decode (more than one token)."""
+    timed = [m.timings for m in messages if m.choices]
+    assert len(timed) == len(messages) and all(m.HasField("timings") for m in messages)
+    assert len({(t.queue_seconds, t.prefill_seconds) for t in timed}) == 1
+    assert timed[0].queue_seconds >= 0 and timed[0].prefill_seconds > 0 and timed[-1].decode_seconds > 0
+    decodes = [t.decode_seconds for t in timed]
+    assert decodes == sorted(decodes)
+
+
 @pytest.fixture(scope="session")
 def tiny_model():
     return tiny_llama()

@@ -14,7 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
-from tests.engine.conftest import engine_stub, generate, request
+from tests.engine.conftest import assert_timed, engine_stub, generate, request
 from tests.engine.test_cancel import _until_idle
 from tests.engine.test_generate import PROMPTS, reference
 
@@ -53,7 +53,9 @@ async def test_outputs_cancellation_and_abort_through_the_core_process(tiny_mode
     for prompt, (messages, tokens) in zip(PROMPTS, results):
         assert tokens[0] == reference(tiny_model, prompt, 12)
         assert messages[-1].finished and messages[-1].usage.completion_tokens == 12
+        assert_timed(messages)  # the core's stamps, on the API server's clock (one per host)
     assert [list(c.token_ids) for c in unary.choices] == [reference(tiny_model, PROMPTS[0], 6)] * 2
+    assert unary.timings.prefill_seconds > 0 and unary.timings.decode_seconds > 0
     assert list(reply.aborted) == ["mine"] and list(reply.not_found) == ["nobody"]
     assert rest[-1].finished and rest[-1].choices[-1].finish_reason == common_pb2.FINISH_REASON_ABORT
     assert (load.running, load.waiting, load.kv_blocks_used) == (0, 0, 0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from scaleout.v1 import common_pb2, engine_pb2
-from tests.engine.conftest import TINY_VOCAB, engine_stub, generate, request
+from tests.engine.conftest import TINY_VOCAB, assert_timed, engine_stub, generate, request
 
 PROMPTS = [
     [1] + [(7 * i + 3 * j) % 200 + 3 for j in range(length)] for i, length in enumerate([5, 17, 1, 33, 9, 12, 2, 40])
@@ -40,6 +40,7 @@ async def test_concurrent_greedy_streams_match_transformers_and_never_mix(tiny_m
         assert messages[0].prompt.num_tokens == len(prompt)
         assert messages[-1].finished and messages[-1].usage.completion_tokens == 12
         assert messages[-1].choices[-1].finish_reason == common_pb2.FINISH_REASON_LENGTH
+        assert_timed(messages)
 
 
 @pytest.mark.parametrize("decode_steps", ["1", "3"])

@@ -48,8 +48,14 @@ MAPPED = {
     "--trust-request-chat-template": (("render",), "--trust-request-chat-template"),
     "--enable-force-include-usage": (("chat",), "--enable-force-include-usage"),
     "--return-tokens-as-token-ids": (("chat",), "--return-tokens-as-token-ids"),
+    "--enable-per-request-metrics": (("chat",), "--enable-per-request-metrics"),
 }
-SWITCHES = {"--trust-request-chat-template", "--enable-force-include-usage", "--return-tokens-as-token-ids"}
+SWITCHES = {
+    "--trust-request-chat-template",
+    "--enable-force-include-usage",
+    "--return-tokens-as-token-ids",
+    "--enable-per-request-metrics",
+}
 # Another kind of server altogether: every case of the file would test that, so the file is skipped.
 OTHER_SERVER = {
     "--skip-tokenizer-init": "token ids only, no tokenizer",

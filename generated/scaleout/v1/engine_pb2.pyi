@@ -41,7 +41,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., n: _Optional[int] = ..., model: _Optional[str] = ..., tokenizer_fingerprint: _Optional[str] = ..., stream_interval: _Optional[int] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prefix_hash: _Optional[str] = ..., kv_transfer: _Optional[_Union[_kv_transfer_pb2.KvTransfer, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error", "weight_version", "kv_handoff", "kv_transfer_params")
+    __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error", "weight_version", "kv_handoff", "kv_transfer_params", "timings")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class GenerateResponse(_message.Message):
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     KV_HANDOFF_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     choices: _containers.RepeatedCompositeFieldContainer[GenerateChoice]
     prompt: PromptInfo
@@ -60,7 +61,18 @@ class GenerateResponse(_message.Message):
     weight_version: str
     kv_handoff: _kv_transfer_pb2.KvHandoff
     kv_transfer_params: _struct_pb2.Struct
-    def __init__(self, request_id: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., prompt: _Optional[_Union[PromptInfo, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., finished: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., weight_version: _Optional[str] = ..., kv_handoff: _Optional[_Union[_kv_transfer_pb2.KvHandoff, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    timings: RequestTimings
+    def __init__(self, request_id: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., prompt: _Optional[_Union[PromptInfo, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., finished: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., weight_version: _Optional[str] = ..., kv_handoff: _Optional[_Union[_kv_transfer_pb2.KvHandoff, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., timings: _Optional[_Union[RequestTimings, _Mapping]] = ...) -> None: ...
+
+class RequestTimings(_message.Message):
+    __slots__ = ("queue_seconds", "prefill_seconds", "decode_seconds")
+    QUEUE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    queue_seconds: float
+    prefill_seconds: float
+    decode_seconds: float
+    def __init__(self, queue_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., decode_seconds: _Optional[float] = ...) -> None: ...
 
 class GenerateChoice(_message.Message):
     __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_token_id", "stop_str")

@@ -1,0 +1,46 @@
+"""vLLM's per-request `metrics` from the engine's timings (pipeline_svc/request_metrics.py), held against vLLM 0.33's
+own builder of that object (build_per_request_timing_metrics over the stamps the timings are the intervals of)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_svc import request_metrics
+from scaleout.v1 import engine_pb2
+
+serving = pytest.importorskip("vllm.entrypoints.generate.base.serving", reason="vLLM 0.33's wheel")
+stats = pytest.importorskip("vllm.v1.metrics.stats")
+
+
+def _timed(queue: float, prefill: float, decode: float) -> engine_pb2.GenerateResponse:
+    timings = engine_pb2.RequestTimings(queue_seconds=queue, prefill_seconds=prefill, decode_seconds=decode)
+    return engine_pb2.GenerateResponse(timings=timings)
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 7])
+def test_the_object_is_vllms_for_the_same_stamps(tokens):
+    queued = 100.0
+    scheduled, first, last = queued + 0.004, queued + 0.029, queued + 0.029 + 0.012 * (tokens - 1)
+    ours = request_metrics.per_request_metrics(
+        [engine_pb2.GenerateResponse(), _timed(9, 9, 9), _timed(scheduled - queued, first - scheduled, last - first)],
+        tokens,
+    )
+    vllm_stats = stats.RequestStateStats(queued_ts=queued, scheduled_ts=scheduled, first_token_ts=first)
+    vllm_stats.last_token_ts = last
+    theirs = serving.build_per_request_timing_metrics(vllm_stats, tokens).model_dump()
+    assert ours.keys() == theirs.keys()
+    assert ours == pytest.approx(theirs)
+    assert (ours["mean_itl_ms"] is None) == (tokens == 1)
+
+
+def test_untimed_or_not_one_generation():
+    assert set(request_metrics.per_request_metrics([engine_pb2.GenerateResponse()], 3).values()) == {None}
+    one = [[_timed(0.001, 0.002, 0.003)]]
+    assert request_metrics.metrics(one, 0, 2) is not None and request_metrics.metrics(one, 1, 2) is not None
+    assert request_metrics.metrics(one, 2, 2) is None  # n > 1: the stamps are one sequence's
+    assert request_metrics.metrics(one * 2, 0, 2) is None  # two prompts
+    assert request_metrics.without_nulls(None) == {}
+    assert request_metrics.without_nulls(request_metrics.metrics(one, 0, 1)) == {
+        "metrics": {"time_to_first_token_ms": 2.0, "generation_time_ms": 3.0, "queue_time_ms": 1.0}
+        | {"tokens_per_second": pytest.approx(200.0)}
+    }
