@@ -41,6 +41,7 @@ def test_a_full_request_maps_field_by_field():
     assert p.temperature == 0.5 and p.top_p == pytest.approx(0.9) and not p.HasField("top_k") and p.seed == 3
     assert p.frequency_penalty == pytest.approx(0.1) and p.logprobs == 2 and not p.stop_keep_special_tokens
     assert p.structured_outputs.json_schema == '{"type": "object"}' and p.structured_outputs.reasoning_ended
+    assert p.structured_outputs.disable_any_whitespace
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ newer Dynamo's field is never taken and ignored.
 | sampling_options.include_stop_str_in_output | refused when true (the frontend cuts the stop string)             |
 | sampling_options.guided_decoding        | structured_outputs: json (object or text) -> json_schema, regex,      |
 |                                         | choice, grammar, structural_tag, whitespace_pattern; backend only     |
-|                                         | "xgrammar"                                                            |
+|                                         | "xgrammar"; JSON without free whitespace unless a whitespace_pattern  |
+|                                         | (render's default)                                                    |
 | sampling_options.detokenize             | the engine never detokenizes (token ids out)                          |
 | sampling_options.allowed_token_ids      | allowed_token_ids                                                     |
 | sampling_options.bad_words_token_ids    | bad_words                                                             |
@@ -183,6 +184,9 @@ def _guided(values: dict, params: common_pb2.SamplingParams) -> None:
         constraint.structural_tag = tag if isinstance(tag, str) else json.dumps(tag)
     if constraint.WhichOneof("constraint"):
         constraint.reasoning_ended = True
+    # JSON without free whitespace, as render's default (render_svc/structured.py `compact`): a weak model given
+    # any whitespace pretty-prints, or runs into max_tokens on it. Dynamo has no field for it.
+    constraint.disable_any_whitespace = values.get("json") is not None and not values.get("whitespace_pattern")
 
 
 def _output_options(values: dict, params: common_pb2.SamplingParams) -> None:
