@@ -7,6 +7,7 @@ folder, its TCP request plane and ZMQ event plane (no etcd, no NATS). Outputs ar
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,6 +133,25 @@ def test_a_stop_string_ends_the_engines_request(fleet, model):
     assert stopped.usage.completion_tokens < 12  # the engine stopped, not only Dynamo's text cut
 
 
+def test_a_schema_and_a_required_tool_call_come_out_as_the_schema_says(fleet, model):
+    """Dynamo compiles both into guided JSON; the engine's grammar holds the output to it (compact JSON)."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    schema["additionalProperties"] = False
+    shaped = fleet.client.chat.completions.create(
+        model=model, messages=COUNT, max_tokens=16, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+    )  # fmt: skip
+    assert shaped.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(shaped.choices[0].message.content or "")["ok"], bool)
+    tool = {"type": "function", "function": {"name": "count", "parameters": schema}}
+    called = fleet.client.chat.completions.create(
+        model=model, messages=COUNT, max_tokens=40, temperature=0, tools=[tool], tool_choice="required"
+    )
+    calls = called.choices[0].message.tool_calls or []
+    assert calls and calls[0].type == "function" and calls[0].function.name == "count"
+    assert isinstance(json.loads(calls[0].function.arguments)["ok"], bool)
+
+
 def test_a_closed_stream_frees_the_engine(fleet, model):
     stream = fleet.client.completions.create(
         model=model, prompt="Write a long story about a dragon.", max_tokens=1500, temperature=0, stream=True
@@ -173,7 +193,7 @@ def test_kv_router_sends_a_prefix_to_the_engine_whose_kv_events_name_it(fleet, m
     on the engine that holds it. The planted engines do not alternate, so no rotation passes by itself."""
     tokenizer = Tokenizer.from_file(str(fleet.folder / "tokenizer.json"))
     planted_on = [1, 0, 0, 1]
-    prompts = [f"Note {n}: " + " ".join(f"item{n}-{i}" for i in range(60)) for n in range(len(planted_on))]
+    prompts = [f"Note {n}: " + " ".join(f"item{n}-{i}" for i in range(30)) for n in range(len(planted_on))]
     params = common_pb2.SamplingParams(max_tokens=1, temperature=0)
     for prompt, engine in zip(prompts, planted_on, strict=True):
         ids = tokenizer.encode(prompt, add_special_tokens=False).ids
