@@ -30,11 +30,6 @@ class Hops:
         self._channels: list[grpc.aio.Channel] = []
         self.channels: dict[str, grpc.aio.Channel] = {}  # role -> its channel, once open
 
-    @property
-    def max_message_bytes(self) -> int:
-        """The largest message a hop takes or sends (--max-message-mb): a one-hop answer's bound too."""
-        return self._args.max_message_mb << 20
-
     def _channel(self, target: str) -> grpc.aio.Channel:
         channel = open_channel(target, self._args.max_message_mb)
         self._channels.append(channel)

@@ -26,16 +26,22 @@ from opentelemetry import trace
 
 from pipeline_svc import openai_request, openai_response, request_metrics
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
+from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
-from scaleout_common.prompt_logprob_rules import check_answer_made
+from scaleout_common.prompt_logprob_rules import oversized
 from scaleout_common.telemetry.call_summary import observe_request, observe_response
 
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
+
+
+def _top(parsed: openai_request.OpenAIRequest) -> int | None:
+    """The request's prompt_logprobs, if it asked for them."""
+    return parsed.typed.prompt_logprobs if parsed.typed.HasField("prompt_logprobs") else None
 
 
 def data_event(payload: dict) -> httpbody_pb2.HttpBody:
@@ -64,12 +70,6 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             options.include_usage = options.continuous_usage_stats = True
         return parsed
 
-    def _made(self, answer: httpbody_pb2.HttpBody, parsed: openai_request.OpenAIRequest) -> httpbody_pb2.HttpBody:
-        """A unary answer, unless its prompt logprobs made it too large to send (prompt_logprob_rules.py)."""
-        top = parsed.typed.prompt_logprobs if parsed.typed.HasField("prompt_logprobs") else None
-        check_answer_made(len(answer.data), self.hops.max_message_bytes, top, "prompt_logprobs")
-        return answer
-
     async def ChatCompletions(self, request, context):
         async for event in named(self._chat(request, context), request.data, OPENAI_CHAT):
             yield event
@@ -82,7 +82,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         parsed = self._forced(openai_request.chat_request(request.data, self.defaults))
         ids = parsed.typed.return_token_ids
         if not parsed.stream:
-            yield self._made(json_body(await self.chat_completion(parsed, context)), parsed)
+            for piece in pieces(json_body(await self.chat_completion(parsed, context))):
+                yield piece
             return
         _observe_request(parsed)
         try:
@@ -105,7 +106,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                 timeout=context.time_remaining(),
             )
         except grpc.aio.AioRpcError as error:
-            raise ServiceError.from_rpc_error(error) from None
+            raise oversized(ServiceError.from_rpc_error(error), _top(parsed), "prompt_logprobs") from None
         observe_response(completion)
         extras = openai_response.kv_transfer_params(results)
         if self.per_request_metrics:
@@ -134,10 +135,11 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                         results, parsed.typed.n, completion.usage.completion_tokens
                     )
                 answer = openai_response.completion(completion, streamed=False, token_ids=ids) | extras
-                yield self._made(json_body(answer), parsed)
+                for piece in pieces(json_body(answer)):
+                    yield piece
                 return
         except grpc.aio.AioRpcError as error:
-            raise ServiceError.from_rpc_error(error) from None
+            raise oversized(ServiceError.from_rpc_error(error), _top(parsed), "prompt_logprobs") from None
         lives = [LiveGeneration(self.hops, p, context) for p in rendered.prompts]
         shape = lambda answer, usage: openai_response.completion(  # noqa: E731
             answer.completion, streamed=True, with_usage=usage, token_ids=ids

@@ -118,7 +118,7 @@ def limits(args) -> Limits:
         max_request_bytes=args.max_request_bytes,
         max_batch_size=args.max_batch_size,
         max_logprobs=args.max_logprobs,
-        max_answer_bytes=args.max_message_mb << 20,
+        max_message_bytes=args.max_message_mb << 20,
     )
 
 

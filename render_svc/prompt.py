@@ -21,7 +21,7 @@ class Limits:
     max_request_bytes: int = 16 * 1024 * 1024
     max_batch_size: int = 4096
     max_logprobs: int = 20
-    max_answer_bytes: int = 64 << 20  # --max-message-mb: the answer's prompt_logprobs must fit it
+    max_message_bytes: int = 64 << 20  # --max-message-mb: derender's answer must carry prompt_logprobs
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ class Renderer:
             model.tokens.vocab_size,
             max_logprobs=limits.max_logprobs,
             defaults=model.generation_defaults,
-            max_answer_bytes=limits.max_answer_bytes,
+            max_message_bytes=limits.max_message_bytes,
         )
         self.max_prompt_tokens = min(limits.max_prompt_tokens or model.max_model_len, model.max_model_len)
         self.special_tokens = {k: v for k, v in model.tokenizer.special_tokens_map.items() if isinstance(v, str)}

@@ -1,32 +1,38 @@
-"""The rules of prompt scoring: vLLM's `prompt_logprob_token_ids` rows, and whether an answer's prompt logprobs can
-fit the message that must carry them. The engine checks both on every request; render and the vLLM generate face
-check the JSON answer's size before any engine work.
+"""The rules of prompt scoring: vLLM's `prompt_logprob_token_ids` rows, and whether a request's prompt logprobs can
+fit the messages that must carry them. The engine checks both on every request; render checks the size on the
+one-hop routes before any engine work.
 
 - prompt_logprob_token_ids (vLLM 0.33's rules and words): exactly `len(prompt) - 1 - prompt_logprob_start` rows
   ("scored rows": the last prompt row predicts the output), not all empty, each at most max_logprobs ids, each id
   in [-1, vocab) (-1 pads a row: its value is -inf); prompt_logprob_start >= 0 and only with the rows.
-- Size: `prompt_logprobs` of k alternatives over a prompt of N tokens is N - 1 rows of k + 1 entries in one answer
-  (the engine's first message; the REST answer's JSON). A request whose answer cannot fit the carrying message
-  (--max-message-mb, the gateway's --max-body-mb alike: 64 MB) is refused up front, INVALID_SAMPLING_PARAM naming
-  `prompt_logprobs` and the limit, rather than computed for minutes and dropped by gRPC as RESOURCE_EXHAUSTED (a
-  429, "retry later", for a request that never fits). The engine's message is counted exactly (protobuf: a float
-  and a varint id per alternative; 320 KiB a row for SmolLM2's whole vocabulary of 49,152, so 204 rows in 64 MB);
-  the JSON from the fixed text of an entry (`"id": {"logprob": x, "rank": r, "decoded_token": t}, `), the ids'
-  and ranks' digits, 18 characters a logprob (a float32's shortest double repr: 17-19) and 2 a token: 77 bytes an
-  entry for the whole vocabulary (measured: 80 on /inference/v1/generate, 85 on /v1/completions), so 17 rows.
-  vLLM has no such limit: its answer for 300 prompt tokens over the whole vocabulary is ~1.2 GB of JSON. An answer
-  the estimate let through that is made above the limit after all gets the same refusal (`check_answer_made`).
+- Size: `prompt_logprobs` of k alternatives over a prompt of N tokens is N - 1 rows of k + 1 entries, all in one
+  gRPC message at each hop that carries them whole (--max-message-mb: 64 MB): the engine's first message, and on
+  the one-hop routes derender's answer (a REST answer's JSON is sent in pieces, pipeline_svc/answer_pieces.py, so
+  it has no such bound; nor has vLLM's). A request whose rows cannot fit is refused up front,
+  INVALID_SAMPLING_PARAM naming `prompt_logprobs` and the limit, instead of being computed for minutes and dropped
+  by gRPC as RESOURCE_EXHAUSTED (a 429, "retry later", for a request that never fits). Counted per alternative
+  from each encoding: the engine's exactly (a float and a varint id: 320 KiB a row for SmolLM2's whole vocabulary
+  of 49,152, so 204 rows in 64 MB); derender's at least (a float, varint id and rank, a string of at least one
+  byte: 12.3 bytes for the whole vocabulary, 17 measured with SmolLM2's texts: 111 rows by the count, ~80 in fact);
+  the JSON of a stream's one event (`"id": {"logprob": x, "rank": r, "decoded_token": t}, `, 18 characters a
+  logprob: 77 bytes, 80-85 measured: 17 rows). Where the count lets through rows a hop cannot carry after all, the
+  hop's RESOURCE_EXHAUSTED becomes the same refusal (`oversized`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import grpc
+
+from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason, fail
 
 FIELD = "prompt_logprob_token_ids"
+ENGINE, DERENDER, JSON = "engine", "derender", "json"  # the encodings that carry prompt logprobs whole
 JSON_ENTRY_BYTES = len('"": {"logprob": , "rank": , "decoded_token": }, ') + 18 + 2  # ids' and ranks' digits aside
-PROTO_ROW_BYTES = 16  # a row's own logprob, rank and the message framing of its alternatives, at least
+DERENDER_ENTRY_BYTES = 4 + 2 + 1  # a float; a string's tag, length and one byte (varint id and rank aside)
+ROW_BYTES = 16  # a row's own logprob, rank and message framing, at least
 
 
 def _digits(count: int, base: int, first: int) -> int:
@@ -39,43 +45,45 @@ def _digits(count: int, base: int, first: int) -> int:
     return total
 
 
-def answer_bytes(prompt_len: int, top: int, json: bool) -> int:
-    """At least the bytes of `top` prompt logprobs over a prompt of `prompt_len` tokens: protobuf (the engine's
-    PromptInfo) or JSON (vLLM's prompt_logprobs, the token itself and its alternatives)."""
-    rows = max(prompt_len - 1, 0)
-    if json:
-        return rows * ((top + 1) * JSON_ENTRY_BYTES + _digits(top + 1, 10, 0) + _digits(top + 1, 10, 1))
-    return rows * (PROTO_ROW_BYTES + 4 * top + _digits(top, 128, 0))
+def answer_bytes(prompt_len: int, top: int, form: str) -> int:
+    """At least the bytes of `top` prompt logprobs over a prompt of `prompt_len` tokens in `form`: the engine's
+    PromptInfo, derender's PromptPositionLogprobs, or vLLM's JSON (the token itself and its alternatives)."""
+    rows, entries = max(prompt_len - 1, 0), top + 1
+    if form == ENGINE:
+        return rows * (ROW_BYTES + 4 * top + _digits(top, 128, 0))
+    if form == DERENDER:
+        return rows * (ROW_BYTES + entries * DERENDER_ENTRY_BYTES + _digits(entries, 128, 0) + _digits(entries, 128, 1))
+    return rows * (entries * JSON_ENTRY_BYTES + _digits(entries, 10, 0) + _digits(entries, 10, 1))
 
 
-def check_answer_fits(prompt_len: int, top: int | None, limit_bytes: int, json: bool, field: str) -> None:
-    """Refuse prompt logprobs whose answer cannot fit `limit_bytes` (INVALID_SAMPLING_PARAM naming `field`)."""
+def check_answer_fits(prompt_len: int, top: int | None, limit_bytes: int, form: str, field: str) -> None:
+    """Refuse prompt logprobs that cannot fit `limit_bytes` in `form` (INVALID_SAMPLING_PARAM naming `field`)."""
     if top is None or prompt_len < 2:
         return
-    need = answer_bytes(prompt_len, top, json)
+    need = answer_bytes(prompt_len, top, form)
     if need <= limit_bytes:
         return
-    fits = limit_bytes // max(answer_bytes(2, top, json), 1) + 1
+    fits = limit_bytes // max(answer_bytes(2, top, form), 1) + 1
     raise fail(
         Reason.INVALID_SAMPLING_PARAM,
         f"{field.rsplit('.', 1)[-1]} of {top} alternatives over {prompt_len} prompt tokens need at least "
-        f"{need / 2**20:.0f} MB in one answer, above this server's {limit_bytes / 2**20:.0f} MB message limit "
+        f"{need / 2**20:.0f} MB in one message, above this server's {limit_bytes / 2**20:.0f} MB limit "
         f"(--max-message-mb): ask fewer alternatives, or score at most {fits} prompt tokens per request",
         field,
     )
 
 
-def check_answer_made(size: int, limit_bytes: int, top: int | None, field: str) -> None:
-    """An answer made and found above the limit, where the estimate let its prompt logprobs through (its tokens'
-    texts were longer than the estimate's): the same refusal, instead of gRPC's RESOURCE_EXHAUSTED on sending it."""
-    if size > limit_bytes and top is not None:
-        raise fail(
-            Reason.INVALID_SAMPLING_PARAM,
-            f"{field.rsplit('.', 1)[-1]} ({top}) made a {size / 2**20:.0f} MB answer, above this "
-            f"server's {limit_bytes / 2**20:.0f} MB message limit (--max-message-mb): ask fewer alternatives, or "
-            "score fewer prompt tokens per request",
-            field,
-        )
+def oversized(error: ServiceError, top: int | None, field: str) -> ServiceError:
+    """A hop's RESOURCE_EXHAUSTED for a message above its limit, on a request with prompt logprobs (rows the count
+    let through): the same refusal as up front; any other error as it is."""
+    if top is None or error.code != grpc.StatusCode.RESOURCE_EXHAUSTED or "larger than max" not in error.message:
+        return error
+    return fail(
+        Reason.INVALID_SAMPLING_PARAM,
+        f"{field.rsplit('.', 1)[-1]} ({top}) made a message above this server's limit (--max-message-mb; "
+        f"{error.message[:120]}): ask fewer alternatives, or score fewer prompt tokens per request",
+        field,
+    )
 
 
 def check_token_id_rows(

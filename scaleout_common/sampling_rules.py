@@ -15,8 +15,8 @@ Rules (vLLM's, made explicit):
   checked here first so the caller hears of its own field, TOO_MANY_STOP_STRINGS); SGLang's stop_regex at most 32
   patterns of 256 bytes that compile and cannot match the empty text; logit_bias values finite, then clamped to
   [-100, 100] as OpenAI documents; vLLM's logprob_token_ids at most MAX_LOGPROB_TOKEN_IDS ids in the vocabulary,
-  only with logprobs (whose count it replaces; render keeps the first of a repeated id); prompt_logprobs whose JSON
-  answer cannot fit max_answer_bytes refused (scaleout_common/prompt_logprob_rules.py).
+  only with logprobs (whose count it replaces; render keeps the first of a repeated id); prompt_logprobs that
+  derender's answer (a stream's JSON event) cannot carry in one message refused (scaleout_common/prompt_logprob_rules.py).
 - Precedence: a field the caller set is kept as given, even 0 (temperature=0 is greedy, never replaced by
   a default); a field left unset takes the model's generation_config.json value (`GENERATION_CONFIG_KEYS`),
   else the neutral value (`NEUTRAL`). max_completion_tokens wins over max_tokens.
@@ -99,7 +99,7 @@ class ModelLimits:
     max_logprobs: int = MAX_LOGPROBS
     max_n: int = 64
     defaults: dict = field(default_factory=dict)
-    max_answer_bytes: int = 64 << 20  # the JSON answer's limit (--max-message-mb): prompt_logprobs must fit it
+    max_message_bytes: int = 64 << 20  # --max-message-mb: derender's answer (a stream's event) carries prompt_logprobs
 
 
 def invalid(name: str, message: str) -> ServiceError:
@@ -253,9 +253,9 @@ def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool, prompt_fi
     resolved = {name: fields.get(name, defaults.get(name, neutral)) for name, neutral in NEUTRAL.items()}
     resolved["top_k"] = max(resolved["top_k"], 0)
     check({"min_tokens": resolved["min_tokens"], "max_tokens": max_tokens}, limits)
-    prompt_logprob_rules.check_answer_fits(
-        prompt_len, fields.get("prompt_logprobs"), limits.max_answer_bytes, json=True, field="prompt_logprobs"
-    )
+    form = prompt_logprob_rules.JSON if request.stream else prompt_logprob_rules.DERENDER  # a stream's one event
+    top, most = fields.get("prompt_logprobs"), limits.max_message_bytes
+    prompt_logprob_rules.check_answer_fits(prompt_len, top, most, form, field="prompt_logprobs")
     params = common_pb2.SamplingParams(
         max_tokens=max_tokens,
         ignore_eos=request.ignore_eos,

@@ -108,7 +108,9 @@ def prompt_scoring(params, prompt_len: int, limits: EngineLimits) -> None:
     )
     top = params.prompt_logprobs if params.HasField("prompt_logprobs") else None
     field = "sampling_params.prompt_logprobs"
-    prompt_logprob_rules.check_answer_fits(prompt_len, top, limits.max_message_bytes, json=False, field=field)
+    prompt_logprob_rules.check_answer_fits(
+        prompt_len, top, limits.max_message_bytes, prompt_logprob_rules.ENGINE, field
+    )
 
 
 def structured(params, limits: EngineLimits) -> tuple[spec.Constraint | None, spec.Gate | None]:

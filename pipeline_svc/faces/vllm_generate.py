@@ -17,6 +17,7 @@ import grpc
 from google.api import httpbody_pb2
 from google.protobuf import json_format
 
+from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.engine_stream import routing_metadata
 from pipeline_svc.faces.vllm_generate_output import GenerateAnswer
 from pipeline_svc.faces.vllm_generate_request import VllmGenerate, parse
@@ -27,20 +28,11 @@ from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError, clip, quote
 from scaleout_common.json_body import load_object
 from scaleout_common.openai_errors import vllm_error_object
-from scaleout_common.prompt_logprob_rules import check_answer_fits, check_answer_made
 from scaleout_common.reasons import Reason, fail
 
 # Our request's field paths -> vLLM's, in errors (the engine and render name ours).
 VLLM_PATHS = {"n": "sampling_params.n", "prompt_token_ids[0]": "token_ids"}
 SAMPLING_PREFIXED = ("structured_outputs", "bad_words")
-
-
-PROMPT_LOGPROBS = "sampling_params.prompt_logprobs"
-
-
-def top_of(generate: VllmGenerate) -> int | None:
-    sampling = generate.typed.sampling_params
-    return sampling.prompt_logprobs if sampling.HasField("prompt_logprobs") else None
 
 
 def _in_vllm_terms(error: ServiceError) -> ServiceError:
@@ -67,8 +59,6 @@ class VllmGenerateFace:
 
     async def __call__(self, request: httpbody_pb2.HttpBody, context):
         generate = parse(load_object(request.data))
-        prompt_len, limit = len(generate.typed.token_ids), self.hops.max_message_bytes
-        check_answer_fits(prompt_len, top_of(generate), limit, json=True, field=PROMPT_LOGPROBS)  # the JSON answer's
         if generate.stream and generate.typed.kv_transfer_params.fields.get("do_remote_decode"):
             field = "kv_transfer_params"
             raise fail(Reason.UNSUPPORTED_FIELD, f"{field} (a prefill step) needs stream false: its answer", field)
@@ -118,9 +108,8 @@ class VllmGenerateFace:
             else:
                 raise fail(Reason.UPSTREAM_LOST, "the engine stream ended without its terminal message")
             if not generate.stream:
-                made = json_body(answer.unary())
-                check_answer_made(len(made.data), self.hops.max_message_bytes, top_of(generate), PROMPT_LOGPROBS)
-                yield made
+                for piece in pieces(json_body(answer.unary())):  # its prompt logprobs may exceed one message
+                    yield piece
                 return
             if generate.include_usage:
                 yield data_event(answer.usage_chunk())

@@ -81,4 +81,4 @@ def test_prompt_logprobs_that_cannot_fit_one_message_are_refused_up_front():
         admit(request(prompt, prompt_logprobs=100), limits)
     error = refused.value
     assert error.reason == "INVALID_SAMPLING_PARAM" and error.violations[0][0] == "sampling_params.prompt_logprobs"
-    assert "above this server's" in error.message and "--max-message-mb" in error.message
+    assert "in one message, above this server's" in error.message and "--max-message-mb" in error.message
