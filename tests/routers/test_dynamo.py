@@ -40,6 +40,7 @@ class Fleet:
     client: openai.OpenAI
     engine_ports: list[int]
     folder: Path
+    metrics_urls: list[str]  # each worker's Dynamo system server (DYN_SYSTEM_PORT)
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +51,15 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
     with ExitStack() as running:
         everyone: list[subprocess.Popen] = []
         running.callback(stop_processes, everyone, 10)  # all at once
-        ports = [free_port(), free_port()]
+        ports, system_ports = [free_port(), free_port()], [free_port(), free_port()]
         for number, port in enumerate(ports):
             events = f'{{"enable_kv_cache_events": true, "endpoint": "tcp://*:{free_port()}"}}'
             args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
             log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
             everyone.append(process([sys.executable, "-m", "engine_svc", *args, "--kv-events-config", events], log))
             worker = [sys.executable, "-m", "engine_svc.faces.dynamo", "--engine", f"127.0.0.1:{port}", *plane]
-            everyone.append(process(worker, running.enter_context(open(logs / f"worker{number}.log", "wb")), env))
+            worker_log = running.enter_context(open(logs / f"worker{number}.log", "wb"))
+            everyone.append(process(worker, worker_log, {**env, "DYN_SYSTEM_PORT": str(system_ports[number])}))
         http = free_port()
         frontend = [sys.executable, "-m", "dynamo.frontend", *plane, "--http-port", str(http), "--router-mode", "kv"]
         everyone.append(process(frontend, running.enter_context(open(logs / "frontend.log", "wb")), env))
@@ -74,7 +76,7 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
         wait(lambda: all(serving(p) for p in ports), "the engines", everyone)
         wait(both_registered, "Dynamo's frontend with both workers", everyone, 120)
         client = openai.OpenAI(base_url=url, api_key="unused", timeout=240, max_retries=0)
-        yield Fleet(client, ports, resolve_model(None))
+        yield Fleet(client, ports, resolve_model(None), [f"http://127.0.0.1:{p}/metrics" for p in system_ports])
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +208,12 @@ def test_kv_router_sends_a_prefix_to_the_engine_whose_kv_events_name_it(fleet, m
         fleet.client.completions.create(model=model, prompt=prompt + " and one more", max_tokens=1, temperature=0)
         grew = [_queried(p) > b for p, b in zip(fleet.engine_ports, before, strict=True)]
         assert grew == [engine == 0, engine == 1], f"{prompt[:8]} planted on engine {engine}, served by {grew}"
+
+
+def test_each_worker_publishes_its_engines_kv_cache_to_dynamo(fleet):
+    """The engine's GetLoad, relayed every second as Dynamo's per-worker snapshot (its dynamo_component_* series)."""
+    for port, url in zip(fleet.engine_ports, fleet.metrics_urls, strict=True):
+        load = _engine(port).GetLoad(engine_pb2.GetLoadRequest(), timeout=10)
+        lines = requests.get(url, timeout=5).text.splitlines()
+        total = [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("dynamo_component_total_blocks{")]
+        assert total == [load.kv_blocks_used + load.kv_blocks_free]

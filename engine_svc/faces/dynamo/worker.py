@@ -2,13 +2,15 @@
 Worker, which registers the model, serves `generate`, watches for cancellation and shuts down) over a running
 engine's gRPC API. fields.py holds the mapping; this module only calls.
 
-- start: GetModelInfo gives the registration (context length, KV block size and count, batch bound); the
-  model folder's tokenizer is checked against the engine's (its fingerprint rides on every request, so an
+- start: GetModelInfo and GetLoad give the registration (context length, KV block size and count, batch
+  bound); the model folder's tokenizer is checked against the engine's (its fingerprint rides on every request, so an
   engine serving another tokenizer refuses it).
 - generate: one `EngineService.Generate` stream per Dynamo request, its request id Dynamo's context id; a
-  refusal before the first token is a Dynamo HttpError with our status and reason, a failure after it an
-  in-band "error: ..." finish.
+  refusal before the first token is Dynamo's InvalidArgument (its 400) or HttpError with our reason and
+  message, a failure after it an in-band "error: ..." finish.
 - abort / a closed generator: the stream is cancelled, which aborts the request in the engine.
+- load: GetLoad every LOAD_INTERVAL_S as Dynamo's per-worker snapshot (KV blocks used of all, prefix hit rate),
+  what its router and dashboards read beside the blocks it counts itself.
 - KV events: the engine's vLLM-format ZMQ publisher (its --kv-events-config), which Dynamo's own subscriber reads
   (`ZmqSource`), endpoint from GetKvEventSources unless --kv-events-endpoint names one.
 """
@@ -26,7 +28,7 @@ from typing import Any
 import grpc
 from dynamo._core import Context
 from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
-from dynamo.common.backend.publisher import KvEventSource, ZmqSource
+from dynamo.common.backend.publisher import ComponentSnapshot, KvEventSource, ZmqSource
 from dynamo.llm.exceptions import HttpError, InvalidArgument
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -38,6 +40,7 @@ from scaleout_common.models import load_tokenizer, model_name, resolve_model, to
 from scaleout_common.reasons import HTTP_STATUS
 
 log = logging.getLogger(__name__)
+LOAD_INTERVAL_S = 1.0
 INVALID = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.FAILED_PRECONDITION}
 
 
@@ -69,6 +72,8 @@ class ScaleoutEngine(LLMEngine):
         self.calls: dict[str, Any] = {}  # Dynamo context id -> our Generate call
         self.eos: set[int] = set()
         self.fingerprint = ""
+        self.snapshots: Any = None  # Dynamo's per-rank load publisher, once its Worker attaches it
+        self.load_task: asyncio.Task | None = None
 
     @classmethod
     async def from_args(cls, argv: list[str] | None = None) -> tuple[ScaleoutEngine, WorkerConfig]:
@@ -95,13 +100,14 @@ class ScaleoutEngine(LLMEngine):
         if info.tokenizer_fingerprint and info.tokenizer_fingerprint != self.fingerprint:
             raise SystemExit(f"--model {self.folder}: not the tokenizer the engine at {self.args.engine} serves")
         self.eos = set(info.eos_token_ids)
+        self.load_task = asyncio.create_task(self._publish_load())
         return EngineConfig(
             model=str(self.folder),
             served_model_name=self.args.served_model_name or model_name(self.folder),
             llm=LlmRegistration(
                 context_length=info.max_model_len,
                 kv_cache_block_size=info.kv_block_size or None,
-                total_kv_blocks=info.num_kv_blocks or None,
+                total_kv_blocks=_usable_blocks(await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=30)),
                 max_num_seqs=info.max_running or None,
             ),
         )
@@ -123,6 +129,23 @@ class ScaleoutEngine(LLMEngine):
             if time.monotonic() > deadline:
                 raise SystemExit(f"the engine at {self.args.engine} did not come up in {self.args.engine_wait_s} s")
             await asyncio.sleep(0.5)
+
+    def component_metrics_dp_ranks(self) -> list[int]:
+        return [0]
+
+    def attach_snapshot_publisher(self, publisher: Any) -> None:
+        self.snapshots = publisher
+
+    async def _publish_load(self) -> None:
+        while True:
+            await asyncio.sleep(LOAD_INTERVAL_S)
+            try:
+                load = await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=5)
+            except grpc.aio.AioRpcError as e:
+                log.warning("the engine's load: %s", e.code().name)
+                continue
+            if self.snapshots is not None:
+                self.snapshots.publish(0, _snapshot(load))
 
     async def kv_event_sources(self) -> list[KvEventSource]:
         if self.args.no_kv_events:
@@ -169,7 +192,26 @@ class ScaleoutEngine(LLMEngine):
             call.cancel()
 
     async def cleanup(self) -> None:
+        if self.load_task is not None:
+            self.load_task.cancel()
         await self.channel.close()
+
+
+def _usable_blocks(load: engine_pb2.GetLoadResponse) -> int:
+    """The blocks sequences can hold (GetModelInfo's count has the pool's reserved one too)."""
+    return load.kv_blocks_used + load.kv_blocks_free
+
+
+def _snapshot(load: engine_pb2.GetLoadResponse) -> ComponentSnapshot:
+    total = _usable_blocks(load)
+    queried = load.prefix_cache_queried_tokens
+    return ComponentSnapshot(
+        kv_used_blocks=load.kv_blocks_used,
+        kv_total_blocks=total,
+        gpu_cache_usage=load.kv_blocks_used / total if total else 0.0,
+        dp_rank=0,
+        kv_cache_hit_rate=load.prefix_cache_hit_tokens / queried if queried else None,
+    )
 
 
 def _refusal(error: ServiceError) -> Exception:
