@@ -1,5 +1,5 @@
-"""vLLM's ZMQ KV-event face, decoded by vLLM's own classes (vLLM 0.33's `vllm.distributed.kv_events`, run from
-its venv in a subprocess; skipped when that venv is absent): the PUB stream, the ROUTER replay from 0, and a
+"""vLLM's ZMQ KV-event face, decoded by vLLM's own classes (vLLM 0.33's `vllm.distributed.kv_events`, in a
+subprocess): the PUB stream, the ROUTER replay from 0, and a
 table rebuilt from the replayed events that equals the engine's prefix table."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ import json
 import random
 import socket
 import subprocess
-from pathlib import Path
+import sys
 
 import msgspec
-import pytest
 import zmq
 import zmq.asyncio
 
@@ -21,7 +20,7 @@ from scaleout_common import prefix_hash
 from tests.engine.conftest import engine_stub
 from tests.engine.test_kv_events import _pool_of, _traffic
 
-VLLM_PYTHON = Path.home() / ".cache/scaleout/peers/vllm-0.33.0/bin/python"
+VLLM_PYTHON = sys.executable  # make setup installs vLLM 0.33 (without its pins) beside us
 # Imports vLLM's classes first (the slow part, overlapping the engine's run), then decodes the frames it is sent.
 DECODER = """
 import json, sys, msgspec
@@ -73,11 +72,10 @@ async def _replay(ctx: zmq.asyncio.Context, endpoint: str, start: int) -> list[l
     return frames
 
 
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="vLLM 0.33's venv is absent")
 async def test_vllms_classes_decode_the_stream_and_the_replay(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "0")  # whole hashes, to re-derive them below
     decoder = subprocess.Popen(
-        [str(VLLM_PYTHON), "-c", DECODER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path
+        [VLLM_PYTHON, "-c", DECODER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path
     )
     pub, replay = _free_port(), _free_port()
     config = {"enable_kv_cache_events": True, "endpoint": f"tcp://*:{pub}", "replay_endpoint": f"tcp://*:{replay}"}

@@ -1,5 +1,5 @@
 """The engine's side of vLLM's trainer rendezvous (engine_svc/serving/trainer_group.py): vLLM 0.33's own
-StatelessProcessGroup (from its venv) serves the store as a trainer's rank 0 does and broadcasts a ctypes
+StatelessProcessGroup (in a subprocess) serves the store as a trainer's rank 0 does and broadcasts a ctypes
 ncclUniqueId exactly as PyNcclCommunicator does; the engine reads the same 128 bytes, and unpickles nothing else.
 The NCCL communicator itself needs CUDA (tests/engine/test_trainer_group_cuda.py)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pickle
 import subprocess
+import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import torch.distributed as dist
@@ -16,7 +16,7 @@ import torch.distributed as dist
 from devstack.stack import free_port
 from engine_svc.serving import trainer_group
 
-VLLM_PYTHON = Path.home() / ".cache/scaleout/peers/vllm-0.33.0/bin/python"
+VLLM_PYTHON = sys.executable  # make setup installs vLLM 0.33 (without its pins) beside us
 UID = bytes((7 * i + 3) % 256 for i in range(128))
 # vLLM's trainer side as PyNcclCommunicator.__init__ runs it on rank 0, with a known id instead of ncclGetUniqueId's.
 TRAINER = """
@@ -34,12 +34,9 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="vLLM 0.33's venv is absent")
 def test_the_unique_id_vllms_trainer_broadcasts_is_read():
     port = free_port()
-    trainer = subprocess.Popen(
-        [str(VLLM_PYTHON), "-c", TRAINER, str(port), UID.hex()], stdout=subprocess.PIPE, text=True
-    )
+    trainer = subprocess.Popen([VLLM_PYTHON, "-c", TRAINER, str(port), UID.hex()], stdout=subprocess.PIPE, text=True)
     try:
         client = trainer_group.store("127.0.0.1", port, 2)
         assert trainer_group.unique_id(client) == UID
