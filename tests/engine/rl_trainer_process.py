@@ -12,6 +12,7 @@ hooks, when told to or when the parent is gone.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import multiprocessing
 import os
@@ -23,8 +24,11 @@ import torch.distributed as dist
 
 from examples import rl_trainer
 
-VLLM_SITE = Path.home() / ".cache/scaleout/peers/vllm-0.33.0/lib/python3.11/site-packages"
-VLLM_PACKER = VLLM_SITE / "vllm/distributed/weight_transfer/packed_tensor.py"
+# vLLM 0.33's packer, read from the vLLM make setup installs (without its pins), not imported through vllm
+VLLM_PACKER = (
+    Path(str(importlib.metadata.distribution("vllm").locate_file("vllm")))
+    / "distributed/weight_transfer/packed_tensor.py"
+)
 
 
 class _Stream:  # a CUDA stream's stand-in: on CPU a broadcast is done when it returns
