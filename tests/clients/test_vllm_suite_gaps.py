@@ -9,7 +9,7 @@ official `openai` SDK against the real stack.
 - vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins;
 - vLLM's `--enable-per-request-metrics` (the same service's): `metrics` (TTFT, queue, generation time, mean ITL,
   tokens/s) from the engine's timings, unary and on a stream's usage chunk; no key without the flag;
-- `responses.cancel` answers (400 for a stored response, none being a background one; 404 for an unknown id);
+- `responses.cancel` answers (400 for a response answered in its call; 404 for an unknown id);
 - the Responses API takes vLLM's `chat_template_kwargs` (and `reasoning.effort` sets `enable_thinking`), and
   echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071).
 """
