@@ -13,6 +13,7 @@ engine's gRPC API. fields.py holds the mapping; this module only calls.
   what its router and dashboards read beside the blocks it counts itself.
 - KV events: the engine's vLLM-format ZMQ publisher (its --kv-events-config), which Dynamo's own subscriber reads
   (`ZmqSource`), endpoint from GetKvEventSources unless --kv-events-endpoint names one.
+- the hop: mTLS and the caller identity as the project's other hops (hop.py: --tls-dir, --client).
 """
 
 from __future__ import annotations
@@ -32,15 +33,18 @@ from dynamo.common.backend.publisher import ComponentSnapshot, KvEventSource, Zm
 from dynamo.llm.exceptions import HttpError, InvalidArgument
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from engine_svc.faces.dynamo import fields
+from engine_svc.faces.dynamo import fields, hop
 from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc, kv_events_pb2
-from scaleout_common.channels import open_channel
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
 from scaleout_common.reasons import HTTP_STATUS
 
 log = logging.getLogger(__name__)
 LOAD_INTERVAL_S = 1.0
+# How a listener answers a connection from the other side of TLS (grpcio's details): plaintext to TLS, TLS to
+# plaintext or a certificate of another CA.
+TLS_MISMATCH = ("Socket closed", "andshake")
+REFUSED_TRIES = 3
 INVALID = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.FAILED_PRECONDITION}
 
 
@@ -60,6 +64,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--event-plane", default=os.environ.get("DYN_EVENT_PLANE"))
     p.add_argument("--kv-events-endpoint", default=None, help="the engine's ZMQ KV-event PUB address to read")
     p.add_argument("--no-kv-events", action="store_true", help="publish no KV events (no KV-aware routing)")
+    hop.add_flags(p)
     return p
 
 
@@ -67,7 +72,7 @@ class ScaleoutEngine(LLMEngine):
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.folder = resolve_model(args.model)
-        self.channel = open_channel(args.engine)
+        self.channel, self.metadata = hop.connect(args)
         self.stub = engine_pb2_grpc.EngineServiceStub(self.channel)
         self.calls: dict[str, Any] = {}  # Dynamo context id -> our Generate call
         self.eos: set[int] = set()
@@ -95,7 +100,11 @@ class ScaleoutEngine(LLMEngine):
     async def start(self, worker_id: int) -> EngineConfig:
         del worker_id
         await self._wait_serving()
-        info = await self.stub.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=30)
+        try:  # the first calls that pass the engine's identity check (health checks skip it)
+            info = await self.stub.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=30, metadata=self.metadata)
+            load = await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=30, metadata=self.metadata)
+        except grpc.aio.AioRpcError as e:
+            raise SystemExit(hop.refusal(self.args.engine, e)) from None
         self.fingerprint = tokenizer_fingerprint(load_tokenizer(self.folder))
         if info.tokenizer_fingerprint and info.tokenizer_fingerprint != self.fingerprint:
             raise SystemExit(f"--model {self.folder}: not the tokenizer the engine at {self.args.engine} serves")
@@ -107,27 +116,35 @@ class ScaleoutEngine(LLMEngine):
             llm=LlmRegistration(
                 context_length=info.max_model_len,
                 kv_cache_block_size=info.kv_block_size or None,
-                total_kv_blocks=_usable_blocks(await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=30)),
+                total_kv_blocks=_usable_blocks(load),
                 max_num_seqs=info.max_running or None,
             ),
         )
 
     async def _wait_serving(self) -> None:
-        """Until the engine's health check says SERVING (it answers UNAVAILABLE while it loads)."""
+        """Until the engine's health check says SERVING (NOT_SERVING while it loads, connections refused before it
+        listens). A listener that closes the connection or fails its TLS handshake REFUSED_TRIES times in a row is
+        a worker and engine on different sides of --tls-dir (or CAs): refused at once, not waited for."""
         health = health_pb2_grpc.HealthStub(self.channel)
-        deadline = time.monotonic() + self.args.engine_wait_s
+        deadline, refused, last = time.monotonic() + self.args.engine_wait_s, 0, "no answer"
         while True:
             try:
                 # typeshed's HealthStub omits the methods its __init__ sets (Check, Watch)
                 answer = await health.Check(  # pyright: ignore[reportAttributeAccessIssue]
-                    health_pb2.HealthCheckRequest(), wait_for_ready=True, timeout=5
+                    health_pb2.HealthCheckRequest(), timeout=5
                 )
                 if answer.status == health_pb2.HealthCheckResponse.SERVING:
                     return
-            except grpc.aio.AioRpcError:
-                pass
+                refused, last = 0, "NOT_SERVING"
+            except grpc.aio.AioRpcError as e:
+                last = (e.details() or e.code().name)[:300]
+                refused = refused + 1 if any(sign in last for sign in TLS_MISMATCH) else 0
+                if refused >= REFUSED_TRIES:
+                    raise SystemExit(hop.mismatch(self.args, last)) from None
             if time.monotonic() > deadline:
-                raise SystemExit(f"the engine at {self.args.engine} did not come up in {self.args.engine_wait_s} s")
+                raise SystemExit(
+                    f"the engine at {self.args.engine} did not come up in {self.args.engine_wait_s} s ({last})"
+                )
             await asyncio.sleep(0.5)
 
     def component_metrics_dp_ranks(self) -> list[int]:
@@ -140,7 +157,7 @@ class ScaleoutEngine(LLMEngine):
         while True:
             await asyncio.sleep(LOAD_INTERVAL_S)
             try:
-                load = await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=5)
+                load = await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=5, metadata=self.metadata)
             except grpc.aio.AioRpcError as e:
                 log.warning("the engine's load: %s", e.code().name)
                 continue
@@ -155,7 +172,8 @@ class ScaleoutEngine(LLMEngine):
 
     async def _engine_kv_endpoint(self) -> str:
         control = control_pb2_grpc.EngineControlServiceStub(self.channel)
-        source = (await control.GetKvEventSources(kv_events_pb2.GetKvEventSourcesRequest(), timeout=30)).source
+        request = kv_events_pb2.GetKvEventSourcesRequest()
+        source = (await control.GetKvEventSources(request, timeout=30, metadata=self.metadata)).source
         if not (source.enable_kv_cache_events and source.publisher == "zmq"):
             log.warning("the engine publishes no ZMQ KV events (--kv-events-config): no KV-aware routing")
             return ""
@@ -168,7 +186,7 @@ class ScaleoutEngine(LLMEngine):
             ours = fields.generate_request(request, request_id, self.eos, self.fingerprint)
         except ServiceError as e:
             raise _refusal(e) from None
-        call = self.stub.Generate(ours)
+        call = self.stub.Generate(ours, metadata=self.metadata)
         self.calls[request_id] = call
         prompt_tokens, started = len(ours.token_ids), False
         try:

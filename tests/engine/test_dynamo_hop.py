@@ -1,0 +1,83 @@
+"""The Dynamo worker's hop to a secure engine (engine_svc/faces/dynamo/hop.py): a tiny engine in-process with the
+secure stack's flags (--tls-dir, --require-identity; certificates from a throwaway CA, devstack/certs.py) and the
+worker's own start (`ScaleoutEngine.start`: the engine's health, model info and load), without Dynamo's runtime:
+the frontend plays no part in the hop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from pathlib import Path
+
+import pytest
+
+from devstack.certs import KEY, Authority
+from engine_svc.serving.service import EngineService
+from scaleout_common import tls
+from scaleout_common.server import serve
+from tests.engine.conftest import build_tiny, engine_args
+
+pytest.importorskip("dynamo.common.backend", reason="ai-dynamo is not installed (make setup installs it)")
+from engine_svc.faces.dynamo import hop
+from engine_svc.faces.dynamo.worker import ScaleoutEngine, make_parser
+
+
+@pytest.fixture(autouse=True)
+def _plaintext_after():
+    yield
+    tls.configure(None)  # the engine's serve() and each worker set this process's credentials
+
+
+@contextlib.asynccontextmanager
+async def secure_engine(directory: Path):
+    """The tiny engine served as the secure stack serves one; yields its address."""
+    args = engine_args("--drain-delay-s", "0", "--tls-dir", str(directory), "--require-identity")
+    stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
+    service = EngineService(args, build=functools.partial(build_tiny, args))
+    task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
+    port = await asyncio.wait_for(asyncio.shield(bound), 60)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop.set()
+        await task
+
+
+async def _start(engine: str, *flags: str):
+    worker, _ = await ScaleoutEngine.from_args(["--engine", engine, "--engine-wait-s", "60", "--no-kv-events", *flags])
+    try:
+        return await worker.start(0)
+    finally:
+        await worker.cleanup()
+
+
+async def test_worker_with_certificates_and_identity_starts_others_are_refused(tmp_path):
+    authority = Authority(tmp_path / "certs")
+    async with secure_engine(authority.issue("engine")) as engine:
+        config = await _start(engine, "--tls-dir", str(authority.issue("dynamo")), "--client", "dynamo")
+        assert config.llm is not None and config.llm.total_kv_blocks and config.llm.context_length
+
+        with pytest.raises(SystemExit, match=r"refuses the worker's connections .* plaintext \(no --tls-dir\)"):
+            await _start(engine)
+        stranger = Authority(tmp_path / "other", "another CA").issue("dynamo")
+        with pytest.raises(SystemExit, match=r"refuses the worker's connections .*andshake"):
+            await _start(engine, "--tls-dir", str(stranger), "--client", "dynamo")
+        with pytest.raises(SystemExit, match=r"requires an identity \(--require-identity\): give --client"):
+            await _start(engine, "--tls-dir", str(authority.issue("dynamo")))
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (["--client", "dynamo"], "--client needs --tls-dir"),
+        (["--engine-tls-name", "engine"], "--engine-tls-name needs --tls-dir"),
+        (["--tls-dir", "{half}"], f"no {KEY}"),
+    ],
+)
+def test_half_set_flags_refuse_to_start(tmp_path, flags, refusal):
+    half = Authority(tmp_path / "certs").issue("dynamo")
+    (half / KEY).unlink()
+    args = make_parser().parse_args([flag.format(half=half) for flag in flags])
+    with pytest.raises(SystemExit, match=refusal):
+        hop.check(args)
