@@ -28,7 +28,7 @@ class AnthropicFrontDoor(anthropic_pb2_grpc.AnthropicServiceServicer):
             self.hops.render.RenderMessages,
             request,
             context,
-            anthropic_response.message,
+            lambda completion, rendered, body, _outputs: anthropic_response.message(completion, rendered, body),
             anthropic_response.MessageStream,
             _identity,
         )

@@ -66,13 +66,15 @@ class Hops:
             raise ServiceError.from_status(result.error)
         return [result]
 
-    async def complete(self, rendered, context) -> derender_pb2.ChatCompletion:
-        """A rendered chat prompt generated to the end and derendered whole (the unary one hop)."""
+    async def complete(self, rendered, context) -> tuple[derender_pb2.ChatCompletion, list]:
+        """A rendered chat prompt generated to the end and derendered whole (the unary one hop), and the engine's
+        outputs it was derendered from."""
         results = await self.generate(rendered, context)
-        return await self.derender.DerenderChat(
+        completion = await self.derender.DerenderChat(
             derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
             timeout=context.time_remaining(),
         )
+        return completion, results
 
 
 class LiveGeneration:

@@ -116,15 +116,17 @@ class BackgroundRuns:
         items: list,
         owner: str | None,
         stream: bool,
+        metrics: bool = False,
     ) -> Run:
-        """Store the response `queued` and run its generation on; the run (its `response`, its `relay`)."""
+        """Store the response `queued` and run its generation on; the run (its `response`, its `relay`); with
+        `metrics` (vLLM's --enable-per-request-metrics) its finished Response has vLLM's `metrics`."""
         if len(self._runs) >= self.limit:
             raise fail(
                 Reason.TOO_MANY_BACKGROUND_RESPONSES,
                 f"this replica runs {self.limit} background responses already (--max-background-responses)",
                 "background",
             )
-        run = Run(self, ResponseStream(rendered, echo), items, owner, stream)
+        run = Run(self, ResponseStream(rendered, echo, metrics=metrics), items, owner, stream)
         if not self.store.put(run.response, items, owner):
             raise fail(
                 Reason.UNSUPPORTED_FIELD,

@@ -21,6 +21,10 @@ content part (`response.content_part.added`), the deltas (`response.output_text.
 started ends with `error` and `response.failed`. Every event has its `sequence_number`.
 With `return_token_ids` (our extension, vLLM's chat field) every snapshot of the Response has the prompt's
 `prompt_token_ids`, and the finished one the sampled `token_ids`.
+
+With vLLM's `--enable-per-request-metrics` the finished Response (unary, a stream's `response.completed` /
+`.incomplete`, the stored one) has vLLM's `metrics` (request_metrics.py: the engine's timings, nulls printed,
+`speculative_decoding` null as vLLM's Responses leave it); the snapshots before it have no key, as vLLM's.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from pipeline_svc import request_metrics
 from pipeline_svc.openai_response import logprob_entry
 from pipeline_svc.shaped_route import Event
-from scaleout.v1 import common_pb2, derender_pb2, render_pb2
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
 from scaleout_common import finish_reasons
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
@@ -179,6 +184,12 @@ def _finished(out: dict, choice, total: common_pb2.Usage | None) -> dict:
     return out
 
 
+def timed(out: dict, outputs: list[engine_pb2.GenerateResponse]) -> dict:
+    """The finished Response with vLLM's `metrics` of the engine's outputs (`--enable-per-request-metrics`)."""
+    sampled = out["usage"]["output_tokens"] if out["usage"] else 0
+    return out | {"metrics": request_metrics.per_request_metrics(outputs, sampled)}
+
+
 def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.RenderChatResponse, request: dict) -> dict:
     """The Response of a whole (unary) answer."""
     choice = completion.choices[0]
@@ -208,9 +219,15 @@ class ResponseStream:
     """The Responses events for one streamed answer, fed derender's chunks in order."""
 
     def __init__(
-        self, rendered: render_pb2.RenderChatResponse, request: dict, keep: Callable[[dict], object] | None = None
+        self,
+        rendered: render_pb2.RenderChatResponse,
+        request: dict,
+        keep: Callable[[dict], object] | None = None,
+        metrics: bool = False,
     ):
         self.keep = keep  # called with the finished Response
+        self.metrics = metrics  # vLLM's --enable-per-request-metrics
+        self.outputs: list[engine_pb2.GenerateResponse] = []  # the engine's, given before `finish`
         self.envelope = _envelope(rendered, request, "in_progress")
         self.items = Items(self.envelope["id"])
         self.sequence = 0
@@ -346,11 +363,17 @@ class ResponseStream:
                 self.choice = choice
         return events
 
+    def generated(self, outputs: list[engine_pb2.GenerateResponse]) -> None:
+        """The engine's outputs, just before `finish` (shaped_route.ReadsOutputs)."""
+        self.outputs = outputs
+
     def finish(self) -> list[Event]:
         events = self._close(_status(self.choice)[0])  # `incomplete`: the open item was cut short
         final = _finished(self._response(), self.choice, self.usage)
         if "prompt_token_ids" in final:
             final["token_ids"] = self.token_ids
+        if self.metrics:
+            final = timed(final, self.outputs)
         if self.keep is not None:
             self.keep(final)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"

@@ -6,7 +6,8 @@ render_svc converts the request to the chat form (RenderResponses: the field pol
 responses_turn has taken `store`, `background` and `previous_response_id` out; the answer is derender's chat
 output shaped by responses_response, its id renamed for this replica (response_peers), and kept when `store`
 says so. A background one is answered `queued` (or, streamed, with its events as they come) and generated on
-(responses_background). `user` / `safety_identifier` go on the request's span.
+(responses_background). `user` / `safety_identifier` go on the request's span. With vLLM's
+`--enable-per-request-metrics` the finished Response has vLLM's `metrics` (responses_response.timed).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ def _identity(body: dict) -> dict[str, str]:
 
 
 class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
-    def __init__(self, hops: Hops, stored: StoredResponses):
+    def __init__(self, hops: Hops, stored: StoredResponses, per_request_metrics: bool = False):
         self.hops, self.stored = hops, stored
+        self.metrics = per_request_metrics  # vLLM's --enable-per-request-metrics
 
     async def CreateResponse(self, request, context):
         async for body in named(self._create(request, context), request.data, RESPONSES):
@@ -42,6 +44,10 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             rendered.derender_context.id = self.stored.name(rendered.derender_context.id)
             return rendered
 
+        def unary(completion, rendered, body, outputs) -> dict:
+            response = responses_response.response(completion, rendered, body)
+            return keep(responses_response.timed(response, outputs) if self.metrics else response)
+
         def keep(response: dict) -> dict:
             if turn.store:
                 self.stored.store.put(response, turn.input_items, who.client)
@@ -50,7 +56,7 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
         if turn.background:
             rendered, echo = await shaped_route.render(render, turn.render_body, context, _identity, turn.echo)
             run = self.stored.runs.start(
-                self.hops, rendered, echo, turn.input_items, who.client, bool(echo.get("stream"))
+                self.hops, rendered, echo, turn.input_items, who.client, bool(echo.get("stream")), self.metrics
             )
             if run.events is None:
                 yield json_body(run.response)
@@ -63,8 +69,8 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             render,
             turn.render_body,
             context,
-            lambda completion, rendered, body: keep(responses_response.response(completion, rendered, body)),
-            lambda rendered, body: responses_response.ResponseStream(rendered, body, keep),
+            unary,
+            lambda rendered, body: responses_response.ResponseStream(rendered, body, keep, self.metrics),
             _identity,
             turn.echo,
         )

@@ -88,7 +88,8 @@ class PipelineService:
         )
         openai_pb2_grpc.add_OpenAIServiceServicer_to_server(openai, server)
         anthropic_pb2_grpc.add_AnthropicServiceServicer_to_server(AnthropicFrontDoor(self.hops), server)
-        responses_pb2_grpc.add_ResponsesServiceServicer_to_server(ResponsesFrontDoor(self.hops, self.stored), server)
+        responses = ResponsesFrontDoor(self.hops, self.stored, args.enable_per_request_metrics)
+        responses_pb2_grpc.add_ResponsesServiceServicer_to_server(responses, server)
         store = ResponseStoreFrontDoor(self.stored.store, self.stored.runs)
         responses_pb2_grpc.add_ResponseStoreServiceServicer_to_server(store, server)
         engine_stream_pb2_grpc.add_EngineStreamServiceServicer_to_server(EngineStreamRelay(self.hops), server)
@@ -162,7 +163,8 @@ def parser():
         "--enable-per-request-metrics",
         action="store_true",
         help="vLLM's flag: chat and completion answers carry vLLM's `metrics` (time to first token, queue time, "
-        "generation time, mean inter-token latency, tokens/s, from the engine's timings); a stream on its usage chunk",
+        "generation time, mean inter-token latency, tokens/s, from the engine's timings); a stream on its usage chunk; "
+        "a finished Response too",
     )
     p.add_argument(
         "--engines",

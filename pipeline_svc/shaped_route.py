@@ -44,6 +44,14 @@ class CountsPrompt(Protocol):
     def counted(self, prompt: engine_pb2.PromptInfo) -> None: ...
 
 
+@runtime_checkable
+class ReadsOutputs(Protocol):
+    """A shape whose last events report something of the engine's outputs (the Responses API's per-request
+    `metrics`, from their timings): given them all just before `finish` (unary: the `outputs` argument)."""
+
+    def generated(self, outputs: list[engine_pb2.GenerateResponse]) -> None: ...
+
+
 def json_body(payload: dict | list) -> httpbody_pb2.HttpBody:
     return httpbody_pb2.HttpBody(content_type=JSON, data=json.dumps(payload, ensure_ascii=False).encode())
 
@@ -73,20 +81,22 @@ async def serve(
     render_rpc,
     request: httpbody_pb2.HttpBody,
     context,
-    unary: Callable[[derender_pb2.ChatCompletion, render_pb2.RenderChatResponse, dict], dict],
+    unary: Callable[
+        [derender_pb2.ChatCompletion, render_pb2.RenderChatResponse, dict, list[engine_pb2.GenerateResponse]], dict
+    ],
     streamed: Callable[[render_pb2.RenderChatResponse, dict], StreamShape],
     identity: Callable[[dict], dict[str, str]],
     echo: dict | None = None,
 ):
     """Render (the API's own render RPC), then the answer as one JSON body or the API's event stream. The shapes
-    see `echo`, the request as the answer echoes it (default: the body as sent)."""
+    see `echo`, the request as the answer echoes it (default: the body as sent); `unary` also the engine's outputs."""
     rendered, body = await render(render_rpc, request, context, identity, echo)
     if not body.get("stream"):
         try:
-            completion = await hops.complete(rendered, context)
+            completion, outputs = await hops.complete(rendered, context)
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
-        yield json_body(unary(completion, rendered, body))
+        yield json_body(unary(completion, rendered, body, outputs))
         return
     async for event in events(hops, rendered, streamed(rendered, body), context):
         yield sse(event)
@@ -106,6 +116,8 @@ async def events(hops: Hops, rendered: render_pb2.RenderChatResponse, shape: Str
                 yield event
         opening = [] if started else _start(shape, live)
         started = True
+        if isinstance(shape, ReadsOutputs):
+            shape.generated(live.outputs)
         for event in opening + shape.finish():
             yield event
     except (grpc.aio.AioRpcError, ServiceError) as error:

@@ -8,7 +8,8 @@ official `openai` SDK against the real stack.
   usage chunk, without `stream_options`;
 - vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins;
 - vLLM's `--enable-per-request-metrics` (the same service's): `metrics` (TTFT, queue, generation time, mean ITL,
-  tokens/s) from the engine's timings, unary and on a stream's usage chunk; no key without the flag;
+  tokens/s) from the engine's timings, unary and on a stream's usage chunk, and on a finished Response (unary,
+  streamed, stored, background); no key without the flag;
 - `responses.cancel` answers (400 for a response answered in its call; 404 for an unknown id);
 - the Responses API takes vLLM's `chat_template_kwargs` (and `reasoning.effort` sets `enable_thinking`), and
   echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071).
@@ -153,6 +154,48 @@ def test_per_request_metrics_are_the_engines_timings_in_vllms_object(forced):
         timeout=120,
     ).json()
     assert generated["choices"][0]["token_ids"] and generated["metrics"] is None
+
+
+def test_a_finished_response_has_the_per_request_metrics_as_vllms_responses(forced):
+    """vLLM 0.33's Responses with the flag: the finished Response (unary, `response.completed`, the stored one, a
+    background one) has `metrics` (nulls printed; speculative_decoding null there); the snapshots before none."""
+    protocol = pytest.importorskip("vllm.entrypoints.openai.responses.protocol")
+    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+        model = sdk.models.list().data[0].id
+        ask = {"model": model, "input": "Hello!", "max_output_tokens": 3, "temperature": 0}
+        start = time.perf_counter()
+        raw = sdk.responses.with_raw_response.create(**ask).http_response.json()
+        wall_ms = (time.perf_counter() - start) * 1000
+        unary = protocol.ResponsesResponse.model_validate(raw)
+        assert unary.metrics is not None and set(raw["metrics"]) == set(protocol.PerRequestMetrics.model_fields)
+        _engine_measured(raw["metrics"], raw["usage"]["output_tokens"], wall_ms)
+        assert (sdk.responses.retrieve(unary.id).model_extra or {})["metrics"] == raw["metrics"]  # as stored
+
+        start = time.perf_counter()
+        streamed = [
+            e.model_dump(mode="json") for e in sdk.responses.create(**{**ask, "max_output_tokens": 1}, stream=True)
+        ]
+        wall_ms = (time.perf_counter() - start) * 1000
+        assert [e["type"] for e in streamed[:2]] == ["response.created", "response.in_progress"]
+        assert all("metrics" not in e["response"] for e in streamed[:2])
+        last = streamed[-1]  # one token: `response.incomplete` (max_output_tokens)
+        kind = (
+            protocol.ResponseIncompleteEvent
+            if last["type"] == "response.incomplete"
+            else protocol.ResponseCompletedEvent
+        )
+        metrics = kind.model_validate(last).response.metrics
+        assert metrics is not None and metrics.mean_itl_ms is None
+        _engine_measured(metrics.model_dump(), 1, wall_ms)
+
+        queued = sdk.responses.create(**ask, background=True)
+        assert "metrics" not in (queued.model_extra or {})
+        for _ in range(600):
+            finished = sdk.responses.retrieve(queued.id)
+            if finished.status not in ("queued", "in_progress"):
+                break
+            time.sleep(0.05)
+        assert protocol.ResponsesResponse.model_validate(finished.model_dump(mode="json")).metrics is not None
 
 
 def test_a_stored_response_is_not_cancellable_and_an_unknown_one_not_found(client, model_id):
