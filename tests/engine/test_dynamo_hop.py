@@ -1,6 +1,7 @@
 """The Dynamo worker's hop to a secure engine (engine_svc/faces/dynamo/hop.py): a tiny engine in-process with the
 secure stack's flags (--tls-dir, --require-identity; certificates from a throwaway CA, devstack/certs.py) and the
-worker's own start (`ScaleoutEngine.start`: the engine's health, model info and load), without Dynamo's runtime:
+worker's own start (`ScaleoutEngine.start`: the engine's health, model info and load) and a generation through it,
+without Dynamo's runtime:
 the frontend plays no part in the hop."""
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from scaleout_common.server import serve
 from tests.engine.conftest import build_tiny, engine_args
 
 pytest.importorskip("dynamo.common.backend", reason="ai-dynamo is not installed (make setup installs it)")
+from dynamo._core import Context
+
 from engine_svc.faces.dynamo import hop
 from engine_svc.faces.dynamo.worker import ScaleoutEngine, make_parser
 
@@ -44,10 +47,16 @@ async def secure_engine(directory: Path):
         await task
 
 
-async def _start(engine: str, *flags: str):
+async def _start(engine: str, *flags: str) -> list[int]:
+    """The worker's start, then one generation through it: the tokens."""
     worker, _ = await ScaleoutEngine.from_args(["--engine", engine, "--engine-wait-s", "60", "--no-kv-events", *flags])
     try:
-        return await worker.start(0)
+        config = await worker.start(0)
+        assert config.llm is not None and config.llm.total_kv_blocks and config.llm.context_length
+        request = {"token_ids": [5, 6, 7], "stop_conditions": {"max_tokens": 4, "ignore_eos": True}}
+        return [
+            token for chunk in [c async for c in worker.generate(request, Context())] for token in chunk["token_ids"]
+        ]
     finally:
         await worker.cleanup()
 
@@ -55,8 +64,7 @@ async def _start(engine: str, *flags: str):
 async def test_worker_with_certificates_and_identity_starts_others_are_refused(tmp_path):
     authority = Authority(tmp_path / "certs")
     async with secure_engine(authority.issue("engine")) as engine:
-        config = await _start(engine, "--tls-dir", str(authority.issue("dynamo")), "--client", "dynamo")
-        assert config.llm is not None and config.llm.total_kv_blocks and config.llm.context_length
+        assert len(await _start(engine, "--tls-dir", str(authority.issue("dynamo")), "--client", "dynamo")) == 4
 
         with pytest.raises(SystemExit, match=r"refuses the worker's connections .* plaintext \(no --tls-dir\)"):
             await _start(engine)
