@@ -395,7 +395,9 @@ class Stack(Started):
                 if len(flags) == len(self.replicas) and all(f == "healthy" for f in flags):
                     # Seen with Envoy 1.40: its workers balance over a newly healthy host only after the
                     # next health-check round (1 s); until then traffic favours the first host found healthy.
-                    time.sleep(1.2)
+                    # Nothing to balance where every role has one replica.
+                    if any(count > 1 for count in self.config.replicas.values()):
+                        time.sleep(1.2)
                     return
             except OSError:
                 pass

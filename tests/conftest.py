@@ -7,9 +7,18 @@ loopback with the default tokenizer), under a minute on two idle cores. `make te
 from __future__ import annotations
 
 import gc
+import os
 
 import psutil
 import pytest
+
+# On a few cores (CI's two), one OpenMP thread for torch here and in every process the tests start (they inherit
+# the environment; set before torch loads): the stacks' processes and the tests share the cores, and a second thread
+# per process spins at every parallel region's end while the others wait for a core. Measured on two shared cores,
+# two threads against one: an engine's 40 greedy tokens 12.6 s of CPU against 3.2 s; tests/engine/test_parity.py with
+# tests/gateway/test_vllm_generate.py 346 and 365 s against 79 and 43 s; four tests/faults modules 415 against 292 s.
+if (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) <= 4:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Files (or folders) whose tests start the stack behind Envoy or generate with a model; the engine's are
 # measured in tens of seconds each on two cores.

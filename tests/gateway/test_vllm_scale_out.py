@@ -1,8 +1,8 @@
-"""vLLM 0.33's scale-out routes beyond generate, through a real stack (real Envoy, services and default model): the
-per-chunk streaming derender (one call per `/inference/v1/generate` SSE chunk, vLLM's `stream_state` carried by
-the client), and vLLM's ErrorResponse on these routes. Every request body is one vLLM's own request model takes
-and dumps, every answer is parsed by vLLM's own response models (the installed wheel). The mapping:
-pipeline_svc/faces/vllm_derender_stream.py, scaleout_common/openai_errors.py (VLLM_PATHS)."""
+"""vLLM 0.33's scale-out routes beyond generate, through the shared stack (tests/conftest.py: real Envoy, services,
+default model): the per-chunk streaming derender (one call per `/inference/v1/generate` SSE chunk, vLLM's
+`stream_state` carried by the client), and vLLM's ErrorResponse on these routes. Every request body is one vLLM's
+own request model takes and dumps, every answer is parsed by vLLM's own response models (the installed wheel). The
+mapping: pipeline_svc/faces/vllm_derender_stream.py, scaleout_common/openai_errors.py (VLLM_PATHS)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from devstack.stack import Stack, StackConfig
 from tests.gateway.rest import detail_reason, post
 
 protocol = pytest.importorskip(
@@ -30,12 +29,6 @@ CHAT |= {"max_tokens": 10, "temperature": 0, "logprobs": True, "top_logprobs": 2
 COMPLETION = {"model": MODEL, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, "logprobs": 1}
 # vLLM's own per-chunk derender of this stack's generate chunks (record_vllm_derender_stream.py)
 RECORDED = json.loads(Path(__file__).with_name("vllm_derender_stream_answers.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with Stack(StackConfig(port=0, log_dir=tmp_path_factory.mktemp("vllm-scale-out-logs"))) as running:
-        yield running
 
 
 def generate_chunks(stack, rendered: dict) -> list[dict]:
