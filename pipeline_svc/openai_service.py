@@ -33,15 +33,10 @@ from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
-from scaleout_common.prompt_logprob_rules import oversized
+from scaleout_common.prompt_logprob_rules import asked, oversized
 from scaleout_common.telemetry.call_summary import observe_request, observe_response
 
 DONE = httpbody_pb2.HttpBody(content_type=SSE, data=b"data: [DONE]\n\n")
-
-
-def _top(parsed: openai_request.OpenAIRequest) -> int | None:
-    """The request's prompt_logprobs, if it asked for them."""
-    return parsed.typed.prompt_logprobs if parsed.typed.HasField("prompt_logprobs") else None
 
 
 def data_event(payload: dict) -> httpbody_pb2.HttpBody:
@@ -106,7 +101,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                 timeout=context.time_remaining(),
             )
         except grpc.aio.AioRpcError as error:
-            raise oversized(ServiceError.from_rpc_error(error), _top(parsed), "prompt_logprobs") from None
+            raise oversized(ServiceError.from_rpc_error(error), asked(parsed.typed), "prompt_logprobs") from None
         observe_response(completion)
         extras = openai_response.kv_transfer_params(results)
         if self.per_request_metrics:
@@ -139,7 +134,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                     yield piece
                 return
         except grpc.aio.AioRpcError as error:
-            raise oversized(ServiceError.from_rpc_error(error), _top(parsed), "prompt_logprobs") from None
+            raise oversized(ServiceError.from_rpc_error(error), asked(parsed.typed), "prompt_logprobs") from None
         lives = [LiveGeneration(self.hops, p, context) for p in rendered.prompts]
         shape = lambda answer, usage: openai_response.completion(  # noqa: E731
             answer.completion, streamed=True, with_usage=usage, token_ids=ids

@@ -73,6 +73,11 @@ def check_answer_fits(prompt_len: int, top: int | None, limit_bytes: int, form: 
     )
 
 
+def asked(*requests) -> int | None:
+    """The most prompt-logprob alternatives any of these requests (render's or the engine's) asks; None: none."""
+    return max((r.prompt_logprobs for r in requests if r.HasField("prompt_logprobs")), default=None)
+
+
 def oversized(error: ServiceError, top: int | None, field: str) -> ServiceError:
     """A hop's RESOURCE_EXHAUSTED for a message above its limit, on a request with prompt logprobs (rows the count
     let through): the same refusal as up front; any other error as it is."""

@@ -9,7 +9,8 @@ Rules (vLLM's, made explicit):
 - Bounds: temperature in [0, 2]; top_p in (0, 1]; top_k -1 or 0 (off) or positive; min_p in [0, 1];
   repetition_penalty > 0; presence/frequency_penalty in [-2, 2]; n in [1, max_n]; min_tokens >= 0 and at
   most max_tokens; max_tokens >= 1; stream_interval >= 1; logprobs and prompt_logprobs in [0, max_logprobs]
-  (a render request's -1, vLLM's "the whole vocabulary", is the vocabulary size where max_logprobs allows it);
+  (-1, vLLM's "the whole vocabulary", is the vocabulary size where max_logprobs allows it, on render's requests
+  and the engine's alike);
   every float finite (NaN and infinities are refused, never clamped); token ids inside the vocabulary;
   stop strings non-empty, at most MAX_STOP_STRINGS of MAX_STOP_CHARS characters (derender's default bounds,
   checked here first so the caller hears of its own field, TOO_MANY_STOP_STRINGS); SGLang's stop_regex at most 32
@@ -230,6 +231,15 @@ def resolve_max_tokens(
     return requested
 
 
+def whole_vocabulary(fields: dict[str, Any], limits: ModelLimits) -> dict[str, Any]:
+    """vLLM's -1 in a logprob count: the whole vocabulary, where max_logprobs allows that many (else left -1, which
+    `check` refuses as out of [0, max_logprobs], naming the field). `fields` is changed in place and returned."""
+    for name in LOGPROB_COUNTS:
+        if fields.get(name) == -1 and limits.vocab_size <= limits.max_logprobs:
+            fields[name] = limits.vocab_size
+    return fields
+
+
 def _logprobs(fields: Mapping[str, Any], chat: bool) -> int | None:
     """Chat: `logprobs` is a switch and `top_logprobs` the count; completions: `logprobs` is the count."""
     if not chat:
@@ -242,10 +252,7 @@ def _logprobs(fields: Mapping[str, Any], chat: bool) -> int | None:
 
 def resolve(request, prompt_len: int, limits: ModelLimits, chat: bool, prompt_field: str) -> common_pb2.SamplingParams:
     """Validate a render request's sampling fields and resolve them for a prompt of `prompt_len` tokens."""
-    fields = {f.name: value for f, value in request.ListFields()}
-    for name in LOGPROB_COUNTS:  # vLLM's -1: the whole vocabulary, where max_logprobs allows that many
-        if fields.get(name) == -1 and limits.vocab_size <= limits.max_logprobs:
-            fields[name] = limits.vocab_size
+    fields = whole_vocabulary({f.name: value for f, value in request.ListFields()}, limits)
     check({k: v for k, v in fields.items() if k != "max_tokens"}, limits)
     logprobs = _logprobs(fields, chat)
     max_tokens = resolve_max_tokens(requested_max_tokens(fields), prompt_len, limits, prompt_field)

@@ -61,7 +61,10 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
         {f.name: getattr(request, f.name) for f, _ in request.ListFields() if f.name in ("n", "stream_interval")}, rules
     )
     params = request.sampling_params
-    fields = {f.name: value for f, value in params.ListFields()}
+    fields = sampling_rules.whole_vocabulary({f.name: value for f, value in params.ListFields()}, rules)
+    for name in ("logprobs", "prompt_logprobs"):  # -1 resolved: what the cores read
+        if params.HasField(name):
+            setattr(params, name, fields[name])
     sampling_rules.check(fields, rules, prefix="sampling_params.")
     requested = params.max_tokens if params.HasField("max_tokens") else None
     max_tokens = sampling_rules.resolve_max_tokens(

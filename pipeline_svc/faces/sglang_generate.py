@@ -13,6 +13,12 @@ gateway's error object, which adds `type`, `param` naming the client's field, an
 render or engine error names the client's SGLang field (`sampling_params.max_new_tokens`, `input_ids`), not the
 typed request's. Before the first event an error is the HTTP answer; after it, an in-band `data: {"error": ...}`
 event and `data: [DONE]`, as SGLang's stream does. A client that goes away cancels every engine call.
+
+Prompt logprobs (`top_logprobs_num` alternatives from `logprob_start_len`) are bounded as on the OpenAI routes
+(scaleout_common/prompt_logprob_rules.py): render refuses up front what derender's message cannot carry, a hop's
+RESOURCE_EXHAUSTED past that count is the same 400 naming `top_logprobs_num` (never a 429, "retry later"), and a
+unary answer and each streamed event go in pieces (answer_pieces.py; the transcoder writes the same bytes), so the
+JSON, which repeats them whole in every event, has no bound of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import time
 import grpc
 from google.api import httpbody_pb2
 
+from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import named
 from pipeline_svc.faces.sglang_output import PromptRun, TokenTexts
 from pipeline_svc.faces.sglang_request import RENDER_FIELDS, GenerateBody, parse
@@ -33,11 +40,18 @@ from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import ServiceError
 from scaleout_common.openai_errors import error_object
+from scaleout_common.prompt_logprob_rules import asked, oversized
 
 # Where an engine error's structured-output constraint came from, in SGLang's body (client_fields.named).
 CONSTRAINTS = tuple(f"sampling_params.{name}" for name in ("json_schema", "regex", "ebnf", "structural_tag"))
 PROMPT_FIELD = re.compile(r"\b(prompts|prompt_token_ids)\[0\](\.token_ids)?")
-WORDS = {"'max_tokens'": "'max_new_tokens'", "min_tokens": "min_new_tokens", "logprobs must": "top_logprobs_num must"}
+WORDS = {
+    "'max_tokens'": "'max_new_tokens'",
+    "min_tokens": "min_new_tokens",
+    "logprobs must": "top_logprobs_num must",
+    "prompt_logprobs of": "top_logprobs_num of",  # prompt_logprob_rules' refusal of an answer that cannot fit
+}
+TOP = "top_logprobs_num"  # the count of prompt logprobs (with return_logprob and logprob_start_len >= 0)
 
 
 def _in_sglang_terms(error: ServiceError, body: GenerateBody, index: int) -> ServiceError:
@@ -85,13 +99,18 @@ class SGLangGenerate:
         lives = [LiveGeneration(self.hops, r, context) for r in rendered]
         texts = TokenTexts(self.hops.render, body.text_in_logprobs, context)
         flat = [answer for run in runs for answer in run.answers]
+        top = asked(*(prompt.typed for prompt in body.prompts))
         if not body.stream:
-            async for index, answer in merged(lives):
-                _feed(runs[index], lives[index], answer)
+            try:
+                async for index, answer in merged(lives):
+                    _feed(runs[index], lives[index], answer)
+            except (grpc.aio.AioRpcError, ServiceError) as error:
+                raise oversized(ServiceError.of(error), top, TOP) from None
             if texts.wanted:
                 await texts.fetch(set().union(*(run.ids_to_name() for run in runs)))
             outputs = [a.json(texts, body.prompt_ids) for a in flat]
-            yield json_body(outputs[0] if body.single else outputs)
+            for piece in pieces(json_body(outputs[0] if body.single else outputs)):  # prompt logprobs may be large
+                yield piece
             return
         started_stream = False
         try:
@@ -104,10 +123,12 @@ class SGLangGenerate:
                     if not body.single:
                         event["index"] = flat.index(run.answers[choice])
                     started_stream = True
-                    yield data_event(event)
+                    for piece in pieces(data_event(event)):  # each event carries the prompt logprobs whole
+                        yield piece
         except (grpc.aio.AioRpcError, ServiceError) as error:
+            error = oversized(ServiceError.of(error), top, TOP)  # a hop's message too large for them: a 400
             if not started_stream:
-                raise ServiceError.of(error) from None
+                raise error from None
             yield data_event(error_object(broken_off(error)))  # HTTP/1.1 clients never see trailers
         yield DONE
 

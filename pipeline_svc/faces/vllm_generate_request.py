@@ -57,6 +57,7 @@ SAMPLING = {
     **dict.fromkeys(
         ("presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "min_p"), "float"
     ),
+    # logprobs, prompt_logprobs: -1 (the whole vocabulary) passes on; the engine resolves it as vLLM's SamplingParams
     **dict.fromkeys(("seed", "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "stream_interval"), "int"),
     "n": "int",  # -> GenerateRequest.n, as stream_interval
     "top_k": "int",  # -1 (vLLM's "no cut") is our 0

@@ -201,6 +201,8 @@ def test_structured_outputs_from_the_first_token(stack):
         ({"sampling_params": {"logprobs": 2, "logprob_token_ids": [5]}}, "sampling_params.logprob_token_ids", 400),
         ({"sampling_params": {"prompt_logprob_token_ids": [[]]}}, "sampling_params.prompt_logprob_token_ids", 400),
         ({"sampling_params": {"prompt_logprob_start": 2}}, "sampling_params.prompt_logprob_start", 400),
+        # -1, the whole vocabulary (49,152), is above --max-logprobs (20), as vLLM's SamplingParams refuses it
+        ({"sampling_params": {"prompt_logprobs": -1}}, "sampling_params.prompt_logprobs", 400),
         ({"sampling_params": {"temperature": -1}}, "sampling_params.temperature", 400),
         ({"sampling_params": {"n": 0}}, "sampling_params.n", 400),
         ({"model": "gpt-9"}, "model", 404),

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
+from engine_svc.scheduling.admission import EngineLimits, admit
 from engine_svc.serving.service import _speculative
 from pipeline_svc.faces import vllm_server_info
 from pipeline_svc.faces.vllm_derender import engine_result
@@ -19,6 +21,7 @@ from pipeline_svc.faces.vllm_generate_output import GenerateAnswer
 from pipeline_svc.faces.vllm_generate_request import SAMPLING, STRUCTURED, STRUCTURED_FLAGS, TOP, parse
 from scaleout.v1 import common_pb2, engine_pb2, render_pb2
 from scaleout_common.errors import ServiceError
+from scaleout_common.reasons import Reason
 
 protocol = pytest.importorskip(
     "vllm.entrypoints.scale_out.token_in_token_out.protocol", reason="vLLM 0.33's wheel (make setup installs it)"
@@ -61,6 +64,24 @@ def test_fields_map_onto_our_request():
     block = {"generate_request": {"tokenizer_fingerprint": "f", "sampling_params": {"bad_words": [{"token_ids": [9]}]}}}
     typed = parse({"token_ids": [1], "sampling_params": {"bad_words": ["x"]}, "scaleout": block}).typed
     assert typed.tokenizer_fingerprint == "f" and list(typed.sampling_params.bad_words[0].token_ids) == [9]
+
+
+def test_minus_one_is_the_whole_vocabulary_where_max_logprobs_allows_it():
+    """vLLM's SamplingParams: -1 is the vocabulary size, then bounded by max_logprobs; the face passes it on and the
+    engine resolves it (admission.py), with the completions route's rule (sampling_rules.whole_vocabulary)."""
+    body = {"token_ids": [1, 2, 3], "sampling_params": {"prompt_logprobs": -1, "logprobs": -1, "max_tokens": 1}}
+    whole = EngineLimits(
+        vocab_size=1000, max_model_len=100, eos_token_ids=[], tokenizer_fingerprint="", max_logprobs=1000
+    )
+    typed = parse(body).typed
+    _, seqs, _ = admit(typed, whole)
+    assert (typed.sampling_params.prompt_logprobs, typed.sampling_params.logprobs) == (1000, 1000)
+    assert seqs[0].config.prompt_logprobs == 1000 and seqs[0].config.logprobs == 1000
+    for name in ("prompt_logprobs", "logprobs"):  # vLLM's default max_logprobs (20) is below the vocabulary
+        with pytest.raises(ServiceError) as refused:
+            admit(parse({"token_ids": [1, 2], "sampling_params": {name: -1}}).typed, replace(whole, max_logprobs=20))
+        assert refused.value.reason == Reason.INVALID_SAMPLING_PARAM
+        assert refused.value.violations[0][0] == f"sampling_params.{name}"
 
 
 @pytest.mark.parametrize(
