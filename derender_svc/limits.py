@@ -15,6 +15,7 @@ from scaleout_common.sampling_rules import (
     MAX_STOP_STRINGS,
     check_stop_regex,
     check_token_ids,
+    whole_vocab_cap,
 )
 
 MAX_STATUS_CODE = max(code.value[0] for code in grpc.StatusCode)
@@ -54,8 +55,8 @@ def check_context(
             continue
         if getattr(context, name) < 0:
             raise fail(Reason.INVALID_SAMPLING_PARAM, f"{name} must be >= 0", f"context.{name}")
-        if getattr(context, name) > limits.max_top_logprobs:
-            raise fail(Reason.INVALID_SAMPLING_PARAM, f"{name} is at most {limits.max_top_logprobs}", f"context.{name}")
+        if getattr(context, name) > (cap := whole_vocab_cap(limits.max_top_logprobs, vocab_size)):
+            raise fail(Reason.INVALID_SAMPLING_PARAM, f"{name} is at most {cap}", f"context.{name}")
     if context.n < 0 or context.n > limits.max_choices:
         raise fail(Reason.TOO_MANY_CHOICES, f"n is at most {limits.max_choices}", "context.n")
     if len(context.stop) > limits.max_stop_strings or any(len(s) > limits.max_stop_chars for s in context.stop):

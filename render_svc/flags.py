@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from render_svc.prompt import Limits, Options
+from scaleout_common import sampling_rules
 from scaleout_common.config import EnvArgumentParser, server_parser
 
 DEFAULT_PORT = 50051
@@ -61,7 +62,12 @@ def parser() -> EnvArgumentParser:
     p.add_argument(
         "--max-batch-size", type=int, default=Limits.max_batch_size, help="conversations per RenderChatBatch"
     )
-    p.add_argument("--max-logprobs", type=int, default=Limits.max_logprobs, help="largest top-logprobs count")
+    p.add_argument(
+        "--max-logprobs",
+        type=sampling_rules.logprob_cap,
+        default=Limits.max_logprobs,
+        help="largest top-logprobs count, -1 the vocabulary (vLLM's)",
+    )
     p.add_argument("--render-threads", type=int, default=0, help="threads for large renders (0: one per core)")
     p.add_argument(
         "--max-pending-renders",

@@ -71,7 +71,7 @@ class Renderer:
         self.model_limits = sampling_rules.ModelLimits(
             model.max_model_len,
             model.tokens.vocab_size,
-            max_logprobs=limits.max_logprobs,
+            max_logprobs=sampling_rules.whole_vocab_cap(limits.max_logprobs, model.tokens.vocab_size),
             defaults=model.generation_defaults,
             max_message_bytes=limits.max_message_bytes,
         )

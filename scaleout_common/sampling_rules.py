@@ -30,6 +30,7 @@ Rules (vLLM's, made explicit):
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ NEUTRAL = {
 }
 LOGIT_BIAS_LIMIT = 100.0
 MAX_LOGPROBS = 20
+
 LOGPROB_COUNTS = ("logprobs", "prompt_logprobs", "top_logprobs")
 GREEDY_BELOW = 1e-5  # a temperature this small samples greedily
 
@@ -89,6 +91,19 @@ MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's bound on logprob_token_ids
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 256
 MAX_STOP_REGEX, MAX_STOP_REGEX_BYTES = 32, 256  # SGLang's MAX_STOP_REGEX_COUNT and MAX_STOP_REGEX_LEN
 MAX_CHOICES = 128  # prompts x n of one request
+
+
+def logprob_cap(flag: str) -> int:
+    """--max-logprobs as vLLM takes it: a count, or -1 for the whole vocabulary (resolved by `whole_vocab_cap`)."""
+    value = int(flag)
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"-1 (the whole vocabulary) or a count >= 0, not {value}")
+    return value
+
+
+def whole_vocab_cap(cap: int, vocab_size: int) -> int:
+    """A --max-logprobs of -1 is the vocabulary's size, as vLLM's."""
+    return vocab_size if cap == -1 else cap
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,10 @@ def add_engine_flags(parser) -> None:
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences running at once")
     parser.add_argument(
         "--max-logprobs",
-        type=int,
+        type=sampling_rules.logprob_cap,
         default=sampling_rules.MAX_LOGPROBS,
-        help="most top alternatives a request's logprobs or prompt_logprobs may ask for (vLLM's flag and default; "
+        help="most top alternatives a request's logprobs or prompt_logprobs may ask for, -1 the vocabulary "
+        "(vLLM's flag and default; "
         "render's --max-logprobs and derender's --max-top-logprobs bound the same counts)",
     )
     parser.add_argument(

@@ -38,6 +38,7 @@ from engine_svc.serving.model_facts import ModelFacts
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from engine_svc.structured.compiler import GrammarCompiler
+from scaleout_common import sampling_rules
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +288,7 @@ def build_engine(
         tokenizer_fingerprint=tokenizer_fingerprint,
         default_temperature=float(temperature) if do_sample and temperature is not None else 1.0,
         max_n=args.max_num_seqs,
-        max_logprobs=args.max_logprobs,
+        max_logprobs=sampling_rules.whole_vocab_cap(args.max_logprobs, config.vocab_size),
         default_stream_interval=args.stream_interval,
         structured_outputs=grammars is not None,
         stop_strings=stop_strings is not None,

@@ -7,6 +7,7 @@ import math
 import grpc
 import pytest
 
+from derender_svc.limits import Limits, check_context
 from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
 from scaleout_common.errors import ServiceError
 from tests.derender.calls import engine_messages
@@ -61,3 +62,11 @@ async def test_nan_and_positive_infinity_logprobs_are_refused(stub, value):
         )
         context = derender_pb2.DerenderContext(id="chatcmpl-x", top_logprobs=1)
         await _refused(_chat(stub, context, [message]), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_LOGPROB")
+
+
+def test_max_top_logprobs_minus_one_is_the_whole_vocabulary():
+    context = derender_pb2.DerenderContext(id="cmpl-x", top_logprobs=1000, prompt_logprobs=49152)
+    check_context(context, True, Limits(max_top_logprobs=-1), "", vocab_size=49152)
+    with pytest.raises(ServiceError) as refused:
+        check_context(context, True, Limits(), "", vocab_size=49152)
+    assert "at most 20" in str(refused.value)

@@ -18,3 +18,11 @@ def test_the_bound_is_the_flags(flags, most):
         with pytest.raises(ServiceError) as refused:
             admit(request([1, 5, 9], **{field: most + 1}), limits)
         assert refused.value.reason == "INVALID_SAMPLING_PARAM" and refused.value.violations[0][0].endswith(field)
+
+
+def test_minus_one_is_the_whole_vocabulary_and_less_is_refused_at_start():
+    limits = build_tiny(engine_args("--max-logprobs", "-1")).limits
+    assert limits.max_logprobs == limits.vocab_size
+    admit(request([1, 5, 9], logprobs=limits.vocab_size, prompt_logprobs=-1), limits)
+    with pytest.raises(SystemExit):
+        engine_args("--max-logprobs", "-2")

@@ -9,6 +9,7 @@ import pytest
 from google.protobuf import json_format
 
 from render_svc.model import load_model
+from render_svc.prompt import Limits
 from render_svc.renderer import Renderer
 from scaleout.v1 import derender_pb2, render_pb2
 from scaleout_common.errors import ServiceError
@@ -199,6 +200,12 @@ def test_a_max_model_len_longer_than_the_models_is_refused_at_start():
     with pytest.raises(ValueError, match=r"--max-model-len 8193 is longer than the model's context \(8192\)"):
         load_model(None, max_model_len=8193)  # the default model's max_position_embeddings: 8192
     assert load_model(None, max_model_len=512).max_model_len == 512
+
+
+def test_max_logprobs_minus_one_is_the_whole_vocabulary():
+    model = load_model(None)
+    renderer = Renderer(model, Limits(max_logprobs=-1))
+    assert renderer.model_limits.max_logprobs == model.tokens.vocab_size == 49152
 
 
 def test_model_without_chat_template(tuned_model):

@@ -104,7 +104,7 @@ def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArg
             continue
         if name == "--max-model-len" and model_len:
             values = [str(min(int(values[0]), model_len))]
-        if name == "--max-logprobs" and int(values[0]) >= 0:  # -1 (the whole vocabulary): not served
+        if name == "--max-logprobs":  # -1: the whole vocabulary, as vLLM's
             out.max_logprobs = int(values[0])
         elif name in ("--lora-modules", "--lora-module"):
             out.lora_names += [v.partition("=")[0] for v in values]
