@@ -9,12 +9,18 @@ stamps, measured by the engine on its own clock).
 | queue_time_ms          | queued -> scheduled                                       | queue_seconds                        |
 | mean_itl_ms            | generation time / (completion tokens - 1); null for one   | the same                             |
 | tokens_per_second      | completion tokens / (scheduled -> last token)             | the same, over prefill + decode      |
-| speculative_decoding   | with its engine's --per-request-spec-decode-metrics only  | null (that engine flag is not served) |
+| speculative_decoding   | with its engine's --per-request-spec-decode-metrics only  | the engine's, same flag (below)      |
 
 As vLLM, only where the figures belong to one generation: `n` 1 and (completions) one prompt, else `null`; every
 field null when the engine reported no timings (no token was sampled). The completion tokens are the answer's
 usage. The last engine message forwarded has the timings: a stream derender ended at a stop string reports the
 tokens sampled until then (the engine's call is cancelled there, as vLLM's engine stops at the string).
+
+`speculative_decoding`: the choice's engine.proto SpeculationCounts (its final message, with the engine's
+--per-request-spec-decode-metrics) as vLLM's RequestSpecDecodeMetrics.to_dict prints them: the acceptance
+histogram, steps, drafts accepted and proposed, mean acceptance length (1 + accepted / steps, the bonus token
+counted; 1 without steps), draft acceptance rate (accepted / proposed; 0 without drafts), and with `detailed` the
+per-step arrays. vLLM's Responses never fill it (`speculation=False`).
 """
 
 from __future__ import annotations
@@ -22,8 +28,29 @@ from __future__ import annotations
 from scaleout.v1 import engine_pb2
 
 
-def per_request_metrics(outputs: list[engine_pb2.GenerateResponse], completion_tokens: int) -> dict:
-    """The `metrics` object of one generation's engine messages (as forwarded, the last one latest)."""
+def speculative_decoding(counts: engine_pb2.SpeculationCounts) -> dict:
+    """vLLM's SpeculativeDecodingMetrics of one sequence's verify steps."""
+    steps = sum(counts.acceptance_histogram)
+    accepted = sum(j * n for j, n in enumerate(counts.acceptance_histogram))
+    out = {
+        "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / counts.num_draft_tokens if counts.num_draft_tokens else 0.0,
+        "acceptance_histogram": list(counts.acceptance_histogram),
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": counts.num_draft_tokens,
+        "num_spec_tokens": counts.num_spec_tokens,
+    }
+    if counts.per_step_accepted:
+        out |= {"per_step_accepted": list(counts.per_step_accepted), "per_step_drafted": list(counts.per_step_drafted)}
+    return out
+
+
+def per_request_metrics(
+    outputs: list[engine_pb2.GenerateResponse], completion_tokens: int, speculation: bool = True
+) -> dict:
+    """The `metrics` object of one generation's engine messages (as forwarded, the last one latest); without
+    `speculation`, speculative_decoding null."""
     timed = [o.timings for o in outputs if o.HasField("timings")]
     out: dict = dict.fromkeys(
         ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second")
@@ -38,7 +65,8 @@ def per_request_metrics(outputs: list[engine_pb2.GenerateResponse], completion_t
         inference = t.prefill_seconds + t.decode_seconds
         if inference > 0:
             out["tokens_per_second"] = completion_tokens / inference
-    return out | {"speculative_decoding": None}
+    counted = [c.speculation for o in outputs for c in o.choices if c.HasField("speculation")]
+    return out | {"speculative_decoding": speculative_decoding(counted[-1]) if speculation and counted else None}
 
 
 def metrics(generations: list[list[engine_pb2.GenerateResponse]], n: int, completion_tokens: int) -> dict | None:

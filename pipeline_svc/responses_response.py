@@ -187,7 +187,7 @@ def _finished(out: dict, choice, total: common_pb2.Usage | None) -> dict:
 def timed(out: dict, outputs: list[engine_pb2.GenerateResponse]) -> dict:
     """The finished Response with vLLM's `metrics` of the engine's outputs (`--enable-per-request-metrics`)."""
     sampled = out["usage"]["output_tokens"] if out["usage"] else 0
-    return out | {"metrics": request_metrics.per_request_metrics(outputs, sampled)}
+    return out | {"metrics": request_metrics.per_request_metrics(outputs, sampled, speculation=False)}
 
 
 def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.RenderChatResponse, request: dict) -> dict:

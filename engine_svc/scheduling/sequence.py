@@ -40,6 +40,7 @@ class Sequence:
     num_cached_tokens: int | None = None
     num_uncached_queued: int = 0  # while waiting: its tokens the prefix cache did not hold when it was queued
     num_preemptions: int = 0  # times sent back to the queue, its blocks freed
+    speculation: object | None = None  # its verify steps (speculation.RequestCounts), per request when asked
     # Disaggregated serving (kv_handoffs.py): keep the prompt's blocks for a decode engine once finished; or the
     # prompt's K/V pulled from a prefill engine, to land in this sequence's blocks when it is queued, and how many
     # prompt tokens came that way (not computed here).

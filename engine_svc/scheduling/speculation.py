@@ -20,6 +20,10 @@ grammar advanced over the drafts), sequences still wanting prompt logprobs, and 
 would overrun. A sequence whose drafts do not pay (fewer than MIN_ACCEPTED accepted tokens per verify over the last
 WINDOW) stops drafting for a back-off (in output tokens) that doubles each time, then tries again; a sequence with
 no n-gram match costs nothing (no draft, the plain decode path and its chained steps).
+
+Per request (vLLM's --per-request-spec-decode-metrics, `summary` or `detailed`): each sequence counts its verify
+steps by drafts accepted and the drafts proposed (`detailed`: each step's, in order), reported with its finish
+(`report`, engine.proto SpeculationCounts); a sequence never drafted reports zero steps.
 """
 
 from __future__ import annotations
@@ -39,6 +43,19 @@ KEYS = {  # by method: the keys honoured (any other is refused by name)
 WINDOW = 8  # verifies per sequence the acceptance is judged over
 MIN_ACCEPTED = 0.5  # accepted tokens per verify below which drafting stops paying (its step costs more)
 BACKOFF = (16, 512)  # output tokens without drafts after a failed window: first, most (doubling in between)
+
+
+PER_REQUEST = ("none", "summary", "detailed")  # --per-request-spec-decode-metrics
+
+
+@dataclass(slots=True)
+class RequestCounts:
+    """One sequence's verify steps (vLLM's RequestSpecDecodeMetrics)."""
+
+    histogram: list[int]  # by drafts accepted j (0..k): the steps that accepted exactly j
+    num_draft_tokens: int = 0
+    per_step_accepted: list[int] = field(default_factory=list)  # `detailed` only
+    per_step_drafted: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -159,8 +176,9 @@ class Speculator:
     """Drafts for a step's decodes and verifies them (step thread only); counts what vLLM's spec_decode metrics
     count. `drafter`: a DraftModel (method "draft_model"), else drafts are n-gram lookups."""
 
-    def __init__(self, config: SpecConfig, max_model_len: int, drafter=None):
+    def __init__(self, config: SpecConfig, max_model_len: int, drafter=None, per_request: str = "none"):
         self.config = config
+        self.per_request = per_request  # --per-request-spec-decode-metrics
         self.max_model_len = max_model_len
         self.drafter = drafter
         self.states: dict[Sequence, _Drafting] = {}
@@ -177,6 +195,25 @@ class Speculator:
             "spec_decode_num_accepted_tokens": self.num_accepted_tokens,
             "spec_decode_num_accepted_tokens_per_pos": list(self.accepted_per_pos),
         }
+
+    def report(self, seq: Sequence) -> tuple | None:
+        """A finished sequence's counts as its final ChoiceDelta carries them (plain, for the core's pipe):
+        (histogram, drafts proposed, k, per-step accepted, per-step drafted); None unless asked per request."""
+        if self.per_request == "none":
+            return None
+        k = self.config.num_speculative_tokens
+        counts = seq.speculation if isinstance(seq.speculation, RequestCounts) else RequestCounts([0] * (k + 1))
+        return counts.histogram, counts.num_draft_tokens, k, counts.per_step_accepted, counts.per_step_drafted
+
+    def _observe(self, seq: Sequence, drafted: int, accepted: int) -> None:
+        counts = seq.speculation
+        if not isinstance(counts, RequestCounts):
+            counts = seq.speculation = RequestCounts([0] * (self.config.num_speculative_tokens + 1))
+        counts.histogram[accepted] += 1
+        counts.num_draft_tokens += drafted
+        if self.per_request == "detailed":
+            counts.per_step_accepted.append(accepted)
+            counts.per_step_drafted.append(drafted)
 
     def forget(self, seq: Sequence) -> None:
         self.states.pop(seq, None)
@@ -263,4 +300,6 @@ class Speculator:
             self.num_accepted_tokens += accepted
             for pos in range(accepted):
                 self.accepted_per_pos[pos] += 1
+            if self.per_request != "none":
+                self._observe(seq, k, accepted)
             self.states[seq].judge(accepted, len(seq.output_ids))

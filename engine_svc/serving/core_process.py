@@ -260,7 +260,14 @@ def _logprob_rows(rows: list[RowLogprobs]) -> list[tuple]:
 
 def _pack(state: RequestState, out: StepOutput) -> tuple:
     deltas = [
-        (d.index, d.token_ids, _logprob_rows(d.logprobs) if d.logprobs else None, d.finish_reason, d.stop)
+        (
+            d.index,
+            d.token_ids,
+            _logprob_rows(d.logprobs) if d.logprobs else None,
+            d.finish_reason,
+            d.stop,
+            d.speculation,
+        )
         for d in out.deltas
     ]
     rows = _logprob_rows(out.prompt_logprobs) if out.prompt_logprobs else None
@@ -275,8 +282,8 @@ def _unpack_output(deltas: list[tuple], prompt: tuple | None, cached_tokens: int
     rows, named = prompt or (None, None)
     output = StepOutput(
         [
-            ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop)
-            for index, tokens, logprobs, reason, stop in deltas
+            ChoiceDelta(index, tokens, [RowLogprobs(*r) for r in logprobs] if logprobs else [], reason, stop, counts)
+            for index, tokens, logprobs, reason, stop, counts in deltas
         ],
         [RowLogprobs(*r) for r in rows] if rows else None,
         named,

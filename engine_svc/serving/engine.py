@@ -319,6 +319,11 @@ class Engine(EngineFront):
         version = self.controls.version
         for out in outputs.values():
             out.weight_version = version
+        if self.speculator is not None and self.speculator.per_request != "none":
+            for state, out in outputs.items():
+                for delta in out.deltas:
+                    if delta.finish_reason:
+                        delta.speculation = self.speculator.report(state.seqs[delta.index])
         if self.kv_events is not None:
             self.kv_events.flush()
         self._last_progress = time.monotonic()

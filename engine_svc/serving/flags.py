@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine_svc.model.head_dtype import HEAD_DTYPES
 from engine_svc.model.sampler import LOGPROBS_MODES
+from engine_svc.scheduling.speculation import PER_REQUEST
 from engine_svc.serving import queue_budget
 from engine_svc.serving.kv_transfer import peer as kv_peer
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
@@ -116,6 +117,14 @@ def add_engine_flags(parser) -> None:
         '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}, or a draft model of the '
         'same tokenizer {"method": "draft_model", "model": "<folder>", "num_speculative_tokens": 4} '
         "(docs/speculative.md)",
+    )
+    parser.add_argument(
+        "--per-request-spec-decode-metrics",
+        default="none",
+        choices=PER_REQUEST,
+        help="vLLM's flag: each choice's final message reports its verify steps (engine.proto SpeculationCounts: "
+        "steps by drafts accepted, drafts proposed; `detailed` also each step's), served as vLLM's "
+        "metrics.speculative_decoding; needs --speculative-config",
     )
     parser.add_argument(
         "--admission-window-ms",

@@ -186,6 +186,10 @@ def build_engine(
         raise ValueError(f"--backend paged: {problem}")
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     speculative = parse_speculative_config(args.speculative_config)  # refused before anything loads
+    if args.per_request_spec_decode_metrics != "none" and speculative is None:
+        raise ValueError(  # vLLM's words
+            "--per-request-spec-decode-metrics requires speculative decoding to be enabled (via --speculative-config)."
+        )
     quantization = _check_quantization_flags(args, backend, config, device, dtype)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     runner: ModelRunner | TransformersRunner
@@ -276,7 +280,8 @@ def build_engine(
     )
     engine.kv_events = kv_hub(pool, args)
     if speculative:
-        engine.speculator = Speculator(speculative, max_model_len, DraftModel(draft) if draft is not None else None)
+        drafter = DraftModel(draft) if draft is not None else None
+        engine.speculator = Speculator(speculative, max_model_len, drafter, args.per_request_spec_decode_metrics)
         if draft is not None:
             engine.controls.draft_memory = Memory(draft)
     temperature = getattr(hf_model.generation_config, "temperature", None)

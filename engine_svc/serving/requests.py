@@ -23,6 +23,7 @@ class ChoiceDelta:
     logprobs: list[RowLogprobs] = field(default_factory=list)
     finish_reason: common_pb2.FinishReason = common_pb2.FINISH_REASON_UNSPECIFIED
     stop: int | str | None = None  # the caller's stop that ended the choice: a stop token id or a stop string
+    speculation: tuple | None = None  # with the finish, per request when asked: Speculator.report
 
 
 @dataclass(slots=True)
@@ -85,7 +86,7 @@ class Outbox:
             else:
                 held.token_ids += delta.token_ids
                 held.logprobs += delta.logprobs
-                held.finish_reason, held.stop = delta.finish_reason, delta.stop
+                held.finish_reason, held.stop, held.speculation = delta.finish_reason, delta.stop, delta.speculation
             due = due or self._due(held)
         extras = self.extras
         extras.error = extras.error or item.error

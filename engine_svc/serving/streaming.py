@@ -34,6 +34,17 @@ def choice_pb(delta: ChoiceDelta, with_logprobs: bool) -> engine_pb2.GenerateCho
         choice.stop_token_id = delta.stop
     elif delta.stop is not None:
         choice.stop_str = delta.stop
+    if delta.speculation is not None:
+        histogram, drafted, k, per_step_accepted, per_step_drafted = delta.speculation
+        choice.speculation.CopyFrom(
+            engine_pb2.SpeculationCounts(
+                acceptance_histogram=histogram,
+                num_draft_tokens=drafted,
+                num_spec_tokens=k,
+                per_step_accepted=per_step_accepted,
+                per_step_drafted=per_step_drafted,
+            )
+        )
     return choice
 
 

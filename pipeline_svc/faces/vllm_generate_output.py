@@ -17,8 +17,11 @@ engine's GenerateResponse stream, key for key in pydantic's order (vLLM dumps it
 - prompt_token_id_logprobs (with sampling_params.prompt_logprob_token_ids; unary only): the engine's scores as
   vLLM's base64 `.npy` of float32 [rows, widest row], -inf where a row named -1 or was shorter (written here: the
   format is numpy's, which this service does not depend on);
-- null always: mm_placeholders, ec_transfer_params (no multimodal input, no encoder), metrics (no per-request
-  timings), routed_experts, sampling_mask.
+- metrics: as vLLM, only the choice's speculation counts (the engine's --per-request-spec-decode-metrics, `n` 1):
+  {speculative_decoding} (request_metrics.speculative_decoding; the timings null: vLLM puts none there), on the
+  unary answer and the streamed usage chunk (nulls left out); else null / no key;
+- null always: mm_placeholders, ec_transfer_params (no multimodal input, no encoder), routed_experts,
+  sampling_mask.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import math
 import sys
 import time
 
+from pipeline_svc import request_metrics
 from pipeline_svc.faces.vllm_generate_request import VllmGenerate
 from pipeline_svc.openai_response import kv_transfer_params
 from scaleout.v1 import common_pb2, engine_pb2
@@ -147,6 +151,7 @@ class GenerateAnswer:
         self.choices = {i: _Choice(i) for i in range(request.typed.n if request.typed.HasField("n") else 1)}
         self.prompt_ids_due = request.return_token_ids
         self.wants_logprobs = request.typed.sampling_params.HasField("logprobs")
+        self.speculation: engine_pb2.SpeculationCounts | None = None  # the one choice's, with its finish
 
     def feed(self, message: engine_pb2.GenerateResponse) -> list[dict]:
         if message.HasField("prompt"):
@@ -155,6 +160,8 @@ class GenerateAnswer:
             self.kv_transfer_params = kv_transfer_params([message])["kv_transfer_params"]
         chunks = []
         for choice in message.choices:
+            if choice.HasField("speculation") and len(self.choices) == 1:
+                self.speculation = choice.speculation
             if not choice.token_ids and not choice.finish_reason:
                 continue
             answer = self.choices.setdefault(choice.index, _Choice(choice.index))
@@ -174,10 +181,17 @@ class GenerateAnswer:
         completion = sum(len(c.token_ids) for c in self.choices.values())
         return usage(self.prompt.num_tokens, completion, self.prompt.cached_tokens)
 
+    def _metrics(self) -> dict | None:
+        if self.speculation is None:
+            return None
+        spec = request_metrics.speculative_decoding(self.speculation)
+        return request_metrics.per_request_metrics([], 0) | {"speculative_decoding": spec}
+
     def usage_chunk(self) -> dict:
         """The streamed usage (stream_options.include_usage), printed as vLLM prints it: nulls left out."""
         counts = {name: value for name, value in self._usage().items() if value is not None}
-        return {"request_id": self.request_id, "usage": counts, "output_mode": "tokens", "choices": []}
+        chunk = {"request_id": self.request_id, "usage": counts} | request_metrics.without_nulls(self._metrics())
+        return chunk | {"output_mode": "tokens", "choices": []}
 
     def _whole(self, choice: _Choice) -> dict:
         logprobs = {"content": choice.logprobs or []} if self.wants_logprobs else None
@@ -201,7 +215,7 @@ class GenerateAnswer:
             "prompt_token_id_logprobs": self._token_id_logprobs(),
             "prompt_token_ids": list(self.request.typed.token_ids) if self.request.return_token_ids else None,
             "mm_placeholders": None,
-            "metrics": None,
+            "metrics": self._metrics(),
             "kv_transfer_params": self.kv_transfer_params,
             "ec_transfer_params": None,
             "output_mode": "tokens",

@@ -9,7 +9,8 @@ official `openai` SDK against the real stack.
 - vLLM's `--return-tokens-as-token-ids` (the same service's): the field's default, a request's own value wins;
 - vLLM's `--enable-per-request-metrics` (the same service's): `metrics` (TTFT, queue, generation time, mean ITL,
   tokens/s) from the engine's timings, unary and on a stream's usage chunk, and on a finished Response (unary,
-  streamed, stored, background); no key without the flag;
+  streamed, stored, background); no key without the flag; with the engine's `--per-request-spec-decode-metrics`
+  (n-gram speculation) its `speculative_decoding`, also on /inference/v1/generate (Responses: null, as vLLM);
 - `responses.cancel` answers (400 for a response answered in its call; 404 for an unknown id);
 - the Responses API takes vLLM's `chat_template_kwargs` (and `reasoning.effort` sets `enable_thinking`), and
   echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071).
@@ -17,6 +18,7 @@ official `openai` SDK against the real stack.
 
 from __future__ import annotations
 
+import json
 import time
 
 import openai
@@ -29,6 +31,7 @@ from devstack.stack import Stack, StackConfig
 pytestmark = pytest.mark.slow
 
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the capital of France?"}]
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
 
 
 def test_usage_always_details_the_cached_prompt_tokens(client, model_id):
@@ -65,12 +68,14 @@ def test_a_message_key_the_template_does_not_get_is_refused_naming_it(client, mo
 
 @pytest.fixture(scope="module")
 def forced(tmp_path_factory):
-    """A stack whose one-hop service runs with vLLM's server flags."""
+    """A stack whose one-hop service runs with vLLM's server flags, its engine with n-gram speculation counted per
+    request (greedy outputs are the same)."""
     config = StackConfig(
         port=0,
         log_dir=tmp_path_factory.mktemp("vllm-flags-logs"),
         service_args={
-            "chat": ["--enable-force-include-usage", "--return-tokens-as-token-ids", "--enable-per-request-metrics"]
+            "chat": ["--enable-force-include-usage", "--return-tokens-as-token-ids", "--enable-per-request-metrics"],
+            "engine": ["--speculative-config", NGRAM, "--per-request-spec-decode-metrics", "summary"],
         },
     )
     with Stack(config) as running:
@@ -106,11 +111,21 @@ def test_return_tokens_as_token_ids_is_the_default_a_request_overrides(forced):
         assert logprobs is not None and logprobs.tokens and all(t.startswith("token_id:") for t in logprobs.tokens)
 
 
-def _engine_measured(metrics, completion_tokens: int, wall_ms: float):
+def _speculated(spec) -> None:
+    """The engine's per-request speculation counts, in vLLM's SpeculativeDecodingMetrics (summary: no per-step)."""
+    assert spec is not None and spec.num_spec_tokens == 3 and len(spec.acceptance_histogram) == 4
+    assert spec.num_spec_steps == sum(spec.acceptance_histogram) and spec.per_step_accepted is None
+    assert spec.num_accepted_draft_tokens <= spec.num_draft_tokens <= 3 * spec.num_spec_steps
+
+
+def _engine_measured(metrics, completion_tokens: int, wall_ms: float, speculated: bool = True):
     """vLLM's own model parses it, and the figures are one generation's as the engine timed it."""
     protocol = pytest.importorskip("vllm.entrypoints.generate.base.protocol")
     parsed = protocol.PerRequestMetrics.model_validate(metrics)
-    assert parsed.speculative_decoding is None
+    if speculated:
+        _speculated(parsed.speculative_decoding)
+    else:
+        assert parsed.speculative_decoding is None
     ttft, decode, queue = parsed.time_to_first_token_ms, parsed.generation_time_ms, parsed.queue_time_ms
     assert ttft is not None and decode is not None and queue is not None and parsed.tokens_per_second is not None
     assert ttft > 0 and decode >= 0 and queue >= 0 and queue + ttft + decode <= wall_ms
@@ -147,13 +162,19 @@ def test_per_request_metrics_are_the_engines_timings_in_vllms_object(forced):
         assert chunks[-1].choices == [] and "mean_itl_ms" not in metrics  # one token: null, left out as vLLM
         _engine_measured(metrics, 1, wall_ms)
 
-    # vLLM's /inference/v1/generate carries only speculation counts there, never the timings
-    generated = requests.post(
-        forced.rest_url + "/inference/v1/generate",
-        json={"model": model, "token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 2}},
-        timeout=120,
-    ).json()
-    assert generated["choices"][0]["token_ids"] and generated["metrics"] is None
+    # vLLM's /inference/v1/generate carries only speculation counts there (n 1), never the timings
+    protocol = pytest.importorskip("vllm.entrypoints.generate.base.protocol")
+    ask = {"model": model, "token_ids": [1, 2, 3, 2, 3, 2, 3], "sampling_params": {"max_tokens": 6, "temperature": 0}}
+    url = forced.rest_url + "/inference/v1/generate"
+    generated = requests.post(url, json=ask, timeout=120).json()
+    parsed = protocol.PerRequestMetrics.model_validate(generated["metrics"])
+    assert generated["choices"][0]["token_ids"] and parsed.time_to_first_token_ms is None
+    _speculated(parsed.speculative_decoding)
+    two = {**ask, "sampling_params": {**ask["sampling_params"], "n": 2}}
+    assert requests.post(url, json=two, timeout=120).json()["metrics"] is None
+    lines = requests.post(url, json={**ask, "stream": True, "stream_options": {"include_usage": True}}, timeout=120)
+    last = json.loads([line for line in lines.text.splitlines() if line.startswith("data: {")][-1][6:])
+    assert last["choices"] == [] and list(last["metrics"]) == ["speculative_decoding"]
 
 
 def test_a_finished_response_has_the_per_request_metrics_as_vllms_responses(forced):
@@ -168,7 +189,7 @@ def test_a_finished_response_has_the_per_request_metrics_as_vllms_responses(forc
         wall_ms = (time.perf_counter() - start) * 1000
         unary = protocol.ResponsesResponse.model_validate(raw)
         assert unary.metrics is not None and set(raw["metrics"]) == set(protocol.PerRequestMetrics.model_fields)
-        _engine_measured(raw["metrics"], raw["usage"]["output_tokens"], wall_ms)
+        _engine_measured(raw["metrics"], raw["usage"]["output_tokens"], wall_ms, speculated=False)
         assert (sdk.responses.retrieve(unary.id).model_extra or {})["metrics"] == raw["metrics"]  # as stored
 
         start = time.perf_counter()
@@ -186,7 +207,7 @@ def test_a_finished_response_has_the_per_request_metrics_as_vllms_responses(forc
         )
         metrics = kind.model_validate(last).response.metrics
         assert metrics is not None and metrics.mean_itl_ms is None
-        _engine_measured(metrics.model_dump(), 1, wall_ms)
+        _engine_measured(metrics.model_dump(), 1, wall_ms, speculated=False)
 
         queued = sdk.responses.create(**ask, background=True)
         assert "metrics" not in (queued.model_extra or {})

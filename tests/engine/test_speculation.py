@@ -161,6 +161,39 @@ async def test_outputs_with_speculation_equal_those_without(tiny_model):
     assert sum(speculator.accepted_per_pos) == speculator.num_accepted_tokens
 
 
+@pytest.mark.parametrize("core", ["thread", "process"])
+async def test_per_request_counts_come_with_each_choices_finish_and_add_up_to_the_engines(core):
+    """--per-request-spec-decode-metrics detailed (vLLM's): each choice's final message has its verify steps
+    (SpeculationCounts), none before; they add up to the engine's counters; one never drafted reports zero steps.
+    Across the core process's pipe too."""
+    flags = ("--engine-core", core, "--block-size", "4", "--speculative-config", SPEC)
+    async with engine_stub(None, *flags, "--per-request-spec-decode-metrics", "detailed") as (stub, _service):
+        cases = [(LOOP, {"n": 2}), (LOOP, {}), ([1, 2], {"max_tokens": 1})]
+        greedy = {"temperature": 0, "max_tokens": MAX, "ignore_eos": True}
+        runs = [await generate(stub, request(p, **(greedy | extra))) for p, extra in cases]
+        load = await stub.GetLoad(engine_pb2.GetLoadRequest())
+    finals = []
+    for messages, _ in runs:
+        assert all(c.HasField("speculation") == bool(c.finish_reason) for m in messages for c in m.choices)
+        finals += [c.speculation for m in messages for c in m.choices if c.finish_reason]
+    assert len(finals) == 4 and all(len(f.acceptance_histogram) == 5 and f.num_spec_tokens == 4 for f in finals)
+    for f in finals:
+        assert sum(f.acceptance_histogram) == len(f.per_step_accepted) == len(f.per_step_drafted)
+        assert f.num_draft_tokens == sum(f.per_step_drafted)
+        assert [f.acceptance_histogram[j] for j in range(5)] == [list(f.per_step_accepted).count(j) for j in range(5)]
+    assert sum(f.num_draft_tokens for f in finals) == load.spec_decode_num_draft_tokens > 0
+    accepted = sum(sum(f.per_step_accepted) for f in finals)
+    assert accepted == load.spec_decode_num_accepted_tokens > 0
+    assert sum(sum(f.acceptance_histogram) for f in finals) == load.spec_decode_num_drafts
+    assert list(finals[-1].acceptance_histogram) == [0] * 5 and finals[-1].num_draft_tokens == 0  # one token
+
+
+def test_per_request_counts_need_speculation():
+    args = engine_args("--per-request-spec-decode-metrics", "summary")
+    with pytest.raises(ValueError, match="requires speculative decoding"):
+        build_engine(tiny_llama(), args, model_name="test")
+
+
 async def test_the_transformers_backend_drops_rejected_tokens_from_its_cache(tiny_model):
     cases = CASES[:3]
     spec, speculator, _ = await _outputs(tiny_model, cases, "--backend", "transformers", "--speculative-config", SPEC)

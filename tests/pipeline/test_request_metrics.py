@@ -44,3 +44,27 @@ def test_untimed_or_not_one_generation():
         "metrics": {"time_to_first_token_ms": 2.0, "generation_time_ms": 3.0, "queue_time_ms": 1.0}
         | {"tokens_per_second": pytest.approx(200.0)}
     }
+
+
+@pytest.mark.parametrize("steps", [[], [(4, 4), (4, 0), (3, 2), (2, 1)]])
+@pytest.mark.parametrize("detailed", [False, True])
+def test_speculation_counts_are_vllms_object_for_the_same_steps(steps, detailed):
+    """The engine's SpeculationCounts (the choice's final message) as vLLM's RequestSpecDecodeMetrics prints the
+    same verify steps, parsed by vLLM's SpeculativeDecodingMetrics; none reported: null; Responses: null."""
+    protocol = pytest.importorskip("vllm.entrypoints.generate.base.protocol")
+    theirs = stats.RequestSpecDecodeMetrics.new(4)
+    for drafted, accepted in steps:
+        theirs.observe(drafted, accepted, detailed=detailed)
+    counts = engine_pb2.SpeculationCounts(
+        acceptance_histogram=theirs.histogram,
+        num_draft_tokens=theirs.num_draft_tokens,
+        num_spec_tokens=4,
+        per_step_accepted=theirs.per_step_accepted,
+        per_step_drafted=theirs.per_step_drafted,
+    )
+    final = engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(speculation=counts)])
+    ours = request_metrics.per_request_metrics([_timed(0.001, 0.002, 0.003), final], 3)["speculative_decoding"]
+    assert ours == theirs.to_dict()
+    assert protocol.SpeculativeDecodingMetrics.model_validate(ours).num_spec_steps == len(steps)
+    assert request_metrics.per_request_metrics([final], 3, speculation=False)["speculative_decoding"] is None
+    assert request_metrics.per_request_metrics([_timed(0.001, 0.002, 0.003)], 3)["speculative_decoding"] is None

@@ -75,20 +75,36 @@ class RequestTimings(_message.Message):
     def __init__(self, queue_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., decode_seconds: _Optional[float] = ...) -> None: ...
 
 class GenerateChoice(_message.Message):
-    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_token_id", "stop_str")
+    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_token_id", "stop_str", "speculation")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     STOP_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     STOP_STR_FIELD_NUMBER: _ClassVar[int]
+    SPECULATION_FIELD_NUMBER: _ClassVar[int]
     index: int
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: _common_pb2.TokenLogprobs
     finish_reason: _common_pb2.FinishReason
     stop_token_id: int
     stop_str: str
-    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ...) -> None: ...
+    speculation: SpeculationCounts
+    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[_common_pb2.TokenLogprobs, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., stop_token_id: _Optional[int] = ..., stop_str: _Optional[str] = ..., speculation: _Optional[_Union[SpeculationCounts, _Mapping]] = ...) -> None: ...
+
+class SpeculationCounts(_message.Message):
+    __slots__ = ("acceptance_histogram", "num_draft_tokens", "num_spec_tokens", "per_step_accepted", "per_step_drafted")
+    ACCEPTANCE_HISTOGRAM_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SPEC_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PER_STEP_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    PER_STEP_DRAFTED_FIELD_NUMBER: _ClassVar[int]
+    acceptance_histogram: _containers.RepeatedScalarFieldContainer[int]
+    num_draft_tokens: int
+    num_spec_tokens: int
+    per_step_accepted: _containers.RepeatedScalarFieldContainer[int]
+    per_step_drafted: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, acceptance_histogram: _Optional[_Iterable[int]] = ..., num_draft_tokens: _Optional[int] = ..., num_spec_tokens: _Optional[int] = ..., per_step_accepted: _Optional[_Iterable[int]] = ..., per_step_drafted: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PromptInfo(_message.Message):
     __slots__ = ("num_tokens", "logprobs", "cached_tokens", "kv_transport", "token_id_logprobs")
