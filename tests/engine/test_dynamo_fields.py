@@ -1,16 +1,19 @@
 """The Dynamo worker's field table (engine_svc/faces/dynamo/fields.py): Dynamo's request dict onto our
-GenerateRequest, refusals naming the field, our stream's messages back as Dynamo's output chunks; and the vLLM
-ZMQ face's hashes as vLLM (and so Dynamo's KV router) reads them. The real Dynamo: tests/routers/test_dynamo.py."""
+GenerateRequest, refusals naming the field, our stream's messages back as Dynamo's output chunks; the KV-event
+relay's calls to Dynamo's publisher (kv_relay.py); and the vLLM ZMQ face's hashes as vLLM reads them. The real
+Dynamo: tests/routers/test_dynamo.py."""
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from engine_svc.faces.dynamo import fields
+from engine_svc.faces.dynamo.kv_relay import KvRelay, block_hash
 from engine_svc.scheduling import kv_events
 from engine_svc.serving.kv_hub import KvBatch
 from engine_svc.serving.vllm_kv_events import wire
-from scaleout.v1 import common_pb2, engine_pb2
+from scaleout.v1 import common_pb2, engine_pb2, kv_events_pb2
 from scaleout_common.errors import ServiceError
 
 # What Dynamo 1.6.1's frontend sends for an OpenAI chat with sampling, stops, logprobs and a JSON schema.
@@ -133,3 +136,40 @@ def test_a_failure_without_a_choice_still_ends_the_stream():
     message = engine_pb2.GenerateResponse(finished=True)
     message.error.message = "lost"
     assert fields.chunks(message, 1) == [{"token_ids": [], "index": 0, "finish_reason": "error: lost"}]
+
+
+class Recorder:
+    """Dynamo's KvEventPublisher's two calls, recorded."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def publish_stored(self, token_ids, num_block_tokens, block_hashes, parent_hash=None, cache_salt=None):
+        self.calls.append(("stored", token_ids, num_block_tokens, block_hashes, parent_hash, cache_salt))
+
+    def publish_removed(self, block_hashes):
+        self.calls.append(("removed", sorted(block_hashes)))
+
+
+async def test_kv_relay_stores_removes_and_clears_what_it_stored():
+    h1, h2, h3 = bytes(range(16)), bytes(range(16, 32)), b"\xff" * 16
+    stored = kv_events_pb2.BlocksStored(
+        block_hashes=[h2, h3], parent_block_hash=h1, token_ids=[1, 2, 3, 4], cache_salt="s"
+    )
+    events = [
+        kv_events_pb2.KvEvent(
+            all_blocks_cleared=kv_events_pb2.AllBlocksCleared()
+        ),  # a snapshot's first: nothing stored
+        kv_events_pb2.KvEvent(blocks_stored=stored),
+        kv_events_pb2.KvEvent(blocks_removed=kv_events_pb2.BlocksRemoved(block_hashes=[h1, h2])),  # h1: never stored
+        kv_events_pb2.KvEvent(all_blocks_cleared=kv_events_pb2.AllBlocksCleared()),
+    ]
+    publisher = Recorder()
+    async with grpc.aio.insecure_channel("127.0.0.1:1") as channel:
+        KvRelay(channel, ()).relay(kv_events_pb2.KvEventBatch(block_size=2, events=events), publisher)
+    assert block_hash(h3) == -1 and block_hash(h1) == int.from_bytes(h1[-8:], "big")
+    assert publisher.calls == [
+        ("stored", [1, 2, 3, 4], [2, 2], [block_hash(h2), -1], block_hash(h1), "s"),
+        ("removed", [block_hash(h2)]),
+        ("removed", [-1]),
+    ]

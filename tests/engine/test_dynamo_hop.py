@@ -1,8 +1,7 @@
 """The Dynamo worker's hop to a secure engine (engine_svc/faces/dynamo/hop.py): a tiny engine in-process with the
 secure stack's flags (--tls-dir, --require-identity; certificates from a throwaway CA, devstack/certs.py) and the
-worker's own start (`ScaleoutEngine.start`: the engine's health, model info and load) and a generation through it,
-without Dynamo's runtime:
-the frontend plays no part in the hop."""
+worker's own start (`ScaleoutEngine.start`: the engine's health, model info and load), a generation and the KV
+events' relay through it, without Dynamo's runtime: the frontend plays no part in the hop."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import asyncio
 import contextlib
 import functools
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -18,12 +18,16 @@ from engine_svc.serving.service import EngineService
 from scaleout_common import tls
 from scaleout_common.server import serve
 from tests.engine.conftest import build_tiny, engine_args
+from tests.engine.test_dynamo_fields import Recorder
 
 pytest.importorskip("dynamo.common.backend", reason="ai-dynamo is not installed (make setup installs it)")
 from dynamo._core import Context
+from dynamo.common.backend.publisher import PushSource
 
 from engine_svc.faces.dynamo import hop
 from engine_svc.faces.dynamo.worker import ScaleoutEngine, make_parser
+
+PROMPT = list(range(3, 43))  # 40 tokens of the tiny model: full blocks at its default block size
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +39,7 @@ def _plaintext_after():
 @contextlib.asynccontextmanager
 async def secure_engine(directory: Path):
     """The tiny engine served as the secure stack serves one; yields its address."""
-    args = engine_args("--drain-delay-s", "0", "--tls-dir", str(directory), "--require-identity")
+    args = engine_args("--drain-delay-s", "0", "--tls-dir", str(directory), "--require-identity", "--kv-events")
     stop, bound = asyncio.Event(), asyncio.get_running_loop().create_future()
     service = EngineService(args, build=functools.partial(build_tiny, args))
     task = asyncio.create_task(serve(service, args, stop=stop, listening=bound.set_result))
@@ -47,16 +51,24 @@ async def secure_engine(directory: Path):
         await task
 
 
-async def _start(engine: str, *flags: str) -> list[int]:
-    """The worker's start, then one generation through it: the tokens."""
-    worker, _ = await ScaleoutEngine.from_args(["--engine", engine, "--engine-wait-s", "60", "--no-kv-events", *flags])
+async def _start(engine: str, *flags: str) -> tuple[list[int], Recorder]:
+    """The worker's start, one generation through it (its tokens), then its KV-event relay: the blocks of that
+    prompt, from the snapshot the subscription starts with."""
+    worker, _ = await ScaleoutEngine.from_args(["--engine", engine, "--engine-wait-s", "60", *flags])
     try:
         config = await worker.start(0)
         assert config.llm is not None and config.llm.total_kv_blocks and config.llm.context_length
-        request = {"token_ids": [5, 6, 7], "stop_conditions": {"max_tokens": 4, "ignore_eos": True}}
-        return [
-            token for chunk in [c async for c in worker.generate(request, Context())] for token in chunk["token_ids"]
-        ]
+        request = {"token_ids": PROMPT, "stop_conditions": {"max_tokens": 4, "ignore_eos": True}}
+        chunks = [chunk async for chunk in worker.generate(request, Context())]
+        publisher = Recorder()
+        (source,) = await worker.kv_event_sources()
+        assert isinstance(source, PushSource)
+        source.on_ready(cast(Any, publisher))  # in place of Dynamo's KvEventPublisher: its two calls recorded
+        for _ in range(100):
+            if publisher.calls:
+                break
+            await asyncio.sleep(0.05)
+        return [token for chunk in chunks for token in chunk["token_ids"]], publisher
     finally:
         await worker.cleanup()
 
@@ -64,7 +76,9 @@ async def _start(engine: str, *flags: str) -> list[int]:
 async def test_worker_with_certificates_and_identity_starts_others_are_refused(tmp_path):
     authority = Authority(tmp_path / "certs")
     async with secure_engine(authority.issue("engine")) as engine:
-        assert len(await _start(engine, "--tls-dir", str(authority.issue("dynamo")), "--client", "dynamo")) == 4
+        tokens, publisher = await _start(engine, "--tls-dir", str(authority.issue("dynamo")), "--client", "dynamo")
+        assert len(tokens) == 4
+        assert publisher.calls and publisher.calls[0][0] == "stored" and publisher.calls[0][1][:16] == PROMPT[:16]
 
         with pytest.raises(SystemExit, match=r"refuses the worker's connections .* plaintext \(no --tls-dir\)"):
             await _start(engine)

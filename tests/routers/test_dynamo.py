@@ -1,9 +1,11 @@
 """NVIDIA Dynamo (ai-dynamo 1.6.1, its registry wheels, no change to it) in front of two real engines on the default
 model, each behind our Dynamo worker (`python -m engine_svc.faces.dynamo`): Dynamo's frontend renders and tokenizes,
-routes with `--router-mode kv` on the engines' own ZMQ KV events, and serves the official openai SDK.
+routes with `--router-mode kv` on the engines' own KV events (each worker relays its engine's SubscribeKvEvents),
+and serves the official openai SDK.
 
 One frontend and two engine/worker pairs start once for the module, with Dynamo's file discovery in a temporary
-folder, its TCP request plane and ZMQ event plane (no etcd, no NATS). Outputs are short: the CI machine is small."""
+folder, its TCP request plane and ZMQ event plane (no etcd, no NATS); prompts are planted on the engines before
+their workers start (EARLY). Outputs are short: the CI machine is small."""
 
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ pytest.importorskip("dynamo.frontend", reason="ai-dynamo is not installed (make 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 COUNT = [{"role": "user", "content": "Count from 1 to 20, one number per line."}]
+# Prompts planted straight on engine 0 or 1 before the workers start; the planted engines do not alternate, so no
+# rotation passes by itself.
+EARLY = [0, 1, 1, 0]
+LATE = [1, 0, 0, 1]
 
 
 @dataclass
@@ -53,10 +59,12 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
         running.callback(stop_processes, everyone, 10)  # all at once
         ports, system_ports = [free_port(), free_port()], [free_port(), free_port()]
         for number, port in enumerate(ports):
-            events = f'{{"enable_kv_cache_events": true, "endpoint": "tcp://*:{free_port()}"}}'
             args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
             log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
-            everyone.append(process([sys.executable, "-m", "engine_svc", *args, "--kv-events-config", events], log))
+            everyone.append(process([sys.executable, "-m", "engine_svc", *args, "--kv-events"], log))
+        wait(lambda: all(serving(p) for p in ports), "the engines", everyone)
+        _plant(ports, _prompts("Early", EARLY), EARLY)
+        for number, port in enumerate(ports):
             worker = [sys.executable, "-m", "engine_svc.faces.dynamo", "--engine", f"127.0.0.1:{port}", *plane]
             worker_log = running.enter_context(open(logs / f"worker{number}.log", "wb"))
             everyone.append(process(worker, worker_log, {**env, "DYN_SYSTEM_PORT": str(system_ports[number])}))
@@ -73,7 +81,6 @@ def fleet(tmp_path_factory) -> Iterator[Fleet]:
             except (requests.RequestException, ValueError):
                 return False
 
-        wait(lambda: all(serving(p) for p in ports), "the engines", everyone)
         wait(both_registered, "Dynamo's frontend with both workers", everyone, 120)
         client = openai.OpenAI(base_url=url, api_key="unused", timeout=240, max_retries=0)
         yield Fleet(client, ports, resolve_model(None), [f"http://127.0.0.1:{p}/metrics" for p in system_ports])
@@ -189,25 +196,43 @@ def _queried(port: int) -> int:
     return _engine(port).GetLoad(engine_pb2.GetLoadRequest(), timeout=10).prefix_cache_queried_tokens
 
 
-def test_kv_router_sends_a_prefix_to_the_engine_whose_kv_events_name_it(fleet, model):
-    """Prompts planted straight on one engine (Dynamo never saw them: only that engine's KV events, relayed by its
-    worker, can tell the router where they are cached), then sent through Dynamo with a new ending: each lands
-    on the engine that holds it. The planted engines do not alternate, so no rotation passes by itself."""
-    tokenizer = Tokenizer.from_file(str(fleet.folder / "tokenizer.json"))
-    planted_on = [1, 0, 0, 1]
-    prompts = [f"Note {n}: " + " ".join(f"item{n}-{i}" for i in range(30)) for n in range(len(planted_on))]
+def _prompts(name: str, planted_on: list[int]) -> list[str]:
+    return [f"{name} {n}: " + " ".join(f"item{n}-{i}" for i in range(30)) for n in range(len(planted_on))]
+
+
+def _plant(ports: list[int], prompts: list[str], planted_on: list[int]) -> None:
+    """Each prompt generated straight on its engine (Dynamo never sees it)."""
+    tokenizer = Tokenizer.from_file(str(resolve_model(None) / "tokenizer.json"))
     params = common_pb2.SamplingParams(max_tokens=1, temperature=0)
     for prompt, engine in zip(prompts, planted_on, strict=True):
         ids = tokenizer.encode(prompt, add_special_tokens=False).ids
-        _engine(fleet.engine_ports[engine]).GenerateUnary(
+        _engine(ports[engine]).GenerateUnary(
             engine_pb2.GenerateRequest(token_ids=ids, sampling_params=params), timeout=120
         )
-    time.sleep(2)  # the events' way: engine ZMQ -> its worker -> Dynamo's event plane -> the router's index
+
+
+def _assert_routed(fleet: Fleet, model: str, prompts: list[str], planted_on: list[int]) -> None:
+    """Each prompt sent through Dynamo with a new ending lands on the engine it was planted on."""
     for prompt, engine in zip(prompts, planted_on, strict=True):
         before = [_queried(p) for p in fleet.engine_ports]
         fleet.client.completions.create(model=model, prompt=prompt + " and one more", max_tokens=1, temperature=0)
         grew = [_queried(p) > b for p, b in zip(fleet.engine_ports, before, strict=True)]
         assert grew == [engine == 0, engine == 1], f"{prompt[:8]} planted on engine {engine}, served by {grew}"
+
+
+def test_kv_router_sends_a_prefix_to_the_engine_whose_kv_events_name_it(fleet, model):
+    """Prompts planted straight on one engine while its worker runs: only that engine's KV events, relayed by its
+    worker, can tell the router where they are cached."""
+    prompts = _prompts("Late", LATE)
+    _plant(fleet.engine_ports, prompts, LATE)
+    time.sleep(2)  # the events' way: engine -> its worker -> Dynamo's event plane -> the router's index
+    _assert_routed(fleet, model, prompts, LATE)
+
+
+def test_a_worker_started_after_its_engine_learns_the_blocks_it_holds(fleet, model):
+    """Prompts planted before the workers started (the fixture's EARLY): the snapshot each worker's subscription
+    begins with tells the router where they are cached."""
+    _assert_routed(fleet, model, _prompts("Early", EARLY), EARLY)
 
 
 def test_each_worker_publishes_its_engines_kv_cache_to_dynamo(fleet):

@@ -8,11 +8,11 @@
   `x-scaleout-admin: true`: scaleout_common.identity), on every call. An engine behind API keys runs with
   `--require-identity` and refuses calls without it; with it the engine scopes the worker's request ids by NAME
   (engine_svc/serving/tenancy.py), apart from every other client's. Admin, because the worker reads the engine's
-  load (GetLoad) and its KV-event source (GetKvEventSources), which the engine gives admins only.
+  load (GetLoad) and its KV events (SubscribeKvEvents), which the engine gives admins only.
 
 Half-set flags refuse to start: a --tls-dir without one of its three files, --engine-tls-name or --client
 without --tls-dir (the engine trusts the identity headers because only holders of its CA's certificates reach
-it: over plaintext anyone could send them). The ZMQ KV-event hop is not covered: docs/dynamo.md.
+it: over plaintext anyone could send them). The KV events come over this hop too (kv_relay.py).
 """
 
 from __future__ import annotations

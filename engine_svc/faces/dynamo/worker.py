@@ -11,8 +11,8 @@ engine's gRPC API. fields.py holds the mapping; this module only calls.
 - abort / a closed generator: the stream is cancelled, which aborts the request in the engine.
 - load: GetLoad every LOAD_INTERVAL_S as Dynamo's per-worker snapshot (KV blocks used of all, prefix hit rate),
   what its router and dashboards read beside the blocks it counts itself.
-- KV events: the engine's vLLM-format ZMQ publisher (its --kv-events-config), which Dynamo's own subscriber reads
-  (`ZmqSource`), endpoint from GetKvEventSources unless --kv-events-endpoint names one.
+- KV events: the engine's SubscribeKvEvents (a snapshot, then live batches) relayed to Dynamo's publisher
+  (kv_relay.py, Dynamo's `PushSource`), over the same hop as the rest.
 - the hop: mTLS and the caller identity as the project's other hops (hop.py: --tls-dir, --client).
 """
 
@@ -29,12 +29,13 @@ from typing import Any
 import grpc
 from dynamo._core import Context
 from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
-from dynamo.common.backend.publisher import ComponentSnapshot, KvEventSource, ZmqSource
+from dynamo.common.backend.publisher import ComponentSnapshot, KvEventSource, PushSource
 from dynamo.llm.exceptions import HttpError, InvalidArgument
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from engine_svc.faces.dynamo import fields, hop
-from scaleout.v1 import control_pb2_grpc, engine_pb2, engine_pb2_grpc, kv_events_pb2
+from engine_svc.faces.dynamo.kv_relay import KvRelay
+from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
 from scaleout_common.reasons import HTTP_STATUS
@@ -62,7 +63,6 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--discovery-backend", default=os.environ.get("DYN_DISCOVERY_BACKEND", "etcd"))
     p.add_argument("--request-plane", default=os.environ.get("DYN_REQUEST_PLANE", "tcp"))
     p.add_argument("--event-plane", default=os.environ.get("DYN_EVENT_PLANE"))
-    p.add_argument("--kv-events-endpoint", default=None, help="the engine's ZMQ KV-event PUB address to read")
     p.add_argument("--no-kv-events", action="store_true", help="publish no KV events (no KV-aware routing)")
     hop.add_flags(p)
     return p
@@ -74,6 +74,7 @@ class ScaleoutEngine(LLMEngine):
         self.folder = resolve_model(args.model)
         self.channel, self.metadata = hop.connect(args)
         self.stub = engine_pb2_grpc.EngineServiceStub(self.channel)
+        self.kv_relay = KvRelay(self.channel, self.metadata)
         self.calls: dict[str, Any] = {}  # Dynamo context id -> our Generate call
         self.eos: set[int] = set()
         self.fingerprint = ""
@@ -167,18 +168,8 @@ class ScaleoutEngine(LLMEngine):
     async def kv_event_sources(self) -> list[KvEventSource]:
         if self.args.no_kv_events:
             return []
-        endpoint = self.args.kv_events_endpoint or await self._engine_kv_endpoint()
-        return [ZmqSource(endpoint=endpoint)] if endpoint else []
-
-    async def _engine_kv_endpoint(self) -> str:
-        control = control_pb2_grpc.EngineControlServiceStub(self.channel)
-        request = kv_events_pb2.GetKvEventSourcesRequest()
-        source = (await control.GetKvEventSources(request, timeout=30, metadata=self.metadata)).source
-        if not (source.enable_kv_cache_events and source.publisher == "zmq"):
-            log.warning("the engine publishes no ZMQ KV events (--kv-events-config): no KV-aware routing")
-            return ""
-        host = self.args.engine.rsplit(":", 1)[0]
-        return source.endpoint.replace("*", host).replace("0.0.0.0", host)
+        loop = asyncio.get_running_loop()
+        return [PushSource(on_ready=lambda publisher: self.kv_relay.start(publisher, loop))]
 
     async def generate(self, request: Any, context: Context) -> AsyncGenerator[Any, None]:
         request_id = context.id()
@@ -212,6 +203,7 @@ class ScaleoutEngine(LLMEngine):
     async def cleanup(self) -> None:
         if self.load_task is not None:
             self.load_task.cancel()
+        self.kv_relay.stop()
         await self.channel.close()
 
 
