@@ -7,7 +7,8 @@ carries the usage; `continuous_usage_stats` (vLLM) puts the running usage on eve
 `--enable-force-include-usage` every stream is answered as if it asked for both; with its
 `--return-tokens-as-token-ids` a request that does not say otherwise has `return_tokens_as_token_ids`; with its
 `--enable-per-request-metrics` an answer has vLLM's `metrics` (request_metrics.py): unary at the top level, a
-stream on its usage chunk (so only with `include_usage`, as vLLM).
+stream on its usage chunk (so only with `include_usage`, as vLLM); without it, as vLLM, only where the engine
+reported speculation counts (its --per-request-spec-decode-metrics), the timings null.
 
 An error before the first byte is a typed status (the gateway prints OpenAI's error object with the HTTP
 status); after it, an in-band `data: {"error": ...}` event (`hops.broken_off`: the upstream's typed status, or
@@ -104,8 +105,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             raise oversized(ServiceError.from_rpc_error(error), asked(parsed.typed), "prompt_logprobs") from None
         observe_response(completion)
         extras = openai_response.kv_transfer_params(results)
-        if self.per_request_metrics:
-            extras["metrics"] = request_metrics.metrics([results], parsed.typed.n, completion.usage.completion_tokens)
+        tokens = completion.usage.completion_tokens
+        extras |= request_metrics.answer_metrics([results], parsed.typed.n, tokens, self.per_request_metrics)
         return openai_response.chat_completion(completion, parsed.typed.return_token_ids) | extras
 
     async def _completions(self, request, context):
@@ -125,10 +126,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
                 )
                 observe_response(completion)
                 extras = openai_response.kv_transfer_params(r for prompt in results for r in prompt)
-                if self.per_request_metrics:
-                    extras["metrics"] = request_metrics.metrics(
-                        results, parsed.typed.n, completion.usage.completion_tokens
-                    )
+                tokens = completion.usage.completion_tokens
+                extras |= request_metrics.answer_metrics(results, parsed.typed.n, tokens, self.per_request_metrics)
                 answer = openai_response.completion(completion, streamed=False, token_ids=ids) | extras
                 for piece in pieces(json_body(answer)):
                     yield piece
@@ -168,11 +167,10 @@ async def _sse(parsed: openai_request.OpenAIRequest, lives: list[LiveGeneration]
             started = True
             total = _total(usage_per_prompt)
             chunk = openai_response.usage_chunk(head, total)
-            if metrics:
-                timed = request_metrics.metrics(
-                    [live.outputs for live in lives], parsed.typed.n, total.completion_tokens
-                )
-                chunk |= request_metrics.without_nulls(timed)
+            measured = request_metrics.metrics(
+                [live.outputs for live in lives], parsed.typed.n, total.completion_tokens, timed=metrics
+            )
+            chunk |= request_metrics.without_nulls(measured)
             yield data_event(chunk)
     except (grpc.aio.AioRpcError, ServiceError) as error:
         if not started:

@@ -20,7 +20,8 @@ tokens sampled until then (the engine's call is cancelled there, as vLLM's engin
 --per-request-spec-decode-metrics) as vLLM's RequestSpecDecodeMetrics.to_dict prints them: the acceptance
 histogram, steps, drafts accepted and proposed, mean acceptance length (1 + accepted / steps, the bonus token
 counted; 1 without steps), draft acceptance rate (accepted / proposed; 0 without drafts), and with `detailed` the
-per-step arrays. vLLM's Responses never fill it (`speculation=False`).
+per-step arrays. vLLM's Responses never fill it (`speculation=False`). Without --enable-per-request-metrics, as
+vLLM's chat and completions: `metrics` only where the engine counted speculation, its timings null (`timed`).
 """
 
 from __future__ import annotations
@@ -69,12 +70,28 @@ def per_request_metrics(
     return out | {"speculative_decoding": speculative_decoding(counted[-1]) if speculation and counted else None}
 
 
-def metrics(generations: list[list[engine_pb2.GenerateResponse]], n: int, completion_tokens: int) -> dict | None:
+def metrics(
+    generations: list[list[engine_pb2.GenerateResponse]], n: int, completion_tokens: int, timed: bool = True
+) -> dict | None:
     """The `metrics` of an answer of these generations (one per prompt; `n` choices each, 0 for one): None where
-    they are not one."""
+    they are not one. Not `timed` (no --enable-per-request-metrics): only the engine's speculation counts, the
+    timings null (vLLM adds `metrics` for them alone), None without them."""
     if len(generations) != 1 or n > 1:
         return None
-    return per_request_metrics(generations[0], completion_tokens)
+    out = per_request_metrics(generations[0], completion_tokens)
+    if timed:
+        return out
+    spec = out["speculative_decoding"]
+    return None if spec is None else dict.fromkeys(out) | {"speculative_decoding": spec}
+
+
+def answer_metrics(
+    generations: list[list[engine_pb2.GenerateResponse]], n: int, completion_tokens: int, timed: bool
+) -> dict:
+    """A unary answer's `metrics` key: with --enable-per-request-metrics always (null where not one generation);
+    without, only where the engine counted speculation."""
+    value = metrics(generations, n, completion_tokens, timed)
+    return {"metrics": value} if timed or value is not None else {}
 
 
 def without_nulls(value: dict | None) -> dict:

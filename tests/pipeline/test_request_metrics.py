@@ -68,3 +68,20 @@ def test_speculation_counts_are_vllms_object_for_the_same_steps(steps, detailed)
     assert protocol.SpeculativeDecodingMetrics.model_validate(ours).num_spec_steps == len(steps)
     assert request_metrics.per_request_metrics([final], 3, speculation=False)["speculative_decoding"] is None
     assert request_metrics.per_request_metrics([_timed(0.001, 0.002, 0.003)], 3)["speculative_decoding"] is None
+
+
+def test_without_the_flag_only_speculation_counts_make_a_metrics_key():
+    """vLLM's chat / completions without --enable-per-request-metrics: `metrics` for the engine's speculation
+    counts alone (timings null), no key without them; with the flag, the key always (null for n > 1)."""
+    timed = _timed(0.001, 0.002, 0.003)
+    counts = engine_pb2.SpeculationCounts(acceptance_histogram=[1, 0, 1], num_draft_tokens=4, num_spec_tokens=2)
+    counted = engine_pb2.GenerateResponse(choices=[engine_pb2.GenerateChoice(speculation=counts)])
+    assert request_metrics.answer_metrics([[timed]], 0, 2, timed=False) == {}
+    alone = request_metrics.answer_metrics([[timed, counted]], 0, 2, timed=False)["metrics"]
+    assert alone["speculative_decoding"]["num_accepted_draft_tokens"] == 2
+    assert {k for k, v in alone.items() if v is not None} == {"speculative_decoding"}
+    assert request_metrics.answer_metrics([[timed, counted]], 2, 2, timed=False) == {}
+    assert request_metrics.answer_metrics([[timed]], 2, 2, timed=True) == {"metrics": None}
+    assert request_metrics.without_nulls(request_metrics.metrics([[timed, counted]], 1, 2, timed=False)) == {
+        "metrics": {"speculative_decoding": alone["speculative_decoding"]}
+    }
