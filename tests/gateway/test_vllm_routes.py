@@ -62,11 +62,11 @@ def test_load_counts_requests_in_flight(stack):
     seen: list[int] = []
     with requests.post(
         stack.rest_url + "/v1/completions",
-        json={"prompt": "count", "max_tokens": 64, "ignore_eos": True, "stream": True},
+        json={"prompt": "count", "max_tokens": 1000, "ignore_eos": True, "stream": True},
         stream=True,
         timeout=120,
     ) as streaming:
-        next(streaming.iter_lines())  # generating now
+        next(streaming.iter_lines())  # generating now, for long after the load is read (the stream is closed after)
         seen.append(requests.get(stack.rest_url + "/load", timeout=30).json()["server_load"])
         streaming.close()
     assert seen == [1]
