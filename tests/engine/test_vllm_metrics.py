@@ -33,6 +33,7 @@ VLLM = Path(
 )  # make setup installs vLLM 0.33 (its sources read)
 PROMPT = [1, 5, 6, 7, 8, 9, 10, 11, 12]  # two whole blocks of 4 and one token: a repeat hits 8 tokens
 NEW_TOKENS = 6
+LONG = 40  # tokens a call of test_api_servers_count_each_call_once makes: 13 blocks of 4 with its prompt
 OLD_NAMES = {"vllm:time_per_output_token_seconds"}  # vLLM <= 0.10's; 0.33 no longer defines it
 # vLLM 0.33's PrometheusStatLogger series we do not make (docs/observability.md says why), the rest conditional
 # there too (a KV connector, VLLM_COMPUTE_NANS_IN_LOGITS, watermarking, --kv-cache-metrics).
@@ -252,7 +253,8 @@ async def test_metrics_off_is_refused(tiny_model):  # noqa: F811
 
 async def test_api_servers_count_each_call_once():
     """Calls over many connections land on both API servers; any of them answers for the whole engine. Too few KV
-    blocks for all of them at once: some are preempted, each call's count comes from the core."""
+    blocks for all of them at once (two sequences of LONG tokens overfill the 15): some are preempted, each call's
+    count comes from the core."""
     flags = ["--api-servers", "2", "--block-size", "4", "--metrics-port", "0", "--num-kv-blocks", "16"]
     args = make_parser().parse_args(flags)
     service = EngineService(args, build=functools.partial(build_tiny, args))
@@ -261,7 +263,7 @@ async def test_api_servers_count_each_call_once():
             grpc.aio.insecure_channel(served.target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(16)
         ]
         stubs = [engine_pb2_grpc.EngineServiceStub(c) for c in channels]
-        message = request(PROMPT, temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
+        message = request(PROMPT, temperature=0, max_tokens=LONG, ignore_eos=True)
         await asyncio.gather(*[generate(s, message) for s in stubs])
         answers = [_families((await s.GetMetrics(engine_pb2.GetMetricsRequest())).data.decode()) for s in stubs]
         load = await stubs[0].GetLoad(engine_pb2.GetLoadRequest())
@@ -276,7 +278,7 @@ async def test_api_servers_count_each_call_once():
         assert _value(families, "vllm:time_to_first_token_seconds", "vllm:time_to_first_token_seconds_count") == 16
         assert _value(families, "vllm:request_params_n", "vllm:request_params_n_count") == 16
         steps = _value(families, "vllm:iteration_tokens_total", "vllm:iteration_tokens_total_sum")
-        assert steps == load.prompt_tokens_computed + 16 * NEW_TOKENS  # the core's steps, as each API server heard
+        assert steps == load.prompt_tokens_computed + 16 * LONG  # the core's steps, as each API server heard
         preempted = _value(families, "vllm:request_num_preemptions", "vllm:request_num_preemptions_sum")
         assert preempted == load.preemptions > 0
         assert _value(families, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == 16 * len(PROMPT)
