@@ -67,9 +67,8 @@ class Peers:
 class StoredResponses:
     """This replica's store and its peers': keep a response here, find or forget it wherever it was stored."""
 
-    def __init__(self, store: ResponseStore, peers: Peers, advertise: str = "", runs: BackgroundRuns | None = None):
-        self.store, self.peers = store, peers
-        self.runs = runs if runs is not None else BackgroundRuns(store, 0)  # None: no background responses here
+    def __init__(self, store: ResponseStore, peers: Peers, runs: BackgroundRuns, advertise: str = ""):
+        self.store, self.peers, self.runs = store, peers, runs
         self.tag = tag_of(advertise) if advertise else ""
 
     def listening(self, host: str, port: int) -> None:

@@ -50,8 +50,17 @@ class Run:
         self.task: asyncio.Task | None = None
 
     def _keep(self, response: dict) -> None:
+        """Store `response`; one larger than the store is kept `failed` without its output (the last one stored
+        would otherwise stay, `in_progress` until it expires)."""
+        if not self.runs.store.put(response, self.items, self.owner):
+            message = "the response is larger than the response store (--response-store-mb)"
+            response = response | {
+                "status": "failed",
+                "output": [],
+                "error": {"code": "server_error", "message": message},
+            }
+            self.runs.store.put(response, self.items, self.owner)
         self.response = response
-        self.runs.store.put(response, self.items, self.owner)
 
     def _send(self, events: list[Event]) -> None:
         if self.events is not None:

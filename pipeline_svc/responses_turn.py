@@ -97,8 +97,10 @@ async def begin(data: bytes, stored: StoredResponses, who: Caller, time_left: fl
         previous = await stored.find(previous_id, "previous_response_id", who, time_left)
         conversation = previous.input_items + as_input(previous.response.get("output", []))
     request = {k: v for k, v in body.items() if k not in STATE_FIELDS}
-    if background:
-        request["stream"] = True  # a background response always runs as a stream (responses_background.py)
+    if background:  # it always runs as a stream (responses_background.py): render sees `stream` true, so check it here
+        if not isinstance(body.get("stream", False), bool):
+            raise fail(Reason.INVALID_REQUEST, "`stream` must be a boolean", "stream")
+        request["stream"] = True
     items = _input_items(body.get("input"))
     if items is not None:
         items = conversation + items

@@ -77,7 +77,7 @@ class PipelineService:
         store = ResponseStore(args.response_store_size, args.response_store_mb << 20, args.response_store_ttl_s)
         peers = Peers(args.response_peers, args.max_message_mb)
         runs = BackgroundRuns(store, args.max_background_responses)
-        self.stored = StoredResponses(store, peers, args.response_advertise, runs)
+        self.stored = StoredResponses(store, peers, runs, args.response_advertise)
         self.fleet = Fleet(Engines.parse(args.engines), args.max_message_mb)
 
     def register(self, server: grpc.aio.Server) -> None:

@@ -137,11 +137,11 @@ class VllmDerender:
 
     async def chat(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, CHAT)
-        render_request(body, "chat_request", "the parsers")
+        chat_request = render_request(body, "chat_request", "the parsers")
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         result = engine_result(body.get("generate_response"), "generate_response")
         (derender_context,) = await rendered_contexts(
-            self.hops, "RenderChatVllm", body["chat_request"], "chat_request", context
+            self.hops, "RenderChatVllm", chat_request, "chat_request", context
         )
         seed(derender_context, body.get("prompt_token_ids"), "prompt_token_ids")
         try:
@@ -152,7 +152,7 @@ class VllmDerender:
         except grpc.aio.AioRpcError as error:
             raise ServiceError.from_rpc_error(error) from None
         given = body["generate_response"]
-        return_ids = bool(body["chat_request"].get("return_token_ids"))
+        return_ids = bool(chat_request.get("return_token_ids"))
         out = chat_completion(answer) | {"id": result.request_id, "model": model}
         out["prompt_logprobs"] = given.get("prompt_logprobs")
         out["prompt_token_ids"] = given.get("prompt_token_ids") if return_ids else None
@@ -161,12 +161,12 @@ class VllmDerender:
 
     async def completion(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, COMPLETION)
-        render_request(body, "completion_request", "each prompt")
+        completion_request = render_request(body, "completion_request", "each prompt")
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         answers = typed(body.get("generate_responses"), list, "generate_responses")
         results = [engine_result(a, f"generate_responses[{i}]") for i, a in enumerate(answers)]
         contexts = await rendered_contexts(
-            self.hops, "RenderCompletionVllm", body["completion_request"], "completion_request", context
+            self.hops, "RenderCompletionVllm", completion_request, "completion_request", context
         )
         counts = typed(body.get("prompt_tokens") or [0] * len(results), list, "prompt_tokens")
         seeds = typed(body.get("prompt_token_ids") or [None] * len(results), list, "prompt_token_ids")

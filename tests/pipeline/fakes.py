@@ -17,6 +17,7 @@ from google.api import httpbody_pb2
 from pipeline_svc.hops import Hops
 from pipeline_svc.response_peers import Peers, StoredResponses
 from pipeline_svc.response_store import ResponseStore
+from pipeline_svc.responses_background import BackgroundRuns
 from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2
 from scaleout_common.errors import ServiceError
 
@@ -151,7 +152,9 @@ class Render:
 
 def stored_responses() -> StoredResponses:
     """A replica's stored Responses, alone (no peers)."""
-    return StoredResponses(ResponseStore(16, 1 << 20, 60.0), Peers("", 4), advertise="127.0.0.1:1")
+    return StoredResponses(
+        store := ResponseStore(16, 1 << 20, 60.0), Peers("", 4), BackgroundRuns(store, 4), "127.0.0.1:1"
+    )
 
 
 class Context:

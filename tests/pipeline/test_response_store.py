@@ -10,8 +10,11 @@ import pytest
 from pipeline_svc import responses_turn
 from pipeline_svc.response_peers import Peers, StoredResponses
 from pipeline_svc.response_store import ResponseStore, json_size
+from pipeline_svc.responses_background import BackgroundRuns, Run
+from pipeline_svc.responses_response import ResponseStream
 from scaleout_common.errors import ServiceError
 from scaleout_common.identity import Caller
+from tests.pipeline.test_api_shapes import _rendered
 
 ANYONE = Caller(None)  # no API keys
 
@@ -70,7 +73,9 @@ def test_delete_and_replace():
 
 
 def stored(size: int = 10) -> StoredResponses:
-    return StoredResponses(ResponseStore(size, 1 << 20, 60), Peers("", 4), advertise="127.0.0.1:1")
+    return StoredResponses(
+        store := ResponseStore(size, 1 << 20, 60), Peers("", 4), BackgroundRuns(store, 4), "127.0.0.1:1"
+    )
 
 
 def test_ids_name_the_replica():
@@ -118,6 +123,7 @@ async def test_a_turn_continues_the_stored_conversation():
         ({"input": "hi", "background": True, "store": False}, 10, "INVALID_REQUEST", "background"),  # vLLM's words
         ({"input": "hi", "background": True}, 0, "UNSUPPORTED_FIELD", "background"),  # nothing stored here
         ({"input": "hi", "background": 1}, 10, "INVALID_REQUEST", "background"),
+        ({"input": "hi", "background": True, "stream": "yes"}, 10, "INVALID_REQUEST", "stream"),  # render sees true
     ],
 )
 async def test_a_turn_refuses(body, size, reason, field):
@@ -136,3 +142,13 @@ async def test_a_background_turn_renders_a_stream_and_echoes_what_was_asked():
 async def test_storing_follows_the_store_being_on():
     assert (await responses_turn.begin(b'{"input": "hi"}', stored(10), ANYONE, None)).store
     assert not (await responses_turn.begin(b'{"input": "hi"}', stored(0), ANYONE, None)).store
+
+
+def test_a_background_response_outgrowing_the_store_is_kept_failed_not_stale():
+    store = ResponseStore(max_count=4, max_bytes=4096, ttl_s=60)
+    run = Run(BackgroundRuns(store, 1), ResponseStream(_rendered("resp_"), {"input": "hi"}), ["hi"], None, False)
+    run._keep(run.shape.snapshot("in_progress"))
+    run._keep(run.response | {"status": "completed", "output": [{"text": "x" * 8192}]})  # larger than the store
+    stored = store.get(run.id)
+    assert stored is not None and stored.response["status"] == "failed" and stored.response["output"] == []
+    assert "larger than the response store" in stored.response["error"]["message"]
