@@ -20,7 +20,8 @@ from scaleout_common.errors import ServiceError
 REQUEST = {
     "model": "SmolLM2-135M-Instruct",
     "token_ids": [1, 2, 3],
-    "stop_conditions": {"max_tokens": 7, "stop": ["\n\n"], "stop_token_ids_hidden": [9], "min_tokens": None},
+    "stop_conditions": {"max_tokens": 7, "stop": ["\n\n"], "stop_token_ids_hidden": [9], "min_tokens": None,
+                        "stop_token_ids_visible": [11]},
     "sampling_options": {
         "n": None, "temperature": 0.5, "top_p": 0.9, "top_k": -1, "seed": 3, "frequency_penalty": 0.1,
         "guided_decoding": {"json": {"type": "object"}, "backend": None}, "use_beam_search": None,
@@ -38,9 +39,13 @@ def test_a_full_request_maps_field_by_field():
     ours = fields.generate_request(REQUEST, "rid", {2}, "sha256:x")
     p = ours.sampling_params
     assert ours.request_id == "rid" and list(ours.token_ids) == [1, 2, 3] and ours.tokenizer_fingerprint == "sha256:x"
-    assert not ours.HasField("n") and ours.cache_salt == "s" and ours.priority == 4
+    assert not ours.HasField("n") and ours.cache_salt == "s" and ours.priority == -4  # Dynamo: higher sooner
     assert p.max_tokens == 7 and not p.HasField("min_tokens") and list(p.stop) == ["\n\n"]
-    assert list(p.stop_token_ids) == [9, 5]  # hidden stops, then the EOS id the engine does not already stop on
+    assert list(p.stop_token_ids) == [
+        9,
+        11,
+        5,
+    ]  # hidden and visible stops, then the EOS id the engine does not already stop on
     assert p.temperature == 0.5 and p.top_p == pytest.approx(0.9) and not p.HasField("top_k") and p.seed == 3
     assert p.frequency_penalty == pytest.approx(0.1) and p.logprobs == 2 and not p.stop_keep_special_tokens
     assert p.structured_outputs.json_schema == '{"type": "object"}' and p.structured_outputs.reasoning_ended
@@ -55,6 +60,8 @@ def test_a_full_request_maps_field_by_field():
         (("sampling_options", "n"), 2, "sampling_options.n"),
         (("sampling_options", "include_stop_str_in_output"), True, "sampling_options.include_stop_str_in_output"),
         (("output_options", "prompt_logprobs"), 1, "output_options.prompt_logprobs"),
+        (("output_options", "no_stop_trim"), True, "output_options.no_stop_trim"),
+        (("sampling_options", "allowed_token_ids"), [1], "sampling_options.allowed_token_ids"),  # not 1.6.1's
         (("stop_conditions", "max_thinking_tokens"), 10, "stop_conditions.max_thinking_tokens"),
         (("routing", "lora_name"), "a", "routing.lora_name"),
         (("routing", "dp_rank"), 1, "routing.dp_rank"),
@@ -125,7 +132,7 @@ def test_zmq_hashes_are_vllms_int_by_default_and_bytes_when_asked(monkeypatch):
     stored, removed = wire.batch(batch, 2, wire.int_hashes()).events
     assert isinstance(stored, wire.BlockStored) and isinstance(removed, wire.BlockRemoved)
     assert stored.block_hashes == [int.from_bytes(h2[-8:], "big")]
-    assert stored.parent_block_hash == int.from_bytes(h1[-8:], "big") < 2**64
+    assert stored.parent_block_hash == int.from_bytes(h1[-8:], "big")  # vLLM's maybe_convert_block_hash
     assert removed.block_hashes == [int.from_bytes(h1[-8:], "big")]
     monkeypatch.setenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "0")
     stored, _ = wire.batch(batch, 2, wire.int_hashes()).events

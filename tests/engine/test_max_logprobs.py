@@ -23,6 +23,7 @@ def test_the_bound_is_the_flags(flags, most):
 def test_minus_one_is_the_whole_vocabulary_and_less_is_refused_at_start():
     limits = build_tiny(engine_args("--max-logprobs", "-1")).limits
     assert limits.max_logprobs == limits.vocab_size
-    admit(request([1, 5, 9], logprobs=limits.vocab_size, prompt_logprobs=-1), limits)
+    _, (seq,), _ = admit(request([1, 5, 9], logprobs=limits.vocab_size, prompt_logprobs=-1), limits)
+    assert seq.config.logprobs == seq.config.prompt_logprobs == limits.vocab_size
     with pytest.raises(SystemExit):
         engine_args("--max-logprobs", "-2")

@@ -12,7 +12,8 @@ newer Dynamo's field is never taken and ignored.
 | model                                   | the frontend routed by it (the served name this worker registered)    |
 | stop_conditions.max_tokens / min_tokens | max_tokens / min_tokens                                               |
 | stop_conditions.stop                    | stop (matched by the engine; the frontend trims the text)             |
-| stop_conditions.stop_token_ids(_hidden) | stop_token_ids                                                        |
+| stop_conditions.stop_token_ids(_hidden, | stop_token_ids                                                        |
+|   _visible)                             |                                                                       |
 | stop_conditions.ignore_eos              | ignore_eos                                                            |
 | stop_conditions.max_thinking_tokens     | refused (no reasoning tags on this path)                              |
 | sampling_options.temperature, top_p,    | the same (top_k -1 or 0: no cut)                                      |
@@ -27,16 +28,14 @@ newer Dynamo's field is never taken and ignored.
 |                                         | choice, grammar, structural_tag, whitespace_pattern; backend only     |
 |                                         | "xgrammar"; JSON without free whitespace unless a whitespace_pattern  |
 |                                         | (render's default)                                                    |
-| sampling_options.detokenize             | the engine never detokenizes (token ids out)                          |
-| sampling_options.allowed_token_ids      | allowed_token_ids                                                     |
-| sampling_options.bad_words_token_ids    | bad_words                                                             |
 | output_options.logprobs                 | logprobs -> chunk log_probs, top_logprobs                             |
 | output_options.skip_special_tokens      | the frontend's text; stop_keep_special_tokens = not it (stop strings)  |
 | output_options.formatted_prompt,        | the frontend's (it renders and formats)                               |
 |   return_tokens_as_token_ids            |                                                                       |
-| output_options.prompt_logprobs          | refused                                                               |
+| output_options.prompt_logprobs,         | refused                                                               |
+|   no_stop_trim                          |                                                                       |
 | routing.cache_salt                      | cache_salt                                                            |
-| routing.priority                        | priority (lower first, as vLLM)                                       |
+| routing.priority                        | -priority (Dynamo's higher is sooner, ours lower: as Dynamo's vLLM)   |
 | routing.dp_rank                         | 0 only (one rank)                                                     |
 | routing.lora_name                       | refused (no LoRA)                                                     |
 | routing (the rest), router,             | the router's, applied before the request reached this worker          |
@@ -45,7 +44,8 @@ newer Dynamo's field is never taken and ignored.
 |   request_timestamp_ms, _HEALTH_CHECK   |                                                                       |
 | prompt_embeds, multi_modal_data,        | refused (token-id text prompts only)                                  |
 |   mm_routing_info, mm_processor_kwargs, |                                                                       |
-|   encoder_result                        |                                                                       |
+|   encoder_result, multi_modal_uuids,    |                                                                       |
+|   image_cache_scope, media_io_kwargs    |                                                                       |
 | prefill_result, bootstrap_info          | refused (disaggregated serving: not through this face)                |
 | generate_request, extra_args,           | refused                                                               |
 |   require_reasoning, kv_hint            |                                                                       |
@@ -76,7 +76,7 @@ TOP_LEVEL_UPSTREAM = {"model", "router", "router_config_override", "annotations"
 TOP_LEVEL_UPSTREAM |= {"migration_link", "request_timestamp_ms", "_HEALTH_CHECK"}
 TOP_LEVEL_REFUSED = {"prompt_embeds", "multi_modal_data", "mm_routing_info", "mm_processor_kwargs", "encoder_result"}
 TOP_LEVEL_REFUSED |= {"prefill_result", "bootstrap_info", "generate_request", "extra_args", "require_reasoning"}
-TOP_LEVEL_REFUSED |= {"kv_hint"}
+TOP_LEVEL_REFUSED |= {"kv_hint", "multi_modal_uuids", "image_cache_scope", "media_io_kwargs"}
 SAME_SAMPLING = ("temperature", "top_p", "min_p", "seed", "repetition_penalty", "presence_penalty")
 SAME_SAMPLING += ("frequency_penalty",)
 ROUTING_UPSTREAM = {"backend_instance_id", "prefill_worker_id", "decode_worker_id", "prefill_dp_rank"}
@@ -129,6 +129,7 @@ def generate_request(
 
 def _stop_conditions(values: dict, params: common_pb2.SamplingParams) -> None:
     known = {"max_tokens", "min_tokens", "stop", "stop_token_ids", "stop_token_ids_hidden", "ignore_eos"}
+    known |= {"stop_token_ids_visible"}
     known |= {"max_thinking_tokens"}
     _check_keys("stop_conditions.", values, known)
     if _given(values.get("max_thinking_tokens")):
@@ -138,7 +139,7 @@ def _stop_conditions(values: dict, params: common_pb2.SamplingParams) -> None:
     if values.get("min_tokens"):
         params.min_tokens = values["min_tokens"]
     params.stop.extend(values.get("stop") or [])
-    for key in ("stop_token_ids", "stop_token_ids_hidden"):
+    for key in ("stop_token_ids", "stop_token_ids_hidden", "stop_token_ids_visible"):  # the frontend shows or hides
         params.stop_token_ids.extend(t for t in values.get(key) or [] if t not in params.stop_token_ids)
     params.ignore_eos = bool(values.get("ignore_eos"))
 
@@ -147,9 +148,6 @@ def _sampling_options(values: dict, params: common_pb2.SamplingParams) -> None:
     handlers: dict[str, Callable[[Any], None]] = {
         "top_k": lambda v: v > 0 and setattr(params, "top_k", v),  # -1 or 0: no cut
         "guided_decoding": lambda v: _guided(v, params),
-        "allowed_token_ids": params.allowed_token_ids.extend,
-        "bad_words_token_ids": lambda v: [params.bad_words.add(token_ids=w) for w in v],
-        "detokenize": lambda v: None,  # the engine never detokenizes
     }
     known = set(handlers) | set(SAME_SAMPLING) | {"n", "best_of", "use_beam_search", "length_penalty"}
     known |= {"include_stop_str_in_output"}
@@ -191,7 +189,9 @@ def _guided(values: dict, params: common_pb2.SamplingParams) -> None:
 
 def _output_options(values: dict, params: common_pb2.SamplingParams) -> None:
     known = {"logprobs", "prompt_logprobs", "skip_special_tokens", "formatted_prompt", "return_tokens_as_token_ids"}
-    _check_keys("output_options.", values, known)
+    _check_keys("output_options.", values, known | {"no_stop_trim"})
+    if _given(values.get("no_stop_trim")):
+        raise refused("output_options.no_stop_trim", "the frontend trims the stop string")
     if values.get("prompt_logprobs") is not None:
         raise refused("output_options.prompt_logprobs", "not returned through this worker")
     if values.get("logprobs") is not None:
@@ -206,7 +206,7 @@ def _routing(values: dict, out: engine_pb2.GenerateRequest) -> None:
     if _given(values.get("dp_rank")):
         raise refused("routing.dp_rank", "one data-parallel rank (0)")
     out.cache_salt = values.get("cache_salt") or ""
-    out.priority = values.get("priority") or 0
+    out.priority = -(values.get("priority") or 0)  # Dynamo's higher runs sooner, ours lower
 
 
 def chunks(message: engine_pb2.GenerateResponse, prompt_tokens: int) -> list[dict]:

@@ -106,7 +106,7 @@ class ScaleoutEngine(LLMEngine):
             load = await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=30, metadata=self.metadata)
         except grpc.aio.AioRpcError as e:
             raise SystemExit(hop.refusal(self.args.engine, e)) from None
-        self.fingerprint = tokenizer_fingerprint(load_tokenizer(self.folder))
+        self.fingerprint = await asyncio.to_thread(lambda: tokenizer_fingerprint(load_tokenizer(self.folder)))
         if info.tokenizer_fingerprint and info.tokenizer_fingerprint != self.fingerprint:
             raise SystemExit(f"--model {self.folder}: not the tokenizer the engine at {self.args.engine} serves")
         self.eos = set(info.eos_token_ids)
