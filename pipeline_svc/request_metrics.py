@@ -28,6 +28,14 @@ from __future__ import annotations
 
 from scaleout.v1 import engine_pb2
 
+TIMINGS = (
+    "time_to_first_token_ms",
+    "generation_time_ms",
+    "queue_time_ms",
+    "mean_itl_ms",
+    "tokens_per_second",
+)  # vLLM's PerRequestMetrics, in its order
+
 
 def speculative_decoding(counts: engine_pb2.SpeculationCounts) -> dict:
     """vLLM's SpeculativeDecodingMetrics of one sequence's verify steps."""
@@ -53,9 +61,7 @@ def per_request_metrics(
     """The `metrics` object of one generation's engine messages (as forwarded, the last one latest); without
     `speculation`, speculative_decoding null."""
     timed = [o.timings for o in outputs if o.HasField("timings")]
-    out: dict = dict.fromkeys(
-        ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second")
-    )
+    out: dict = dict.fromkeys(TIMINGS)
     if timed:
         t = timed[-1]
         out["time_to_first_token_ms"] = t.prefill_seconds * 1000
@@ -79,10 +85,12 @@ def metrics(
     if len(generations) != 1 or n > 1:
         return None
     out = per_request_metrics(generations[0], completion_tokens)
-    if timed:
-        return out
-    spec = out["speculative_decoding"]
-    return None if spec is None else dict.fromkeys(out) | {"speculative_decoding": spec}
+    return out if timed else untimed(out["speculative_decoding"])
+
+
+def untimed(speculative: dict | None) -> dict | None:
+    """vLLM's `metrics` for the engine's speculation counts alone (the timings null); None without them."""
+    return None if speculative is None else dict.fromkeys(TIMINGS) | {"speculative_decoding": speculative}
 
 
 def answer_metrics(

@@ -184,8 +184,7 @@ class GenerateAnswer:
     def _metrics(self) -> dict | None:
         if self.speculation is None:
             return None
-        spec = request_metrics.speculative_decoding(self.speculation)
-        return request_metrics.per_request_metrics([], 0) | {"speculative_decoding": spec}
+        return request_metrics.untimed(request_metrics.speculative_decoding(self.speculation))
 
     def usage_chunk(self) -> dict:
         """The streamed usage (stream_options.include_usage), printed as vLLM prints it: nulls left out."""
