@@ -89,7 +89,10 @@ class Chunk:
 
     @property
     def prompt_logprob_positions(self) -> range:
-        """Positions in this chunk whose next prompt token's logprob was asked for."""
+        """Positions in this chunk whose next prompt token's logprob was asked for: every one for prompt_logprobs,
+        else (prompt_logprob_token_ids alone) those from prompt_logprob_start on."""
         if not self.seq.want_prompt_logprobs:
             return range(0)
-        return range(self.start, min(self.start + self.num_tokens, len(self.seq.prompt_ids) - 1))
+        config = self.seq.config
+        first = 0 if config.prompt_logprobs is not None else config.prompt_logprob_start
+        return range(max(self.start, first), min(self.start + self.num_tokens, len(self.seq.prompt_ids) - 1))

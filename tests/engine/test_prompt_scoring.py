@@ -38,6 +38,8 @@ async def test_named_rows_are_the_prompt_logprobs_of_their_ids(core):
         answer = await stub.GenerateUnary(message)
         own = request(PROMPT, max_tokens=1, prompt_logprob_token_ids=rows(*([t] for t in PROMPT[1:])))
         only_named = await stub.GenerateUnary(own)
+        late = request(PROMPT, max_tokens=1, prompt_logprob_token_ids=rows(*named), prompt_logprob_start=2)
+        late_alone = await stub.GenerateUnary(late)  # rows scored from position 2 on only
     prompt = answer.prompt
     assert [len(row.logprobs) for row in prompt.token_id_logprobs] == [2, 3, 1]
     for i, (ids, row) in enumerate(zip(named, prompt.token_id_logprobs)):
@@ -49,6 +51,8 @@ async def test_named_rows_are_the_prompt_logprobs_of_their_ids(core):
     assert not only_named.prompt.logprobs.logprobs
     expected = prompt.logprobs.logprobs  # each prompt token's own logprob
     assert [row.logprobs[0] for row in only_named.prompt.token_id_logprobs] == pytest.approx(list(expected), abs=1e-5)
+    for alone, beside in zip(late_alone.prompt.token_id_logprobs, prompt.token_id_logprobs, strict=True):
+        assert list(alone.logprobs) == pytest.approx(list(beside.logprobs), abs=1e-5)
 
 
 @pytest.mark.parametrize(
