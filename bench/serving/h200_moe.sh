@@ -8,7 +8,7 @@
 # loads in one call (DATASET=random:128x128@1 for the batch-1 line alone, as on an H100: bf16 leaves no room for
 # the 256 streams' cache; there also SERVE_FLAGS="--max-num-batched-tokens 2048 --max-num-seqs 8", whose graphs fit);
 # `... probe [FLAGS] [SUFFIX]` the batch-1 kernels, a step's kernels and the @1 and @256 lines in one call; `... lines
-# [FLAGS] [SUFFIX]` the @1 and @256 lines, @256 again on a 16k-token step budget, a batch-1 step's kernels.
+# [FLAGS] [SUFFIX]` the @1 and @256 lines, @256 with 4 prompts a stream (PPS), and that on a 16k-token step budget.
 source bench/serving/h200_env.sh
 case "$1" in
 tiles)
@@ -54,13 +54,12 @@ probe)  # both served lines and the batch-1 breakdown in one call: the experts' 
     2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_batch1$3.log"
   timeout $((${PROBE_S:-590} - SECONDS + start)) python3 -m bench.engine.kernels --shape qwen3-30b-a3b --parts attention \
     --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/attention_b1$3.log" ;;
-lines)  # issue 39's two H200 lines only: 128 / 128 @1 and 1,024 / 128 @256 served with FLAGS, then @256 again with a
-  # 16k-token step budget, then a batch-1 step's kernels in whatever time is left
-  start=$SECONDS
-  DATASET=random:128x128@1,random:1024x128@256 SERVE_S=250 bash "$0" serve "$2" "$3"
-  DATASET=random:1024x128@256 SERVE_S=200 bash "$0" serve "$2 --max-num-batched-tokens 16384" "$3_16k"
-  timeout $((${PROBE_S:-590} - SECONDS + start)) python3 -m bench.engine.step_kernels --shape qwen3-30b-a3b \
-    --decode 1x1152 --decode-only 2>&1 | quiet | grep -v "tile .* warps" | head -14 | tee "$OUT/step_kernels_batch1$3.log" ;;
+lines)  # issue 39's two H200 lines only: 128 / 128 @1 and 1,024 / 128 @256 served with FLAGS (2 prompts a stream),
+  # then @256 with 4 prompts a stream (less of the run in the first wave's ramp and the last one's drain), then that on
+  # a 16k-token step budget
+  DATASET=random:128x128@1,random:1024x128@256 SERVE_S=235 bash "$0" serve "$2" "$3"
+  DATASET=random:1024x128@256 PPS=4 SERVE_S=165 bash "$0" serve "$2" "${3}_4"
+  DATASET=random:1024x128@256 PPS=4 SERVE_S=165 bash "$0" serve "$2 --max-num-batched-tokens 16384" "${3}_4_16k" ;;
 pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' tests with it on, a batch-1 step's
   # wall time and kernels each way, then served with it on: 128 / 128 @1 (and 1,024 / 128 @256 on an H200, whose
   # memory holds its cache beside bf16 weights; an H100 takes FLAGS), then the decode attention's launches at 1 row
@@ -81,7 +80,7 @@ pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' te
     --attention-rows 1 --attention-contexts 1152 2>&1 | quiet | tee "$OUT/attention_b1$3.log" ;;
 serve)
   timeout ${SERVE_S:-560} python3 -m bench.serving --device cuda --shape qwen3-30b-a3b --caching on \
-    --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream 2 --client-processes 4 \
+    --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream ${PPS:-2} --client-processes 4 \
     --connections 2 --engine-flags "--max-model-len 2048 --max-num-seqs 256 $2" \
     --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b$3.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b$3.log" ;;
 esac
