@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine_svc.scheduling.speculation import parse_speculative_config
+
 # Deployment tuning: memory, kernels, scheduling, caching. The answers are the same without them.
 IGNORED = {
     "--dtype": 1,
@@ -95,6 +97,16 @@ def _split(argv: list[str]) -> list[tuple[str, list[str]]]:
     return pairs
 
 
+def _served_speculation(values: list[str]) -> bool:
+    """An n-gram --speculative-config the engine takes as given; a draft model names a checkpoint of the test's
+    hub, which this stack does not have (not served)."""
+    try:
+        spec = parse_speculative_config(" ".join(values))
+    except ValueError:
+        return False
+    return spec is not None and spec.method == "ngram"
+
+
 def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArgs:
     """`vllm serve <model> argv` as a stack serving our model under the names the test asks for. `model_len`: our
     model's context; a longer --max-model-len (a length the test's model has) is cut to it, as the engine cuts it."""
@@ -106,6 +118,8 @@ def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArg
             values = [str(min(int(values[0]), model_len))]
         if name == "--max-logprobs":  # -1: the whole vocabulary, as vLLM's
             out.max_logprobs = int(values[0])
+        elif name == "--speculative-config" and _served_speculation(values):
+            out.service_args.setdefault("engine", []).extend(["--speculative-config", *values])
         elif name in ("--lora-modules", "--lora-module"):
             out.lora_names += [v.partition("=")[0] for v in values]
         elif name == "--served-model-name":
