@@ -9,7 +9,8 @@ from its own store only. A tag no peer has (a replica gone, its memory with it) 
 listed peers are ever called, so an id cannot point a replica at an address of the client's choosing.
 
 A background response runs in the replica that took it (responses_background.py), the one its id names: a
-cancel, or a delete (which cancels it first), goes to that replica like any other call for the id.
+cancel, or a delete (which cancels it first), goes to that replica like any other call for the id, and so does a
+streamed one's `GET ?stream=true` (response_events), whose events that replica streams and any other relays.
 
 Under API keys a response is its storing client's (and admins'): the call to the owner carries the caller's
 identity as the gateway set it (scaleout_common.identity), and another client's id is RESPONSE_NOT_FOUND, as if
@@ -21,10 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import AsyncIterator
 
 import grpc
+from google.api import httpbody_pb2
 
 from pipeline_svc.fleet import Engines, Fleet, Replica
+from pipeline_svc.response_events import streamable
 from pipeline_svc.response_store import ResponseStore, Stored
 from pipeline_svc.responses_background import BackgroundRuns
 from scaleout.v1 import responses_pb2, responses_pb2_grpc
@@ -118,6 +122,25 @@ class StoredResponses:
             raise _at_owner(error, response_id, "response_id") from None
         return json.loads(answer.response_json)
 
+    async def events(
+        self, request: responses_pb2.GetResponseRequest, who: Caller, time_left: float | None
+    ) -> AsyncIterator[httpbody_pb2.HttpBody]:
+        """A streamed background response's events after `request.starting_after`, wherever it is stored or runs:
+        a finished one's replayed, a running one's followed to its last."""
+        if self._mine(request.response_id):
+            async for body in events_here(self.store, self.runs, request, who):
+                yield body
+            return
+        stub = await self._owner(request.response_id, "response_id")
+        call = stub.StreamStoredResponse(request, timeout=time_left, metadata=who.metadata())
+        try:
+            async for body in call:
+                yield body
+        except grpc.aio.AioRpcError as error:
+            raise _at_owner(error, request.response_id, "response_id") from None
+        finally:
+            call.cancel()  # the reader left: the owner stops streaming
+
     def _mine(self, response_id: str) -> bool:
         return response_id.startswith(PREFIX + self.tag)
 
@@ -147,6 +170,20 @@ async def cancel_here(store: ResponseStore, runs: BackgroundRuns, response_id: s
     if not stored.response.get("background"):
         raise fail(Reason.RESPONSE_NOT_CANCELLABLE, "Cannot cancel a synchronous response.", "response_id")
     return stored.response
+
+
+def events_here(
+    store: ResponseStore, runs: BackgroundRuns, request: responses_pb2.GetResponseRequest, who: Caller
+) -> AsyncIterator[httpbody_pb2.HttpBody]:
+    """This replica's own response's events after the request's cursor: a running one's live log, else the one
+    stored with it."""
+    run = runs.running(request.response_id)
+    if run is not None and who.owns(run.owner):
+        log = streamable(run.response, run.events)
+    else:
+        stored = owned(store, request.response_id, who, "response_id")
+        log = streamable(stored.response, stored.events)
+    return log.follow(request.starting_after if request.HasField("starting_after") else None)
 
 
 async def forget_here(store: ResponseStore, runs: BackgroundRuns, response_id: str, who: Caller) -> None:
@@ -181,6 +218,10 @@ class ResponseStoreFrontDoor(responses_pb2_grpc.ResponseStoreServiceServicer):
     async def DeleteStoredResponse(self, request, context):
         await forget_here(self.store, self.runs, request.response_id, caller(context))
         return responses_pb2.DeleteStoredResponseResponse()
+
+    async def StreamStoredResponse(self, request, context):
+        async for body in events_here(self.store, self.runs, request, caller(context)):
+            yield body
 
     async def CancelStoredResponse(self, request, context):
         response = await cancel_here(self.store, self.runs, request.response_id, caller(context))

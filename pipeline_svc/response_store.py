@@ -1,10 +1,11 @@
 """The responses one pipeline replica stored (`store: true`), in its memory, bounded three ways.
 
-At most `max_count` responses and `max_bytes` of their JSON (the Response and its conversation), each for at
-most `ttl_s`: adding one past a bound evicts the oldest first, and an expired one is gone when next looked at
-(or evicted with the oldest). A response larger than `max_bytes` alone is not kept. A replica's store dies with
-it: ids are not durable, and an id that is gone answers RESPONSE_NOT_FOUND like one never stored. Each one
-remembers its owner (the caller's client name under API keys) for response_peers to scope it.
+At most `max_count` responses and `max_bytes` of their JSON (the Response, its conversation and, for a streamed
+background one, its events: response_events), each for at most `ttl_s`: adding one past a bound evicts the
+oldest first, and an expired one is gone when next looked at (or evicted with the oldest). A response larger than
+`max_bytes` alone is not kept. A replica's store dies with it: ids are not durable, and an id that is gone
+answers RESPONSE_NOT_FOUND like one never stored. Each one remembers its owner (the caller's client name under
+API keys) for response_peers to scope it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipeline_svc.response_events import EventLog
+
 log = logging.getLogger(__name__)
 
 
@@ -23,9 +26,10 @@ log = logging.getLogger(__name__)
 class Stored:
     response: dict  # the Response object as it was answered
     input_items: list  # the conversation before its output (Responses input items)
-    size: int  # bytes of the two as JSON
+    size: int  # bytes of the Response and conversation as JSON, and of the events
     expires: float  # on the store's clock
     owner: str | None = None  # the client that stored it (None: no API keys)
+    events: EventLog | None = None  # a streamed background response's events, once it ended
 
 
 def json_size(value) -> int:
@@ -45,9 +49,10 @@ class ResponseStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, response: dict, input_items: list, owner: str | None = None) -> bool:
-        """Keep `response` (by its id) with its conversation; False when it is larger than the whole store."""
-        size = json_size(response) + json_size(input_items)
+    def put(self, response: dict, input_items: list, owner: str | None = None, events: EventLog | None = None) -> bool:
+        """Keep `response` (by its id) with its conversation and its ended `events`; False when they are larger
+        than the whole store."""
+        size = json_size(response) + json_size(input_items) + (events.bytes if events is not None else 0)
         if not self.enabled or size > self.max_bytes:
             log.warning("response %s not stored: %d bytes, the store holds %d", response["id"], size, self.max_bytes)
             return False
@@ -59,7 +64,7 @@ class ResponseStore:
             if not full and oldest.expires > now:
                 break
             self._drop(oldest.response["id"])
-        self._entries[response["id"]] = Stored(response, input_items, size, now + self.ttl_s, owner)
+        self._entries[response["id"]] = Stored(response, input_items, size, now + self.ttl_s, owner, events)
         self.bytes += size
         return True
 

@@ -3,8 +3,9 @@ took them, their progress kept in the response store.
 
 A run is stored `queued` when it starts, `in_progress` at its first event, and its last Response when it ends:
 `completed` / `incomplete`, `failed` (the hop's typed error, as a stream reports it), or `cancelled` (the output
-so far, the item cut short `incomplete`). It always runs as a stream (shaped_route.events), whose events only a
-`stream: true` create call reads (`relay`): a client that leaves stops reading, never the run. Cancelling a run
+so far, the item cut short `incomplete`). It always runs as a stream (shaped_route.events), whose events a
+`stream: true` create call keeps (response_events.EventLog) and reads, as `GET ?stream=true` does later: a client
+that leaves stops reading, never the run; the log is stored with the last Response. Cancelling a run
 cancels its task, which cancels the engine and derender calls (hops.LiveGeneration: the engine aborts the
 sequence and frees its cache) before the cancel is answered. A run's deadline is the store's TTL: a response
 that outlives its stored copy is of no use. At most `limit` run at once (TOO_MANY_BACKGROUND_RESPONSES past it);
@@ -19,6 +20,7 @@ import time
 
 from pipeline_svc import shaped_route
 from pipeline_svc.hops import Hops
+from pipeline_svc.response_events import EventLog
 from pipeline_svc.response_store import ResponseStore
 from pipeline_svc.responses_response import ResponseStream
 from pipeline_svc.shaped_route import Event
@@ -40,31 +42,42 @@ class _Deadline:
 
 
 class Run:
-    """One background response: its task, its last stored Response, and the events a streamed create reads."""
+    """One background response: its task, its last stored Response, and a streamed one's events."""
 
     def __init__(self, runs: BackgroundRuns, shape: ResponseStream, items: list, owner: str | None, stream: bool):
         self.runs, self.shape, self.items, self.owner = runs, shape, items, owner
         self.response = shape.snapshot("queued")  # the last Response stored
         self.id: str = self.response["id"]
-        self.events: asyncio.Queue[list[Event] | None] | None = asyncio.Queue() if stream else None
+        self.events = EventLog() if stream else None
         self.task: asyncio.Task | None = None
 
-    def _keep(self, response: dict) -> None:
-        """Store `response`; one larger than the store is kept `failed` without its output (the last one stored
-        would otherwise stay, `in_progress` until it expires)."""
-        if not self.runs.store.put(response, self.items, self.owner):
-            message = "the response is larger than the response store (--response-store-mb)"
-            response = response | {
-                "status": "failed",
-                "output": [],
-                "error": {"code": "server_error", "message": message},
-            }
-            self.runs.store.put(response, self.items, self.owner)
-        self.response = response
+    def _keep(self, response: dict, events: EventLog | None = None) -> None:
+        """Store `response`, with its ended `events` if they fit (else without them); one larger than the store is
+        kept `failed` without its output (the last one stored would otherwise stay, `in_progress` until it
+        expires)."""
+        store, self.response = self.runs.store, response
+        if store.put(response, self.items, self.owner, events):
+            return
+        if events is not None and store.put(response, self.items, self.owner):
+            log.warning("background response %s stored without its events (%d bytes)", self.id, events.bytes)
+            return
+        message = "the response is larger than the response store (--response-store-mb)"
+        self.response = response | {
+            "status": "failed",
+            "output": [],
+            "error": {"code": "server_error", "message": message},
+        }
+        store.put(self.response, self.items, self.owner)
 
     def _send(self, events: list[Event]) -> None:
         if self.events is not None:
-            self.events.put_nowait(events)
+            self.events.add(events)
+
+    def _end(self, response: dict) -> None:
+        """The run's last Response, stored with its events."""
+        if self.events is not None:
+            self.events.end()
+        self._keep(response, self.events)
 
     async def generate(self, hops: Hops, rendered: render_pb2.RenderChatResponse) -> None:
         deadline = _Deadline(self.runs.store.ttl_s)
@@ -76,8 +89,8 @@ class Run:
                 last = [event]
                 self._send(last)
         except asyncio.CancelledError:
-            self._keep(self.shape.snapshot("cancelled"))
             self._send(self.shape.notice(fail(Reason.RESPONSE_CANCELLED, f"Response {self.id} was cancelled.")))
+            self._end(self.shape.snapshot("cancelled"))
             raise
         except ServiceError as failure:  # before the first event: the stream's opening, then its failure
             last = self.shape.start() + self.shape.error(failure)
@@ -88,19 +101,9 @@ class Run:
             self._send(last)
         finally:
             if self.events is not None:
-                self.events.put_nowait(None)
+                self.events.end()  # whatever happened, no reader waits on
         _, payload = last[-1]  # response.completed / .incomplete / .failed: the Response as it ended
-        self._keep(payload["response"])
-
-    async def relay(self):
-        """The run's events as they come (a `stream: true` create call), until its last."""
-        assert self.events is not None
-        try:
-            while (batch := await self.events.get()) is not None:
-                for event in batch:
-                    yield event
-        finally:
-            self.events = None  # the reader left: the run goes on unread
+        self._end(payload["response"])
 
     async def cancel(self) -> dict:
         """Stop the generation (if it still runs) and answer the Response as it ended."""

@@ -1,6 +1,7 @@
 """ResponsesService: `/v1/responses` as the `openai` SDK speaks it (a Response, or its SSE events), and the stored
 responses behind `GET` / `DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/cancel` and
-`previous_response_id`.
+`previous_response_id`; `GET ?stream=true` replays or follows a streamed background one's events
+(response_events).
 
 render_svc converts the request to the chat form (RenderResponses: the field policy lives there) once
 responses_turn has taken `store`, `background` and `previous_response_id` out; the answer is derender's chat
@@ -15,8 +16,9 @@ from __future__ import annotations
 from pipeline_svc import responses_response, responses_turn, shaped_route
 from pipeline_svc.client_fields import RESPONSES, named
 from pipeline_svc.hops import Hops
+from pipeline_svc.response_events import stream_fields
 from pipeline_svc.response_peers import StoredResponses
-from pipeline_svc.shaped_route import json_body, serve, sse
+from pipeline_svc.shaped_route import json_body, serve
 from scaleout.v1 import responses_pb2_grpc
 from scaleout_common.identity import caller
 from scaleout_common.reasons import Reason, fail
@@ -61,8 +63,8 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             if run.events is None:
                 yield json_body(run.response)
                 return
-            async for event in run.relay():
-                yield sse(event)
+            async for body in run.events.follow(None):
+                yield body
             return
         route = serve(
             self.hops,
@@ -78,18 +80,18 @@ class ResponsesFrontDoor(responses_pb2_grpc.ResponsesServiceServicer):
             yield body
 
     async def GetResponse(self, request, context):
-        if request.stream:
-            raise fail(
-                Reason.UNSUPPORTED_FIELD, "`stream` = true (replaying a stored response) is not supported", "stream"
-            )
-        if request.HasField("starting_after"):
-            raise fail(
-                Reason.UNSUPPORTED_FIELD,
-                "`starting_after` (resuming a stored response's events) is not supported",
-                "starting_after",
-            )
+        if stream_fields(request):
+            raise fail(Reason.UNSUPPORTED_FIELD, "`stream` = true is RetrieveResponse's (a stream)", "stream")
         stored = await self.stored.find(request.response_id, "response_id", caller(context), context.time_remaining())
         return json_body(stored.response)
+
+    async def RetrieveResponse(self, request, context):
+        """OpenAI's GET: the Response, or with `stream` a streamed background one's events (response_events)."""
+        if not stream_fields(request):
+            yield await self.GetResponse(request, context)
+            return
+        async for body in self.stored.events(request, caller(context), context.time_remaining()):
+            yield body
 
     async def CancelResponse(self, request, context):
         """A background response's generation stopped, at the replica that runs it (response_peers)."""

@@ -70,6 +70,17 @@ class Reason(StrEnum):
         C.CANCELLED,
         "in-band: a streamed background Response whose generation `POST /v1/responses/{id}/cancel` stopped",
     )
+    RESPONSE_NOT_STREAMABLE = (
+        "RESPONSE_NOT_STREAMABLE",
+        C.FAILED_PRECONDITION,
+        "`GET /v1/responses/{id}?stream=true` of a Response not created with `background` and `stream` both true,"
+        " or whose events outgrew the response store",
+    )
+    STARTING_AFTER_OUT_OF_RANGE = (
+        "STARTING_AFTER_OUT_OF_RANGE",
+        C.OUT_OF_RANGE,
+        "a resumed Responses stream's `starting_after` below 0 or past the last event the response sent so far",
+    )
     TOO_MANY_BACKGROUND_RESPONSES = (
         "TOO_MANY_BACKGROUND_RESPONSES",
         C.RESOURCE_EXHAUSTED,

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bscaleout/v1/responses.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"y\n\x12GetResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\x12\x13\n\x06stream\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x1b\n\x0estarting_after\x18\x03 \x01(\x05H\x01\x88\x01\x01\x42\t\n\x07_streamB\x11\n\x0f_starting_after\",\n\x15\x44\x65leteResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\",\n\x15\x43\x61ncelResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\"1\n\x1a\x46\x65tchStoredResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\"A\n\x0eStoredResponse\x12\x15\n\rresponse_json\x18\x01 \x01(\t\x12\x18\n\x10input_items_json\x18\x02 \x01(\t\"2\n\x1b\x44\x65leteStoredResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\"\x1e\n\x1c\x44\x65leteStoredResponseResponse\"2\n\x1b\x43\x61ncelStoredResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t2\xc0\x03\n\x10ResponsesService\x12X\n\x0e\x43reateResponse\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x18\x82\xd3\xe4\x93\x02\x12\"\r/v1/responses:\x01*0\x01\x12i\n\x0bGetResponse\x12\x1f.scaleout.v1.GetResponseRequest\x1a\x14.google.api.HttpBody\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/responses/{response_id}\x12o\n\x0e\x44\x65leteResponse\x12\".scaleout.v1.DeleteResponseRequest\x1a\x14.google.api.HttpBody\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/responses/{response_id}\x12v\n\x0e\x43\x61ncelResponse\x12\".scaleout.v1.CancelResponseRequest\x1a\x14.google.api.HttpBody\"*\x82\xd3\xe4\x93\x02$\"\"/v1/responses/{response_id}/cancel2\xc5\x02\n\x14ResponseStoreService\x12]\n\x13\x46\x65tchStoredResponse\x12\'.scaleout.v1.FetchStoredResponseRequest\x1a\x1b.scaleout.v1.StoredResponse\"\x00\x12m\n\x14\x44\x65leteStoredResponse\x12(.scaleout.v1.DeleteStoredResponseRequest\x1a).scaleout.v1.DeleteStoredResponseResponse\"\x00\x12_\n\x14\x43\x61ncelStoredResponse\x12(.scaleout.v1.CancelStoredResponseRequest\x1a\x1b.scaleout.v1.StoredResponse\"\x00\x42\x90\x01\n\x0f\x63om.scaleout.v1B\x0eResponsesProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bscaleout/v1/responses.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\"\xb3\x01\n\x12GetResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\x12\x13\n\x06stream\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x1b\n\x0estarting_after\x18\x03 \x01(\x05H\x01\x88\x01\x01\x12 \n\x13include_obfuscation\x18\x04 \x01(\x08H\x02\x88\x01\x01\x42\t\n\x07_streamB\x11\n\x0f_starting_afterB\x16\n\x14_include_obfuscation\",\n\x15\x44\x65leteResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\",\n\x15\x43\x61ncelResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\"1\n\x1a\x46\x65tchStoredResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\"A\n\x0eStoredResponse\x12\x15\n\rresponse_json\x18\x01 \x01(\t\x12\x18\n\x10input_items_json\x18\x02 \x01(\t\"2\n\x1b\x44\x65leteStoredResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t\"\x1e\n\x1c\x44\x65leteStoredResponseResponse\"2\n\x1b\x43\x61ncelStoredResponseRequest\x12\x13\n\x0bresponse_id\x18\x01 \x01(\t2\x8f\x04\n\x10ResponsesService\x12X\n\x0e\x43reateResponse\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x18\x82\xd3\xe4\x93\x02\x12\"\r/v1/responses:\x01*0\x01\x12\x46\n\x0bGetResponse\x12\x1f.scaleout.v1.GetResponseRequest\x1a\x14.google.api.HttpBody\"\x00\x12p\n\x10RetrieveResponse\x12\x1f.scaleout.v1.GetResponseRequest\x1a\x14.google.api.HttpBody\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/responses/{response_id}0\x01\x12o\n\x0e\x44\x65leteResponse\x12\".scaleout.v1.DeleteResponseRequest\x1a\x14.google.api.HttpBody\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/responses/{response_id}\x12v\n\x0e\x43\x61ncelResponse\x12\".scaleout.v1.CancelResponseRequest\x1a\x14.google.api.HttpBody\"*\x82\xd3\xe4\x93\x02$\"\"/v1/responses/{response_id}/cancel2\x98\x03\n\x14ResponseStoreService\x12]\n\x13\x46\x65tchStoredResponse\x12\'.scaleout.v1.FetchStoredResponseRequest\x1a\x1b.scaleout.v1.StoredResponse\"\x00\x12m\n\x14\x44\x65leteStoredResponse\x12(.scaleout.v1.DeleteStoredResponseRequest\x1a).scaleout.v1.DeleteStoredResponseResponse\"\x00\x12_\n\x14\x43\x61ncelStoredResponse\x12(.scaleout.v1.CancelStoredResponseRequest\x1a\x1b.scaleout.v1.StoredResponse\"\x00\x12Q\n\x14StreamStoredResponse\x12\x1f.scaleout.v1.GetResponseRequest\x1a\x14.google.api.HttpBody\"\x00\x30\x01\x42\x90\x01\n\x0f\x63om.scaleout.v1B\x0eResponsesProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,30 +36,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.scaleout.v1B\016ResponsesProtoP\001Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\242\002\003SXX\252\002\013Scaleout.V1\312\002\013Scaleout\\V1\352\002\014Scaleout::V1'
   _globals['_RESPONSESSERVICE'].methods_by_name['CreateResponse']._loaded_options = None
   _globals['_RESPONSESSERVICE'].methods_by_name['CreateResponse']._serialized_options = b'\202\323\344\223\002\022\"\r/v1/responses:\001*'
-  _globals['_RESPONSESSERVICE'].methods_by_name['GetResponse']._loaded_options = None
-  _globals['_RESPONSESSERVICE'].methods_by_name['GetResponse']._serialized_options = b'\202\323\344\223\002\035\022\033/v1/responses/{response_id}'
+  _globals['_RESPONSESSERVICE'].methods_by_name['RetrieveResponse']._loaded_options = None
+  _globals['_RESPONSESSERVICE'].methods_by_name['RetrieveResponse']._serialized_options = b'\202\323\344\223\002\035\022\033/v1/responses/{response_id}'
   _globals['_RESPONSESSERVICE'].methods_by_name['DeleteResponse']._loaded_options = None
   _globals['_RESPONSESSERVICE'].methods_by_name['DeleteResponse']._serialized_options = b'\202\323\344\223\002\035*\033/v1/responses/{response_id}'
   _globals['_RESPONSESSERVICE'].methods_by_name['CancelResponse']._loaded_options = None
   _globals['_RESPONSESSERVICE'].methods_by_name['CancelResponse']._serialized_options = b'\202\323\344\223\002$\"\"/v1/responses/{response_id}/cancel'
-  _globals['_GETRESPONSEREQUEST']._serialized_start=101
-  _globals['_GETRESPONSEREQUEST']._serialized_end=222
-  _globals['_DELETERESPONSEREQUEST']._serialized_start=224
-  _globals['_DELETERESPONSEREQUEST']._serialized_end=268
-  _globals['_CANCELRESPONSEREQUEST']._serialized_start=270
-  _globals['_CANCELRESPONSEREQUEST']._serialized_end=314
-  _globals['_FETCHSTOREDRESPONSEREQUEST']._serialized_start=316
-  _globals['_FETCHSTOREDRESPONSEREQUEST']._serialized_end=365
-  _globals['_STOREDRESPONSE']._serialized_start=367
-  _globals['_STOREDRESPONSE']._serialized_end=432
-  _globals['_DELETESTOREDRESPONSEREQUEST']._serialized_start=434
-  _globals['_DELETESTOREDRESPONSEREQUEST']._serialized_end=484
-  _globals['_DELETESTOREDRESPONSERESPONSE']._serialized_start=486
-  _globals['_DELETESTOREDRESPONSERESPONSE']._serialized_end=516
-  _globals['_CANCELSTOREDRESPONSEREQUEST']._serialized_start=518
-  _globals['_CANCELSTOREDRESPONSEREQUEST']._serialized_end=568
-  _globals['_RESPONSESSERVICE']._serialized_start=571
-  _globals['_RESPONSESSERVICE']._serialized_end=1019
-  _globals['_RESPONSESTORESERVICE']._serialized_start=1022
-  _globals['_RESPONSESTORESERVICE']._serialized_end=1347
+  _globals['_GETRESPONSEREQUEST']._serialized_start=102
+  _globals['_GETRESPONSEREQUEST']._serialized_end=281
+  _globals['_DELETERESPONSEREQUEST']._serialized_start=283
+  _globals['_DELETERESPONSEREQUEST']._serialized_end=327
+  _globals['_CANCELRESPONSEREQUEST']._serialized_start=329
+  _globals['_CANCELRESPONSEREQUEST']._serialized_end=373
+  _globals['_FETCHSTOREDRESPONSEREQUEST']._serialized_start=375
+  _globals['_FETCHSTOREDRESPONSEREQUEST']._serialized_end=424
+  _globals['_STOREDRESPONSE']._serialized_start=426
+  _globals['_STOREDRESPONSE']._serialized_end=491
+  _globals['_DELETESTOREDRESPONSEREQUEST']._serialized_start=493
+  _globals['_DELETESTOREDRESPONSEREQUEST']._serialized_end=543
+  _globals['_DELETESTOREDRESPONSERESPONSE']._serialized_start=545
+  _globals['_DELETESTOREDRESPONSERESPONSE']._serialized_end=575
+  _globals['_CANCELSTOREDRESPONSEREQUEST']._serialized_start=577
+  _globals['_CANCELSTOREDRESPONSEREQUEST']._serialized_end=627
+  _globals['_RESPONSESSERVICE']._serialized_start=630
+  _globals['_RESPONSESSERVICE']._serialized_end=1157
+  _globals['_RESPONSESTORESERVICE']._serialized_start=1160
+  _globals['_RESPONSESTORESERVICE']._serialized_end=1568
 # @@protoc_insertion_point(module_scope)

@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetResponseRequest(_message.Message):
-    __slots__ = ("response_id", "stream", "starting_after")
+    __slots__ = ("response_id", "stream", "starting_after", "include_obfuscation")
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     STARTING_AFTER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_OBFUSCATION_FIELD_NUMBER: _ClassVar[int]
     response_id: str
     stream: bool
     starting_after: int
-    def __init__(self, response_id: _Optional[str] = ..., stream: _Optional[bool] = ..., starting_after: _Optional[int] = ...) -> None: ...
+    include_obfuscation: bool
+    def __init__(self, response_id: _Optional[str] = ..., stream: _Optional[bool] = ..., starting_after: _Optional[int] = ..., include_obfuscation: _Optional[bool] = ...) -> None: ...
 
 class DeleteResponseRequest(_message.Message):
     __slots__ = ("response_id",)

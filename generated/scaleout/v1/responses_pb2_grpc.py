@@ -47,7 +47,8 @@ class ResponsesServiceStub:
     still a 400), stored `queued` and answered at once; its generation runs on in the replica that took it, which
     stores it `in_progress` at the engine's first output and `completed` / `incomplete` / `failed` at the end.
     With `"stream": true` the create call streams its events as usual (the generation goes on if the client
-    leaves). At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
+    leaves), and they are kept with the response: RetrieveResponse replays them, or resumes them after a
+    `starting_after`, on any replica. At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
     TOO_MANY_BACKGROUND_RESPONSES past it); a replica that stops cancels its own.
     """
 
@@ -64,6 +65,11 @@ class ResponsesServiceStub:
                 _registered_method=True)
         self.GetResponse = channel.unary_unary(
                 '/scaleout.v1.ResponsesService/GetResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.RetrieveResponse = channel.unary_stream(
+                '/scaleout.v1.ResponsesService/RetrieveResponse',
                 request_serializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
@@ -100,7 +106,8 @@ class ResponsesServiceServicer:
     still a 400), stored `queued` and answered at once; its generation runs on in the replica that took it, which
     stores it `in_progress` at the engine's first output and `completed` / `incomplete` / `failed` at the end.
     With `"stream": true` the create call streams its events as usual (the generation goes on if the client
-    leaves). At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
+    leaves), and they are kept with the response: RetrieveResponse replays them, or resumes them after a
+    `starting_after`, on any replica. At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
     TOO_MANY_BACKGROUND_RESPONSES past it); a replica that stops cancels its own.
     """
 
@@ -112,9 +119,23 @@ class ResponsesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetResponse(self, request, context):
-        """OpenAI `GET /v1/responses/{response_id}`: the stored Response (a background one as it stands: `queued`,
-        `in_progress`, then finished); NOT_FOUND (RESPONSE_NOT_FOUND, 404) for an id no replica holds (never stored,
+        """The stored Response (a background one as it stands: `queued`, `in_progress`, then finished), for gRPC clients
+        that want the object alone: RetrieveResponse without `stream` (which this refuses, UNSUPPORTED_FIELD naming
+        it, as it does `starting_after`); NOT_FOUND (RESPONSE_NOT_FOUND) for an id no replica holds (never stored,
         deleted, evicted or expired).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetrieveResponse(self, request, context):
+        """OpenAI `GET /v1/responses/{response_id}` (the SDK's `responses.retrieve`): without `stream`, the stored
+        Response as GetResponse answers it (one message); with `stream: true`, the events of a response created with
+        `background` and `stream` both true, those after `starting_after` (absent: from the first), as the create
+        call streamed them, then, while it still runs, its live ones until its last. A finished one's are replayed and
+        the stream ends. FAILED_PRECONDITION (RESPONSE_NOT_STREAMABLE, 400 naming `stream`) for any other response
+        (OpenAI's rule) or one whose events outgrew the store; OUT_OF_RANGE (STARTING_AFTER_OUT_OF_RANGE, 400) for a
+        `starting_after` below 0 or past its last event so far; NOT_FOUND (RESPONSE_NOT_FOUND, 404) as GetResponse.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -149,6 +170,11 @@ def add_ResponsesServiceServicer_to_server(servicer, server):
             ),
             'GetResponse': grpc.unary_unary_rpc_method_handler(
                     servicer.GetResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'RetrieveResponse': grpc.unary_stream_rpc_method_handler(
+                    servicer.RetrieveResponse,
                     request_deserializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -191,7 +217,8 @@ class ResponsesService:
     still a 400), stored `queued` and answered at once; its generation runs on in the replica that took it, which
     stores it `in_progress` at the engine's first output and `completed` / `incomplete` / `failed` at the end.
     With `"stream": true` the create call streams its events as usual (the generation goes on if the client
-    leaves). At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
+    leaves), and they are kept with the response: RetrieveResponse replays them, or resumes them after a
+    `starting_after`, on any replica. At most --max-background-responses run at once per replica (RESOURCE_EXHAUSTED
     TOO_MANY_BACKGROUND_RESPONSES past it); a replica that stops cancels its own.
     """
 
@@ -237,6 +264,33 @@ class ResponsesService:
             request,
             target,
             '/scaleout.v1.ResponsesService/GetResponse',
+            scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetrieveResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scaleout.v1.ResponsesService/RetrieveResponse',
             scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
@@ -330,6 +384,11 @@ class ResponseStoreServiceStub:
                 request_serializer=scaleout_dot_v1_dot_responses__pb2.CancelStoredResponseRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_responses__pb2.StoredResponse.FromString,
                 _registered_method=True)
+        self.StreamStoredResponse = channel.unary_stream(
+                '/scaleout.v1.ResponseStoreService/StreamStoredResponse',
+                request_serializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class ResponseStoreServiceServicer:
@@ -359,6 +418,14 @@ class ResponseStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamStoredResponse(self, request, context):
+        """A streamed background response's events as ResponsesService.RetrieveResponse streams them with `stream: true`
+        (the request's `stream` is not read), from this replica's store or, while it runs, live; its errors as there.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResponseStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -376,6 +443,11 @@ def add_ResponseStoreServiceServicer_to_server(servicer, server):
                     servicer.CancelStoredResponse,
                     request_deserializer=scaleout_dot_v1_dot_responses__pb2.CancelStoredResponseRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_responses__pb2.StoredResponse.SerializeToString,
+            ),
+            'StreamStoredResponse': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamStoredResponse,
+                    request_deserializer=scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -461,6 +533,33 @@ class ResponseStoreService:
             '/scaleout.v1.ResponseStoreService/CancelStoredResponse',
             scaleout_dot_v1_dot_responses__pb2.CancelStoredResponseRequest.SerializeToString,
             scaleout_dot_v1_dot_responses__pb2.StoredResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamStoredResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scaleout.v1.ResponseStoreService/StreamStoredResponse',
+            scaleout_dot_v1_dot_responses__pb2.GetResponseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,
