@@ -25,10 +25,11 @@ import grpc
 from google.api import httpbody_pb2
 from opentelemetry import trace
 
-from pipeline_svc import openai_request, openai_response, request_metrics
+from pipeline_svc import embeddings_request, openai_request, openai_response, request_metrics
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
 from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
+from pipeline_svc.embeddings_response import embeddings
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
@@ -73,6 +74,20 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
     async def Completions(self, request, context):
         async for event in named(self._completions(request, context), request.data, OPENAI_COMPLETION):
             yield event
+
+    async def Embeddings(self, request, context):
+        """Render tokenizes, a pooling engine embeds (no derender: the answer is numbers)."""
+        parsed = embeddings_request.embeddings_request(request.data)
+        span = trace.get_current_span()
+        for name, value in parsed.identity.items():
+            span.set_attribute(f"openai.request.{name}", value)
+        try:
+            rendered = await self.hops.render.RenderEmbedding(parsed.typed, timeout=context.time_remaining())
+            answer = await self.hops.engine.Embed(rendered.embed_request, timeout=context.time_remaining())
+        except grpc.aio.AioRpcError as error:
+            raise embeddings_request.in_client_terms(ServiceError.from_rpc_error(error), request.data) from None
+        model = rendered.embed_request.model
+        return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order))
 
     async def _chat(self, request, context):
         parsed = self._forced(openai_request.chat_request(request.data, self.defaults))

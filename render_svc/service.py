@@ -19,6 +19,7 @@ from render_svc import telemetry as _telemetry  # noqa: F401  (registers the rea
 from render_svc.api_rpcs import count_message_tokens, count_response_tokens, render_messages, render_responses
 from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
+from render_svc.embedding import render_embedding
 from render_svc.http_face import HttpFace, HttpFaceServer
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
@@ -179,6 +180,9 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def RenderCompletion(self, request, context):
         return await self._service.call(render_completion, request, self._service.is_large(request))
+
+    async def RenderEmbedding(self, request, context):
+        return await self._service.call(render_embedding, request, self._service.is_large(request))
 
     async def Tokenize(self, request, context):
         return await self._service.call(tokenize, request, self._service.is_large(request))

@@ -36,6 +36,7 @@ from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.model_facts import ModelFacts
 from engine_svc.serving.openmp import release_thread_team
+from engine_svc.serving.pooling import Pooler, pooling_runner, settings
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from engine_svc.structured.compiler import GrammarCompiler
 from scaleout_common import sampling_rules
@@ -59,6 +60,7 @@ class LoadedEngine:
     facts: ModelFacts = field(default_factory=ModelFacts)
     logprobs_mode: str = LOGPROBS_MODES[0]  # what logprobs carry (--logprobs-mode)
     head_dtype: str = ""  # the dtype the vocabulary head computes in (--head-dtype)
+    pooler: Pooler | None = None  # --runner pooling: Embed is served, Generate refused (pooling.py)
 
 
 def pick_device(name: str) -> torch.device:
@@ -180,6 +182,11 @@ def build_engine(
     head_dtype = apply_head_dtype(hf_model, args.head_dtype)
     max_model_len = _max_model_len(args.max_model_len, config.max_position_embeddings)
     backend = args.backend
+    pooler = settings(args, config)
+    if pooler is not None:  # its decoder runs without the paged cache (pooling.py)
+        if backend == "paged":
+            raise ValueError("--backend paged: a pooling engine (--runner pooling) runs the transformers backend")
+        backend = "transformers"
     if backend == "auto":
         backend = "transformers" if fast_path_problem(config) else "paged"
     elif backend == "paged" and (problem := fast_path_problem(config)):
@@ -317,6 +324,8 @@ def build_engine(
         decode_steps,
         pool.caching,
     )
+    if pooler is not None:
+        pooler = Pooler(hf_model, pooler, model_name=model_name, limits=limits, args=args)
     release_thread_team()  # this thread is done with torch's parallel ops; the step thread runs them (openmp.py)
     return LoadedEngine(
         engine,
@@ -331,6 +340,7 @@ def build_engine(
         facts,
         args.logprobs_mode,
         head_dtype,
+        pooler,
     )
 
 
@@ -394,7 +404,7 @@ def load_engine(args) -> LoadedEngine:
 
     folder = resolve_model(args.model)
     device = pick_device(args.device)
-    packed = args.backend != "transformers" and args.quantization in ("none", "mxfp4")
+    packed = args.backend != "transformers" and not pooling_runner(args) and args.quantization in ("none", "mxfp4")
     hf_model = load_hf_model(folder, device, pick_dtype(args.dtype, device), args.trust_remote_code, packed)
     fingerprint, grammar_backend, stop_strings = "", None, None
     if (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file():
@@ -432,6 +442,6 @@ def core_in_child_process(args) -> bool:
     P/D role, whose KV steps need the cache in the server's process: kv_transfer/peer.py)."""
     if args.engine_core != "auto" or args.api_servers > 1:
         return args.engine_core != "thread"
-    if getattr(args, "kv_role", "both") != "both":
-        return False
+    if getattr(args, "kv_role", "both") != "both" or pooling_runner(args):
+        return False  # the pooler runs in the server's process, beside the model it holds
     return args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())

@@ -23,6 +23,7 @@ from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_transfer.peer import KvPeer
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
+from engine_svc.serving.pooling import pooling_runner
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
 from engine_svc.serving.vllm_grpc.servicer import VllmEngineServicer, add_VllmEngineServicer_to_server
@@ -79,6 +80,8 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     async def _submit(self, request, context):
         """The request admitted under its tenant's key (tenancy.py), its KV step's pull done (kv_transfer/); its
         state, stream interval, public id and the pull's transport ("" without one)."""
+        if self.loaded.pooler is not None:
+            raise fail(Reason.ROUTE_NOT_ENABLED, "this engine pools (--runner pooling): it does not generate")
         who = caller(context)
         tenancy.check_priority(who, request)
         kv = self.service.kv
@@ -109,6 +112,15 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             response.prompt.kv_transport = way
         report_engine_timing(**state.timings())
         return response
+
+    async def Embed(self, request, context):
+        pooler = self.loaded.pooler
+        if pooler is None:
+            raise fail(
+                Reason.ROUTE_NOT_ENABLED, "this engine generates: embeddings need one started with --runner pooling"
+            )
+        tenancy.check_priority(caller(context), request)
+        return await pooler.embed(request, request.request_id or uuid.uuid4().hex)
 
     async def Abort(self, request, context):
         if not request.request_ids:
@@ -191,6 +203,11 @@ class EngineService:
         if getattr(args, "kv_role", "both") != "both" and core_in_child_process(args):
             raise SystemExit(
                 f"--kv-role {args.kv_role}: KV steps need the engine core in the server's process "
+                "(--engine-core auto or thread, one API server)"
+            )
+        if pooling_runner(args) and core_in_child_process(args):
+            raise SystemExit(
+                "--runner pooling: the pooler needs the engine core in the server's process "
                 "(--engine-core auto or thread, one API server)"
             )
         self.args = args

@@ -66,6 +66,11 @@ class EngineServiceStub:
                 request_serializer=scaleout_dot_v1_dot_engine__pb2.GetMetricsRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Embed = channel.unary_unary(
+                '/scaleout.v1.EngineService/Embed',
+                request_serializer=scaleout_dot_v1_dot_engine__pb2.EmbedRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_engine__pb2.EmbedResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -121,6 +126,17 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Embed(self, request, context):
+        """Pooling, on an engine started with `--runner pooling` (vLLM's flag): one vector per input, pooled from the
+        model's final hidden states (after its final norm) as `--pooler-config` says (LAST by default, as vLLM converts
+        a decoder LM with `--convert embed`), L2-normalized unless `use_activation` is false. An engine that generates
+        answers NOT_FOUND (ROUTE_NOT_ENABLED), as a vLLM server that generates serves no `/v1/embeddings`; a pooling
+        engine refuses Generate the same way. The policy: engine_svc/serving/pooling.py.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +169,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.GetMetrics,
                     request_deserializer=scaleout_dot_v1_dot_engine__pb2.GetMetricsRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Embed': grpc.unary_unary_rpc_method_handler(
+                    servicer.Embed,
+                    request_deserializer=scaleout_dot_v1_dot_engine__pb2.EmbedRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_engine__pb2.EmbedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -318,6 +339,33 @@ class EngineService:
             '/scaleout.v1.EngineService/GetMetrics',
             scaleout_dot_v1_dot_engine__pb2.GetMetricsRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Embed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineService/Embed',
+            scaleout_dot_v1_dot_engine__pb2.EmbedRequest.SerializeToString,
+            scaleout_dot_v1_dot_engine__pb2.EmbedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -52,6 +52,11 @@ class OpenAIServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Embeddings = channel.unary_unary(
+                '/scaleout.v1.OpenAIService/Embeddings',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class OpenAIServiceServicer:
@@ -79,6 +84,16 @@ class OpenAIServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Embeddings(self, request, context):
+        """OpenAI `POST /v1/embeddings` (`client.embeddings.create`) with vLLM's pooling extras: `input` as a string,
+        strings, token ids or lists of token ids; `encoding_format` float or base64 (little-endian float32). Render
+        tokenizes, an engine started with `--runner pooling` pools (EngineService.Embed); an engine that generates
+        answers 404 (ROUTE_NOT_ENABLED), as vLLM does. The field policy: pipeline_svc/embeddings_request.py.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OpenAIServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +104,11 @@ def add_OpenAIServiceServicer_to_server(servicer, server):
             ),
             'Completions': grpc.unary_stream_rpc_method_handler(
                     servicer.Completions,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Embeddings': grpc.unary_unary_rpc_method_handler(
+                    servicer.Embeddings,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -153,6 +173,33 @@ class OpenAIService:
             request,
             target,
             '/scaleout.v1.OpenAIService/Completions',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Embeddings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.OpenAIService/Embeddings',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,

@@ -483,3 +483,33 @@ class ModelCard(_message.Message):
     display_name: str
     created_at: str
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., type: _Optional[str] = ..., display_name: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...
+
+class RenderEmbeddingRequest(_message.Message):
+    __slots__ = ("model", "inputs", "input_token_ids", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "dimensions", "use_activation", "priority", "request_id")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    ADD_SPECIAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    USE_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    inputs: _containers.RepeatedScalarFieldContainer[str]
+    input_token_ids: _containers.RepeatedCompositeFieldContainer[TokenIds]
+    add_special_tokens: bool
+    truncate_prompt_tokens: int
+    truncation_side: str
+    dimensions: int
+    use_activation: bool
+    priority: int
+    request_id: str
+    def __init__(self, model: _Optional[str] = ..., inputs: _Optional[_Iterable[str]] = ..., input_token_ids: _Optional[_Iterable[_Union[TokenIds, _Mapping]]] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., dimensions: _Optional[int] = ..., use_activation: _Optional[bool] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RenderEmbeddingResponse(_message.Message):
+    __slots__ = ("embed_request",)
+    EMBED_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    embed_request: _engine_pb2.EmbedRequest
+    def __init__(self, embed_request: _Optional[_Union[_engine_pb2.EmbedRequest, _Mapping]] = ...) -> None: ...

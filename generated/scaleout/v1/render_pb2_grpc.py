@@ -96,6 +96,11 @@ class RenderServiceStub:
                 request_serializer=scaleout_dot_v1_dot_render__pb2.RenderCompletionRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderCompletionResponse.FromString,
                 _registered_method=True)
+        self.RenderEmbedding = channel.unary_unary(
+                '/scaleout.v1.RenderService/RenderEmbedding',
+                request_serializer=scaleout_dot_v1_dot_render__pb2.RenderEmbeddingRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_render__pb2.RenderEmbeddingResponse.FromString,
+                _registered_method=True)
         self.Tokenize = channel.unary_unary(
                 '/scaleout.v1.RenderService/Tokenize',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.TokenizeRequest.SerializeToString,
@@ -238,6 +243,15 @@ class RenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenderEmbedding(self, request, context):
+        """The typed embeddings render, REST `/v1/embeddings/render/typed`: `inputs` (texts, tokenized) or
+        `input_token_ids`, truncated and checked against the model's context as vLLM checks a pooling request
+        (no room for output is kept), into the EmbedRequest the engine's Embed takes unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Tokenize(self, request, context):
         """The typed tokenize. REST: `/tokenize/typed` (vLLM's path answers vLLM's shape: TokenizeVllm).
         """
@@ -346,6 +360,11 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.RenderCompletion,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.RenderCompletionRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.RenderCompletionResponse.SerializeToString,
+            ),
+            'RenderEmbedding': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderEmbedding,
+                    request_deserializer=scaleout_dot_v1_dot_render__pb2.RenderEmbeddingRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_render__pb2.RenderEmbeddingResponse.SerializeToString,
             ),
             'Tokenize': grpc.unary_unary_rpc_method_handler(
                     servicer.Tokenize,
@@ -703,6 +722,33 @@ class RenderService:
             '/scaleout.v1.RenderService/RenderCompletion',
             scaleout_dot_v1_dot_render__pb2.RenderCompletionRequest.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.RenderCompletionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderEmbedding(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/RenderEmbedding',
+            scaleout_dot_v1_dot_render__pb2.RenderEmbeddingRequest.SerializeToString,
+            scaleout_dot_v1_dot_render__pb2.RenderEmbeddingResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,133 @@
+"""OpenAI's `/v1/embeddings` JSON -> the typed render request and the answer's encoding, every field honoured or refused.
+
+The policy (OpenAI's fields, then vLLM 0.33's pooling extras, as its EmbeddingCompletionRequest takes them):
+- `input`: a string, strings, token ids or lists of token ids (OpenAI's four forms; render tokenizes and checks
+  them); vLLM's chat form (`messages`, or messages in `input`) is refused: embed text or token ids;
+- `model`: render checks it; `user`: the caller's identity, on the trace;
+- `encoding_format`: "float" (a list of numbers) or "base64" (the vector's float32 bytes, little-endian as OpenAI's
+  SDK decodes them); vLLM's "bytes" and "bytes_only" answers are refused;
+- `dimensions`: the engine's (a Matryoshka model only, else 400 naming it, as vLLM);
+- vLLM's `truncate_prompt_tokens`, `truncation_side`, `add_special_tokens`, `use_activation` (false: not
+  normalized), `priority` and `request_id` (the answer's id is `embd-<request_id>`) go to render and the engine;
+  its `embed_dtype` "float32" and `endianness` (native, little, big: the base64 bytes' order) shape the answer;
+  its `padding` "do_not_pad" and `cache_salt` change nothing here (a pooling engine caches nothing to isolate) and
+  are taken; `padding: "max_length"`, another `embed_dtype` and `mm_processor_kwargs` are refused;
+- `normalize` is refused with vLLM's words; any other field is refused: UNSUPPORTED_FIELD (400) naming it;
+- `null` means "not given"; a malformed value is INVALID_REQUEST naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+
+from scaleout.v1 import render_pb2
+from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
+from scaleout_common.json_body import load_object
+from scaleout_common.openai_body_rules import parse_typed, prompt_forms
+from scaleout_common.reasons import Reason, fail
+
+TYPED = (
+    "model",
+    "dimensions",
+    "truncate_prompt_tokens",
+    "truncation_side",
+    "add_special_tokens",
+    "use_activation",
+    "priority",
+    "request_id",
+)
+ENCODINGS = ("float", "base64")
+BYTE_ORDERS = {"native": "<" if sys.byteorder == "little" else ">", "little": "<", "big": ">"}
+NO_OP_VALUES = {"embed_dtype": ("float32",), "padding": ("do_not_pad",)}
+REFUSED = {
+    "messages": "(vLLM's chat-form embeddings) is not supported: embed text or token ids in `input`",
+    "encoding_format": "is float or base64 here (vLLM's bytes answers are not served)",
+    "normalize": "Parameter `normalize` was removed; use `use_activation` instead.",  # vLLM's words
+}
+TYPED_INPUT = re.compile(r"(?:inputs|input_token_ids)\[(\d+)\](?:\.token_ids)?")
+
+
+@dataclass
+class EmbeddingsRequest:
+    typed: render_pb2.RenderEmbeddingRequest
+    encoding: str = "float"
+    byte_order: str = "<"  # the base64 bytes' ("<" little-endian, OpenAI's)
+    identity: dict[str, str] = field(default_factory=dict)
+
+
+def _unsupported(name: str, why: str) -> ServiceError:
+    name = clip(name, QUOTE_CHARS)
+    return fail(Reason.UNSUPPORTED_FIELD, f"`{name}` {why}", name)
+
+
+def _input(value) -> dict:
+    """OpenAI's four input forms as the typed request's `inputs` or `input_token_ids`."""
+    try:
+        forms = prompt_forms(value)
+    except ServiceError:
+        raise fail(
+            Reason.INVALID_REQUEST,
+            "`input` must be a string, a list of strings, a list of token ids or a list of such lists",
+            "input",
+        ) from None
+    if "prompts" in forms:
+        return {"inputs": forms["prompts"]}
+    return {"input_token_ids": forms["prompt_token_ids"]}
+
+
+def _cache_salt(value) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= 1024:  # vLLM's bounds
+        raise fail(Reason.INVALID_REQUEST, "`cache_salt` must be a string of 1 to 1024 characters", "cache_salt")
+
+
+def embeddings_request(body: bytes) -> EmbeddingsRequest:
+    data = {k: v for k, v in load_object(body).items() if v is not None}
+    out, parsed = {}, EmbeddingsRequest(render_pb2.RenderEmbeddingRequest())
+    if "input" not in data:
+        raise fail(Reason.MISSING_PROMPT, "`input` is required", "input")
+    for name, value in data.items():
+        if name == "input":
+            out.update(_input(value))
+        elif name in TYPED:
+            if isinstance(value, bool) != (name in ("add_special_tokens", "use_activation")):
+                raise fail(Reason.INVALID_REQUEST, f"`{name}` has the wrong type", name)
+            out[name] = value
+        elif name == "encoding_format" and value in ENCODINGS:
+            parsed.encoding = value
+        elif name == "endianness" and value in BYTE_ORDERS:
+            parsed.byte_order = BYTE_ORDERS[value]
+        elif name == "user":
+            if not isinstance(value, str):
+                raise fail(Reason.INVALID_REQUEST, "`user` must be a string", "user")
+            parsed.identity["user"] = value
+        elif name == "cache_salt":
+            _cache_salt(value)
+        elif name in NO_OP_VALUES and value in NO_OP_VALUES[name]:
+            pass
+        elif name in NO_OP_VALUES or name == "endianness":
+            raise _unsupported(name, f"= {clip(json.dumps(value), QUOTE_CHARS)} is not supported by this deployment")
+        elif name == "normalize":
+            raise fail(Reason.INVALID_REQUEST, REFUSED[name], name)
+        else:
+            raise _unsupported(name, REFUSED.get(name, "is not a field this API takes"))
+    parsed.typed = parse_typed(out, parsed.typed)
+    return parsed
+
+
+def in_client_terms(error: ServiceError, body: bytes) -> ServiceError:
+    """`error` with render's and the engine's `inputs[i]` / `input_token_ids[i]` named as the client's `input[i]`
+    (`input` where it sent one string or one list of ids)."""
+    if not any(TYPED_INPUT.match(name) for name, _ in error.violations):
+        return error
+    try:
+        sent = json.loads(body).get("input")
+    except (ValueError, AttributeError):
+        return error
+    several = isinstance(sent, list) and bool(sent) and not isinstance(sent[0], int)
+    rename = lambda text: TYPED_INPUT.sub(lambda m: f"input[{m[1]}]" if several else "input", text)  # noqa: E731
+    error.message = rename(error.message)
+    error.violations = [(rename(name), rename(why)) for name, why in error.violations]
+    return error

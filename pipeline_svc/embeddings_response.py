@@ -1,0 +1,34 @@
+"""The engine's EmbedResponse as OpenAI's embeddings JSON (with vLLM's `id` and `created` beside it).
+
+`data[i].embedding` is a list of numbers, or with `encoding_format: "base64"` the vector's float32 bytes in base64
+(little-endian unless vLLM's `endianness` asks otherwise), which OpenAI's SDK decodes with numpy. `usage` is
+OpenAI's: `prompt_tokens` and `total_tokens`, both the inputs' tokens.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import numpy as np
+
+from scaleout.v1 import engine_pb2
+
+
+def embeddings(response: engine_pb2.EmbedResponse, model: str, encoding: str, byte_order: str) -> dict:
+    def encoded(values) -> list[float] | str:
+        if encoding == "base64":
+            return base64.b64encode(np.asarray(values, dtype=f"{byte_order}f4").tobytes()).decode("ascii")
+        return list(values)
+
+    return {
+        "id": f"embd-{response.request_id}",
+        "object": "list",
+        "created": int(time.time()),
+        "model": model,
+        "data": [
+            {"index": i, "object": "embedding", "embedding": encoded(item.values)}
+            for i, item in enumerate(response.embeddings)
+        ],
+        "usage": {"prompt_tokens": response.prompt_tokens, "total_tokens": response.prompt_tokens},
+    }
