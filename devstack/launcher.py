@@ -2,14 +2,19 @@
 
 `scaleout-stack --secure` adds TLS at the gateway, mTLS between every hop and API keys (a generated admin key
 is printed, or give --api-keys FILE). A child that dies is logged and restarted with backoff.
+
+`scaleout-stack --dynamo-port 8000` also starts NVIDIA Dynamo's frontend on that port, with one Dynamo worker per
+engine replica (devstack/dynamo.py, docs/dynamo.md); the engines then run with --kv-events for its KV router.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from pathlib import Path
 
+from devstack.dynamo import beside
 from devstack.stack import Stack, StackConfig
 from gateway.envoy_config import Cors, PrefixRouting
 from gateway.limits import Limits
@@ -35,6 +40,12 @@ def main() -> None:
     )
     parser.add_argument("--secure", action="store_true", help="TLS at the gateway, mTLS between hops, API keys")
     parser.add_argument("--api-keys", default=None, help="with --secure: keys file, 'client key [admin]' per line")
+    parser.add_argument(
+        "--dynamo-port",
+        type=int,
+        default=None,
+        help="also start NVIDIA Dynamo's frontend on this port (0: a free one), one Dynamo worker per engine replica",
+    )
     Limits.add_arguments(parser)
     PrefixRouting.add_arguments(parser)
     args = parser.parse_args()
@@ -56,6 +67,7 @@ def main() -> None:
         api_keys=Path(args.api_keys) if args.api_keys else None,
         supervise=True,
         max_logprobs=args.max_logprobs,
+        service_args={"engine": ["--kv-events"]} if args.dynamo_port is not None else {},
     )
     # Ctrl-C and SIGTERM stop everything cleanly, even during start-up (and even where a shell started this
     # in the background with SIGINT ignored).
@@ -63,8 +75,12 @@ def main() -> None:
         signal.signal(sig, _interrupt)
     stack = Stack(config)
     try:
-        with stack:
-            print("\nscaleout is up:\n" + stack.describe() + "\nCtrl-C stops everything.", flush=True)
+        with (
+            stack,
+            beside(stack, args.dynamo_port) if args.dynamo_port is not None else contextlib.nullcontext() as dynamo,
+        ):
+            described = stack.describe() + ("\n" + dynamo.describe() if dynamo else "")
+            print("\nscaleout is up:\n" + described + "\nCtrl-C stops everything.", flush=True)
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:

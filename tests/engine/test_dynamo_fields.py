@@ -5,6 +5,8 @@ Dynamo: tests/routers/test_dynamo.py."""
 
 from __future__ import annotations
 
+import threading
+
 import grpc
 import pytest
 
@@ -146,15 +148,18 @@ def test_a_failure_without_a_choice_still_ends_the_stream():
 
 
 class Recorder:
-    """Dynamo's KvEventPublisher's two calls, recorded."""
+    """Dynamo's KvEventPublisher's two calls, recorded with the threads they came from."""
 
     def __init__(self):
         self.calls: list[tuple] = []
+        self.threads: set[str] = set()
 
     def publish_stored(self, token_ids, num_block_tokens, block_hashes, parent_hash=None, cache_salt=None):
+        self.threads.add(threading.current_thread().name)
         self.calls.append(("stored", token_ids, num_block_tokens, block_hashes, parent_hash, cache_salt))
 
     def publish_removed(self, block_hashes):
+        self.threads.add(threading.current_thread().name)
         self.calls.append(("removed", sorted(block_hashes)))
 
 

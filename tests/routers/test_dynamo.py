@@ -3,14 +3,14 @@ model, each behind our Dynamo worker (`python -m engine_svc.faces.dynamo`): Dyna
 routes with `--router-mode kv` on the engines' own KV events (each worker relays its engine's SubscribeKvEvents),
 and serves the official openai SDK.
 
-One frontend and two engine/worker pairs start once for the module, with Dynamo's file discovery in a temporary
-folder, its TCP request plane and ZMQ event plane (no etcd, no NATS); prompts are planted on the engines before
-their workers start (EARLY). Outputs are short: the CI machine is small."""
+Two engines start once for the module, then Dynamo's frontend and a worker per engine as `scaleout-stack
+--dynamo-port` starts them (devstack/dynamo.py: Dynamo's file discovery in a temporary folder, its TCP request plane
+and ZMQ event plane, no etcd, no NATS); prompts are planted on the engines before their workers start (EARLY).
+Outputs are short: the CI machine is small."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,6 +25,7 @@ import pytest
 import requests
 from tokenizers import Tokenizer
 
+from devstack.dynamo import Dynamo, DynamoConfig
 from devstack.stack import free_port, stop_processes
 from scaleout.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from scaleout_common.models import resolve_model
@@ -52,38 +53,22 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory) -> Iterator[Fleet]:
     logs = tmp_path_factory.mktemp("dynamo")
-    env = {**os.environ, "DYN_FILE_KV": str(logs / "discovery"), "DYN_LOG": "info"}
-    plane = ["--discovery-backend", "file", "--request-plane", "tcp", "--event-plane", "zmq"]
     with ExitStack() as running:
-        everyone: list[subprocess.Popen] = []
-        running.callback(stop_processes, everyone, 10)  # all at once
-        ports, system_ports = [free_port(), free_port()], [free_port(), free_port()]
+        engines: list[subprocess.Popen] = []
+        running.callback(stop_processes, engines, 10)  # all at once
+        ports = [free_port(), free_port()]
         for number, port in enumerate(ports):
             args = ["--port", str(port), "--metrics-port", "-1", "--max-model-len", "2048", "--max-num-seqs", "4"]
+            args += ["--drain-delay-s", "0"]
             log = running.enter_context(open(logs / f"engine{number}.log", "wb"))
-            everyone.append(process([sys.executable, "-m", "engine_svc", *args, "--kv-events"], log))
-        wait(lambda: all(serving(p) for p in ports), "the engines", everyone)
+            engines.append(process([sys.executable, "-m", "engine_svc", *args, "--kv-events"], log))
+        wait(lambda: all(serving(p) for p in ports), "the engines", engines)
         _plant(ports, _prompts("Early", EARLY), EARLY)
-        for number, port in enumerate(ports):
-            worker = [sys.executable, "-m", "engine_svc.faces.dynamo", "--engine", f"127.0.0.1:{port}", *plane]
-            worker_log = running.enter_context(open(logs / f"worker{number}.log", "wb"))
-            everyone.append(process(worker, worker_log, {**env, "DYN_SYSTEM_PORT": str(system_ports[number])}))
-        http = free_port()
-        frontend = [sys.executable, "-m", "dynamo.frontend", *plane, "--http-port", str(http), "--router-mode", "kv"]
-        everyone.append(process(frontend, running.enter_context(open(logs / "frontend.log", "wb")), env))
-        url = f"http://127.0.0.1:{http}/v1"
-
-        def both_registered() -> bool:
-            instances = logs / "discovery" / "v1" / "instances"
-            workers = [p for p in instances.glob("*") if "%2Fgenerate%2F" in p.name] if instances.exists() else []
-            try:
-                return len(workers) == 2 and bool(requests.get(f"{url}/models", timeout=2).json().get("data"))
-            except (requests.RequestException, ValueError):
-                return False
-
-        wait(both_registered, "Dynamo's frontend with both workers", everyone, 120)
-        client = openai.OpenAI(base_url=url, api_key="unused", timeout=240, max_retries=0)
-        yield Fleet(client, ports, resolve_model(None), [f"http://127.0.0.1:{p}/metrics" for p in system_ports])
+        env = {"DYN_LOG": "info", "DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS": "0"}  # Dynamo's 5 s before a drain
+        config = DynamoConfig([f"127.0.0.1:{p}" for p in ports], log_dir=logs, env=env)
+        dynamo = running.enter_context(Dynamo(config))
+        client = openai.OpenAI(base_url=dynamo.url, api_key="unused", timeout=240, max_retries=0)
+        yield Fleet(client, ports, resolve_model(None), dynamo.metrics_urls)
 
 
 @pytest.fixture(scope="module")

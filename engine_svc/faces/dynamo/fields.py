@@ -19,8 +19,9 @@ newer Dynamo's field is never taken and ignored.
 | sampling_options.temperature, top_p,    | the same (top_k -1 or 0: no cut)                                      |
 |   top_k, min_p, seed, repetition_/      |                                                                       |
 |   presence_/frequency_penalty           |                                                                       |
-| sampling_options.n, best_of            | 1 only: Dynamo's backend worker ends the stream at the first choice's  |
-|                                         | finish, so a second choice would be cut                                |
+| sampling_options.n, best_of            | 1 only: the Worker of dynamo.common.backend, which runs this worker,   |
+|                                         | ends a stream at its first chunk with a finish_reason (its Rust        |
+|                                         | EngineAdapter), so a second choice would be cut (docs/dynamo.md)       |
 | sampling_options.use_beam_search,       | refused (no beam search)                                              |
 |   length_penalty                        |                                                                       |
 | sampling_options.include_stop_str_in_output | refused when true (the frontend cuts the stop string)             |
@@ -157,7 +158,9 @@ def _sampling_options(values: dict, params: common_pb2.SamplingParams) -> None:
             raise refused(f"sampling_options.{key}", "not supported by the scaleout engine's Dynamo worker")
     for key in ("n", "best_of"):
         if values.get(key) not in (None, 1):
-            raise refused(f"sampling_options.{key}", "1 only (Dynamo's worker ends the stream at a choice's finish)")
+            raise refused(
+                f"sampling_options.{key}", "1 only (Dynamo's backend Worker ends a stream at its first finish)"
+            )
     for key in SAME_SAMPLING:
         if values.get(key) is not None:
             setattr(params, key, values[key])

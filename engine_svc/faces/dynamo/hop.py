@@ -12,7 +12,8 @@
 
 Half-set flags refuse to start: a --tls-dir without one of its three files, --engine-tls-name or --client
 without --tls-dir (the engine trusts the identity headers because only holders of its CA's certificates reach
-it: over plaintext anyone could send them). The KV events come over this hop too (kv_relay.py).
+it: over plaintext anyone could send them). The KV events and the load come over this hop too, on a channel
+of the publishing thread's own (publishing.py).
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def connect(args: argparse.Namespace) -> tuple[grpc.aio.Channel, Metadata]:
     """The channel to the engine and the metadata every call on it carries."""
     check(args)
     tls.configure(args.tls_dir)  # this process's credentials: open_channel presents them
+    return open_hop(args)
+
+
+def open_hop(args: argparse.Namespace) -> tuple[grpc.aio.Channel, Metadata]:
+    """One more channel over the hop `connect` set up, for another event loop (publishing.py)."""
     channel = open_channel(args.engine, tls_name=args.engine_tls_name)
     return channel, Caller(args.client, admin=args.client is not None).metadata()
 

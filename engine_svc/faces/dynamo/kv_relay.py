@@ -3,7 +3,8 @@
 `EngineControlService.SubscribeKvEvents` starts with a snapshot of the engine's prefix table, so a worker started
 after its engine learns the blocks already cached (Dynamo's `ZmqSource` reads live events only and cannot ask the
 ZMQ face's replay socket); a stream lost after live batches resumes where it stopped, one lost in a snapshot asks
-for a new one. Each batch goes to Dynamo's `KvEventPublisher` (its `PushSource`):
+for a new one. It runs on the worker's publishing thread (publishing.py), as Dynamo's `PushSource` asks. Each
+batch goes to Dynamo's `KvEventPublisher`:
 
 | ours | Dynamo |
 |---|---|
@@ -41,21 +42,9 @@ class KvRelay:
         self.stub = control_pb2_grpc.EngineControlServiceStub(channel)
         self.metadata = metadata
         self.stored: set[int] = set()  # blocks published stored and not removed since
-        self.task: asyncio.Task | None = None
-
-    def start(self, publisher: Any, loop: asyncio.AbstractEventLoop) -> None:
-        """PushSource's on_ready (any thread): relay to `publisher` on the worker's loop."""
-
-        def create() -> None:
-            self.task = loop.create_task(self.run(publisher))
-
-        loop.call_soon_threadsafe(create)
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
 
     async def run(self, publisher: Any) -> None:
+        """Until cancelled, or the engine answers that it has no KV events for this worker."""
         resume: int | None = None  # the next live batch, once one arrived after the snapshot
         instance = ""
         while True:

@@ -9,10 +9,12 @@ engine's gRPC API. fields.py holds the mapping; this module only calls.
   refusal before the first token is Dynamo's InvalidArgument (its 400) or HttpError with our reason and
   message, a failure after it an in-band "error: ..." finish.
 - abort / a closed generator: the stream is cancelled, which aborts the request in the engine.
-- load: GetLoad every LOAD_INTERVAL_S as Dynamo's per-worker snapshot (KV blocks used of all, prefix hit rate),
-  what its router and dashboards read beside the blocks it counts itself.
+- load: GetLoad every second as Dynamo's per-worker snapshot (load_relay.py: KV blocks used of all, prefix hit
+  rate), what its router and dashboards read beside the blocks it counts itself.
 - KV events: the engine's SubscribeKvEvents (a snapshot, then live batches) relayed to Dynamo's publisher
   (kv_relay.py, Dynamo's `PushSource`), over the same hop as the rest.
+- both relays run on a thread of their own (publishing.py), off the loop that serves `generate`, as Dynamo's
+  publishers ask; cleanup stops it before returning.
 - the hop: mTLS and the caller identity as the project's other hops (hop.py: --tls-dir, --client).
 """
 
@@ -20,28 +22,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import time
 from collections.abc import AsyncGenerator
+from functools import partial
 from typing import Any
 
 import grpc
 from dynamo._core import Context
 from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
-from dynamo.common.backend.publisher import ComponentSnapshot, KvEventSource, PushSource
+from dynamo.common.backend.publisher import KvEventSource, PushSource
 from dynamo.llm.exceptions import HttpError, InvalidArgument
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from engine_svc.faces.dynamo import fields, hop
 from engine_svc.faces.dynamo.kv_relay import KvRelay
+from engine_svc.faces.dynamo.load_relay import relay_load, usable_blocks
+from engine_svc.faces.dynamo.publishing import PublishingThread
 from scaleout.v1 import engine_pb2, engine_pb2_grpc
 from scaleout_common.errors import ServiceError
 from scaleout_common.models import load_tokenizer, model_name, resolve_model, tokenizer_fingerprint
 from scaleout_common.reasons import HTTP_STATUS
 
-log = logging.getLogger(__name__)
-LOAD_INTERVAL_S = 1.0
 # How a listener answers a connection from the other side of TLS (grpcio's details): plaintext to TLS, TLS to
 # plaintext or a certificate of another CA.
 TLS_MISMATCH = ("Socket closed", "andshake")
@@ -74,12 +76,10 @@ class ScaleoutEngine(LLMEngine):
         self.folder = resolve_model(args.model)
         self.channel, self.metadata = hop.connect(args)
         self.stub = engine_pb2_grpc.EngineServiceStub(self.channel)
-        self.kv_relay = KvRelay(self.channel, self.metadata)
+        self.publishing = PublishingThread(args)
         self.calls: dict[str, Any] = {}  # Dynamo context id -> our Generate call
         self.eos: set[int] = set()
         self.fingerprint = ""
-        self.snapshots: Any = None  # Dynamo's per-rank load publisher, once its Worker attaches it
-        self.load_task: asyncio.Task | None = None
 
     @classmethod
     async def from_args(cls, argv: list[str] | None = None) -> tuple[ScaleoutEngine, WorkerConfig]:
@@ -110,14 +110,13 @@ class ScaleoutEngine(LLMEngine):
         if info.tokenizer_fingerprint and info.tokenizer_fingerprint != self.fingerprint:
             raise SystemExit(f"--model {self.folder}: not the tokenizer the engine at {self.args.engine} serves")
         self.eos = set(info.eos_token_ids)
-        self.load_task = asyncio.create_task(self._publish_load())
         return EngineConfig(
             model=str(self.folder),
             served_model_name=self.args.served_model_name or model_name(self.folder),
             llm=LlmRegistration(
                 context_length=info.max_model_len,
                 kv_cache_block_size=info.kv_block_size or None,
-                total_kv_blocks=_usable_blocks(load),
+                total_kv_blocks=usable_blocks(load),
                 max_num_seqs=info.max_running or None,
             ),
         )
@@ -152,24 +151,16 @@ class ScaleoutEngine(LLMEngine):
         return [0]
 
     def attach_snapshot_publisher(self, publisher: Any) -> None:
-        self.snapshots = publisher
-
-    async def _publish_load(self) -> None:
-        while True:
-            await asyncio.sleep(LOAD_INTERVAL_S)
-            try:
-                load = await self.stub.GetLoad(engine_pb2.GetLoadRequest(), timeout=5, metadata=self.metadata)
-            except grpc.aio.AioRpcError as e:
-                log.warning("the engine's load: %s", e.code().name)
-                continue
-            if self.snapshots is not None:
-                self.snapshots.publish(0, _snapshot(load))
+        self.publishing.submit(partial(relay_load, snapshots=publisher))
 
     async def kv_event_sources(self) -> list[KvEventSource]:
         if self.args.no_kv_events:
             return []
-        loop = asyncio.get_running_loop()
-        return [PushSource(on_ready=lambda publisher: self.kv_relay.start(publisher, loop))]
+        return [PushSource(on_ready=self._relay_kv_events)]
+
+    def _relay_kv_events(self, publisher: Any) -> None:
+        """PushSource's on_ready (any thread)."""
+        self.publishing.submit(lambda channel, metadata: KvRelay(channel, metadata).run(publisher))
 
     async def generate(self, request: Any, context: Context) -> AsyncGenerator[Any, None]:
         request_id = context.id()
@@ -201,27 +192,8 @@ class ScaleoutEngine(LLMEngine):
             call.cancel()
 
     async def cleanup(self) -> None:
-        if self.load_task is not None:
-            self.load_task.cancel()
-        self.kv_relay.stop()
+        await self.publishing.stop()  # no publish after cleanup returns (PushSource's contract)
         await self.channel.close()
-
-
-def _usable_blocks(load: engine_pb2.GetLoadResponse) -> int:
-    """The blocks sequences can hold (GetModelInfo's count has the pool's reserved one too)."""
-    return load.kv_blocks_used + load.kv_blocks_free
-
-
-def _snapshot(load: engine_pb2.GetLoadResponse) -> ComponentSnapshot:
-    total = _usable_blocks(load)
-    queried = load.prefix_cache_queried_tokens
-    return ComponentSnapshot(
-        kv_used_blocks=load.kv_blocks_used,
-        kv_total_blocks=total,
-        gpu_cache_usage=load.kv_blocks_used / total if total else 0.0,
-        dp_rank=0,
-        kv_cache_hit_rate=load.prefix_cache_hit_tokens / queried if queried else None,
-    )
 
 
 def _refusal(error: ServiceError) -> Exception:
