@@ -79,7 +79,7 @@ class SamplingBatch:
     logprob_rows: list[int] = field(default_factory=list)  # rows that asked for logprobs
     logprob_index: torch.Tensor | None = None
     top: int = 0
-    named: torch.Tensor | None = None  # [logprob rows, widest] the ids rows named (logprob_token_ids), 0-padded
+    named: torch.Tensor | None = None  # [logprob rows, widest] the ids rows named (logprob_token_ids): named_ids
 
 
 class Drawn:
@@ -152,8 +152,7 @@ class Sampler:
             batch.top = max((configs[row].logprobs for row in wanted if not configs[row].logprob_token_ids), default=0)
             named = [configs[row].logprob_token_ids for row in wanted]
             if any(named):
-                width = max(map(len, named))
-                batch.named = self._tensor([[*ids, *[0] * (width - len(ids))] for ids in named], torch.int64)
+                batch.named = named_ids(named, self.device)
         return batch
 
     def _random_rows(self, seqs, steps: int) -> RandomRows:
@@ -266,25 +265,43 @@ def banned_ids(bad_words: tuple[tuple[int, ...], ...], output_ids: list[int]) ->
     return banned
 
 
-def logprob_tensors(
-    logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False, named: torch.Tensor | None = None
-):
-    """(logprob, rank) of `targets` in each row of `logits` and the `top` most likely (ids, logprobs), on the device
-    (`as_logits`: the logits themselves in place of logprobs); with `named` ids per row, their values last."""
-    logp = logits.float() if as_logits else logits.float().log_softmax(dim=-1)
+def log_scores(logits: torch.Tensor, as_logits: bool = False) -> torch.Tensor:
+    """What logprobs report of each row of `logits`, in float32: its log-softmax (`as_logits`: the logits)."""
+    values = logits.float()
+    return values if as_logits else values.log_softmax(dim=-1)
+
+
+def named_ids(rows, device: torch.device) -> torch.Tensor:
+    """Rows of token ids (vLLM's logprob_token_ids, prompt_logprob_token_ids) as one [rows, widest] tensor, -1
+    padded (as vLLM pads a ragged prompt_logprob_token_ids)."""
+    width = max(map(len, rows))
+    return torch.tensor([[*ids, *[-1] * (width - len(ids))] for ids in rows], dtype=torch.int64).to(
+        device, non_blocking=True
+    )
+
+
+def gather_named(logp: torch.Tensor, named: torch.Tensor) -> torch.Tensor:
+    """Each row's values at the ids it names (named_ids); -inf where -1 pads it."""
+    return logp.gather(1, named.clamp_min(0)).masked_fill_(named < 0, float("-inf"))
+
+
+def ranked(logp: torch.Tensor, targets: torch.Tensor, top: int):
+    """(value, rank) of `targets` in each row of `logp` (log_scores) and the `top` highest (ids, values)."""
     chosen = logp.gather(1, targets[:, None])[:, 0]
     ranks = (logp > chosen[:, None]).sum(dim=-1) + 1
     top_values, top_ids = logp.topk(top, dim=-1) if top else (logp[:, :0], targets[:, None][:, :0])
-    if named is not None:
-        return chosen, ranks, top_ids, top_values, logp.gather(1, named)
     return chosen, ranks, top_ids, top_values
+
+
+def logprob_tensors(
+    logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False, named: torch.Tensor | None = None
+):
+    """`ranked` over `logits`' log_scores, on the device; with `named` ids per row, their values last."""
+    logp = log_scores(logits, as_logits)
+    parts = ranked(logp, targets, top)
+    return parts if named is None else (*parts, gather_named(logp, named))
 
 
 def logprob_rows(chosen, ranks, top_ids, top_values) -> list[RowLogprobs]:
     rows = zip(chosen.tolist(), ranks.tolist(), top_ids.tolist(), top_values.tolist())
     return [RowLogprobs(lp, rank, ids, values) for lp, rank, ids, values in rows]
-
-
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, top: int, as_logits: bool = False) -> list[RowLogprobs]:
-    """Logprob and rank of `targets` in each row of `logits`, with the `top` most likely alternatives."""
-    return logprob_rows(*logprob_tensors(logits, targets, top, as_logits))

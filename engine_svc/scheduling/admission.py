@@ -99,6 +99,7 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
     ]
     scored = config.prompt_logprobs is not None or bool(config.prompt_logprob_token_ids)
     seqs[0].want_prompt_logprobs = scored and len(prompt) > 1
+    seqs[0].score_from = 0 if config.prompt_logprobs is not None else config.prompt_logprob_start
     interval = request.stream_interval if request.HasField("stream_interval") else limits.default_stream_interval
     return request_id, seqs, interval
 

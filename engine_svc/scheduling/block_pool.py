@@ -127,8 +127,8 @@ class BlockPool:
     def take_cached(self, seq: Sequence) -> int:
         """For a sequence holding no blocks: take the cached blocks of its longest cached prefix (at most all
         but its last token, which must run to be sampled from) and count them computed. Returns the tokens
-        taken. A sequence that still wants prompt logprobs takes none: they come from computing the prompt."""
-        if not self.caching or seq.block_ids or seq.want_prompt_logprobs:
+        taken."""
+        if not self.caching or seq.block_ids:
             return 0
         hashes = self._hashes(seq, self.hit_blocks(seq))
         for h in hashes:
@@ -172,15 +172,18 @@ class BlockPool:
 
     def uncached_tokens(self, seq: Sequence) -> int:
         """Of `seq`'s tokens, how many take_cached would leave to compute now (it takes no blocks)."""
-        if not self.caching or seq.block_ids or seq.want_prompt_logprobs:
+        if not self.caching or seq.block_ids:
             return seq.num_tokens - seq.num_computed
         return seq.num_tokens - self.hit_blocks(seq) * self.block_size
 
     def hit_blocks(self, seq: Sequence) -> int:
         """How many of `seq`'s first blocks a prefix-cache hit takes: the longest run found in the table, at
-        most all but its last token."""
+        most all but its last token and, while it owes prompt logprob rows, none holding an owed position (its
+        logits come from running it): a prompt scored from prompt_logprob_start on, or one preempted mid-prefill,
+        takes the blocks before its first owed row. vLLM reads no cached block for such a request."""
+        limit = min(seq.num_tokens - 1, seq.score_from) if seq.want_prompt_logprobs else seq.num_tokens - 1
         hits = 0
-        for h in self._hashes(seq, (seq.num_tokens - 1) // self.block_size):
+        for h in self._hashes(seq, limit // self.block_size):
             if h not in self.table:
                 break
             hits += 1

@@ -30,7 +30,8 @@ class Sequence:
     # block_ids, 0 where a block left the window (or was never needed after a prefix-cache hit).
     window_block_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
-    want_prompt_logprobs: bool = False  # until computed once (never again after a preemption)
+    want_prompt_logprobs: bool = False  # owes prompt logprob rows (prompt_scores.py)
+    score_from: int = 0  # ... from this prompt position on (those before were scored, or not asked for)
     finished: bool = False
     # Prefix cache: the hashes of this sequence's full blocks so far (prompt + output; they stay valid across a
     # preemption), how many of its blocks are in the cache's table, and the prompt tokens it found cached the
@@ -89,10 +90,10 @@ class Chunk:
 
     @property
     def prompt_logprob_positions(self) -> range:
-        """Positions in this chunk whose next prompt token's logprob was asked for: every one for prompt_logprobs,
-        else (prompt_logprob_token_ids alone) those from prompt_logprob_start on."""
-        if not self.seq.want_prompt_logprobs:
+        """Positions in this chunk whose next prompt token's logprob is owed (from score_from on: every one for
+        prompt_logprobs, else, prompt_logprob_token_ids alone, those from prompt_logprob_start on; none scored
+        before a preemption)."""
+        seq = self.seq
+        if not seq.want_prompt_logprobs:
             return range(0)
-        config = self.seq.config
-        first = 0 if config.prompt_logprobs is not None else config.prompt_logprob_start
-        return range(max(self.start, first), min(self.start + self.num_tokens, len(self.seq.prompt_ids) - 1))
+        return range(max(self.start, seq.score_from), min(self.start + self.num_tokens, len(seq.prompt_ids) - 1))

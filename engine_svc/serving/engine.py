@@ -33,7 +33,7 @@ import torch
 
 from engine_svc.model.runner import ModelRunner
 from engine_svc.model.runner_api import Runner
-from engine_svc.model.sampler import LOGPROBS_MODES, Drawn, RowLogprobs, Sampler, token_logprobs
+from engine_svc.model.sampler import LOGPROBS_MODES, Drawn, Sampler
 from engine_svc.scheduling.kv_handoffs import KvHandoffs
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
@@ -46,6 +46,7 @@ from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.kv_transfer import blocks as kv_blocks
 from engine_svc.serving.load_figures import StepTokens, TokenRate, utilization
 from engine_svc.serving.openmp import release_thread_team
+from engine_svc.serving.prompt_scores import score_prompts
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
 from engine_svc.serving.tenancy import public_id
@@ -492,14 +493,12 @@ class Engine(EngineFront):
             self.sampler.sample(logits[: len(sampling)], [c.seq for c in sampling], masks) if sampling else ([], [])
         )
         drafts = sum(c.num_draft for c in drafted)
-        self._prompt_logprobs(chunks, logits[len(sampling) : len(logits) - drafts])
+        score_prompts(chunks, logits[len(sampling) : len(logits) - drafts], self.requests, self.sampler.as_logits)
         for c in chunks:
             computed = max(0, min(c.start + c.num_tokens, len(c.seq.prompt_ids)) - max(c.start, c.seq.num_transferred))
             self.prompt_tokens_computed += computed
             self._step_work += computed
             self.scheduler.computed(c.seq, c.num_tokens - c.num_draft)
-            if c.seq.num_computed >= len(c.seq.prompt_ids) - 1:
-                c.seq.want_prompt_logprobs = False
         if drafted:
             runs = {c.seq: ([t], [lp]) for c, t, lp in zip(sampling, tokens, logprobs)}
             assert self.speculator is not None
@@ -668,44 +667,3 @@ class Engine(EngineFront):
         for state in {self.requests[s.request_id] for s in finished}:
             if all(s.finished for s in state.seqs):
                 self._close(state)
-
-    def _prompt_logprobs(self, chunks: list[Chunk], logits) -> None:
-        wanted = [(c, p) for c in chunks if c.seq.want_prompt_logprobs for p in c.prompt_logprob_positions]
-        if not wanted:
-            return
-        self._prompt_token_id_logprobs(wanted, logits)
-        topped = [(c, p, row) for row, (c, p) in enumerate(wanted) if c.seq.config.prompt_logprobs is not None]
-        if not topped:
-            return
-        targets = [c.seq.prompt_ids[p + 1] for c, p, _ in topped]
-        top = max(c.seq.config.prompt_logprobs or 0 for c, _, _ in topped)
-        # a prompt's tokens are not sampled: raw and processed agree (vLLM's rule); logits or logprobs as the mode says
-        picked = (
-            logits
-            if len(topped) == len(wanted)
-            else logits[torch.tensor([r for *_, r in topped], device=logits.device)]
-        )
-        rows = token_logprobs(picked, torch.tensor(targets, device=logits.device), top, self.sampler.as_logits)
-        for (c, _, _), row in zip(topped, rows):
-            k = c.seq.config.prompt_logprobs
-            self.requests[c.seq.request_id].prompt_logprobs.append(
-                RowLogprobs(row.logprob, row.rank, row.top_ids[:k], row.top_logprobs[:k])
-            )
-
-    def _prompt_token_id_logprobs(self, wanted: list[tuple[Chunk, int]], logits) -> None:
-        """vLLM's prompt_logprob_token_ids: at each scored position, the logprobs of the ids its row names (-1
-        pads a row: -inf), as logprobs or logits as the mode says."""
-        scored = [
-            (row, c.seq, c.seq.config.prompt_logprob_token_ids[p - c.seq.config.prompt_logprob_start])
-            for row, (c, p) in enumerate(wanted)
-            if c.seq.config.prompt_logprob_token_ids and p >= c.seq.config.prompt_logprob_start
-        ]
-        if not scored:
-            return
-        width = max(len(ids) for _, _, ids in scored)
-        named = torch.tensor([[*ids, *[-1] * (width - len(ids))] for _, _, ids in scored], device=logits.device)
-        values = logits[torch.tensor([row for row, _, _ in scored], device=logits.device)].float()
-        values = values if self.sampler.as_logits else values.log_softmax(dim=-1)
-        values = values.gather(1, named.clamp_min(0)).masked_fill_(named < 0, float("-inf")).tolist()
-        for (_, seq, ids), row in zip(scored, values):
-            self.requests[seq.request_id].prompt_token_id_logprobs.append(row[: len(ids)])

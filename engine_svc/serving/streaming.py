@@ -2,10 +2,15 @@
 
 What is due to be sent, and when, is the request's Outbox's to decide (the stream interval, merging what
 queued up while the client was slow, so a busy server sends fewer, larger messages instead of falling
-behind); this module only shapes it. Prompt info rides on the first message; every message with tokens has the
-request's timings so far; the last one has `finished` and usage; a failure after the start is an in-band terminal
-message with `error`. However the stream ends, the engine's request observers hear its figures (the vllm:
-metrics' per-request histograms).
+behind); this module only shapes it. Prompt info rides on the first message; the last one has `finished` and usage;
+a failure after the start is an in-band terminal message with `error`. However the stream ends, the engine's
+request observers hear its figures (the vllm: metrics' per-request histograms).
+
+Timings (RequestTimings) are built where a reader may look: on every message with tokens of a typed Generate
+stream (the pipeline's vLLM per-request metrics read the last message it forwards, and a stop string that
+derender finds ends it at any message; the engine cannot tell which, nor whether the pipeline's flag is on), on
+GenerateUnary's one message once, and on none of the vLLM face's (its messages have no such field). A one-token
+message takes 6.3 us to build with them, 4.2 without, and 39 bytes against 10 (measured on CPU, upb).
 """
 
 from __future__ import annotations
@@ -59,9 +64,10 @@ def timings_pb(state: RequestState) -> engine_pb2.RequestTimings | None:
 
 
 async def stream_responses(
-    engine: EngineAPI, state: RequestState, interval: int, request_id: str
+    engine: EngineAPI, state: RequestState, interval: int, request_id: str, timed: bool = True
 ) -> AsyncIterator[engine_pb2.GenerateResponse]:
-    """The request's messages, named `request_id` (as its caller sent it; the engine keys it by tenant)."""
+    """The request's messages, named `request_id` (as its caller sent it; the engine keys it by tenant); `timed`:
+    each with tokens has the request's timings so far."""
     with_logprobs = state.seqs[0].config.logprobs is not None
     prompt = engine_pb2.PromptInfo(num_tokens=state.num_prompt_tokens)
     unfinished, completion, first = len(state.seqs), 0, True
@@ -89,7 +95,7 @@ async def stream_responses(
                 request_id=request_id,
                 choices=[choice_pb(d, with_logprobs) for d in ready.deltas],
                 weight_version=ready.weight_version,
-                timings=timings_pb(state),  # ~0.3 us a message (upb, measured)
+                timings=timings_pb(state) if timed else None,
             )
             if first:
                 message.prompt.CopyFrom(prompt)
@@ -131,10 +137,10 @@ async def stream_responses(
 
 
 async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> engine_pb2.GenerateResponse:
-    """The whole output of every choice in one message (GenerateUnary)."""
+    """The whole output of every choice in one message (GenerateUnary), with the whole request's timings."""
     whole = engine_pb2.GenerateResponse(request_id=request_id)
     choices: dict[int, engine_pb2.GenerateChoice] = {}
-    async for message in stream_responses(engine, state, 1 << 30, request_id):
+    async for message in stream_responses(engine, state, 1 << 30, request_id, timed=False):
         if message.HasField("error"):
             return message
         if message.HasField("prompt"):
@@ -144,10 +150,10 @@ async def collect(engine: EngineAPI, state: RequestState, request_id: str) -> en
         if message.HasField("kv_handoff"):
             whole.kv_handoff.CopyFrom(message.kv_handoff)
         whole.weight_version = message.weight_version  # the last token's
-        if message.HasField("timings"):
-            whole.timings.CopyFrom(message.timings)
         if message.finished:
             whole.finished = True
             whole.usage.CopyFrom(message.usage)
+            if (timings := timings_pb(state)) is not None:  # the request is done: its stamps are final
+                whole.timings.CopyFrom(timings)
     whole.choices.extend(choices[i] for i in sorted(choices))
     return whole

@@ -69,7 +69,7 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
     async def _stream(self, state, interval, request_id, prompt_ids):
         totals: dict[int, int] = {}
         prompt = engine_pb2.PromptInfo()
-        async for message in stream_responses(self.typed.engine, state, interval, request_id):
+        async for message in stream_responses(self.typed.engine, state, interval, request_id, timed=False):
             _raise_error(message)
             if message.HasField("prompt"):
                 prompt = message.prompt
