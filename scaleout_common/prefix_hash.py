@@ -20,9 +20,11 @@ DIGEST_BYTES = 16
 ROUTING_HEADER = "x-scaleout-prefix-hash"
 
 
-def root(cache_salt: str) -> bytes:
-    """The parent of a prompt's first block: a digest of the salt (the empty salt is a namespace too)."""
-    return hashlib.blake2b(b"scaleout.prefix.v1\0" + cache_salt.encode(), digest_size=DIGEST_BYTES).digest()
+def root(cache_salt: str, lora_id: int = 0) -> bytes:
+    """The parent of a prompt's first block: a digest of the salt (the empty salt is a namespace too) and, for a
+    sequence that runs with a LoRA adapter, the engine's id of it (its K/V differ from the base model's)."""
+    lora = f"\0lora\0{lora_id}".encode() if lora_id else b""
+    return hashlib.blake2b(b"scaleout.prefix.v1\0" + cache_salt.encode() + lora, digest_size=DIGEST_BYTES).digest()
 
 
 def block_hash(parent: bytes, tokens: Sequence[int]) -> bytes:

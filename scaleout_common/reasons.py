@@ -161,6 +161,16 @@ class Reason(StrEnum):
         "a constraint sent to an engine that has no tokenizer (grammars need its vocabulary)",
     )
     # --- engine -------------------------------------------------------------------------------------------
+    LORA_NOT_FOUND = (
+        "LORA_NOT_FOUND",
+        C.NOT_FOUND,
+        "a request's lora_name (or an unload's lora_name) is not an adapter the engine serves",
+    )
+    LORA_REFUSED = (
+        "LORA_REFUSED",
+        C.INVALID_ARGUMENT,
+        "a LoRA adapter the engine cannot serve (its message names the field or flag), or a load of a name taken",
+    )
     MISSING_REQUEST_IDS = "MISSING_REQUEST_IDS", C.INVALID_ARGUMENT, "Abort without request ids"
     DUPLICATE_REQUEST_ID = "DUPLICATE_REQUEST_ID", C.ALREADY_EXISTS, "a request id that is already running"
     QUEUE_FULL = "QUEUE_FULL", C.RESOURCE_EXHAUSTED, "the engine's waiting queue is full"

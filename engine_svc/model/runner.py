@@ -10,7 +10,9 @@ the graph advances positions and slots itself and leaves the greedy tokens as th
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
 prompt-logprob positions. A step's integer inputs and attention metadata come from step_inputs.py. Where the
 sliding-window layers have a KV pool of their own (kv_groups.py, scheduling/window_pool.py), their cache tensors
-have that pool's blocks and read the sequences' second tables.
+have that pool's blocks and read the sequences' second tables. With LoRA on (`lora=True`, lora.py) each step's rows are grouped by adapter before the
+forward, and every step runs eagerly in plain torch modules (no CUDA graphs, no skinny or fp8 kernels): an
+adapter's rows differ from step to step, which a captured graph cannot follow.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from engine_svc.model.attention import AttentionMetadata, make_backend
 from engine_svc.model.decoder import FusedDecoder, head_dim
 from engine_svc.model.fp8_linear import Fp8Linear, Fp8NormedProjection
 from engine_svc.model.fused_ops import FusedOps
+from engine_svc.model.lora import Loras
 from engine_svc.model.piecewise import PiecewiseSteps
 from engine_svc.model.runner_api import DecodeStep
 from engine_svc.model.sampler import argmax_rows
@@ -67,6 +70,7 @@ class ModelRunner:
         quantization: str = "none",
         kv_cache_dtype: str = "auto",
         consume_model: bool = False,
+        lora: bool = False,
     ):
         """`mixed_step_graphs_up_to`: mixed and prefill steps of up to this many tokens (at most 16,384) replay
         piecewise CUDA graphs (with CUDA graphs and the Triton attention); 0: they all run eagerly.
@@ -74,8 +78,9 @@ class ModelRunner:
         experts in MXFP4 (gpt-oss's checkpoints' format, mxfp4.py), "none" runs in the model's dtype.
         `kv_cache_dtype`: "fp8" caches K/V as e4m3 (unscaled, as vLLM's default: half the bytes, twice the
         tokens), "auto" in the model's dtype. `consume_model`: the fused model takes `hf_model`'s decoder layers
-        away (nothing else uses them)."""
+        away (nothing else uses them). `lora`: LoRA adapters can be attached (`self.loras`); steps run eagerly."""
         self.model = FusedDecoder(hf_model, max_model_len, FusedOps(compile_kernels), consume_model)
+        self.loras = Loras(self.model) if lora else None
         # Eager (mixed and prefill) steps skip the compiled kernels: their per-call guard checks cost more host
         # time than the fusion saves on a step that is launch-bound anyway; graphs capture the compiled ones.
         self.eager_ops = FusedOps(False)
@@ -102,15 +107,15 @@ class ModelRunner:
             attention, layer.num_heads, layer.num_kv_heads, layer.head_dim, family.attention_scale,
             family.attention_softcap,
         )  # fmt: skip
-        if attention == "triton":  # Triton is there: small decode batches may take the skinny matmuls
+        if attention == "triton" and not lora:  # Triton is there: small decode batches may take the skinny matmuls
             from engine_svc.model.triton_linear import SkinnyLinear, SkinnyNormedProjection, SkinnyNormedRouter
             from engine_svc.model.triton_silu import silu_mul
 
             self.model.use_skinny_kernels(SkinnyLinear, SkinnyNormedProjection, SkinnyNormedRouter)
             self.eager_ops.silu_mul = silu_mul  # one kernel, not torch's two over strided halves
-        if self.device.type == "cpu" and quantization == "none":
+        if self.device.type == "cpu" and quantization == "none" and not lora:
             self.model.split_gate_up()
-        self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
+        self.cuda_graphs = cuda_graphs and self.device.type == "cuda" and not lora
         self.batch_buckets = sorted({1, 2, 4, 8, *range(16, max_num_seqs + 16, 16)})
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.graph_pool = None
@@ -251,6 +256,7 @@ class ModelRunner:
                 self.static_window_tables[:rows, :width].copy_(inputs["window_tables"])
         else:
             inputs = packed.to(self.device)
+            self._lora_rows([c.seq.lora_id for c in chunks])
         ids, positions, meta = inputs["ids"], inputs["positions"], self.inputs.metadata(inputs, rows)
         greedy = ids[:n]
 
@@ -335,6 +341,8 @@ class ModelRunner:
         flat = step.packed.host().to(self.device)
         inputs = step.packed.views(flat)
         meta = self.inputs.mixed_metadata(step, inputs)
+        decodes = [c.seq.lora_id for c in chunks if is_decode(c)]
+        self._lora_rows(decodes + [c.seq.lora_id for c in step.prefills for _ in range(c.num_tokens)])
         if pieces is not None and step.bucket:
             return pieces.run(
                 step.tokens, step.bucket, flat, meta, self.kv_caches, inputs["logits_rows"], self.eager_ops
@@ -348,3 +356,8 @@ class ModelRunner:
             logits_rows=inputs["logits_rows"],
             ops=self.eager_ops,
         )
+
+    def _lora_rows(self, row_ids: list[int]) -> None:
+        """Each row of the step about to run: its adapter (0: none), in the flat batch's order (decodes first)."""
+        if self.loras is not None:
+            self.loras.rows.set(row_ids, self.device)

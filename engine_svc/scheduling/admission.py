@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from engine_svc.scheduling.lora_cards import LoraCard, lora_id
 from engine_svc.scheduling.sampling import SamplingConfig, resolve
 from engine_svc.scheduling.sequence import Sequence
 from engine_svc.structured import spec
@@ -31,6 +32,7 @@ class EngineLimits:
     max_grammar_bytes: int = structured_output_rules.MAX_GRAMMAR_BYTES
     grammar_timeout_s: float = structured_output_rules.COMPILE_TIMEOUT_S
     max_message_bytes: int = 64 << 20  # --max-message-mb: a request's prompt logprobs must fit one message
+    loras: dict[str, LoraCard] | None = None  # the LoRA adapters served by name (None: no --enable-lora)
 
     @property
     def rules(self) -> sampling_rules.ModelLimits:
@@ -52,6 +54,7 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
             f"request rendered for tokenizer {request.tokenizer_fingerprint}, "
             f"this engine serves {limits.tokenizer_fingerprint}",
         )
+    adapter = lora_id(request.lora_name, limits.loras)
     prompt = list(request.token_ids)
     if not prompt:
         raise fail(Reason.EMPTY_PROMPT, "token_ids must not be empty", "token_ids")
@@ -94,7 +97,9 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
     request_id = key or request.request_id or uuid.uuid4().hex
     n = request.n if request.HasField("n") else 1
     seqs = [
-        Sequence(request_id, i, prompt, config, priority=request.priority, cache_salt=request.cache_salt)
+        Sequence(
+            request_id, i, prompt, config, priority=request.priority, cache_salt=request.cache_salt, lora_id=adapter
+        )
         for i in range(n)
     ]
     scored = config.prompt_logprobs is not None or bool(config.prompt_logprob_token_ids)

@@ -7,8 +7,8 @@ counted here all the same, so admission and load figures do not depend on the ba
 
 Prefix caching (automatic, on unless `caching=False`): once a block is full of computed K/V it is entered in a
 table under its prefix hash (`scaleout_common.prefix_hash`: the hash of its tokens chained with the previous
-block's, the request's cache salt mixed into the first). A new sequence takes the longest run of its prompt's
-blocks found there instead of computing them, sharing them with every other sequence that holds them
+block's, the request's cache salt and LoRA adapter mixed into the first). A new sequence takes the longest run of
+its prompt's blocks found there instead of computing them, sharing them with every other sequence that holds them
 (reference counts). A block nobody references stays in the table and on the free list, which hands out blocks
 least recently used first, blocks holding nothing reusable before all others; handing a cached block out
 evicts it from the table. Only full blocks are shared, and a sequence only ever writes into blocks past its
@@ -208,7 +208,7 @@ class BlockPool:
         hashes, size = seq.block_hashes, self.block_size
         while len(hashes) < blocks:
             i = len(hashes)
-            parent = hashes[-1] if hashes else prefix_hash.root(seq.cache_salt)
+            parent = hashes[-1] if hashes else prefix_hash.root(seq.cache_salt, seq.lora_id)
             hashes.append(prefix_hash.block_hash(parent, seq.tokens(i * size, (i + 1) * size)))
         return hashes[:blocks]
 

@@ -6,7 +6,8 @@ steps instead of stalling the decodes. When a decode needs a block and none is f
 admitted sequence is preempted: its blocks are freed and it is recomputed later (prompt + output so far).
 A sequence's first chunk starts after the longest prefix of it that the pool's prefix cache holds; a
 preempted sequence's full blocks stay cached (unless evicted meanwhile), so its recompute mostly finds them.
-A prompt whose logprobs were asked for is prefilled `prompt_logprob_rows` tokens a step at most: each of its
+With `max_loras` set, a waiting sequence whose LoRA adapter would make more distinct adapters run at once waits
+(others behind it may go first), as vLLM's scheduler skips it. A prompt whose logprobs were asked for is prefilled `prompt_logprob_rows` tokens a step at most: each of its
 positions costs a row of logits over the vocabulary and their log-softmax, so one long prompt's step stays within
 PROMPT_LOGPROBS_STEP_BYTES (not gigabytes) and other requests' decodes run between its chunks.
 """
@@ -39,6 +40,7 @@ class Scheduler:
         self.waiting: list[tuple[int, int, Sequence]] = []  # heap of (priority, arrival, seq)
         self.num_preemptions = 0
         self.waiting_uncached = 0  # the waiting sequences' num_uncached_queued, summed
+        self.max_loras = 0  # distinct LoRA adapters among the running sequences at most (0: LoRA is off)
 
     @property
     def num_waiting(self) -> int:
@@ -91,8 +93,13 @@ class Scheduler:
                     break
                 prefills.append(chunk)
                 budget -= chunk.num_tokens
+        skipped = []  # waiting sequences of an adapter that cannot run now (max_loras)
+        adapters = {s.lora_id for s in self.running} - {0} if self.max_loras else set()
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0][2]
+            if self.max_loras and seq.lora_id and seq.lora_id not in adapters and len(adapters) >= self.max_loras:
+                skipped.append(heapq.heappop(self.waiting))
+                continue
             self.pool.take_cached(seq)
             chunk = self._prefill_chunk(seq, budget)
             if chunk is None:
@@ -102,8 +109,12 @@ class Scheduler:
             heapq.heappop(self.waiting)
             self.waiting_uncached -= seq.num_uncached_queued
             self.running.append(seq)
+            if seq.lora_id:
+                adapters.add(seq.lora_id)
             prefills.append(chunk)
             budget -= chunk.num_tokens
+        for entry in skipped:
+            heapq.heappush(self.waiting, entry)
         return decodes + prefills
 
     def computed(self, seq: Sequence, tokens: int) -> None:

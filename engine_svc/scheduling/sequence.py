@@ -23,6 +23,7 @@ class Sequence:
     config: SamplingConfig
     priority: int = 0
     cache_salt: str = ""  # isolates this request's prefix-cache entries
+    lora_id: int = 0  # the LoRA adapter it runs with (0: the base model); its prefix-cache entries are its own
     arrival: int = field(default_factory=next_arrival)
     output_ids: list[int] = field(default_factory=list)
     block_ids: list[int] = field(default_factory=list)

@@ -45,6 +45,7 @@ from engine_svc.serving.engine_api import EngineFront
 from engine_svc.serving.kv_hub import KvHub
 from engine_svc.serving.kv_transfer import blocks as kv_blocks
 from engine_svc.serving.load_figures import StepTokens, TokenRate, utilization
+from engine_svc.serving.loras import LoraRegistry
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.prompt_scores import score_prompts
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
@@ -133,6 +134,7 @@ class Engine(EngineFront):
         self.prompt_tokens_computed = 0  # prompt tokens run through the model (not cached, not transferred)
         self.prompt_tokens_transferred = 0  # prompt tokens whose K/V came from a prefill engine
         self.speculator: Speculator | None = None  # set by the loader with --speculative-config
+        self.loras: LoraRegistry | None = None  # set by the loader with --enable-lora (loras.py)
 
     # ---- asyncio side -------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine_svc.model.head_dtype import HEAD_DTYPES
 from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.scheduling.speculation import PER_REQUEST
-from engine_svc.serving import pooling, queue_budget
+from engine_svc.serving import loras, pooling, queue_budget
 from engine_svc.serving.kv_transfer import peer as kv_peer
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from scaleout_common import sampling_rules, structured_output_rules
@@ -13,6 +13,7 @@ from scaleout_common import sampling_rules, structured_output_rules
 
 def add_engine_flags(parser) -> None:
     pooling.add_flags(parser)  # --runner, --convert, --pooler-config
+    loras.add_flags(parser)  # --enable-lora, --lora-modules, --max-loras, --max-lora-rank, --max-cpu-loras
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument(
         "--dtype", default="auto", help="auto (bf16 on CUDA, float32 on CPU) | float32 | bfloat16 | float16"

@@ -34,6 +34,7 @@ from engine_svc.serving.draft_loader import load_draft
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_hub import KvHub
+from engine_svc.serving.loras import LoraRegistry, check_flags, parse_modules
 from engine_svc.serving.model_facts import ModelFacts
 from engine_svc.serving.openmp import release_thread_team
 from engine_svc.serving.pooling import Pooler, pooling_runner, settings
@@ -207,6 +208,8 @@ def build_engine(
             num_blocks=0,  # sized below, once the model's own memory is known
             max_num_seqs=args.max_num_seqs,
             max_model_len=max_model_len,
+    lora = check_flags(args, backend, quantization)
+    lora_modules = parse_modules(args.lora_modules)  # refused before the model is fused
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
             attention=pick_attention(args.attention, device, head_dim(config)),
@@ -223,6 +226,7 @@ def build_engine(
                 f"a step of {max_batched_tokens} tokens does not fit beside the model: "
                 "lower --max-num-batched-tokens or --max-num-seqs"
             ) from error
+            lora=lora,
         if not (args.no_cuda_graphs or args.no_mixed_step_graphs):
             step_bytes *= 2  # the captured steps' own pool holds the largest bucket's activations besides
         draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
@@ -270,6 +274,12 @@ def build_engine(
             max_grammar_bytes=args.max_grammar_bytes,
             cache_bytes=args.grammar_cache_mb << 20,
             threads=args.grammar_compile_threads,
+    registry = None
+    if isinstance(runner, ModelRunner) and runner.loras is not None:
+        registry = LoraRegistry(runner.loras, args)
+        for name, path, base_model_name in lora_modules:
+            registry.load(name, path, base_model_name)
+        scheduler.max_loras = args.max_loras
             cache=not args.no_grammar_cache,
         )
         grammar_backend.warm_up(device)
@@ -295,6 +305,7 @@ def build_engine(
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = EngineLimits(
         vocab_size=config.vocab_size,
+    engine.loras = registry
         max_model_len=max_model_len,
         eos_token_ids=_eos_ids(hf_model),
         tokenizer_fingerprint=tokenizer_fingerprint,
@@ -316,6 +327,7 @@ def build_engine(
         device,
         dtype,
         quantization,
+        loras=dict(registry.cards) if registry is not None else None,
         args.kv_cache_dtype,
         num_blocks,
         args.block_size,

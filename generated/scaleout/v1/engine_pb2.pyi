@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "token_ids", "sampling_params", "n", "model", "tokenizer_fingerprint", "stream_interval", "cache_salt", "priority", "kv_transfer_params", "prefix_hash", "kv_transfer")
+    __slots__ = ("request_id", "token_ids", "sampling_params", "n", "model", "tokenizer_fingerprint", "stream_interval", "cache_salt", "priority", "kv_transfer_params", "prefix_hash", "kv_transfer", "lora_name")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class GenerateRequest(_message.Message):
     KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     PREFIX_HASH_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_FIELD_NUMBER: _ClassVar[int]
+    LORA_NAME_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling_params: _common_pb2.SamplingParams
@@ -38,7 +39,8 @@ class GenerateRequest(_message.Message):
     kv_transfer_params: _struct_pb2.Struct
     prefix_hash: str
     kv_transfer: _kv_transfer_pb2.KvTransfer
-    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., n: _Optional[int] = ..., model: _Optional[str] = ..., tokenizer_fingerprint: _Optional[str] = ..., stream_interval: _Optional[int] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prefix_hash: _Optional[str] = ..., kv_transfer: _Optional[_Union[_kv_transfer_pb2.KvTransfer, _Mapping]] = ...) -> None: ...
+    lora_name: str
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., n: _Optional[int] = ..., model: _Optional[str] = ..., tokenizer_fingerprint: _Optional[str] = ..., stream_interval: _Optional[int] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prefix_hash: _Optional[str] = ..., kv_transfer: _Optional[_Union[_kv_transfer_pb2.KvTransfer, _Mapping]] = ..., lora_name: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("request_id", "choices", "prompt", "usage", "finished", "error", "weight_version", "kv_handoff", "kv_transfer_params", "timings")
