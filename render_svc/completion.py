@@ -40,7 +40,7 @@ def _prompts(renderer: Renderer, request: render_pb2.RenderCompletionRequest, ad
 def render_completion(
     renderer: Renderer, request: render_pb2.RenderCompletionRequest
 ) -> render_pb2.RenderCompletionResponse:
-    renderer.check_model(request.model)
+    adapter = renderer.check_model(request.model)
     check_size(request, renderer.limits.max_request_bytes)
     if request.suffix:
         raise fail(Reason.UNSUPPORTED_FIELD, "suffix is not supported", "suffix")
@@ -52,7 +52,7 @@ def render_completion(
     )
     constraint = structured.constraint(request)
     prompts = _prompts(renderer, request, add_special_tokens)
-    identity = renderer.identity("cmpl", request.request_id)
+    identity = renderer.identity("cmpl", request.request_id, adapter)
     model = renderer.model
     out = render_pb2.RenderCompletionResponse()
     for index, (text, ids, offsets) in enumerate(prompts):
@@ -80,6 +80,7 @@ def render_completion(
             n,
             model.name,
             model.fingerprint,
+            adapter,
         )
         item.generate_request.prefix_hash = routing.completion_prefix_hash(request.cache_salt, ids)
         context.fill(

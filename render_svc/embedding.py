@@ -37,7 +37,7 @@ def _token_ids(renderer: Renderer, request: render_pb2.RenderEmbeddingRequest) -
 def render_embedding(
     renderer: Renderer, request: render_pb2.RenderEmbeddingRequest
 ) -> render_pb2.RenderEmbeddingResponse:
-    renderer.check_model(request.model)
+    renderer.check_model(request.model, adapters=False)  # a pooling engine runs no adapter
     check_size(request, renderer.limits.max_request_bytes)
     count, most = len(request.inputs) or len(request.input_token_ids), renderer.limits.max_batch_size
     if count > most:

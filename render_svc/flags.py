@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from render_svc.prompt import Limits, Options
-from scaleout_common import sampling_rules
+from scaleout_common import lora_modules, sampling_rules
 from scaleout_common.config import EnvArgumentParser, server_parser
 
 DEFAULT_PORT = 50051
@@ -14,6 +14,7 @@ DEFAULT_PORT = 50051
 def parser() -> EnvArgumentParser:
     p = server_parser("render", DEFAULT_PORT, "OpenAI-style chat/completion requests -> GenerateRequest (CPU only)")
     p.add_argument("--served-model-name", nargs="+", default=None, help="names clients use (default: the folder name)")
+    lora_modules.add_flags(p)  # the adapters a request's `model` may name (the engine loads their weights)
     p.add_argument(
         "--default-chat-template-kwargs",
         type=json.loads,
@@ -131,8 +132,13 @@ def limits(args) -> Limits:
 def options(args) -> Options:
     if not isinstance(args.default_chat_template_kwargs, dict):
         raise SystemExit("--default-chat-template-kwargs must be a JSON object")
+    try:
+        modules = lora_modules.parse(args.lora_modules, args.enable_lora)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     return Options(
         default_template_kwargs=args.default_chat_template_kwargs,
+        lora_modules=tuple(modules),
         trust_request_chat_template=args.trust_request_chat_template,
         reasoning_parser=args.reasoning_parser,
         tool_parser=args.tool_parser,

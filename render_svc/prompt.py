@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scaleout.v1 import engine_pb2, render_pb2
+from scaleout_common.lora_modules import LoraModule
 from scaleout_common.reasons import Reason, fail
 
 
@@ -35,6 +36,7 @@ class Options:
     # "auto": detect from the template (does it loop over message content?), "string" or "openai" to force.
     content_format: str = "auto"
     token_cache_mb: int = 64  # long prompt pieces' token ids kept (render_svc/piece_cache.py); 0: none
+    lora_modules: tuple[LoraModule, ...] = ()  # LoRA adapters served by name (--lora-modules)
 
 
 TRUNCATION_SIDES = ("left", "right")
@@ -86,15 +88,25 @@ def check_size(request, limit: int) -> None:
 
 
 def fill_generate_request(
-    out: engine_pb2.GenerateRequest, request, request_id: str, ids, sampling, n: int, model: str, fingerprint: str
+    out: engine_pb2.GenerateRequest,
+    request,
+    request_id: str,
+    ids,
+    sampling,
+    n: int,
+    model: str,
+    fingerprint: str,
+    lora_name: str = "",
 ) -> None:
-    """Fill `out` (a field of the response, so nothing is copied twice)."""
+    """Fill `out` (a field of the response, so nothing is copied twice); `lora_name`: the adapter the request's
+    `model` names ("": the base model)."""
     out.request_id = request_id
     out.token_ids.extend(ids)
     out.sampling_params.CopyFrom(sampling)
     out.n = n
     out.model = model
     out.tokenizer_fingerprint = fingerprint
+    out.lora_name = lora_name
     out.cache_salt = request.cache_salt
     out.priority = request.priority
     if request.HasField("kv_transfer_params"):

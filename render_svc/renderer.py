@@ -82,19 +82,27 @@ class Renderer:
         # the tool-call format the output is parsed in (derender's default when --tool-parser is unset)
         template = getattr(model.tokenizer, "chat_template", None)
         self.tool_format = self.options.tool_parser or format_detect.tool_parser_for(template)
+        # LoRA adapters by the name a request's `model` selects them with (vLLM's: served names, then adapters)
+        self.loras = {module.name: module for module in self.options.lora_modules}
 
     # --- shared checks -------------------------------------------------------------------------------------
-    def check_model(self, name: str) -> None:
-        if name and name not in self.model.names:
-            raise errors.model_not_found(name, self.model.names)
+    def check_model(self, name: str, adapters: bool = True) -> str:
+        """The LoRA adapter `name` selects ("": the base model, also for no name); MODEL_NOT_FOUND for a name that
+        is neither a served one nor (where `adapters`) an adapter's."""
+        if not name or name in self.model.names:
+            return ""
+        if adapters and name in self.loras:
+            return name
+        raise errors.model_not_found(name, self.model.names + (list(self.loras) if adapters else []))
 
-    def identity(self, prefix: str, request_id: str) -> context.Identity:
-        """`prefix` is joined with "-" ("chatcmpl-..."), unless it ends with "_" (Anthropic's "msg_...")."""
+    def identity(self, prefix: str, request_id: str, adapter: str = "") -> context.Identity:
+        """`prefix` is joined with "-" ("chatcmpl-..."), unless it ends with "_" (Anthropic's "msg_..."). The
+        answer names the adapter that ran, as vLLM's does, else the served model."""
         separator = "" if prefix.endswith("_") else "-"
         return context.Identity(
             id=f"{prefix}{separator}{request_id or os.urandom(16).hex()}",
             created=int(time.time()),
-            model=self.model.name,
+            model=adapter or self.model.name,
             fingerprint=self.model.fingerprint,
             reasoning_parser=self.options.reasoning_parser,
             tool_parser=self.options.tool_parser,
@@ -211,7 +219,8 @@ class Renderer:
         check_length(ids, self.max_prompt_tokens, "messages")
         params = sampling_rules.resolve(request, len(ids), self.model_limits, chat=True, prompt_field="messages")
         structured.apply(params, job.constraint, request, self.model.tokenizer, self.reasoning, text)
-        identity = self.identity(id_prefix, request.request_id)
+        adapter = self.check_model(request.model)
+        identity = self.identity(id_prefix, request.request_id, adapter)
         n = request.n if request.HasField("n") else 1
         # echo: the last message's text, when the answer continues it (vLLM: its role is the answer's role)
         last = job.messages[-1]
@@ -227,6 +236,7 @@ class Renderer:
             n,
             self.model.name,
             self.model.fingerprint,
+            adapter,
         )
         derender = response.derender_context
         context.fill(

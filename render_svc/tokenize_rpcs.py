@@ -57,6 +57,11 @@ def detokenize(renderer: Renderer, request: render_pb2.DetokenizeRequest) -> ren
 def _card(renderer: Renderer, name: str) -> render_pb2.ModelCard:
     model = renderer.model
     created = datetime.fromtimestamp(model.created, UTC).isoformat().replace("+00:00", "Z")
+    if (adapter := renderer.loras.get(name)) is not None and name not in model.names:
+        card = _card(renderer, model.name)
+        card.id = card.display_name = name
+        card.root, card.parent = adapter.path, adapter.base_model_name or model.name
+        return card
     return render_pb2.ModelCard(
         id=name,
         object="model",
@@ -72,8 +77,9 @@ def _card(renderer: Renderer, name: str) -> render_pb2.ModelCard:
 
 
 def list_models(renderer: Renderer, request: render_pb2.ListModelsRequest) -> render_pb2.ListModelsResponse:
-    """OpenAI's list of every served name, which is also Anthropic's page (`limit`, `after_id`, `before_id`)."""
-    names = list(renderer.model.names)
+    """OpenAI's list of every served name, then the LoRA adapters' (vLLM's order), which is also Anthropic's page
+    (`limit`, `after_id`, `before_id`)."""
+    names = list(renderer.model.names) + [name for name in renderer.loras if name not in renderer.model.names]
     for field in ("after_id", "before_id"):
         bound = getattr(request, field)
         if bound and bound not in names:
@@ -95,7 +101,9 @@ def list_models(renderer: Renderer, request: render_pb2.ListModelsRequest) -> re
 
 
 def get_model(renderer: Renderer, request: render_pb2.GetModelRequest) -> render_pb2.ModelCard:
-    """OpenAI's `GET /v1/models/{model}`: the card of one served name, MODEL_NOT_FOUND (404) for any other."""
-    if request.model not in renderer.model.names:
+    """OpenAI's `GET /v1/models/{model}`: the card of one served name or adapter, MODEL_NOT_FOUND (404) for any
+    other."""
+    renderer.check_model(request.model)
+    if not request.model:
         raise errors.model_not_found(request.model, renderer.model.names)
     return _card(renderer, request.model)

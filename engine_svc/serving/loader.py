@@ -199,6 +199,8 @@ def build_engine(
             "--per-request-spec-decode-metrics requires speculative decoding to be enabled (via --speculative-config)."
         )
     quantization = _check_quantization_flags(args, backend, config, device, dtype)
+    lora_modules = parse_modules(args)  # refused before the model is fused
+    lora = check_flags(args, backend, quantization)
     decode_steps = args.decode_steps or (32 if device.type == "cuda" else 1)
     runner: ModelRunner | TransformersRunner
     if backend == "paged":
@@ -208,8 +210,6 @@ def build_engine(
             num_blocks=0,  # sized below, once the model's own memory is known
             max_num_seqs=args.max_num_seqs,
             max_model_len=max_model_len,
-    lora = check_flags(args, backend, quantization)
-    lora_modules = parse_modules(args.lora_modules)  # refused before the model is fused
             cuda_graphs=not args.no_cuda_graphs,
             compile_kernels=device.type == "cuda" and not args.no_compile,
             attention=pick_attention(args.attention, device, head_dim(config)),
@@ -217,6 +217,7 @@ def build_engine(
             quantization=quantization,
             kv_cache_dtype=args.kv_cache_dtype,
             consume_model=owns_model,
+            lora=lora,
         )
         log.info("engine: decode attention %s", runner.attention)
         try:
@@ -226,7 +227,6 @@ def build_engine(
                 f"a step of {max_batched_tokens} tokens does not fit beside the model: "
                 "lower --max-num-batched-tokens or --max-num-seqs"
             ) from error
-            lora=lora,
         if not (args.no_cuda_graphs or args.no_mixed_step_graphs):
             step_bytes *= 2  # the captured steps' own pool holds the largest bucket's activations besides
         draft, draft_bytes = _draft(speculative, args, config, device, dtype, max_model_len, model_path)
@@ -265,6 +265,12 @@ def build_engine(
             "handoffs do not carry (add --disable-hybrid-kv-cache-manager)"
         )
     scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens, prompt_logprob_rows(config.vocab_size))
+    registry = None
+    if isinstance(runner, ModelRunner) and runner.loras is not None:
+        registry = LoraRegistry(runner.loras, args)
+        for module in lora_modules:
+            registry.load(module.name, module.path, module.base_model_name)
+        scheduler.max_loras = args.max_loras
     grammars = None
     if grammar_backend is not None:
         grammars = GrammarCompiler(
@@ -274,12 +280,6 @@ def build_engine(
             max_grammar_bytes=args.max_grammar_bytes,
             cache_bytes=args.grammar_cache_mb << 20,
             threads=args.grammar_compile_threads,
-    registry = None
-    if isinstance(runner, ModelRunner) and runner.loras is not None:
-        registry = LoraRegistry(runner.loras, args)
-        for name, path, base_model_name in lora_modules:
-            registry.load(name, path, base_model_name)
-        scheduler.max_loras = args.max_loras
             cache=not args.no_grammar_cache,
         )
         grammar_backend.warm_up(device)
@@ -296,6 +296,7 @@ def build_engine(
         logprobs_mode=args.logprobs_mode,
     )
     engine.kv_events = kv_hub(pool, args)
+    engine.loras = registry
     if speculative:
         drafter = DraftModel(draft) if draft is not None else None
         engine.speculator = Speculator(speculative, max_model_len, drafter, args.per_request_spec_decode_metrics)
@@ -305,7 +306,6 @@ def build_engine(
     do_sample = getattr(hf_model.generation_config, "do_sample", False)
     limits = EngineLimits(
         vocab_size=config.vocab_size,
-    engine.loras = registry
         max_model_len=max_model_len,
         eos_token_ids=_eos_ids(hf_model),
         tokenizer_fingerprint=tokenizer_fingerprint,
@@ -318,6 +318,7 @@ def build_engine(
         max_grammar_bytes=args.max_grammar_bytes,
         grammar_timeout_s=args.grammar_compile_timeout_s,
         max_message_bytes=args.max_message_mb << 20,
+        loras=dict(registry.cards) if registry is not None else None,
     )
     log.info(
         "engine: %s backend=%s device=%s dtype=%s quantization=%s kv_cache_dtype=%s kv_blocks=%d x %d "
@@ -327,7 +328,6 @@ def build_engine(
         device,
         dtype,
         quantization,
-        loras=dict(registry.cards) if registry is not None else None,
         args.kv_cache_dtype,
         num_blocks,
         args.block_size,

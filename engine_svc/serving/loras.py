@@ -10,54 +10,35 @@ adapter loaded is held on the model's device (an adapter of rank 16 on an 8B mod
 model) and are never reused, so prefix-cache entries of an unloaded adapter never serve a new one of its name.
 
 A `LoraCard` (scheduling/lora_cards.py) is what admission and the model list see (it crosses to API servers in
-EngineLimits); `LoraRegistry` (the step loop's) owns the weights. Refusals are `LoraRefused` (ValueError) naming the flag or
-field; at start they stop the engine, at run time they are `LORA_REFUSED`.
+EngineLimits); `LoraRegistry` (the step loop's) owns the weights. Refusals are `LoraRefused` (ValueError) naming
+the flag or field; at start they stop the engine, at run time they are `LORA_REFUSED`.
 """
 
 from __future__ import annotations
 
-import json
-
 from engine_svc.model.lora import LoraRefused, Loras, read_adapter
 from engine_svc.scheduling.lora_cards import LoraCard
+from scaleout_common import lora_modules
 
 
 def add_flags(parser) -> None:
-    parser.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters (vLLM's flag)")
-    parser.add_argument(
-        "--lora-modules",
-        nargs="+",
-        default=[],
-        help='adapters served at start: name=path, or JSON {"name", "path", "base_model_name"} (vLLM\'s forms)',
-    )
+    lora_modules.add_flags(parser)  # --enable-lora, --lora-modules (render takes them too)
     parser.add_argument("--max-loras", type=int, default=1, help="distinct LoRA adapters running at once")
     parser.add_argument("--max-lora-rank", type=int, default=16, help="the largest LoRA rank served")
     parser.add_argument("--max-cpu-loras", type=int, default=0, help="LoRA adapters held at once (0: --max-loras)")
 
 
-def parse_modules(values: list[str]) -> list[tuple[str, str, str]]:
-    """--lora-modules' values as (name, path, base_model_name), as vLLM parses them."""
-    modules = []
-    for value in values:
-        if value.lstrip().startswith("{"):
-            try:
-                item = json.loads(value)
-                modules.append((item["name"], item["path"], item.get("base_model_name") or ""))
-            except (ValueError, KeyError, TypeError):
-                raise LoraRefused(f'--lora-modules: {value[:120]!r} is not {{"name", "path"}} JSON') from None
-        else:
-            name, sep, path = value.partition("=")
-            if not sep or not name or not path:
-                raise LoraRefused(f"--lora-modules: {value[:120]!r} is not name=path")
-            modules.append((name, path, ""))
-    return modules
+def parse_modules(args) -> list[lora_modules.LoraModule]:
+    """--lora-modules (LoraRefused, naming the flag, where malformed or given without --enable-lora)."""
+    try:
+        return lora_modules.parse(args.lora_modules, args.enable_lora)
+    except ValueError as error:
+        raise LoraRefused(str(error)) from None
 
 
 def check_flags(args, backend: str, quantization: str) -> bool:
     """Whether LoRA is on; refuses (LoraRefused, naming the flag) what cannot go with it."""
     if not args.enable_lora:
-        if args.lora_modules:
-            raise LoraRefused("--lora-modules needs --enable-lora")
         return False
     if backend != "paged":
         raise LoraRefused("--enable-lora needs the paged backend (the fast-path families), not the transformers one")

@@ -47,12 +47,14 @@ def _in_vllm_terms(error: ServiceError) -> ServiceError:
 class VllmGenerateFace:
     def __init__(self, hops: Hops):
         self.hops = hops
-        self.served: list[str] = []  # render's served names, asked once
+        self.served: list[str] = []  # render's served names, then its LoRA adapters' (asked again on a miss)
+        self.adapters: set[str] = set()
 
     async def model_name(self, asked: str | None, context) -> str:
-        if not self.served:
+        if not self.served or (asked and asked not in self.served):
             models = await self.hops.render.ListModels(render_pb2.ListModelsRequest(), timeout=context.time_remaining())
             self.served = [card.id for card in models.data]
+            self.adapters = {card.id for card in models.data if card.HasField("parent")}
         if asked and asked not in self.served:
             raise fail(Reason.MODEL_NOT_FOUND, f"The model {quote(asked)} does not exist.", "model")
         return asked or self.served[0]
@@ -64,6 +66,8 @@ class VllmGenerateFace:
             raise fail(Reason.UNSUPPORTED_FIELD, f"{field} (a prefill step) needs stream false: its answer", field)
         try:
             answer = GenerateAnswer(generate, await self.model_name(generate.model, context))
+            if generate.model in self.adapters:
+                generate.typed.lora_name = generate.model  # vLLM's `model` naming an adapter runs it
             if generate.asks:
                 await self._compile(generate, context)
         except grpc.aio.AioRpcError as error:

@@ -35,7 +35,7 @@ TOP = {
     "features": (REFUSE, None, "multimodal features: the served models are text-only"),
     "content_parts": (REFUSE, None, "multimodal parts: the served models are text-only"),
     "sampling_params": "mapped",
-    "model": "mapped",  # a served name, else 404 as vLLM's _check_model
+    "model": "mapped",  # a served name, or a LoRA adapter's (-> lora_name), else 404 as vLLM's _check_model
     "reasoning_ended": "mapped",  # true: the constraint applies from the first token; else render's reasoning
     # parser reads the prompt (scaleout's block, or asked here), as vLLM's engine-side parser does
     "reasoning_parser_kwargs": NOOP,  # the template kwargs for vLLM's engine-side reasoning parser: here render's

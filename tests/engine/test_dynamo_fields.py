@@ -32,7 +32,7 @@ REQUEST = {
     "eos_token_ids": [2, 5],
     "annotations": [],
     "mdc_sum": "abc",
-    "routing": {"cache_salt": "s", "priority": 4, "backend_instance_id": 7},
+    "routing": {"cache_salt": "s", "priority": 4, "backend_instance_id": 7, "lora_name": "adapter-a"},
     "router_config_override": None,
 }  # fmt: skip
 
@@ -42,6 +42,7 @@ def test_a_full_request_maps_field_by_field():
     p = ours.sampling_params
     assert ours.request_id == "rid" and list(ours.token_ids) == [1, 2, 3] and ours.tokenizer_fingerprint == "sha256:x"
     assert not ours.HasField("n") and ours.cache_salt == "s" and ours.priority == -4  # Dynamo: higher sooner
+    assert ours.lora_name == "adapter-a"
     assert p.max_tokens == 7 and not p.HasField("min_tokens") and list(p.stop) == ["\n\n"]
     assert list(p.stop_token_ids) == [
         9,
@@ -65,7 +66,6 @@ def test_a_full_request_maps_field_by_field():
         (("output_options", "no_stop_trim"), True, "output_options.no_stop_trim"),
         (("sampling_options", "allowed_token_ids"), [1], "sampling_options.allowed_token_ids"),  # not 1.6.1's
         (("stop_conditions", "max_thinking_tokens"), 10, "stop_conditions.max_thinking_tokens"),
-        (("routing", "lora_name"), "a", "routing.lora_name"),
         (("routing", "dp_rank"), 1, "routing.dp_rank"),
         (("multi_modal_data",), {"image_url": []}, "multi_modal_data"),
         (("bootstrap_info",), {"bootstrap_room": 1}, "bootstrap_info"),

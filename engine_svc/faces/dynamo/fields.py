@@ -38,7 +38,7 @@ newer Dynamo's field is never taken and ignored.
 | routing.cache_salt                      | cache_salt                                                            |
 | routing.priority                        | -priority (Dynamo's higher is sooner, ours lower: as Dynamo's vLLM)   |
 | routing.dp_rank                         | 0 only (one rank)                                                     |
-| routing.lora_name                       | refused (no LoRA)                                                     |
+| routing.lora_name                       | lora_name (an adapter the engine does not serve: LORA_NOT_FOUND)      |
 | routing (the rest), router,             | the router's, applied before the request reached this worker          |
 |   router_config_override, annotations,  |                                                                       |
 |   mdc_sum, agent_context, migration_link|                                                                       |
@@ -204,11 +204,10 @@ def _output_options(values: dict, params: common_pb2.SamplingParams) -> None:
 
 def _routing(values: dict, out: engine_pb2.GenerateRequest) -> None:
     _check_keys("routing.", values, ROUTING_UPSTREAM | {"cache_salt", "priority", "dp_rank", "lora_name"})
-    if _given(values.get("lora_name")):
-        raise refused("routing.lora_name", "no LoRA adapters on this engine")
     if _given(values.get("dp_rank")):
         raise refused("routing.dp_rank", "one data-parallel rank (0)")
     out.cache_salt = values.get("cache_salt") or ""
+    out.lora_name = values.get("lora_name") or ""
     out.priority = -(values.get("priority") or 0)  # Dynamo's higher runs sooner, ours lower
 
 

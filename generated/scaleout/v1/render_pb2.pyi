@@ -461,7 +461,7 @@ class ListModelsResponse(_message.Message):
     def __init__(self, object: _Optional[str] = ..., data: _Optional[_Iterable[_Union[ModelCard, _Mapping]]] = ..., has_more: _Optional[bool] = ..., first_id: _Optional[str] = ..., last_id: _Optional[str] = ...) -> None: ...
 
 class ModelCard(_message.Message):
-    __slots__ = ("id", "object", "created", "owned_by", "root", "max_model_len", "tokenizer_fingerprint", "type", "display_name", "created_at")
+    __slots__ = ("id", "object", "created", "owned_by", "root", "max_model_len", "tokenizer_fingerprint", "type", "display_name", "created_at", "parent")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -472,6 +472,7 @@ class ModelCard(_message.Message):
     TYPE_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -482,7 +483,8 @@ class ModelCard(_message.Message):
     type: str
     display_name: str
     created_at: str
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., type: _Optional[str] = ..., display_name: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...
+    parent: str
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., type: _Optional[str] = ..., display_name: _Optional[str] = ..., created_at: _Optional[str] = ..., parent: _Optional[str] = ...) -> None: ...
 
 class RenderEmbeddingRequest(_message.Message):
     __slots__ = ("model", "inputs", "input_token_ids", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "dimensions", "use_activation", "priority", "request_id")
