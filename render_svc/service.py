@@ -21,6 +21,7 @@ from render_svc.bridge import bridge_chat
 from render_svc.completion import render_completion
 from render_svc.embedding import render_embedding
 from render_svc.http_face import HttpFace, HttpFaceServer
+from render_svc.lora_names import load_adapter, unload_adapter
 from render_svc.model import load_model
 from render_svc.renderer import Renderer
 from render_svc.tokenize_rpcs import detokenize, get_model, list_models, tokenize
@@ -28,6 +29,7 @@ from render_svc.vllm_render import render_chat_vllm, render_completion_vllm
 from render_svc.vllm_render.apis import render_messages_vllm, render_responses_vllm
 from render_svc.vllm_render.tokenize import tokenize_vllm, tokenizer_info
 from scaleout.v1 import render_pb2, render_pb2_grpc
+from scaleout_common.identity import caller, require_trusted
 from scaleout_common.reasons import Reason, fail
 
 log = logging.getLogger(__name__)
@@ -201,3 +203,11 @@ class RenderServicer(render_pb2_grpc.RenderServiceServicer):
 
     async def GetModel(self, request, context):
         return get_model(self._service.loaded_renderer, request)
+
+    async def LoadLoraAdapter(self, request, context):
+        require_trusted(caller(context), "LoadLoraAdapter")
+        return load_adapter(self._service.loaded_renderer, self._service.args.enable_lora, request)
+
+    async def UnloadLoraAdapter(self, request, context):
+        require_trusted(caller(context), "UnloadLoraAdapter")
+        return unload_adapter(self._service.loaded_renderer, request)

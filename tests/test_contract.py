@@ -34,6 +34,11 @@ FANNED_OUT = {
     "scaleout.v1.EngineControlService.GetKvEventSources": "scaleout.v1.VllmServerService.KvEventSources",
     # The RL operations: vLLM's routes (pipeline_svc/faces/vllm_rl.py).
     "scaleout.v1.EngineControlService.Pause": "scaleout.v1.VllmServerService.Pause",
+    # LoRA adapters at run time: every engine replica, then render (pipeline_svc/faces/vllm_lora.py).
+    "scaleout.v1.EngineControlService.LoadLoraAdapter": "scaleout.v1.VllmServerService.LoadLoraAdapter",
+    "scaleout.v1.EngineControlService.UnloadLoraAdapter": "scaleout.v1.VllmServerService.UnloadLoraAdapter",
+    "scaleout.v1.RenderService.LoadLoraAdapter": "scaleout.v1.VllmServerService.LoadLoraAdapter",
+    "scaleout.v1.RenderService.UnloadLoraAdapter": "scaleout.v1.VllmServerService.UnloadLoraAdapter",
     "scaleout.v1.EngineControlService.Resume": "scaleout.v1.VllmServerService.Resume",
     "scaleout.v1.EngineControlService.GetPauseState": "scaleout.v1.VllmServerService.IsPaused",
     "scaleout.v1.EngineControlService.Sleep": "scaleout.v1.VllmServerService.Sleep",

@@ -14,7 +14,7 @@ from engine_svc.scheduling import kv_events
 from engine_svc.serving import kv_relay
 from engine_svc.serving.kv_hub import KvBatch
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
-from scaleout.v1 import control_pb2, control_pb2_grpc, kv_events_pb2
+from scaleout.v1 import common_pb2, control_pb2, control_pb2_grpc, kv_events_pb2
 from scaleout_common.identity import caller, require_trusted
 from scaleout_common.reasons import Reason, fail
 
@@ -118,6 +118,27 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
     async def ReleaseKvCache(self, request, context):
         await self._run(context, "ReleaseKvCache", "release_kv")
         return control_pb2.ReleaseKvCacheResponse()
+
+    async def LoadLoraAdapter(self, request, context):
+        if not request.lora_name or not request.lora_path:  # vLLM's words
+            raise fail(Reason.INVALID_REQUEST, "Both 'lora_name' and 'lora_path' must be provided.", "lora_name")
+        name = request.lora_name
+        card = await self._run(
+            context, "LoadLoraAdapter", "load_lora", name, request.lora_path, request.base_model_name
+        )
+        self._served_loras()[name] = card  # this API server's admission (others learn it at their start only)
+        return common_pb2.LoadLoraAdapterResponse(lora_id=card.id)
+
+    async def UnloadLoraAdapter(self, request, context):
+        await self._run(context, "UnloadLoraAdapter", "unload_lora", request.lora_name)
+        self._served_loras().pop(request.lora_name, None)
+        return common_pb2.UnloadLoraAdapterResponse()
+
+    def _served_loras(self) -> dict:
+        limits = self.service.loaded.limits
+        if limits.loras is None:
+            limits.loras = {}
+        return limits.loras
 
     async def SubscribeKvEvents(self, request, context):
         require_trusted(caller(context), "SubscribeKvEvents")

@@ -16,6 +16,8 @@ The policy:
   tags named (all by default); once nothing is asleep any pause ends (vLLM's: a /pause too). ReleaseKvCache frees
   the KV cache of a paused engine (running sequences recompute after WakeUp). A draft model (speculation) sleeps
   with the target: its cache freed, its weights moved to host memory at either level (no update reloads them).
+- LoRA adapters (loras.py) load and unload between steps; an unloaded adapter's weights stay until no sequence runs
+  with it.
 - AbortRequests ends live requests (by public id, or all) without pausing. ZeroWeights (vLLM's weight_checker
   reset) drops the prefix cache and recomputes running sequences, as a weight update does.
 """
@@ -26,8 +28,12 @@ import concurrent.futures
 from collections.abc import Callable
 
 from engine_svc.model import weights
+from engine_svc.model.lora import LoraRefused
+from engine_svc.scheduling.lora_cards import LoraCard
+from engine_svc.serving.loras import LoraRegistry
 from engine_svc.serving.weight_transfer import WeightTransfer
 from scaleout.v1 import control_pb2
+from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
 ABORT, WAIT, KEEP = control_pb2.PAUSE_MODE_ABORT, control_pb2.PAUSE_MODE_WAIT, control_pb2.PAUSE_MODE_KEEP
@@ -48,7 +54,7 @@ class Controls:
     OPS = frozenset(
         {"pause", "resume", "pause_state", "abort", "sleep", "wake_up", "sleep_state", "release_kv"}
         | {"init_transfer", "start_update", "update_weights", "finish_update", "set_version", "weight_info"}
-        | {"shutdown_transfer", "checksums", "zero_weights"}
+        | {"shutdown_transfer", "checksums", "zero_weights", "load_lora", "unload_lora"}
     )
 
     def __init__(self, engine):
@@ -232,6 +238,25 @@ class Controls:
         if self._slots is None:
             self._slots = weights.slots(self.engine.runner)
         return self._slots
+
+    def load_lora(self, outputs, name: str, path: str, base_model_name: str) -> LoraCard:
+        try:
+            return self._loras().load(name, path, base_model_name)
+        except LoraRefused as error:
+            raise fail(Reason.LORA_REFUSED, str(error)) from None
+
+    def unload_lora(self, outputs, name: str) -> LoraCard:
+        scheduler = self.engine.scheduler
+        in_use = {s.lora_id for s in scheduler.running} | {entry[2].lora_id for entry in scheduler.waiting}
+        card = self._loras().unload(name, in_use)
+        if card is None:  # vLLM's words
+            raise fail(Reason.LORA_NOT_FOUND, f"The lora adapter {quote(name)} cannot be found.", "lora_name")
+        return card
+
+    def _loras(self) -> LoraRegistry:
+        if self.engine.loras is None:
+            raise fail(Reason.LORA_REFUSED, "this engine serves no LoRA adapters: start it with --enable-lora")
+        return self.engine.loras
 
     def _recompute_all(self) -> int:
         """Every running sequence back to the queue to recompute, and the prefix cache emptied; blocks dropped."""

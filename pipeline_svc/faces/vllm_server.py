@@ -21,6 +21,7 @@ from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
 from pipeline_svc.faces.vllm_derender_stream import VllmDerenderStream
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
+from pipeline_svc.faces.vllm_lora import VllmLora
 from pipeline_svc.faces.vllm_rl import VllmRl
 from pipeline_svc.faces.vllm_server_info import server_info_body
 from pipeline_svc.fleet_service import FleetOperations
@@ -78,7 +79,7 @@ def kv_event_sources(sources: list[tuple[str, kv_events_pb2.KvEventSource]]) -> 
     }
 
 
-class VllmServer(VllmRl, vllm_server_pb2_grpc.VllmServerServiceServicer):
+class VllmServer(VllmRl, VllmLora, vllm_server_pb2_grpc.VllmServerServiceServicer):
     def __init__(self, fleet: FleetOperations, openai: OpenAIFrontDoor, hops: Hops):
         self.fleet = fleet
         self.openai = openai

@@ -23,6 +23,7 @@ from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.serving.loader import build_engine
 from engine_svc.serving.loras import LoraRegistry
+from scaleout.v1 import common_pb2, control_pb2_grpc
 from tests.engine.conftest import engine_args, engine_stub, generate, request, tiny_llama
 from tests.engine.families import greedy, logits_of
 
@@ -200,3 +201,52 @@ def test_the_json_form_of_lora_modules_names_the_parent(adapters):
     loaded = build_engine(tiny_llama(), engine_args("--enable-lora", "--lora-modules", module), model_name="t")
     assert loaded.limits.loras is not None and loaded.limits.loras["j"].base_model_name == "parent-model"
     loaded.engine.stop()
+
+
+async def test_adapters_load_and_unload_at_run_time(adapters):
+    """EngineControlService.LoadLoraAdapter / UnloadLoraAdapter (vLLM's runtime routes reach every replica so): a
+    loaded adapter serves at once, a name taken or past --max-cpu-loras is refused, an unloaded one is not found."""
+    model = tiny_llama()
+    flags = ("--enable-lora", "--max-cpu-loras", "1", "--block-size", "4", "--engine-core", "thread")
+
+    def message(name):
+        m = request(PROMPT, temperature=0, max_tokens=6, ignore_eos=True)
+        m.lora_name = name
+        return m
+
+    async with engine_stub(model, *flags) as (stub, _):
+        control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
+        load = common_pb2.LoadLoraAdapterRequest(lora_name="attn", lora_path=str(adapters["attn"]))
+        loaded = await control.LoadLoraAdapter(load)
+        _, tokens = await generate(stub, message("attn"))
+        refusals = []
+        for again in (load, common_pb2.LoadLoraAdapterRequest(lora_name="all", lora_path=str(adapters["all"]))):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await control.LoadLoraAdapter(again)
+            refusals.append(refused.value)
+        await control.UnloadLoraAdapter(common_pb2.UnloadLoraAdapterRequest(lora_name="attn"))
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await generate(stub, message("attn"))
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await control.UnloadLoraAdapter(common_pb2.UnloadLoraAdapterRequest(lora_name="attn"))
+        reloaded = await control.LoadLoraAdapter(load)  # a fresh id: no prefix entry of the old one is reused
+        _, again_tokens = await generate(stub, message("attn"))
+    assert loaded.lora_id == 1 and reloaded.lora_id == 2
+    assert tokens[0] == again_tokens[0] == greedy(merged(model, adapters["attn"]), PROMPT, 6)
+    assert all(r.code() == grpc.StatusCode.INVALID_ARGUMENT for r in refusals)
+    assert "already loaded" in (refusals[0].details() or "") and "--max-cpu-loras" in (refusals[1].details() or "")
+    assert gone.value.code() == unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "cannot be found" in (unknown.value.details() or "")
+
+
+async def test_an_engine_without_lora_refuses_adapters_by_name(tiny_model, adapters):
+    async with engine_stub(tiny_model, "--engine-core", "thread") as (stub, _):
+        control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
+        with pytest.raises(grpc.aio.AioRpcError) as load:
+            await control.LoadLoraAdapter(common_pb2.LoadLoraAdapterRequest(lora_name="a", lora_path="/x"))
+        message = request(PROMPT, max_tokens=2)
+        message.lora_name = "a"
+        with pytest.raises(grpc.aio.AioRpcError) as run:
+            await generate(stub, message)
+    assert load.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "--enable-lora" in (load.value.details() or "")
+    assert run.value.code() == grpc.StatusCode.NOT_FOUND and "--enable-lora" in (run.value.details() or "")

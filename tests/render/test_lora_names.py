@@ -9,7 +9,7 @@ import json
 import grpc
 import pytest
 
-from scaleout.v1 import render_pb2
+from scaleout.v1 import common_pb2, render_pb2
 from tests.render.calls import chat
 from tests.render.conftest import render_server
 
@@ -50,3 +50,32 @@ async def test_without_lora_an_adapter_name_is_an_unknown_model():
         models = await stub.ListModels(render_pb2.ListModelsRequest())
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
     assert [m.id for m in models.data] == ["smol"] and not models.data[0].HasField("parent")
+
+
+async def test_adapter_names_load_and_unload_at_run_time():
+    async with render_server("--served-model-name", "smol", "--enable-lora") as stub:
+        load = common_pb2.LoadLoraAdapterRequest(lora_name="late", lora_path="/adapters/late")
+        await stub.LoadLoraAdapter(load)
+        rendered = await stub.RenderChat(chat(model="late"))
+        listed = [m.id for m in (await stub.ListModels(render_pb2.ListModelsRequest())).data]
+        errors = []
+        for bad in (load, common_pb2.LoadLoraAdapterRequest(lora_name="smol", lora_path="/x")):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.LoadLoraAdapter(bad)
+            errors.append(refused.value)
+        await stub.UnloadLoraAdapter(common_pb2.UnloadLoraAdapterRequest(lora_name="late"))
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await stub.UnloadLoraAdapter(common_pb2.UnloadLoraAdapterRequest(lora_name="late"))
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await stub.RenderChat(chat(model="late"))
+    assert rendered.generate_request.lora_name == "late" and listed == ["smol", "late"]
+    assert "already been loaded" in (errors[0].details() or "") and "conflicts" in (errors[1].details() or "")
+    assert gone.value.code() == unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_render_without_lora_refuses_loads():
+    async with render_server("--served-model-name", "smol") as stub:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.LoadLoraAdapter(common_pb2.LoadLoraAdapterRequest(lora_name="a", lora_path="/a"))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "--enable-lora" in (refused.value.details() or "")

@@ -1,3 +1,4 @@
+from scaleout.v1 import common_pb2 as _common_pb2
 from scaleout.v1 import kv_events_pb2 as _kv_events_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper

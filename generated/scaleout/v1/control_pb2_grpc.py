@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from scaleout.v1 import common_pb2 as scaleout_dot_v1_dot_common__pb2
 from scaleout.v1 import control_pb2 as scaleout_dot_v1_dot_control__pb2
 from scaleout.v1 import kv_events_pb2 as scaleout_dot_v1_dot_kv__events__pb2
 
@@ -138,6 +139,16 @@ class EngineControlServiceStub:
                 '/scaleout.v1.EngineControlService/ReleaseKvCache',
                 request_serializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheResponse.FromString,
+                _registered_method=True)
+        self.LoadLoraAdapter = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/LoadLoraAdapter',
+                request_serializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterResponse.FromString,
+                _registered_method=True)
+        self.UnloadLoraAdapter = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/UnloadLoraAdapter',
+                request_serializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.FromString,
                 _registered_method=True)
 
 
@@ -305,6 +316,20 @@ class EngineControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadLoraAdapter(self, request, context):
+        """LoRA adapters at run time (common.proto): LORA_REFUSED without --enable-lora, for a name already served, past
+        --max-cpu-loras, or an adapter the engine cannot serve (its message names the field).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadLoraAdapter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -407,6 +432,16 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
                     servicer.ReleaseKvCache,
                     request_deserializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheResponse.SerializeToString,
+            ),
+            'LoadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadLoraAdapter,
+                    request_deserializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterResponse.SerializeToString,
+            ),
+            'UnloadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadLoraAdapter,
+                    request_deserializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -953,6 +988,60 @@ class EngineControlService:
             '/scaleout.v1.EngineControlService/ReleaseKvCache',
             scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheRequest.SerializeToString,
             scaleout_dot_v1_dot_control__pb2.ReleaseKvCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/LoadLoraAdapter',
+            scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterRequest.SerializeToString,
+            scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnloadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/UnloadLoraAdapter',
+            scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.SerializeToString,
+            scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
+from scaleout.v1 import common_pb2 as scaleout_dot_v1_dot_common__pb2
 from scaleout.v1 import render_pb2 as scaleout_dot_v1_dot_render__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -130,6 +131,16 @@ class RenderServiceStub:
                 '/scaleout.v1.RenderService/GetModel',
                 request_serializer=scaleout_dot_v1_dot_render__pb2.GetModelRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_render__pb2.ModelCard.FromString,
+                _registered_method=True)
+        self.LoadLoraAdapter = channel.unary_unary(
+                '/scaleout.v1.RenderService/LoadLoraAdapter',
+                request_serializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterResponse.FromString,
+                _registered_method=True)
+        self.UnloadLoraAdapter = channel.unary_unary(
+                '/scaleout.v1.RenderService/UnloadLoraAdapter',
+                request_serializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.FromString,
                 _registered_method=True)
 
 
@@ -298,6 +309,21 @@ class RenderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadLoraAdapter(self, request, context):
+        """LoRA adapters at run time (common.proto): the name joins (leaves) the names a request's `model` may give and
+        /v1/models' list. Over REST through vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter
+        (VllmServerService), which load the adapter on every engine replica first. Admin-scoped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadLoraAdapter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RenderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -395,6 +421,16 @@ def add_RenderServiceServicer_to_server(servicer, server):
                     servicer.GetModel,
                     request_deserializer=scaleout_dot_v1_dot_render__pb2.GetModelRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_render__pb2.ModelCard.SerializeToString,
+            ),
+            'LoadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadLoraAdapter,
+                    request_deserializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterResponse.SerializeToString,
+            ),
+            'UnloadLoraAdapter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadLoraAdapter,
+                    request_deserializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -911,6 +947,60 @@ class RenderService:
             '/scaleout.v1.RenderService/GetModel',
             scaleout_dot_v1_dot_render__pb2.GetModelRequest.SerializeToString,
             scaleout_dot_v1_dot_render__pb2.ModelCard.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/LoadLoraAdapter',
+            scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterRequest.SerializeToString,
+            scaleout_dot_v1_dot_common__pb2.LoadLoraAdapterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnloadLoraAdapter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.RenderService/UnloadLoraAdapter',
+            scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.SerializeToString,
+            scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.FromString,
             options,
             channel_credentials,
             insecure,
