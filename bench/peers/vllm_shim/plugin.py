@@ -1,5 +1,6 @@
 """Loaded by the copied tree's `tests/conftest.py` (in place of vLLM's, which needs a GPU build of vLLM): vLLM's
-markers, and LoRA adapters, which this stack does not serve, kept out (their cases skipped, naming the adapter).
+markers, and LoRA adapters of the test's model, which offline runs never download, kept out (their cases skipped,
+naming the adapter; an adapter folder that is here is served: serve_args.py).
 The model names themselves resolve offline to our model (hf_alias.py, set up by the runner)."""
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ _hf_api = vllm.transformers_utils.repo_utils.hf_api
 
 
 class _NoAdapters:
-    """vLLM's hub client, but LoRA fixtures' downloads (offline here, not in the cache) get a path that is never
-    read, as the adapters are not served (the cases naming them are skipped)."""
+    """vLLM's hub client, but LoRA fixtures' downloads (offline here, not in the cache) get a path that holds nothing,
+    so those adapters are not served (the cases naming them are skipped)."""
 
     def snapshot_download(self, repo_id: str, **kwargs) -> str:
         try:  # a model name: the offline cache's snapshot (hf_alias)
@@ -41,4 +42,4 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     params = getattr(getattr(item, "callspec", None), "params", {})
     named = [v for v in params.values() if isinstance(v, str) and v in UNSERVED_ADAPTERS]
     if named:
-        pytest.skip(f"LoRA adapter {named[0]}: not served by scaleout (no LoRA)")
+        pytest.skip(f"LoRA adapter {named[0]}: its folder is not available offline (a hub download)")

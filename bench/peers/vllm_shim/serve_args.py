@@ -9,7 +9,9 @@ need it fail, where the report classifies them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from engine_svc.scheduling.speculation import parse_speculative_config
 
@@ -31,9 +33,6 @@ IGNORED = {
     "--load-format": 1,
     "--enable-server-load-tracking": 0,
     "--tensor-parallel-size": 1,
-    "--max-cpu-loras": 1,
-    "--max-lora-rank": 1,
-    "--enable-lora": 0,  # the adapters themselves: --lora-modules
     "--enable-prompt-tokens-details": 0,  # we always report usage.prompt_tokens_details.cached_tokens
     "--enable-auto-tool-choice": 0,  # tool_choice "auto" is always served where a tool parser is set
     "--structured-outputs-config.backend": 1,  # which grammar library; ours is our own
@@ -51,12 +50,17 @@ MAPPED = {
     "--enable-force-include-usage": (("chat",), "--enable-force-include-usage"),
     "--return-tokens-as-token-ids": (("chat",), "--return-tokens-as-token-ids"),
     "--enable-per-request-metrics": (("chat",), "--enable-per-request-metrics"),
+    "--enable-lora": (("render", "engine"), "--enable-lora"),
+    "--max-loras": (("engine",), "--max-loras"),
+    "--max-lora-rank": (("engine",), "--max-lora-rank"),
+    "--max-cpu-loras": (("engine",), "--max-cpu-loras"),
 }
 SWITCHES = {
     "--trust-request-chat-template",
     "--enable-force-include-usage",
     "--return-tokens-as-token-ids",
     "--enable-per-request-metrics",
+    "--enable-lora",
 }
 # Another kind of server altogether: every case of the file would test that, so the file is skipped.
 OTHER_SERVER = {
@@ -79,7 +83,7 @@ class ServeArgs:
     served_names: list[str] = field(default_factory=list)
     service_args: dict[str, list[str]] = field(default_factory=dict)
     max_logprobs: int | None = None
-    lora_names: list[str] = field(default_factory=list)  # adapters the test asked for: not served (no LoRA)
+    lora_names: list[str] = field(default_factory=list)  # adapters whose folder is not here (hub downloads, offline)
     not_served: list[str] = field(default_factory=list)  # flags the stack starts without
 
 
@@ -107,6 +111,27 @@ def _served_speculation(values: list[str]) -> bool:
     return spec is not None and spec.method == "ngram"
 
 
+def _lora_modules(out: ServeArgs, values: list[str]) -> None:
+    """Adapters whose PEFT folder is here go to render and the engine (the engine checks that they fit the served
+    model); the others (a hub adapter of the test's model, never downloaded offline) are listed unserved."""
+    for value in values:
+        name, path = _lora_module(value)
+        if (Path(path) / "adapter_config.json").is_file():
+            for role in ("render", "engine"):
+                out.service_args.setdefault(role, []).extend(["--lora-modules", value])
+        else:
+            out.lora_names.append(name)
+
+
+def _lora_module(value: str) -> tuple[str, str]:
+    """(name, path) of a --lora-modules value, name=path or vLLM's JSON form."""
+    if value.lstrip().startswith("{"):
+        item = json.loads(value)
+        return str(item.get("name", "")), str(item.get("path", ""))
+    name, _, path = value.partition("=")
+    return name, path
+
+
 def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArgs:
     """`vllm serve <model> argv` as a stack serving our model under the names the test asks for. `model_len`: our
     model's context; a longer --max-model-len (a length the test's model has) is cut to it, as the engine cuts it."""
@@ -121,7 +146,7 @@ def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArg
         elif name == "--speculative-config" and _served_speculation(values):
             out.service_args.setdefault("engine", []).extend(["--speculative-config", *values])
         elif name in ("--lora-modules", "--lora-module"):
-            out.lora_names += [v.partition("=")[0] for v in values]
+            _lora_modules(out, values)
         elif name == "--served-model-name":
             out.served_names += values
         elif name in MAPPED:
