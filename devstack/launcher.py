@@ -46,9 +46,22 @@ def main() -> None:
         default=None,
         help="also start NVIDIA Dynamo's frontend on this port (0: a free one), one Dynamo worker per engine replica",
     )
+    parser.add_argument(
+        "--lora-modules",
+        nargs="+",
+        default=[],
+        help="LoRA adapters to serve (vLLM's name=path or JSON forms): --enable-lora on render and the engines, which "
+        "load them; the OpenAI `model` selects one. VLLM_ALLOW_RUNTIME_LORA_UPDATING=true: vLLM's load/unload routes",
+    )
+    parser.add_argument("--enable-lora", action="store_true", help="LoRA on render and the engines, no adapter yet")
     Limits.add_arguments(parser)
     PrefixRouting.add_arguments(parser)
     args = parser.parse_args()
+    service_args: dict[str, list[str]] = {"engine": ["--kv-events"]} if args.dynamo_port is not None else {}
+    if args.enable_lora or args.lora_modules:
+        for role in ("render", "engine"):
+            modules = ["--lora-modules", *args.lora_modules] if args.lora_modules else []
+            service_args.setdefault(role, []).extend(["--enable-lora", *modules])
     config = StackConfig(
         host=args.host,
         port=args.port,
@@ -67,7 +80,7 @@ def main() -> None:
         api_keys=Path(args.api_keys) if args.api_keys else None,
         supervise=True,
         max_logprobs=args.max_logprobs,
-        service_args={"engine": ["--kv-events"]} if args.dynamo_port is not None else {},
+        service_args=service_args,
     )
     # Ctrl-C and SIGTERM stop everything cleanly, even during start-up (and even where a shell started this
     # in the background with SIGINT ignored).
