@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scaleout.v1 import render_pb2
@@ -29,16 +30,11 @@ from scaleout_common.json_body import load_object
 from scaleout_common.openai_body_rules import parse_typed, prompt_forms
 from scaleout_common.reasons import Reason, fail
 
-TYPED = (
-    "model",
-    "dimensions",
-    "truncate_prompt_tokens",
-    "truncation_side",
-    "add_special_tokens",
-    "use_activation",
-    "priority",
-    "request_id",
-)
+# vLLM's fields of every pooling request (its PoolingBasicRequestMixin and `use_activation`): embeddings, score,
+# rerank and pooling take them alike (pooling_field).
+POOLING_TYPED = ("model", "truncate_prompt_tokens", "truncation_side", "use_activation", "priority", "request_id")
+TYPED = (*POOLING_TYPED, "dimensions", "add_special_tokens")
+BOOLEANS = ("add_special_tokens", "use_activation")
 ENCODINGS = ("float", "base64")
 BYTE_ORDERS = {"native": "<" if sys.byteorder == "little" else ">", "little": "<", "big": ">"}
 NO_OP_VALUES = {"embed_dtype": ("float32",), "padding": ("do_not_pad",)}
@@ -46,6 +42,7 @@ REFUSED = {
     "messages": "(vLLM's chat-form embeddings) is not supported: embed text or token ids in `input`",
     "encoding_format": "is float or base64 here (vLLM's bytes answers are not served)",
     "normalize": "Parameter `normalize` was removed; use `use_activation` instead.",  # vLLM's words
+    "mm_processor_kwargs": "(multimodal processing) is not supported: the model takes text",
 }
 TYPED_INPUT = re.compile(r"(?:inputs|input_token_ids)\[(\d+)\](?:\.token_ids)?")
 
@@ -83,43 +80,79 @@ def _cache_salt(value) -> None:
         raise fail(Reason.INVALID_REQUEST, "`cache_salt` must be a string of 1 to 1024 characters", "cache_salt")
 
 
+def typed_field(name: str, value, out: dict) -> None:
+    """A field of the typed render request, its JSON type checked (booleans are not numbers here)."""
+    if isinstance(value, bool) != (name in BOOLEANS):
+        raise fail(Reason.INVALID_REQUEST, f"`{name}` has the wrong type", name)
+    out[name] = value
+
+
+def pooling_field(name: str, value, out: dict, identity: dict[str, str]) -> bool:
+    """One of the fields every pooling request takes, into the typed render request's `out` or the caller's
+    `identity`, or refused naming it; False where `name` is not one of them."""
+    if name in POOLING_TYPED:
+        typed_field(name, value, out)
+    elif name == "user":
+        if not isinstance(value, str):
+            raise fail(Reason.INVALID_REQUEST, "`user` must be a string", "user")
+        identity["user"] = value
+    elif name == "cache_salt":
+        _cache_salt(value)
+    elif name == "padding" and value not in NO_OP_VALUES[name]:
+        raise _unsupported(name, f"= {clip(json.dumps(value), QUOTE_CHARS)} is not supported by this deployment")
+    elif name == "normalize":
+        raise fail(Reason.INVALID_REQUEST, REFUSED[name], name)
+    elif name != "padding":
+        return False
+    return True
+
+
+def refused(name: str, why: dict[str, str]) -> ServiceError:
+    """The refusal of a field no rule took: UNSUPPORTED_FIELD naming it, with the route's reason where it has one."""
+    return _unsupported(name, why.get(name, REFUSED.get(name, "is not a field this API takes")))
+
+
 def embeddings_request(body: bytes) -> EmbeddingsRequest:
-    data = {k: v for k, v in load_object(body).items() if v is not None}
+    return embeddings_fields(load_object(body))
+
+
+def embeddings_fields(body: dict) -> EmbeddingsRequest:
+    data = {k: v for k, v in body.items() if v is not None}
     out, parsed = {}, EmbeddingsRequest(render_pb2.RenderEmbeddingRequest())
     if "input" not in data:
         raise fail(Reason.MISSING_PROMPT, "`input` is required", "input")
     for name, value in data.items():
         if name == "input":
             out.update(_input(value))
+        elif pooling_field(name, value, out, parsed.identity):
+            pass
         elif name in TYPED:
-            if isinstance(value, bool) != (name in ("add_special_tokens", "use_activation")):
-                raise fail(Reason.INVALID_REQUEST, f"`{name}` has the wrong type", name)
-            out[name] = value
+            typed_field(name, value, out)
         elif name == "encoding_format" and value in ENCODINGS:
             parsed.encoding = value
         elif name == "endianness" and value in BYTE_ORDERS:
             parsed.byte_order = BYTE_ORDERS[value]
-        elif name == "user":
-            if not isinstance(value, str):
-                raise fail(Reason.INVALID_REQUEST, "`user` must be a string", "user")
-            parsed.identity["user"] = value
-        elif name == "cache_salt":
-            _cache_salt(value)
         elif name in NO_OP_VALUES and value in NO_OP_VALUES[name]:
             pass
         elif name in NO_OP_VALUES or name == "endianness":
             raise _unsupported(name, f"= {clip(json.dumps(value), QUOTE_CHARS)} is not supported by this deployment")
-        elif name == "normalize":
-            raise fail(Reason.INVALID_REQUEST, REFUSED[name], name)
         else:
-            raise _unsupported(name, REFUSED.get(name, "is not a field this API takes"))
+            raise refused(name, {})
     parsed.typed = parse_typed(out, parsed.typed)
     return parsed
 
 
+def renamed(error: ServiceError, name_of: Callable[[int], str]) -> ServiceError:
+    """`error` with render's and the engine's `inputs[i]` / `input_token_ids[i]` named `name_of(i)`: the client's
+    field (every pooling route's one rule for it)."""
+    rename = lambda text: TYPED_INPUT.sub(lambda m: name_of(int(m[1])), text)  # noqa: E731
+    error.message = rename(error.message)
+    error.violations = [(rename(name), rename(why)) for name, why in error.violations]
+    return error
+
+
 def in_client_terms(error: ServiceError, body: bytes) -> ServiceError:
-    """`error` with render's and the engine's `inputs[i]` / `input_token_ids[i]` named as the client's `input[i]`
-    (`input` where it sent one string or one list of ids)."""
+    """`error` in the client's terms: `input[i]` (`input` where it sent one string or one list of ids)."""
     if not any(TYPED_INPUT.match(name) for name, _ in error.violations):
         return error
     try:
@@ -127,7 +160,4 @@ def in_client_terms(error: ServiceError, body: bytes) -> ServiceError:
     except (ValueError, AttributeError):
         return error
     several = isinstance(sent, list) and bool(sent) and not isinstance(sent[0], int)
-    rename = lambda text: TYPED_INPUT.sub(lambda m: f"input[{m[1]}]" if several else "input", text)  # noqa: E731
-    error.message = rename(error.message)
-    error.violations = [(rename(name), rename(why)) for name, why in error.violations]
-    return error
+    return renamed(error, lambda i: f"input[{i}]" if several else "input")

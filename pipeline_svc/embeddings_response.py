@@ -15,20 +15,33 @@ import numpy as np
 from scaleout.v1 import engine_pb2
 
 
-def embeddings(response: engine_pb2.EmbedResponse, model: str, encoding: str, byte_order: str) -> dict:
-    def encoded(values) -> list[float] | str:
-        if encoding == "base64":
-            return base64.b64encode(np.asarray(values, dtype=f"{byte_order}f4").tobytes()).decode("ascii")
-        return list(values)
+def encoded(values, encoding: str, byte_order: str) -> list[float] | str:
+    """One vector as a list of numbers, or with "base64" its float32 bytes in `byte_order` ("<" or ">")."""
+    if encoding == "base64":
+        return base64.b64encode(np.asarray(values, dtype=f"{byte_order}f4").tobytes()).decode("ascii")
+    return list(values)
 
+
+def embeddings(response: engine_pb2.EmbedResponse, model: str, encoding: str, byte_order: str) -> dict:
     return {
         "id": f"embd-{response.request_id}",
         "object": "list",
         "created": int(time.time()),
         "model": model,
         "data": [
-            {"index": i, "object": "embedding", "embedding": encoded(item.values)}
+            {"index": i, "object": "embedding", "embedding": encoded(item.values, encoding, byte_order)}
             for i, item in enumerate(response.embeddings)
         ],
         "usage": {"prompt_tokens": response.prompt_tokens, "total_tokens": response.prompt_tokens},
+    }
+
+
+def usage_info(tokens: int) -> dict:
+    """vLLM's UsageInfo whole, as its /score and /pooling answers print it (the inputs' tokens, nothing generated)."""
+    return {
+        "prompt_tokens": tokens,
+        "total_tokens": tokens,
+        "completion_tokens": 0,
+        "prompt_tokens_details": None,
+        "completion_tokens_details": None,
     }

@@ -19,6 +19,7 @@ stream interleaved, each choice under its flat index, one choice per chunk (as O
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 import grpc
@@ -29,6 +30,7 @@ from pipeline_svc import embeddings_request, openai_request, openai_response, re
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
 from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
+from pipeline_svc.embed_call import embed
 from pipeline_svc.embeddings_response import embeddings
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
@@ -81,12 +83,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         span = trace.get_current_span()
         for name, value in parsed.identity.items():
             span.set_attribute(f"openai.request.{name}", value)
-        try:
-            rendered = await self.hops.render.RenderEmbedding(parsed.typed, timeout=context.time_remaining())
-            answer = await self.hops.engine.Embed(rendered.embed_request, timeout=context.time_remaining())
-        except grpc.aio.AioRpcError as error:
-            raise embeddings_request.in_client_terms(ServiceError.from_rpc_error(error), request.data) from None
-        model = rendered.embed_request.model
+        rename = functools.partial(embeddings_request.in_client_terms, body=request.data)
+        answer, model = await embed(self.hops, parsed.typed, context, rename)
         return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order))
 
     async def _chat(self, request, context):

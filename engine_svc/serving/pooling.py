@@ -16,8 +16,9 @@ The work: a request's inputs run through the transformers model's decoder (its b
 vocabulary head) on one worker thread, in right-padded batches of at most --max-num-batched-tokens padded tokens
 (shortest first: a causal model's real tokens never attend to the padding after them, so a padded row computes
 what it computes alone). Requests wait in priority order (lower first, then arrival), at most --max-waiting of
-them (QUEUE_FULL beyond); one whose caller left is dropped before it runs. Pooling, the Matryoshka cut and the
-norm are computed in float32. The paged fast path is not used: its attention needs KV blocks from the scheduler's
+them (QUEUE_FULL beyond); one whose caller left is dropped before it runs. The inputs waiting and being pooled
+count as the engine's sequences waiting and running (counted_load: GetLoad, the vllm: gauges, /get_load).
+Pooling, the Matryoshka cut and the norm are computed in float32. The paged fast path is not used: its attention needs KV blocks from the scheduler's
 pool, and a pooling engine keeps no KV cache (loader.py serves it with the transformers backend).
 """
 
@@ -182,6 +183,8 @@ class Pooler:
         self.batch_tokens = args.max_num_batched_tokens or (8192 if self.device.type == "cuda" else 2048)
         self._heap: list[tuple[int, int, _Job]] = []
         self._order = itertools.count()
+        self.waiting = 0  # inputs queued (a request's inputs each count, as vLLM counts its pooling requests)
+        self.running = 0  # inputs of the request being pooled
         self._ready = asyncio.Event()
         self._worker: asyncio.Task | None = None
 
@@ -221,6 +224,7 @@ class Pooler:
             raise fail(Reason.QUEUE_FULL, f"{len(self._heap)} embedding requests are waiting already")
         job = _Job(inputs, dimensions, activation, asyncio.get_running_loop().create_future())
         heapq.heappush(self._heap, (request.priority, next(self._order), job))
+        self.waiting += len(inputs)
         if self._worker is None:
             self._worker = asyncio.create_task(self._work())
         self._ready.set()
@@ -236,14 +240,18 @@ class Pooler:
             self._ready.clear()
             while self._heap:
                 job = heapq.heappop(self._heap)[2]
+                self.waiting -= len(job.inputs)
                 if job.done.done():
                     continue
+                self.running = len(job.inputs)
                 try:
                     vectors = await asyncio.to_thread(self.vectors, job.inputs, job.dimensions, job.activation)
                 except Exception as error:  # handed to the caller, whose servicer reports it
                     if not job.done.done():
                         job.done.set_exception(error)
                     continue
+                finally:
+                    self.running = 0
                 if not job.done.done():
                     job.done.set_result(vectors)
 
@@ -290,3 +298,13 @@ class Pooler:
             return (hidden * weights).sum(1) / weights.sum(1)
         last = mask.sum(1) - 1  # right padding: each row's last real token
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def counted_load(engine, pooler: Pooler | None) -> engine_pb2.GetLoadResponse:
+    """The engine's load figures (EngineAPI.load), a pooler's inputs counted as sequences waiting and running: what
+    GetLoad, the vllm: gauges and the routers' /get_load read."""
+    load = engine.load()
+    if pooler is not None:
+        load.waiting += pooler.waiting
+        load.running += pooler.running
+    return load

@@ -23,7 +23,7 @@ from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_transfer.peer import KvPeer
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
-from engine_svc.serving.pooling import pooling_runner
+from engine_svc.serving.pooling import counted_load, pooling_runner
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
 from engine_svc.serving.vllm_grpc.servicer import VllmEngineServicer, add_VllmEngineServicer_to_server
@@ -135,7 +135,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         return engine_pb2.AbortResponse(aborted=aborted, not_found=not_found)
 
     async def GetModelInfo(self, request, context):
-        loaded, limits, load = self.loaded, self.loaded.limits, self.engine.load()
+        loaded, limits, load = self.loaded, self.loaded.limits, counted_load(self.engine, self.loaded.pooler)
         return engine_pb2.GetModelInfoResponse(
             model=loaded.model_name,
             vocab_size=limits.vocab_size,
@@ -158,11 +158,12 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             weight_version=self.engine.weight_version,
             weight_transfer_backend=self.service.args.weight_transfer_backend,
             speculative_config=_speculative(self.service.args.speculative_config),
+            runner="generate" if loaded.pooler is None else "pooling",
         )
 
     async def GetLoad(self, request, context):
         require_trusted(caller(context), "GetLoad")
-        return self.engine.load()
+        return counted_load(self.engine, self.loaded.pooler)
 
     async def GetMetrics(self, request, context):
         require_trusted(caller(context), "GetMetrics")
@@ -286,9 +287,14 @@ class EngineService:
             load = engine.load()
             return load.spec_decode_num_accepted_tokens / max(load.spec_decode_num_draft_tokens, 1)
 
+        def counted(name: str):  # a pooler's inputs counted with the engine's sequences (pooling.counted_load)
+            return lambda: (
+                getattr(counted_load(self.loaded.engine, self.loaded.pooler), name) if self.loaded is not None else 0
+            )
+
         llm.watch(
-            queue_depth=read(lambda e: e.num_waiting),
-            running=read(lambda e: e.num_running),
+            queue_depth=counted("waiting"),
+            running=counted("running"),
             kv_cache_usage=read(kv_usage),
             kv_cache_cached=read(kv_cached),
             prefix_cache_hit=read(prefix_hits),

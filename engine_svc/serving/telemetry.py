@@ -1,4 +1,4 @@
-"""What the engine's messages mean to telemetry: gen_ai.* on Generate / GenerateUnary spans, the LLM metrics.
+"""What the engine's messages mean to telemetry: gen_ai.* on Generate / GenerateUnary / Embed spans, the LLM metrics.
 
 GenerateRequest: the knobs the engine was sent. GenerateResponse: the tokens each choice generated (the call's
 summary counts and times them), finish reasons (named by scaleout_common.finish_reasons), the prompt's size,
@@ -38,4 +38,20 @@ def _output(msg: engine_pb2.GenerateResponse, call: genai.GenAiCall) -> None:
         call.prompt_tokens(msg.prompt.num_tokens)
     if msg.HasField("usage"):
         call.usage(msg.usage.prompt_tokens, msg.usage.completion_tokens)
+    call.response_id(msg.request_id)
+
+
+@genai.on_request(engine_pb2.EmbedRequest)
+def _embed_request(msg: engine_pb2.EmbedRequest, call: genai.GenAiCall) -> None:
+    call.set_attributes(genai.attributes(operation="embeddings", request_model=msg.model or None))
+
+
+@genai.on_response(engine_pb2.EmbedResponse)
+def _embed_output(msg: engine_pb2.EmbedResponse, call: genai.GenAiCall) -> None:
+    """An embed call is counted as vLLM counts pooling requests: each input a request finished "stop", its tokens
+    prompt tokens, none generated (no first token: no TTFT)."""
+    call.generated([])
+    for index in range(len(msg.embeddings)):
+        call.finished(index, "stop")
+    call.usage(msg.prompt_tokens, 0)
     call.response_id(msg.request_id)

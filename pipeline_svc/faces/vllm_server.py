@@ -5,8 +5,9 @@ the engines: vllm-router's `/get_load` (its power_of_two policy reads `load`), v
 `/reset_prefix_cache` and `/kv_event_sources` (vLLM 0.33's serve/instrumentator: its KVEventsConfig per
 data-parallel rank), `/inference/v1/generate` and the derender routes (vllm_generate.py, vllm_derender.py), `/server_info`
 (vllm_server_info.py: vLLM's config and SGLang's fields in one object), and those served by the one-hop routes:
-SageMaker's `/invocations` (the body's shape picks chat or completions, as vLLM's serve/sagemaker does) and
-`/v1/chat/completions/batch` (vllm_batch_chat.py); its RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are
+SageMaker's `/invocations` (the body's shape picks the route among the stack's, as vLLM's serve/sagemaker does) and
+`/v1/chat/completions/batch` (vllm_batch_chat.py); its pooling routes over an embedding model, `/score`, `/rerank`
+(vllm_scoring.py), `/pooling` (vllm_pooling.py) and Cohere's `/v2/embed` (cohere_embed.py), through the embeddings' hops (embed_call.py); its RL routes (`/pause`, `/sleep`, `/update_weights`, ...) are
 vllm_rl.py's.
 Held against vllm-router 0.1.17 (its binary, run against a recording server: `GET /get_load`, `load` read as an
 integer, -1 when missing) and vLLM 0.33's serve/dev/cache router (`{"success": bool}`, its two query flags).
@@ -14,21 +15,30 @@ integer, -1 when missing) and vLLM 0.33's serve/dev/cache router (`{"success": b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
+from pipeline_svc.embed_call import embed
+from pipeline_svc.embeddings_request import in_client_terms
+from pipeline_svc.faces.cohere_embed import check_lengths, cohere_body, cohere_embed_request
+from pipeline_svc.faces.cohere_embed import in_client_terms as cohere_in_client_terms
 from pipeline_svc.faces.sglang_server import served_model
 from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
 from pipeline_svc.faces.vllm_derender_stream import VllmDerenderStream
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
 from pipeline_svc.faces.vllm_lora import VllmLora
+from pipeline_svc.faces.vllm_pooling import pooling_body, pooling_request
 from pipeline_svc.faces.vllm_rl import VllmRl
+from pipeline_svc.faces.vllm_scoring import RERANK_PAIR, SCORE_PAIRS, scoring_request
+from pipeline_svc.faces.vllm_scoring import in_client_terms as scoring_in_client_terms
+from pipeline_svc.faces.vllm_scoring_answer import rerank_body, score_body
 from pipeline_svc.faces.vllm_server_info import server_info_body
 from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.hops import Hops, rpc_errors_typed
 from pipeline_svc.openai_service import OpenAIFrontDoor
 from pipeline_svc.shaped_route import json_body
-from scaleout.v1 import fleet_pb2, kv_events_pb2, vllm_server_pb2_grpc
+from scaleout.v1 import engine_pb2, fleet_pb2, kv_events_pb2, vllm_server_pb2_grpc
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
@@ -42,10 +52,28 @@ SERVER_LOAD: dict[str, Callable[[list[fleet_pb2.EngineLoad]], object]] = {
     "server_load": GET_LOAD["load"],
 }
 
-# vLLM's `/invocations` <- the key whose presence picks the route, in vLLM's order (its invocation types: chat's
-# ChatCompletionRequest needs `messages`, CompletionRequest `prompt`); the names its refusal lists.
-INVOCATION_KEYS = (("messages", "ChatCompletionRequest"), ("prompt", "CompletionRequest"))
-NO_HANDLER = f"Cannot find suitable handler for request. Expected one of: {[name for _, name in INVOCATION_KEYS]}"
+# vLLM's `/invocations` <- the keys whose presence picks the route, in vLLM's order of its invocation types, by the
+# engine's runner (GetModelInfo.runner): a generate stack's chat (ChatCompletionRequest needs `messages`) and
+# completions (`prompt`); a pooling stack's embeddings (`input`, or the chat form's `messages`, which the route
+# refuses), rerank (`query` and `documents`) and score (any of its pairs); the names its refusal lists.
+INVOCATION_KEYS = {
+    "generate": (
+        (("messages",), "ChatCompletionRequest", "ChatCompletions"),
+        (("prompt",), "CompletionRequest", "Completions"),
+    ),
+    "pooling": (
+        (("input",), "EmbeddingRequest", "Embeddings"),
+        (("messages",), "EmbeddingRequest", "Embeddings"),
+        (RERANK_PAIR, "RerankRequest", "Rerank"),
+        *((pair, "ScoreRequest", "Score") for pair in SCORE_PAIRS),
+    ),
+}
+
+
+def no_handler(runner: str) -> str:
+    names = list(dict.fromkeys(name for _, name, _ in INVOCATION_KEYS[runner]))
+    return f"Cannot find suitable handler for request. Expected one of: {names}"
+
 
 # vLLM's `/reset_prefix_cache` <- every replica reset (a replica that failed fails the call instead): a reset here
 # never waits for running requests, so it always succeeds.
@@ -124,12 +152,44 @@ class VllmServer(VllmRl, VllmLora, vllm_server_pb2_grpc.VllmServerServiceService
 
     async def Invocations(self, request, context):
         body = load_object(request.data)
-        routes = {"messages": self.openai.ChatCompletions, "prompt": self.openai.Completions}
-        key = next((key for key, _ in INVOCATION_KEYS if body.get(key) is not None), None)
-        if key is None:
-            raise fail(Reason.INVALID_REQUEST, NO_HANDLER)
-        async for event in routes[key](request, context):
+        info = await rpc_errors_typed(self.hops.engine.GetModelInfo)(
+            engine_pb2.GetModelInfoRequest(), timeout=context.time_remaining()
+        )
+        runner = "pooling" if info.runner == "pooling" else "generate"
+        keys = INVOCATION_KEYS[runner]
+        route = next((route for names, _, route in keys if all(body.get(n) is not None for n in names)), None)
+        if route is None:
+            raise fail(Reason.INVALID_REQUEST, no_handler(runner))
+        if runner == "pooling":
+            server = self if route in ("Rerank", "Score") else self.openai
+            yield await getattr(server, route)(request, context)
+            return
+        async for event in getattr(self.openai, route)(request, context):
             yield event
+
+    async def Score(self, request, context):
+        return await self._scoring(request, context, rerank=False)
+
+    async def Rerank(self, request, context):
+        return await self._scoring(request, context, rerank=True)
+
+    async def _scoring(self, request, context, rerank: bool):
+        parsed = scoring_request(request.data, rerank)
+        rename = functools.partial(scoring_in_client_terms, request=parsed)
+        answer, model = await embed(self.hops, parsed.typed, context, rename)
+        return json_body((rerank_body if rerank else score_body)(answer, parsed, model))
+
+    async def CohereEmbed(self, request, context):
+        parsed = cohere_embed_request(request.data)
+        rename = functools.partial(cohere_in_client_terms, request=parsed)
+        answer, _ = await embed(self.hops, parsed.typed, context, rename, functools.partial(check_lengths, parsed))
+        return json_body(cohere_body(answer, parsed))
+
+    async def Pooling(self, request, context):
+        parsed = pooling_request(request.data)
+        rename = functools.partial(in_client_terms, body=request.data)
+        answer, model = await embed(self.hops, parsed.typed, context, rename)
+        return json_body(pooling_body(answer, model, parsed))
 
     async def ChatCompletionsBatch(self, request, context):
         return json_body(await batch_chat(self.openai, request.data, context))

@@ -18,20 +18,6 @@ TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.", "Embeddi
 
 
 @pytest.fixture(scope="module")
-def pooling_client(tmp_path_factory):
-    from devstack.stack import Stack, StackConfig
-
-    config = StackConfig(
-        port=0, log_dir=tmp_path_factory.mktemp("pooling-stack"), service_args={"engine": ["--runner", "pooling"]}
-    )
-    with (
-        Stack(config) as running,
-        openai.OpenAI(base_url=running.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk,
-    ):
-        yield sdk
-
-
-@pytest.fixture(scope="module")
 def reference():
     """transformers' final hidden state (after the final norm) of each text's last token, L2-normalized."""
     folder = resolve_model(None)

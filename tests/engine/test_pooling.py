@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 import types
 
 import grpc
@@ -55,11 +57,41 @@ async def test_each_runner_refuses_the_other_ones_calls(tiny_model):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub.GenerateUnary(request([1, 2], max_tokens=2))
         assert (caught.value.code(), reason_of(caught.value)) == (grpc.StatusCode.NOT_FOUND, "ROUTE_NOT_ENABLED")
+        assert (await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())).runner == "pooling"
     async with engine_stub(tiny_model) as (stub, _):
+        assert (await stub.GetModelInfo(engine_pb2.GetModelInfoRequest())).runner == "generate"
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub.Embed(embed_request(INPUTS))
         assert (caught.value.code(), reason_of(caught.value)) == (grpc.StatusCode.NOT_FOUND, "ROUTE_NOT_ENABLED")
         assert "--runner pooling" in caught.value.details()
+
+
+async def test_load_counts_each_input_waiting_and_being_pooled(tiny_model):
+    """GetLoad (and so /get_load and the vllm: gauges) counts a pooler's inputs as sequences: the running request's
+    while its batch computes, the queued ones' meanwhile, none once answered. The worker thread is held at the
+    start of its first batch so that the counts are read at a known moment."""
+    async with engine_stub(tiny_model, "--runner", "pooling") as (stub, service):
+        pooler, started, release = service.loaded.pooler, threading.Event(), threading.Event()
+        assert pooler is not None
+        compute = pooler.vectors
+
+        def held(*args):
+            started.set()
+            release.wait(30)
+            return compute(*args)
+
+        pooler.vectors = held
+        first = asyncio.ensure_future(stub.Embed(embed_request(INPUTS[:2])))
+        await asyncio.to_thread(started.wait, 30)
+        second = asyncio.ensure_future(stub.Embed(embed_request(INPUTS)))
+        while pooler.waiting < 3:
+            await asyncio.sleep(0.01)
+        load = await stub.GetLoad(engine_pb2.GetLoadRequest())
+        release.set()
+        await asyncio.gather(first, second)
+        after = await stub.GetLoad(engine_pb2.GetLoadRequest())
+    assert (load.running, load.waiting) == (2, 3)
+    assert (after.running, after.waiting) == (0, 0)
 
 
 BAD = [

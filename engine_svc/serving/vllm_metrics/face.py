@@ -14,6 +14,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.utils import floatToGoString
 
 from engine_svc.serving.loader import LoadedEngine
+from engine_svc.serving.pooling import counted_load
 from engine_svc.serving.requests import EndedRequest
 from engine_svc.serving.tallies import Tallies
 from engine_svc.serving.vllm_metrics.series import SERIES, Series
@@ -143,7 +144,7 @@ class VllmMetrics:
         if self._tallies is None or loaded is None:
             return
         labels = [loaded.model_name, self.engine_id]
-        load = loaded.engine.load()
+        load = counted_load(loaded.engine, loaded.pooler)
         sums = self._tallies.sums()
         for series in SERIES:
             if series.name.startswith("vllm:spec_decode") and not load.spec_decode_num_accepted_tokens_per_pos:

@@ -10,8 +10,8 @@ model name) and `engine` (--engine-id: this replica, where vLLM puts its engine 
 fleet stay apart when merged (the gateway's `/metrics`).
 
 Three sources:
-- the engine's load figures (`EngineAPI.load()`, its steps by their tokens and its sleep state), read at scrape
-  time: requests waiting and running, KV use, prefix-cache queries and hits, the cache config;
+- the engine's load figures (`pooling.counted_load`, a pooler's inputs counted with the sequences; its steps by
+  their tokens and its sleep state), read at scrape time: requests waiting and running, KV use, prefix-cache queries and hits, the cache config;
 - each Generate call's observations (call_summary, through LlmMetrics' observers): TTFT, inter-token latency, the
   request's phases and token counts, finish reasons;
 - the engine front's requests (its RequestObserver): each request's figures as its call ends (n, max_tokens,

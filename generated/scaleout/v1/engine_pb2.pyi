@@ -147,7 +147,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
-    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running", "logprobs_mode", "head_dtype", "weight_version", "kv_role", "kv_layout", "weight_transfer_backend", "speculative_config")
+    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running", "logprobs_mode", "head_dtype", "weight_version", "kv_role", "kv_layout", "weight_transfer_backend", "speculative_config", "runner")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     EOS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class GetModelInfoResponse(_message.Message):
     KV_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_TRANSFER_BACKEND_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
     model: str
     vocab_size: int
     eos_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -190,7 +191,8 @@ class GetModelInfoResponse(_message.Message):
     kv_layout: _kv_transfer_pb2.KvLayout
     weight_transfer_backend: str
     speculative_config: SpeculativeConfig
-    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., head_dtype: _Optional[str] = ..., weight_version: _Optional[str] = ..., kv_role: _Optional[str] = ..., kv_layout: _Optional[_Union[_kv_transfer_pb2.KvLayout, _Mapping]] = ..., weight_transfer_backend: _Optional[str] = ..., speculative_config: _Optional[_Union[SpeculativeConfig, _Mapping]] = ...) -> None: ...
+    runner: str
+    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., head_dtype: _Optional[str] = ..., weight_version: _Optional[str] = ..., kv_role: _Optional[str] = ..., kv_layout: _Optional[_Union[_kv_transfer_pb2.KvLayout, _Mapping]] = ..., weight_transfer_backend: _Optional[str] = ..., speculative_config: _Optional[_Union[SpeculativeConfig, _Mapping]] = ..., runner: _Optional[str] = ...) -> None: ...
 
 class SpeculativeConfig(_message.Message):
     __slots__ = ("method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "model", "draft_sample_method")

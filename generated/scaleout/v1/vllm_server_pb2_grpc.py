@@ -74,6 +74,26 @@ class VllmServerServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Score = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/Score',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.Rerank = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/Rerank',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.Pooling = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/Pooling',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.CohereEmbed = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/CohereEmbed',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.ChatCompletionsBatch = channel.unary_unary(
                 '/scaleout.v1.VllmServerService/ChatCompletionsBatch',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -265,9 +285,50 @@ class VllmServerServiceServicer:
 
     def Invocations(self, request, context):
         """vLLM's SageMaker route `POST /invocations`: the body dispatched on its shape, as vLLM tries its request
-        types in order: `messages` is a chat completion (OpenAIService.ChatCompletions), `prompt` a completion
-        (OpenAIService.Completions), served and streamed exactly as on their own paths; any other body is refused
-        with vLLM's message (INVALID_REQUEST). The models here generate: no embeddings, scores or pooling.
+        types in order. A stack that generates: `messages` is a chat completion (OpenAIService.ChatCompletions),
+        `prompt` a completion (OpenAIService.Completions), served and streamed exactly as on their own paths. A pooling
+        stack (its engine's GetModelInfo.runner "pooling"): `input` (or `messages`) is an embeddings request
+        (OpenAIService.Embeddings), `query` and `documents` a rerank, a score pair (`text_1`/`text_2`, `queries`/
+        `documents`, `queries`/`items`, `data_1`/`data_2`) a score. Any other body is refused with vLLM's message,
+        listing the request types of that stack (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Score(self, request, context):
+        """vLLM's scoring over an embedding model (a pooling stack: engine `--runner pooling`), as its bi-encoder scores:
+        each query and document embedded once (EngineService.Embed, through render's RenderEmbedding), a pair's score
+        the cosine similarity of the two vectors. `POST /score` (and `/v1/score`): `text_1`/`text_2` (or `queries`/
+        `documents`, `queries`/`items`, `data_1`/`data_2`), one to one, one to N or N to N; its ScoreResponse out.
+        Fields a cross-encoder alone reads are refused naming them. The field policy and the math:
+        pipeline_svc/faces/vllm_scoring.py. A stack that generates answers 404 (ROUTE_NOT_ENABLED), as vLLM.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rerank(self, request, context):
+        """vLLM's rerank (Jina's and Cohere's shape) over an embedding model: `POST /rerank`, `/v1/rerank`, `/v2/rerank`
+        with `query`, `documents`, `top_n`, `return_documents`; the documents by relevance (the cosine similarity of
+        query and document vectors), highest first. As Score.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Pooling(self, request, context):
+        """vLLM's `POST /pooling` on an embedding model: an embeddings body (`input`, `encoding_format`, ...) with
+        `task` "embed", each input's pooled vector as `data`. The field policy: pipeline_svc/faces/vllm_pooling.py.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CohereEmbed(self, request, context):
+        """Cohere's `POST /v2/embed` as vLLM 0.33 serves it: `texts` (or text-only `inputs`), `embedding_types` float,
+        base64, binary, ubinary, `truncate` NONE/START/END with `max_tokens`, `output_dimension`, `input_type`; its
+        embeddings_by_type answer. The field policy: pipeline_svc/faces/cohere_embed.py.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -490,6 +551,26 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             ),
             'Invocations': grpc.unary_stream_rpc_method_handler(
                     servicer.Invocations,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Score': grpc.unary_unary_rpc_method_handler(
+                    servicer.Score,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Rerank': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rerank,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Pooling': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pooling,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CohereEmbed': grpc.unary_unary_rpc_method_handler(
+                    servicer.CohereEmbed,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -805,6 +886,114 @@ class VllmServerService:
             request,
             target,
             '/scaleout.v1.VllmServerService/Invocations',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Score(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Score',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rerank(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Rerank',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pooling(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/Pooling',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CohereEmbed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/CohereEmbed',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
