@@ -256,14 +256,15 @@ class ModelRunner:
                 self.static_window_tables[:rows, :width].copy_(inputs["window_tables"])
         else:
             inputs = packed.to(self.device)
-            self._lora_rows([c.seq.lora_id for c in chunks])
         ids, positions, meta = inputs["ids"], inputs["positions"], self.inputs.metadata(inputs, rows)
         greedy = ids[:n]
+        adapters = [c.seq.lora_id for c in chunks]
 
         def step(tokens: torch.Tensor | None):
             if tokens is not None and tokens is not greedy:
                 greedy.copy_(tokens)
             if not graphs:
+                self._lora_rows(adapters)  # each step: another step (a draft's, a prefill) may have run between
                 return self._decode_step(ids, positions, meta, self.eager_ops)[:n], greedy
             graph.replay()
             return logits[:n], greedy

@@ -267,7 +267,7 @@ def build_engine(
     scheduler = Scheduler(pool, args.max_num_seqs, max_batched_tokens, prompt_logprob_rows(config.vocab_size))
     registry = None
     if isinstance(runner, ModelRunner) and runner.loras is not None:
-        registry = LoraRegistry(runner.loras, args)
+        registry = LoraRegistry(runner.loras, args, at_start=len(lora_modules))
         for module in lora_modules:
             registry.load(module.name, module.path, module.base_model_name)
         scheduler.max_loras = args.max_loras

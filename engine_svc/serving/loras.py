@@ -3,10 +3,10 @@
 Flags (vLLM's names and defaults): `--enable-lora`; `--lora-modules name=path ...` (or vLLM's JSON form
 `{"name", "path", "base_model_name"}`), read at start; `--max-loras` (1: distinct adapters among the running
 sequences, so in one step; the scheduler admits a sequence of another adapter only once one finishes);
-`--max-lora-rank` (16); `--max-cpu-loras` (default --max-loras: adapters held at once; a load past it is
-refused). Unlike vLLM, which keeps `--max-cpu-loras` adapters in host memory and `--max-loras` on the GPU, every
-adapter loaded is held on the model's device (an adapter of rank 16 on an 8B model: ~80 MB in bf16), and
-`--lora-modules` are read at start rather than on their first request. Adapter ids start at 1 (0: the base
+`--max-lora-rank` (16); `--max-cpu-loras` (default --max-loras: adapters held at once, or the --lora-modules if
+more; a load past it is refused). Unlike vLLM, which keeps `--max-cpu-loras` adapters in host memory (an LRU) and
+`--max-loras` on the GPU, every adapter loaded is held on the model's device (an adapter of rank 16 on an 8B model:
+~80 MB in bf16), and `--lora-modules` are read at start rather than on their first request. Adapter ids start at 1 (0: the base
 model) and are never reused, so prefix-cache entries of an unloaded adapter never serve a new one of its name.
 
 A `LoraCard` (scheduling/lora_cards.py) is what admission and the model list see (it crosses to API servers in
@@ -55,10 +55,11 @@ class LoraRegistry:
     """The adapters an engine serves: name -> card, their weights attached to the model (`Loras`). Runs where the
     model is (the step loop's thread or the engine core process)."""
 
-    def __init__(self, loras: Loras, args):
+    def __init__(self, loras: Loras, args, at_start: int = 0):
+        """`at_start`: the adapters --lora-modules names, which are all held whatever --max-cpu-loras says."""
         self.loras = loras
         self.max_rank = args.max_lora_rank
-        self.capacity = args.max_cpu_loras or args.max_loras
+        self.capacity = max(args.max_cpu_loras or args.max_loras, at_start)
         self.cards: dict[str, LoraCard] = {}
         self.next_id = 1
 

@@ -77,11 +77,21 @@ def test_the_model_field_selects_the_adapter(client, base, folders):
     )
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="no-such-adapter", prompt=PROMPT, max_tokens=2)
+    ids = base[0](PROMPT)["input_ids"]
+    sampling = {"max_tokens": 8, "temperature": 0}
+    generated = httpx.post(
+        f"{client.base_url}".removesuffix("/v1/") + "/inference/v1/generate",
+        json={"model": "sql", "token_ids": ids, "sampling_params": sampling},
+        timeout=120,
+    ).json()  # vLLM's token-in face: its `model` naming the adapter runs it too
     assert getattr(names["sql"], "parent", None) == base_name and names["sql"].root == str(folders["sql"])
     assert answers["sql"].model == "sql" and chat.model == "sql"
     assert answers[base_name].choices[0].text == reference(base, None, 8)
     assert answers["sql"].choices[0].text == reference(base, folders["sql"], 8)
     assert answers["sql"].choices[0].text != answers[base_name].choices[0].text
+    assert base[0].decode(generated["choices"][0]["token_ids"], skip_special_tokens=True) == reference(
+        base, folders["sql"], 8
+    )
 
 
 def test_vllm_runtime_routes_load_and_unload_an_adapter(stack, client, base, folders):

@@ -111,13 +111,15 @@ def test_mixed_batch_logits_equal_the_merged_models(adapters):
     assert not torch.allclose(logits[0], logits[1]) and not torch.allclose(logits[1], logits[2])
 
 
-async def test_served_greedy_tokens_mix_adapters_and_keep_their_prefixes_apart(adapters):
-    """Through the real engine server: three streams in one batch (base, 'attn', 'all') give the merged models'
-    greedy tokens; a prompt cached under one adapter is never a hit for another, or for the base model."""
+@pytest.mark.parametrize("max_loras", ["2", "1"])
+async def test_served_greedy_tokens_mix_adapters_and_keep_their_prefixes_apart(adapters, max_loras):
+    """Through the real engine server (decode runs of 4 steps): three streams at once (base, 'attn', 'all'; one
+    batch, or with --max-loras 1 'all' after 'attn') give the merged models' greedy tokens; a prompt cached under
+    one adapter is never a hit for another, or for the base model."""
     model = tiny_llama()
     modules = [f"{name}={path}" for name, path in adapters.items()]
-    flags = ("--enable-lora", "--lora-modules", *modules, "--max-loras", "2", "--block-size", "4",
-             "--max-num-batched-tokens", "32", "--engine-core", "thread")  # fmt: skip
+    flags = ("--enable-lora", "--lora-modules", *modules, "--max-loras", max_loras, "--block-size", "4",
+             "--max-num-batched-tokens", "32", "--decode-steps", "4", "--engine-core", "thread")  # fmt: skip
 
     def message(name, prompt=PROMPT):
         m = request(prompt, temperature=0, max_tokens=8, ignore_eos=True)
