@@ -16,6 +16,7 @@ from smg_grpc_proto.generated import common_pb2 as smg_common
 from smg_grpc_proto.generated import vllm_engine_pb2 as vllm
 from smg_grpc_proto.generated import vllm_engine_pb2_grpc
 
+from engine_svc.serving.pooling import counted_load
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.vllm_grpc import kv_events, mapping
 from engine_svc.serving.vllm_grpc.tokenizer_zip import CHUNK_BYTES, tokenizer_zip
@@ -141,7 +142,7 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
 
     async def GetServerInfo(self, request, context):
         loaded = self.typed.loaded
-        load = loaded.engine.load()
+        load = counted_load(loaded.engine, loaded.pooler)
         return vllm.GetServerInfoResponse(
             active_requests=load.running + load.waiting,
             uptime_seconds=time.time() - self.started,
@@ -159,7 +160,7 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
         require_trusted(caller(context), "GetLoads")
         if request.HasField("dp_rank") and request.dp_rank != 0:
             raise fail(Reason.UNSUPPORTED_FIELD, "this engine has one data-parallel rank (0)", "dp_rank")
-        load = self.typed.loaded.engine.load()
+        load = counted_load(self.typed.loaded.engine, self.typed.loaded.pooler)
         blocks = load.kv_blocks_used + load.kv_blocks_free
         scheduler = vllm.SchedulerLoad(
             num_running_reqs=load.running,
