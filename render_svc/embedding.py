@@ -4,7 +4,10 @@ As vLLM prepares a pooling request: `add_special_tokens` (default true) for text
 id checked against the vocabulary); `truncate_prompt_tokens` (-1: the model length) cuts on `truncation_side`, whose
 default is the tokenizer's own side (vLLM passes None to the tokenizer's truncation); an input longer than the
 model's context with nothing cut is refused (PROMPT_TOO_LONG), with no room kept for output. Inputs per request:
-at most --max-batch-size (TOO_MANY_REQUESTS).
+at most --max-batch-size (TOO_MANY_REQUESTS). `max_text_tokens` (vLLM's scoring max_tokens_per_query / _doc) cuts
+each text before that, as vLLM's truncate_text_to_tokens does: counted without special tokens, cut at the end of its
+last whole token (or the start of the next one, whichever is first) by the fast tokenizer's character offsets,
+again until it fits (a merge across the cut can change the count); 0 cuts nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,33 @@ from scaleout_common import sampling_rules
 from scaleout_common.reasons import Reason, fail
 
 
+def _cut(renderer: Renderer, texts: list[str], most: int) -> list[str]:
+    """Each text cut to at most `most` tokens, counted without special tokens (see the module docstring)."""
+    if not 0 <= most < renderer.model.max_model_len:
+        raise fail(
+            Reason.INVALID_REQUEST,
+            f"max_text_tokens ({most}) must be a non-negative integer less than max_model_len "
+            f"({renderer.model.max_model_len}).",
+            "max_text_tokens",
+        )
+    tokenizer = renderer.model.tokenizer
+    if not most:
+        return texts
+    if not tokenizer.is_fast:
+        raise fail(
+            Reason.UNSUPPORTED_FIELD, "max_text_tokens needs a fast tokenizer (character offsets)", "max_text_tokens"
+        )
+    out = []
+    for text in texts:
+        while text:
+            offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+            if len(offsets) <= most:
+                break
+            text = text[: min(offsets[most - 1][1], offsets[most][0], len(text) - 1)]
+        out.append(text)
+    return out
+
+
 def _token_ids(renderer: Renderer, request: render_pb2.RenderEmbeddingRequest) -> tuple[str, list[list[int]]]:
     """(the field the inputs came in, their token ids)."""
     if request.inputs and request.input_token_ids:
@@ -23,9 +53,11 @@ def _token_ids(renderer: Renderer, request: render_pb2.RenderEmbeddingRequest) -
     tokens = renderer.model.tokens
     if request.inputs:
         special = request.add_special_tokens if request.HasField("add_special_tokens") else True
-        return "inputs", tokens.encode(list(request.inputs), special)
+        return "inputs", tokens.encode(_cut(renderer, list(request.inputs), request.max_text_tokens), special)
     if not request.input_token_ids:
         raise fail(Reason.MISSING_PROMPT, "an embedding request needs inputs or input_token_ids", "inputs")
+    if request.max_text_tokens:
+        raise fail(Reason.CONFLICTING_OPTIONS, "max_text_tokens cuts texts: give inputs", "max_text_tokens")
     out = []
     for i, item in enumerate(request.input_token_ids):
         ids = list(item.token_ids)

@@ -9,9 +9,11 @@ The policy (vLLM's ScoreRequest and RerankRequest fields, as its ScoringRequestM
   each (special tokens added, as vLLM's scoring does) and applies `truncate_prompt_tokens` / `truncation_side`;
 - the pooling fields every route takes (`model`, `user`, `priority`, `request_id`, `use_activation`, `cache_salt`,
   `padding`; embeddings_request.pooling_field); `use_activation` changes no score (a cosine ignores the norms);
-- `max_tokens_per_query` / `max_tokens_per_doc` 0 (vLLM's default: no cut) are taken, another value is refused
-  naming it; `instruction` and `chat_template_kwargs` feed a cross-encoder's score template only: refused naming
-  them, as is any other field (UNSUPPORTED_FIELD);
+- `max_tokens_per_query` / `max_tokens_per_doc` (0, vLLM's default: no cut) cut each query's / document's text to
+  that many tokens before it is tokenized, as vLLM does (render's `max_text_tokens`: the queries and the documents
+  then render apart, one Embed call still); below 0 or not below the model length refused naming it;
+- `instruction` and `chat_template_kwargs` feed a cross-encoder's score template only: refused naming them, as is
+  any other field (UNSUPPORTED_FIELD);
 - rerank: `top_n` (0, the default: every document) keeps the best n; `return_documents` (Jina's and Cohere's
   field; vLLM 0.33 always returns them) false leaves each result's `document` out.
 The answers and the math: vllm_scoring_answer.py.
@@ -30,13 +32,9 @@ from scaleout_common.reasons import Reason, fail
 
 SCORE_PAIRS = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"), ("text_1", "text_2"))
 RERANK_PAIR = ("query", "documents")
+CUTS = ("max_tokens_per_query", "max_tokens_per_doc")  # each side's text cut (render's max_text_tokens)
 CROSS_ENCODER_ONLY = "is read by a cross-encoder's score template only; this model scores as a bi-encoder"
-WHY = {
-    "instruction": CROSS_ENCODER_ONLY,
-    "chat_template_kwargs": CROSS_ENCODER_ONLY,
-    "max_tokens_per_query": "is supported at 0 only (no query-level cut): use truncate_prompt_tokens",
-    "max_tokens_per_doc": "is supported at 0 only (no document-level cut): use truncate_prompt_tokens",
-}
+WHY = {"instruction": CROSS_ENCODER_ONLY, "chat_template_kwargs": CROSS_ENCODER_ONLY}
 
 
 @dataclass
@@ -46,6 +44,7 @@ class ScoringRequest:
     queries: list[str]
     documents: list[str]
     single: tuple[bool, bool] = (False, False)  # a side sent as one string, not a list
+    cuts: tuple[int, int] = (0, 0)  # tokens each query's and each document's text is cut to (0: none)
     top_n: int = 0  # rerank: 0 keeps every document
     return_documents: bool = True
     identity: dict[str, str] = field(default_factory=dict)
@@ -105,9 +104,13 @@ def scoring_request(body: bytes, rerank: bool) -> ScoringRequest:
             continue
         if name in pairs or name in RERANK_PAIR:
             raise fail(Reason.CONFLICTING_OPTIONS, f"`{name}`: give one pair of inputs", name)
-        if name in ("max_tokens_per_query", "max_tokens_per_doc") and value == 0 and not isinstance(value, bool):
-            continue
-        if rerank and name == "top_n":
+        if name in CUTS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise fail(Reason.INVALID_REQUEST, f"{name} must be a non-negative integer", name)  # vLLM's words
+            cuts = list(parsed.cuts)
+            cuts[CUTS.index(name)] = value
+            parsed.cuts = (cuts[0], cuts[1])
+        elif rerank and name == "top_n":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise fail(Reason.INVALID_REQUEST, "`top_n` must be an integer >= 0", name)
             parsed.top_n = value
@@ -121,9 +124,32 @@ def scoring_request(body: bytes, rerank: bool) -> ScoringRequest:
     return parsed
 
 
+def parts(request: ScoringRequest) -> list[render_pb2.RenderEmbeddingRequest]:
+    """The render requests: one over queries and documents, or, where a side's text is cut, one per side."""
+    if not any(request.cuts):
+        return [request.typed]
+    out = []
+    for texts, cut in zip((request.queries, request.documents), request.cuts):
+        part = render_pb2.RenderEmbeddingRequest()
+        part.CopyFrom(request.typed)
+        del part.inputs[:]
+        part.inputs.extend(texts)
+        part.max_text_tokens = cut
+        out.append(part)
+    return out
+
+
 def in_client_terms(error: ServiceError, request: ScoringRequest) -> ServiceError:
-    """`error` with render's and the engine's `inputs[i]` named as the client's side and index."""
+    """`error` with render's and the engine's `inputs[i]` named as the client's side and index, and render's
+    `max_text_tokens` as the side's cut that it refused (the queries render first)."""
     count = len(request.queries)
+    given = [(name, value) for name, value in zip(CUTS, request.cuts) if value]
+    cut = next((name for name, value in given if f"({value})" in error.message), given[0][0] if given else "")
+    if cut and any(name == "max_text_tokens" for name, _ in error.violations):
+        error.message = error.message.replace("max_text_tokens", cut)
+        error.violations = [
+            (cut if n == "max_text_tokens" else n, w.replace("max_text_tokens", cut)) for n, w in error.violations
+        ]
 
     def name_of(i: int) -> str:
         side, index = (0, i) if i < count else (1, i - count)

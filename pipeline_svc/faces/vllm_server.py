@@ -30,7 +30,7 @@ from pipeline_svc.faces.vllm_generate import VllmGenerateFace
 from pipeline_svc.faces.vllm_lora import VllmLora
 from pipeline_svc.faces.vllm_pooling import pooling_body, pooling_request
 from pipeline_svc.faces.vllm_rl import VllmRl
-from pipeline_svc.faces.vllm_scoring import RERANK_PAIR, SCORE_PAIRS, scoring_request
+from pipeline_svc.faces.vllm_scoring import RERANK_PAIR, SCORE_PAIRS, parts, scoring_request
 from pipeline_svc.faces.vllm_scoring import in_client_terms as scoring_in_client_terms
 from pipeline_svc.faces.vllm_scoring_answer import rerank_body, score_body
 from pipeline_svc.faces.vllm_server_info import server_info_body
@@ -176,7 +176,7 @@ class VllmServer(VllmRl, VllmLora, vllm_server_pb2_grpc.VllmServerServiceService
     async def _scoring(self, request, context, rerank: bool):
         parsed = scoring_request(request.data, rerank)
         rename = functools.partial(scoring_in_client_terms, request=parsed)
-        answer, model = await embed(self.hops, parsed.typed, context, rename)
+        answer, model = await embed(self.hops, parts(parsed), context, rename)
         return json_body((rerank_body if rerank else score_body)(answer, parsed, model))
 
     async def CohereEmbed(self, request, context):

@@ -63,6 +63,17 @@ def test_score_is_the_cosine_of_the_two_embeddings(http, model):
     }
 
 
+def test_each_side_is_cut_to_its_token_limit(http):
+    """max_tokens_per_query / _doc cut the texts as vLLM does (SmolLM2's first two tokens of the document are
+    "Paris" and " is"); the query stays whole."""
+    rows = vectors(http, [QUERY, "Paris is"])
+    body = {"text_1": QUERY, "text_2": DOCS[0], "max_tokens_per_query": 0, "max_tokens_per_doc": 2}
+    answer = http.post("/score", json=body).json()
+    assert answer["data"][0]["score"] == pytest.approx(cosine(*rows), abs=1e-5)
+    whole = http.post("/v1/embeddings", json={"input": QUERY}).json()["usage"]["prompt_tokens"]
+    assert answer["usage"]["prompt_tokens"] == whole + 2
+
+
 def test_rerank_orders_documents_by_relevance_on_every_path(http, model):
     rows = vectors(http, [QUERY, *DOCS])
     expected = [cosine(rows[0], row) for row in rows[1:]]
@@ -105,7 +116,13 @@ ERRORS = [
     ("/score", {"text_1": "a", "text_2": ["b", ""]}, "EMPTY_PROMPT", "text_2[1]"),
     ("/rerank", {"query": "a", "documents": ["b"], "top_n": -1}, "INVALID_REQUEST", "top_n"),
     ("/rerank", {"query": "a", "documents": [{"content": []}]}, "UNSUPPORTED_FIELD", "documents[0]"),
-    ("/rerank", {"query": "a", "documents": ["b"], "max_tokens_per_doc": 4}, "UNSUPPORTED_FIELD", "max_tokens_per_doc"),
+    (
+        "/rerank",
+        {"query": "a", "documents": ["b"], "max_tokens_per_doc": 9000},
+        "INVALID_REQUEST",
+        "max_tokens_per_doc",
+    ),
+    ("/score", {"text_1": "a", "text_2": ["b", ""], "max_tokens_per_doc": 3}, "EMPTY_PROMPT", "text_2[1]"),
     ("/pooling", {"input": "a", "task": "classify"}, "UNSUPPORTED_FIELD", "task"),
     ("/pooling", {"input": "a", "dimensions": 8}, "UNSUPPORTED_FIELD", "dimensions"),
 ]

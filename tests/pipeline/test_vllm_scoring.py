@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pipeline_svc.faces.vllm_pooling import pooling_body, pooling_request
-from pipeline_svc.faces.vllm_scoring import in_client_terms, scoring_request
+from pipeline_svc.faces.vllm_scoring import in_client_terms, parts, scoring_request
 from pipeline_svc.faces.vllm_scoring_answer import cosine_scores, rerank_body, score_body
 from pipeline_svc.faces.vllm_server import INVOCATION_KEYS, no_handler
 from scaleout.v1 import engine_pb2
@@ -49,13 +49,13 @@ def test_every_score_pair_and_the_pooling_fields_reach_one_embedding_request():
     parsed = score(
         text_1="q", text_2="d", model="m", truncate_prompt_tokens=4, truncation_side="left", use_activation=False,
         priority=3, request_id="r1", user="u", cache_salt="s", padding="do_not_pad", max_tokens_per_query=0,
-        max_tokens_per_doc=0,
+        max_tokens_per_doc=2,
     )  # fmt: skip
     typed = parsed.typed
     assert (typed.model, typed.truncate_prompt_tokens, typed.truncation_side, typed.use_activation) == (
         "m", 4, "left", False,
     )  # fmt: skip
-    assert (typed.priority, typed.request_id, parsed.identity) == (3, "r1", {"user": "u"})
+    assert (typed.priority, typed.request_id, parsed.identity, parsed.cuts) == (3, "r1", {"user": "u"}, (0, 2))
     assert not typed.HasField("add_special_tokens")  # render's default: special tokens added, as vLLM scores
     parsed = rerank(query="q", documents=["a", "b"], top_n=1, return_documents=False)
     assert (list(parsed.typed.inputs), parsed.top_n, parsed.return_documents) == (["q", "a", "b"], 1, False)
@@ -76,12 +76,8 @@ REFUSED = [
         Reason.UNSUPPORTED_FIELD,
         "chat_template_kwargs",
     ),
-    (
-        score,
-        {"text_1": "a", "text_2": "b", "max_tokens_per_query": 3},
-        Reason.UNSUPPORTED_FIELD,
-        "max_tokens_per_query",
-    ),
+    (score, {"text_1": "a", "text_2": "b", "max_tokens_per_query": -1}, Reason.INVALID_REQUEST, "max_tokens_per_query"),
+    (score, {"text_1": "a", "text_2": "b", "max_tokens_per_doc": True}, Reason.INVALID_REQUEST, "max_tokens_per_doc"),
     (score, {"text_1": "a", "text_2": "b", "top_n": 1}, Reason.UNSUPPORTED_FIELD, "top_n"),
     (score, {"text_1": "a", "text_2": "b", "mm_processor_kwargs": {}}, Reason.UNSUPPORTED_FIELD, "mm_processor_kwargs"),
     (score, {"text_1": "a", "text_2": "b", "normalize": True}, Reason.INVALID_REQUEST, "normalize"),
@@ -100,6 +96,19 @@ def test_refused_fields_are_named(parse, body, reason, param):
     with pytest.raises(ServiceError) as caught:
         parse(**body)
     assert (caught.value.reason, param_of(caught.value)) == (reason, param)
+
+
+def test_a_side_with_a_cut_renders_apart():
+    whole = score(text_1="q", text_2=["a", "b"], max_tokens_per_query=0, priority=2)
+    assert parts(whole) == [whole.typed]
+    cut = score(text_1="q", text_2=["a", "b"], max_tokens_per_doc=5, priority=2)
+    queries, documents = parts(cut)
+    assert (list(queries.inputs), queries.max_text_tokens, queries.priority) == (["q"], 0, 2)
+    assert (list(documents.inputs), documents.max_text_tokens, documents.priority) == (["a", "b"], 5, 2)
+    message = "max_text_tokens (9000) must be a non-negative integer less than max_model_len (8192)."
+    refused = score(text_1="q", text_2="a", max_tokens_per_query=3, max_tokens_per_doc=9000)
+    error = in_client_terms(fail(Reason.INVALID_REQUEST, message, "max_text_tokens"), refused)
+    assert (param_of(error), error.message.split(" ")[0]) == ("max_tokens_per_doc", "max_tokens_per_doc")
 
 
 def test_render_errors_name_the_clients_side_and_index():
