@@ -74,19 +74,32 @@ def adapters(tmp_path_factory):
     }
 
 
-def _runner(model, folders: dict[str, Path]):
-    runner = ModelRunner(model, block_size=4, num_blocks=64, max_num_seqs=4, max_model_len=128, cuda_graphs=False,
-                         lora=True)  # fmt: skip
+def _runner(model, folders: dict[str, Path], attention: str = "sdpa"):
+    runner = ModelRunner(
+        model,
+        block_size=4,
+        num_blocks=64,
+        max_num_seqs=4,
+        max_model_len=128,
+        cuda_graphs=True,
+        attention=attention,
+        lora=True,
+    )  # fmt: skip (graphs asked for: LoRA runs eagerly anyway)
     assert runner.loras is not None
     registry = LoraRegistry(runner.loras, engine_args("--enable-lora", "--max-loras", "3", "--max-cpu-loras", "4"))
     cards = {name: registry.load(name, str(path)) for name, path in folders.items()}
     return runner, cards
 
 
-def test_mixed_batch_logits_equal_the_merged_models(adapters):
-    """Base, 'attn' and 'all' prefills in one step (every prompt position scored), then their decodes in one."""
-    model = tiny_llama()
-    runner, cards = _runner(model, adapters)
+DEVICES = [("cpu", "sdpa")] + ([("cuda", "sdpa"), ("cuda", "triton")] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize(("device", "attention"), DEVICES)
+def test_mixed_batch_logits_equal_the_merged_models(adapters, device, attention):
+    """Base, 'attn' and 'all' prefills in one step (every prompt position scored), then their decodes in one (on
+    CUDA too, float32, where there is one)."""
+    model = tiny_llama().to(device)
+    runner, cards = _runner(model, adapters, attention)
     prompts = {"": PROMPT, "attn": PROMPT[:15] + [9, 8], "all": [1, 4, 6] + PROMPT[3:12]}
     seqs, block = {}, 1
     for name, prompt in prompts.items():
@@ -99,7 +112,9 @@ def test_mixed_batch_logits_equal_the_merged_models(adapters):
         for seq, row in zip(seqs.values(), logits[:3]):
             seq.append(int(row.argmax()))
         decoded = runner.execute([Chunk(s, s.num_tokens - 1, 1) for s in seqs.values()])
+    model = model.cpu()
     references = {name: merged(model, adapters[name]) if name else model for name in prompts}
+    logits, decoded = logits.cpu(), decoded.cpu()
     offset = 3  # the sampled rows, then each sequence's prompt rows in order
     for i, (name, seq) in enumerate(seqs.items()):
         expected = logits_of(references[name], seq.prompt_ids + seq.output_ids)

@@ -16,7 +16,8 @@ The mapping, whole:
 | BlockStored.extra_keys        | one entry per block: `(cache_salt,)` on a first block when salted, else None |
 | BlockStored.medium            | "GPU" (vLLM's name for the engine's own pool, whatever the device)         |
 | BlockStored.group_idx         | 0 (one KV cache group)                                                     |
-| lora_id, lora_name            | None (no LoRA)                                                             |
+| lora_id, lora_name            | None: a LoRA sequence's hashes already differ (its adapter id is in the    |
+|                               | root, prefix_hash.root); the adapter is not named in events yet            |
 | BlockRemoved.block_hashes     | BlocksRemoved.hashes, the same way; medium "GPU", group_idx 0               |
 | AllBlocksCleared              | AllBlocksCleared                                                           |
 | EventBatch.ts                 | KvBatch.timestamp                                                          |
