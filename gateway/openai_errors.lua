@@ -19,8 +19,8 @@
 -- act on gets Anthropic's `error.details.error_code` (ANTHROPIC_ERROR_CODES, e.g. thread_not_found). Anthropic's beta
 -- form of these paths (`?beta=true`: the TypeScript SDK's beta.messages, Claude Code) is the same route.
 -- On SGLang's weight routes (SGLANG_OUTCOME_PATHS) the object begins with SGLang's "success":false and "message".
--- On vLLM's scale-out routes (VLLM_PATHS: render, derender, generate; /v1/messages/render too, before the Anthropic
--- prefix) it is vLLM's ErrorResponse: `code` the HTTP status as an integer, `type` vLLM's name for the status
+-- On vLLM's scale-out routes and its pooling routes (VLLM_PATHS: render, derender, generate, score, rerank, pooling,
+-- /v2/embed; /v1/messages/render too, before the Anthropic prefix) it is vLLM's ErrorResponse: `code` the HTTP status as an integer, `type` vLLM's name for the status
 -- (VLLM_TYPES), the reason kept in `details` (an Envoy reply's as a google.rpc.ErrorInfo there).
 
 local TYPES = {{ error_types }}

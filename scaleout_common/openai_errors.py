@@ -8,8 +8,9 @@ Anthropic's `{"type": "error", "error": {...}}`, its `type` named as Anthropic n
 Anthropic's SDKs act on carries their `error.details.error_code` (`ANTHROPIC_ERROR_CODES`: `thread_not_found`
 makes a message thread replay the whole conversation under a new thread). On SGLang's weight routes
 (`SGLANG_OUTCOME_PATHS`) the object also carries SGLang's `{"success": false, "message"}`. On vLLM's scale-out
-routes (`VLLM_PATHS`) it is vLLM's ErrorResponse: `code` the HTTP status as an integer, `type` vLLM's name for it
-(`VLLM_TYPES`); the stable reason stays in `details` (the status details, as on every route).
+routes and its pooling routes beyond OpenAI's (`VLLM_PATHS`) it is vLLM's ErrorResponse: `code` the HTTP status as
+an integer, `type` vLLM's name for it (`VLLM_TYPES`); the stable reason stays in `details` (the status details, as
+on every route).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ SGLANG_OUTCOME_PATHS = (
     "/update_weights_from_tensor",
 )
 
-# vLLM's scale-out routes (render, derender, token-in token-out; vllm/entrypoints/scale_out/), whose errors are
-# vLLM's ErrorResponse; `/v1/messages/render` among them, not under Anthropic's error shape.
+# vLLM's scale-out routes (render, derender, token-in token-out; vllm/entrypoints/scale_out/) and its pooling routes
+# beyond OpenAI's (score, rerank, pooling, Cohere's embed; vllm/entrypoints/pooling/), whose errors are vLLM's
+# ErrorResponse; `/v1/messages/render` among them, not under Anthropic's error shape.
 VLLM_PATHS = (
     "/v1/chat/completions/render",
     "/v1/completions/render",
@@ -66,6 +68,13 @@ VLLM_PATHS = (
     "/v1/completions/derender",
     "/inference/v1/generate",
     "/inference/v1/abort_requests",
+    "/score",
+    "/v1/score",
+    "/rerank",
+    "/v1/rerank",
+    "/v2/rerank",
+    "/pooling",
+    "/v2/embed",
 )
 # HTTP status -> vLLM's error `type` (its create_error_response names; a status it raises as an HTTPException
 # is named by its phrase, as vLLM's handler names it).

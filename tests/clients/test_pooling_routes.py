@@ -128,16 +128,13 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("path", "body", "code", "param"), ERRORS)
-def test_errors_are_vllms_shape_naming_the_field(http, path, body, code, param):
+@pytest.mark.parametrize(("path", "body", "reason", "param"), ERRORS)
+def test_errors_are_vllms_shape_naming_the_field(http, path, body, reason, param):
+    """vLLM's ErrorResponse (`code` the status, `type` vLLM's name for it), the stable reason in `details`."""
     answer = http.post(path, json=body)
     error = answer.json()["error"]
-    assert (answer.status_code, error["code"], error["param"], error["type"]) == (
-        400,
-        code,
-        param,
-        "invalid_request_error",
-    )
+    assert (answer.status_code, error["code"], error["param"], error["type"]) == (400, 400, param, "BadRequestError")
+    assert reason in [detail.get("reason") for detail in error["details"]]
 
 
 def test_load_and_vllm_series_count_pooling_requests(pooling_stack, http):
@@ -198,4 +195,8 @@ def test_cohere_v2_embed_answers_every_type(http, model):
     assert answer["embeddings"]["ubinary"] == np.packbits(rows >= 0, axis=-1).tolist()
     assert answer["meta"]["billed_units"]["input_tokens"] > 0
     refused = http.post("/v2/embed", json={"texts": ["a " * 50], "truncate": "NONE", "max_tokens": 4})
-    assert (refused.status_code, refused.json()["error"]["param"]) == (400, "texts[0]")
+    assert (refused.status_code, refused.json()["error"]["param"], refused.json()["error"]["code"]) == (
+        400,
+        "texts[0]",
+        400,
+    )
