@@ -200,3 +200,13 @@ def test_cohere_v2_embed_answers_every_type(http, model):
         "texts[0]",
         400,
     )
+
+
+def test_a_generate_stack_answers_404_as_vllm(stack):
+    """A stack that generates serves no pooling route: its engine refuses Embed (ROUTE_NOT_ENABLED)."""
+    with httpx.Client(base_url=stack.rest_url, timeout=60) as client:
+        for path, body in (("/score", {"text_1": "a", "text_2": "b"}), ("/rerank", {"query": "a", "documents": ["b"]})):
+            answer = client.post(path, json=body)
+            error = answer.json()["error"]
+            assert (answer.status_code, error["type"], error["code"]) == (404, "NotFoundError", 404), answer.text
+            assert "ROUTE_NOT_ENABLED" in [detail.get("reason") for detail in error["details"]]
