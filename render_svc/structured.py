@@ -1,6 +1,7 @@
 """Structured outputs in render: what a request asks of its output, compiled into the GenerateRequest.
 
-Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM takes them:
+Three sources, at most one per request (CONFLICTING_OPTIONS otherwise, but see the forced tool choice), as vLLM
+takes them:
 - `response_format`: {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": ...}} (`strict`
   or not: the schema is always enforced), {"type": "structural_tag", ...}; {"type": "text"} asks nothing;
 - vLLM's `structured_outputs`: exactly one of json / regex / choice / grammar / json_object / structural_tag,
@@ -10,7 +11,9 @@ Three sources, at most one per request (CONFLICTING_OPTIONS otherwise), as vLLM 
   {"name": <a tool's name>, "parameters": <its parameters>} objects (at most one with parallel_tool_calls
   false), a named function its parameters' schema -- vLLM's forms, which derender parses back into tool calls;
   with parallel calls the message says the output is a list (`items`: end "]", separators ","), so the engine
-  opens no call the tokens left cannot hold (engine_svc/structured/items.py);
+  opens no call the tokens left cannot hold (engine_svc/structured/items.py). A `response_format` beside it is
+  checked, then has nothing to shape: the forced output is calls, no text (OpenAI's reading, and vLLM's;
+  instructor's RESPONSES_TOOLS mode always sends both);
 - strict tools (`tools[].function.strict: true`) under tool_choice auto: a structural tag in the tool parser's
   format (hermes only: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`), free text until a call opens,
   then one of the tools by name with a strict tool's arguments held to its schema (a non-strict tool's: any JSON
@@ -266,12 +269,17 @@ def constraint(
     for name, kind in SGLANG_FIELDS.items():
         if getattr(request, name, ""):
             found.append((name, common_pb2.StructuredOutputs(**{kind: getattr(request, name)})))
+    forced = (  # the tools when tool_choice forces a call
+        tools if tool_mode in (derender_pb2.TOOL_CHOICE_MODE_REQUIRED, derender_pb2.TOOL_CHOICE_MODE_NAMED) else None
+    )
     if request.HasField("response_format"):
         fmt = from_response_format(request.response_format)
-        if fmt is not None:
+        if fmt is not None and forced:
+            rules.check(fmt, prefix="response_format")  # refused if bad, else moot: the output is calls only
+        elif fmt is not None:
             found.append(("response_format", fmt))
-    if tools and tool_mode in (derender_pb2.TOOL_CHOICE_MODE_REQUIRED, derender_pb2.TOOL_CHOICE_MODE_NAMED):
-        schema = tool_call_schema(tools, tool_mode, tool_function, parallel)
+    if forced:
+        schema = tool_call_schema(forced, tool_mode, tool_function, parallel)
         found.append(("tool_choice", common_pb2.StructuredOutputs(json_schema=json.dumps(schema, ensure_ascii=False))))
     if tools and tool_mode == derender_pb2.TOOL_CHOICE_MODE_AUTO:
         answer = None

@@ -97,6 +97,17 @@ async def test_forced_tool_choices_become_schemas_over_the_calls(stub):
     assert not auto.generate_request.sampling_params.HasField("structured_outputs")
 
 
+async def test_a_forced_tool_choice_takes_the_output_beside_a_response_format(stub):
+    """OpenAI's reading (and vLLM's): the forced output is calls only, so the answer format has no text to shape;
+    instructor's RESPONSES_TOOLS mode sends both."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA, "strict": True}}
+    named = {"type": "function", "function": {"name": "calculate"}}
+    so = constraint_of(await stub.RenderChat(chat(tools=[WEATHER, CALC], tool_choice=named, response_format=fmt)))
+    assert json.loads(so.json_schema) == CALC["function"]["parameters"]
+    required = chat(tools=[WEATHER], tool_choice="required", response_format={"type": "json_object"})
+    assert json.loads(constraint_of(await stub.RenderChat(required)).json_schema)["type"] == "array"
+
+
 async def test_completion_takes_structured_outputs_and_bad_words(stub):
     request = json_format.ParseDict(
         {"prompts": ["a", "b"], "structured_outputs": {"regex": "[0-9]+"}, "bad_words": ["hello"], "max_tokens": 5},
@@ -143,9 +154,9 @@ async def test_bad_words_become_token_sequences_alone_and_after_a_space(stub):
             "INVALID_REQUEST",
         ),
         (
-            {"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}},
+            {"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_schema"}},
             "INVALID_ARGUMENT",
-            "CONFLICTING_OPTIONS",
+            "INVALID_REQUEST",
         ),
     ],
 )
