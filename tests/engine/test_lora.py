@@ -267,3 +267,25 @@ async def test_an_engine_without_lora_refuses_adapters_by_name(tiny_model, adapt
             await generate(stub, message)
     assert load.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "--enable-lora" in (load.value.details() or "")
     assert run.value.code() == grpc.StatusCode.NOT_FOUND and "--enable-lora" in (run.value.details() or "")
+
+
+async def test_an_engine_core_process_serves_adapters_given_and_loaded(adapters):
+    """The step loop in a child process (CUDA's default): the adapter named at start and one loaded at run time cross
+    the pipes (the sequences' adapter ids, the control ops' cards)."""
+    flags = ("--enable-lora", "--lora-modules", f"attn={adapters['attn']}", "--max-cpu-loras", "2",
+             "--engine-core", "process")  # fmt: skip
+
+    def message(name):
+        m = request(PROMPT, temperature=0, max_tokens=5, ignore_eos=True)
+        m.lora_name = name
+        return m
+
+    async with engine_stub(None, *flags) as (stub, _):  # the tiny model, built in the child (conftest.build_tiny)
+        control = control_pb2_grpc.EngineControlServiceStub(stub.channel)
+        await control.LoadLoraAdapter(
+            common_pb2.LoadLoraAdapterRequest(lora_name="all", lora_path=str(adapters["all"]))
+        )
+        results = await asyncio.gather(*[generate(stub, message(n)) for n in ("attn", "all", "")])
+    model = tiny_llama()
+    for name, (_, tokens) in zip(("attn", "all", ""), results):
+        assert tokens[0] == greedy(merged(model, adapters[name]) if name else model, PROMPT, 5), name
