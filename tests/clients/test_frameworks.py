@@ -4,13 +4,15 @@ official `openai` SDK (so CI needs no framework). The sweep and its findings: do
 - instructor's RESPONSES_TOOLS mode (instructor 1.17) sends `text.format` json_schema *and* a forced function
   `tool_choice` naming the same model; its chat TOOLS mode can meet a `response_format` beside `tool_choice:
   required` as well. OpenAI (and vLLM) take both: the forced output is calls only, so the answer format has no
-  text to shape. It was refused with CONFLICTING_OPTIONS.
+  text to shape. It was refused with CONFLICTING_OPTIONS; Anthropic's `output_config.format` beside a forced
+  `tool_choice` (langchain-anthropic's and instructor's forced tools with a format) was too.
 """
 
 from __future__ import annotations
 
 import json
 
+import anthropic
 import jsonschema
 import pytest
 
@@ -75,3 +77,19 @@ def test_a_response_format_beside_a_required_tool_choice(client, model_id):
     (call,) = choice.message.tool_calls
     assert call.function.name == "Person"
     jsonschema.validate(json.loads(call.function.arguments), PERSON)
+
+
+def test_an_output_format_beside_a_forced_anthropic_tool(stack, model_id):
+    with anthropic.Anthropic(base_url=stack.rest_url, api_key="unused", max_retries=0, timeout=120) as claude:
+        message = claude.messages.create(
+            model=model_id,
+            max_tokens=64,
+            messages=[{"role": "user", "content": "Alice is 30."}],
+            tools=[{"name": "Person", "input_schema": PERSON}],
+            tool_choice={"type": "tool", "name": "Person"},
+            extra_body={"output_config": {"format": {"type": "json_schema", "schema": PERSON}}, "temperature": 0},
+        )
+    assert message.stop_reason == "tool_use"
+    (block,) = message.content
+    assert block.type == "tool_use" and block.name == "Person"
+    jsonschema.validate(block.input, PERSON)
