@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.peers.sglang_shim import suite as sglang_suite
+from bench.peers.vllm_shim import pooling_suite as vllm_pooling
 from bench.peers.vllm_shim import suite as vllm_suite
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +50,14 @@ SUITES: dict[str, Suite] = {
         support=vllm_suite.SUPPORT,
         shims=vllm_suite.SHIMS,
         prepare=vllm_suite.prepare,
+    ),
+    "vllm-pooling": Suite(
+        source=PEERS_CACHE / "vllm-0.33.0",
+        how=vllm_suite.HOW,
+        files=vllm_pooling.FILES,
+        support=vllm_pooling.SUPPORT,
+        shims=vllm_suite.SHIMS,
+        prepare=vllm_pooling.prepare,
     ),
     "sglang-srt": Suite(
         source=PEERS_CACHE / "sglang",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-# The model names a test file starts its server with, or keeps as its MODEL_NAME.
-_NAMED = re.compile(r'(?:MODEL_NAME\s*=\s*|RemoteOpenAIServer\(\s*)"([\w.-]+/[\w.-]+)"')
+# The model names a test file starts its server with, or keeps as its MODEL_NAME, or lists as a model's info or
+# as the first item of a (name, args) pair.
+_NAMED = re.compile(r'(?:MODEL_NAME\s*=\s*|RemoteOpenAIServer\(\s*|ModelInfo\(\s*|^\s*\(\s*)"([\w.-]+/[\w.-]+)"', re.M)
 _REVISION = "0" * 40  # one snapshot per name: our model's files
 
 

@@ -1,6 +1,7 @@
 """Loaded by the copied tree's `tests/conftest.py` (in place of vLLM's, which needs a GPU build of vLLM): vLLM's
-markers, and LoRA adapters of the test's model, which offline runs never download, kept out (their cases skipped,
-naming the adapter; an adapter folder that is here is served: serve_args.py).
+markers, its HF embedding reference (hf_runner.py), and LoRA adapters of the test's model, which offline runs
+never download, kept out (their cases skipped, naming the adapter; an adapter folder that is here is served:
+serve_args.py).
 The model names themselves resolve offline to our model (hf_alias.py, set up by the runner)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import pytest
 import vllm.transformers_utils.repo_utils
 from huggingface_hub.errors import LocalEntryNotFoundError
 
+from bench.peers.vllm_shim.hf_runner import HfRunner, hf_runner  # noqa: F401 (vLLM's conftest's, for the tests)
 from bench.peers.vllm_shim.server import UNSERVED_ADAPTERS
 
 

@@ -54,6 +54,8 @@ MAPPED = {
     "--max-loras": (("engine",), "--max-loras"),
     "--max-lora-rank": (("engine",), "--max-lora-rank"),
     "--max-cpu-loras": (("engine",), "--max-cpu-loras"),
+    "--convert": (("engine",), "--convert"),
+    "--pooler-config": (("engine",), "--pooler-config"),
 }
 SWITCHES = {
     "--trust-request-chat-template",
@@ -66,11 +68,19 @@ SWITCHES = {
 OTHER_SERVER = {
     "--skip-tokenizer-init": "token ids only, no tokenizer",
     "--tool-server": "MCP / built-in tool servers for the Responses API",
-    "--runner": "a pooling or multimodal runner",
     "--limit-mm-per-prompt": "a multimodal model",
     "--hf-overrides": "a model config override",
     "--root-path": "the API under a path prefix behind a proxy",
 }
+
+
+# vLLM's runners the engine has (`--runner draft` is a speculative draft model's, not a server's).
+RUNNERS = ("auto", "generate", "pooling")
+CONVERTS = ("auto", "none", "embed")  # `classify`: a classifier head, not served
+# The pooling of a pooling runner given no --pooler-config. vLLM reads the test's model's own (its Sentence
+# Transformers modules.json: mean for e5, CLS for bge); the alias folder has none, and the HF reference the tests
+# compute through the alias (hf_runner.py) pools by mean, Sentence Transformers' default for such a folder.
+ALIAS_POOLER = '{"pooling_type": "MEAN"}'
 
 
 class Unsupported(Exception):
@@ -132,12 +142,33 @@ def _lora_module(value: str) -> tuple[str, str]:
     return name, path
 
 
-def parse(model: str, argv: list[str], model_len: int | None = None) -> ServeArgs:
+def _runner(out: ServeArgs, pairs: list[tuple[str, list[str]]], runner: str) -> None:
+    """--runner (and --convert) to the engine; a runner or conversion the engine lacks (draft, classify) is another
+    kind of server. A pooling engine given no --pooler-config pools as the HF reference does (ALIAS_POOLER)."""
+    convert = "auto"
+    for name, values in pairs:
+        if name in ("--runner", "--convert"):
+            known = RUNNERS if name == "--runner" else CONVERTS
+            if len(values) != 1 or values[0] not in known:
+                raise Unsupported(f"vllm serve flag {name} {' '.join(values)[:40]}: not served by scaleout")
+            runner, convert = (values[0], convert) if name == "--runner" else (runner, values[0])
+    if runner != "auto":
+        out.service_args.setdefault("engine", []).extend(["--runner", runner])
+    pooling = runner == "pooling" or (runner == "auto" and convert == "embed")
+    if pooling and not any(name == "--pooler-config" for name, _ in pairs):
+        out.service_args.setdefault("engine", []).extend(["--pooler-config", ALIAS_POOLER])
+
+
+def parse(model: str, argv: list[str], model_len: int | None = None, runner: str = "auto") -> ServeArgs:
     """`vllm serve <model> argv` as a stack serving our model under the names the test asks for. `model_len`: our
-    model's context; a longer --max-model-len (a length the test's model has) is cut to it, as the engine cuts it."""
+    model's context; a longer --max-model-len (a length the test's model has) is cut to it, as the engine cuts it.
+    `runner`: the one vLLM's `--runner auto` picks from the test's model's architecture (an embedding model's
+    is pooling), which the alias (a causal LM) does not tell; a --runner flag wins."""
     out = ServeArgs(model)
-    for name, values in _split(argv):
-        if name in IGNORED:
+    pairs = _split(argv)
+    _runner(out, pairs, runner)
+    for name, values in pairs:
+        if name in IGNORED or name == "--runner":  # --runner: _runner's
             continue
         if name == "--max-model-len" and model_len:
             values = [str(min(int(values[0]), model_len))]

@@ -53,7 +53,8 @@ class RemoteOpenAIServer:
         if override_hf_configs:
             pytest.skip("override_hf_configs (--hf-overrides): not served by scaleout")
         try:
-            args = parse(model, list(vllm_serve_args), _model_len())
+            runner = os.environ.get("SCALEOUT_PEER_RUNNER") or "auto"  # the suite's (suite.py)
+            args = parse(model, list(vllm_serve_args), _model_len(), runner)
         except Unsupported as refused:
             pytest.skip(str(refused))
         self.served_names = args.served_names
