@@ -51,7 +51,13 @@ def check_truncation(request, max_model_len: int) -> int | None:
     keep = request.truncate_prompt_tokens
     if keep == -1:
         return max_model_len
-    if not 1 <= keep <= max_model_len:
+    if keep > max_model_len:  # vLLM's words
+        raise fail(
+            Reason.TRUNCATE_PROMPT_TOKENS_INVALID,
+            "truncate_prompt_tokens value is greater than max_model_len. Please request a smaller truncation size.",
+            "truncate_prompt_tokens",
+        )
+    if keep < 1:
         raise fail(
             Reason.TRUNCATE_PROMPT_TOKENS_INVALID,
             f"truncate_prompt_tokens must be -1 or in [1, {max_model_len}] (got {keep})",
@@ -76,7 +82,7 @@ def check_length(ids: list[int], max_prompt_tokens: int, field_path: str) -> Non
             Reason.PROMPT_TOO_LONG,
             # OpenAI's and vLLM's wording, which clients match to trim a conversation
             f"This model's maximum context length is {max_prompt_tokens} tokens for a prompt. However, your request "
-            f"has {len(ids)} input tokens. Please reduce the length of the input.",
+            f"has {len(ids)} input tokens. Please reduce the length of the input prompt.",
             field_path,
         )
 

@@ -3,7 +3,7 @@
 The policy (its PoolingCompletionRequest on a model whose pooling task is `embed`): the body is an embeddings body
 (pipeline_svc/embeddings_request.py takes every field alike: `input`, `encoding_format` float or base64,
 `add_special_tokens`, `use_activation`, ...) with `task`: "embed" (or absent) is served, another task is refused
-naming `task` (vLLM's words: the model supports `embed` alone); `dimensions` is refused with vLLM's words (its
+naming `task` in vLLM's words (`plugin`: no IOProcessor plugin; another: the model supports `embed` alone); `dimensions` is refused with vLLM's words (its
 /pooling does not take it). The answer is vLLM's PoolingResponse: id `pooling-<request_id>`, `data[i].data` the
 vector (a list of numbers, or base64 float32 bytes), usage as vLLM's UsageInfo whole.
 """
@@ -15,6 +15,7 @@ import time
 from pipeline_svc.embeddings_request import EmbeddingsRequest, embeddings_fields
 from pipeline_svc.embeddings_response import encoded, usage_info
 from scaleout.v1 import engine_pb2
+from scaleout_common.errors import QUOTE_CHARS, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
@@ -24,8 +25,11 @@ TASK = "embed"
 def pooling_request(body: bytes) -> EmbeddingsRequest:
     data = load_object(body)
     task = data.pop("task", None)
+    if task == "plugin":  # vLLM's words: an IOProcessor plugin's task (none is installed here)
+        raise fail(Reason.UNSUPPORTED_FIELD, "No IOProcessor plugin installed.", "task")
     if task is not None and task != TASK:
-        raise fail(Reason.UNSUPPORTED_FIELD, f"Unsupported task: the model supports ({TASK!r},) only", "task")
+        named = clip(repr(task), QUOTE_CHARS)
+        raise fail(Reason.UNSUPPORTED_FIELD, f"Unsupported task: {named} Supported tasks: ({TASK!r},)", "task")
     if data.get("dimensions") is not None:
         raise fail(Reason.UNSUPPORTED_FIELD, "dimensions is currently not supported", "dimensions")  # vLLM's words
     return embeddings_fields(data)

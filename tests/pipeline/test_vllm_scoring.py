@@ -154,6 +154,18 @@ def test_pooling_takes_an_embeddings_body_with_task_embed():
         assert param_of(caught.value) == param
 
 
+def test_pooling_refuses_other_tasks_in_vllms_words():
+    """vLLM's tests/entrypoints/pooling/scoring/test_bi_encoder_online.py `test_pooling_not_supported` matches these."""
+    cases = {"classify": "Unsupported task: 'classify' ", "plugin": "No IOProcessor plugin installed."}
+    for task, words in cases.items():
+        with pytest.raises(ServiceError) as caught:
+            pooling_request(json.dumps({"input": "x", "task": task}).encode())
+        assert caught.value.message.startswith(words) and param_of(caught.value) == "task"
+    with pytest.raises(ServiceError) as caught:
+        pooling_request(json.dumps({"input": "x", "task": "t" * 10_000}).encode())
+    assert len(caught.value.message) < 200  # the client's value quoted clipped
+
+
 def test_invocations_dispatch_in_vllms_order_per_runner():
     routes = {runner: [(names, route) for names, _, route in keys] for runner, keys in INVOCATION_KEYS.items()}
     assert routes["generate"] == [(("messages",), "ChatCompletions"), (("prompt",), "Completions")]

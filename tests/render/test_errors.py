@@ -227,3 +227,13 @@ async def test_request_templates_are_bounded_apart_from_other_renders():
         large = await stub.RenderChat(chat([{"role": "user", "content": "z" * 6000}]))
         assert large.generate_request.token_ids
         await asyncio.gather(*held, return_exceptions=True)
+
+
+async def test_truncation_and_length_refusals_say_vllms_words(stub):
+    """vLLM's pooling tests match these phrases (tests/entrypoints/pooling: basic/test_truncation.py, scoring/)."""
+    past = await expect(stub.RenderChat(chat(truncate_prompt_tokens=9000)), RANGE, r.TRUNCATE_PROMPT_TOKENS_INVALID)
+    assert past.message == (
+        "truncate_prompt_tokens value is greater than max_model_len. Please request a smaller truncation size."
+    )
+    long = await expect(stub.RenderChat(chat([{"role": "user", "content": "word " * 9000}])), RANGE, r.PROMPT_TOO_LONG)
+    assert "maximum context length" in long.message and "Please reduce the length of the input prompt." in long.message
