@@ -7,6 +7,8 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   `service_tier: "auto"`, `verbosity: "medium"`, `best_of` equal to `n`); `user` and `safety_identifier` go on
   the trace as the caller's identity, and `metadata` (OpenAI's bounds: 16 string pairs) as its attributes, the
   one place the chat routes, which store nothing, keep anything;
+- chat's `prompt_cache_retention` "in_memory" is what the engine's prefix cache is; "24h" is refused
+  (scaleout_common/openai_body_rules.py owns the rule, which Responses shares);
 - `reasoning_effort` reaches the chat template as its `reasoning_effort` (vLLM's merge: it wins over a
   `chat_template_kwargs` entry), as Responses' `reasoning.effort` and Anthropic's `output_config.effort` do;
 - SGLang's `separate_reasoning`, `stream_reasoning`, `no_stop_trim`, `return_hidden_states` and vLLM's
@@ -40,6 +42,7 @@ from scaleout_common.openai_body_rules import (
     COMPLETION_DEFAULT_MAX_TOKENS,
     clean_messages,
     parse_typed,
+    prompt_cache_retention,
     prompt_forms,
     schemas_as_text,
 )
@@ -187,6 +190,8 @@ def chat_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
     data, identity = (defaults or {}) | _load(body), {}
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
     _reasoning_effort(data)
+    if "prompt_cache_retention" in data:
+        prompt_cache_retention(data.pop("prompt_cache_retention"))
     if data.get("metadata") is not None:
         _metadata(data.pop("metadata"), identity)
     out = _policy(data, known, identity)

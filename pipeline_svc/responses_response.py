@@ -1,9 +1,11 @@
 """OpenAI's Responses JSON from derender's typed chat output: a Response object, or its server-sent events.
 
 Output items come from the same parsed output the chat routes serve, in vLLM's order: reasoning -> a
-`reasoning` item (its text as `reasoning_text` content), content -> an assistant `message` item with one
-`output_text` part, each tool call -> a `function_call` item (`call_id` is the call's id, which the client
-sends back with its `function_call_output`). `status` follows scaleout_common.finish_reasons (`length` is
+`reasoning` item (its text as `reasoning_text` content; with `reasoning.summary` "auto" or "detailed", which
+render's responses_chat.py checks, also its `summary`: one `summary_text` part holding the reasoning whole, the
+most detailed summary there is; else `[]`, as OpenAI's answer without one), content -> an assistant `message`
+item with one `output_text` part, each tool call -> a `function_call` item (`call_id` is the call's id, which
+the client sends back with its `function_call_output`). `status` follows scaleout_common.finish_reasons (`length` is
 `incomplete` with `incomplete_details.reason = "max_output_tokens"`, and the item it cut short `incomplete`, as
 OpenAI marks it). With `include: ["message.output_text.logprobs"]` (or `top_logprobs`) the output_text carries
 the logprobs of the tokens that wrote it (`text_logprobs`), and so does each of its deltas. The request's
@@ -16,7 +18,10 @@ Response goes to `keep` (the stored responses, responses_turn.py) before it is a
 Streamed: `response.created` and `response.in_progress`, then per item `response.output_item.added`, its
 content part (`response.content_part.added`), the deltas (`response.output_text.delta`,
 `response.reasoning_text.delta`, `response.function_call_arguments.delta`), their `.done` events and
-`response.output_item.done`; an item closes when another kind of output starts. The stream ends with
+`response.output_item.done`; a summarized reasoning item's summary part streams beside its content part, each
+step first (`response.reasoning_summary_part.added`, `response.reasoning_summary_text.delta` before each
+`response.reasoning_text.delta`, `response.reasoning_summary_text.done` and `response.reasoning_summary_part.done`
+before the content's `.done` events); an item closes when another kind of output starts. The stream ends with
 `response.completed` (or `response.incomplete`) carrying the whole Response; one that fails after it
 started ends with `error` and `response.failed`. Every event has its `sequence_number`.
 With `return_token_ids` (our extension, vLLM's chat field) every snapshot of the Response has the prompt's
@@ -56,6 +61,7 @@ ECHOED = {
     "user": None,
     "safety_identifier": None,
     "prompt_cache_key": None,
+    "prompt_cache_retention": None,
     "text": {"format": {"type": "text"}},
     "max_tool_calls": None,
     "previous_response_id": None,
@@ -86,14 +92,29 @@ class Items:
         return f"{prefix}_{self.suffix}{output_index}"
 
 
-def _reasoning_item(item_id: str, text: str, status: str) -> dict:
+def _summarized(request: dict) -> bool:
+    """The request asks for the reasoning's summary (`reasoning.summary`, or its deprecated `generate_summary`)."""
+    reasoning = request.get("reasoning") or {}
+    return bool(reasoning.get("summary") or reasoning.get("generate_summary"))
+
+
+def _summary_part(text: str) -> dict:
+    return {"type": "summary_text", "text": text}
+
+
+def _reasoning_item(item_id: str, text: str, status: str, summary: bool) -> dict:
     return {
         "id": item_id,
         "type": "reasoning",
-        "summary": [],
+        "summary": [_summary_part(text)] if summary else [],
         "content": [{"type": "reasoning_text", "text": text}],
         "status": status,
     }
+
+
+def _opened_reasoning(item_id: str) -> dict:
+    """A reasoning item as it opens: no summary parts and no content parts yet (their `.added` events follow)."""
+    return _reasoning_item(item_id, "", "in_progress", False) | {"content": []}
 
 
 def _text_part(text: str, logprobs: list[dict] | None = None) -> dict:
@@ -197,7 +218,8 @@ def response(completion: derender_pb2.ChatCompletion, rendered: render_pb2.Rende
     items = Items(completion.id)
     output: list[dict] = []
     if answer.HasField("reasoning") and answer.reasoning:
-        output.append(_reasoning_item(items.id("rs", len(output)), answer.reasoning, "completed"))
+        item_id = items.id("rs", len(output))
+        output.append(_reasoning_item(item_id, answer.reasoning, "completed", _summarized(request)))
     if answer.HasField("content") and answer.content:
         alone = not answer.reasoning and not answer.tool_calls
         logprobs = text_logprobs(choice.logprobs, answer.content, alone)
@@ -229,6 +251,7 @@ class ResponseStream:
         self.metrics = metrics  # vLLM's --enable-per-request-metrics
         self.outputs: list[engine_pb2.GenerateResponse] = []  # the engine's, given before `finish`
         self.envelope = _envelope(rendered, request, "in_progress")
+        self.summary = _summarized(request)  # reasoning items carry a summary (the reasoning whole)
         self.items = Items(self.envelope["id"])
         self.sequence = 0
         self.output: list[dict] = []  # finished items
@@ -280,6 +303,11 @@ class ResponseStream:
                 self._event("response.content_part.added", **self._where(), content_index=0, part=_text_part(""))
             )
         elif item["type"] == "reasoning":
+            if self.summary:
+                part = _summary_part("")
+                events.append(
+                    self._event("response.reasoning_summary_part.added", **self._where(), summary_index=0, part=part)
+                )
             part = {"type": "reasoning_text", "text": ""}
             events.append(self._event("response.content_part.added", **self._where(), content_index=0, part=part))
         return events
@@ -291,7 +319,7 @@ class ResponseStream:
         if item["type"] == "message":
             return _message_item(item["id"], text, status, self.logprobs)
         if item["type"] == "reasoning":
-            return _reasoning_item(item["id"], text, status)
+            return _reasoning_item(item["id"], text, status, self.summary)
         return _call_item(item["id"], item["call_id"], item["name"], text, status)
 
     def _close(self, status: str = "completed") -> list[Event]:
@@ -307,6 +335,10 @@ class ResponseStream:
             part = _text_part(text, logprobs)
             events.append(self._event("response.content_part.done", **where, content_index=0, part=part))
         elif item["type"] == "reasoning":
+            if self.summary:
+                events.append(self._event("response.reasoning_summary_text.done", **where, summary_index=0, text=text))
+                part = _summary_part(text)
+                events.append(self._event("response.reasoning_summary_part.done", **where, summary_index=0, part=part))
             part = {"type": "reasoning_text", "text": text}
             events.append(self._event("response.reasoning_text.done", **where, content_index=0, text=text))
             events.append(self._event("response.content_part.done", **where, content_index=0, part=part))
@@ -329,9 +361,15 @@ class ResponseStream:
             delta = choice.delta
             if delta.HasField("reasoning") and delta.reasoning:
                 if self.open is None or self.open["type"] != "reasoning":
-                    events += self._open("rs", lambda i: _reasoning_item(i, "", "in_progress") | {"content": []})
+                    events += self._open("rs", _opened_reasoning)
                 self.text += delta.reasoning
                 where = self._where()
+                if self.summary:
+                    events.append(
+                        self._event(
+                            "response.reasoning_summary_text.delta", **where, summary_index=0, delta=delta.reasoning
+                        )
+                    )
                 events.append(
                     self._event("response.reasoning_text.delta", **where, content_index=0, delta=delta.reasoning)
                 )

@@ -10,7 +10,8 @@ Responses (vLLM's `construct_input_messages`):
 - tools of type function -> chat tools; tool_choice "none" / "auto" / "required" / {"type": "function", "name"}.
 - max_output_tokens -> max_tokens; `reasoning.effort` -> the template's `reasoning_effort`, and `enable_thinking`
   (false for "none", else true) unless the request's `chat_template_kwargs` (vLLM's extension, passed to the
-  template as in chat) sets it; `truncation: auto` ->
+  template as in chat) sets it; `reasoning.summary` "auto" / "detailed" (the Response's summary is the reasoning
+  whole; "concise" refused); `prompt_cache_retention` "in_memory" ("24h" refused); `truncation: auto` ->
   truncate_prompt_tokens = -1; `text.format` json_object / json_schema -> the chat request's response_format
   (enforced while decoding).
 - `store`, `background` and `previous_response_id` are the one-hop route's (`/v1/responses` keeps responses,
@@ -28,6 +29,7 @@ from typing import Any
 
 from render_svc.client_json import Fields, invalid, text_parts, unsupported
 from scaleout_common.errors import quote
+from scaleout_common.openai_body_rules import prompt_cache_retention
 from scaleout_common.reasons import Reason, fail
 
 RESPONSES_ROLES = ("user", "system", "developer", "assistant")
@@ -47,6 +49,9 @@ RESPONSES_EXTENSIONS = (
     "presence_penalty",
     "frequency_penalty",
 )
+# `reasoning.summary` values honoured: the reasoning item's summary is the reasoning itself, the most detailed
+# summary there is (pipeline_svc/responses_response.py); "concise" would need a shorter text than the model wrote.
+REASONING_SUMMARIES = ("auto", "detailed")
 # Error fields named as the chat request names them -> as the Responses request does.
 RESPONSES_FIELD_NAMES = {"max_tokens": "max_output_tokens", "messages": "input"}
 
@@ -226,14 +231,19 @@ def _responses_logprobs(top: Fields, chat: dict) -> None:
 
 def _responses_reasoning(value, kwargs: dict) -> None:
     """`reasoning.effort` -> the template's `reasoning_effort`, and `enable_thinking` (off for "none") where the
-    request's own chat_template_kwargs leave it unset (vLLM's: templates that want thinking asked for, as Gemma's)."""
+    request's own chat_template_kwargs leave it unset (vLLM's: templates that want thinking asked for, as Gemma's).
+    `reasoning.summary` shapes the Response, not the prompt: checked here, honoured by the pipeline."""
     reasoning = Fields(value, "reasoning")
     effort = reasoning.take("effort", str)
     if effort is not None:
         kwargs["reasoning_effort"] = effort
         kwargs.setdefault("enable_thinking", effort != "none")
-    reasoning.refuse("summary", "is not supported: reasoning comes back whole, never summarized")
-    reasoning.refuse("generate_summary", "is not supported: reasoning comes back whole, never summarized")
+    for key in ("summary", "generate_summary"):  # generate_summary: OpenAI's deprecated name of summary
+        summary = reasoning.take(key, str)
+        if summary == "concise":
+            raise unsupported(reasoning.name(key), '= "concise" is not supported: the summary is the reasoning whole')
+        if summary not in (None, *REASONING_SUMMARIES):
+            raise invalid(reasoning.name(key), 'is "auto", "concise" or "detailed"')
     reasoning.done()
 
 
@@ -309,6 +319,8 @@ def responses_chat(data: dict) -> dict:
     cache_key = top.take("prompt_cache_key", str)
     if cache_key:  # routes the request with the others that share it (render_svc/routing.py)
         chat["prompt_cache_key"] = cache_key
+    if top.has("prompt_cache_retention"):
+        prompt_cache_retention(top.take("prompt_cache_retention"))
     top.allow("service_tier", "auto", "default")
     for name in RESPONSES_EXTENSIONS:
         if top.has(name):

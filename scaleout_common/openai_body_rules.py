@@ -4,7 +4,7 @@ render's vLLM render paths (render_svc/vllm_render/) and the pipeline's one-hop 
 openai_request.py) each decide which fields they take; the shapes those fields arrive in are read here, once:
 the completions prompt forms, the message clean-up (a key the template is not given is refused, naming it), JSON
 schemas kept as text, and the typed parse that names the field json_format stopped at (every `logit_bias` key that
-is no token id at once).
+is no token id at once). The Chat Completions and Responses rule for `prompt_cache_retention` lives here too.
 """
 
 from __future__ import annotations
@@ -46,6 +46,21 @@ def prompt_forms(prompt) -> dict:
         if all(isinstance(p, list) and p and all(_is_id(t) for t in p) for p in prompt):
             return {"prompt_token_ids": [{"token_ids": p} for p in prompt]}
     raise _invalid("prompt", "must be a string, a list of strings, a list of token ids or a list of such lists")
+
+
+def prompt_cache_retention(value) -> None:
+    """OpenAI's `prompt_cache_retention` (chat and Responses): "in_memory" is what the engine's prefix cache is
+    (blocks kept in accelerator memory while free, evicted least recently used), so it holds; "24h" asks for
+    prefixes kept up to a day, which no tier here keeps: UNSUPPORTED_FIELD naming it."""
+    if value == "in_memory":
+        return
+    if value == "24h":
+        raise fail(
+            Reason.UNSUPPORTED_FIELD,
+            '`prompt_cache_retention` = "24h" is not supported: the prefix cache is in memory only (send "in_memory")',
+            "prompt_cache_retention",
+        )
+    raise _invalid("prompt_cache_retention", 'must be "in_memory" or "24h"')
 
 
 def _is_id(value) -> bool:

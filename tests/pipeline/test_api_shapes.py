@@ -306,3 +306,41 @@ def test_finish_reason_names():
     assert finish_reasons.anthropic_name(finish_reasons.from_openai_name("stop")) == "end_turn"
     assert finish_reasons.anthropic_name(finish_reasons.from_openai_name("stop"), "END") == "stop_sequence"
     assert finish_reasons.responses_status(finish_reasons.from_openai_name("")) == ("completed", None)
+
+
+def test_responses_reasoning_summary_is_the_reasoning_whole():
+    """`reasoning.summary` "auto": the reasoning item's summary is one summary_text part holding the reasoning (its
+    content stays), streamed beside the content part in OpenAI's event order; without it the summary is []."""
+    asked = {"input": "hi", "reasoning": {"summary": "auto"}}
+    events = _responses_stream("reasoning_then_text", asked)
+    for number, (kind, data) in enumerate(events):
+        RESPONSES_EVENT.validate_python(data, strict=True)
+        assert kind == data["type"] and data["sequence_number"] == number
+    unary = responses_response.response(
+        _whole("resp_", "reasoning_then_text"), _rendered("resp_", temperature=0.0), asked
+    )
+    Response.model_validate(unary, strict=True)
+    assert events[-1][1]["response"] == unary
+    reasoning = unary["output"][0]
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "User asks a capital."}]
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "User asks a capital."}]
+    assert unary["reasoning"] == {"summary": "auto"}  # echoed
+    kinds = [kind.removeprefix("response.") for kind, data in events if data.get("output_index") == 0]
+    assert kinds == [
+        "output_item.added",
+        "reasoning_summary_part.added",
+        "content_part.added",
+        *["reasoning_summary_text.delta", "reasoning_text.delta"] * 2,
+        "reasoning_summary_text.done",
+        "reasoning_summary_part.done",
+        "reasoning_text.done",
+        "content_part.done",
+        "output_item.done",
+    ]
+    summary = [d for _, d in events if d["type"] == "response.reasoning_summary_text.delta"]
+    assert "".join(d["delta"] for d in summary) == "User asks a capital." and {d["summary_index"] for d in summary} == {
+        0
+    }
+    plain = responses_response.response(_whole("resp_", "reasoning_then_text"), _rendered("resp_"), {"input": "hi"})
+    assert plain["output"][0]["summary"] == []
+    assert not any("summary" in kind for kind, _ in _responses_stream("reasoning_then_text"))

@@ -399,6 +399,11 @@ CASES = [
     ),
     Case("service_tier_and_include", req(STORY, service_tier="auto", include=[]), chat([u(STORY)])),
     Case("no_model", {"input": STORY}, {"messages": [u(STORY)]}),
+    Case(  # both shape the Response (a summary, the echo), not the prompt
+        "summary_and_cache_retention",
+        req(STORY, reasoning={"summary": "auto"}, prompt_cache_retention="in_memory"),
+        chat([u(STORY)]),
+    ),
     Case(
         "unicode",
         req(
@@ -455,10 +460,23 @@ REFUSED = [
         "text.format.type",
     ),
     (
-        "reasoning_summary",
-        req(STORY, reasoning={"effort": "low", "summary": "auto"}),
+        "reasoning_summary_concise",
+        req(STORY, reasoning={"effort": "low", "summary": "concise"}),
         "UNSUPPORTED_FIELD",
         "reasoning.summary",
+    ),
+    ("reasoning_summary_unknown", req(STORY, reasoning={"summary": "brief"}), "INVALID_REQUEST", "reasoning.summary"),
+    (
+        "prompt_cache_retention_24h",
+        req(STORY, prompt_cache_retention="24h"),
+        "UNSUPPORTED_FIELD",
+        "prompt_cache_retention",
+    ),
+    (
+        "prompt_cache_retention_unknown",
+        req(STORY, prompt_cache_retention="1h"),
+        "INVALID_REQUEST",
+        "prompt_cache_retention",
     ),
     ("unknown_field", req(STORY, frobnicate=True), "UNSUPPORTED_FIELD", "frobnicate"),
     ("hosted_tool_choice", req(STORY, tool_choice={"type": "web_search_preview"}), "UNSUPPORTED_FIELD", "tool_choice"),
