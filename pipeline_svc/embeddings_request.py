@@ -5,13 +5,15 @@ The policy (OpenAI's fields, then vLLM 0.33's pooling extras, as its EmbeddingCo
   them); vLLM's chat form (`messages`, or messages in `input`) is refused: embed text or token ids;
 - `model`: render checks it; `user`: the caller's identity, on the trace;
 - `encoding_format`: "float" (a list of numbers) or "base64" (the vector's float32 bytes, little-endian as OpenAI's
-  SDK decodes them); vLLM's "bytes" and "bytes_only" answers are refused;
+  SDK decodes them, unless vLLM's `embed_dtype` / `endianness` ask another type / order: embed_dtypes.py); vLLM's
+  "bytes" and "bytes_only" answers are refused;
 - `dimensions`: the engine's (a Matryoshka model only, else 400 naming it, as vLLM);
 - vLLM's `truncate_prompt_tokens`, `truncation_side`, `add_special_tokens`, `use_activation` (false: not
   normalized), `priority` and `request_id` (the answer's id is `embd-<request_id>`) go to render and the engine;
-  its `embed_dtype` "float32" and `endianness` (native, little, big: the base64 bytes' order) shape the answer;
+  its `embed_dtype` (float32, float16, bfloat16, fp8_e4m3, fp8_e5m2: the base64 bytes' type) and `endianness`
+  (native, little, big: their order) shape the answer;
   its `padding` "do_not_pad" and `cache_salt` change nothing here (a pooling engine caches nothing to isolate) and
-  are taken; `padding: "max_length"`, another `embed_dtype` and `mm_processor_kwargs` are refused;
+  are taken; `padding: "max_length"` and `mm_processor_kwargs` are refused;
 - `normalize` is refused with vLLM's words; any other field is refused: UNSUPPORTED_FIELD (400) naming it;
 - `null` means "not given"; a malformed value is INVALID_REQUEST naming the field.
 """
@@ -24,6 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline_svc.embed_dtypes import EMBED_DTYPES
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.json_body import load_object
@@ -37,7 +40,7 @@ TYPED = (*POOLING_TYPED, "dimensions", "add_special_tokens")
 BOOLEANS = ("add_special_tokens", "use_activation")
 ENCODINGS = ("float", "base64")
 BYTE_ORDERS = {"native": "<" if sys.byteorder == "little" else ">", "little": "<", "big": ">"}
-NO_OP_VALUES = {"embed_dtype": ("float32",), "padding": ("do_not_pad",)}
+NO_OP_VALUES = {"padding": ("do_not_pad",)}
 REFUSED = {
     "messages": "(vLLM's chat-form embeddings) is not supported: embed text or token ids in `input`",
     "encoding_format": "is float or base64 here (vLLM's bytes answers are not served)",
@@ -52,6 +55,7 @@ class EmbeddingsRequest:
     typed: render_pb2.RenderEmbeddingRequest
     encoding: str = "float"
     byte_order: str = "<"  # the base64 bytes' ("<" little-endian, OpenAI's)
+    embed_dtype: str = "float32"  # the base64 bytes' type (embed_dtypes.py)
     identity: dict[str, str] = field(default_factory=dict)
 
 
@@ -132,9 +136,11 @@ def embeddings_fields(body: dict) -> EmbeddingsRequest:
             parsed.encoding = value
         elif name == "endianness" and value in BYTE_ORDERS:
             parsed.byte_order = BYTE_ORDERS[value]
+        elif name == "embed_dtype" and value in EMBED_DTYPES:
+            parsed.embed_dtype = value
         elif name in NO_OP_VALUES and value in NO_OP_VALUES[name]:
             pass
-        elif name in NO_OP_VALUES or name == "endianness":
+        elif name in NO_OP_VALUES or name in ("endianness", "embed_dtype"):
             raise _unsupported(name, f"= {clip(json.dumps(value), QUOTE_CHARS)} is not supported by this deployment")
         else:
             raise refused(name, {})

@@ -85,7 +85,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             span.set_attribute(f"openai.request.{name}", value)
         rename = functools.partial(embeddings_request.in_client_terms, body=request.data)
         answer, model = await embed(self.hops, parsed.typed, context, rename)
-        return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order))
+        return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order, parsed.embed_dtype))
 
     async def _chat(self, request, context):
         parsed = self._forced(openai_request.chat_request(request.data, self.defaults))

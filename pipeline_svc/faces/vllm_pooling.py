@@ -42,7 +42,11 @@ def pooling_body(response: engine_pb2.EmbedResponse, model: str, request: Embedd
         "created": int(time.time()),
         "model": model,
         "data": [
-            {"index": i, "object": "pooling", "data": encoded(item.values, request.encoding, request.byte_order)}
+            {
+                "index": i,
+                "object": "pooling",
+                "data": encoded(item.values, request.encoding, request.byte_order, request.embed_dtype),
+            }
             for i, item in enumerate(response.embeddings)
         ],
         "usage": usage_info(response.prompt_tokens),

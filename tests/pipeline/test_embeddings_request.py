@@ -42,7 +42,7 @@ REFUSED = [
     ({"input": [{"role": "user", "content": "hi"}]}, Reason.INVALID_REQUEST, "input"),
     ({"input": "x", "messages": []}, Reason.UNSUPPORTED_FIELD, "messages"),
     ({"input": "x", "encoding_format": "bytes"}, Reason.UNSUPPORTED_FIELD, "encoding_format"),
-    ({"input": "x", "embed_dtype": "float16"}, Reason.UNSUPPORTED_FIELD, "embed_dtype"),
+    ({"input": "x", "embed_dtype": "float64"}, Reason.UNSUPPORTED_FIELD, "embed_dtype"),
     ({"input": "x", "padding": "max_length"}, Reason.UNSUPPORTED_FIELD, "padding"),
     ({"input": "x", "endianness": "middle"}, Reason.UNSUPPORTED_FIELD, "endianness"),
     ({"input": "x", "normalize": True}, Reason.INVALID_REQUEST, "normalize"),
