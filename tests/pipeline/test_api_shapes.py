@@ -308,6 +308,21 @@ def test_finish_reason_names():
     assert finish_reasons.responses_status(finish_reasons.from_openai_name("")) == ("completed", None)
 
 
+def summarized_reasoning_events(deltas: int) -> list[str]:
+    """A summarized reasoning item's events: the summary part beside the content part, each step summary first."""
+    return [
+        "response.output_item.added",
+        "response.reasoning_summary_part.added",
+        "response.content_part.added",
+        *["response.reasoning_summary_text.delta", "response.reasoning_text.delta"] * deltas,
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ]
+
+
 def test_responses_reasoning_summary_is_the_reasoning_whole():
     """`reasoning.summary` "auto": the reasoning item's summary is one summary_text part holding the reasoning (its
     content stays), streamed beside the content part in OpenAI's event order; without it the summary is []."""
@@ -325,18 +340,7 @@ def test_responses_reasoning_summary_is_the_reasoning_whole():
     assert reasoning["summary"] == [{"type": "summary_text", "text": "User asks a capital."}]
     assert reasoning["content"] == [{"type": "reasoning_text", "text": "User asks a capital."}]
     assert unary["reasoning"] == {"summary": "auto"}  # echoed
-    kinds = [kind.removeprefix("response.") for kind, data in events if data.get("output_index") == 0]
-    assert kinds == [
-        "output_item.added",
-        "reasoning_summary_part.added",
-        "content_part.added",
-        *["reasoning_summary_text.delta", "reasoning_text.delta"] * 2,
-        "reasoning_summary_text.done",
-        "reasoning_summary_part.done",
-        "reasoning_text.done",
-        "content_part.done",
-        "output_item.done",
-    ]
+    assert [kind for kind, data in events if data.get("output_index") == 0] == summarized_reasoning_events(2)
     summary = [d for _, d in events if d["type"] == "response.reasoning_summary_text.delta"]
     assert "".join(d["delta"] for d in summary) == "User asks a capital." and {d["summary_index"] for d in summary} == {
         0

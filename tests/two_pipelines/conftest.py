@@ -1,6 +1,7 @@
 """One stack with two pipeline (one-hop) replicas behind Envoy, and derender reading `<think>` reasoning: stored
 Responses must be found whichever replica a call lands on, and the reasoning fields need reasoning to act on."""
 
+import openai
 import pytest
 
 from devstack.stack import Stack, StackConfig
@@ -16,3 +17,15 @@ def stack(tmp_path_factory):
     )
     with Stack(config) as running:
         yield running
+
+
+@pytest.fixture(scope="package")
+def client(stack):
+    """The official `openai` SDK pointed at the gateway."""
+    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+        yield sdk
+
+
+@pytest.fixture(scope="package")
+def model_id(client) -> str:
+    return client.models.list().data[0].id

@@ -23,17 +23,6 @@ SMG_ADDS = {"store": True, "temperature": 1.0, "priority": 0, "top_k": -1, "min_
 
 
 @pytest.fixture(scope="package")
-def client(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
-        yield sdk
-
-
-@pytest.fixture(scope="package")
-def model_id(client) -> str:
-    return client.models.list().data[0].id
-
-
-@pytest.fixture(scope="package")
 def replicas(stack):
     """A ResponsesService stub on each pipeline replica itself (not through Envoy)."""
     channels = [stack.grpc_channel(f"127.0.0.1:{r.bound_port}") for r in stack.replicas if r.name.startswith("chat-")]
