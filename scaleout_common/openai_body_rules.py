@@ -49,9 +49,10 @@ def prompt_forms(prompt) -> dict:
 
 
 def prompt_cache_retention(value) -> None:
-    """OpenAI's `prompt_cache_retention` (chat and Responses): "in_memory" is what the engine's prefix cache is
-    (blocks kept in accelerator memory while free, evicted least recently used), so it holds; "24h" asks for
-    prefixes kept up to a day, which no tier here keeps: UNSUPPORTED_FIELD naming it."""
+    """OpenAI's `prompt_cache_retention` (chat and Responses), a policy of how long a cached prefix may live:
+    "in_memory" is what the engine's prefix cache is (engine_svc/scheduling/block_pool.py: blocks kept in memory
+    while free, evicted least recently used), so it holds; "24h" asks for prefixes kept up to a day, which no
+    tier here keeps: UNSUPPORTED_FIELD naming it."""
     if value == "in_memory":
         return
     if value == "24h":
