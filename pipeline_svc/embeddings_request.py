@@ -12,8 +12,9 @@ The policy (OpenAI's fields, then vLLM 0.33's pooling extras, as its EmbeddingCo
   normalized), `priority` and `request_id` (the answer's id is `embd-<request_id>`) go to render and the engine;
   its `embed_dtype` (float32, float16, bfloat16, fp8_e4m3, fp8_e5m2: the base64 bytes' type) and `endianness`
   (native, little, big: their order) shape the answer;
-  its `padding` "do_not_pad" and `cache_salt` change nothing here (a pooling engine caches nothing to isolate) and
-  are taken; `padding: "max_length"` and `mm_processor_kwargs` are refused;
+  its `padding` "max_length" pads each input to the model length with the pad token (render); "do_not_pad" and
+  `cache_salt` change nothing here (a pooling engine caches nothing to isolate) and are taken; `mm_processor_kwargs`
+  is refused;
 - `normalize` is refused with vLLM's words; any other field is refused: UNSUPPORTED_FIELD (400) naming it;
 - `null` means "not given"; a malformed value is INVALID_REQUEST naming the field.
 """
@@ -102,6 +103,8 @@ def pooling_field(name: str, value, out: dict, identity: dict[str, str]) -> bool
         identity["user"] = value
     elif name == "cache_salt":
         _cache_salt(value)
+    elif name == "padding" and value == "max_length":
+        out["pad_to_max_length"] = True
     elif name == "padding" and value not in NO_OP_VALUES[name]:
         raise _unsupported(name, f"= {clip(json.dumps(value), QUOTE_CHARS)} is not supported by this deployment")
     elif name == "normalize":

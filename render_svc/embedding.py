@@ -7,7 +7,8 @@ model's context with nothing cut is refused (PROMPT_TOO_LONG), with no room kept
 at most --max-batch-size (TOO_MANY_REQUESTS). `max_text_tokens` (vLLM's scoring max_tokens_per_query / _doc) cuts
 each text before that, as vLLM's truncate_text_to_tokens does: counted without special tokens, cut at the end of its
 last whole token (or the start of the next one, whichever is first) by the fast tokenizer's character offsets,
-again until it fits (a merge across the cut can change the count); 0 cuts nothing.
+again until it fits (a merge across the cut can change the count); 0 cuts nothing. `pad_to_max_length` (vLLM's
+`padding: "max_length"`) then fills each input to the model length with the tokenizer's pad token, as vLLM does.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def _token_ids(renderer: Renderer, request: render_pb2.RenderEmbeddingRequest) -
     return "input_token_ids", out
 
 
+def _pad_id(renderer: Renderer) -> int:
+    pad = renderer.model.tokenizer.pad_token_id
+    if pad is None:
+        raise fail(Reason.UNSUPPORTED_FIELD, "the model's tokenizer has no pad token to pad with", "pad_to_max_length")
+    return pad
+
+
 def render_embedding(
     renderer: Renderer, request: render_pb2.RenderEmbeddingRequest
 ) -> render_pb2.RenderEmbeddingResponse:
@@ -80,9 +88,12 @@ def render_embedding(
     field, inputs = _token_ids(renderer, request)
     out = render_pb2.RenderEmbeddingResponse()
     embed = out.embed_request
+    pad = _pad_id(renderer) if request.pad_to_max_length else None
     for index, ids in enumerate(inputs):
         ids, _ = truncate(ids, None, keep, side)
         check_length(ids, model.max_model_len, f"{field}[{index}]")
+        if pad is not None:
+            ids = ids + [pad] * (model.max_model_len - len(ids))
         embed.inputs.add().token_ids.extend(ids)
     embed.request_id = request.request_id
     embed.model = model.name

@@ -34,6 +34,7 @@ def test_the_four_input_forms_and_vllm_extras_reach_the_typed_request():
     assert (typed.add_special_tokens, typed.use_activation) == (False, False)
     assert (typed.priority, typed.request_id) == (-2, "r1")
     assert (parsed.encoding, parsed.byte_order, parsed.identity) == ("base64", ">", {"user": "u"})
+    assert parse(input="x", padding="max_length").typed.pad_to_max_length  # render pads (vLLM's padding)
 
 
 REFUSED = [
@@ -43,7 +44,7 @@ REFUSED = [
     ({"input": "x", "messages": []}, Reason.UNSUPPORTED_FIELD, "messages"),
     ({"input": "x", "encoding_format": "bytes"}, Reason.UNSUPPORTED_FIELD, "encoding_format"),
     ({"input": "x", "embed_dtype": "float64"}, Reason.UNSUPPORTED_FIELD, "embed_dtype"),
-    ({"input": "x", "padding": "max_length"}, Reason.UNSUPPORTED_FIELD, "padding"),
+    ({"input": "x", "padding": "longest"}, Reason.UNSUPPORTED_FIELD, "padding"),
     ({"input": "x", "endianness": "middle"}, Reason.UNSUPPORTED_FIELD, "endianness"),
     ({"input": "x", "normalize": True}, Reason.INVALID_REQUEST, "normalize"),
     ({"input": "x", "mm_processor_kwargs": {}}, Reason.UNSUPPORTED_FIELD, "mm_processor_kwargs"),

@@ -81,7 +81,7 @@ REFUSED = [
     (score, {"text_1": "a", "text_2": "b", "top_n": 1}, Reason.UNSUPPORTED_FIELD, "top_n"),
     (score, {"text_1": "a", "text_2": "b", "mm_processor_kwargs": {}}, Reason.UNSUPPORTED_FIELD, "mm_processor_kwargs"),
     (score, {"text_1": "a", "text_2": "b", "normalize": True}, Reason.INVALID_REQUEST, "normalize"),
-    (score, {"text_1": "a", "text_2": "b", "padding": "max_length"}, Reason.UNSUPPORTED_FIELD, "padding"),
+    (score, {"text_1": "a", "text_2": "b", "padding": "longest"}, Reason.UNSUPPORTED_FIELD, "padding"),
     (score, {"text_1": "a", "text_2": "b", "use_activation": 1}, Reason.INVALID_REQUEST, "use_activation"),
     (rerank, {"documents": ["a"]}, Reason.MISSING_PROMPT, "query"),
     (rerank, {"query": ["a"], "documents": ["b"]}, Reason.INVALID_REQUEST, "query"),

@@ -487,7 +487,7 @@ class ModelCard(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., type: _Optional[str] = ..., display_name: _Optional[str] = ..., created_at: _Optional[str] = ..., parent: _Optional[str] = ...) -> None: ...
 
 class RenderEmbeddingRequest(_message.Message):
-    __slots__ = ("model", "inputs", "input_token_ids", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "dimensions", "use_activation", "priority", "request_id", "max_text_tokens")
+    __slots__ = ("model", "inputs", "input_token_ids", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "dimensions", "use_activation", "priority", "request_id", "max_text_tokens", "pad_to_max_length")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -499,6 +499,7 @@ class RenderEmbeddingRequest(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_TEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PAD_TO_MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
     model: str
     inputs: _containers.RepeatedScalarFieldContainer[str]
     input_token_ids: _containers.RepeatedCompositeFieldContainer[TokenIds]
@@ -510,7 +511,8 @@ class RenderEmbeddingRequest(_message.Message):
     priority: int
     request_id: str
     max_text_tokens: int
-    def __init__(self, model: _Optional[str] = ..., inputs: _Optional[_Iterable[str]] = ..., input_token_ids: _Optional[_Iterable[_Union[TokenIds, _Mapping]]] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., dimensions: _Optional[int] = ..., use_activation: _Optional[bool] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ..., max_text_tokens: _Optional[int] = ...) -> None: ...
+    pad_to_max_length: bool
+    def __init__(self, model: _Optional[str] = ..., inputs: _Optional[_Iterable[str]] = ..., input_token_ids: _Optional[_Iterable[_Union[TokenIds, _Mapping]]] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., dimensions: _Optional[int] = ..., use_activation: _Optional[bool] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ..., max_text_tokens: _Optional[int] = ..., pad_to_max_length: _Optional[bool] = ...) -> None: ...
 
 class RenderEmbeddingResponse(_message.Message):
     __slots__ = ("embed_request",)
