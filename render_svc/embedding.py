@@ -69,7 +69,7 @@ def _token_ids(renderer: Renderer, request: render_pb2.RenderEmbeddingRequest) -
 
 def _pad_id(renderer: Renderer) -> int:
     pad = renderer.model.tokenizer.pad_token_id
-    if pad is None:
+    if not isinstance(pad, int):
         raise fail(Reason.UNSUPPORTED_FIELD, "the model's tokenizer has no pad token to pad with", "pad_to_max_length")
     return pad
 
