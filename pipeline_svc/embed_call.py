@@ -22,11 +22,16 @@ async def embed(
     context,
     rename: Callable[[ServiceError], ServiceError] = lambda error: error,
     check: Callable[[engine_pb2.EmbedRequest], None] = lambda rendered: None,
+    chat: render_pb2.RenderChatRequest | None = None,
 ) -> tuple[engine_pb2.EmbedResponse, str]:
-    """(the engine's answer, the served model's name); `check` sees the rendered inputs before the engine does."""
+    """(the engine's answer, the served model's name); `check` sees the rendered inputs before the engine does.
+    `chat`: vLLM's chat form, a conversation render's RenderChat turns into the one input's token ids first."""
     parts = [typed] if isinstance(typed, render_pb2.RenderEmbeddingRequest) else list(typed)
     rendered = engine_pb2.EmbedRequest()
     try:
+        if chat is not None:
+            prompt = await hops.render.RenderChat(chat, timeout=context.time_remaining())
+            parts[0].input_token_ids.add().token_ids.extend(prompt.generate_request.token_ids)
         for part in parts:
             offset = len(rendered.inputs)
             try:

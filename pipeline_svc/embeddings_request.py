@@ -2,7 +2,7 @@
 
 The policy (OpenAI's fields, then vLLM 0.33's pooling extras, as its EmbeddingCompletionRequest takes them):
 - `input`: a string, strings, token ids or lists of token ids (OpenAI's four forms; render tokenizes and checks
-  them); vLLM's chat form (`messages`, or messages in `input`) is refused: embed text or token ids;
+  them); or vLLM's chat form, `messages` (one conversation: embeddings_chat.py); messages in `input` are refused;
 - `model`: render checks it; `user`: the caller's identity, on the trace;
 - `encoding_format`: "float" (a list of numbers) or "base64" (the vector's float32 bytes, little-endian as OpenAI's
   SDK decodes them, unless vLLM's `embed_dtype` / `endianness` ask another type / order: embed_dtypes.py); vLLM's
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline_svc.embed_dtypes import EMBED_DTYPES
+from pipeline_svc.embeddings_chat import chat_part
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.json_body import load_object
@@ -43,7 +44,6 @@ ENCODINGS = ("float", "base64")
 BYTE_ORDERS = {"native": "<" if sys.byteorder == "little" else ">", "little": "<", "big": ">"}
 NO_OP_VALUES = {"padding": ("do_not_pad",)}
 REFUSED = {
-    "messages": "(vLLM's chat-form embeddings) is not supported: embed text or token ids in `input`",
     "encoding_format": "is float or base64 here (vLLM's bytes answers are not served)",
     "normalize": "Parameter `normalize` was removed; use `use_activation` instead.",  # vLLM's words
     "mm_processor_kwargs": "(multimodal processing) is not supported: the model takes text",
@@ -54,6 +54,7 @@ TYPED_INPUT = re.compile(r"(?:inputs|input_token_ids)\[(\d+)\](?:\.token_ids)?")
 @dataclass
 class EmbeddingsRequest:
     typed: render_pb2.RenderEmbeddingRequest
+    chat: render_pb2.RenderChatRequest | None = None  # vLLM's chat form: rendered first, its ids the one input
     encoding: str = "float"
     byte_order: str = "<"  # the base64 bytes' ("<" little-endian, OpenAI's)
     embed_dtype: str = "float32"  # the base64 bytes' type (embed_dtypes.py)
@@ -126,7 +127,9 @@ def embeddings_request(body: bytes) -> EmbeddingsRequest:
 def embeddings_fields(body: dict) -> EmbeddingsRequest:
     data = {k: v for k, v in body.items() if v is not None}
     out, parsed = {}, EmbeddingsRequest(render_pb2.RenderEmbeddingRequest())
-    if "input" not in data:
+    if "messages" in data:
+        parsed.chat = chat_part(data)
+    elif "input" not in data:
         raise fail(Reason.MISSING_PROMPT, "`input` is required", "input")
     for name, value in data.items():
         if name == "input":

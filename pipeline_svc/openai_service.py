@@ -84,7 +84,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         for name, value in parsed.identity.items():
             span.set_attribute(f"openai.request.{name}", value)
         rename = functools.partial(embeddings_request.in_client_terms, body=request.data)
-        answer, model = await embed(self.hops, parsed.typed, context, rename)
+        answer, model = await embed(self.hops, parsed.typed, context, rename, chat=parsed.chat)
         return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order, parsed.embed_dtype))
 
     async def _chat(self, request, context):

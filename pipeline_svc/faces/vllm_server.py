@@ -188,7 +188,7 @@ class VllmServer(VllmRl, VllmLora, vllm_server_pb2_grpc.VllmServerServiceService
     async def Pooling(self, request, context):
         parsed = pooling_request(request.data)
         rename = functools.partial(in_client_terms, body=request.data)
-        answer, model = await embed(self.hops, parsed.typed, context, rename)
+        answer, model = await embed(self.hops, parsed.typed, context, rename, chat=parsed.chat)
         return json_body(pooling_body(answer, model, parsed))
 
     async def ChatCompletionsBatch(self, request, context):

@@ -41,7 +41,7 @@ REFUSED = [
     ({}, Reason.MISSING_PROMPT, "input"),
     ({"input": []}, Reason.INVALID_REQUEST, "input"),
     ({"input": [{"role": "user", "content": "hi"}]}, Reason.INVALID_REQUEST, "input"),
-    ({"input": "x", "messages": []}, Reason.UNSUPPORTED_FIELD, "messages"),
+    ({"input": "x", "messages": []}, Reason.CONFLICTING_OPTIONS, "messages"),
     ({"input": "x", "encoding_format": "bytes"}, Reason.UNSUPPORTED_FIELD, "encoding_format"),
     ({"input": "x", "embed_dtype": "float64"}, Reason.UNSUPPORTED_FIELD, "embed_dtype"),
     ({"input": "x", "padding": "longest"}, Reason.UNSUPPORTED_FIELD, "padding"),
