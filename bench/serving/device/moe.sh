@@ -1,7 +1,7 @@
 # Issue 39's mixtures of experts on one GPU: the fused experts' tiles, MXFP4, Qwen3-30B-A3B served; sourced by
 # ../h200.sh.
 
-# Qwen3-30B-A3B's experts: `moe tiles|decode|batch1|final|probe|lines|pdl|serve [FLAGS] [SUFFIX]`.
+# Qwen3-30B-A3B's experts: `moe tiles|decode|batch1|final|probe|lines|pdl|checks|serve [FLAGS] [SUFFIX]`.
 # `moe tiles` sweeps the fused experts' tiles of Qwen3-30B-A3B and gpt-oss-20b (bench/engine/moe_tiles.py, one token
 # count a process so each count's table entry is written as it is measured) and copies the tables the engine reads
 # (engine_svc/model/moe_tiles/) to $OUT; `moe serve [FLAGS] [SUFFIX]` serves Qwen3-30B-A3B in bf16 (FLAGS
@@ -12,7 +12,8 @@
 # SERVE_FLAGS="--max-num-batched-tokens 2048 --max-num-seqs 8", whose graphs fit); `moe probe [FLAGS] [SUFFIX]` the
 # batch-1 kernels, a step's kernels and the @1 and @256 lines in one call (PROBE_S bounds it); `moe lines [FLAGS]
 # [SUFFIX]` the @1 and @256 lines, @256 with 4 prompts a stream (PPS), and that on a 16k-token step budget; `moe pdl
-# [FLAGS] [SUFFIX]` programmatic dependent launch on and off.
+# [FLAGS] [SUFFIX]` programmatic dependent launch on and off; `moe checks [FLAGS] [SUFFIX]` a session's CUDA tests and
+# the batch-1 line.
 moe() {
   local start gpu on shape tokens
   case "$1" in
@@ -65,6 +66,12 @@ moe() {
     DATASET=random:128x128@1,random:1024x128@256 SERVE_S=235 moe serve "$2" "$3"
     DATASET=random:1024x128@256 PPS=4 SERVE_S=165 moe serve "$2" "${3}_4"
     DATASET=random:1024x128@256 PPS=4 SERVE_S=165 moe serve "$2 --max-num-batched-tokens 16384" "${3}_4_16k" ;;
+  checks)  # an H100's check of a session's engine changes: the CUDA tests of LoRA, prompt scoring, pooling and the
+    # Triton kernels, then 128 / 128 @1 served with FLAGS (the batch-1 line, against the 30th session's 296.2 tok/s)
+    timeout 170 python3 -m pytest -q -p no:cacheprovider tests/engine/test_lora.py tests/engine/test_prompt_scoring.py \
+      tests/engine/test_pooling.py tests/engine/test_triton_linear.py tests/engine/test_triton_moe.py \
+      tests/engine/test_triton_attention.py 2>&1 | quiet | tail -8 | tee "$OUT/checks_tests$3.log"
+    DATASET=random:128x128@1 SERVE_S=380 moe serve "$2" "$3" ;;
   pdl)  # programmatic dependent launch on and off (SCALEOUT_PDL): the kernels' tests with it on, a batch-1 step's
     # wall time and kernels each way, then served with it on: 128 / 128 @1 (and 1,024 / 128 @256 on an H200, whose
     # memory holds its cache beside bf16 weights; an H100 takes FLAGS), then the decode attention's launches at 1 row
@@ -88,7 +95,7 @@ moe() {
       --dataset ${DATASET:-random:128x128@1,random:1024x128@64,random:1024x128@256} --prompts-per-stream ${PPS:-2} --client-processes 4 \
       --connections 2 --engine-flags "--max-model-len 2048 --max-num-seqs 256 $2" \
       --slo-ttft-ms 2000 --slo-tpot-ms 100 --json "$OUT/qwen3_30b_a3b$3.json" 2>&1 | quiet | tee "$OUT/qwen3_30b_a3b$3.log" ;;
-  *) echo "moe: tiles|decode|batch1|final|probe|lines|pdl|serve [FLAGS] [SUFFIX]" >&2; return 2 ;;
+  *) echo "moe: tiles|decode|batch1|final|probe|lines|pdl|checks|serve [FLAGS] [SUFFIX]" >&2; return 2 ;;
   esac
 }
 
