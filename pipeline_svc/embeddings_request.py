@@ -5,8 +5,8 @@ The policy (OpenAI's fields, then vLLM 0.33's pooling extras, as its EmbeddingCo
   them); or vLLM's chat form, `messages` (one conversation: embeddings_chat.py); messages in `input` are refused;
 - `model`: render checks it; `user`: the caller's identity, on the trace;
 - `encoding_format`: "float" (a list of numbers) or "base64" (the vector's float32 bytes, little-endian as OpenAI's
-  SDK decodes them, unless vLLM's `embed_dtype` / `endianness` ask another type / order: embed_dtypes.py); vLLM's
-  "bytes" and "bytes_only" answers are refused;
+  SDK decodes them, unless vLLM's `embed_dtype` / `endianness` ask another type / order: embed_dtypes.py), or
+  vLLM's binary "bytes" / "bytes_only" (embeddings_bytes.py);
 - `dimensions`: the engine's (a Matryoshka model only, else 400 naming it, as vLLM);
 - vLLM's `truncate_prompt_tokens`, `truncation_side`, `add_special_tokens`, `use_activation` (false: not
   normalized), `priority` and `request_id` (the answer's id is `embd-<request_id>`) go to render and the engine;
@@ -40,11 +40,11 @@ from scaleout_common.reasons import Reason, fail
 POOLING_TYPED = ("model", "truncate_prompt_tokens", "truncation_side", "use_activation", "priority", "request_id")
 TYPED = (*POOLING_TYPED, "dimensions", "add_special_tokens")
 BOOLEANS = ("add_special_tokens", "use_activation")
-ENCODINGS = ("float", "base64")
+ENCODINGS = ("float", "base64", "bytes", "bytes_only")  # the last two: embeddings_bytes.py
 BYTE_ORDERS = {"native": "<" if sys.byteorder == "little" else ">", "little": "<", "big": ">"}
 NO_OP_VALUES = {"padding": ("do_not_pad",)}
 REFUSED = {
-    "encoding_format": "is float or base64 here (vLLM's bytes answers are not served)",
+    "encoding_format": "is float, base64, bytes or bytes_only",
     "normalize": "Parameter `normalize` was removed; use `use_activation` instead.",  # vLLM's words
     "mm_processor_kwargs": "(multimodal processing) is not supported: the model takes text",
 }

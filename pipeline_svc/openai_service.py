@@ -31,6 +31,7 @@ from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the r
 from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
 from pipeline_svc.embed_call import embed
+from pipeline_svc.embeddings_bytes import BYTES_ENCODINGS, bytes_answer
 from pipeline_svc.embeddings_response import embeddings
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
@@ -85,6 +86,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
             span.set_attribute(f"openai.request.{name}", value)
         rename = functools.partial(embeddings_request.in_client_terms, body=request.data)
         answer, model = await embed(self.hops, parsed.typed, context, rename, chat=parsed.chat)
+        if parsed.encoding in BYTES_ENCODINGS:
+            return await bytes_answer(answer, model, parsed, "embd", context)
         return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order, parsed.embed_dtype))
 
     async def _chat(self, request, context):

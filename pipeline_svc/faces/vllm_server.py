@@ -19,6 +19,7 @@ import functools
 from collections.abc import Callable
 
 from pipeline_svc.embed_call import embed
+from pipeline_svc.embeddings_bytes import BYTES_ENCODINGS, bytes_answer
 from pipeline_svc.embeddings_request import in_client_terms
 from pipeline_svc.faces.cohere_embed import check_lengths, cohere_body, cohere_embed_request
 from pipeline_svc.faces.cohere_embed import in_client_terms as cohere_in_client_terms
@@ -189,6 +190,8 @@ class VllmServer(VllmRl, VllmLora, vllm_server_pb2_grpc.VllmServerServiceService
         parsed = pooling_request(request.data)
         rename = functools.partial(in_client_terms, body=request.data)
         answer, model = await embed(self.hops, parsed.typed, context, rename, chat=parsed.chat)
+        if parsed.encoding in BYTES_ENCODINGS:
+            return await bytes_answer(answer, model, parsed, "pooling", context)
         return json_body(pooling_body(answer, model, parsed))
 
     async def ChatCompletionsBatch(self, request, context):

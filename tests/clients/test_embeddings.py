@@ -75,7 +75,7 @@ ERRORS = [
     ({"input": [1] * 9000}, "PROMPT_TOO_LONG", "input"),
     ({"input": ["a", ""]}, "EMPTY_PROMPT", "input[1]"),
     ({"input": "x", "extra_body": {"no_such_field": 1}}, "UNSUPPORTED_FIELD", "no_such_field"),
-    ({"input": "x", "encoding_format": "bytes"}, "UNSUPPORTED_FIELD", "encoding_format"),
+    ({"input": "x", "encoding_format": "hex"}, "UNSUPPORTED_FIELD", "encoding_format"),
 ]
 
 

@@ -42,7 +42,7 @@ REFUSED = [
     ({"input": []}, Reason.INVALID_REQUEST, "input"),
     ({"input": [{"role": "user", "content": "hi"}]}, Reason.INVALID_REQUEST, "input"),
     ({"input": "x", "messages": []}, Reason.CONFLICTING_OPTIONS, "messages"),
-    ({"input": "x", "encoding_format": "bytes"}, Reason.UNSUPPORTED_FIELD, "encoding_format"),
+    ({"input": "x", "encoding_format": "hex"}, Reason.UNSUPPORTED_FIELD, "encoding_format"),
     ({"input": "x", "embed_dtype": "float64"}, Reason.UNSUPPORTED_FIELD, "embed_dtype"),
     ({"input": "x", "padding": "longest"}, Reason.UNSUPPORTED_FIELD, "padding"),
     ({"input": "x", "endianness": "middle"}, Reason.UNSUPPORTED_FIELD, "endianness"),
