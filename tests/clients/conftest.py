@@ -7,6 +7,8 @@ from __future__ import annotations
 import openai
 import pytest
 
+from tests.sdks import openai_sdk
+
 
 @pytest.fixture(scope="package")
 def base_url(stack) -> str:
@@ -38,5 +40,5 @@ def pooling_stack(tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def pooling_client(pooling_stack):
-    with openai.OpenAI(base_url=pooling_stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(pooling_stack.rest_url) as sdk:
         yield sdk

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from scaleout_common.models import resolve_model
 from tests.engine.test_lora import merged, write_adapter
+from tests.sdks import openai_sdk
 
 pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"
@@ -51,7 +52,7 @@ def stack(tmp_path_factory, folders):
 
 @pytest.fixture(scope="module")
 def client(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(stack.rest_url) as sdk:
         yield sdk
 
 

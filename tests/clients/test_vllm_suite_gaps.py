@@ -27,6 +27,7 @@ import requests
 from openai.types.chat import ChatCompletionMessageParam
 
 from devstack.stack import Stack, StackConfig
+from tests.sdks import openai_sdk
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +84,7 @@ def forced(tmp_path_factory):
 
 
 def test_force_include_usage_puts_usage_on_every_chunk(forced):
-    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(forced.rest_url) as sdk:
         model = sdk.models.list().data[0].id
         for chunks in (
             list(sdk.chat.completions.create(model=model, messages=USER, max_tokens=4, stream=True)),
@@ -98,7 +99,7 @@ def test_force_include_usage_puts_usage_on_every_chunk(forced):
 
 
 def test_return_tokens_as_token_ids_is_the_default_a_request_overrides(forced):
-    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(forced.rest_url) as sdk:
         model = sdk.models.list().data[0].id
         ask = {"model": model, "messages": USER, "max_tokens": 3, "temperature": 0, "logprobs": True}
         as_ids = sdk.chat.completions.create(**ask).choices[0].logprobs
@@ -139,7 +140,7 @@ def _engine_measured(metrics, completion_tokens: int, wall_ms: float, speculated
 
 def test_per_request_metrics_are_the_engines_timings_in_vllms_object(forced):
     """vLLM's test_chat_completion `test_per_request_metrics_*`, and completions, a stream and `n`, as vLLM 0.33."""
-    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(forced.rest_url) as sdk:
         model = sdk.models.list().data[0].id
         ask = {"model": model, "max_tokens": 4, "temperature": 0, "extra_body": {"min_tokens": 4}}
         start = time.perf_counter()
@@ -181,7 +182,7 @@ def test_a_finished_response_has_the_per_request_metrics_as_vllms_responses(forc
     """vLLM 0.33's Responses with the flag: the finished Response (unary, `response.completed`, the stored one, a
     background one) has `metrics` (nulls printed; speculative_decoding null there); the snapshots before none."""
     protocol = pytest.importorskip("vllm.entrypoints.openai.responses.protocol")
-    with openai.OpenAI(base_url=forced.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(forced.rest_url) as sdk:
         model = sdk.models.list().data[0].id
         ask = {"model": model, "input": "Hello!", "max_output_tokens": 3, "temperature": 0}
         start = time.perf_counter()

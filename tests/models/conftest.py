@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextlib
 
-import openai
 import pytest
 
 from devstack.stack import Stack, StackConfig
+from tests.sdks import openai_sdk
 
 
 @contextlib.contextmanager
@@ -21,5 +21,5 @@ def served(folder, service_args: dict, log_dir):
 
 @pytest.fixture(scope="module")
 def client(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(stack.rest_url) as sdk:
         yield sdk

@@ -15,6 +15,7 @@ import requests
 
 from devstack.routers import Router, RouterConfig
 from devstack.stack import Stack
+from tests.sdks import openai_sdk
 
 MESSAGES = [{"role": "user", "content": "Name three colours of the rainbow and say why rainbows form."}]
 ANSWER = {"temperature": 0, "max_tokens": 12}
@@ -41,7 +42,7 @@ def pd_router(stacks, tmp_path_factory) -> Iterator[Router]:
 
 
 def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+    return openai_sdk(url, timeout=600)
 
 
 def load(stack: Stack) -> dict:

@@ -6,9 +6,10 @@ router's log lines written during the test."""
 from __future__ import annotations
 
 import anthropic
-import openai
 import pytest
 import requests
+
+from tests.sdks import openai_sdk
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,7 @@ SHORT = dict(temperature=0)
 
 @pytest.fixture(scope="module")
 def client(router):
-    with openai.OpenAI(base_url=router.url + "/v1", api_key="unused", max_retries=0, timeout=60) as sdk:
+    with openai_sdk(router.url, timeout=60) as sdk:
         yield sdk
 
 

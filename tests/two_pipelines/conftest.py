@@ -1,10 +1,10 @@
 """One stack with two pipeline (one-hop) replicas behind Envoy, and derender reading `<think>` reasoning: stored
 Responses must be found whichever replica a call lands on, and the reasoning fields need reasoning to act on."""
 
-import openai
 import pytest
 
 from devstack.stack import Stack, StackConfig
+from tests.sdks import openai_sdk
 
 
 @pytest.fixture(scope="package")
@@ -22,7 +22,7 @@ def stack(tmp_path_factory):
 @pytest.fixture(scope="package")
 def client(stack):
     """The official `openai` SDK pointed at the gateway."""
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=120) as sdk:
+    with openai_sdk(stack.rest_url) as sdk:
         yield sdk
 
 

@@ -14,6 +14,7 @@ import requests
 from google.api import httpbody_pb2
 
 from scaleout.v1 import engine_pb2, engine_pb2_grpc, responses_pb2, responses_pb2_grpc
+from tests.sdks import openai_sdk
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ LONG = {"input": "Write a long story about a cat.", "max_output_tokens": 4000, "
 
 @pytest.fixture(scope="module")
 def sdk(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=60) as client:
+    with openai_sdk(stack.rest_url, timeout=60) as client:
         yield client
 
 

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from scaleout.v1 import responses_pb2, responses_pb2_grpc
+from tests.sdks import openai_sdk
 from tests.two_pipelines.test_responses_background import SHORT, _load, _until
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ LONG = RUNNING | {"max_output_tokens": 4000}
 
 @pytest.fixture(scope="module")
 def sdk(stack):
-    with openai.OpenAI(base_url=stack.rest_url + "/v1", api_key="unused", max_retries=0, timeout=60) as client:
+    with openai_sdk(stack.rest_url, timeout=60) as client:
         yield client
 
 
