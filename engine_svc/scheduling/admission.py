@@ -98,7 +98,14 @@ def admit(request, limits: EngineLimits, key: str | None = None) -> tuple[str, l
     n = request.n if request.HasField("n") else 1
     seqs = [
         Sequence(
-            request_id, i, prompt, config, priority=request.priority, cache_salt=request.cache_salt, lora_id=adapter
+            request_id,
+            i,
+            prompt,
+            config,
+            priority=request.priority,
+            cache_salt=request.cache_salt,
+            lora_id=adapter,
+            lora_name=request.lora_name if adapter else "",
         )
         for i in range(n)
     ]

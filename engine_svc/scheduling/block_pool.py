@@ -218,7 +218,7 @@ class BlockPool:
             size = self.block_size
             parent = hashes[start - 1] if start else None
             tokens = seq.tokens(start * size, end * size)
-            self.events.add(BlocksStored(hashes[start:end], parent, tokens, seq.cache_salt))
+            self.events.add(BlocksStored(hashes[start:end], parent, tokens, seq.cache_salt, seq.lora_id, seq.lora_name))
 
     def _evict(self, block: int) -> None:
         h = self.hash_of.pop(block, None)

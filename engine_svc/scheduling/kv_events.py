@@ -19,6 +19,8 @@ class BlocksStored:
     parent: bytes | None  # the hash of the block before the first; None: the first is the prompt's first block
     token_ids: list[int]  # block_size tokens per block, all blocks in order
     cache_salt: str  # the salt mixed into the chain's root (prefix_hash.root)
+    lora_id: int = 0  # the LoRA adapter the blocks were computed with, also in the root (0: the base model)
+    lora_name: str = ""  # ... by the name the sequence named it
 
 
 @dataclass(slots=True)

@@ -3,8 +3,10 @@ holds those): a name's card, and the adapter id a request's `lora_name` runs wit
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from engine_svc.scheduling.sequence import Sequence
 from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
@@ -14,6 +16,11 @@ class LoraCard:
     id: int  # > 0, never reused in the engine's life (prefix-cache entries are keyed by it)
     path: str
     base_model_name: str = ""  # the parent /v1/models names ("": the served model)
+
+
+def adapter_names(seqs: Iterable[Sequence]) -> list[str]:
+    """The adapters `seqs` run with, by name, each once in the order met (the base model not named)."""
+    return list(dict.fromkeys(s.lora_name for s in seqs if s.lora_name))
 
 
 def lora_id(name: str, cards: dict[str, LoraCard] | None) -> int:

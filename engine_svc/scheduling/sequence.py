@@ -24,6 +24,7 @@ class Sequence:
     priority: int = 0
     cache_salt: str = ""  # isolates this request's prefix-cache entries
     lora_id: int = 0  # the LoRA adapter it runs with (0: the base model); its prefix-cache entries are its own
+    lora_name: str = ""  # ... by the name it is served under (KV events and vllm:lora_requests_info name it)
     arrival: int = field(default_factory=next_arrival)
     output_ids: list[int] = field(default_factory=list)
     block_ids: list[int] = field(default_factory=list)

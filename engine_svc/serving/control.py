@@ -187,6 +187,8 @@ def to_proto(event: kv_events.KvEvent) -> kv_events_pb2.KvEvent:
             parent_block_hash=event.parent or b"",
             token_ids=event.token_ids,
             cache_salt=event.cache_salt,
+            lora_id=event.lora_id,
+            lora_name=event.lora_name,
         )
         return kv_events_pb2.KvEvent(blocks_stored=stored)
     if isinstance(event, kv_events.BlocksRemoved):

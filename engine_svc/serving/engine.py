@@ -35,6 +35,7 @@ from engine_svc.model.runner import ModelRunner
 from engine_svc.model.runner_api import Runner
 from engine_svc.model.sampler import LOGPROBS_MODES, Drawn, Sampler
 from engine_svc.scheduling.kv_handoffs import KvHandoffs
+from engine_svc.scheduling.lora_cards import adapter_names
 from engine_svc.scheduling.scheduler import Scheduler
 from engine_svc.scheduling.sequence import Chunk, Sequence
 from engine_svc.scheduling.speculation import Speculator
@@ -195,7 +196,19 @@ class Engine(EngineFront):
             prompt_tokens_transferred=self.prompt_tokens_transferred,
             preemptions=self.scheduler.num_preemptions,
             **(self.speculator.counters() if self.speculator is not None else {}),
+            **self._lora_load(),
         )
+
+    def _lora_load(self) -> dict:
+        """GetLoadResponse's LoRA fields (none when LoRA is off); the step thread may change the queues meanwhile."""
+        scheduler = self.scheduler
+        if not scheduler.max_loras:
+            return {}
+        return {
+            "max_loras": scheduler.max_loras,
+            "running_lora_adapters": adapter_names(list(scheduler.running)),
+            "waiting_lora_adapters": adapter_names([entry[2] for entry in list(scheduler.waiting)]),
+        }
 
     def _backlog(self) -> Backlog:
         scheduler = self.scheduler

@@ -44,6 +44,8 @@ class _Block:
     parent: bytes | None
     tokens: tuple[int, ...]
     salt: str
+    lora_id: int = 0
+    lora_name: str = ""
 
 
 @dataclass
@@ -93,7 +95,8 @@ class KvHub:
             if isinstance(event, BlocksStored):
                 parent, tokens = event.parent, event.token_ids
                 for i, h in enumerate(event.hashes):
-                    table[h] = _Block(parent, tuple(tokens[i * size : (i + 1) * size]), event.cache_salt)
+                    block = tuple(tokens[i * size : (i + 1) * size])
+                    table[h] = _Block(parent, block, event.cache_salt, event.lora_id, event.lora_name)
                     parent = h
             elif isinstance(event, BlocksRemoved):
                 for h in event.hashes:
@@ -140,7 +143,7 @@ class KvHub:
                 run.hashes.append(h)
                 run.token_ids.extend(block.tokens)
             else:
-                run = BlocksStored([h], block.parent, list(block.tokens), block.salt)
+                run = BlocksStored([h], block.parent, list(block.tokens), block.salt, block.lora_id, block.lora_name)
                 events.append(run)
         return KvBatch(self.next_sequence - 1, time.time(), events, snapshot=True)
 

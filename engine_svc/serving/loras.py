@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from engine_svc.model.lora import LoraRefused, Loras, read_adapter
 from engine_svc.scheduling.lora_cards import LoraCard
+from scaleout.v1 import engine_pb2
 from scaleout_common import lora_modules
 
 
@@ -87,3 +88,10 @@ class LoraRegistry:
         served = {card.id for card in self.cards.values()} | in_use
         for adapter_id in self.loras.attached - served:
             self.loras.remove(adapter_id)
+
+
+def lora_config(args) -> engine_pb2.LoraConfig:
+    """GetModelInfo's lora_config: the flags, --max-cpu-loras resolved as vLLM does."""
+    return engine_pb2.LoraConfig(
+        max_lora_rank=args.max_lora_rank, max_loras=args.max_loras, max_cpu_loras=args.max_cpu_loras or args.max_loras
+    )

@@ -23,6 +23,7 @@ from engine_svc.serving.core_process import EngineProcess
 from engine_svc.serving.engine_api import EngineAPI
 from engine_svc.serving.kv_transfer.peer import KvPeer
 from engine_svc.serving.loader import LoadedEngine, core_in_child_process, load_engine
+from engine_svc.serving.loras import lora_config
 from engine_svc.serving.pooling import counted_load, pooling_runner
 from engine_svc.serving.streaming import collect, stream_responses
 from engine_svc.serving.vllm_grpc.servicer import SERVICE_NAME as VLLM_SERVICE
@@ -159,6 +160,7 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             weight_transfer_backend=self.service.args.weight_transfer_backend,
             speculative_config=_speculative(self.service.args.speculative_config),
             runner="generate" if loaded.pooler is None else "pooling",
+            lora_config=lora_config(self.service.args) if limits.loras is not None else None,
         )
 
     async def GetLoad(self, request, context):

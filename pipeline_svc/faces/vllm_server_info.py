@@ -3,10 +3,12 @@
 vLLM 0.33 (serve/dev/server_info) answers `{"vllm_config": ..., "vllm_env": ..., "system_env": ...}`: its resolved
 VllmConfig as a JSON tree (`config_format=json`) or as text (the default). SMG asks the same path first for
 SGLang's `/get_server_info` fields. So the answer is SGLang's fields (sglang_server.py's table) with vLLM's two keys
-beside them: `vllm_config` (the sections below, the ones trainers read: TRL 1.16 reads
-`weight_transfer_config` (null means no weight sync), `model_config.logprobs_mode` and `.dtype`, `lora_config`
-(null: no LoRA) and `parallel_config.data_parallel_size`; `speculative_config` is the engine's, null when it does not
-speculate) and `vllm_env` (empty: no `VLLM_*` variable is read here). `system_env` (vLLM's collect_env of its one machine) is not served: each service runs on its own machines.
+beside them: `vllm_config` (the sections below, the ones trainers read: TRL 1.16 reads `weight_transfer_config`
+(null means no weight sync), `model_config.logprobs_mode` and `.dtype`, `lora_config` (null: no LoRA; else the
+engine's --max-lora-rank, --max-loras, --max-cpu-loras) and `parallel_config.data_parallel_size`;
+`speculative_config` is the engine's, null when it does not speculate) and `vllm_env` (empty: no `VLLM_*` variable
+is read here). `system_env` (vLLM's collect_env of its one machine) is not served: each service runs on its own
+machines.
 As text, `vllm_config` is the same tree as one line, `section=value` pairs joined by ", " (vLLM prints its
 dataclasses' repr there). A replica is one data-parallel rank (as `/get_world_size` counts them); the stack has no
 tensor or pipeline parallelism.
@@ -56,7 +58,12 @@ VLLM_CONFIG: dict[str, dict[str, Row] | None] = {
     "weight_transfer_config": {
         "backend": lambda card, info, replicas: info.weight_transfer_backend,
     },
-    "lora_config": None,
+    # Null unless the engine serves LoRA adapters (its --enable-lora): then vLLM's LoRAConfig fields it has.
+    "lora_config": {
+        "max_lora_rank": lambda card, info, replicas: info.lora_config.max_lora_rank,
+        "max_loras": lambda card, info, replicas: info.lora_config.max_loras,
+        "max_cpu_loras": lambda card, info, replicas: info.lora_config.max_cpu_loras,
+    },
     # Null unless the engine speculates (its --speculative-config): then vLLM's SpeculativeConfig fields it sets.
     "speculative_config": {
         "method": lambda card, info, replicas: info.speculative_config.method,
@@ -68,7 +75,7 @@ VLLM_CONFIG: dict[str, dict[str, Row] | None] = {
     },
 }
 # Sections present only where the engine's model info has its message.
-OPTIONAL = {"speculative_config": "speculative_config"}
+OPTIONAL = {"speculative_config": "speculative_config", "lora_config": "lora_config"}
 FORMATS = ("text", "json")
 
 

@@ -154,9 +154,11 @@ class Recorder:
         self.calls: list[tuple] = []
         self.threads: set[str] = set()
 
-    def publish_stored(self, token_ids, num_block_tokens, block_hashes, parent_hash=None, cache_salt=None):
+    def publish_stored(
+        self, token_ids, num_block_tokens, block_hashes, parent_hash=None, lora_name=None, cache_salt=None
+    ):
         self.threads.add(threading.current_thread().name)
-        self.calls.append(("stored", token_ids, num_block_tokens, block_hashes, parent_hash, cache_salt))
+        self.calls.append(("stored", token_ids, num_block_tokens, block_hashes, parent_hash, lora_name, cache_salt))
 
     def publish_removed(self, block_hashes):
         self.threads.add(threading.current_thread().name)
@@ -166,7 +168,7 @@ class Recorder:
 async def test_kv_relay_stores_removes_and_clears_what_it_stored():
     h1, h2, h3 = bytes(range(16)), bytes(range(16, 32)), b"\xff" * 16
     stored = kv_events_pb2.BlocksStored(
-        block_hashes=[h2, h3], parent_block_hash=h1, token_ids=[1, 2, 3, 4], cache_salt="s"
+        block_hashes=[h2, h3], parent_block_hash=h1, token_ids=[1, 2, 3, 4], cache_salt="s", lora_name="sql"
     )
     events = [
         kv_events_pb2.KvEvent(
@@ -181,7 +183,7 @@ async def test_kv_relay_stores_removes_and_clears_what_it_stored():
         KvRelay(channel, ()).relay(kv_events_pb2.KvEventBatch(block_size=2, events=events), publisher)
     assert block_hash(h3) == -1 and block_hash(h1) == int.from_bytes(h1[-8:], "big")
     assert publisher.calls == [
-        ("stored", [1, 2, 3, 4], [2, 2], [block_hash(h2), -1], block_hash(h1), "s"),
+        ("stored", [1, 2, 3, 4], [2, 2], [block_hash(h2), -1], block_hash(h1), "sql", "s"),
         ("removed", [block_hash(h2)]),
         ("removed", [-1]),
     ]

@@ -72,6 +72,17 @@ async def _replay(ctx: zmq.asyncio.Context, endpoint: str, start: int) -> list[l
     return frames
 
 
+async def decode(decoder: subprocess.Popen, tmp_path, frames: list[list[bytes]]):
+    """What a DECODER subprocess (ready once vLLM is imported) prints for replayed frames, given as a file."""
+    path = tmp_path / "frames.msgpack"
+    path.write_bytes(msgspec.msgpack.encode([[int.from_bytes(f[1], "big"), f[2]] for f in frames]))
+    assert decoder.stdout is not None and decoder.stdin is not None
+    assert (await asyncio.to_thread(decoder.stdout.readline)).strip() == "ready"
+    decoder.stdin.write(f"{path}\n")
+    decoder.stdin.flush()
+    return json.loads(await asyncio.to_thread(decoder.stdout.readline))
+
+
 async def test_vllms_classes_decode_the_stream_and_the_replay(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "0")  # whole hashes, to re-derive them below
     decoder = subprocess.Popen(
@@ -105,13 +116,7 @@ async def test_vllms_classes_decode_the_stream_and_the_replay(tiny_model, tmp_pa
         assert replayed[-len(live) :] == live  # the replay buffer holds the very frames published
         seqs = [int.from_bytes(f[1], "big") for f in replayed]
         assert seqs == list(range(len(seqs)))  # from 0, without gaps
-        path = tmp_path / "frames.msgpack"
-        path.write_bytes(msgspec.msgpack.encode([[s, f[2]] for s, f in zip(seqs, replayed, strict=True)]))
-        assert decoder.stdout is not None and decoder.stdin is not None
-        assert (await asyncio.to_thread(decoder.stdout.readline)).strip() == "ready"
-        decoder.stdin.write(f"{path}\n")
-        decoder.stdin.flush()
-        decoded = json.loads(await asyncio.to_thread(decoder.stdout.readline))
+        decoded = await decode(decoder, tmp_path, replayed)
     finally:
         decoder.kill()
         ctx.term()

@@ -159,6 +159,9 @@ def test_vllm_server_info_row_by_row_beside_sglangs_fields():
     with pytest.raises(ServiceError) as refused:
         vllm_server_info.server_info_body(CARD, info, 3, "yaml")
     assert refused.value.violations[0][0] == "config_format"
+    info.lora_config.max_lora_rank, info.lora_config.max_loras, info.lora_config.max_cpu_loras = 16, 2, 4
+    lora = vllm_server_info.server_info_body(CARD, info, 3, "json")["vllm_config"]["lora_config"]
+    assert lora == {"max_lora_rank": 16, "max_loras": 2, "max_cpu_loras": 4}  # an engine with --enable-lora
 
 
 def test_vllm_batch_chat_merges_one_choice_per_conversation():

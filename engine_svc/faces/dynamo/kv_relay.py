@@ -72,6 +72,7 @@ class KvRelay:
                     [batch.block_size] * len(hashes),
                     hashes,
                     block_hash(run.parent_block_hash) if run.parent_block_hash else None,
+                    lora_name=run.lora_name or None,
                     cache_salt=run.cache_salt or None,
                 )
                 self.stored.update(hashes)

@@ -111,7 +111,7 @@ def _snapshot(batch: KvBatch, block_size: int):
                 filled = 0
             parent = e.parent if start == 0 else e.hashes[start - 1]
             tokens = e.token_ids[start * block_size : (start + len(hashes)) * block_size]
-            chunks[-1].append(ours.BlocksStored(hashes, parent, tokens, e.cache_salt))
+            chunks[-1].append(ours.BlocksStored(hashes, parent, tokens, e.cache_salt, e.lora_id, e.lora_name))
             filled += len(hashes)
             blocks += len(hashes)
     for index, events in enumerate(chunks):

@@ -16,8 +16,8 @@ The mapping, whole:
 | BlockStored.extra_keys        | one entry per block: `(cache_salt,)` on a first block when salted, else None |
 | BlockStored.medium            | "GPU" (vLLM's name for the engine's own pool, whatever the device)         |
 | BlockStored.group_idx         | 0 (one KV cache group)                                                     |
-| lora_id, lora_name            | None: a LoRA sequence's hashes already differ (its adapter id is in the    |
-|                               | root, prefix_hash.root); the adapter is not named in events yet            |
+| lora_id, lora_name            | BlocksStored.lora_id, lora_name: the sequence's adapter (its id is also in |
+|                               | the chain's root, prefix_hash.root); None for the base model, as vLLM      |
 | BlockRemoved.block_hashes     | BlocksRemoved.hashes, the same way; medium "GPU", group_idx 0               |
 | AllBlocksCleared              | AllBlocksCleared                                                           |
 | EventBatch.ts                 | KvBatch.timestamp                                                          |
@@ -100,9 +100,9 @@ def event(e: ours.KvEvent, block_size: int, as_int: bool = True) -> BlockStored 
             parent_block_hash=None if e.parent is None else external(e.parent, as_int),
             token_ids=e.token_ids,
             block_size=block_size,
-            lora_id=None,
+            lora_id=e.lora_id or None,
             medium=MEDIUM,
-            lora_name=None,
+            lora_name=e.lora_name or None,
             extra_keys=[first] + [None] * (len(e.hashes) - 1),
             group_idx=0,
         )

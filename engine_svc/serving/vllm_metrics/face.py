@@ -36,6 +36,7 @@ from engine_svc.serving.vllm_metrics.vocab import (
     TALLIED_BY,
     buckets,
     cache_config,
+    lora_info,
 )
 from scaleout_common.telemetry.metrics import FinishedCall
 
@@ -158,8 +159,8 @@ class VllmMetrics:
                 config = cache_config(load, loaded.kv_cache_dtype)
                 yield self._info(series, config | dict(zip(LABELS, labels, strict=True)), 1)
             elif series.name == LORA_REQUESTS_INFO:
-                lora = {"max_lora": "0", "waiting_lora_adapters": "", "running_lora_adapters": ""}
-                yield self._info(series, lora | dict(zip(LABELS, labels, strict=True)), time.time())
+                if load.max_loras:  # LoRA off: vLLM makes no lora_requests_info
+                    yield self._info(series, lora_info(load) | dict(zip(LABELS, labels, strict=True)), time.time())
             elif series.name in LABELLED:
                 label, values = LABELLED[series.name]
                 family = self._family(series, [*LABELS, label])

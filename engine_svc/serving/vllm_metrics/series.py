@@ -26,8 +26,8 @@ Where the numbers differ from vLLM's (docs/observability.md):
 - TTFT and end to end run from the Generate call's start (vLLM: from the request's arrival at its API server).
 - `vllm:time_per_output_token_seconds` is vLLM's name for the inter-token latency up to 0.10 (same samples, same
   buckets), which many dashboards still read; 0.33 exports only `vllm:inter_token_latency_seconds`.
-- `vllm:lora_requests_info` is there without LoRA (vLLM: only with LoRA on), so routers find it: `max_lora` "0",
-  empty adapter lists, the scrape time as its value (vLLM: the time of its last update).
+- `vllm:lora_requests_info` (only with LoRA on, as vLLM): one sample, the adapters running and waiting at the
+  scrape, the scrape time as its value (vLLM: a sample per label set it has seen, each at its last update's time).
 - `vllm:cache_config_info` carries the CacheConfig fields the engine has (vLLM: all of them), as vLLM spells them.
 - `vllm:admission_rejections` carries `engine` too (vLLM: only `model_name` and `reason`, one API server's).
 vLLM's series not made here, and why: docs/observability.md.
@@ -130,7 +130,12 @@ SERIES: tuple[Series, ...] = (
         load=_kv_usage,
     ),
     Series(CACHE_CONFIG_INFO, "gauge", "Information of the LLMEngine CacheConfig", "1, the cache config as labels"),
-    Series(LORA_REQUESTS_INFO, "gauge", "Running stats on lora requests.", "the scrape time; no LoRA: empty labels"),
+    Series(
+        LORA_REQUESTS_INFO,
+        "gauge",
+        "Running stats on lora requests.",
+        "the scrape time; GetLoad's LoRA fields (LoRA off: absent)",
+    ),
     Series(
         "vllm:prefix_cache_queries",
         "counter",

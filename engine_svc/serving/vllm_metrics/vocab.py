@@ -112,3 +112,12 @@ def cache_config(load: GetLoadResponse, kv_cache_dtype: str) -> dict[str, str]:
         "num_cpu_blocks": "None",  # no blocks swapped out to the host
         "kv_cache_size_tokens": str(blocks * load.kv_block_size),
     }
+
+
+def lora_info(load: GetLoadResponse) -> dict[str, str]:
+    """vllm:lora_requests_info's labels: --max-loras and the adapters running and waiting, comma-joined as vLLM."""
+    return {
+        "max_lora": str(load.max_loras),
+        "waiting_lora_adapters": ",".join(load.waiting_lora_adapters),
+        "running_lora_adapters": ",".join(load.running_lora_adapters),
+    }

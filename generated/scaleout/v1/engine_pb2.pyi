@@ -147,7 +147,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
-    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running", "logprobs_mode", "head_dtype", "weight_version", "kv_role", "kv_layout", "weight_transfer_backend", "speculative_config", "runner")
+    __slots__ = ("model", "vocab_size", "eos_token_ids", "max_model_len", "tokenizer_fingerprint", "architecture", "dtype", "device", "backend", "quantization", "kv_cache_dtype", "kv_block_size", "num_kv_blocks", "max_running", "logprobs_mode", "head_dtype", "weight_version", "kv_role", "kv_layout", "weight_transfer_backend", "speculative_config", "runner", "lora_config")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     EOS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +170,7 @@ class GetModelInfoResponse(_message.Message):
     WEIGHT_TRANSFER_BACKEND_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
+    LORA_CONFIG_FIELD_NUMBER: _ClassVar[int]
     model: str
     vocab_size: int
     eos_token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -192,7 +193,18 @@ class GetModelInfoResponse(_message.Message):
     weight_transfer_backend: str
     speculative_config: SpeculativeConfig
     runner: str
-    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., head_dtype: _Optional[str] = ..., weight_version: _Optional[str] = ..., kv_role: _Optional[str] = ..., kv_layout: _Optional[_Union[_kv_transfer_pb2.KvLayout, _Mapping]] = ..., weight_transfer_backend: _Optional[str] = ..., speculative_config: _Optional[_Union[SpeculativeConfig, _Mapping]] = ..., runner: _Optional[str] = ...) -> None: ...
+    lora_config: LoraConfig
+    def __init__(self, model: _Optional[str] = ..., vocab_size: _Optional[int] = ..., eos_token_ids: _Optional[_Iterable[int]] = ..., max_model_len: _Optional[int] = ..., tokenizer_fingerprint: _Optional[str] = ..., architecture: _Optional[str] = ..., dtype: _Optional[str] = ..., device: _Optional[str] = ..., backend: _Optional[str] = ..., quantization: _Optional[str] = ..., kv_cache_dtype: _Optional[str] = ..., kv_block_size: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_running: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., head_dtype: _Optional[str] = ..., weight_version: _Optional[str] = ..., kv_role: _Optional[str] = ..., kv_layout: _Optional[_Union[_kv_transfer_pb2.KvLayout, _Mapping]] = ..., weight_transfer_backend: _Optional[str] = ..., speculative_config: _Optional[_Union[SpeculativeConfig, _Mapping]] = ..., runner: _Optional[str] = ..., lora_config: _Optional[_Union[LoraConfig, _Mapping]] = ...) -> None: ...
+
+class LoraConfig(_message.Message):
+    __slots__ = ("max_lora_rank", "max_loras", "max_cpu_loras")
+    MAX_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    MAX_LORAS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CPU_LORAS_FIELD_NUMBER: _ClassVar[int]
+    max_lora_rank: int
+    max_loras: int
+    max_cpu_loras: int
+    def __init__(self, max_lora_rank: _Optional[int] = ..., max_loras: _Optional[int] = ..., max_cpu_loras: _Optional[int] = ...) -> None: ...
 
 class SpeculativeConfig(_message.Message):
     __slots__ = ("method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "model", "draft_sample_method")
@@ -215,7 +227,7 @@ class GetLoadRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetLoadResponse(_message.Message):
-    __slots__ = ("running", "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "max_running", "max_waiting", "prefix_caching", "kv_blocks_cached", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "generated_tokens_per_s", "pending_prefill_tokens", "utilization", "prompt_tokens_computed", "prompt_tokens_transferred", "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos", "preemptions")
+    __slots__ = ("running", "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "max_running", "max_waiting", "prefix_caching", "kv_blocks_cached", "prefix_cache_queried_tokens", "prefix_cache_hit_tokens", "generated_tokens_per_s", "pending_prefill_tokens", "utilization", "prompt_tokens_computed", "prompt_tokens_transferred", "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos", "preemptions", "max_loras", "running_lora_adapters", "waiting_lora_adapters")
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     KV_BLOCKS_USED_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +249,9 @@ class GetLoadResponse(_message.Message):
     SPEC_DECODE_NUM_ACCEPTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LORAS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_LORA_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_LORA_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     running: int
     waiting: int
     kv_blocks_used: int
@@ -258,7 +273,10 @@ class GetLoadResponse(_message.Message):
     spec_decode_num_accepted_tokens: int
     spec_decode_num_accepted_tokens_per_pos: _containers.RepeatedScalarFieldContainer[int]
     preemptions: int
-    def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_free: _Optional[int] = ..., kv_block_size: _Optional[int] = ..., max_running: _Optional[int] = ..., max_waiting: _Optional[int] = ..., prefix_caching: _Optional[bool] = ..., kv_blocks_cached: _Optional[int] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ..., generated_tokens_per_s: _Optional[float] = ..., pending_prefill_tokens: _Optional[int] = ..., utilization: _Optional[float] = ..., prompt_tokens_computed: _Optional[int] = ..., prompt_tokens_transferred: _Optional[int] = ..., spec_decode_num_drafts: _Optional[int] = ..., spec_decode_num_draft_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens_per_pos: _Optional[_Iterable[int]] = ..., preemptions: _Optional[int] = ...) -> None: ...
+    max_loras: int
+    running_lora_adapters: _containers.RepeatedScalarFieldContainer[str]
+    waiting_lora_adapters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_free: _Optional[int] = ..., kv_block_size: _Optional[int] = ..., max_running: _Optional[int] = ..., max_waiting: _Optional[int] = ..., prefix_caching: _Optional[bool] = ..., kv_blocks_cached: _Optional[int] = ..., prefix_cache_queried_tokens: _Optional[int] = ..., prefix_cache_hit_tokens: _Optional[int] = ..., generated_tokens_per_s: _Optional[float] = ..., pending_prefill_tokens: _Optional[int] = ..., utilization: _Optional[float] = ..., prompt_tokens_computed: _Optional[int] = ..., prompt_tokens_transferred: _Optional[int] = ..., spec_decode_num_drafts: _Optional[int] = ..., spec_decode_num_draft_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens: _Optional[int] = ..., spec_decode_num_accepted_tokens_per_pos: _Optional[_Iterable[int]] = ..., preemptions: _Optional[int] = ..., max_loras: _Optional[int] = ..., running_lora_adapters: _Optional[_Iterable[str]] = ..., waiting_lora_adapters: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetMetricsRequest(_message.Message):
     __slots__ = ()

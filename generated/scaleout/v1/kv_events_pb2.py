@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bscaleout/v1/kv_events.proto\x12\x0bscaleout.v1\"Y\n\x18SubscribeKvEventsRequest\x12\x18\n\x0bresume_from\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x13\n\x0binstance_id\x18\x02 \x01(\tB\x0e\n\x0c_resume_from\"\x94\x01\n\x0cKvEventBatch\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x11\n\ttimestamp\x18\x02 \x01(\x01\x12\x13\n\x0binstance_id\x18\x03 \x01(\t\x12\x12\n\nblock_size\x18\x04 \x01(\r\x12\x10\n\x08snapshot\x18\x05 \x01(\x08\x12$\n\x06\x65vents\x18\x06 \x03(\x0b\x32\x14.scaleout.v1.KvEvent\"\xb9\x01\n\x07KvEvent\x12\x32\n\rblocks_stored\x18\x01 \x01(\x0b\x32\x19.scaleout.v1.BlocksStoredH\x00\x12\x34\n\x0e\x62locks_removed\x18\x02 \x01(\x0b\x32\x1a.scaleout.v1.BlocksRemovedH\x00\x12;\n\x12\x61ll_blocks_cleared\x18\x03 \x01(\x0b\x32\x1d.scaleout.v1.AllBlocksClearedH\x00\x42\x07\n\x05\x65vent\"f\n\x0c\x42locksStored\x12\x14\n\x0c\x62lock_hashes\x18\x01 \x03(\x0c\x12\x19\n\x11parent_block_hash\x18\x02 \x01(\x0c\x12\x11\n\ttoken_ids\x18\x03 \x03(\x03\x12\x12\n\ncache_salt\x18\x04 \x01(\t\"%\n\rBlocksRemoved\x12\x14\n\x0c\x62lock_hashes\x18\x01 \x03(\x0c\"\x12\n\x10\x41llBlocksCleared\"\x1a\n\x18GetKvEventSourcesRequest\"G\n\x19GetKvEventSourcesResponse\x12*\n\x06source\x18\x01 \x01(\x0b\x32\x1a.scaleout.v1.KvEventSource\"\xd0\x01\n\rKvEventSource\x12\x1e\n\x16\x65nable_kv_cache_events\x18\x01 \x01(\x08\x12\x11\n\tpublisher\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x1c\n\x0freplay_endpoint\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x0c\x62uffer_steps\x18\x05 \x01(\x05\x12\x0b\n\x03hwm\x18\x06 \x01(\x05\x12\x16\n\x0emax_queue_size\x18\x07 \x01(\x05\x12\r\n\x05topic\x18\x08 \x01(\tB\x12\n\x10_replay_endpointB\x8f\x01\n\x0f\x63om.scaleout.v1B\rKvEventsProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bscaleout/v1/kv_events.proto\x12\x0bscaleout.v1\"Y\n\x18SubscribeKvEventsRequest\x12\x18\n\x0bresume_from\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x13\n\x0binstance_id\x18\x02 \x01(\tB\x0e\n\x0c_resume_from\"\x94\x01\n\x0cKvEventBatch\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x11\n\ttimestamp\x18\x02 \x01(\x01\x12\x13\n\x0binstance_id\x18\x03 \x01(\t\x12\x12\n\nblock_size\x18\x04 \x01(\r\x12\x10\n\x08snapshot\x18\x05 \x01(\x08\x12$\n\x06\x65vents\x18\x06 \x03(\x0b\x32\x14.scaleout.v1.KvEvent\"\xb9\x01\n\x07KvEvent\x12\x32\n\rblocks_stored\x18\x01 \x01(\x0b\x32\x19.scaleout.v1.BlocksStoredH\x00\x12\x34\n\x0e\x62locks_removed\x18\x02 \x01(\x0b\x32\x1a.scaleout.v1.BlocksRemovedH\x00\x12;\n\x12\x61ll_blocks_cleared\x18\x03 \x01(\x0b\x32\x1d.scaleout.v1.AllBlocksClearedH\x00\x42\x07\n\x05\x65vent\"\x8a\x01\n\x0c\x42locksStored\x12\x14\n\x0c\x62lock_hashes\x18\x01 \x03(\x0c\x12\x19\n\x11parent_block_hash\x18\x02 \x01(\x0c\x12\x11\n\ttoken_ids\x18\x03 \x03(\x03\x12\x12\n\ncache_salt\x18\x04 \x01(\t\x12\x0f\n\x07lora_id\x18\x05 \x01(\x03\x12\x11\n\tlora_name\x18\x06 \x01(\t\"%\n\rBlocksRemoved\x12\x14\n\x0c\x62lock_hashes\x18\x01 \x03(\x0c\"\x12\n\x10\x41llBlocksCleared\"\x1a\n\x18GetKvEventSourcesRequest\"G\n\x19GetKvEventSourcesResponse\x12*\n\x06source\x18\x01 \x01(\x0b\x32\x1a.scaleout.v1.KvEventSource\"\xd0\x01\n\rKvEventSource\x12\x1e\n\x16\x65nable_kv_cache_events\x18\x01 \x01(\x08\x12\x11\n\tpublisher\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x1c\n\x0freplay_endpoint\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x0c\x62uffer_steps\x18\x05 \x01(\x05\x12\x0b\n\x03hwm\x18\x06 \x01(\x05\x12\x16\n\x0emax_queue_size\x18\x07 \x01(\x05\x12\r\n\x05topic\x18\x08 \x01(\tB\x12\n\x10_replay_endpointB\x8f\x01\n\x0f\x63om.scaleout.v1B\rKvEventsProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,16 +38,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KVEVENTBATCH']._serialized_end=284
   _globals['_KVEVENT']._serialized_start=287
   _globals['_KVEVENT']._serialized_end=472
-  _globals['_BLOCKSSTORED']._serialized_start=474
-  _globals['_BLOCKSSTORED']._serialized_end=576
-  _globals['_BLOCKSREMOVED']._serialized_start=578
-  _globals['_BLOCKSREMOVED']._serialized_end=615
-  _globals['_ALLBLOCKSCLEARED']._serialized_start=617
-  _globals['_ALLBLOCKSCLEARED']._serialized_end=635
-  _globals['_GETKVEVENTSOURCESREQUEST']._serialized_start=637
-  _globals['_GETKVEVENTSOURCESREQUEST']._serialized_end=663
-  _globals['_GETKVEVENTSOURCESRESPONSE']._serialized_start=665
-  _globals['_GETKVEVENTSOURCESRESPONSE']._serialized_end=736
-  _globals['_KVEVENTSOURCE']._serialized_start=739
-  _globals['_KVEVENTSOURCE']._serialized_end=947
+  _globals['_BLOCKSSTORED']._serialized_start=475
+  _globals['_BLOCKSSTORED']._serialized_end=613
+  _globals['_BLOCKSREMOVED']._serialized_start=615
+  _globals['_BLOCKSREMOVED']._serialized_end=652
+  _globals['_ALLBLOCKSCLEARED']._serialized_start=654
+  _globals['_ALLBLOCKSCLEARED']._serialized_end=672
+  _globals['_GETKVEVENTSOURCESREQUEST']._serialized_start=674
+  _globals['_GETKVEVENTSOURCESREQUEST']._serialized_end=700
+  _globals['_GETKVEVENTSOURCESRESPONSE']._serialized_start=702
+  _globals['_GETKVEVENTSOURCESRESPONSE']._serialized_end=773
+  _globals['_KVEVENTSOURCE']._serialized_start=776
+  _globals['_KVEVENTSOURCE']._serialized_end=984
 # @@protoc_insertion_point(module_scope)

@@ -41,16 +41,20 @@ class KvEvent(_message.Message):
     def __init__(self, blocks_stored: _Optional[_Union[BlocksStored, _Mapping]] = ..., blocks_removed: _Optional[_Union[BlocksRemoved, _Mapping]] = ..., all_blocks_cleared: _Optional[_Union[AllBlocksCleared, _Mapping]] = ...) -> None: ...
 
 class BlocksStored(_message.Message):
-    __slots__ = ("block_hashes", "parent_block_hash", "token_ids", "cache_salt")
+    __slots__ = ("block_hashes", "parent_block_hash", "token_ids", "cache_salt", "lora_id", "lora_name")
     BLOCK_HASHES_FIELD_NUMBER: _ClassVar[int]
     PARENT_BLOCK_HASH_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
+    LORA_ID_FIELD_NUMBER: _ClassVar[int]
+    LORA_NAME_FIELD_NUMBER: _ClassVar[int]
     block_hashes: _containers.RepeatedScalarFieldContainer[bytes]
     parent_block_hash: bytes
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     cache_salt: str
-    def __init__(self, block_hashes: _Optional[_Iterable[bytes]] = ..., parent_block_hash: _Optional[bytes] = ..., token_ids: _Optional[_Iterable[int]] = ..., cache_salt: _Optional[str] = ...) -> None: ...
+    lora_id: int
+    lora_name: str
+    def __init__(self, block_hashes: _Optional[_Iterable[bytes]] = ..., parent_block_hash: _Optional[bytes] = ..., token_ids: _Optional[_Iterable[int]] = ..., cache_salt: _Optional[str] = ..., lora_id: _Optional[int] = ..., lora_name: _Optional[str] = ...) -> None: ...
 
 class BlocksRemoved(_message.Message):
     __slots__ = ("block_hashes",)
