@@ -201,11 +201,12 @@ def _reset(engine: Engine, front: _Front, fronts: list[_Front], figures: _Figure
 class _Figures:
     """The load figures an API server keeps (EngineProcess._receive reads them in this order: GetLoad's, then
     the queue-wait estimate's, the preemptions, the prompt tokens computed and transferred, the steps by their
-    tokens, the sleep state, then speculation's counters when it is on); the three that cost a pass are
-    recomputed every LOAD_EVERY_S."""
+    tokens, the sleep state, the LoRA adapters running and waiting, then speculation's counters when it is on);
+    the four that cost a pass are recomputed every LOAD_EVERY_S."""
 
     def __init__(self) -> None:
         self._at, self._pending, self._rate, self._steps_left = float("-inf"), 0, 0.0, ()
+        self._loras: tuple[list[str], list[str]] = ([], [])
 
     def of(self, engine: Engine, fresh: bool = False) -> tuple:
         pool, now = engine.scheduler.pool, time.monotonic()
@@ -213,6 +214,7 @@ class _Figures:
             self._at = now
             self._pending, self._rate = engine.scheduler.pending_prefill_tokens(), engine.generated.per_second()
             self._steps_left = steps_left(list(engine.scheduler.running))
+            self._loras = engine.lora_adapters() if engine.scheduler.max_loras else ([], [])
         return (
             engine.num_running,
             engine.queued(),  # the API servers take their own aborts off it
@@ -231,6 +233,7 @@ class _Figures:
             engine.prompt_tokens_transferred,
             engine.step_tokens.figures(),
             engine.sleep_state(),
+            self._loras,
             *(tuple(engine.speculator.counters().values()) if engine.speculator is not None else ()),
         )
 
@@ -513,11 +516,12 @@ class EngineProcess(EngineFront):
                     self._load.pending_prefill_tokens,
                     self._load.generated_tokens_per_s,
                 ) = load[:9]
-                self._pace, spec = load[9:12], load[17:]
+                self._pace, spec = load[9:12], load[18:]
                 figures = self._load
                 figures.preemptions, figures.prompt_tokens_computed, figures.prompt_tokens_transferred = load[12:15]
                 self.step_tokens.take(load[15])
                 self._sleep = load[16]
+                figures.running_lora_adapters[:], figures.waiting_lora_adapters[:] = load[17]
                 if spec:  # speculation's counters (Speculator.counters, in its order)
                     drafts, draft_tokens, accepted, per_pos = spec
                     figures.spec_decode_num_drafts, figures.spec_decode_num_draft_tokens = drafts, draft_tokens

@@ -200,15 +200,21 @@ class Engine(EngineFront):
         )
 
     def _lora_load(self) -> dict:
-        """GetLoadResponse's LoRA fields (none when LoRA is off); the step thread may change the queues meanwhile."""
-        scheduler = self.scheduler
-        if not scheduler.max_loras:
+        """GetLoadResponse's LoRA fields (none when LoRA is off)."""
+        if not self.scheduler.max_loras:
             return {}
+        running, waiting = self.lora_adapters()
         return {
-            "max_loras": scheduler.max_loras,
-            "running_lora_adapters": adapter_names(list(scheduler.running)),
-            "waiting_lora_adapters": adapter_names([entry[2] for entry in list(scheduler.waiting)]),
+            "max_loras": self.scheduler.max_loras,
+            "running_lora_adapters": running,
+            "waiting_lora_adapters": waiting,
         }
+
+    def lora_adapters(self) -> tuple[list[str], list[str]]:
+        """The adapters of the running and of the waiting sequences, by name (the step thread may change the queues
+        meanwhile: read from copies)."""
+        scheduler = self.scheduler
+        return adapter_names(list(scheduler.running)), adapter_names([entry[2] for entry in list(scheduler.waiting)])
 
     def _backlog(self) -> Backlog:
         scheduler = self.scheduler

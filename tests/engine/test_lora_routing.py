@@ -123,3 +123,22 @@ def _lora_info(body) -> dict[str, str]:
     (sample,) = families["vllm:lora_requests_info"].samples
     assert abs(sample.value - time.time()) < 60
     return {k: v for k, v in sample.labels.items() if k not in ("model_name", "engine")}
+
+
+async def test_an_engine_core_process_reports_the_adapters_too(adapters):  # noqa: F811
+    """The step loop in a child process: the sequences' adapter names cross the pipe into GetLoad and the KV events."""
+    flags = ("--enable-lora", "--lora-modules", f"attn={adapters['attn']}", "--block-size", "4", "--kv-events",
+             "--engine-core", "process")  # fmt: skip
+    async with engine_stub(None, *flags) as (stub, _):
+        stream = stub.Generate(_message("attn", max_tokens=400))
+        await stream.read()
+        during = await stub.GetLoad(engine_pb2.GetLoadRequest())
+        stream.cancel()
+        events = control_pb2_grpc.EngineControlServiceStub(stub.channel).SubscribeKvEvents(
+            kv_events_pb2.SubscribeKvEventsRequest()
+        )
+        snapshot = await events.read()
+        events.cancel()
+    assert during.max_loras == 1 and list(during.running_lora_adapters) == ["attn"]
+    runs = [e.blocks_stored for e in snapshot.events if e.WhichOneof("event") == "blocks_stored"]
+    assert runs and {(r.lora_id, r.lora_name) for r in runs} == {(1, "attn")}
