@@ -258,7 +258,7 @@ class ModelRunner:
             inputs = packed.to(self.device)
         ids, positions, meta = inputs["ids"], inputs["positions"], self.inputs.metadata(inputs, rows)
         greedy = ids[:n]
-        adapters = [c.seq.lora_id for c in chunks]
+        adapters = [c.seq.lora_id for c in chunks] if self.loras is not None else []
 
         def step(tokens: torch.Tensor | None):
             if tokens is not None and tokens is not greedy:
@@ -342,8 +342,9 @@ class ModelRunner:
         flat = step.packed.host().to(self.device)
         inputs = step.packed.views(flat)
         meta = self.inputs.mixed_metadata(step, inputs)
-        decodes = [c.seq.lora_id for c in chunks if is_decode(c)]
-        self._lora_rows(decodes + [c.seq.lora_id for c in step.prefills for _ in range(c.num_tokens)])
+        if self.loras is not None:  # a row per token: built only with LoRA on (a mixed step has thousands)
+            decodes = [c.seq.lora_id for c in chunks if is_decode(c)]
+            self._lora_rows(decodes + [c.seq.lora_id for c in step.prefills for _ in range(c.num_tokens)])
         if pieces is not None and step.bucket:
             return pieces.run(
                 step.tokens, step.bucket, flat, meta, self.kv_caches, inputs["logits_rows"], self.eager_ops
