@@ -10,9 +10,9 @@ the graph advances positions and slots itself and leaves the greedy tokens as th
 Logits are computed only for rows that sample (a chunk that reaches the end of its sequence) and for
 prompt-logprob positions. A step's integer inputs and attention metadata come from step_inputs.py. Where the
 sliding-window layers have a KV pool of their own (kv_groups.py, scheduling/window_pool.py), their cache tensors
-have that pool's blocks and read the sequences' second tables. With LoRA on (`lora=True`, lora.py) each step's rows are grouped by adapter before the
-forward, and every step runs eagerly in plain torch modules (no CUDA graphs, no skinny or fp8 kernels): an
-adapter's rows differ from step to step, which a captured graph cannot follow.
+have that pool's blocks and read the sequences' second tables. With LoRA on (`lora=True`, lora.py) each step's rows
+are grouped by adapter before the forward, and every step runs eagerly in plain torch modules (no CUDA graphs, no
+skinny or fp8 kernels): an adapter's rows differ from step to step, which a captured graph cannot follow.
 """
 
 from __future__ import annotations

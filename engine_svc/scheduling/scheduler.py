@@ -7,9 +7,10 @@ admitted sequence is preempted: its blocks are freed and it is recomputed later 
 A sequence's first chunk starts after the longest prefix of it that the pool's prefix cache holds; a
 preempted sequence's full blocks stay cached (unless evicted meanwhile), so its recompute mostly finds them.
 With `max_loras` set, a waiting sequence whose LoRA adapter would make more distinct adapters run at once waits
-(others behind it may go first), as vLLM's scheduler skips it. A prompt whose logprobs were asked for is prefilled `prompt_logprob_rows` tokens a step at most: each of its
-positions costs a row of logits over the vocabulary and their log-softmax, so one long prompt's step stays within
-PROMPT_LOGPROBS_STEP_BYTES (not gigabytes) and other requests' decodes run between its chunks.
+(others behind it may go first), as vLLM's scheduler skips it. A prompt whose logprobs were asked for is prefilled
+`prompt_logprob_rows` tokens a step at most: each of its positions costs a row of logits over the vocabulary and
+their log-softmax, so one long prompt's step stays within PROMPT_LOGPROBS_STEP_BYTES (not gigabytes) and other
+requests' decodes run between its chunks.
 """
 
 from __future__ import annotations

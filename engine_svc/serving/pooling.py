@@ -18,8 +18,9 @@ vocabulary head) on one worker thread, in right-padded batches of at most --max-
 what it computes alone). Requests wait in priority order (lower first, then arrival), at most --max-waiting of
 them (QUEUE_FULL beyond); one whose caller left is dropped before it runs. The inputs waiting and being pooled
 count as the engine's sequences waiting and running (counted_load: GetLoad, the vllm: gauges, /get_load).
-Pooling, the Matryoshka cut and the norm are computed in float32. The paged fast path is not used: its attention needs KV blocks from the scheduler's
-pool, and a pooling engine keeps no KV cache (loader.py serves it with the transformers backend).
+Pooling, the Matryoshka cut and the norm are computed in float32. The paged fast path is not used: its attention
+needs KV blocks from the scheduler's pool, and a pooling engine keeps no KV cache (loader.py serves it with the
+transformers backend).
 """
 
 from __future__ import annotations
