@@ -16,7 +16,9 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
   fields: render maps them (render_svc/sglang_fields.py) and refuses `return_hidden_states: true`;
 - vLLM's `kv_transfer_params` (disaggregated prefill and decode, as vllm-router's P/D mode sends them) go to
   the engine, which maps them (engine_svc/serving/kv_transfer/vllm_params.py); a prefill step's answer is
-  unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt;
+  unary (`stream: true` with `do_remote_decode` is refused) and covers one prompt; on chat, their
+  `prompt_token_ids` (the prefill step's prompt, forwarded) are the request's `prompt_token_ids`, sent in place
+  of the rendered messages;
 - vLLM's `return_tokens_as_token_ids` names logprobs' tokens `token_id:<id>`; its `prompt_logprobs` are
   printed on each unary completion choice and on a unary chat answer (refused with `stream: true`, as vLLM refuses
   a stream); its `logprob_token_ids` (with `logprobs`) are each token's alternatives, after the token itself;
@@ -44,6 +46,7 @@ from scaleout_common.openai_body_rules import (
     parse_typed,
     prompt_cache_retention,
     prompt_forms,
+    reused_prompt,
     schemas_as_text,
 )
 from scaleout_common.reasons import Reason, fail
@@ -198,6 +201,7 @@ def chat_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
     stream, include_usage, continuous = _stream_options(out)
     _prompt_logprobs(out, stream)
     _kv_transfer(out, stream)
+    reused_prompt(out)
     if "messages" in out:
         out["messages"] = clean_messages(out["messages"])
     if "tool_choice" in out:

@@ -154,6 +154,12 @@ class Renderer:
                 "continue_final_message",
             )
         keep = check_truncation(request, self.model.max_model_len)
+        if request.prompt_token_ids and request.return_token_offsets:
+            raise fail(
+                Reason.CONFLICTING_OPTIONS,
+                "return_token_offsets maps the rendered text's tokens; prompt_token_ids are sent, not rendered",
+                "return_token_offsets",
+            )
         tools = convert.tools(request.tools)
         tool_mode, tool_function = convert.tool_choice(request.tool_choice, tools)
         request_kwargs = convert.struct_to_py(request.chat_template_kwargs)
@@ -182,6 +188,8 @@ class Renderer:
         )
 
     def text(self, job: ChatJob) -> str:
+        if job.request.prompt_token_ids:  # a decode step's forwarded prompt: the text its ids mean
+            return self.model.tokens.decode(job.request.prompt_token_ids, skip_special_tokens=False)
         documents = [convert.struct_to_py(d) for d in job.request.documents] or None
         return self.templates.render(
             job.template,
@@ -200,6 +208,11 @@ class Renderer:
         out: list = [None] * len(texts)
         groups: dict[tuple[bool, bool], list[int]] = {}
         for i, job in enumerate(jobs):
+            if job.request.prompt_token_ids:
+                ids = list(job.request.prompt_token_ids)
+                sampling_rules.check_token_ids(ids, self.model.tokens.vocab_size, "prompt_token_ids")
+                out[i] = (ids, None, None)
+                continue
             groups.setdefault((job.add_special_tokens, job.request.return_token_offsets), []).append(i)
         for (special, offsets), members in groups.items():
             batch = [texts[i] for i in members]

@@ -3,8 +3,8 @@
 render's vLLM render paths (render_svc/vllm_render/) and the pipeline's one-hop routes (pipeline_svc/
 openai_request.py) each decide which fields they take; the shapes those fields arrive in are read here, once:
 the completions prompt forms, the message clean-up (a key the template is not given is refused, naming it), JSON
-schemas kept as text, and the typed parse that names the field json_format stopped at (every `logit_bias` key that
-is no token id at once). The Chat Completions and Responses rule for `prompt_cache_retention` lives here too.
+schemas kept as text, the typed parse that names the field json_format stopped at (every `logit_bias` key that
+is no token id at once), and vLLM's decode-side token reuse (`kv_transfer_params.prompt_token_ids`). The Chat Completions and Responses rule for `prompt_cache_retention` lives here too.
 """
 
 from __future__ import annotations
@@ -62,6 +62,24 @@ def prompt_cache_retention(value) -> None:
             "prompt_cache_retention",
         )
     raise _invalid("prompt_cache_retention", 'must be "in_memory" or "24h"')
+
+
+def reused_prompt(out: dict) -> None:
+    """vLLM's decode-side token reuse: `kv_transfer_params.prompt_token_ids` (the prefill step's prompt, forwarded
+    by the router) is the chat's `prompt_token_ids`, sent in place of the rendered messages."""
+    params = out.get("kv_transfer_params")
+    if not isinstance(params, dict) or params.get("prompt_token_ids") is None:
+        return
+    ids = params.pop("prompt_token_ids")
+    if not isinstance(ids, list) or not ids or not all(_is_id(i) and i >= 0 for i in ids):
+        raise fail(  # vLLM's words
+            Reason.INVALID_REQUEST,
+            "`kv_transfer_params['prompt_token_ids']` must be a non-empty list of non-negative integers.",
+            "kv_transfer_params.prompt_token_ids",
+        )
+    out["prompt_token_ids"] = ids
+    if not params:
+        del out["kv_transfer_params"]
 
 
 def _is_id(value) -> bool:

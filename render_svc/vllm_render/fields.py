@@ -91,7 +91,9 @@ FIELDS: dict[str, Field] = {
     "request_id": Field(OURS, note='`request_id` answers "chatcmpl-<id>" / "cmpl-<id>[-<prompt>]", as vLLM\'s'),
     "cache_salt": Field(OURS),
     "priority": Field(OURS),
-    "kv_transfer_params": Field(OURS, note="echoed as `kv_transfer_params`"),
+    "kv_transfer_params": Field(
+        OURS, note="echoed as `kv_transfer_params`; chat: its `prompt_token_ids` -> prompt_token_ids (vLLM's reuse)"
+    ),
     "stream": Field(OURS, note="render never streams: shapes `stream`, `stream_options` and output_kind"),
     "stream_options": Field(OURS),
     "return_token_offsets": Field(OURS, note="-> `token_offsets` (null for token id prompts, as vLLM's)"),

@@ -15,6 +15,7 @@ from scaleout_common.openai_body_rules import (
     clean_messages,
     parse_typed,
     prompt_forms,
+    reused_prompt,
     schemas_as_text,
 )
 from scaleout_common.reasons import Reason, fail
@@ -59,6 +60,7 @@ def read(data: bytes, route: str) -> VllmRequest:
     schemas_as_text(out)
     if route == COMPLETION:
         return _completion(body, out)
+    reused_prompt(out)
     if "messages" in out:
         out["messages"] = _refusals_as_text(clean_messages(out["messages"]))
     if "max_tokens" in body:

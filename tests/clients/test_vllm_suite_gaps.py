@@ -13,7 +13,9 @@ official `openai` SDK against the real stack.
   (n-gram speculation) its `speculative_decoding`, also on /inference/v1/generate (Responses: null, as vLLM);
 - `responses.cancel` answers (400 for a response answered in its call; 404 for an unknown id);
 - the Responses API takes vLLM's `chat_template_kwargs` (and `reasoning.effort` sets `enable_thinking`), and
-  echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071).
+  echoes `temperature` / `top_p` as sent, not as their float32 (0.699999988079071);
+- vLLM's decode-side token reuse: a chat's `kv_transfer_params.prompt_token_ids` (a P/D router forwards the prefill
+  step's) is the prompt, in place of the rendered messages, unary and streamed; bad ids are a 400 naming them.
 """
 
 from __future__ import annotations
@@ -243,3 +245,42 @@ def test_responses_take_chat_template_kwargs_and_temperature_echoes_as_sent(clie
     error = refused.value.body
     assert isinstance(error, dict) and error["code"] == "RESERVED_TEMPLATE_KWARG"
     assert error["param"] == "chat_template_kwargs"
+
+
+def test_forwarded_prompt_token_ids_are_the_prompt_in_place_of_the_messages(client, model_id):
+    """vLLM's test_chat_completion kv_transfer cases: the decode request's own messages are not rendered."""
+    baseline = client.chat.completions.create(
+        model=model_id, messages=USER, max_tokens=8, temperature=0, extra_body={"return_token_ids": True}
+    )
+    reused = baseline.model_extra["prompt_token_ids"]
+    other = [{"role": "user", "content": "unrelated decode-side text"}]
+    reuse = {"kv_transfer_params": {"prompt_token_ids": reused}, "return_token_ids": True}
+    decode = client.chat.completions.create(
+        model=model_id, messages=other, max_tokens=8, temperature=0, extra_body=reuse
+    )
+    assert decode.model_extra["prompt_token_ids"] == reused
+    assert decode.choices[0].message.content == baseline.choices[0].message.content
+    assert decode.usage is not None and decode.usage.prompt_tokens == len(reused)
+    stream = client.chat.completions.create(
+        model=model_id, messages=other, max_tokens=8, temperature=0, stream=True, extra_body=reuse
+    )
+    chunks = list(stream)
+    assert chunks[0].model_extra["prompt_token_ids"] == reused
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == decode.choices[0].message.content
+    for bad, field in (
+        ([], "kv_transfer_params.prompt_token_ids"),
+        ([1, 10**6], "kv_transfer_params.prompt_token_ids[1]"),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model=model_id,
+                messages=other,
+                max_tokens=2,
+                extra_body={"kv_transfer_params": {"prompt_token_ids": bad}},
+            )
+        assert isinstance(refused.value.body, dict) and refused.value.body["param"] == field
+    with pytest.raises(openai.BadRequestError) as refused:  # completions do not read them (as vLLM): named
+        client.completions.create(
+            model=model_id, prompt="Hi", max_tokens=2, extra_body={"kv_transfer_params": {"prompt_token_ids": [1]}}
+        )
+    assert isinstance(refused.value.body, dict) and refused.value.body["param"] == "kv_transfer_params.prompt_token_ids"

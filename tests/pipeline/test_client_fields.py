@@ -50,3 +50,12 @@ def test_an_out_of_vocabulary_prompt_id_names_the_clients_prompt(prompt, i, name
     error = in_client_terms(caught.value, json.dumps({"prompt": prompt}).encode(), OPENAI_COMPLETION)
     assert error.violations[0][0] == named and "prompt_token_ids" not in error.message + error.violations[0][1]
     assert "out of vocabulary" in error.message  # vLLM's words for it
+
+
+def test_a_forwarded_chat_prompts_bad_id_names_the_clients_kv_transfer_params():
+    with pytest.raises(ServiceError) as caught:
+        sampling_rules.check_token_ids([1, 99], 50, "prompt_token_ids")
+    body = {"messages": [], "kv_transfer_params": {"prompt_token_ids": [1, 99]}}
+    error = in_client_terms(caught.value, json.dumps(body).encode(), OPENAI_CHAT)
+    assert error.violations[0][0] == "kv_transfer_params.prompt_token_ids[1]"
+    assert error.message.startswith("kv_transfer_params.prompt_token_ids has id 99")

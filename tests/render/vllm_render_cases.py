@@ -232,6 +232,12 @@ CHAT_CASES = [
     _chat("request_id", request_id="abc-123"),
     _chat("cache_salt_priority", cache_salt="salt-1", priority=-2),
     _chat("kv_transfer_params", kv_transfer_params={"do_remote_decode": True}),
+    # decode-side token reuse: the prefill step's prompt ids, forwarded, in place of the rendered messages
+    _chat("kv_transfer_prompt_ids", kv_transfer_params={"prompt_token_ids": [1, 9690, 198, 19556, 2, 28]}),
+    _chat("kv_transfer_prompt_ids_and_more", kv_transfer_params={"prompt_token_ids": [1, 2], "do_remote_decode": True}),
+    _chat("kv_transfer_prompt_ids_empty", kv_transfer_params={"prompt_token_ids": []}),
+    _chat("kv_transfer_prompt_ids_negative", kv_transfer_params={"prompt_token_ids": [1, -2]}),
+    _chat("kv_transfer_prompt_ids_out_of_vocab", kv_transfer_params={"prompt_token_ids": [1, 49152]}),
     _chat("stream", stream=True),
     _chat("stream_usage", stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True}),
     _chat("stream_options_without_stream", stream_options={"include_usage": True}),
