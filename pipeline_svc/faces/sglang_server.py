@@ -219,6 +219,8 @@ class SGLangServer(sglang_server_pb2_grpc.SGLangServerServiceServicer):
         return json_body(loads_body(engines, wanted, dp_rank))
 
     async def FlushCache(self, request, context):
+        if request.timeout < 0 or request.timeout != request.timeout:  # SGLang's `ge=0.0`
+            raise fail(Reason.INVALID_REQUEST, "timeout must be a number of seconds >= 0", "timeout")
         await self.fleet.reset_all(context)
         return FLUSHED
 

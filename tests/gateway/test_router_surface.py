@@ -82,7 +82,8 @@ def test_loads_have_an_entry_per_engine(fleet):
 
 
 def test_cache_resets_empty_every_engines_prefix_cache(fleet):
-    for reset in (("POST", "/flush_cache"), ("GET", "/flush_cache"), ("POST", "/reset_prefix_cache")):
+    resets = (("POST", "/flush_cache?timeout=60.0"), ("GET", "/flush_cache"), ("POST", "/reset_prefix_cache"))
+    for reset in resets:  # SGLang's bench_serving --flush-cache sends its timeout
         for turn in range(4):  # the gateway spreads new conversations over both engines
             chat = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"hi {turn}"}]}
             assert requests.post(fleet.rest_url + "/v1/chat/completions", json={**chat, "max_tokens": 2}).ok
@@ -91,6 +92,8 @@ def test_cache_resets_empty_every_engines_prefix_cache(fleet):
         assert answer.status_code == 200, answer.text
         assert answer.text == "Cache flushed.\n" if "flush" in reset[1] else answer.json() == {"success": True}
         assert set(_cached_blocks(fleet).values()) == {0}, reset
+    negative = _get(fleet, "/flush_cache?timeout=-1", "POST")
+    assert negative.status_code == 400 and negative.json()["error"]["param"] == "timeout"
 
 
 def test_health_is_503_while_a_role_has_no_healthy_replica(fleet):

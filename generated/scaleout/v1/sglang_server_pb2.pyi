@@ -31,5 +31,7 @@ class SGLangLoadsRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., include: _Optional[str] = ..., dp_rank: _Optional[int] = ..., format: _Optional[str] = ...) -> None: ...
 
 class SGLangFlushCacheRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("timeout",)
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    timeout: float
+    def __init__(self, timeout: _Optional[float] = ...) -> None: ...
