@@ -19,11 +19,11 @@ import json
 
 from google.protobuf import struct_pb2
 
+from render_svc import roles
 from scaleout.v1 import common_pb2, derender_pb2
 from scaleout_common.errors import quote
 from scaleout_common.reasons import Reason, fail
 
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 _MAX_EXACT_INT = 2**53
 
@@ -109,10 +109,11 @@ def chat_messages(messages, openai_content: bool) -> list[dict]:
     out = []
     for i, message in enumerate(messages):
         role = message.role
-        if role not in ROLES:
+        if role not in roles.OPENAI_ROLES and not roles.CUSTOM_ROLE.fullmatch(role):
             raise fail(
                 Reason.INVALID_ROLE,
-                f"unknown role {quote(role)} (expected one of {sorted(ROLES)})",
+                f"unknown role {quote(role)} (one of {sorted(roles.OPENAI_ROLES)}, or a custom role: up to 64 letters, digits "
+                "and _.:- starting with a letter)",
                 f"messages[{i}].role",
             )
         texts = _texts(message.content, f"messages[{i}].content") if message.HasField("content") else None

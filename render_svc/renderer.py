@@ -191,7 +191,7 @@ class Renderer:
         if job.request.prompt_token_ids:  # a decode step's forwarded prompt: the text its ids mean
             return self.model.tokens.decode(job.request.prompt_token_ids, skip_special_tokens=False)
         documents = [convert.struct_to_py(d) for d in job.request.documents] or None
-        return self.templates.render(
+        text = self.templates.render(
             job.template,
             job.messages,
             job.tools,
@@ -200,6 +200,8 @@ class Renderer:
             continue_final_message=job.request.continue_final_message,
             variables={**self.special_tokens, **job.template_kwargs},
         )
+        roles.check_rendered([m.role for m in job.request.messages], job.messages, text)
+        return text
 
     def encode(self, jobs: list[ChatJob], texts: list[str]) -> list[tuple[list[int], list | None, int | None]]:
         """Token ids, offsets where asked, and how many of the ids make the first turn (the routing key's,

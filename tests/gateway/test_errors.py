@@ -71,7 +71,7 @@ CASES = [
         render_pb2_grpc.RenderServiceStub,
         "Tokenize",
         render_pb2.TokenizeRequest,
-        {"messages": [{"role": "wizard", "content": "hi"}]},
+        {"messages": [{"role": "wiz ard", "content": "hi"}]},
     ),
     (
         "/detokenize",

@@ -109,7 +109,7 @@ def test_batch_chat_answers_one_choice_per_conversation(stack):
         ({"messages": [HI], "stream": True}, "stream"),
         ({"messages": [HI], "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
         ({"messages": [HI], "bogus": 1}, "bogus"),
-        ({"messages": [HI, [{"role": "wizard", "content": "hi"}]]}, "messages[1][0].role"),
+        ({"messages": [HI, [{"role": "wiz ard", "content": "hi"}]]}, "messages[1][0].role"),
         ({"messages": []}, "messages"),
         ({"messages": [HI, []]}, "messages[1]"),
     ],

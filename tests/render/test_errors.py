@@ -28,7 +28,7 @@ FORGETS_ASSISTANT = (
 
 CHAT_CASES = {
     "missing messages": (chat([]), BAD, r.MISSING_MESSAGES),
-    "invalid role": (chat([{"role": "wizard", "content": "x"}]), BAD, r.INVALID_ROLE),
+    "invalid role": (chat([{"role": "wiz ard", "content": "x"}]), BAD, r.INVALID_ROLE),
     "number content": (chat([{"role": "user", "content": 5}]), BAD, r.INVALID_CONTENT),
     "image part": (
         chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
@@ -109,7 +109,7 @@ async def test_unknown_model_is_not_found(stub):
 
 
 async def test_batch_errors_name_the_conversation(stub):
-    batch = render_pb2.RenderChatBatchRequest(requests=[chat(), chat([{"role": "wizard", "content": "x"}])])
+    batch = render_pb2.RenderChatBatchRequest(requests=[chat(), chat([{"role": "", "content": "x"}])])
     error = await expect(stub.RenderChatBatch(batch), BAD, r.INVALID_ROLE)
     assert error.metadata["index"] == "1"
     assert error.violations[0][0] == "requests[1].messages[0].role"

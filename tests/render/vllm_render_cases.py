@@ -255,10 +255,12 @@ CHAT_CASES = [
     _chat("truncate_all", truncate_prompt_tokens=-1),
     # refused
     _chat("no_messages", []),
+    _chat("unknown_role", [{"role": "robot", "content": "beep"}]),  # a custom role: the template renders it
+    _chat("custom_role_parts", [{"role": "my-custom-role", "content": [{"type": "text", "text": "what is 1+1?"}]}]),
     _chat(
-        "unknown_role",
-        [{"role": "robot", "content": "beep"}],
-        differs="a role OpenAI does not define is refused (INVALID_ROLE)",
+        "role_not_a_name",
+        [{"role": "not a role", "content": "beep"}],
+        differs="a role that is no name (up to 64 letters, digits and _.:-) is refused (INVALID_ROLE)",
     ),
     _chat("image", [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]),
     _chat("unknown_field", differs=UNKNOWN, frobnicate=1),
