@@ -208,6 +208,12 @@ class Reason(StrEnum):
     )
     METRICS_OFF = "METRICS_OFF", C.FAILED_PRECONDITION, "GetMetrics on an engine started with --metrics-port -1"
     KV_EVENTS_OFF = "KV_EVENTS_OFF", C.FAILED_PRECONDITION, "SubscribeKvEvents on an engine started without --kv-events"
+    PROFILER_OFF = "PROFILER_OFF", C.FAILED_PRECONDITION, "StartProfile on an engine started without --profiler-config"
+    PROFILER_STATE = (
+        "PROFILER_STATE",
+        C.FAILED_PRECONDITION,
+        "StartProfile while a trace runs, or StopProfile with none running",
+    )
     KV_EVENTS_BEHIND = (
         "KV_EVENTS_BEHIND",
         C.RESOURCE_EXHAUSTED,

@@ -55,6 +55,9 @@ FANNED_OUT = {
     "scaleout.v1.EngineControlService.ZeroWeights": "scaleout.v1.VllmServerService.WeightChecker",
     "scaleout.v1.EngineControlService.AbortRequests": "scaleout.v1.VllmServerService.AbortRequests",
     "scaleout.v1.EngineControlService.ReleaseKvCache": "scaleout.v1.VllmServerService.ReleaseKvCacheMemory",
+    # The profiler: vLLM's and SGLang's routes (pipeline_svc/faces/profile_routes.py).
+    "scaleout.v1.EngineControlService.StartProfile": "scaleout.v1.VllmServerService.StartProfile",
+    "scaleout.v1.EngineControlService.StopProfile": "scaleout.v1.VllmServerService.StopProfile",
 }
 # One replica's stream with no REST twin: a router subscribes to each replica's KV events over gRPC.
 PER_REPLICA = {"scaleout.v1.EngineControlService.SubscribeKvEvents"}

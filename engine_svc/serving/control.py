@@ -41,6 +41,14 @@ class EngineControlServicer(control_pb2_grpc.EngineControlServiceServicer):
         require_trusted(caller(context), rpc)
         return await self.service.loaded.engine.control(op, *args)
 
+    async def StartProfile(self, request, context):
+        path = await self._run(context, "StartProfile", "start_profile", request)
+        return control_pb2.StartProfileResponse(trace_file=path)
+
+    async def StopProfile(self, request, context):
+        path, steps = await self._run(context, "StopProfile", "stop_profile")
+        return control_pb2.StopProfileResponse(trace_file=path, steps=steps)
+
     async def Pause(self, request, context):
         aborted = await self._run(context, "Pause", "pause", _mode(request.mode))
         return control_pb2.PauseResponse(aborted=aborted)

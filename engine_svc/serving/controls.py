@@ -18,6 +18,7 @@ The policy:
   with the target: its cache freed, its weights moved to host memory at either level (no update reloads them).
 - LoRA adapters (loras.py) load and unload between steps; an unloaded adapter's weights stay until no sequence runs
   with it.
+- StartProfile / StopProfile run the torch profiler over the steps (profiler.py).
 - AbortRequests ends live requests (by public id, or all) without pausing. ZeroWeights (vLLM's weight_checker
   reset) drops the prefix cache and recomputes running sequences, as a weight update does.
 """
@@ -55,6 +56,7 @@ class Controls:
         {"pause", "resume", "pause_state", "abort", "sleep", "wake_up", "sleep_state", "release_kv"}
         | {"init_transfer", "start_update", "update_weights", "finish_update", "set_version", "weight_info"}
         | {"shutdown_transfer", "checksums", "zero_weights", "load_lora", "unload_lora"}
+        | {"start_profile", "stop_profile"}
     )
 
     def __init__(self, engine):
@@ -257,6 +259,19 @@ class Controls:
         if self.engine.loras is None:
             raise fail(Reason.LORA_REFUSED, "this engine serves no LoRA adapters: start it with --enable-lora")
         return self.engine.loras
+
+    # ---- profiling (profiler.py) --------------------------------------------------------------------------
+
+    def start_profile(self, outputs, request: control_pb2.StartProfileRequest) -> str:
+        return self._profiler().start(request)
+
+    def stop_profile(self, outputs) -> tuple[str, int]:
+        return self._profiler().stop()
+
+    def _profiler(self):
+        if self.engine.profiler is None:
+            raise fail(Reason.PROFILER_OFF, "this engine was started without --profiler-config")
+        return self.engine.profiler
 
     def _recompute_all(self) -> int:
         """Every running sequence back to the queue to recompute, and the prefix cache emptied; blocks dropped."""

@@ -48,6 +48,7 @@ from engine_svc.serving.kv_transfer import blocks as kv_blocks
 from engine_svc.serving.load_figures import StepTokens, TokenRate, utilization
 from engine_svc.serving.loras import LoraRegistry
 from engine_svc.serving.openmp import release_thread_team
+from engine_svc.serving.profiler import StepProfiler
 from engine_svc.serving.prompt_scores import score_prompts
 from engine_svc.serving.queue_budget import Backlog, Pace, steps_left
 from engine_svc.serving.requests import ChoiceDelta, RequestState, StepOutput
@@ -136,6 +137,7 @@ class Engine(EngineFront):
         self.prompt_tokens_transferred = 0  # prompt tokens whose K/V came from a prefill engine
         self.speculator: Speculator | None = None  # set by the loader with --speculative-config
         self.loras: LoraRegistry | None = None  # set by the loader with --enable-lora (loras.py)
+        self.profiler: StepProfiler | None = None  # set by the loader with --profiler-config (profiler.py)
 
     # ---- asyncio side -------------------------------------------------------------------------------
 
@@ -338,6 +340,8 @@ class Engine(EngineFront):
         if self._step_work:  # the model ran (not a turn that only took the inbox)
             self.step_tokens.add(self._step_work)
             self._step_work = 0
+            if self.profiler is not None:
+                self.profiler.step()
         version = self.controls.version
         for out in outputs.values():
             out.weight_version = version

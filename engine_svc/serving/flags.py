@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine_svc.model.head_dtype import HEAD_DTYPES
 from engine_svc.model.sampler import LOGPROBS_MODES
 from engine_svc.scheduling.speculation import PER_REQUEST
-from engine_svc.serving import loras, pooling, queue_budget
+from engine_svc.serving import loras, pooling, profiler, queue_budget
 from engine_svc.serving.kv_transfer import peer as kv_peer
 from engine_svc.serving.vllm_kv_events import config as vllm_kv_config
 from scaleout_common import sampling_rules, structured_output_rules
@@ -78,6 +78,7 @@ def add_engine_flags(parser) -> None:
     )
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     vllm_kv_config.add_flags(parser)
+    profiler.add_flags(parser)
     kv_peer.add_flags(parser)
     parser.add_argument(
         "--num-kv-blocks",

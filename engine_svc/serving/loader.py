@@ -30,6 +30,7 @@ from engine_svc.scheduling.scheduler import Scheduler, prompt_logprob_rows
 from engine_svc.scheduling.speculation import Speculator, parse_speculative_config
 from engine_svc.scheduling.stop_strings import StopStrings
 from engine_svc.scheduling.window_pool import WindowedBlockPool
+from engine_svc.serving import profiler
 from engine_svc.serving.draft_loader import load_draft
 from engine_svc.serving.engine import Engine
 from engine_svc.serving.engine_api import EngineAPI
@@ -194,6 +195,7 @@ def build_engine(
         raise ValueError(f"--backend paged: {problem}")
     max_batched_tokens = args.max_num_batched_tokens or (8192 if device.type == "cuda" else 2048)
     speculative = parse_speculative_config(args.speculative_config)  # refused before anything loads
+    profiling = profiler.parse(getattr(args, "profiler_config", ""))
     if args.per_request_spec_decode_metrics != "none" and speculative is None:
         raise ValueError(  # vLLM's words
             "--per-request-spec-decode-metrics requires speculative decoding to be enabled (via --speculative-config)."
@@ -297,6 +299,8 @@ def build_engine(
     )
     engine.kv_events = kv_hub(pool, args)
     engine.loras = registry
+    if profiling is not None:
+        engine.profiler = profiler.StepProfiler(profiling, cuda=device.type == "cuda")
     if speculative:
         drafter = DraftModel(draft) if draft is not None else None
         engine.speculator = Speculator(speculative, max_model_len, drafter, args.per_request_spec_decode_metrics)

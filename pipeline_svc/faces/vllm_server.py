@@ -23,6 +23,7 @@ from pipeline_svc.embeddings_bytes import BYTES_ENCODINGS, bytes_answer
 from pipeline_svc.embeddings_request import in_client_terms
 from pipeline_svc.faces.cohere_embed import check_lengths, cohere_body, cohere_embed_request
 from pipeline_svc.faces.cohere_embed import in_client_terms as cohere_in_client_terms
+from pipeline_svc.faces.profile_routes import ProfileRoutes
 from pipeline_svc.faces.sglang_server import served_model
 from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
@@ -108,7 +109,7 @@ def kv_event_sources(sources: list[tuple[str, kv_events_pb2.KvEventSource]]) -> 
     }
 
 
-class VllmServer(VllmRl, VllmLora, vllm_server_pb2_grpc.VllmServerServiceServicer):
+class VllmServer(VllmRl, VllmLora, ProfileRoutes, vllm_server_pb2_grpc.VllmServerServiceServicer):
     def __init__(self, fleet: FleetOperations, openai: OpenAIFrontDoor, hops: Hops):
         self.fleet = fleet
         self.openai = openai

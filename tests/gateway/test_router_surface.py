@@ -1,20 +1,25 @@
 """The server surface routers probe, on the gateway's port, over a real stack with two engine replicas: vLLM's
 `/health`, `/ping`, `/version` (Envoy's own answers), SGLang's `/get_model_info`, `/get_server_info`,
-`/health_generate`, `/loads` (one entry per engine), vllm-router's `/get_load`, and the cache resets
-(`/flush_cache`, `/reset_prefix_cache`) that empty every engine's prefix cache. Shapes as SMG 1.13 and
+`/health_generate`, `/loads` (one entry per engine), vllm-router's `/get_load`, the cache resets
+(`/flush_cache`, `/reset_prefix_cache`) that empty every engine's prefix cache, and the profiler's
+`/start_profile`, `/stop_profile` with vLLM's and SGLang's bodies (a trace per engine). Shapes as SMG 1.13 and
 vllm-router 0.1.17 read them (pipeline_svc/faces/, whose tables tests/pipeline/test_faces.py checks row by row).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
 
+import aiohttp
 import requests
+from vllm.benchmarks.lib.endpoint_request_func import async_request_profile
 
 from devstack.stack import Stack
 from scaleout_common.version import VERSION
+from tests.gateway.conftest import fleet_traces
 
 SYSTEM = "You are a helpful assistant that answers briefly, precisely and politely, whatever the question is."
 
@@ -94,6 +99,39 @@ def test_cache_resets_empty_every_engines_prefix_cache(fleet):
         assert set(_cached_blocks(fleet).values()) == {0}, reset
     negative = _get(fleet, "/flush_cache?timeout=-1", "POST")
     assert negative.status_code == 400 and negative.json()["error"]["param"] == "timeout"
+
+
+def test_profile_routes_trace_every_engine_with_vllms_and_sglangs_bodies(fleet, tmp_path, tmp_path_factory):
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    vllm = _post(fleet, "/start_profile", {"profile_prefix": "vllm", "delay_iterations": 0, "max_iterations": 0})
+    assert vllm.status_code == 200 and vllm.text == "Start profiling.\n"
+    again = _post(fleet, "/start_profile", {})
+    assert again.status_code == 400 and again.json()["error"]["code"] == "PROFILER_STATE"
+    assert requests.post(fleet.rest_url + "/v1/chat/completions", json=chat, timeout=120).ok
+    assert _post(fleet, "/stop_profile", None).status_code == 200
+    traces = sorted(fleet_traces(tmp_path_factory).glob("vllm-*.pt.trace.json.gz"))
+    assert len(traces) == 2  # one per engine replica
+    assert asyncio.run(_vllm_bench_profile(fleet.rest_url)) == [True, True]  # `vllm bench serve --profile`: no body
+    # SGLang's bench_serving --profile: its own output_dir, step counts as strings, its activity names
+    sglang = {"output_dir": str(tmp_path), "num_steps": "2", "activities": ["CPU"], "profile_by_stage": False}
+    assert _post(fleet, "/start_profile", {**sglang, "profile_prefix": None}).status_code == 200
+    assert requests.post(fleet.rest_url + "/v1/chat/completions", json=chat, timeout=120).ok
+    assert _post(fleet, "/stop_profile", {}).text == "Stop profiling. This will take some time.\n"
+    assert len(list(tmp_path.glob("engine-*.pt.trace.json.gz"))) == 2
+    refused = _post(fleet, "/start_profile", {"activities": ["RPD"]})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "activities"
+    assert _post(fleet, "/stop_profile", None).json()["error"]["code"] == "PROFILER_STATE"
+
+
+async def _vllm_bench_profile(url: str) -> list[bool]:
+    async with aiohttp.ClientSession() as session:
+        return [
+            (await async_request_profile(url + path, session)).success for path in ("/start_profile", "/stop_profile")
+        ]
+
+
+def _post(stack: Stack, path: str, body) -> requests.Response:
+    return requests.post(stack.rest_url + path, json=body, timeout=120)
 
 
 def test_health_is_503_while_a_role_has_no_healthy_replica(fleet):

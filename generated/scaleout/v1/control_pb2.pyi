@@ -22,6 +22,12 @@ class SleepTag(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SLEEP_TAG_WEIGHTS: _ClassVar[SleepTag]
     SLEEP_TAG_KV_CACHE: _ClassVar[SleepTag]
     SLEEP_TAG_SCHEDULING: _ClassVar[SleepTag]
+
+class ProfileActivity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROFILE_ACTIVITY_UNSPECIFIED: _ClassVar[ProfileActivity]
+    PROFILE_ACTIVITY_CPU: _ClassVar[ProfileActivity]
+    PROFILE_ACTIVITY_CUDA: _ClassVar[ProfileActivity]
 PAUSE_MODE_UNSPECIFIED: PauseMode
 PAUSE_MODE_ABORT: PauseMode
 PAUSE_MODE_WAIT: PauseMode
@@ -30,6 +36,9 @@ SLEEP_TAG_UNSPECIFIED: SleepTag
 SLEEP_TAG_WEIGHTS: SleepTag
 SLEEP_TAG_KV_CACHE: SleepTag
 SLEEP_TAG_SCHEDULING: SleepTag
+PROFILE_ACTIVITY_UNSPECIFIED: ProfileActivity
+PROFILE_ACTIVITY_CPU: ProfileActivity
+PROFILE_ACTIVITY_CUDA: ProfileActivity
 
 class PauseRequest(_message.Message):
     __slots__ = ("mode",)
@@ -267,3 +276,41 @@ class ResetPrefixCacheResponse(_message.Message):
     BLOCKS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     blocks_dropped: int
     def __init__(self, blocks_dropped: _Optional[int] = ...) -> None: ...
+
+class StartProfileRequest(_message.Message):
+    __slots__ = ("prefix", "delay_steps", "max_steps", "activities", "with_stack", "record_shapes", "with_memory", "directory")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DELAY_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITIES_FIELD_NUMBER: _ClassVar[int]
+    WITH_STACK_FIELD_NUMBER: _ClassVar[int]
+    RECORD_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    WITH_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    delay_steps: int
+    max_steps: int
+    activities: _containers.RepeatedScalarFieldContainer[ProfileActivity]
+    with_stack: bool
+    record_shapes: bool
+    with_memory: bool
+    directory: str
+    def __init__(self, prefix: _Optional[str] = ..., delay_steps: _Optional[int] = ..., max_steps: _Optional[int] = ..., activities: _Optional[_Iterable[_Union[ProfileActivity, str]]] = ..., with_stack: _Optional[bool] = ..., record_shapes: _Optional[bool] = ..., with_memory: _Optional[bool] = ..., directory: _Optional[str] = ...) -> None: ...
+
+class StartProfileResponse(_message.Message):
+    __slots__ = ("trace_file",)
+    TRACE_FILE_FIELD_NUMBER: _ClassVar[int]
+    trace_file: str
+    def __init__(self, trace_file: _Optional[str] = ...) -> None: ...
+
+class StopProfileRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StopProfileResponse(_message.Message):
+    __slots__ = ("trace_file", "steps")
+    TRACE_FILE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    trace_file: str
+    steps: int
+    def __init__(self, trace_file: _Optional[str] = ..., steps: _Optional[int] = ...) -> None: ...

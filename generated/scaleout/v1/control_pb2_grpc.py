@@ -150,6 +150,16 @@ class EngineControlServiceStub:
                 request_serializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.SerializeToString,
                 response_deserializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.FromString,
                 _registered_method=True)
+        self.StartProfile = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/StartProfile',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.StartProfileRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.StartProfileResponse.FromString,
+                _registered_method=True)
+        self.StopProfile = channel.unary_unary(
+                '/scaleout.v1.EngineControlService/StopProfile',
+                request_serializer=scaleout_dot_v1_dot_control__pb2.StopProfileRequest.SerializeToString,
+                response_deserializer=scaleout_dot_v1_dot_control__pb2.StopProfileResponse.FromString,
+                _registered_method=True)
 
 
 class EngineControlServiceServicer:
@@ -330,6 +340,22 @@ class EngineControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartProfile(self, request, context):
+        """The torch profiler over the engine's steps (docs/engine.md, Profiling): StartProfile begins a trace (after
+        `delay_steps` model steps; it ends by itself after `max_steps`), StopProfile ends it and writes it, a Chrome
+        trace (Perfetto) per replica, in the engine's --profiler-config directory. FAILED_PRECONDITION: PROFILER_OFF
+        on an engine started without --profiler-config, PROFILER_STATE to start one already running or stop none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StopProfile(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -442,6 +468,16 @@ def add_EngineControlServiceServicer_to_server(servicer, server):
                     servicer.UnloadLoraAdapter,
                     request_deserializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.FromString,
                     response_serializer=scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.SerializeToString,
+            ),
+            'StartProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartProfile,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.StartProfileRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.StartProfileResponse.SerializeToString,
+            ),
+            'StopProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopProfile,
+                    request_deserializer=scaleout_dot_v1_dot_control__pb2.StopProfileRequest.FromString,
+                    response_serializer=scaleout_dot_v1_dot_control__pb2.StopProfileResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1042,6 +1078,60 @@ class EngineControlService:
             '/scaleout.v1.EngineControlService/UnloadLoraAdapter',
             scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterRequest.SerializeToString,
             scaleout_dot_v1_dot_common__pb2.UnloadLoraAdapterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/StartProfile',
+            scaleout_dot_v1_dot_control__pb2.StartProfileRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.StartProfileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.EngineControlService/StopProfile',
+            scaleout_dot_v1_dot_control__pb2.StopProfileRequest.SerializeToString,
+            scaleout_dot_v1_dot_control__pb2.StopProfileResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -99,6 +99,16 @@ class VllmServerServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.StartProfile = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/StartProfile',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.StopProfile = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/StopProfile',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.ResetPrefixCache = channel.unary_unary(
                 '/scaleout.v1.VllmServerService/ResetPrefixCache',
                 request_serializer=scaleout_dot_v1_dot_vllm__server__pb2.VllmResetPrefixCacheRequest.SerializeToString,
@@ -344,6 +354,23 @@ class VllmServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartProfile(self, request, context):
+        """vLLM's `POST /start_profile` ({profile_prefix, delay_iterations, max_iterations}) and SGLang's (its ProfileReq:
+        output_dir, start_step, num_steps, activities, with_stack, record_shapes, profile_prefix; GET too): every
+        engine replica's EngineControlService.StartProfile (pipeline_svc/faces/profile_routes.py maps each field).
+        `Start profiling.` (text/plain) as SGLang answers; vLLM's clients read the status only. Admin-scoped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StopProfile(self, request, context):
+        """vLLM's and SGLang's `POST /stop_profile` (GET too): every replica's StopProfile. Admin-scoped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ResetPrefixCache(self, request, context):
         """vLLM `POST /reset_prefix_cache`: every engine replica's prefix cache reset; `{"success": true}`.
         Admin-scoped.
@@ -576,6 +603,16 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             ),
             'ChatCompletionsBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.ChatCompletionsBatch,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StartProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartProfile,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StopProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopProfile,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -1021,6 +1058,60 @@ class VllmServerService:
             request,
             target,
             '/scaleout.v1.VllmServerService/ChatCompletionsBatch',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/StartProfile',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/StopProfile',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
