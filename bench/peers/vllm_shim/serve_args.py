@@ -56,6 +56,7 @@ MAPPED = {
     "--max-cpu-loras": (("engine",), "--max-cpu-loras"),
     "--convert": (("engine",), "--convert"),
     "--pooler-config": (("engine",), "--pooler-config"),
+    "--profiler-config": (("engine",), "--profiler-config"),
 }
 SWITCHES = {
     "--trust-request-chat-template",
