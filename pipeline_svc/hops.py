@@ -14,7 +14,9 @@ import contextlib
 
 import grpc
 
-from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2_grpc, render_pb2_grpc
+from pipeline_svc import beam_search
+from pipeline_svc.beam_search import Beam
+from scaleout.v1 import derender_pb2, derender_pb2_grpc, engine_pb2, engine_pb2_grpc, render_pb2_grpc
 from scaleout_common import prefix_hash
 from scaleout_common.channels import open_channel
 from scaleout_common.errors import ServiceError, untyped_reason
@@ -29,6 +31,7 @@ class Hops:
         self._args = args
         self._channels: list[grpc.aio.Channel] = []
         self.channels: dict[str, grpc.aio.Channel] = {}  # role -> its channel, once open
+        self._eos: frozenset[int] | None = None  # the model's end-of-sequence ids (beam search's), once asked
 
     def _channel(self, target: str) -> grpc.aio.Channel:
         channel = open_channel(target, self._args.max_message_mb)
@@ -49,6 +52,15 @@ class Hops:
     async def close(self) -> None:
         for channel in self._channels:
             await channel.close()
+
+    async def outputs(self, rendered, beam: Beam | None, context) -> list:
+        """The engine's outputs for one rendered prompt: generated, or the beams of vLLM's beam search."""
+        if beam is None:
+            return await self.generate(rendered, context)
+        if self._eos is None:
+            info = await self.engine.GetModelInfo(engine_pb2.GetModelInfoRequest(), timeout=context.time_remaining())
+            self._eos = frozenset(info.eos_token_ids)
+        return await beam_search.generate(self.engine, rendered, beam, self._eos, context)
 
     async def generate(self, rendered, context) -> list:
         """The engine's outputs for one rendered prompt (live when stop strings or patterns need derender to end it)."""

@@ -22,6 +22,8 @@ The body is read as sent (google.api.HttpBody), so this module sees every key a 
 - vLLM's `return_tokens_as_token_ids` names logprobs' tokens `token_id:<id>`; its `prompt_logprobs` are
   printed on each unary completion choice and on a unary chat answer (refused with `stream: true`, as vLLM refuses
   a stream); its `logprob_token_ids` (with `logprobs`) are each token's alternatives, after the token itself;
+- vLLM's `use_beam_search` and `length_penalty` run beam search over the engine (pipeline_svc/beam_search.py), which
+  refuses the fields it does not use;
 - SGLang's `stop_regex` (a pattern or patterns) ends a choice as a stop string does (derender_svc/stop_matcher.py);
 - structured outputs are enforced while decoding: `response_format` (json_object, json_schema, structural_tag),
   vLLM's `structured_outputs`, SGLang's `regex` / `ebnf` / (completions) `json_schema`, `tool_choice`
@@ -37,6 +39,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline_svc.beam_search import Beam, beam_request
 from scaleout.v1 import render_pb2
 from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.json_body import load_object
@@ -88,6 +91,7 @@ class OpenAIRequest:
     include_usage: bool
     continuous_usage: bool
     identity: dict[str, str] = field(default_factory=dict)
+    beam: Beam | None = None  # vLLM's use_beam_search (pipeline_svc/beam_search.py)
 
 
 def _load(body: bytes) -> dict:
@@ -191,6 +195,7 @@ def _prompt_logprobs(out: dict, stream: bool) -> None:
 def chat_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
     """`defaults`: the server's values of request fields (vLLM's server flags), which the body's own override."""
     data, identity = (defaults or {}) | _load(body), {}
+    beam = beam_request(data)
     known = {f.name for f in render_pb2.RenderChatRequest.DESCRIPTOR.fields} - set(REFUSED)
     _reasoning_effort(data)
     if "prompt_cache_retention" in data:
@@ -211,11 +216,12 @@ def chat_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
         if isinstance(out.get(name), str):
             out[name] = [out[name]]
     typed = parse_typed(out, render_pb2.RenderChatRequest())
-    return OpenAIRequest(typed, stream, include_usage, continuous, identity)
+    return OpenAIRequest(typed, stream, include_usage, continuous, identity, beam)
 
 
 def completion_request(body: bytes, defaults: dict | None = None) -> OpenAIRequest:
     data, identity = (defaults or {}) | _load(body), {}
+    beam = beam_request(data)
     known = {f.name for f in render_pb2.RenderCompletionRequest.DESCRIPTOR.fields} - set(REFUSED) - {"prompts"}
     known |= {"prompt", "best_of"}
     out = _policy(data, known, identity)
@@ -234,4 +240,4 @@ def completion_request(body: bytes, defaults: dict | None = None) -> OpenAIReque
     out.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
     schemas_as_text(out)
     typed = parse_typed(out, render_pb2.RenderCompletionRequest())
-    return OpenAIRequest(typed, stream, include_usage, continuous, identity)
+    return OpenAIRequest(typed, stream, include_usage, continuous, identity, beam)

@@ -112,7 +112,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         _observe_request(parsed)
         try:
             rendered = await self.hops.render.RenderChat(parsed.typed, timeout=context.time_remaining())
-            results = await self.hops.generate(rendered, context)
+            results = await self.hops.outputs(rendered, parsed.beam, context)
             completion = await self.hops.derender.DerenderChat(
                 derender_pb2.DerenderChatRequest(context=rendered.derender_context, results=results),
                 timeout=context.time_remaining(),
@@ -132,7 +132,8 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         try:
             rendered = await self.hops.render.RenderCompletion(parsed.typed, timeout=context.time_remaining())
             if not parsed.stream:
-                results = await asyncio.gather(*(self.hops.generate(p, context) for p in rendered.prompts))
+                outputs = (self.hops.outputs(p, parsed.beam, context) for p in rendered.prompts)
+                results = await asyncio.gather(*outputs)
                 prompts = [
                     derender_pb2.CompletionResult(context=p.derender_context, results=r)
                     for p, r in zip(rendered.prompts, results)
