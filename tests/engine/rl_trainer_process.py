@@ -86,7 +86,9 @@ def _serve(jobs, parents) -> None:
 class Trainer:
     def __init__(self):
         self.jobs, theirs = multiprocessing.Pipe()
-        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(theirs, self.jobs))
+        # daemonic: a session that collects this module without running its tests (`-m "not slow"`, another
+        # xdist worker) never closes it, and its exit ends a daemon where it would wait on any other child
+        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(theirs, self.jobs), daemon=True)
         self.process.start()
         theirs.close()
 
