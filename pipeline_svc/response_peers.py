@@ -19,6 +19,7 @@ it did not exist.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -55,12 +56,17 @@ class Peers:
         self.fleet = Fleet(Engines.parse(spec), max_message_mb)
         self._by_tag: dict[str, Replica] = {}
         self._resolved_at = -RESOLVE_EVERY_S
+        # One resolution at a time, which the calls for an unknown tag wait for: one that came while another
+        # resolved would otherwise find the old table within RESOLVE_EVERY_S and answer NOT_FOUND.
+        self._resolving = asyncio.Lock()
 
     async def stub(self, tag: str) -> responses_pb2_grpc.ResponseStoreServiceStub | None:
-        if tag not in self._by_tag and time.monotonic() - self._resolved_at >= RESOLVE_EVERY_S:
-            self._resolved_at = time.monotonic()
-            replicas, _ = await self.fleet.replicas()
-            self._by_tag = {tag_of(replica.address): replica for replica in replicas}
+        if tag not in self._by_tag:
+            async with self._resolving:
+                if tag not in self._by_tag and time.monotonic() - self._resolved_at >= RESOLVE_EVERY_S:
+                    replicas, _ = await self.fleet.replicas()
+                    self._by_tag = {tag_of(replica.address): replica for replica in replicas}
+                    self._resolved_at = time.monotonic()
         replica = self._by_tag.get(tag)
         return None if replica is None else self.fleet.stub(replica, responses_pb2_grpc.ResponseStoreServiceStub)
 

@@ -3,6 +3,7 @@ through the other (ResponseStoreService between them), and an id no replica hold
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 
@@ -11,6 +12,7 @@ import pytest
 
 from devstack.stack import free_port
 from pipeline_svc import responses_turn
+from pipeline_svc.response_peers import Peers, tag_of
 from pipeline_svc.service import PipelineService, parser
 from scaleout.v1 import responses_pb2, responses_pb2_grpc
 from scaleout_common.errors import ServiceError
@@ -117,3 +119,20 @@ async def test_cancel_is_answered_by_the_owner_through_either_replica():
                     )
                 error = ServiceError.from_rpc_error(caught.value)
                 assert (error.reason, error.violations[0][0]) == (reason, "response_id")
+
+
+async def test_calls_that_come_while_the_peers_resolve_wait_for_it_and_find_the_owner(monkeypatch):
+    """Both followers of a resumed stream asked one replica at once for a tag it had not resolved yet: the second
+    found the empty table within the resolve interval and answered NOT_FOUND (seen under CI's load)."""
+    peers = Peers("127.0.0.1:5001,127.0.0.1:5002", 4)
+    resolve = peers.fleet.replicas
+
+    async def slowly():
+        await asyncio.sleep(0.2)
+        return await resolve()
+
+    monkeypatch.setattr(peers.fleet, "replicas", slowly)
+    stubs = await asyncio.gather(*(peers.stub(tag_of("127.0.0.1:5002")) for _ in range(3)))
+    assert all(stub is not None for stub in stubs)
+    assert await peers.stub(tag_of("127.0.0.1:9")) is None  # an unknown tag still is
+    await peers.close()
