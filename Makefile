@@ -39,9 +39,9 @@ lint: setup
 	$(BIN)/pyright
 	$(BIN)/buf lint
 
-# The fast tier: no Envoy, no model weights.
+# The fast tier: no Envoy, no model weights; two workers as `test`.
 check: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 # The tests' second real model (Gemma 3 270M, the dev extra's GGUF) converted once first, not inside the first
 # test that needs it: minutes on two cores, past a test's timeout. Two workers, a file each at a time (a module's

@@ -1,7 +1,7 @@
 """Test tiers: `slow` marks what starts Envoy, the whole stack, or generates with a model (even a tiny one).
 
 `make check` runs `-m "not slow"`: the fast tier (units, parsers, templates and single CPU services on
-loopback with the default tokenizer), under a minute on two idle cores. `make test` runs everything.
+loopback with the default tokenizer), ~2.5 minutes in two workers on two idle cores. `make test` runs everything.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ SLOW_PATHS = (
     "tests/engine/test_structured_outputs.py",
     "tests/engine/test_prefix_cache.py",
     "tests/engine/test_core_process.py",
+    "tests/engine/test_api_servers.py",
     "tests/engine/test_generate.py",
     "tests/engine/test_cancel.py",
     "tests/render/test_parity.py",

@@ -17,7 +17,7 @@ import pytest
 
 from devstack.certs import KEY, Authority
 from engine_svc.serving.service import EngineService
-from scaleout_common import tls
+from scaleout_common import identity, tls
 from scaleout_common.server import serve
 from tests.engine.conftest import build_tiny, engine_args
 from tests.engine.test_dynamo_fields import Recorder
@@ -36,6 +36,7 @@ PROMPT = list(range(3, 43))  # 40 tokens of the tiny model: full blocks at its d
 def _plaintext_after():
     yield
     tls.configure(None)  # the engine's serve() and each worker set this process's credentials
+    identity.configure_required(False)  # and its --require-identity, which an engine served after would keep
 
 
 @contextlib.asynccontextmanager

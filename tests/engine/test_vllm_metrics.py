@@ -262,8 +262,14 @@ async def test_api_servers_count_each_call_once():
         stubs = [engine_pb2_grpc.EngineServiceStub(c) for c in channels]
         message = request(PROMPT, temperature=0, max_tokens=LONG, ignore_eos=True)
         await asyncio.gather(*[generate(s, message) for s in stubs])
-        answers = [_families((await s.GetMetrics(engine_pb2.GetMetricsRequest())).data.decode()) for s in stubs]
         load = await stubs[0].GetLoad(engine_pb2.GetLoadRequest())
+        total = load.prompt_tokens_computed + 16 * LONG
+        for _ in range(100):  # the core's last steps reach the API servers a moment after the answers (a loaded box)
+            answers = [_families((await s.GetMetrics(engine_pb2.GetMetricsRequest())).data.decode()) for s in stubs]
+            heard = [_value(f, "vllm:iteration_tokens_total", "vllm:iteration_tokens_total_sum") for f in answers]
+            if heard == [total] * len(stubs):
+                break
+            await asyncio.sleep(0.1)
         first = _families(await asyncio.to_thread(_scrape, served.metrics_url))
         for channel in channels:
             await channel.close()
