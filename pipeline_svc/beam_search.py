@@ -93,10 +93,11 @@ async def generate(engine, rendered, beam: Beam, eos_ids: frozenset[int], contex
     one = common_pb2.SamplingParams(max_tokens=1, logprobs=2 * beam.width, ignore_eos=True)
     one.temperature = params.temperature if params.HasField("temperature") else 1.0
     stop_at = frozenset() if params.ignore_eos else eos_ids
+    routing = prefix_hash.routing_metadata(request)  # every beam to the replica whose cache holds the prompt
     live, done = [_Sequence([])], []
     for step in range(steps):
         answers = await asyncio.gather(
-            *(_next(engine, request, one, s, f"{step}-{i}", context) for i, s in enumerate(live))
+            *(_next(engine, request, one, s, f"{step}-{i}", routing, context) for i, s in enumerate(live))
         )
         candidates = []
         for sequence, top in zip(live, answers):
@@ -114,7 +115,7 @@ async def generate(engine, rendered, beam: Beam, eos_ids: frozenset[int], contex
     return [_answer(request, best)]
 
 
-async def _next(engine, request, one, sequence: _Sequence, tag: str, context) -> list[tuple[int, float]]:
+async def _next(engine, request, one, sequence: _Sequence, tag: str, routing, context) -> list[tuple[int, float]]:
     """The `2 * width` most likely next tokens of `sequence` and their logprobs."""
     call = engine_pb2.GenerateRequest()
     call.CopyFrom(request)
@@ -122,7 +123,6 @@ async def _next(engine, request, one, sequence: _Sequence, tag: str, context) ->
     call.token_ids.extend(sequence.tokens)
     call.sampling_params.CopyFrom(one)
     call.n = 1
-    routing = prefix_hash.routing_metadata(request)  # every beam to the replica whose cache holds the prompt
     try:
         answer = await engine.GenerateUnary(call, timeout=context.time_remaining(), metadata=routing)
     except grpc.aio.AioRpcError as refused:

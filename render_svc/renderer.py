@@ -210,10 +210,8 @@ class Renderer:
         out: list = [None] * len(texts)
         groups: dict[tuple[bool, bool], list[int]] = {}
         for i, job in enumerate(jobs):
-            if job.request.prompt_token_ids:
-                ids = list(job.request.prompt_token_ids)
-                sampling_rules.check_token_ids(ids, self.model.tokens.vocab_size, "prompt_token_ids")
-                out[i] = (ids, None, None)
+            if job.request.prompt_token_ids:  # sent, not rendered: checked in `finish`
+                out[i] = (list(job.request.prompt_token_ids), None, None)
                 continue
             groups.setdefault((job.add_special_tokens, job.request.return_token_offsets), []).append(i)
         for (special, offsets), members in groups.items():
@@ -230,6 +228,8 @@ class Renderer:
         self, job: ChatJob, text: str, ids: list[int], offsets, id_prefix: str = "chatcmpl"
     ) -> render_pb2.RenderChatResponse:
         request = job.request
+        if request.prompt_token_ids:  # a batch's error names its conversation (render_chat_batch)
+            sampling_rules.check_token_ids(ids, self.model.tokens.vocab_size, "prompt_token_ids")
         ids, offsets = truncate(ids, offsets, job.keep, request.truncation_side)
         check_length(ids, self.max_prompt_tokens, "messages")
         params = sampling_rules.resolve(request, len(ids), self.model_limits, chat=True, prompt_field="messages")

@@ -7,8 +7,9 @@ not 0, and writes itself as a gzipped Chrome trace (open it in Perfetto or chrom
 `<directory>/<prefix>-<host>-<pid>-<time>.pt.trace.json.gz`, one per replica.
 
 Keys of vLLM's config this engine has no use for are refused at start by name: another profiler (`cuda`, `proton`
-and their keys), CUDA-graph capture profiling, and the schedule keys of vLLM's workers (warmup / active / wait
-iterations: a trace here records every step between its start and its end).
+and their keys), CUDA-graph capture profiling, the schedule keys of vLLM's workers (warmup / active / wait
+iterations: a trace here records every step between its start and its end), and `ignore_frontend: false` (there is
+no front-end profiler: the engine's steps are the trace, as vLLM's with `ignore_frontend: true`).
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ class ProfilerConfig:
     torch_profiler_with_stack: bool = True
     torch_profiler_with_flops: bool = False
     torch_profiler_use_gzip: bool = True
-    torch_profiler_dump_cuda_time_total: bool = False  # a table of the ops' times in the log at the end
+    torch_profiler_dump_cuda_time_total: bool = True  # a table of the ops' CUDA times in the log at the end
     torch_profiler_record_shapes: bool = False
     torch_profiler_with_memory: bool = False
-    ignore_frontend: bool = False  # no front-end profiler here: the engine's steps are the trace
+    ignore_frontend: bool = True  # there is no front-end profiler here: false (vLLM's default) is refused
     delay_iterations: int = 0
     max_iterations: int = 0
 
@@ -61,6 +62,8 @@ def parse(text: str) -> ProfilerConfig | None:
     if unknown:
         raise ValueError(f"{FLAG}: {', '.join(unknown)} not supported (the torch profiler over engine steps only)")
     config = ProfilerConfig(**raw)
+    if not config.ignore_frontend:
+        raise ValueError(f"{FLAG}: ignore_frontend false not supported (only the engine's steps are traced)")
     if config.profiler is None:
         return None
     if config.profiler != "torch":

@@ -34,6 +34,7 @@ def test_the_flag_takes_vllms_torch_keys_and_refuses_the_rest_by_name(tmp_path):
         '{"profiler": "torch", "torch_profiler_dir": "traces"}': "absolute",
         _config(tmp_path, torch_profiler_activities=["XPU"]): "'XPU'",
         _config(tmp_path, delay_iterations=-1): "delay_iterations",
+        _config(tmp_path, ignore_frontend=False): "ignore_frontend",
     }
     for text, named in refused.items():
         with pytest.raises(ValueError, match=named):
