@@ -21,12 +21,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import uuid
 
 import grpc
 from google.api import httpbody_pb2
 from opentelemetry import trace
 
-from pipeline_svc import embeddings_request, openai_request, openai_response, request_metrics
+from pipeline_svc import (
+    decisions,
+    decisions_request,
+    embeddings_request,
+    openai_request,
+    openai_response,
+    request_metrics,
+)
 from pipeline_svc import telemetry as _telemetry  # noqa: F401  (registers the readers of the typed messages)
 from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
@@ -58,6 +66,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         per_request_metrics: bool = False,
     ):
         self.hops = hops
+        self.labels = decisions.LabelTokens(hops)  # /v1/decisions' option letters, asked of render once
         self.per_request_metrics = per_request_metrics  # vLLM's --enable-per-request-metrics
         self.force_usage = force_usage  # vLLM's --enable-force-include-usage: every stream as include + continuous
         # vLLM's --return-tokens-as-token-ids: the field's default, which a request's own value overrides
@@ -89,6 +98,15 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         if parsed.encoding in BYTES_ENCODINGS:
             return await bytes_answer(answer, model, parsed, "embd", context)
         return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order, parsed.embed_dtype))
+
+    async def Decisions(self, request, context):
+        """One engine read per question (pipeline_svc/decisions.py); no derender: the answer is probabilities."""
+        parsed = decisions_request.decision_request(request.data)
+        span = trace.get_current_span()
+        for name, value in parsed.identity.items():
+            span.set_attribute(f"openai.request.{name}", value)
+        request_id = f"decision-{uuid.uuid4().hex}"
+        return json_body(await decisions.decide(self.hops, self.labels, parsed, request_id, context))
 
     async def _chat(self, request, context):
         parsed = self._forced(openai_request.chat_request(request.data, self.defaults))

@@ -319,6 +319,11 @@ class Reason(StrEnum):
         C.NOT_FOUND,
         "a route served only behind a flag that is off (render's /tokenizer_info: --enable-tokenizer-info-endpoint)",
     )
+    DECISIONS_UNAVAILABLE = (
+        "DECISIONS_UNAVAILABLE",
+        C.UNIMPLEMENTED,
+        "/v1/decisions on a model whose chat prompt does not take each option letter as one distinct token",
+    )
     DRAINING = "DRAINING", C.UNAVAILABLE, "the server is shutting down; retry on another replica"
     INVALID_MESSAGE = "INVALID_MESSAGE", C.INVALID_ARGUMENT, "request bytes that do not parse as the method's message"
     INTERNAL_ERROR = "INTERNAL_ERROR", C.INTERNAL, "a bug: an exception escaped a servicer (the log has it by incident)"

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/openai.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto2\x9f\x02\n\rOpenAIService\x12`\n\x0f\x43hatCompletions\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/chat/completions:\x01*0\x01\x12W\n\x0b\x43ompletions\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/v1/completions:\x01*0\x01\x12S\n\nEmbeddings\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/embeddings:\x01*B\x8d\x01\n\x0f\x63om.scaleout.v1B\x0bOpenaiProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18scaleout/v1/openai.proto\x12\x0bscaleout.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto2\xf2\x02\n\rOpenAIService\x12`\n\x0f\x43hatCompletions\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/chat/completions:\x01*0\x01\x12W\n\x0b\x43ompletions\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/v1/completions:\x01*0\x01\x12S\n\nEmbeddings\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/embeddings:\x01*\x12Q\n\tDecisions\x12\x14.google.api.HttpBody\x1a\x14.google.api.HttpBody\"\x18\x82\xd3\xe4\x93\x02\x12\"\r/v1/decisions:\x01*B\x8d\x01\n\x0f\x63om.scaleout.v1B\x0bOpenaiProtoP\x01Z:github.com/scaleout/scaleout/gen/go/scaleout/v1;scaleoutv1\xa2\x02\x03SXX\xaa\x02\x0bScaleout.V1\xca\x02\x0bScaleout\\V1\xea\x02\x0cScaleout::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,6 +40,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OPENAISERVICE'].methods_by_name['Completions']._serialized_options = b'\202\323\344\223\002\024\"\017/v1/completions:\001*'
   _globals['_OPENAISERVICE'].methods_by_name['Embeddings']._loaded_options = None
   _globals['_OPENAISERVICE'].methods_by_name['Embeddings']._serialized_options = b'\202\323\344\223\002\023\"\016/v1/embeddings:\001*'
+  _globals['_OPENAISERVICE'].methods_by_name['Decisions']._loaded_options = None
+  _globals['_OPENAISERVICE'].methods_by_name['Decisions']._serialized_options = b'\202\323\344\223\002\022\"\r/v1/decisions:\001*'
   _globals['_OPENAISERVICE']._serialized_start=99
-  _globals['_OPENAISERVICE']._serialized_end=386
+  _globals['_OPENAISERVICE']._serialized_end=469
 # @@protoc_insertion_point(module_scope)

@@ -57,6 +57,11 @@ class OpenAIServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.Decisions = channel.unary_unary(
+                '/scaleout.v1.OpenAIService/Decisions',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class OpenAIServiceServicer:
@@ -94,6 +99,16 @@ class OpenAIServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Decisions(self, request, context):
+        """OpenAI `POST /v1/decisions` (`client.decisions.create`; vLLM's route of that name): predicate, choice and score
+        questions about a text input, each answered from one engine read of the option letters' logprobs (a chat of
+        the input and the question; one token generated), with probabilities, the chosen option or expected score, and
+        a confidence. The field policy: pipeline_svc/decisions_request.py; the reads: pipeline_svc/decisions.py.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OpenAIServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +124,11 @@ def add_OpenAIServiceServicer_to_server(servicer, server):
             ),
             'Embeddings': grpc.unary_unary_rpc_method_handler(
                     servicer.Embeddings,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'Decisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decisions,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -200,6 +220,33 @@ class OpenAIService:
             request,
             target,
             '/scaleout.v1.OpenAIService/Embeddings',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.OpenAIService/Decisions',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
