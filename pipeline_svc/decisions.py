@@ -122,7 +122,7 @@ async def read(hops, request: DecisionRequest, question: Question, label_ids, re
     return answer, rendered.derender_context.model
 
 
-def _answer(question: Question, logprobs: list[float]) -> dict:
+def answer_of(question: Question, logprobs: list[float]) -> dict:
     top_logprob = max(logprobs)
     weights = [math.exp(lp - top_logprob) for lp in logprobs]
     probs = [w / sum(weights) for w in weights]
@@ -151,7 +151,7 @@ async def decide(hops, labels: LabelTokens, request: DecisionRequest, request_id
     answers, prompt, cached = [], 0, 0
     for question, (answer, _) in zip(request.questions, reads):
         top = answer.choices[0].logprobs.top[0]
-        answers.append(_answer(question, list(top.logprobs)))
+        answers.append(answer_of(question, list(top.logprobs)))
         prompt += answer.usage.prompt_tokens
         cached += answer.usage.cached_tokens
     output = sum(a.usage.completion_tokens for a, _ in reads)

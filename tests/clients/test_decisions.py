@@ -11,6 +11,7 @@ import math
 import openai
 import pytest
 import requests
+from vllm.entrypoints.openai.decisions.protocol import DecisionResponse
 
 from pipeline_svc.decisions import question_text
 from pipeline_svc.decisions_request import decision_request
@@ -36,7 +37,9 @@ QUESTIONS = [
 
 
 def test_answers_have_the_apis_shapes_and_follow_from_the_letters(client, model_id):
-    decision = client.decisions.create(model=model_id, input=INPUT, questions=QUESTIONS)
+    raw = client.decisions.with_raw_response.create(model=model_id, input=INPUT, questions=QUESTIONS)
+    DecisionResponse.model_validate(raw.http_response.json())  # vLLM's response model takes it as it is
+    decision = raw.parse()
     predicate, choice, score = decision.answers
     assert decision.model == model_id
     assert predicate.type == "predicate" and predicate.name is None and 0 <= predicate.probability <= 1
