@@ -31,6 +31,7 @@ from pipeline_svc import (
     decisions,
     decisions_request,
     embeddings_request,
+    label_reads,
     openai_request,
     openai_response,
     request_metrics,
@@ -66,7 +67,7 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         per_request_metrics: bool = False,
     ):
         self.hops = hops
-        self.labels = decisions.LabelTokens(hops)  # /v1/decisions' option letters, asked of render once
+        self.labels = label_reads.LabelTokens(hops)  # /v1/decisions' option letters, asked of render once
         self.per_request_metrics = per_request_metrics  # vLLM's --enable-per-request-metrics
         self.force_usage = force_usage  # vLLM's --enable-force-include-usage: every stream as include + continuous
         # vLLM's --return-tokens-as-token-ids: the field's default, which a request's own value overrides

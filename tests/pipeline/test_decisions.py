@@ -12,6 +12,7 @@ from vllm.entrypoints.openai.decisions.protocol import DecisionRequest, Decision
 
 from pipeline_svc.decisions import answer_of, question_text
 from pipeline_svc.decisions_request import decision_request
+from pipeline_svc.label_reads import Read
 from scaleout_common.errors import ServiceError
 from scaleout_common.reasons import Reason
 
@@ -72,7 +73,7 @@ def test_answers_are_vllms_for_the_same_letter_logprobs(seed):
         weights = [math.exp(lp - top) for lp in logprobs]
         probs = [w / sum(weights) for w in weights]
         expected.append(make_answer(vllm_question, probs, sum(math.exp(lp) for lp in logprobs)))
-        answers.append(answer_of(question, logprobs))
+        answers.append(answer_of(question, Read(logprobs, True, 1, 0, 1, "m")))
     usage = {"input_tokens": 1, "input_tokens_details": {}, "output_tokens": 1, "output_tokens_details": {},
              "total_tokens": 2}  # fmt: skip
     ours = DecisionResponse.model_validate({"model": "m", "answers": answers, "usage": usage}).model_dump()

@@ -1,0 +1,134 @@
+"""Label reads: how likely a model is to begin its reply with each of a few labels (option letters, `yes`/`no`,
+digits), as vLLM's decision APIs read them (vLLM 0.33, entrypoints/openai/decisions/strategies.py, its next-token
+strategy). OpenAI's `/v1/decisions` (decisions.py) and vLLM's `/v1/systemone` (faces/vllm_systemone.py) ask
+their questions through it.
+
+- A read is a chat (an optional system message, one user turn), thinking off (`enable_thinking: false`): render
+  renders it, the engine generates one token greedily with the labels' logprobs (`logprob_token_ids`).
+- A label's token is the one the model's tokenizer makes of the chat prompt's text and the label (asked of render
+  once per model and label set); where a label is not one distinct token there, the route answers 501
+  DECISIONS_UNAVAILABLE naming it.
+- A request's reads run concurrently, routed by their shared prefix (the system message and the input they start
+  with) to one replica, whose prefix cache then holds it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+import grpc
+
+from scaleout.v1 import render_pb2
+from scaleout_common import prefix_hash
+from scaleout_common.errors import ServiceError
+from scaleout_common.openai_body_rules import parse_typed
+from scaleout_common.reasons import Reason, fail
+
+THINKING_OFF = {"enable_thinking": False}
+
+
+@dataclass(frozen=True)
+class Ask:
+    content: str  # the user turn
+    labels: tuple[str, ...]  # the labels scored, in option order
+
+
+@dataclass(frozen=True)
+class Read:
+    logprobs: list[float]  # each label's, over the whole vocabulary
+    argmax_is_label: bool  # the greedy token is one of the labels
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    model: str  # the served model's name
+
+    def probs(self) -> list[float]:
+        """The labels' probabilities renormalized among themselves."""
+        top = max(self.logprobs)
+        weights = [math.exp(lp - top) for lp in self.logprobs]
+        return [w / sum(weights) for w in weights]
+
+    def label_mass(self) -> float:
+        """The labels' total probability over the vocabulary."""
+        return sum(math.exp(lp) for lp in self.logprobs)
+
+
+class LabelTokens:
+    """Each label's token as the first token of a reply, per model (each asked of render once)."""
+
+    def __init__(self, hops):
+        self._hops = hops  # its render stub, once open
+        self._tasks: dict[tuple, asyncio.Task] = {}
+
+    def _once(self, key: tuple, make) -> asyncio.Future:
+        task = self._tasks.get(key)
+        if task is None or (task.done() and task.exception() is not None):  # a failed ask is asked again
+            task = self._tasks[key] = asyncio.ensure_future(make())
+        return asyncio.shield(task)
+
+    async def ids(self, model: str, labels: tuple[str, ...]) -> list[int]:
+        found = await asyncio.gather(*(self._once((model, label), lambda label=label: self._label(model, label))
+                                       for label in labels))  # fmt: skip
+        if len(set(found)) != len(found):
+            raise fail(Reason.DECISIONS_UNAVAILABLE, f"labels {list(labels)} are not distinct tokens for this model")
+        return found
+
+    async def _probe(self, model: str) -> tuple[list[int], str]:
+        """A chat prompt's ids up to the reply, thinking off, and their text."""
+        probe = render_pb2.TokenizeRequest(model=model, add_generation_prompt=True)
+        probe.messages.add(role="user").content.string_value = "x"
+        probe.chat_template_kwargs.update(THINKING_OFF)
+        prompt = list((await self._hops.render.Tokenize(probe)).tokens)
+        detokenize = render_pb2.DetokenizeRequest(model=model, tokens=prompt, skip_special_tokens=False)
+        return prompt, (await self._hops.render.Detokenize(detokenize)).prompt
+
+    async def _label(self, model: str, label: str) -> int:
+        prompt, text = await self._once((model,), lambda: self._probe(model))
+        tokenize = render_pb2.TokenizeRequest(model=model, prompt=text + label, add_special_tokens=False)
+        tokens = list((await self._hops.render.Tokenize(tokenize)).tokens)
+        if tokens[:-1] != prompt:
+            raise fail(Reason.DECISIONS_UNAVAILABLE, f"label {label!r} is not one token after this model's chat prompt")
+        return tokens[-1]
+
+
+async def _read(hops, chat: render_pb2.RenderChatRequest, label_ids: list[int], context) -> Read:
+    try:
+        rendered = await hops.render.RenderChat(chat, timeout=context.time_remaining())
+        answer = await hops.engine.GenerateUnary(
+            rendered.generate_request,
+            timeout=context.time_remaining(),
+            metadata=prefix_hash.routing_metadata(rendered.generate_request),
+        )
+    except grpc.aio.AioRpcError as error:
+        raise ServiceError.from_rpc_error(error) from None
+    if answer.HasField("error"):
+        raise ServiceError.from_status(answer.error)
+    choice = answer.choices[0]
+    return Read(
+        logprobs=list(choice.logprobs.top[0].logprobs),
+        argmax_is_label=bool(choice.token_ids) and choice.token_ids[0] in label_ids,
+        input_tokens=answer.usage.prompt_tokens,
+        cached_tokens=answer.usage.cached_tokens,
+        output_tokens=answer.usage.completion_tokens,
+        model=rendered.derender_context.model,
+    )
+
+
+async def read_all(hops, tokens: LabelTokens, asks: list[Ask], request: dict, context) -> list[Read]:
+    """The reads of `asks`, concurrently. `request`: the chat fields every read shares (`model`, `request_id`, a
+    `system` text, `cache_salt`, `prompt_cache_key`, `priority`, `chat_template_kwargs` merged over thinking off)."""
+    request = dict(request)
+    model, request_id, system = request.pop("model", ""), request.pop("request_id"), request.pop("system", "")
+    kwargs = THINKING_OFF | request.pop("chat_template_kwargs", {})
+    reads = []
+    for i, ask in enumerate(asks):
+        label_ids = await tokens.ids(model, ask.labels)
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": ask.content})
+        body = {"model": model, "messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True}
+        body |= {"logprob_token_ids": label_ids, "chat_template_kwargs": kwargs}
+        chat = parse_typed(body | request | {"request_id": f"{request_id}-{i}"}, render_pb2.RenderChatRequest())
+        reads.append(_read(hops, chat, label_ids, context))
+    return list(await asyncio.gather(*reads))
