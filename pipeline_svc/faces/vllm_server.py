@@ -36,6 +36,7 @@ from pipeline_svc.faces.vllm_scoring import RERANK_PAIR, SCORE_PAIRS, parts, sco
 from pipeline_svc.faces.vllm_scoring import in_client_terms as scoring_in_client_terms
 from pipeline_svc.faces.vllm_scoring_answer import rerank_body, score_body
 from pipeline_svc.faces.vllm_server_info import server_info_body
+from pipeline_svc.faces.vllm_systemone import structured_decision
 from pipeline_svc.fleet_service import FleetOperations
 from pipeline_svc.hops import Hops, rpc_errors_typed
 from pipeline_svc.openai_service import OpenAIFrontDoor
@@ -197,6 +198,9 @@ class VllmServer(VllmRl, VllmLora, ProfileRoutes, vllm_server_pb2_grpc.VllmServe
 
     async def ChatCompletionsBatch(self, request, context):
         return json_body(await batch_chat(self.openai, request.data, context))
+
+    async def StructuredDecisions(self, request, context):
+        return json_body(await structured_decision(self.hops, self.openai.labels, request.data, context))
 
     async def ResetPrefixCache(self, request, context):
         dropped = await self.fleet.reset_all(context)

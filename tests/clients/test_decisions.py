@@ -128,3 +128,29 @@ def test_refusals_name_the_field(client, model_id, body, param, words):
         client.post("/decisions", cast_to=dict, body=request)
     assert isinstance(refused.value.body, dict) and refused.value.body["param"] == param
     assert words in refused.value.body["message"]
+
+
+def test_vllms_structured_decisions_route_answers_by_question_id(stack, model_id):
+    """vLLM's `/v1/systemone`: the same reads with vLLM's labels (letters, yes / no, digits) and its answer shape."""
+    questions = {
+        "team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "shipping": None}},
+        "coin": {"type": "choice", "instructions": "How did the coin land?", "criteria": {"heads": None}},
+        "urgent": {"type": "noul", "instructions": "Is money moving?"},
+        "tone": {"type": "score", "instructions": "How upset?", "criteria": ["calm", "annoyed", "furious"]},
+    }
+    body = {"model": model_id, "state": {"ticket": "Charged twice."}, "questions": questions, "request_id": "t1"}
+    answer = requests.post(f"{stack.rest_url}/v1/systemone", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    decision = answer.json()
+    assert decision["id"] == "decision-t1" and decision["object"] == "structured_decision"
+    assert list(decision["answers"]) == list(questions) and decision["usage"]["output_tokens"] == 4
+    coin, urgent, tone = (decision["answers"][q] for q in ("coin", "urgent", "tone"))
+    assert coin["probabilities"] == {"heads": 1.0}
+    assert coin["confidence"] == pytest.approx(decision["diagnostics"]["coin"]["label_mass"])
+    assert urgent["noul"] == urgent["probabilities"]["yes"]
+    assert tone["legend"] == {"0": "calm", "1": "annoyed", "2": "furious"}
+    assert tone["score"] == pytest.approx(sum(i * p for i, p in enumerate(tone["probabilities"].values())))
+    refused = requests.post(
+        f"{stack.rest_url}/v1/systemone", json=body | {"chat_template_kwargs": {"enable_thinking": True}}, timeout=60
+    )
+    assert refused.status_code == 400 and "thinking must be off" in refused.json()["error"]["message"]

@@ -99,6 +99,11 @@ class VllmServerServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.StructuredDecisions = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/StructuredDecisions',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.StartProfile = channel.unary_unary(
                 '/scaleout.v1.VllmServerService/StartProfile',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -354,6 +359,16 @@ class VllmServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StructuredDecisions(self, request, context):
+        """vLLM's structured decisions, `POST /v1/systemone`: `choice`, `noul` (yes or no) and `score` questions (by id)
+        about a `state`, each answered from one engine read of its labels' logprobs (a chat of the state and the
+        question; one token generated), with vLLM's `answers` and `diagnostics` per id. The field policy, prompts and
+        answers: pipeline_svc/faces/vllm_systemone.py (OpenAI's Decisions API, its sibling: OpenAIService.Decisions).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartProfile(self, request, context):
         """vLLM's `POST /start_profile` ({profile_prefix, delay_iterations, max_iterations}) and SGLang's (its ProfileReq:
         output_dir, start_step, num_steps, activities, with_stack, record_shapes, profile_prefix; GET too): every
@@ -603,6 +618,11 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             ),
             'ChatCompletionsBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.ChatCompletionsBatch,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StructuredDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.StructuredDecisions,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -1058,6 +1078,33 @@ class VllmServerService:
             request,
             target,
             '/scaleout.v1.VllmServerService/ChatCompletionsBatch',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StructuredDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/StructuredDecisions',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
