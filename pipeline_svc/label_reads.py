@@ -93,9 +93,9 @@ class LabelTokens:
         return tokens[-1]
 
 
-async def _read(hops, chat: render_pb2.RenderChatRequest, label_ids: list[int], context) -> Read:
+async def _read(hops, rendered, label_ids: list[int], context) -> Read:
+    """One rendered prompt's engine read: one greedy token with `label_ids`' logprobs."""
     try:
-        rendered = await hops.render.RenderChat(chat, timeout=context.time_remaining())
         answer = await hops.engine.GenerateUnary(
             rendered.generate_request,
             timeout=context.time_remaining(),
@@ -116,6 +116,14 @@ async def _read(hops, chat: render_pb2.RenderChatRequest, label_ids: list[int], 
     )
 
 
+async def _chat_read(hops, chat: render_pb2.RenderChatRequest, label_ids: list[int], context) -> Read:
+    try:
+        rendered = await hops.render.RenderChat(chat, timeout=context.time_remaining())
+    except grpc.aio.AioRpcError as error:
+        raise ServiceError.from_rpc_error(error) from None
+    return await _read(hops, rendered, label_ids, context)
+
+
 async def read_all(hops, tokens: LabelTokens, asks: list[Ask], request: dict, context) -> list[Read]:
     """The reads of `asks`, concurrently. `request`: the chat fields every read shares (`model`, `request_id`, a
     `system` text, `cache_salt`, `prompt_cache_key`, `priority`, `chat_template_kwargs` merged over thinking off)."""
@@ -130,5 +138,20 @@ async def read_all(hops, tokens: LabelTokens, asks: list[Ask], request: dict, co
         body = {"model": model, "messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True}
         body |= {"logprob_token_ids": label_ids, "chat_template_kwargs": kwargs}
         chat = parse_typed(body | request | {"request_id": f"{request_id}-{i}"}, render_pb2.RenderChatRequest())
-        reads.append(_read(hops, chat, label_ids, context))
+        reads.append(_chat_read(hops, chat, label_ids, context))
     return list(await asyncio.gather(*reads))
+
+
+async def read_token_prompts(
+    hops, prompts: list[list[int]], label_ids: list[int], request: dict, context
+) -> list[Read]:
+    """The reads of prompts given as token ids (no template), concurrently; `request`: the completion fields they
+    share (`model`, `request_id`, `cache_salt`, `priority`). Render checks each prompt (vocabulary, length)."""
+    body = {"prompt_token_ids": [{"token_ids": p} for p in prompts], "max_tokens": 1, "temperature": 0}
+    body |= {"logprobs": 0, "logprob_token_ids": label_ids}  # 0: only those ids' logprobs, no top ones
+    typed = parse_typed(body | request, render_pb2.RenderCompletionRequest())
+    try:
+        rendered = await hops.render.RenderCompletion(typed, timeout=context.time_remaining())
+    except grpc.aio.AioRpcError as error:
+        raise ServiceError.from_rpc_error(error) from None
+    return list(await asyncio.gather(*(_read(hops, prompt, label_ids, context) for prompt in rendered.prompts)))

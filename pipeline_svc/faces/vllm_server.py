@@ -29,6 +29,7 @@ from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
 from pipeline_svc.faces.vllm_derender_stream import VllmDerenderStream
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
+from pipeline_svc.faces.vllm_generative_scoring import generative_scoring
 from pipeline_svc.faces.vllm_lora import VllmLora
 from pipeline_svc.faces.vllm_pooling import pooling_body, pooling_request
 from pipeline_svc.faces.vllm_rl import VllmRl
@@ -198,6 +199,9 @@ class VllmServer(VllmRl, VllmLora, ProfileRoutes, vllm_server_pb2_grpc.VllmServe
 
     async def ChatCompletionsBatch(self, request, context):
         return json_body(await batch_chat(self.openai, request.data, context))
+
+    async def GenerativeScoring(self, request, context):
+        return json_body(await generative_scoring(self.hops, request.data, context))
 
     async def StructuredDecisions(self, request, context):
         return json_body(await structured_decision(self.hops, self.openai.labels, request.data, context))

@@ -56,7 +56,10 @@ FILES: tuple[str, ...] = tuple(
         "responses/test_structured_output.py",
         "responses/test_function_call.py",
     )
-) + ("tests/entrypoints/generate/structured_decisions/test_structured_decisions_e2e.py",)  # vLLM's /v1/systemone
+) + (
+    "tests/entrypoints/generate/structured_decisions/test_structured_decisions_e2e.py",  # vLLM's /v1/systemone
+    "tests/entrypoints/generate/generative_scoring/test_generative_scoring_e2e.py",
+)
 SUPPORT: tuple[str, ...] = (
     "tests/entrypoints/conftest.py",
     _OPENAI + "utils.py",

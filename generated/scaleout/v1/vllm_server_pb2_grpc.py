@@ -104,6 +104,11 @@ class VllmServerServiceStub:
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.GenerativeScoring = channel.unary_unary(
+                '/scaleout.v1.VllmServerService/GenerativeScoring',
+                request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.StartProfile = channel.unary_unary(
                 '/scaleout.v1.VllmServerService/StartProfile',
                 request_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
@@ -369,6 +374,16 @@ class VllmServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GenerativeScoring(self, request, context):
+        """vLLM's `POST /generative_scoring`: per item, the probability that a generative model continues `query + item`
+        (or `item + query`) with the first of `label_token_ids` (over the labels with `apply_softmax`, else over the
+        vocabulary), from one engine read each (one token generated, the labels' logprobs). The field policy:
+        pipeline_svc/faces/vllm_generative_scoring.py.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartProfile(self, request, context):
         """vLLM's `POST /start_profile` ({profile_prefix, delay_iterations, max_iterations}) and SGLang's (its ProfileReq:
         output_dir, start_step, num_steps, activities, with_stack, record_shapes, profile_prefix; GET too): every
@@ -623,6 +638,11 @@ def add_VllmServerServiceServicer_to_server(servicer, server):
             ),
             'StructuredDecisions': grpc.unary_unary_rpc_method_handler(
                     servicer.StructuredDecisions,
+                    request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'GenerativeScoring': grpc.unary_unary_rpc_method_handler(
+                    servicer.GenerativeScoring,
                     request_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -1105,6 +1125,33 @@ class VllmServerService:
             request,
             target,
             '/scaleout.v1.VllmServerService/StructuredDecisions',
+            google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GenerativeScoring(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scaleout.v1.VllmServerService/GenerativeScoring',
             google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
