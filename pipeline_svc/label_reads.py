@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from dataclasses import dataclass
 
 import grpc
@@ -27,6 +28,8 @@ from scaleout_common.openai_body_rules import parse_typed
 from scaleout_common.reasons import Reason, fail
 
 THINKING_OFF = {"enable_thinking": False}
+LABELS = re.compile(r"logprob_token_ids")
+PROMPT_IDS = re.compile(r"prompt_token_ids\[(\d+)\](?:\.token_ids)?(?:\[(\d+)\])?")
 
 
 @dataclass(frozen=True)
@@ -143,15 +146,59 @@ async def read_all(hops, tokens: LabelTokens, asks: list[Ask], request: dict, co
 
 
 async def read_token_prompts(
-    hops, prompts: list[list[int]], label_ids: list[int], request: dict, context
+    hops, prompts: list[list[int]], labels: list[list[int]], request: dict, context
 ) -> list[Read]:
-    """The reads of prompts given as token ids (no template), concurrently; `request`: the completion fields they
-    share (`model`, `request_id`, `cache_salt`, `priority`). Render checks each prompt (vocabulary, length)."""
-    body = {"prompt_token_ids": [{"token_ids": p} for p in prompts], "max_tokens": 1, "temperature": 0}
-    body |= {"logprobs": 0, "logprob_token_ids": label_ids}  # 0: only those ids' logprobs, no top ones
-    typed = parse_typed(body | request, render_pb2.RenderCompletionRequest())
-    try:
-        rendered = await hops.render.RenderCompletion(typed, timeout=context.time_remaining())
-    except grpc.aio.AioRpcError as error:
-        raise ServiceError.from_rpc_error(error) from None
-    return list(await asyncio.gather(*(_read(hops, prompt, label_ids, context) for prompt in rendered.prompts)))
+    """The reads of prompts given as token ids (no template), prompt i scoring `labels[i]`, concurrently;
+    `request`: the completion fields they share (`model`, `request_id`, `cache_salt`, `priority`). Render checks each
+    prompt (vocabulary, length); its errors name the prompt as `prompt_token_ids[i]`."""
+
+    async def one(i: int, prompt: list[int], label_ids: list[int]) -> Read:
+        body = {"prompt_token_ids": [{"token_ids": prompt}], "max_tokens": 1, "temperature": 0, "logprobs": 0}
+        body |= {"logprob_token_ids": label_ids}  # logprobs 0: only those ids' logprobs, no top ones
+        typed = parse_typed(
+            body | request | {"request_id": f"{request['request_id']}-{i}"}, render_pb2.RenderCompletionRequest()
+        )
+        try:
+            rendered = await hops.render.RenderCompletion(typed, timeout=context.time_remaining())
+        except grpc.aio.AioRpcError as error:
+            failure = ServiceError.from_rpc_error(error)
+            rename = lambda text: text.replace("prompt_token_ids[0]", f"prompt_token_ids[{i}]")  # noqa: E731
+            failure.message = rename(failure.message)
+            failure.violations = [(rename(field), why) for field, why in failure.violations]
+            raise failure from None
+        return await _read(hops, rendered.prompts[0], label_ids, context)
+
+    return list(await asyncio.gather(*(one(i, p, ids) for i, (p, ids) in enumerate(zip(prompts, labels)))))
+
+
+def is_ids(value) -> bool:
+    return isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+
+
+async def tokens_of(hops, model: str, text, special: bool, context) -> list[int]:
+    """`text`'s token ids (render's tokenizer), or `text` itself where it is ids already."""
+    if not isinstance(text, str):
+        return text
+    request = render_pb2.TokenizeRequest(model=model, prompt=text, add_special_tokens=special)
+    return list((await hops.render.Tokenize(request, timeout=context.time_remaining())).tokens)
+
+
+def in_client_terms(error: ServiceError, parts: list[tuple[str, int]] | None) -> ServiceError:
+    """Render's `logprob_token_ids` named `label_token_ids`; its `prompt_token_ids[i][j]` named as the query's or the
+    item's own position (`query[k]`, `items[i][k]`), given each prompt's first part and its length (`items[i]` if
+    not known)."""
+
+    def name(match: re.Match) -> str:
+        item, j = int(match[1]), match[2]
+        if j is None or parts is None:
+            return f"items[{item}]"
+        first, length = parts[item]
+        position = int(j)
+        if position < length:
+            return f"{first}[{position}]" if first == "query" else f"items[{item}][{position}]"
+        return f"query[{position - length}]" if first != "query" else f"items[{item}][{position - length}]"
+
+    rename = lambda text: PROMPT_IDS.sub(name, LABELS.sub("label_token_ids", text))  # noqa: E731
+    error.message = rename(error.message)
+    error.violations = [(rename(field), rename(why)) for field, why in error.violations]
+    return error

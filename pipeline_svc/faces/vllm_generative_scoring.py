@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 import uuid
 
 import grpc
 
-from pipeline_svc.label_reads import read_token_prompts
-from scaleout.v1 import render_pb2
+from pipeline_svc.label_reads import in_client_terms, is_ids, read_token_prompts, tokens_of
 from scaleout_common.errors import QUOTE_CHARS, ServiceError, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
@@ -32,12 +30,6 @@ from scaleout_common.reasons import Reason, fail
 FIELDS = {"model", "query", "items", "label_token_ids", "apply_softmax", "item_first", "add_special_tokens"}
 FIELDS |= {"cache_salt", "priority", "request_id"}
 FLAGS = {"apply_softmax": True, "item_first": False, "add_special_tokens": True}
-LABELS = re.compile(r"logprob_token_ids")
-PROMPT_IDS = re.compile(r"prompt_token_ids\[(\d+)\](?:\.token_ids)?(?:\[(\d+)\])?")
-
-
-def _is_ids(value) -> bool:
-    return isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
 
 
 def _parse(body: bytes) -> tuple[dict, dict]:
@@ -51,47 +43,19 @@ def _parse(body: bytes) -> tuple[dict, dict]:
     for name, default in FLAGS.items():
         if not isinstance(data.setdefault(name, default), bool):
             raise fail(Reason.INVALID_REQUEST, f"`{name}` must be a boolean", name)
-    if not isinstance(data["query"], str) and not _is_ids(data["query"]):
+    if not isinstance(data["query"], str) and not is_ids(data["query"]):
         raise fail(Reason.INVALID_REQUEST, "`query` must be a string or a list of token ids", "query")
     items = data["items"]
     if not isinstance(items, list) or not items:
         raise fail(Reason.INVALID_REQUEST, "items must contain at least one item.", "items")
-    if not (all(isinstance(i, str) for i in items) or all(_is_ids(i) for i in items)):
+    if not (all(isinstance(i, str) for i in items) or all(is_ids(i) for i in items)):
         raise fail(Reason.INVALID_REQUEST, "`items` must be all strings or all lists of token ids", "items")
     labels = data["label_token_ids"]
-    if not _is_ids(labels) or not labels:
+    if not is_ids(labels) or not labels:
         raise fail(Reason.INVALID_REQUEST, "label_token_ids must contain at least one token ID.", "label_token_ids")
     shared = {name: data[name] for name in ("model", "cache_salt", "priority") if name in data}
     shared["request_id"] = f"generative-scoring-{data.get('request_id') or uuid.uuid4().hex}"
     return data, shared
-
-
-async def _tokens(hops, model: str, text, special: bool, context) -> list[int]:
-    if not isinstance(text, str):
-        return text
-    request = render_pb2.TokenizeRequest(model=model, prompt=text, add_special_tokens=special)
-    return list((await hops.render.Tokenize(request, timeout=context.time_remaining())).tokens)
-
-
-def _in_client_terms(error: ServiceError, parts: list[tuple[str, int]] | None) -> ServiceError:
-    """Render's `logprob_token_ids` named `label_token_ids`; its `prompt_token_ids[i][j]` named as the query's or the
-    item's own position (`query[k]`, `items[i][k]`), given each prompt's first part and its length (`items[i]` if
-    not known)."""
-
-    def name(match: re.Match) -> str:
-        item, j = int(match[1]), match[2]
-        if j is None or parts is None:
-            return f"items[{item}]"
-        first, length = parts[item]
-        position = int(j)
-        if position < length:
-            return f"{first}[{position}]" if first == "query" else f"items[{item}][{position}]"
-        return f"query[{position - length}]" if first != "query" else f"items[{item}][{position - length}]"
-
-    rename = lambda text: PROMPT_IDS.sub(name, LABELS.sub("label_token_ids", text))  # noqa: E731
-    error.message = rename(error.message)
-    error.violations = [(rename(field), rename(why)) for field, why in error.violations]
-    return error
 
 
 async def generative_scoring(hops, body: bytes, context) -> dict:
@@ -99,17 +63,17 @@ async def generative_scoring(hops, body: bytes, context) -> dict:
     model, parts = data.get("model", ""), None  # each prompt's first part and its length, once tokenized
     try:
         query, *items = await asyncio.gather(
-            _tokens(hops, model, data["query"], data["add_special_tokens"], context),
-            *(_tokens(hops, model, item, False, context) for item in data["items"]),
+            tokens_of(hops, model, data["query"], data["add_special_tokens"], context),
+            *(tokens_of(hops, model, item, False, context) for item in data["items"]),
         )
         first = data["item_first"]
         prompts = [item + query if first else query + item for item in items]
         parts = [("item", len(item)) if first else ("query", len(query)) for item in items]
-        reads = await read_token_prompts(hops, prompts, data["label_token_ids"], shared, context)
+        reads = await read_token_prompts(hops, prompts, [data["label_token_ids"]] * len(prompts), shared, context)
     except grpc.aio.AioRpcError as error:
-        raise _in_client_terms(ServiceError.from_rpc_error(error), parts) from None
+        raise in_client_terms(ServiceError.from_rpc_error(error), parts) from None
     except ServiceError as error:
-        raise _in_client_terms(error, parts) from None
+        raise in_client_terms(error, parts) from None
     scores = [read.probs()[0] if data["apply_softmax"] else math.exp(read.logprobs[0]) for read in reads]
     prompt_tokens, completion_tokens = sum(r.input_tokens for r in reads), sum(r.output_tokens for r in reads)
     return {

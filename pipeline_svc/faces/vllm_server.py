@@ -29,6 +29,7 @@ from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
 from pipeline_svc.faces.vllm_derender_stream import VllmDerenderStream
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
+from pipeline_svc.faces import sglang_score
 from pipeline_svc.faces.vllm_generative_scoring import generative_scoring
 from pipeline_svc.faces.vllm_lora import VllmLora
 from pipeline_svc.faces.vllm_pooling import pooling_body, pooling_request
@@ -172,6 +173,8 @@ class VllmServer(VllmRl, VllmLora, ProfileRoutes, vllm_server_pb2_grpc.VllmServe
             yield event
 
     async def Score(self, request, context):
+        if sglang_score.is_score_body(load_object(request.data)):  # SGLang's generative scoring (label_token_ids)
+            return json_body(await sglang_score.score(self.hops, request.data, context))
         return await self._scoring(request, context, rerank=False)
 
     async def Rerank(self, request, context):

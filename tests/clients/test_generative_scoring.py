@@ -67,3 +67,48 @@ def test_refusals_name_the_clients_field(stack, model_id, body, param, status):
     assert answer.status_code == status, answer.text
     if param is not None:
         assert answer.json()["error"]["param"] == param
+
+
+def test_sglangs_score_body_on_v1_score_reads_each_label(stack, model_id):
+    """SGLang's `/v1/score` with `label_token_ids`: a row of label probabilities per item; token prompts read as
+    vLLM's `/generative_scoring` reads them, per-item label lists, `temperature` sharpening the softmax."""
+    query, items, labels = [504, 3458, 314], [[5230], [1017, 2017]], [9454, 2753]
+    common = {"model": model_id, "query": query, "items": items}
+    plain = _post(stack, "/v1/score", common | {"label_token_ids": labels}).json()
+    assert plain["object"] == "scoring" and plain["model"] == model_id and len(plain["scores"]) == 2
+    softmax = _post(stack, "/v1/score", common | {"label_token_ids": labels, "apply_softmax": True}).json()
+    vllm = _post(stack, "/generative_scoring", common | {"label_token_ids": labels}).json()
+    for row, raw, result in zip(softmax["scores"], plain["scores"], vllm["data"]):
+        assert sum(row) == pytest.approx(1) and row[0] == pytest.approx(result["score"], rel=1e-4)
+        assert row[0] == pytest.approx(raw[0] / sum(raw), rel=1e-4)  # over the vocabulary, then renormalized
+    sharp = _post(stack, "/v1/score", common | {"label_token_ids": labels, "apply_softmax": True, "temperature": 0.5})
+    for row, raw in zip(sharp.json()["scores"], plain["scores"]):
+        assert row[0] == pytest.approx(raw[0] ** 2 / (raw[0] ** 2 + raw[1] ** 2), rel=1e-4)
+    per_item = _post(stack, "/v1/score", common | {"label_token_ids": [[9454], [2753, 9454, 17]]}).json()["scores"]
+    assert [len(row) for row in per_item] == [1, 3]
+    assert per_item[0][0] == pytest.approx(plain["scores"][0][0], rel=1e-4)
+    assert per_item[1][:2] == pytest.approx(plain["scores"][1][::-1], rel=1e-4)
+    text = _post(stack, "/v1/score", {"model": model_id, "query": "The sky is", "items": " blue",
+                                     "label_token_ids": labels}).json()  # fmt: skip
+    assert len(text["scores"]) == 1 and len(text["scores"][0]) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        ({"temperature": 0.5}, "temperature", "requires apply_softmax=True"),
+        ({"label_token_ids": [5, 5]}, "label_token_ids", "duplicate"),
+        ({"label_token_ids": [[5], [6]]}, "label_token_ids", "one list per item"),
+        ({"items": [[1, 2]]}, "items", "both be text or both be token IDs"),
+        ({"score_extraction_token": "<x>"}, "score_extraction_token", "setwise"),
+        ({"return_token_logprobs": True}, "return_token_logprobs", "not supported"),
+        ({"label_token_ids": [5, 10**6]}, "label_token_ids[1]", "vocab"),
+    ],
+)
+def test_sglang_score_refusals_name_the_field(stack, model_id, body, param, words):
+    answer = _post(
+        stack, "/v1/score", {"model": model_id, "query": "Q", "items": ["a"], "label_token_ids": [5, 6]} | body
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == param and words in error["message"]

@@ -323,6 +323,8 @@ class VllmServerServiceServicer:
         `documents`, `queries`/`items`, `data_1`/`data_2`), one to one, one to N or N to N; its ScoreResponse out.
         Fields a cross-encoder alone reads are refused naming them. The field policy and the math:
         pipeline_svc/faces/vllm_scoring.py. A stack that generates answers 404 (ROUTE_NOT_ENABLED), as vLLM.
+        A body with `label_token_ids` is SGLang's generative scoring (its ScoringRequest: each label's probability
+        after `query + item`, from one engine read per item): pipeline_svc/faces/sglang_score.py.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
