@@ -57,7 +57,8 @@ SGLANG_OUTCOME_PATHS = (
 )
 
 # vLLM's scale-out routes (render, derender, token-in token-out; vllm/entrypoints/scale_out/) and its pooling routes
-# beyond OpenAI's (score, rerank, pooling, Cohere's embed; vllm/entrypoints/pooling/), whose errors are vLLM's
+# beyond OpenAI's (score, rerank, pooling, Cohere's embed; vllm/entrypoints/pooling/) and its label reads
+# (generative scoring, structured decisions; vllm/entrypoints/generate/), whose errors are vLLM's
 # ErrorResponse; `/v1/messages/render` among them, not under Anthropic's error shape.
 VLLM_PATHS = (
     "/v1/chat/completions/render",
@@ -75,6 +76,8 @@ VLLM_PATHS = (
     "/v2/rerank",
     "/pooling",
     "/v2/embed",
+    "/generative_scoring",
+    "/v1/systemone",
 )
 # HTTP status -> vLLM's error `type` (its create_error_response names; a status it raises as an HTTPException
 # is named by its phrase, as vLLM's handler names it).

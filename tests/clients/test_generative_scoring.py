@@ -112,3 +112,11 @@ def test_sglang_score_refusals_name_the_field(stack, model_id, body, param, word
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["param"] == param and words in error["message"]
+
+
+def test_vllms_label_routes_answer_errors_in_vllms_shape(stack, model_id):
+    for path, body in (("/generative_scoring", {"query": "Q", "items": []}), ("/v1/systemone", {"state": "x"})):
+        answer = _post(stack, path, {"model": model_id, "label_token_ids": [5], "questions": {}} | body)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "BadRequestError" and error["code"] == 400  # vLLM's ErrorResponse
