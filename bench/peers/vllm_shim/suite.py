@@ -56,9 +56,23 @@ FILES: tuple[str, ...] = tuple(
         "responses/test_structured_output.py",
         "responses/test_function_call.py",
     )
-) + (
-    "tests/entrypoints/generate/structured_decisions/test_structured_decisions_e2e.py",  # vLLM's /v1/systemone
-    "tests/entrypoints/generate/generative_scoring/test_generative_scoring_e2e.py",
+) + tuple(
+    "tests/entrypoints/" + f  # the other server suites of vLLM's entrypoints
+    for f in (
+        "generate/structured_decisions/test_structured_decisions_e2e.py",  # /v1/systemone
+        "generate/generative_scoring/test_generative_scoring_e2e.py",
+        "scale_out/render/test_render.py",
+        "scale_out/derender/test_derender.py",
+        "scale_out/derender/test_derender_stream.py",
+        "scale_out/derender/test_derender_parity.py",
+        "scale_out/token_in_token_out/test_serving_tokens.py",
+        "anthropic/test_messages.py",
+        "cohere/test_chat_v2.py",
+        "serve/tokenize/test_tokenization.py",
+        "serve/instrumentator/test_basic.py",
+        "serve/instrumentator/test_metrics.py",
+        "rl/state_transitions/test_sleep.py",
+    )
 )
 SUPPORT: tuple[str, ...] = (
     "tests/entrypoints/conftest.py",
