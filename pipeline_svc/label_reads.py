@@ -46,11 +46,14 @@ class Read:
     cached_tokens: int
     output_tokens: int
     model: str  # the served model's name
+    prompt: tuple[int, ...] = ()  # the prompt's token ids as read
+    label_ids: tuple[int, ...] = ()
 
-    def probs(self) -> list[float]:
-        """The labels' probabilities renormalized among themselves."""
-        top = max(self.logprobs)
-        weights = [math.exp(lp - top) for lp in self.logprobs]
+    def probs(self, temperature: float = 1.0) -> list[float]:
+        """The labels' probabilities renormalized among themselves (sharpened by `temperature`: logprobs differ
+        from logits by one constant, so this is the softmax of the labels' logits / temperature)."""
+        top = max(self.logprobs) / temperature
+        weights = [math.exp(lp / temperature - top) for lp in self.logprobs]
         return [w / sum(weights) for w in weights]
 
     def label_mass(self) -> float:
@@ -116,6 +119,8 @@ async def _read(hops, rendered, label_ids: list[int], context) -> Read:
         cached_tokens=answer.usage.cached_tokens,
         output_tokens=answer.usage.completion_tokens,
         model=rendered.derender_context.model,
+        prompt=tuple(rendered.generate_request.token_ids),
+        label_ids=tuple(label_ids),
     )
 
 

@@ -42,10 +42,12 @@ from pipeline_svc.client_fields import OPENAI_CHAT, OPENAI_COMPLETION, named
 from pipeline_svc.embed_call import embed
 from pipeline_svc.embeddings_bytes import BYTES_ENCODINGS, bytes_answer
 from pipeline_svc.embeddings_response import embeddings
+from pipeline_svc.faces import sglang_decisions
 from pipeline_svc.hops import Hops, LiveGeneration, broken_off
 from pipeline_svc.shaped_route import SSE, json_body
 from scaleout.v1 import common_pb2, derender_pb2, openai_pb2_grpc
 from scaleout_common.errors import ServiceError
+from scaleout_common.json_body import load_object
 from scaleout_common.openai_errors import error_object
 from scaleout_common.prompt_logprob_rules import asked, oversized
 from scaleout_common.telemetry.call_summary import observe_request, observe_response
@@ -101,7 +103,10 @@ class OpenAIFrontDoor(openai_pb2_grpc.OpenAIServiceServicer):
         return json_body(embeddings(answer, model, parsed.encoding, parsed.byte_order, parsed.embed_dtype))
 
     async def Decisions(self, request, context):
-        """One engine read per question (pipeline_svc/decisions.py); no derender: the answer is probabilities."""
+        """One engine read per question (pipeline_svc/decisions.py; SGLang's body of the same path:
+        faces/sglang_decisions.py); no derender: the answer is probabilities."""
+        if sglang_decisions.is_sglang_body(load_object(request.data)):
+            return json_body(await sglang_decisions.decide(self.hops, self.labels, request.data, context))
         parsed = decisions_request.decision_request(request.data)
         span = trace.get_current_span()
         for name, value in parsed.identity.items():

@@ -97,15 +97,6 @@ def _parse(body: bytes) -> dict:
     return data
 
 
-def _row(logprobs: list[float], data: dict) -> list[float]:
-    if not data["apply_softmax"]:
-        return [math.exp(lp) for lp in logprobs]
-    scaled = [lp / data["temperature"] for lp in logprobs]  # logprobs differ from logits by one constant
-    top = max(scaled)
-    weights = [math.exp(s - top) for s in scaled]
-    return [w / sum(weights) for w in weights]
-
-
 async def score(hops, body: bytes, context) -> dict:
     data = _parse(body)
     model, query, items = data.get("model", ""), data["query"], data["items"]
@@ -126,7 +117,10 @@ async def score(hops, body: bytes, context) -> dict:
         raise in_client_terms(error, parts) from None
     prompt_tokens, completion_tokens = sum(r.input_tokens for r in reads), sum(r.output_tokens for r in reads)
     return {
-        "scores": [_row(read.logprobs, data) for read in reads],
+        "scores": [
+            read.probs(data["temperature"]) if data["apply_softmax"] else [math.exp(lp) for lp in read.logprobs]
+            for read in reads
+        ],
         "pooled_hidden_states": None,
         "token_logprobs": None,
         "model": model or (reads[0].model if reads else ""),
@@ -134,6 +128,6 @@ async def score(hops, body: bytes, context) -> dict:
             "prompt_tokens": prompt_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
             "completion_tokens": completion_tokens,
-        },  # fmt: skip
+        },
         "object": "scoring",
     }

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pipeline_svc.embed_call import embed
 from pipeline_svc.embeddings_bytes import BYTES_ENCODINGS, bytes_answer
 from pipeline_svc.embeddings_request import in_client_terms
+from pipeline_svc.faces import sglang_score
 from pipeline_svc.faces.cohere_embed import check_lengths, cohere_body, cohere_embed_request
 from pipeline_svc.faces.cohere_embed import in_client_terms as cohere_in_client_terms
 from pipeline_svc.faces.profile_routes import ProfileRoutes
@@ -29,7 +30,6 @@ from pipeline_svc.faces.vllm_batch_chat import batch_chat
 from pipeline_svc.faces.vllm_derender import VllmDerender
 from pipeline_svc.faces.vllm_derender_stream import VllmDerenderStream
 from pipeline_svc.faces.vllm_generate import VllmGenerateFace
-from pipeline_svc.faces import sglang_score
 from pipeline_svc.faces.vllm_generative_scoring import generative_scoring
 from pipeline_svc.faces.vllm_lora import VllmLora
 from pipeline_svc.faces.vllm_pooling import pooling_body, pooling_request

@@ -154,3 +154,33 @@ def test_vllms_structured_decisions_route_answers_by_question_id(stack, model_id
         f"{stack.rest_url}/v1/systemone", json=body | {"chat_template_kwargs": {"enable_thinking": True}}, timeout=60
     )
     assert refused.status_code == 400 and "thinking must be off" in refused.json()["error"]["message"]
+
+
+def test_sglangs_decisions_body_on_the_same_path(stack, model_id):
+    """SGLang's `/v1/decisions` (questions with `id` and `question`): answers by id in its shape, its wording read
+    (the prompt's ids, returned with `return_prompt_token_ids`, decode to it), `temperature` sharpening."""
+    questions = [
+        {"id": "team", "type": "choice", "question": "Which team?",
+         "options": [{"name": "billing", "description": "payments"}, {"name": "shipping"}]},
+        {"id": "tone", "type": "score", "question": "How upset?", "levels": ["calm", "annoyed", "furious"]},
+        {"id": "urgent", "type": "yes_no", "question": "Is money moving?", "yes": "money moved"},
+    ]  # fmt: skip
+    body = {"model": model_id, "input": {"ticket": "Charged twice."}, "questions": questions}
+    answer = requests.post(f"{stack.rest_url}/v1/decisions", json=body | {"return_prompt_token_ids": True}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    decided = answer.json()
+    assert decided["object"] == "decisions" and decided["prompt_format_version"] == 1
+    team, tone, urgent = (decided["answers"][q] for q in ("team", "tone", "urgent"))
+    assert team["choice"] == max(team["probabilities"], key=team["probabilities"].get)
+    assert set(tone["probabilities"]) == {"0", "1", "2"} and set(urgent["probabilities"]) == {"yes", "no"}
+    assert tone["score"] == pytest.approx(sum(i * p for i, p in enumerate(tone["probabilities"].values())))
+    text = requests.post(
+        f"{stack.rest_url}/detokenize", json={"model": model_id, "tokens": urgent["prompt_token_ids"]}, timeout=30
+    ).json()["prompt"]
+    assert '{"ticket":"Charged twice."}\n\nIs the following true? Is money moving?\nyes: money moved\n' in text
+    assert len(urgent["label_token_ids"]) == 2
+    sharp = requests.post(f"{stack.rest_url}/v1/decisions", json=body | {"temperature": 0.5}, timeout=60).json()
+    yes, no = urgent["probabilities"]["yes"], urgent["probabilities"]["no"]
+    assert sharp["answers"]["urgent"]["probabilities"]["yes"] == pytest.approx(yes**2 / (yes**2 + no**2), rel=1e-3)
+    refused = requests.post(f"{stack.rest_url}/v1/decisions", json=body | {"prompt_format_version": 2}, timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompt_format_version"

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-# The model names a test file starts its server with, or keeps as its MODEL_NAME, or lists as a model's info or
-# as the first item of a (name, args) pair.
-_NAMED = re.compile(r'(?:MODEL_NAME\s*=\s*|RemoteOpenAIServer\(\s*|ModelInfo\(\s*|^\s*\(\s*)"([\w.-]+/[\w.-]+)"', re.M)
+# The model names a test file starts its server with, or keeps as a constant (MODEL_NAME, MODEL, PARSER_MODEL, ...),
+# or lists as a model's info, as the first item of a (name, args) pair or as a value of a dict ({"text": name}).
+_NAMED = re.compile(
+    r'(?:MODEL(?:_NAME)?\s*=\s*|RemoteOpenAIServer\(\s*|ModelInfo\(\s*|^\s*\(\s*|^\s*"\w+":\s*)"([\w.-]+/[\w.-]+)"',
+    re.M,
+)
 _REVISION = "0" * 40  # one snapshot per name: our model's files
 
 

@@ -11,6 +11,7 @@ import vllm.transformers_utils.repo_utils
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from bench.peers.vllm_shim.hf_runner import HfRunner, hf_runner  # noqa: F401 (vLLM's conftest's, for the tests)
+from bench.peers.vllm_shim.local_assets import LocalAssetServer, local_asset_server  # noqa: F401 (the same)
 from bench.peers.vllm_shim.server import UNSERVED_ADAPTERS
 
 

@@ -58,6 +58,7 @@ class RemoteOpenAIServer:
         except Unsupported as refused:
             pytest.skip(str(refused))
         self.served_names = args.served_names
+        self.show_hidden_metrics = any(a.startswith("--show-hidden-metrics-for-version") for a in vllm_serve_args)
         UNSERVED_ADAPTERS.update(args.lora_names)
         if args.not_served:
             print(f"[vllm_shim] {model}: started without {args.not_served}", file=sys.stderr)

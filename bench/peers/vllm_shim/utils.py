@@ -9,6 +9,9 @@ import pytest
 
 from bench.peers.vllm_shim.server import RemoteOpenAIServer
 
+# `vllm launch render` (the scale-out render server, no GPU): our stack serves its routes (render's) beside the rest.
+RemoteLaunchRenderServer = RemoteOpenAIServer
+
 # The staged tree's root (tests/ and the support files, examples/ among them, are copied there).
 VLLM_PATH = Path(sys.modules["tests"].__file__ or ".").resolve().parent.parent
 ROCM_EXTRA_ARGS: list[str] = []  # not ROCm
@@ -23,4 +26,11 @@ def requires_fp8(f=None):
     return mark(f) if f is not None else mark
 
 
-__all__ = ["ROCM_EXTRA_ARGS", "VLLM_PATH", "RemoteOpenAIServer", "multi_gpu_only", "requires_fp8"]
+__all__ = [
+    "ROCM_EXTRA_ARGS",
+    "VLLM_PATH",
+    "RemoteLaunchRenderServer",
+    "RemoteOpenAIServer",
+    "multi_gpu_only",
+    "requires_fp8",
+]
