@@ -104,6 +104,7 @@ class OpenAIServiceServicer:
         questions about a text input, each answered from one engine read of the option letters' logprobs (a chat of
         the input and the question; one token generated), with probabilities, the chosen option or expected score, and
         a confidence. The field policy: pipeline_svc/decisions_request.py; the reads: pipeline_svc/decisions.py.
+        SGLang's body of this path (questions with an `id` and a `question`): pipeline_svc/faces/sglang_decisions.py.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
