@@ -102,6 +102,23 @@ def answer_metrics(
     return {"metrics": value} if timed or value is not None else {}
 
 
+SPECULATIVE_OPTIONAL = ("per_step_accepted", "per_step_drafted")  # null unless the engine counted them
+
+
+def as_vllms(value: dict | None) -> dict | None:
+    """A client's `metrics` (the generate answer a derender route was given) as vLLM's PerRequestMetrics prints it:
+    every key, null where not given."""
+    if not isinstance(value, dict):
+        return value
+    out = dict.fromkeys(TIMINGS) | value
+    speculative = out.get("speculative_decoding")
+    if isinstance(speculative, dict):
+        out["speculative_decoding"] = speculative | {k: speculative.get(k) for k in SPECULATIVE_OPTIONAL}
+    else:
+        out["speculative_decoding"] = speculative
+    return out
+
+
 def without_nulls(value: dict | None) -> dict:
     """A stream's usage chunk's `metrics` key, as vLLM dumps that chunk (nulls left out; no key when null)."""
     if value is None:

@@ -17,10 +17,12 @@ is printed as the one-hop routes print OpenAI's (openai_response.py) with vLLM's
 | kv_transfer_params  | the generate answer's (completions: all the same, else 400, as vLLM)                         |
 | metrics             | the generate answer's (completions: with one prompt only, as vLLM)                           |
 
-`prompt_token_ids` in the body seeds detokenization (the context's prompt tail), as vLLM's. Refused naming the
-field: a missing `chat_request` / `completion_request` (vLLM requires it where a tool or reasoning parser is
-configured, as render always has one here), an answer not at output mode `tokens`, keys vLLM does not have. The
-per-chunk form (`stream: true`, vLLM's client-carried `stream_state`) is vllm_derender_stream.py.
+`prompt_token_ids` in the body seeds detokenization (the context's prompt tail), else the generate answer's, as
+vLLM's. Without `chat_request` / `completion_request` (vLLM's defaults), render's context for a request of the
+route's kind that sets nothing is used, its prompt tail dropped; a chat without one is refused where render names a
+tool or reasoning parser (vLLM's rule and words). Refused naming the field: an answer not at output mode `tokens`,
+keys vLLM does not have. The per-chunk form (`stream: true`, vLLM's client-carried `stream_state`) is
+vllm_derender_stream.py.
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from pipeline_svc.faces.vllm_generate_output import usage
 from pipeline_svc.faces.vllm_generate_request import token_ids
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_response import chat_completion, completion
+from pipeline_svc.request_metrics import as_vllms
 from pipeline_svc.shaped_route import json_body
-from scaleout.v1 import common_pb2, derender_pb2, engine_pb2
+from scaleout.v1 import common_pb2, derender_pb2, engine_pb2, render_pb2
 from scaleout_common import finish_reasons
 from scaleout_common.errors import ServiceError, clip
 from scaleout_common.reasons import Reason, fail
+from scaleout_common.sampling_rules import MAX_CHOICES
 
 CHAT = ("stream", "model", "generate_response", "prompt_tokens", "prompt_token_ids", "chat_request")
 COMPLETION = ("stream", "model", "generate_responses", "prompt_tokens", "prompt_token_ids", "completion_request")
@@ -53,6 +57,48 @@ ANSWER = (
 ENGINE_CHOICE = ("index", "finish_reason", "stop_reason", "token_ids", "routed_experts", "sampling_mask")
 ENGINE_CHOICE += ("weight_versions", "logprobs")
 PROMPT_TAIL = 8  # prompt ids a given prompt_token_ids seeds detokenization with
+
+
+def check_bounds(answers: list, max_model_len: int, prompts: list) -> None:
+    """vLLM's derender bounds and words, before anything is decoded: at most MAX_CHOICES answers and choices an
+    answer (vLLM's VLLM_MAX_N_SEQUENCES; here the choices one request may hold), token ids, logprob entries and
+    prompt ids at most max_model_len; empty token ids refused."""
+    if len(answers) > MAX_CHOICES:
+        why = f"generate_responses count ({len(answers)}) exceeds server maximum ({MAX_CHOICES})."
+        raise fail(Reason.TOO_MANY_CHOICES, why, "generate_responses")
+    for ids in prompts:
+        if isinstance(ids, list) and len(ids) > max_model_len:
+            why = f"prompt_token_ids length ({len(ids)}) exceeds max_model_len ({max_model_len})."
+            raise fail(Reason.TOO_MANY_TOKENS, why, "prompt_token_ids")
+    for answer in answers:
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list):
+            continue  # engine_result names the shape
+        name = clip(str(answer.get("request_id", "")), 100)
+        if len(choices) > MAX_CHOICES:
+            why = f"choices count ({len(choices)}) in response '{name}' exceeds server maximum ({MAX_CHOICES})."
+            raise fail(Reason.TOO_MANY_CHOICES, why, "choices")
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index, tokens = choice.get("index"), choice.get("token_ids")
+            content = (choice.get("logprobs") or {}).get("content") or []
+            for what, length in (("token_ids", len(tokens or [])), ("logprobs.content", len(content))):
+                if length > max_model_len:
+                    why = f"{what} length ({length}) in choice {index} exceeds max_model_len ({max_model_len})."
+                    raise fail(Reason.TOO_MANY_TOKENS, why, what)
+            if not tokens:
+                raise fail(Reason.INVALID_REQUEST, f"choice {index} has empty or null token_ids", "token_ids")
+
+
+def logprobs_as_given(context: derender_pb2.DerenderContext, results: list, asked: bool) -> None:
+    """vLLM's rule: a choice that carries logprobs has them printed, every candidate unless the request asked for
+    logprobs (then its count cuts them, as the context already says)."""
+    if asked or not any(c.logprobs.logprobs for r in results for c in r.choices):
+        return
+    context.top_logprobs = max(
+        (len(t.token_ids) for r in results for c in r.choices for t in c.logprobs.top), default=0
+    )
 
 
 def engine_result(answer, field: str) -> engine_pb2.GenerateResponse:
@@ -97,14 +143,33 @@ def engine_choice(out: engine_pb2.GenerateChoice, choice: dict, path: str, whole
         out.logprobs.top.add(token_ids=[t["token_id"] for t in top], logprobs=[t["logprob"] for t in top])
 
 
-def render_request(body: dict, field: str, purpose: str) -> dict:
-    """body[field], the request render rebuilds the derender context from: required, an object."""
-    if body.get(field) is None:
-        raise fail(Reason.UNSUPPORTED_FIELD, f"{field} is required (render's context for {purpose})", field)
-    return typed(body[field], dict, field)
+async def request_contexts(
+    hops: Hops, body: dict, field: str, context, prompts: int = 1
+) -> tuple[dict, list[derender_pb2.DerenderContext]]:
+    """body[field], the request render rebuilds the derender contexts from (chat_request: one; completion_request:
+    one per prompt), and the contexts. Absent, a request of that kind setting nothing stands in (vLLM's defaults:
+    no tools, stops or logprobs) and its contexts carry no prompt tail; a chat's is refused where render configures
+    a tool or reasoning parser, as vLLM refuses it."""
+    given = body.get(field)
+    chat = field == "chat_request"
+    if given is not None:
+        request = typed(given, dict, field)
+    else:
+        request = {"messages": [{"role": "user", "content": ""}]} if chat else {"prompt": [[0]] * max(prompts, 1)}
+    method = "RenderChatVllm" if chat else "RenderCompletionVllm"
+    contexts = await rendered_contexts(hops, method, request, field, context)
+    if given is None:
+        if chat and any(c.reasoning_parser or c.tool_parser for c in contexts):
+            why = "chat_request is required when a tool or reasoning parser is configured"
+            raise fail(Reason.UNSUPPORTED_FIELD, why, field)
+        for derender_context in contexts:
+            del derender_context.prompt_tail_token_ids[:]
+    return request, contexts
 
 
-def seed(context: derender_pb2.DerenderContext, prompt_ids, field: str) -> None:
+def seed(context: derender_pb2.DerenderContext, prompt_ids, field: str, fallback=None) -> None:
+    """The context's prompt tail from `prompt_ids` (the client's), else `fallback` (the generate answer's)."""
+    prompt_ids = prompt_ids if prompt_ids is not None else fallback
     if prompt_ids is not None:
         ids = token_ids(prompt_ids, field)
         context.prompt_tail_token_ids[:] = ids[-(len(context.prompt_tail_token_ids) or PROMPT_TAIL) :]
@@ -134,16 +199,25 @@ class VllmDerender:
     def __init__(self, hops: Hops, model_name):
         self.hops = hops
         self.model_name = model_name  # (asked name or None, context) -> the served name, 404 for another
+        self.max_model_len = 0  # the served model's, once asked of render
+
+    async def _max_model_len(self, context) -> int:
+        if not self.max_model_len:
+            models = await self.hops.render.ListModels(render_pb2.ListModelsRequest(), timeout=context.time_remaining())
+            self.max_model_len = models.data[0].max_model_len
+        return self.max_model_len
 
     async def chat(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, CHAT)
-        chat_request = render_request(body, "chat_request", "the parsers")
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
-        result = engine_result(body.get("generate_response"), "generate_response")
-        (derender_context,) = await rendered_contexts(
-            self.hops, "RenderChatVllm", chat_request, "chat_request", context
+        check_bounds(
+            [body.get("generate_response")], await self._max_model_len(context), [body.get("prompt_token_ids")]
         )
-        seed(derender_context, body.get("prompt_token_ids"), "prompt_token_ids")
+        result = engine_result(body.get("generate_response"), "generate_response")
+        chat_request, (derender_context,) = await request_contexts(self.hops, body, "chat_request", context)
+        given = body["generate_response"].get("prompt_token_ids")
+        seed(derender_context, body.get("prompt_token_ids"), "prompt_token_ids", given)
+        logprobs_as_given(derender_context, [result], bool(chat_request.get("logprobs")))
         try:
             answer = await self.hops.derender.DerenderChat(
                 derender_pb2.DerenderChatRequest(context=derender_context, results=[result]),
@@ -157,17 +231,18 @@ class VllmDerender:
         out["prompt_logprobs"] = given.get("prompt_logprobs")
         out["prompt_token_ids"] = given.get("prompt_token_ids") if return_ids else None
         out["usage"] = _usage(typed(body.get("prompt_tokens") or 0, int, "prompt_tokens"), [result])
-        return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params"), "metrics": given.get("metrics")})
+        metrics = as_vllms(given.get("metrics"))
+        return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params"), "metrics": metrics})
 
     async def completion(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, COMPLETION)
-        completion_request = render_request(body, "completion_request", "each prompt")
         model = await self.model_name(typed(body.get("model") or "", str, "model") or None, context)
         answers = typed(body.get("generate_responses"), list, "generate_responses")
+        if not answers:
+            raise fail(Reason.INVALID_REQUEST, "generate_responses must not be empty", "generate_responses")
+        check_bounds(answers, await self._max_model_len(context), body.get("prompt_token_ids") or [])
         results = [engine_result(a, f"generate_responses[{i}]") for i, a in enumerate(answers)]
-        contexts = await rendered_contexts(
-            self.hops, "RenderCompletionVllm", completion_request, "completion_request", context
-        )
+        request, contexts = await request_contexts(self.hops, body, "completion_request", context, len(results))
         counts = typed(body.get("prompt_tokens") or [0] * len(results), list, "prompt_tokens")
         seeds = typed(body.get("prompt_token_ids") or [None] * len(results), list, "prompt_token_ids")
         if not len(contexts) == len(results) == len(counts) == len(seeds):
@@ -176,8 +251,9 @@ class VllmDerender:
         kv = [a.get("kv_transfer_params") for a in answers]
         if any(params != kv[0] for params in kv):
             raise fail(Reason.INVALID_REQUEST, "kv_transfer_params differ across responses", "generate_responses")
-        for i, (derender_context, ids) in enumerate(zip(contexts, seeds)):
-            seed(derender_context, ids, f"prompt_token_ids[{i}]")
+        for i, (derender_context, ids, given) in enumerate(zip(contexts, seeds, answers)):
+            seed(derender_context, ids, f"prompt_token_ids[{i}]", given.get("prompt_token_ids"))
+            logprobs_as_given(derender_context, [results[i]], request.get("logprobs") is not None)
         prompts = [derender_pb2.CompletionResult(context=c, results=[r]) for c, r in zip(contexts, results)]
         try:
             answer = await self.hops.derender.DerenderCompletion(
@@ -187,5 +263,5 @@ class VllmDerender:
             raise ServiceError.from_rpc_error(error) from None
         out = completion(answer, streamed=False) | {"id": results[0].request_id if results else "", "model": model}
         out["usage"] = _usage(sum(typed(n, int, "prompt_tokens") for n in counts), results)
-        metrics = answers[0].get("metrics") if len(answers) == 1 else None  # one prompt's, as vLLM
+        metrics = as_vllms(answers[0].get("metrics")) if len(answers) == 1 else None  # one prompt's, as vLLM
         return json_body(out | {"kv_transfer_params": kv[0] if kv else None, "metrics": metrics})

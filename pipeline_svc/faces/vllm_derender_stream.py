@@ -25,8 +25,9 @@ else the chunk's), `metrics` the chunk's, `token_ids` / `prompt_token_ids` the c
 null only (this stack never produces them); `weight_versions` is read by no derender (vLLM's neither).
 Differences kept on purpose: stop strings are served (vLLM refuses them here: derender holds back what may begin
 one, and the replay holds back the same), `prompt_token_ids` is optional with a parser (render knows the prompt and
-whether it opened reasoning). Refused naming the field: more than one choice in a chunk, an answer not at output mode
-`tokens`, a missing `chat_request` / `completion_request`, `completion_request.echo` (vLLM ignores it per chunk).
+whether it opened reasoning). Without `chat_request` / `completion_request`, vLLM's defaults, as the unary route
+(vllm_derender.request_contexts). Refused naming the field: more than one choice in a chunk, an answer not at output
+mode `tokens`, `completion_request.echo` (vLLM ignores it per chunk).
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ import grpc
 from google.api import httpbody_pb2
 
 from pipeline_svc.faces.rl_json import only, strings, typed
-from pipeline_svc.faces.vllm_derender import engine_choice, render_request, rendered_contexts, seed
+from pipeline_svc.faces.vllm_derender import engine_choice, request_contexts, seed
 from pipeline_svc.faces.vllm_generate_output import usage
 from pipeline_svc.faces.vllm_generate_request import token_ids
 from pipeline_svc.hops import Hops
 from pipeline_svc.openai_response import chat_chunk, completion
+from pipeline_svc.request_metrics import as_vllms
 from pipeline_svc.shaped_route import json_body
 from scaleout.v1 import derender_pb2, engine_pb2
 from scaleout_common.errors import ServiceError, clip
@@ -122,7 +124,7 @@ def _count(value, name: str) -> int:
 def _chunk(value) -> tuple[dict, dict | None]:
     """generate_chunk, checked, and its one choice (None for a usage-only chunk)."""
     where = "generate_chunk"
-    only(typed(value, dict, where), CHUNK, where)
+    only({k: v for k, v in typed(value, dict, where).items() if v is not None}, CHUNK, where)  # null: not given
     if value.get("output_mode", "tokens") != "tokens":
         raise fail(Reason.UNSUPPORTED_FIELD, f"{where}.output_mode: only 'tokens' chunks", f"{where}.output_mode")
     typed(value.get("request_id", ""), str, f"{where}.request_id")
@@ -156,13 +158,12 @@ class VllmDerenderStream:
 
     async def chat(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, CHAT)
-        request = render_request(body, "chat_request", "the parsers")
         chunk, choice, state, model = await self._read(body, context)
-        contexts = await rendered_contexts(self.hops, "RenderChatVllm", request, "chat_request", context)
+        request, contexts = await request_contexts(self.hops, body, "chat_request", context)
         derendered = await self._derender(contexts[0], body, chunk, choice, state, context)
         out = {"id": chunk.get("request_id", ""), "object": "chat.completion.chunk", "created": int(time.time())}
         out |= {"model": model, "choices": [], "usage": _usage(chunk, body.get("prompt_tokens"))}
-        out["metrics"] = chunk.get("metrics")  # as vLLM: the generate chunk's, passed on
+        out["metrics"] = as_vllms(chunk.get("metrics"))  # as vLLM: the generate chunk's, passed on
         return_ids = bool(request.get("return_token_ids"))
         out["prompt_token_ids"] = chunk.get("prompt_token_ids") if return_ids else None
         if choice is not None:
@@ -193,18 +194,17 @@ class VllmDerenderStream:
 
     async def completion(self, body: dict, context) -> httpbody_pb2.HttpBody:
         only(body, COMPLETION)
-        request = render_request(body, "completion_request", "the prompt")
-        if request.get("echo"):
+        if (body.get("completion_request") or {}).get("echo"):
             why = "completion_request.echo is not served per chunk: use the unary derender or /v1/completions"
             raise fail(Reason.UNSUPPORTED_FIELD, why, "completion_request.echo")
         chunk, choice, state, model = await self._read(body, context)
-        contexts = await rendered_contexts(self.hops, "RenderCompletionVllm", request, "completion_request", context)
+        request, contexts = await request_contexts(self.hops, body, "completion_request", context)
         if len(contexts) > 1 and body.get("prompt_token_ids", chunk.get("prompt_token_ids")) is None:
             del contexts[0].prompt_tail_token_ids[:]  # which prompt is not said: unseeded, as vLLM
         derendered = await self._derender(contexts[0], body, chunk, choice, state, context)
         out = {"id": chunk.get("request_id", ""), "object": "text_completion", "created": int(time.time())}
         out |= {"model": model, "choices": [], "usage": _usage(chunk, body.get("prompt_tokens"))}
-        out["metrics"] = chunk.get("metrics")
+        out["metrics"] = as_vllms(chunk.get("metrics"))
         if choice is not None:
             ours = completion(derendered.completion, streamed=True)["choices"] if derendered else []
             text = ours[0] if ours else {"index": choice["index"], "text": "", "logprobs": None}

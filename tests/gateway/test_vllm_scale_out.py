@@ -137,7 +137,6 @@ def test_stream_refusals_name_the_field(stack):
         ({"stream_state": {"prev_tokens": ["a"]}}, "stream_state.prev_tokens"),
         ({"stream_state": {"output_token_ids": [1, 2], "output_chunk_lens": [1]}}, "stream_state.output_chunk_lens"),
         ({"generate_chunk": chunk | {"choices": chunk["choices"] * 2}}, "generate_chunk.choices"),
-        ({"chat_request": None}, "chat_request"),
         ({"stream": "yes"}, "stream"),
         ({"bogus": 1}, "bogus"),
     ]

@@ -36,6 +36,7 @@ IGNORED = {
     "--enable-prompt-tokens-details": 0,  # we always report usage.prompt_tokens_details.cached_tokens
     "--enable-auto-tool-choice": 0,  # tool_choice "auto" is always served where a tool parser is set
     "--structured-outputs-config.backend": 1,  # which grammar library; ours is our own
+    "--enable-scale-out": 0,  # render, derender and /inference/v1/generate: always served here
 }
 
 # Flags we serve: vLLM's flag -> (services that take it, our flag). The value (if any) is passed as given.
@@ -57,6 +58,7 @@ MAPPED = {
     "--convert": (("engine",), "--convert"),
     "--pooler-config": (("engine",), "--pooler-config"),
     "--profiler-config": (("engine",), "--profiler-config"),
+    "--enable-tokenizer-info-endpoint": (("render",), "--enable-tokenizer-info-endpoint"),
 }
 SWITCHES = {
     "--trust-request-chat-template",
@@ -64,10 +66,12 @@ SWITCHES = {
     "--return-tokens-as-token-ids",
     "--enable-per-request-metrics",
     "--enable-lora",
+    "--enable-tokenizer-info-endpoint",
 }
 # Another kind of server altogether: every case of the file would test that, so the file is skipped.
 OTHER_SERVER = {
     "--skip-tokenizer-init": "token ids only, no tokenizer",
+    "--tokens-only": "token ids only: never detokenizes, refuses stop strings and text output",
     "--tool-server": "MCP / built-in tool servers for the Responses API",
     "--limit-mm-per-prompt": "a multimodal model",
     "--hf-overrides": "a model config override",

@@ -63,6 +63,7 @@ class RemoteOpenAIServer:
         if args.not_served:
             print(f"[vllm_shim] {model}: started without {args.not_served}", file=sys.stderr)
         self.host = "127.0.0.1"
+        self.uds = None  # vLLM's --uds (a unix socket): not served, the stack listens on loopback TCP
         log_dir = Path(os.environ.get("SCALEOUT_PEER_LOGS") or tempfile.mkdtemp(prefix="peer-logs-"))
         self._stack = Stack(
             StackConfig(
