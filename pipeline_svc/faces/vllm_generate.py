@@ -19,6 +19,7 @@ from google.protobuf import json_format
 
 from pipeline_svc.answer_pieces import pieces
 from pipeline_svc.engine_stream import routing_metadata
+from pipeline_svc.faces.vllm_generate_levels import level_context, leveled
 from pipeline_svc.faces.vllm_generate_output import GenerateAnswer
 from pipeline_svc.faces.vllm_generate_request import VllmGenerate, parse
 from pipeline_svc.hops import Hops, broken_off
@@ -95,14 +96,22 @@ class VllmGenerateFace:
             sampling.structured_outputs.reasoning_ended |= generate.reasoning_ended
         generate.typed.tokenizer_fingerprint = generate.typed.tokenizer_fingerprint or compiled.tokenizer_fingerprint
 
+    async def _leveled(self, generate: VllmGenerate, whole: dict, messages: list, context) -> dict:
+        """The tokens answer at vLLM's text or derender level (vllm_generate_levels.py)."""
+        body = generate.body or {}
+        rendered = ((body.get("scaleout") or {}).get("derender_context")) or None
+        derender_context = level_context(generate.output_mode, body, rendered, generate.typed, whole.get("model") or "")
+        return await leveled(self.hops, generate.output_mode, derender_context, messages, whole, context)
+
     async def _generate(self, generate: VllmGenerate, answer: GenerateAnswer, context):
         metadata = routing_metadata(generate.typed, context)
         call = self.hops.engine.Generate(generate.typed, timeout=context.time_remaining(), metadata=metadata)
-        started = False
+        started, messages = False, []
         try:
             async for message in call:
                 if message.HasField("error"):
                     raise ServiceError.from_status(message.error)
+                messages.append(message)
                 for chunk in answer.feed(message):
                     if generate.stream:
                         started = True
@@ -112,7 +121,10 @@ class VllmGenerateFace:
             else:
                 raise fail(Reason.UPSTREAM_LOST, "the engine stream ended without its terminal message")
             if not generate.stream:
-                for piece in pieces(json_body(answer.unary())):  # its prompt logprobs may exceed one message
+                whole = answer.unary()
+                if generate.output_mode != "tokens":
+                    whole = await self._leveled(generate, whole, messages, context)
+                for piece in pieces(json_body(whole)):  # its prompt logprobs may exceed one message
                     yield piece
                 return
             if generate.include_usage:

@@ -1,7 +1,8 @@
 """vLLM 0.33's `/inference/v1/generate` request (its scale_out GenerateRequest JSON) onto our GenerateRequest.
 
-The two tables below are the whole mapping, vLLM's names on the left: honoured (mapped), honoured as vLLM does at
-`output_mode="tokens"` (NOOP: no token this route returns changes), or refused with 400 naming it. A key vLLM does
+The two tables below are the whole mapping, vLLM's names on the left: honoured (mapped), honoured as vLLM does
+(NOOP: no token this route returns changes), or refused with 400 naming it. `output_mode` "text" and "derender"
+(unary) raise the tokens answer through derender (vllm_generate_levels.py). A key vLLM does
 not know is refused too (vLLM ignores it). Values are checked by the engine's own rules, which name the same paths.
 
 Render's answers (`/v1/chat/completions/render`, `/v1/completions/render`) come here unchanged. `scaleout` is the
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 
 from pipeline_svc.faces.rl_json import only, typed
+from pipeline_svc.faces.vllm_generate_levels import check_level
 from scaleout.v1 import common_pb2, engine_pb2
 from scaleout_common.errors import clip
 from scaleout_common.reasons import Reason, fail
@@ -41,8 +43,8 @@ TOP = {
     "reasoning_parser_kwargs": NOOP,  # the template kwargs for vLLM's engine-side reasoning parser: here render's
     # parser reads the prompt as rendered, those kwargs applied
     "return_token_ids": "mapped",
-    "output_mode": (REFUSE, "tokens", "text and derender levels: derender's routes do that step here"),
-    "parse_context": NOOP,  # read only at output_mode "derender" (vLLM: "ignored at other levels")
+    "output_mode": "mapped",  # "text" and "derender" (unary): derender raises the answer (vllm_generate_levels.py)
+    "parse_context": "mapped",  # read only at output_mode "derender" (vLLM: "ignored at other levels")
     "stream": "mapped",
     "stream_options": "mapped",
     "cache_salt": "mapped",
@@ -101,6 +103,8 @@ class VllmGenerate:
     model: str | None
     asks: dict  # what render must compile for these token ids: bad_words, structured_outputs (vLLM's forms)
     reasoning_ended: bool  # the constraint applies from the first token
+    output_mode: str = "tokens"  # vLLM's answer level (vllm_generate_levels.py)
+    body: dict | None = None  # the client's JSON, read again at the text and derender levels
 
 
 def _refused(body: dict, table: dict, where: str = "") -> None:
@@ -161,6 +165,8 @@ def parse(body: dict) -> VllmGenerate:
     if stream and request.sampling_params.prompt_logprob_token_ids:  # vLLM's: its stream chunks have no field for them
         field = "sampling_params.prompt_logprob_token_ids"
         raise fail(Reason.UNSUPPORTED_FIELD, "prompt_logprob_token_ids are not available when stream=true.", field)
+    detokenize = body["sampling_params"].get("detokenize") is not False
+    mode = check_level(body, stream, detokenize)
     return VllmGenerate(
         typed=request,
         stream=stream,
@@ -170,6 +176,8 @@ def parse(body: dict) -> VllmGenerate:
         model=body.get("model"),
         asks=asks,
         reasoning_ended=reasoning_ended,
+        output_mode=mode,
+        body=body,
     )
 
 

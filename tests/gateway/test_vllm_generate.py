@@ -194,7 +194,8 @@ def test_structured_outputs_from_the_first_token(stack):
     [
         ({"features": {"mm_hashes": {}, "mm_placeholders": {}}}, "features", 400),
         ({"content_parts": [{"type": "image_url", "url": "x"}]}, "content_parts", 400),
-        ({"output_mode": "text"}, "output_mode", 400),
+        ({"output_mode": "text", "stream": True}, "stream", 400),  # the text level is unary here
+        ({"output_mode": "bytes"}, "output_mode", 400),
         ({"ec_transfer_params": {"a": 1}}, "ec_transfer_params", 400),
         ({"sampling_params": {"thinking_token_budget": 5}}, "sampling_params.thinking_token_budget", 400),
         ({"sampling_params": {"structured_outputs": {"json": "{"}}}, "sampling_params.structured_outputs.json", 400),
@@ -285,3 +286,25 @@ def test_derender_takes_vllms_requests(stack):
     plain = post(stack, "/v1/chat/completions/derender", {"generate_response": generated})  # vLLM's defaults
     assert plain.status_code == 200, plain.text
     assert plain.json()["choices"][0]["message"]["content"]  # plain detokenization: no tools, no stops
+
+
+def test_text_and_derender_levels_carry_the_one_hops_text(stack):
+    """vLLM's `output_mode`: "text" decodes each choice as the chat route does for the same tokens; "derender"
+    gives the assistant message (the render answer's context: no parser for this model, so its text)."""
+    chat = {
+        "model": "SmolLM2-135M-Instruct",
+        "messages": [{"role": "user", "content": "Name a colour."}],
+        "max_tokens": 8,
+    }
+    rendered = post(stack, "/v1/chat/completions/render", chat | {"temperature": 0, "logprobs": True}).json()
+    one_hop = post(stack, "/v1/chat/completions", chat | {"temperature": 0}).json()["choices"][0]["message"]
+    for mode in ("text", "derender"):
+        answer = post(stack, "/inference/v1/generate", rendered | {"output_mode": mode})
+        assert answer.status_code == 200, answer.text
+        choice = answer.json()["choices"][0]
+        text = choice["text"] if mode == "text" else choice["message"]["content"]
+        assert answer.json()["output_mode"] == mode and text == one_hop["content"]
+        assert choice["token_ids"] and choice["logprobs"]["content"][0]["token"]  # decoded, with bytes
+    body = rendered | {"output_mode": "text", "sampling_params": rendered["sampling_params"] | {"detokenize": False}}
+    refused = post(stack, "/inference/v1/generate", body)
+    assert refused.status_code == 400 and "requires sampling_params.detokenize" in refused.json()["error"]["message"]

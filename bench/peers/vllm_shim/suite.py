@@ -80,6 +80,7 @@ SUPPORT: tuple[str, ...] = (
     _OPENAI + "responses/conftest.py",
     _OPENAI + "chat_completion/test_serving_chat.py",  # test_batched_chat_completions imports its MockModelConfig
     "tests/entrypoints/scale_out/derender/utils.py",  # the derender stream and parity files' helpers
+    "tests/entrypoints/scale_out/derender/test_derender.py",  # test_derender_stream imports its harmony fixtures
     "examples/template_chatml.jinja",  # test_chat_completion_with_prompt_embeds's --chat-template (VLLM_PATH / ...)
 )
 SHIMS = {
