@@ -230,6 +230,10 @@ class VllmDerender:
         out = chat_completion(answer) | {"id": result.request_id, "model": model}
         out["prompt_logprobs"] = given.get("prompt_logprobs")
         out["prompt_token_ids"] = given.get("prompt_token_ids") if return_ids else None
+        for choice, engine in zip(out["choices"], result.choices):  # vLLM's message: `reasoning` always printed
+            choice["message"].setdefault("reasoning", None)
+            if return_ids:
+                choice["token_ids"] = list(engine.token_ids)
         out["usage"] = _usage(typed(body.get("prompt_tokens") or 0, int, "prompt_tokens"), [result])
         metrics = as_vllms(given.get("metrics"))
         return json_body(out | {"kv_transfer_params": given.get("kv_transfer_params"), "metrics": metrics})

@@ -170,12 +170,13 @@ class VllmDerenderStream:
             ours = chat_chunk(derendered.chat, with_usage=False)["choices"] if derendered else []
             delta = ours[0] if ours else {"index": choice["index"], "delta": {}, "logprobs": None}
             delta |= {"finish_reason": delta.get("finish_reason"), "stop_reason": delta.get("stop_reason")}
-            out["choices"] = [self._chat_choice(delta, state) | _ids(choice, return_ids)]
+            named = isinstance(request.get("tool_choice"), dict)  # a forced call ends "stop", as vLLM and OpenAI
+            out["choices"] = [self._chat_choice(delta, state, named) | _ids(choice, return_ids)]
             _advance(state, choice)
         return _answer(out, state)
 
     @staticmethod
-    def _chat_choice(choice: dict, state: StreamState) -> dict:
+    def _chat_choice(choice: dict, state: StreamState, named: bool = False) -> dict:
         delta = choice["delta"]
         delta.pop("role", None)
         if not state.role_sent:
@@ -188,7 +189,7 @@ class VllmDerenderStream:
                     call["id"] = state.last_tool_call_ids[call["index"]]
                 else:
                     state.last_tool_call_ids.append(call["id"])
-        if state.tools_streamed and choice["finish_reason"] == "stop":
+        if state.tools_streamed and choice["finish_reason"] == "stop" and not named:
             choice["finish_reason"] = "tool_calls"
         return choice | {"delta": delta}
 

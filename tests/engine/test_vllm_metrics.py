@@ -133,7 +133,9 @@ def test_the_table_is_vllms():
     assert f"FINISH_REASON_STRINGS = {vllm_metrics.FINISHED_REASONS!r}" in engine_init
     cache = next(n for n in ast.walk(_vllm_source("config/cache.py")) if getattr(n, "name", "") == "CacheConfig")
     fields = {n.target.id for n in cache.body if isinstance(n, ast.AnnAssign)}
-    assert set(vllm_metrics.cache_config(engine_pb2.GetLoadResponse(), "")) <= fields
+    load = engine_pb2.GetLoadResponse(kv_block_size=16, kv_blocks_free=1024)
+    config = vllm_metrics.cache_config(load, "", max_model_len=8192)
+    assert set(config) <= fields and config["kv_cache_max_concurrency"] == "2.0"  # 1024 blocks / 512 a sequence
 
 
 def test_docs_name_every_series():

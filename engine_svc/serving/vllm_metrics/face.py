@@ -156,7 +156,7 @@ class VllmMetrics:
                     family.add_metric([*labels, str(position)], value)
                 yield family
             elif series.name == CACHE_CONFIG_INFO:
-                config = cache_config(load, loaded.kv_cache_dtype)
+                config = cache_config(load, loaded.kv_cache_dtype, loaded.limits.max_model_len)
                 yield self._info(series, config | dict(zip(LABELS, labels, strict=True)), 1)
             elif series.name == LORA_REQUESTS_INFO:
                 if load.max_loras:  # LoRA off: vLLM makes no lora_requests_info

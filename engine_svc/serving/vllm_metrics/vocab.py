@@ -101,10 +101,13 @@ LORA_REQUESTS_INFO = "vllm:lora_requests_info"
 SPEC_DECODE_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
-def cache_config(load: GetLoadResponse, kv_cache_dtype: str) -> dict[str, str]:
-    """vllm:cache_config_info's labels: the CacheConfig fields the engine has, as vLLM writes them (str())."""
+def cache_config(load: GetLoadResponse, kv_cache_dtype: str, max_model_len: int = 0) -> dict[str, str]:
+    """vllm:cache_config_info's labels: the CacheConfig fields the engine has, as vLLM writes them (str());
+    `kv_cache_max_concurrency` is vLLM's: the blocks over the blocks one sequence of max_model_len takes."""
     blocks = load.kv_blocks_used + load.kv_blocks_free  # every KV block, on CPU too (vLLM's CPU backend says gpu)
-    return {
+    per_sequence = -(-max_model_len // load.kv_block_size) if load.kv_block_size and max_model_len else 0
+    concurrency = {"kv_cache_max_concurrency": str(blocks / per_sequence)} if per_sequence else {}
+    return concurrency | {
         "block_size": str(load.kv_block_size),
         "cache_dtype": kv_cache_dtype or "auto",
         "enable_prefix_caching": str(load.prefix_caching),
