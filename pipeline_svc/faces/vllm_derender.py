@@ -230,9 +230,15 @@ class VllmDerender:
         out = chat_completion(answer) | {"id": result.request_id, "model": model}
         out["prompt_logprobs"] = given.get("prompt_logprobs")
         out["prompt_token_ids"] = given.get("prompt_token_ids") if return_ids else None
-        for choice, engine in zip(out["choices"], result.choices):  # vLLM's message: `reasoning` always printed
-            choice["message"].setdefault("reasoning", None)
-            if return_ids:
+        hidden = chat_request.get("include_reasoning") is False  # vLLM hides per-token metadata then
+        for choice, engine in zip(out["choices"], result.choices):
+            message = choice["message"]
+            message.setdefault("reasoning", None)  # vLLM's message prints it
+            if message.get("content") == "" and (message["reasoning"] is not None or message.get("tool_calls")):
+                message["content"] = None  # all parsed away: vLLM's parsers leave no content
+            if hidden:
+                choice["logprobs"] = None
+            elif return_ids:
                 choice["token_ids"] = list(engine.token_ids)
         out["usage"] = _usage(typed(body.get("prompt_tokens") or 0, int, "prompt_tokens"), [result])
         metrics = as_vllms(given.get("metrics"))
