@@ -16,16 +16,14 @@ chat model whose prompt takes each option letter as one token.
 
 from __future__ import annotations
 
-from pipeline_svc.decisions_request import LABELS, DecisionRequest, Question
-from pipeline_svc.label_reads import Ask, LabelTokens, Read, read_all
-
-REPLY = "Answer with the letter of one option only."
+from pipeline_svc.decisions_request import DecisionRequest, Question
+from pipeline_svc.label_reads import ANSWER_LETTER, LETTERS, Ask, LabelTokens, Read, read_all
 
 
 def question_text(question: Question) -> str:
     lines = [f"{label}: {name} - {about}" if about else f"{label}: {name}" for label, (name, about) in
-             zip(LABELS, question.options)]  # fmt: skip
-    body = "\n".join([*lines, REPLY])
+             zip(LETTERS, question.options)]  # fmt: skip
+    body = "\n".join([*lines, ANSWER_LETTER])
     return f"Question: {question.instructions}\n{body}" if question.instructions else body
 
 
@@ -48,7 +46,7 @@ def answer_of(question: Question, read: Read) -> dict:
 
 async def decide(hops, tokens: LabelTokens, request: DecisionRequest, request_id: str, context) -> dict:
     """The API's answer: every question read concurrently, answered in order."""
-    asks = [Ask(f"{request.input}\n\n{question_text(q)}", LABELS[: len(q.options)]) for q in request.questions]
+    asks = [Ask(f"{request.input}\n\n{question_text(q)}", LETTERS[: len(q.options)]) for q in request.questions]
     shared = {"model": request.model, "request_id": request_id, "system": request.system, **request.routing}
     reads = await read_all(hops, tokens, asks, shared, context)
     prompt, cached = sum(r.input_tokens for r in reads), sum(r.cached_tokens for r in reads)

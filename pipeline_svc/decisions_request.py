@@ -23,14 +23,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from pipeline_svc.label_reads import LETTERS
 from scaleout_common.errors import QUOTE_CHARS, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
 
-LABELS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # one per option, in order: each is one token after a chat prompt
 MAX_QUESTIONS = 64
 MAX_LEVELS = 10
-MAX_CHOICES = 255  # OpenAI's bound; a model read by labels takes at most len(LABELS)
+MAX_CHOICES = 255  # OpenAI's bound; a model read by labels takes at most len(LETTERS)
 MAX_SAFETY_IDENTIFIER = 128
 TEXT_ONLY = "Decisions supports text input only; images are not supported"
 FIELDS = {"model", "input", "questions", "safety_identifier", "prompt_cache_key", "prompt_cache_options"}
@@ -132,10 +132,10 @@ def _options(question: dict, where: str) -> tuple[tuple[tuple[str, str], ...], t
     items = question.get(key)
     if not isinstance(items, list) or not low <= len(items) <= high:
         raise fail(Reason.INVALID_REQUEST, f"`{where}.{key}` must hold {low} to {high} items", f"{where}.{key}")
-    if len(items) > len(LABELS):
+    if len(items) > len(LETTERS):
         raise fail(
             Reason.INVALID_REQUEST,
-            f"This model supports at most {len(LABELS)} choices per question",
+            f"This model supports at most {len(LETTERS)} choices per question",
             f"{where}.{key}",
         )
     options, values = [], []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import string
 from dataclasses import dataclass
 
 import grpc
@@ -28,7 +29,14 @@ from scaleout_common.openai_body_rules import parse_typed
 from scaleout_common.reasons import Reason, fail
 
 THINKING_OFF = {"enable_thinking": False}
-LABELS = re.compile(r"logprob_token_ids")
+# The labels the decision routes read and the replies their prompts ask for (vLLM's and SGLang's words).
+LETTERS = tuple(string.ascii_uppercase)  # one per option, in order: A to Z
+DIGITS = tuple(string.digits)  # one per level, numbered from 0
+YES_NO: tuple[str, ...] = ("yes", "no")
+ANSWER_LETTER = "Answer with the letter of one option only."
+ANSWER_NUMBER = "Answer with the number of one level only."
+ANSWER_YES_NO = "Answer with yes or no only."
+LABEL_IDS = re.compile(r"logprob_token_ids")
 PROMPT_IDS = re.compile(r"prompt_token_ids\[(\d+)\](?:\.token_ids)?(?:\[(\d+)\])?")
 
 
@@ -203,7 +211,7 @@ def in_client_terms(error: ServiceError, parts: list[tuple[str, int]] | None) ->
             return f"{first}[{position}]" if first == "query" else f"items[{item}][{position}]"
         return f"query[{position - length}]" if first != "query" else f"items[{item}][{position - length}]"
 
-    rename = lambda text: PROMPT_IDS.sub(name, LABELS.sub("label_token_ids", text))  # noqa: E731
+    rename = lambda text: PROMPT_IDS.sub(name, LABEL_IDS.sub("label_token_ids", text))  # noqa: E731
     error.message = rename(error.message)
     error.violations = [(rename(field), rename(why)) for field, why in error.violations]
     return error

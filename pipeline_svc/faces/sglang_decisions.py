@@ -20,7 +20,17 @@ import json
 import math
 import uuid
 
-from pipeline_svc.label_reads import Ask, LabelTokens, Read, read_all
+from pipeline_svc.label_reads import (
+    ANSWER_LETTER,
+    ANSWER_NUMBER,
+    ANSWER_YES_NO,
+    LETTERS,
+    YES_NO,
+    Ask,
+    LabelTokens,
+    Read,
+    read_all,
+)
 from scaleout_common.errors import QUOTE_CHARS, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
@@ -29,11 +39,7 @@ PROMPT_FORMAT_VERSION = 1
 FIELDS = {"input", "images", "questions", "temperature", "chat_template_kwargs", "prompt_format_version"}
 FIELDS |= {"return_prompt_token_ids", "model"}
 QUESTION_FIELDS = {"choice": {"options"}, "score": {"levels"}, "yes_no": {"yes", "no"}}
-REPLY = {
-    "choice": "Answer with the letter of one option only.",
-    "score": "Answer with the number of one level only.",
-    "yes_no": "Answer with yes or no only.",
-}
+REPLY = {"choice": ANSWER_LETTER, "score": ANSWER_NUMBER, "yes_no": ANSWER_YES_NO}
 
 
 def is_sglang_body(body: dict) -> bool:
@@ -77,7 +83,7 @@ def _question(question, where: str) -> tuple[str, str, list[str], list[str], str
         names = [o["name"] for o in options]
         if len(set(names)) != len(names):
             raise fail(Reason.INVALID_REQUEST, f"question {qid!r}: option names must be distinct", f"{where}.options")
-        labels = [chr(ord("A") + i) for i in range(len(names))]
+        labels = list(LETTERS[: len(names)])
         details = [_text(o.get("description"), f"{where}.options", required=False) for o in options]
         lines = [f"Question: {text}"] + [
             f"{la}: {n} - {d}" if d else f"{la}: {n}" for la, n, d in zip(labels, names, details)
@@ -91,7 +97,7 @@ def _question(question, where: str) -> tuple[str, str, list[str], list[str], str
             f"{i}: {_text(level, f'{where}.levels[{i}]')}" for i, level in enumerate(levels)
         ]
     else:
-        names = labels = ["yes", "no"]
+        names = labels = [*YES_NO]
         details = [_text(question.get(side), f"{where}.{side}", required=False) for side in names]
         lines = [f"Is the following true? {text}"] + [f"{la}: {d}" for la, d in zip(labels, details) if d]
     return qid, kind, names, labels, "\n".join([*lines, REPLY[kind]])

@@ -35,6 +35,7 @@ from google.api import httpbody_pb2
 from google.protobuf import json_format
 
 from pipeline_svc.faces.rl_json import only, typed
+from pipeline_svc.faces.vllm_generate_levels import PROMPT_TAIL
 from pipeline_svc.faces.vllm_generate_output import usage
 from pipeline_svc.faces.vllm_generate_request import token_ids
 from pipeline_svc.hops import Hops
@@ -56,7 +57,6 @@ ANSWER = (
 )
 ENGINE_CHOICE = ("index", "finish_reason", "stop_reason", "token_ids", "routed_experts", "sampling_mask")
 ENGINE_CHOICE += ("weight_versions", "logprobs")
-PROMPT_TAIL = 8  # prompt ids a given prompt_token_ids seeds detokenization with
 
 
 def check_bounds(answers: list, max_model_len: int, prompts: list) -> None:

@@ -5,9 +5,11 @@ derendered by DerenderService as the one hop derenders it, printed at vLLM's lev
   a matched stop string cut unless `include_stop_str_in_output`) and its `logprobs` carry decoded tokens and `bytes`
   (chat's shape); no parser reads it.
 - "derender": each choice gains `message`, the assistant message parsed from the text (reasoning, tool calls) under
-  the request's context: render's `scaleout.derender_context` where the body came from our render, else vLLM's
-  `parse_context` (tools, tool_choice, parallel_tool_calls, include_reasoning, chat_template_kwargs) with the served
-  model's parsers; with neither, no parser reads it (the message is the text, as vLLM's without a parser).
+  the request's context: render's `scaleout.derender_context` where the body came from our render (its parsers,
+  whether the prompt opened reasoning), vLLM's `parse_context` over it (tools, tool_choice, parallel_tool_calls,
+  include_reasoning, chat_template_kwargs; alone: the served model's parsers); with neither, no parser reads it (the
+  message is the text, as vLLM's without a parser). A `history_tool_call_cnt` other than 0 is refused: tool call ids
+  here do not count the conversation's earlier calls.
 Both need `sampling_params.detokenize` (vLLM's rule and words); "derender" is unary only, as vLLM's. Token ids,
 finish and stop reasons stay the tokens level's.
 """
@@ -30,7 +32,7 @@ TOOL_CHOICES = {
     "auto": derender_pb2.TOOL_CHOICE_MODE_AUTO,
     "required": derender_pb2.TOOL_CHOICE_MODE_REQUIRED,
 }
-PROMPT_TAIL = 8
+PROMPT_TAIL = 8  # prompt ids that seed detokenization (vLLM's derender reads as few)
 
 
 def check_level(body: dict, stream: bool, detokenize: bool) -> str:
@@ -47,10 +49,19 @@ def check_level(body: dict, stream: bool, detokenize: bool) -> str:
     if mode == "derender" and isinstance(context, dict) and (unknown := sorted(set(context) - set(PARSE_CONTEXT))):
         why = f"Unknown parse_context fields {unknown}; the render server is newer than this generate server"
         raise fail(Reason.UNSUPPORTED_FIELD, clip(why), "parse_context")
+    if mode == "derender" and isinstance(context, dict) and context.get("history_tool_call_cnt") not in (None, 0):
+        why = "tool call ids here do not count the conversation's earlier calls: send 0"
+        raise fail(
+            Reason.UNSUPPORTED_FIELD,
+            f"parse_context.history_tool_call_cnt: {why}",
+            "parse_context.history_tool_call_cnt",
+        )
     return mode
 
 
 def _from_parse_context(out: derender_pb2.DerenderContext, parse_context: dict) -> None:
+    """vLLM's parse_context over `out` (render's context, or an empty one): what it names replaces out's."""
+    out.ClearField("tools")
     try:
         json_format.ParseDict({"tools": parse_context.get("tools") or []}, out, ignore_unknown_fields=False)
     except json_format.ParseError as error:
@@ -67,6 +78,9 @@ def _from_parse_context(out: derender_pb2.DerenderContext, parse_context: dict) 
     out.parallel_tool_calls = parse_context.get("parallel_tool_calls") is not False
     if parse_context.get("include_reasoning") is False:
         out.reasoning_delivery = derender_pb2.REASONING_DELIVERY_OMITTED
+    elif out.reasoning_delivery == derender_pb2.REASONING_DELIVERY_OMITTED:
+        out.reasoning_delivery = derender_pb2.REASONING_DELIVERY_UNSPECIFIED
+    out.chat_template_kwargs.Clear()
     out.chat_template_kwargs.update(parse_context.get("chat_template_kwargs") or {})
 
 
@@ -74,11 +88,12 @@ def level_context(mode: str, body: dict, rendered: dict | None, request, model: 
     """The derender context for `mode`: render's (`rendered`, its scaleout.derender_context) or vLLM's parse_context
     at "derender"; the sampling params' text options and the prompt's tail at either level."""
     out = derender_pb2.DerenderContext()
+    parse_context = body.get("parse_context")
     if mode == "derender" and rendered:
         json_format.ParseDict(rendered, out, ignore_unknown_fields=True)
-    elif mode == "derender" and isinstance(body.get("parse_context"), dict):
-        _from_parse_context(out, body["parse_context"])
-    else:
+    if mode == "derender" and isinstance(parse_context, dict):
+        _from_parse_context(out, parse_context)
+    elif mode != "derender" or not rendered:
         out.reasoning_parser = out.tool_parser = "none"  # plain text: no parser reads it
     params = body.get("sampling_params") or {}
     out.endpoint = derender_pb2.ENDPOINT_CHAT

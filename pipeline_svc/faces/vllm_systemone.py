@@ -20,12 +20,22 @@ The answer is vLLM's: `answers` and `diagnostics` (`label_mass`, `argmax_is_labe
 from __future__ import annotations
 
 import json
-import string
 import time
 import uuid
 from dataclasses import dataclass
 
-from pipeline_svc.label_reads import Ask, LabelTokens, Read, read_all
+from pipeline_svc.label_reads import (
+    ANSWER_LETTER,
+    ANSWER_NUMBER,
+    ANSWER_YES_NO,
+    DIGITS,
+    LETTERS,
+    YES_NO,
+    Ask,
+    LabelTokens,
+    Read,
+    read_all,
+)
 from scaleout_common.errors import QUOTE_CHARS, clip
 from scaleout_common.json_body import load_object
 from scaleout_common.reasons import Reason, fail
@@ -36,9 +46,9 @@ FIELDS |= {"joint", "cache_salt", "priority", "request_id"}
 MEDIA = {"images": "image", "audio": "audio", "videos": "video"}
 # Per type: its labels, the reply's instruction.
 TYPES = {
-    "choice": (tuple(string.ascii_uppercase), "Answer with the letter of one option only."),
-    "noul": (("yes", "no"), "Answer with yes or no only."),
-    "score": (tuple(string.digits), "Answer with the number of one level only."),
+    "choice": (LETTERS, ANSWER_LETTER),
+    "noul": (YES_NO, ANSWER_YES_NO),
+    "score": (DIGITS, ANSWER_NUMBER),
 }
 
 

@@ -196,6 +196,11 @@ def test_structured_outputs_from_the_first_token(stack):
         ({"content_parts": [{"type": "image_url", "url": "x"}]}, "content_parts", 400),
         ({"output_mode": "text", "stream": True}, "stream", 400),  # the text level is unary here
         ({"output_mode": "bytes"}, "output_mode", 400),
+        (
+            {"output_mode": "derender", "parse_context": {"history_tool_call_cnt": 2}},
+            "parse_context.history_tool_call_cnt",
+            400,
+        ),
         ({"ec_transfer_params": {"a": 1}}, "ec_transfer_params", 400),
         ({"sampling_params": {"thinking_token_budget": 5}}, "sampling_params.thinking_token_budget", 400),
         ({"sampling_params": {"structured_outputs": {"json": "{"}}}, "sampling_params.structured_outputs.json", 400),
